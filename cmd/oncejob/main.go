@@ -1,0 +1,83 @@
+// Command oncejob is the one binary of oncejob: the server, the migrator and
+// small client commands.
+//
+//	oncejob serve     run the gRPC server
+//	oncejob migrate   apply database migrations
+//	oncejob hash-key  print the sha256 of an API key for the keys file
+//
+// Every flag can also be set by an ONCEJOB_* environment variable (the flag
+// name upper-cased, dashes as underscores); a flag given on the command line
+// wins.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+type command struct {
+	name  string
+	short string
+	run   func(ctx context.Context, args []string) error
+}
+
+var commands = []command{
+	{"serve", "run the gRPC server", runServe},
+	{"migrate", "apply database migrations and exit", runMigrate},
+	{"hash-key", "print the sha256 of an API key (read from stdin) for --api-keys", runHashKey},
+}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	for _, c := range commands {
+		if c.name == os.Args[1] {
+			if err := c.run(ctx, os.Args[2:]); err != nil {
+				if errors.Is(err, flag.ErrHelp) {
+					os.Exit(2)
+				}
+				fmt.Fprintf(os.Stderr, "oncejob %s: %v\n", c.name, err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	fmt.Fprintf(os.Stderr, "oncejob: unknown command %q\n\n", os.Args[1])
+	usage()
+	os.Exit(2)
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: oncejob <command> [flags]\n\ncommands:")
+	for _, c := range commands {
+		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.short)
+	}
+}
+
+// parseFlags parses args, first taking each flag's value from its ONCEJOB_*
+// environment variable when set.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		env := "ONCEJOB_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok && envErr == nil {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", env, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return envErr
+	}
+	return fs.Parse(args)
+}

@@ -1,0 +1,59 @@
+package pipeline_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncejob/oncejob/pipeline"
+)
+
+func TestBuiltinSummarize(t *testing.T) {
+	t.Parallel()
+	p, ok := pipeline.Builtin().Get("summarize")
+	require.True(t, ok)
+	require.EqualValues(t, 1, p.Version)
+	require.Equal(t, "default", p.DefaultModelProfile())
+	require.Equal(t, 5, p.Retry.MaxAttempts)
+	require.Equal(t, time.Hour, p.Retry.Deadline)
+}
+
+func TestLoadMergesAndValidates(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`
+pipelines:
+  - name: classify
+    version: 3
+    prompt: {version: "7", template: "Classify {{.Text}}"}
+    model_profiles: [small, large]
+    output_schema: {type: object}
+`), 0o600))
+	r, err := pipeline.Load(path)
+	require.NoError(t, err)
+	require.Equal(t, []string{"classify", "summarize"}, r.Names())
+	p, _ := r.Get("classify")
+	require.True(t, p.AllowsModelProfile("large"))
+	require.False(t, p.AllowsModelProfile("huge"))
+	require.Equal(t, 5, p.Retry.MaxAttempts, "defaults applied")
+
+	require.NoError(t, os.WriteFile(path, []byte(`
+pipelines:
+  - name: Bad Name
+    version: 0
+    prompt: {version: "", template: ""}
+    model_profiles: []
+`), 0o600))
+	_, err = pipeline.Load(path)
+	require.ErrorContains(t, err, "name must match")
+	require.ErrorContains(t, err, "version must be >= 1")
+	require.ErrorContains(t, err, "model_profiles")
+
+	require.NoError(t, os.WriteFile(path, []byte("pipelines:\n  - nme: typo\n"), 0o600))
+	_, err = pipeline.Load(path)
+	require.ErrorContains(t, err, "nme")
+}

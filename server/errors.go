@@ -1,0 +1,58 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/oncejob/oncejob/server/idempotency"
+	"github.com/oncejob/oncejob/server/requestid"
+	"github.com/oncejob/oncejob/store"
+)
+
+// errorDomain is the ErrorInfo domain of oncejob's errors.
+const errorDomain = idempotency.ErrorDomain
+
+// violations collects BadRequest field violations.
+type violations []*errdetails.BadRequest_FieldViolation
+
+func (v *violations) add(field, format string, args ...any) {
+	*v = append(*v, &errdetails.BadRequest_FieldViolation{Field: field, Description: fmt.Sprintf(format, args...)})
+}
+
+// err returns INVALID_ARGUMENT with a BadRequest of every violation, or nil.
+func (v violations) err() error {
+	if len(v) == 0 {
+		return nil
+	}
+	msg := "invalid request: " + v[0].Field + ": " + v[0].Description
+	if len(v) > 1 {
+		msg += fmt.Sprintf(" (and %d more)", len(v)-1)
+	}
+	st, _ := status.New(codes.InvalidArgument, msg).WithDetails(&errdetails.BadRequest{FieldViolations: v})
+	return st.Err()
+}
+
+// storeError maps a store error to a status. Sentinels become their codes;
+// anything else is INTERNAL with the request id, its text only in the log.
+func (s *jobService) storeError(ctx context.Context, err error, what string) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return status.Errorf(codes.NotFound, "%s not found", what)
+	case errors.Is(err, store.ErrIdempotencyKeyReused):
+		return idempotency.ReusedError()
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, "request cancelled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
+	}
+	rid := requestid.FromContext(ctx)
+	s.cfg.Logger.ErrorContext(ctx, "store error", "error", err, "request_id", rid)
+	st, _ := status.New(codes.Unavailable, "the job store is unavailable; retry with the same idempotency key").
+		WithDetails(&errdetails.ErrorInfo{Reason: "STORE_UNAVAILABLE", Domain: errorDomain, Metadata: map[string]string{"request_id": rid}})
+	return st.Err()
+}

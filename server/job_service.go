@@ -1,0 +1,151 @@
+package server
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/jobkey"
+	"github.com/oncejob/oncejob/server/idempotency"
+	"github.com/oncejob/oncejob/server/tenant"
+	"github.com/oncejob/oncejob/store"
+)
+
+type jobService struct {
+	oncejobv1.UnimplementedJobServiceServer
+	cfg Config
+}
+
+// SubmitJob creates a job, or returns the one its idempotency key created.
+//
+// Idempotency contract:
+//   - Identity: tenant + method + `idempotency-key` metadata (required,
+//     1-255 printable ASCII); the request fingerprint (jobkey.Fingerprint:
+//     everything but labels) must match the first request's.
+//   - Window: the key is remembered for the idempotency window (default
+//     24h, --idempotency-window); then the janitor frees it, the job stays.
+//   - Response: a replay returns the original job, outcome EXISTING, header
+//     `idempotent-replayed: true`. Another fingerprint: INVALID_ARGUMENT,
+//     ErrorInfo IDEMPOTENCY_KEY_REUSED. Missing or malformed key:
+//     INVALID_ARGUMENT, ErrorInfo IDEMPOTENCY_KEY_INVALID.
+//
+// The store decides create-or-return in one atomic statement, so concurrent
+// calls with one key create one job. A request is fully validated (by the
+// validation interceptor) before anything is written.
+func (s *jobService) SubmitJob(ctx context.Context, req *oncejobv1.SubmitJobRequest) (*oncejobv1.SubmitJobResponse, error) {
+	key, ok := idempotency.FromContext(ctx)
+	if !ok {
+		return nil, status.Error(codes.Internal, "idempotency key missing after interceptor")
+	}
+	p, _ := s.cfg.Pipelines.Get(req.GetPipeline())
+	doc := req.GetDocument()
+	data := documentBytes(doc)
+	mediaType, _ := jobkey.NormalizeMediaType(doc.GetMediaType()) // validated
+	docSHA := jobkey.DocumentSHA256(data)
+	params := req.GetParams().AsMap()
+
+	profile := req.GetModelProfile()
+	if profile == "" {
+		profile = p.DefaultModelProfile()
+	}
+	dedupKey, err := jobkey.DedupKey(jobkey.Computation{
+		Tenant:          key.Tenant,
+		DocumentSHA256:  docSHA,
+		MediaType:       mediaType,
+		Pipeline:        p.Name,
+		PipelineVersion: p.Version,
+		PromptVersion:   p.Prompt.Version,
+		ModelProfile:    profile,
+		Params:          params,
+	})
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "params: %v", err)
+	}
+	fingerprint, err := jobkey.Fingerprint(jobkey.Request{
+		Pipeline:       req.GetPipeline(),
+		DocumentSHA256: docSHA,
+		MediaType:      mediaType,
+		DocumentName:   doc.GetName(),
+		ModelProfile:   req.GetModelProfile(),
+		Params:         params,
+	})
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "params: %v", err)
+	}
+	canonicalParams, err := jobkey.Canonical(params)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "params: %v", err)
+	}
+
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, status.Error(codes.Internal, "cannot make a job id")
+	}
+	res, err := s.cfg.Store.JobSubmit(ctx, &store.JobSubmitParams{
+		ID:              id.String(),
+		Tenant:          key.Tenant,
+		Method:          key.Method,
+		IdempotencyKey:  key.Value,
+		Fingerprint:     fingerprint,
+		DedupKey:        dedupKey,
+		Pipeline:        p.Name,
+		PipelineVersion: p.Version,
+		PromptVersion:   p.Prompt.Version,
+		ModelProfile:    profile,
+		Document:        data,
+		DocumentSHA256:  docSHA,
+		DocumentMedia:   mediaType,
+		DocumentName:    doc.GetName(),
+		Params:          canonicalParams,
+		Labels:          req.GetLabels(),
+	})
+	if err != nil {
+		return nil, s.storeError(ctx, err, "job")
+	}
+	if res.Outcome == store.OutcomeExisting {
+		idempotency.MarkReplayed(ctx)
+	}
+	return &oncejobv1.SubmitJobResponse{Job: jobToProto(res.Job), Outcome: outcomeToProto[res.Outcome]}, nil
+}
+
+// GetJob returns one job of the caller's tenant; another tenant's job is
+// NOT_FOUND.
+func (s *jobService) GetJob(ctx context.Context, req *oncejobv1.GetJobRequest) (*oncejobv1.GetJobResponse, error) {
+	t, _ := tenant.FromContext(ctx)
+	j, err := s.cfg.Store.JobGetByID(ctx, &store.JobGetByIDParams{Tenant: t, ID: req.GetJobId()})
+	if err != nil {
+		return nil, s.storeError(ctx, err, "job "+req.GetJobId())
+	}
+	return &oncejobv1.GetJobResponse{Job: jobToProto(j)}, nil
+}
+
+// ListJobs returns one page of the caller's jobs, newest first.
+func (s *jobService) ListJobs(ctx context.Context, req *oncejobv1.ListJobsRequest) (*oncejobv1.ListJobsResponse, error) {
+	t, _ := tenant.FromContext(ctx)
+	limit := int(req.GetPageSize())
+	if limit == 0 {
+		limit = defaultPageSize
+	}
+	params := &store.JobListParams{Tenant: t, Pipeline: req.GetPipeline(), Limit: limit}
+	if req.GetStatus() != oncejobv1.JobStatus_JOB_STATUS_UNSPECIFIED {
+		params.Status = statusFromProto[req.GetStatus()]
+	}
+	if req.GetPageToken() != "" {
+		params.After, _ = decodePageToken(req.GetPageToken(), req) // validated
+	}
+	res, err := s.cfg.Store.JobList(ctx, params)
+	if err != nil {
+		return nil, s.storeError(ctx, err, "jobs")
+	}
+	resp := &oncejobv1.ListJobsResponse{Jobs: make([]*oncejobv1.Job, len(res.Jobs))}
+	for i, j := range res.Jobs {
+		resp.Jobs[i] = jobToProto(j)
+	}
+	if res.Next != nil {
+		resp.NextPageToken = encodePageToken(res.Next, req)
+	}
+	return resp, nil
+}

@@ -1,0 +1,144 @@
+// Package server is oncejob's gRPC front: the JobService handlers, the
+// interceptor chain and the mapping of domain errors to gRPC statuses with
+// google.rpc details.
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"runtime/debug"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/pipeline"
+	"github.com/oncejob/oncejob/server/idempotency"
+	"github.com/oncejob/oncejob/server/requestid"
+	"github.com/oncejob/oncejob/server/tenant"
+	"github.com/oncejob/oncejob/store"
+)
+
+// Config is what a Server needs. Zero fields take the defaults stated.
+type Config struct {
+	// Store holds jobs. Required.
+	Store store.Store
+	// Pipelines are the pipelines jobs may name; default pipeline.Builtin().
+	Pipelines *pipeline.Registry
+	// Keys authenticates callers; default none: dev mode, every caller is
+	// tenant "default".
+	Keys *tenant.Keys
+	// Logger receives one line per RPC; default slog.Default().
+	Logger *slog.Logger
+	// MaxDocumentBytes bounds a submitted document; default 8 MiB.
+	MaxDocumentBytes int
+}
+
+// DefaultMaxDocumentBytes is the default document size limit.
+const DefaultMaxDocumentBytes = 8 << 20
+
+// maxMessageOverhead is what a SubmitJobRequest may carry beside its
+// document (params, labels, names): the gRPC receive limit is the document
+// limit plus this, so an oversized document still reaches validation and gets
+// a clear error rather than the transport's RESOURCE_EXHAUSTED.
+const maxMessageOverhead = 1 << 20
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Pipelines == nil {
+		c.Pipelines = pipeline.Builtin()
+	}
+	if c.Keys == nil {
+		c.Keys = &tenant.Keys{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.MaxDocumentBytes == 0 {
+		c.MaxDocumentBytes = DefaultMaxDocumentBytes
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Store == nil {
+		return errors.New("server: Config.Store is required")
+	}
+	if c.MaxDocumentBytes < 0 {
+		return errors.New("server: Config.MaxDocumentBytes must not be negative")
+	}
+	return nil
+}
+
+// New returns a gRPC server with JobService, health and reflection
+// registered, behind the interceptor chain, in this order:
+//
+//	request id -> logging -> recovery -> auth (not on health or reflection)
+//	-> request validation -> idempotency key
+//
+// Logging sits outside recovery so a recovered panic is logged as INTERNAL;
+// it never logs metadata or payloads, so API keys never reach the log.
+func New(cfg Config) (*grpc.Server, *health.Server, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, nil, err
+	}
+	svc := &jobService{cfg: cfg}
+
+	logOpts := []logging.Option{
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithFieldsFromContext(logFields),
+	}
+	recoveryOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		cfg.Logger.ErrorContext(ctx, "panic in handler", "panic", p, "stack", string(debug.Stack()), "request_id", requestid.FromContext(ctx))
+		return status.Error(codes.Internal, "internal error")
+	})
+	needsAuth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		return c.Service != healthpb.Health_ServiceDesc.ServiceName &&
+			c.Service != "grpc.reflection.v1.ServerReflection" &&
+			c.Service != "grpc.reflection.v1alpha.ServerReflection"
+	})
+	authFunc := withLogTenant(cfg.Keys.AuthFunc())
+
+	srv := grpc.NewServer(
+		grpc.MaxRecvMsgSize(cfg.MaxDocumentBytes+maxMessageOverhead),
+		grpc.ChainUnaryInterceptor(
+			withLogHolder,
+			requestid.UnaryServerInterceptor(),
+			logging.UnaryServerInterceptor(slogAdapter(cfg.Logger), logOpts...),
+			recovery.UnaryServerInterceptor(recoveryOpt),
+			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFunc), needsAuth),
+			validationInterceptor(svc.validate),
+			idempotency.UnaryServerInterceptor(oncejobv1.JobService_SubmitJob_FullMethodName),
+		),
+		grpc.ChainStreamInterceptor(
+			withLogHolderStream,
+			requestid.StreamServerInterceptor(),
+			logging.StreamServerInterceptor(slogAdapter(cfg.Logger), logOpts...),
+			recovery.StreamServerInterceptor(recoveryOpt),
+			selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFunc), needsAuth),
+		),
+	)
+	oncejobv1.RegisterJobServiceServer(srv, svc)
+	hs := health.NewServer()
+	hs.SetServingStatus(oncejobv1.JobService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(srv, hs)
+	reflection.Register(srv)
+	return srv, hs, nil
+}
+
+func slogAdapter(l *slog.Logger) logging.Logger {
+	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		l.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
+}

@@ -1,0 +1,254 @@
+// Package store defines the persistence contract of oncejob: the Store
+// interface, its domain types and its sentinel errors. Implementations live in
+// sibling packages (storepg for Postgres, storesqlite for the embedded
+// default); store/storetest is the conformance suite every one of them passes.
+//
+// Methods are noun first and take one params struct, so adding a field breaks
+// no caller. Errors returned are either the sentinels below (compare with
+// errors.Is) or internal errors whose text must not reach a client.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors. Implementations map their driver's errors to these.
+var (
+	// ErrNotFound: no such row in the caller's tenant.
+	ErrNotFound = errors.New("not found")
+	// ErrIdempotencyKeyReused: the idempotency key is bound to a request with
+	// another fingerprint.
+	ErrIdempotencyKeyReused = errors.New("idempotency key reused with a different request")
+	// ErrDuplicateComputation: another job of the tenant already computed a
+	// success for the same dedup key; at most one may exist.
+	ErrDuplicateComputation = errors.New("a computed success for this dedup key already exists")
+)
+
+// Store is oncejob's persistence. Every method is safe for concurrent use.
+// Every job-touching method is scoped by tenant: a row of another tenant is
+// ErrNotFound.
+type Store interface {
+	// JobSubmit creates a job for an idempotency key, or returns the job the
+	// key already created. It is one atomic insert-or-return: of any number of
+	// concurrent calls with one (tenant, method, key), exactly one creates.
+	//
+	// Three things can happen:
+	//  1. The key is new: the document is stored (once per tenant and
+	//     sha256), the job is inserted with its first event, and Outcome is
+	//     OutcomeCreated; or, when a computed success exists for the dedup
+	//     key, the job is inserted SUCCEEDED (stage PUBLISHED) with
+	//     DeduplicatedFrom and that job's output, and Outcome is
+	//     OutcomeDeduplicated.
+	//  2. The key exists with the same fingerprint: the job it created is
+	//     returned, Outcome is OutcomeExisting, nothing is written.
+	//  3. The key exists with another fingerprint: ErrIdempotencyKeyReused,
+	//     nothing is written.
+	JobSubmit(ctx context.Context, params *JobSubmitParams) (*JobSubmitResult, error)
+
+	// JobGetByID returns one job of the tenant, or ErrNotFound.
+	JobGetByID(ctx context.Context, params *JobGetByIDParams) (*Job, error)
+
+	// JobList returns one page of the tenant's jobs, newest first.
+	JobList(ctx context.Context, params *JobListParams) (*JobListResult, error)
+
+	// JobComplete publishes a job's output: status SUCCEEDED, stage
+	// PUBLISHED, finished now, with its event appended, all in one
+	// transaction. It completes a job in a non-terminal status; any other job
+	// is ErrNotFound. A second computed success for the same dedup key is
+	// ErrDuplicateComputation.
+	JobComplete(ctx context.Context, params *JobCompleteParams) (*Job, error)
+
+	// JobEventList returns the job's events with seq > params.AfterSeq, in
+	// seq order. A job of another tenant is ErrNotFound.
+	JobEventList(ctx context.Context, params *JobEventListParams) ([]*JobEvent, error)
+
+	// IdempotencyKeyDeleteExpired frees keys created before params.CreatedBefore
+	// and returns how many it freed. The jobs stay.
+	IdempotencyKeyDeleteExpired(ctx context.Context, params *IdempotencyKeyDeleteExpiredParams) (int64, error)
+
+	// Close releases the store's resources.
+	Close()
+}
+
+// JobStatus is where a job is in its lifecycle. The string is what is stored.
+type JobStatus string
+
+const (
+	JobStatusQueued           JobStatus = "queued"
+	JobStatusRunning          JobStatus = "running"
+	JobStatusRetryWait        JobStatus = "retry_wait"
+	JobStatusAwaitingApproval JobStatus = "awaiting_approval"
+	JobStatusOutcomeUnknown   JobStatus = "outcome_unknown"
+	JobStatusSucceeded        JobStatus = "succeeded"
+	JobStatusFailed           JobStatus = "failed"
+	JobStatusCancelled        JobStatus = "cancelled"
+	JobStatusDeadLettered     JobStatus = "dead_lettered"
+)
+
+// Terminal reports whether no worker will move the job again on its own.
+func (s JobStatus) Terminal() bool {
+	switch s {
+	case JobStatusSucceeded, JobStatusFailed, JobStatusCancelled, JobStatusDeadLettered:
+		return true
+	}
+	return false
+}
+
+// JobStage is the last checkpoint a job has passed.
+type JobStage string
+
+const (
+	JobStageUploaded      JobStage = "uploaded"
+	JobStageTextExtracted JobStage = "text_extracted"
+	JobStageChunksReady   JobStage = "chunks_ready"
+	JobStageLLMDone       JobStage = "llm_done"
+	JobStageValidated     JobStage = "validated"
+	JobStagePublished     JobStage = "published"
+)
+
+// SubmitOutcome says what JobSubmit did.
+type SubmitOutcome int
+
+const (
+	OutcomeCreated SubmitOutcome = iota + 1
+	OutcomeExisting
+	OutcomeDeduplicated
+)
+
+// Job is one run of a pipeline on one document.
+type Job struct {
+	ID               string
+	Tenant           string
+	IdempotencyKey   string
+	DedupKey         string
+	Pipeline         string
+	PipelineVersion  int32
+	PromptVersion    string
+	ModelProfile     string
+	Status           JobStatus
+	Stage            JobStage
+	Attempt          int32
+	Output           []byte // JSON object, nil until published
+	Error            *JobError
+	DeduplicatedFrom string // empty unless deduplicated
+	Usage            JobUsage
+	DocumentSHA256   string // hex
+	DocumentMedia    string
+	DocumentName     string
+	DocumentSize     int64
+	Params           []byte // canonical JSON object
+	Labels           map[string]string
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	FinishedAt       *time.Time
+}
+
+// JobError is the last error of a job.
+type JobError struct {
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
+}
+
+// JobUsage is what a job has cost so far.
+type JobUsage struct {
+	PromptTokens     int64
+	CompletionTokens int64
+	CostMicros       int64
+	LLMCalls         int32
+}
+
+// JobSubmitParams is the input of JobSubmit. The caller computes every key.
+type JobSubmitParams struct {
+	// ID is the id the job gets if this call creates it.
+	ID              string
+	Tenant          string
+	Method          string // the idempotency scope within the tenant
+	IdempotencyKey  string
+	Fingerprint     string
+	DedupKey        string
+	Pipeline        string
+	PipelineVersion int32
+	PromptVersion   string
+	ModelProfile    string
+	Document        []byte
+	DocumentSHA256  string // hex of sha256(Document)
+	DocumentMedia   string
+	DocumentName    string
+	Params          []byte // canonical JSON object
+	Labels          map[string]string
+}
+
+// JobSubmitResult is the job and what JobSubmit did.
+type JobSubmitResult struct {
+	Job     *Job
+	Outcome SubmitOutcome
+}
+
+// JobGetByIDParams names one job.
+type JobGetByIDParams struct {
+	Tenant string
+	ID     string
+}
+
+// JobListParams selects one page of jobs, newest first.
+type JobListParams struct {
+	Tenant   string
+	Status   JobStatus // empty: any
+	Pipeline string    // empty: any
+	// Limit caps the page size; 0 means 100.
+	Limit int
+	// After is the cursor of the last job of the previous page; nil for the
+	// first page.
+	After *JobCursor
+}
+
+// JobCursor is a position in the newest-first order of jobs.
+type JobCursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// JobListResult is one page; Next is nil on the last page.
+type JobListResult struct {
+	Jobs []*Job
+	Next *JobCursor
+}
+
+// JobCompleteParams names the job to complete and its output.
+type JobCompleteParams struct {
+	Tenant string
+	ID     string
+	Output []byte // JSON object
+}
+
+// JobEvent is one entry of a job's durable event log: the state the job
+// moved to. Seq starts at 1 and has no gaps.
+type JobEvent struct {
+	JobID     string
+	Seq       int32
+	Status    JobStatus
+	Stage     JobStage
+	Attempt   int32
+	Message   string
+	CreatedAt time.Time
+}
+
+// JobEventListParams selects the events of one job after a seq.
+type JobEventListParams struct {
+	Tenant   string
+	JobID    string
+	AfterSeq int32 // 0: from the first event
+	// Limit caps the events returned; 0 means 1000.
+	Limit int
+}
+
+// IdempotencyKeyDeleteExpiredParams bounds the janitor's sweep.
+type IdempotencyKeyDeleteExpiredParams struct {
+	CreatedBefore time.Time
+	// Limit caps the rows freed in one call, so a sweep never holds long
+	// locks; 0 means 1000.
+	Limit int
+}

@@ -1,0 +1,35 @@
+package storepg
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/oncejob/oncejob/store"
+)
+
+// pgUniqueViolation is SQLSTATE unique_violation.
+const pgUniqueViolation = "23505"
+
+// constraintComputedSuccess is the partial unique index allowing one computed
+// success per (tenant, dedup_key); see migrations/postgres/0001_init.up.sql.
+const constraintComputedSuccess = "jobs_computed_success_key"
+
+// interpretError maps a driver error to a store sentinel, or wraps it as an
+// internal error whose text is not for clients. Context errors stay
+// detectable with errors.Is.
+func interpretError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == pgUniqueViolation && pgErr.ConstraintName == constraintComputedSuccess {
+		return store.ErrDuplicateComputation
+	}
+	return fmt.Errorf("storepg: %w", err)
+}

@@ -1,0 +1,23 @@
+package storepg
+
+import (
+	"context"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
+)
+
+const idempotencyKeyDeleteDefaultLimit = 1000
+
+// IdempotencyKeyDeleteExpired implements store.Store.
+func (s *Store) IdempotencyKeyDeleteExpired(ctx context.Context, params *store.IdempotencyKeyDeleteExpiredParams) (int64, error) {
+	limit := params.Limit
+	if limit <= 0 {
+		limit = idempotencyKeyDeleteDefaultLimit
+	}
+	n, err := s.q.IdempotencyKeyDeleteExpired(ctx, s.pool, dbsqlc.IdempotencyKeyDeleteExpiredParams{
+		CreatedBefore: params.CreatedBefore,
+		Max:           int32(limit),
+	})
+	return n, interpretError(err)
+}

@@ -1,0 +1,246 @@
+package storepg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
+)
+
+// jobSubmitAttempts bounds the retries of JobSubmit when the janitor frees a
+// key between the insert that found it and the read of its job.
+const jobSubmitAttempts = 3
+
+// JobSubmit implements store.Store. The create path is one statement (see
+// JobSubmit in internal/dbsqlc/job.sql). When the key exists, a second
+// statement reads the job it created: a fresh snapshot, so it sees a
+// concurrent winner that committed after the first statement began.
+func (s *Store) JobSubmit(ctx context.Context, params *store.JobSubmitParams) (*store.JobSubmitResult, error) {
+	args, err := jobSubmitArgs(params)
+	if err != nil {
+		return nil, err
+	}
+	for range jobSubmitAttempts {
+		row, err := s.q.JobSubmit(ctx, s.pool, args)
+		if err == nil {
+			job, err := jobFromRow(dbsqlc.Job(row))
+			if err != nil {
+				return nil, err
+			}
+			outcome := store.OutcomeCreated
+			if job.DeduplicatedFrom != "" {
+				outcome = store.OutcomeDeduplicated
+			}
+			return &store.JobSubmitResult{Job: job, Outcome: outcome}, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, interpretError(err)
+		}
+
+		existing, err := s.q.JobGetByIdempotencyKey(ctx, s.pool, dbsqlc.JobGetByIdempotencyKeyParams{
+			Tenant:         params.Tenant,
+			Method:         params.Method,
+			IdempotencyKey: params.IdempotencyKey,
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // freed in between: the key is new again
+		}
+		if err != nil {
+			return nil, interpretError(err)
+		}
+		if existing.Fingerprint != params.Fingerprint {
+			return nil, store.ErrIdempotencyKeyReused
+		}
+		job, err := jobFromRow(existing.Job)
+		if err != nil {
+			return nil, err
+		}
+		return &store.JobSubmitResult{Job: job, Outcome: store.OutcomeExisting}, nil
+	}
+	return nil, fmt.Errorf("storepg: idempotency key freed and taken again %d times in a row", jobSubmitAttempts)
+}
+
+func jobSubmitArgs(p *store.JobSubmitParams) (dbsqlc.JobSubmitParams, error) {
+	id, err := parseUUID(p.ID)
+	if err != nil {
+		return dbsqlc.JobSubmitParams{}, fmt.Errorf("storepg: job id: %w", err)
+	}
+	labels, err := json.Marshal(nonNilLabels(p.Labels))
+	if err != nil {
+		return dbsqlc.JobSubmitParams{}, fmt.Errorf("storepg: labels: %w", err)
+	}
+	jobParams := p.Params
+	if len(jobParams) == 0 {
+		jobParams = []byte("{}")
+	}
+	return dbsqlc.JobSubmitParams{
+		Tenant:            p.Tenant,
+		Method:            p.Method,
+		IdempotencyKey:    p.IdempotencyKey,
+		Fingerprint:       p.Fingerprint,
+		ID:                id,
+		DocumentSha256:    p.DocumentSHA256,
+		DocumentMediaType: p.DocumentMedia,
+		DocumentData:      nonNilBytes(p.Document),
+		DocumentSizeBytes: int64(len(p.Document)),
+		DedupKey:          p.DedupKey,
+		Pipeline:          p.Pipeline,
+		PipelineVersion:   p.PipelineVersion,
+		PromptVersion:     p.PromptVersion,
+		ModelProfile:      p.ModelProfile,
+		DocumentName:      p.DocumentName,
+		Params:            jobParams,
+		Labels:            labels,
+	}, nil
+}
+
+// JobGetByID implements store.Store.
+func (s *Store) JobGetByID(ctx context.Context, params *store.JobGetByIDParams) (*store.Job, error) {
+	id, err := parseUUID(params.ID)
+	if err != nil {
+		return nil, store.ErrNotFound // no job has an id that is not a uuid
+	}
+	row, err := s.q.JobGetByID(ctx, s.pool, dbsqlc.JobGetByIDParams{Tenant: params.Tenant, ID: id})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return jobFromRow(row)
+}
+
+const jobListDefaultLimit = 100
+
+// JobList implements store.Store. It fetches one row more than the page to
+// know whether a next page exists.
+func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*store.JobListResult, error) {
+	limit := clampLimit(params.Limit, jobListDefaultLimit)
+	args := dbsqlc.JobListParams{Tenant: params.Tenant, Max: int32(limit + 1)}
+	if params.Status != "" {
+		status := string(params.Status)
+		args.Status = &status
+	}
+	if params.Pipeline != "" {
+		args.Pipeline = &params.Pipeline
+	}
+	if params.After != nil {
+		id, err := parseUUID(params.After.ID)
+		if err != nil {
+			return nil, fmt.Errorf("storepg: cursor id: %w", err)
+		}
+		args.AfterCreatedAt = &params.After.CreatedAt
+		args.AfterID = id
+	}
+	rows, err := s.q.JobList(ctx, s.pool, args)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	result := &store.JobListResult{Jobs: make([]*store.Job, 0, min(len(rows), limit))}
+	for i, row := range rows {
+		if i == limit {
+			last := result.Jobs[limit-1]
+			result.Next = &store.JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+			break
+		}
+		job, err := jobFromRow(row)
+		if err != nil {
+			return nil, err
+		}
+		result.Jobs = append(result.Jobs, job)
+	}
+	return result, nil
+}
+
+// JobComplete implements store.Store: one statement updates the job and
+// appends its event.
+func (s *Store) JobComplete(ctx context.Context, params *store.JobCompleteParams) (*store.Job, error) {
+	id, err := parseUUID(params.ID)
+	if err != nil {
+		return nil, store.ErrNotFound
+	}
+	row, err := s.q.JobComplete(ctx, s.pool, dbsqlc.JobCompleteParams{
+		Tenant: params.Tenant,
+		ID:     id,
+		Output: params.Output,
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return jobFromRow(dbsqlc.Job(row))
+}
+
+func jobFromRow(r dbsqlc.Job) (*store.Job, error) {
+	job := &store.Job{
+		ID:               r.ID.String(),
+		Tenant:           r.Tenant,
+		IdempotencyKey:   r.IdempotencyKey,
+		DedupKey:         r.DedupKey,
+		Pipeline:         r.Pipeline,
+		PipelineVersion:  r.PipelineVersion,
+		PromptVersion:    r.PromptVersion,
+		ModelProfile:     r.ModelProfile,
+		Status:           store.JobStatus(r.Status),
+		Stage:            store.JobStage(r.Stage),
+		Attempt:          r.Attempt,
+		Output:           r.Output,
+		DeduplicatedFrom: r.DeduplicatedFrom.String(),
+		Usage: store.JobUsage{
+			PromptTokens:     r.PromptTokens,
+			CompletionTokens: r.CompletionTokens,
+			CostMicros:       r.CostMicros,
+			LLMCalls:         r.LlmCalls,
+		},
+		DocumentSHA256: r.DocumentSha256,
+		DocumentMedia:  r.DocumentMediaType,
+		DocumentName:   r.DocumentName,
+		DocumentSize:   r.DocumentSizeBytes,
+		Params:         r.Params,
+		CreatedAt:      r.CreatedAt,
+		UpdatedAt:      r.UpdatedAt,
+		FinishedAt:     r.FinishedAt,
+	}
+	if r.Error != nil {
+		job.Error = new(store.JobError)
+		if err := json.Unmarshal(r.Error, job.Error); err != nil {
+			return nil, fmt.Errorf("storepg: job %s: error column: %w", job.ID, err)
+		}
+	}
+	if err := json.Unmarshal(r.Labels, &job.Labels); err != nil {
+		return nil, fmt.Errorf("storepg: job %s: labels column: %w", job.ID, err)
+	}
+	return job, nil
+}
+
+func parseUUID(s string) (pgtype.UUID, error) {
+	var id pgtype.UUID
+	err := id.Scan(s)
+	return id, err
+}
+
+// clampLimit applies a default to a zero limit and keeps limit+1 inside
+// int32.
+func clampLimit(limit, def int) int {
+	if limit <= 0 {
+		return def
+	}
+	return min(limit, 1<<31-2)
+}
+
+func nonNilLabels(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+// nonNilBytes keeps an empty document from being sent as NULL.
+func nonNilBytes(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}

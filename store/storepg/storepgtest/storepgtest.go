@@ -1,0 +1,92 @@
+// Package storepgtest gives tests a storepg.Store on a fresh, migrated
+// Postgres schema of their own, dropped when the test ends.
+package storepgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncejob/oncejob/store/storepg"
+)
+
+// DefaultDatabaseURL is the local test server used when
+// ONCEJOB_TEST_DATABASE_URL is unset.
+const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// maxConns keeps parallel tests of many packages inside the server's
+// max_connections.
+const maxConns = 4
+
+// DatabaseURL is ONCEJOB_TEST_DATABASE_URL, or DefaultDatabaseURL.
+func DatabaseURL() string {
+	if url := os.Getenv("ONCEJOB_TEST_DATABASE_URL"); url != "" {
+		return url
+	}
+	return DefaultDatabaseURL
+}
+
+// NewTestStore returns a Store on NewTestPool, migrated.
+func NewTestStore(tb testing.TB) *storepg.Store {
+	tb.Helper()
+	pool := NewTestPool(tb)
+	if err := storepg.Migrate(context.Background(), pool); err != nil {
+		tb.Fatalf("storepgtest: %v", err)
+	}
+	return storepg.New(pool)
+}
+
+// NewTestPool creates schema t_<random> and returns a pool whose connections
+// use it as search_path; the schema is empty. Cleanup closes the pool and
+// drops the schema, so the test may commit, listen and run concurrently with
+// others.
+func NewTestPool(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	url := DatabaseURL()
+	schema := "t_" + randomHex(tb, 8)
+
+	adminExec(tb, url, "CREATE SCHEMA "+schema)
+	tb.Cleanup(func() { adminExec(tb, url, "DROP SCHEMA "+schema+" CASCADE") })
+
+	config, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		tb.Fatalf("storepgtest: parse %s: %v", url, err)
+	}
+	config.MaxConns = maxConns
+	config.ConnConfig.RuntimeParams["search_path"] = schema
+	// context.Background: tb.Context is cancelled before Cleanup runs.
+	pool, err := pgxpool.NewWithConfig(context.Background(), config)
+	if err != nil {
+		tb.Fatalf("storepgtest: connect: %v", err)
+	}
+	tb.Cleanup(pool.Close) // runs before the drop: cleanups are LIFO
+	return pool
+}
+
+// adminExec runs one statement on a connection of its own, so no pool
+// outlives the test.
+func adminExec(tb testing.TB, url, sql string) {
+	tb.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		tb.Fatalf("storepgtest: connect to %s (set ONCEJOB_TEST_DATABASE_URL): %v", url, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		tb.Fatalf("storepgtest: %s: %v", sql, err)
+	}
+}
+
+func randomHex(tb testing.TB, n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		tb.Fatalf("storepgtest: %v", err)
+	}
+	return hex.EncodeToString(b)
+}
