@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -89,4 +90,20 @@ func randomHex(tb testing.TB, n int) string {
 		tb.Fatalf("storepgtest: %v", err)
 	}
 	return hex.EncodeToString(b)
+}
+
+// NewSchemaURL creates an empty schema t_<random> and returns a database URL
+// whose connections use it as search_path, for tests that start the real
+// binary. Cleanup drops the schema.
+func NewSchemaURL(tb testing.TB) string {
+	tb.Helper()
+	url := DatabaseURL()
+	schema := "t_" + randomHex(tb, 8)
+	adminExec(tb, url, "CREATE SCHEMA "+schema)
+	tb.Cleanup(func() { adminExec(tb, url, "DROP SCHEMA "+schema+" CASCADE") })
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	return url + sep + "search_path=" + schema
 }

@@ -1,0 +1,196 @@
+package main_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/oncejob/oncejob/store/storepg/storepgtest"
+)
+
+// binDir holds the oncejob and grpcurl binaries built once for this package.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "oncejob-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	binDir = dir
+	for _, b := range [][2]string{
+		{"oncejob", "github.com/oncejob/oncejob/cmd/oncejob"},
+		{"grpcurl", "github.com/fullstorydev/grpcurl/cmd/grpcurl"},
+	} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b[0]), b[1])
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n", b[0], err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// serve starts the real binary on a fresh Postgres schema and returns its
+// address once it is healthy. The process gets SIGTERM at cleanup and must
+// exit cleanly.
+func serve(t *testing.T, extraArgs ...string) string {
+	t.Helper()
+	addr := freeAddr(t)
+	args := append([]string{"serve", "--database-url", storepgtest.NewSchemaURL(t), "--migrate", "--grpc-addr", addr}, extraArgs...)
+	cmd := exec.Command(filepath.Join(binDir, "oncejob"), args...)
+	logs := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			require.NoError(t, err, "server exit after SIGTERM; logs:\n%s", logs)
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("server did not stop on SIGTERM; logs:\n%s", logs)
+		}
+	})
+
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	require.Eventually(t, func() bool {
+		select {
+		case err := <-exited:
+			t.Fatalf("server exited early: %v; logs:\n%s", err, logs)
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
+	}, 20*time.Second, 50*time.Millisecond, "server never became healthy; logs:\n%s", logs)
+	require.Contains(t, logs.String(), "DEV MODE", "dev mode must be announced")
+	return addr
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// readmeExamples returns the shell commands of the README block that follows
+// the marker comment, one per paragraph.
+func readmeExamples(t *testing.T, marker string) []string {
+	t.Helper()
+	f, err := os.Open("../../README.md")
+	require.NoError(t, err)
+	defer f.Close()
+	var cmds []string
+	var cur strings.Builder
+	state := 0 // 0 before marker, 1 before fence, 2 inside block
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case state == 0 && strings.Contains(line, marker):
+			state = 1
+		case state == 1 && strings.HasPrefix(line, "```"):
+			state = 2
+		case state == 2 && strings.HasPrefix(line, "```"):
+			if cur.Len() > 0 {
+				cmds = append(cmds, cur.String())
+			}
+			return cmds
+		case state == 2 && strings.TrimSpace(line) == "":
+			if cur.Len() > 0 {
+				cmds = append(cmds, cur.String())
+				cur.Reset()
+			}
+		case state == 2 && !strings.HasPrefix(strings.TrimSpace(line), "#"):
+			cur.WriteString(line + "\n")
+		}
+	}
+	t.Fatalf("README block after %q not found", marker)
+	return nil
+}
+
+// TestReadmeGrpcurlExamples runs the README's grpcurl examples, as written,
+// against the real binary.
+func TestReadmeGrpcurlExamples(t *testing.T) {
+	addr := serve(t)
+	cmds := readmeExamples(t, "<!-- e2e: grpcurl examples -->")
+	want := []struct {
+		ok       bool
+		contains []string
+	}{
+		{true, []string{`"outcome": "SUBMIT_OUTCOME_CREATED"`, `"status": "JOB_STATUS_QUEUED"`}},
+		{true, []string{`idempotent-replayed: true`, `"outcome": "SUBMIT_OUTCOME_EXISTING"`}},
+		{false, []string{`InvalidArgument`, `IDEMPOTENCY_KEY_REUSED`}},
+		{false, []string{`InvalidArgument`, `idempotency-key metadata is required`}},
+		{true, []string{`"jobs": [`, `"idempotencyKey": "invoice-2026-0042"`}},
+		{true, []string{`"status": "SERVING"`}},
+	}
+	require.Len(t, cmds, len(want), "README examples changed: update this test")
+	var jobID string
+	idRE := regexp.MustCompile(`"id": "([0-9a-f-]{36})"`)
+	for i, c := range cmds {
+		c = strings.ReplaceAll(c, "127.0.0.1:7070", addr)
+		cmd := exec.Command("bash", "-c", c)
+		cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		if want[i].ok {
+			require.NoError(t, err, "example %d:\n%s\n%s", i+1, c, out)
+		} else {
+			require.Error(t, err, "example %d must fail:\n%s\n%s", i+1, c, out)
+		}
+		for _, s := range want[i].contains {
+			require.Contains(t, string(out), s, "example %d:\n%s", i+1, c)
+		}
+		if m := idRE.FindStringSubmatch(string(out)); m != nil {
+			if jobID == "" {
+				jobID = m[1]
+			}
+			require.Equal(t, jobID, m[1], "example %d returned another job", i+1)
+		}
+	}
+}
+
+// TestPythonGeneratedClient runs the pytest suite of the generated Python
+// client against the real binary, under Debian's system python3.
+func TestPythonGeneratedClient(t *testing.T) {
+	const python = "/usr/bin/python3"
+	probe := exec.Command(python, "-c", "import grpc, google.protobuf, pytest")
+	if out, err := probe.CombinedOutput(); err != nil {
+		msg := fmt.Sprintf("SKIP: %s cannot import grpc, protobuf and pytest (%v: %s); install with: apt-get install -y python3-grpcio python3-protobuf python3-pytest", python, err, strings.TrimSpace(string(out)))
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	addr := serve(t)
+	cmd := exec.Command(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "../../tests/python")
+	cmd.Env = append(os.Environ(), "ONCEJOB_ADDR="+addr, "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Regexp(t, `\d+ passed`, string(out))
+	t.Logf("%s", out)
+}
