@@ -1,0 +1,398 @@
+// Package llmsim is a deterministic LLM provider for tests and the dev
+// server. It speaks the OpenAI Chat Completions protocol, so the production
+// client talks to it unchanged, and it behaves like a provider that honours
+// idempotency keys:
+//
+//   - The completion is a function of the request (model, messages,
+//     temperature, response format, max tokens): the same input gives the
+//     same content on any simulator. See MarkerInvalidRequest and
+//     MarkerInvalidOutput for documents that misbehave on purpose.
+//   - The first call finished under an Idempotency-Key is billed and
+//     stored; a later call with the key gets the stored answer with
+//     "Idempotent-Replayed: true" and is billed nothing. Concurrent calls
+//     with one key wait for each other rather than get 409: the first is
+//     billed, the others are answered from the store. The same key with
+//     another request body is refused with 422.
+//   - Billing is counted and readable (Stats), and calls are found by key.
+//   - Faults are injected on a count-based schedule (Faults).
+//
+// Endpoints, each served both at the root and under /v1 so that a client
+// knowing only the API base URL reaches all of them:
+//
+//	POST /v1/chat/completions       the provider
+//	GET  /oncejob/calls/{key}       the stored completion of key, or 404
+//	GET  /oncejob/stats             Stats as JSON
+//	POST /oncejob/reset             forget calls and counters, re-arm Config.Faults
+//	GET  /oncejob/faults            the armed Faults
+//	POST /oncejob/faults            replace the Faults (JSON) and restart their counts
+package llmsim
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// LookupPath is where calls are looked up by key, relative to the API base
+// URL: the value for llm.Config.LookupPath.
+const LookupPath = "/oncejob/calls"
+
+// Config configures a simulator.
+type Config struct {
+	// Faults are armed at start and again on every reset. Default: none.
+	Faults Faults
+	// Logger receives a debug line per call and an info line per fault
+	// fired. Default: discard.
+	Logger *slog.Logger
+}
+
+// Stats counts what the simulator received and billed since start or the
+// last reset.
+type Stats struct {
+	// Requests is the number of chat completion requests received.
+	Requests int64 `json:"requests"`
+	// BilledCalls is the number of completions computed and billed.
+	BilledCalls            int64 `json:"billed_calls"`
+	BilledPromptTokens     int64 `json:"billed_prompt_tokens"`
+	BilledCompletionTokens int64 `json:"billed_completion_tokens"`
+	// ReplayedCalls is the number answered from the idempotency store.
+	ReplayedCalls int64 `json:"replayed_calls"`
+	// CallsByKey is the number of billed calls per Idempotency-Key: 1 for
+	// every key that was billed, as keys are honoured.
+	CallsByKey map[string]int64 `json:"calls_by_key"`
+	// RequestsByKey is the number of requests received per key, faults
+	// and replays included.
+	RequestsByKey map[string]int64 `json:"requests_by_key"`
+}
+
+// Server is the simulator as an http.Handler.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	mux     *http.ServeMux
+	closing chan struct{}
+	close   sync.Once
+
+	mu     sync.Mutex
+	faults armedFaults
+	calls  map[string]*storedCall // finished calls by key
+	stats  Stats
+	seq    int64 // numbers requests, for request ids of answers that bill nothing
+}
+
+// storedCall is a billed completion as it was sent.
+type storedCall struct {
+	digest    [32]byte
+	body      []byte
+	requestID string
+}
+
+// New returns a simulator. It fails only if cfg.Faults are invalid.
+func New(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if _, err := arm(cfg.Faults); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), closing: make(chan struct{})}
+	s.Reset()
+	for _, prefix := range []string{"", "/v1"} {
+		s.mux.HandleFunc("POST "+prefix+"/chat/completions", s.handleChat)
+		s.mux.HandleFunc("GET "+prefix+LookupPath+"/{key}", s.handleLookup)
+		s.mux.HandleFunc("GET "+prefix+"/oncejob/stats", s.handleStats)
+		s.mux.HandleFunc("POST "+prefix+"/oncejob/reset", s.handleReset)
+		s.mux.HandleFunc("GET "+prefix+"/oncejob/faults", s.handleGetFaults)
+		s.mux.HandleFunc("POST "+prefix+"/oncejob/faults", s.handleSetFaults)
+	}
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Close releases every held call (hang, bill_then_timeout) by dropping its
+// connection, so an http.Server can shut down. The handler answers no more
+// held calls afterwards.
+func (s *Server) Close() { s.close.Do(func() { close(s.closing) }) }
+
+// Stats returns a copy of the counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.CallsByKey = maps.Clone(s.stats.CallsByKey)
+	st.RequestsByKey = maps.Clone(s.stats.RequestsByKey)
+	return st
+}
+
+// SetFaults replaces the armed faults; their counts start from zero.
+func (s *Server) SetFaults(f Faults) error {
+	a, err := arm(f)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.faults = a
+	s.mu.Unlock()
+	return nil
+}
+
+// Faults returns the armed faults.
+func (s *Server) Faults() Faults {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.faults.cfg
+}
+
+// Reset forgets every stored call and counter and re-arms Config.Faults,
+// as a fresh simulator would. Meant for between runs: calls in flight
+// finish against the new state.
+func (s *Server) Reset() {
+	a, _ := arm(s.cfg.Faults) // validated by New
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = a
+	s.calls = map[string]*storedCall{}
+	s.stats = Stats{CallsByKey: map[string]int64{}, RequestsByKey: map[string]int64{}}
+}
+
+const maxRequestBytes = 8 << 20
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get("Idempotency-Key")
+	reqID := s.countRequest(key)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+	if err != nil {
+		writeError(w, reqID, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
+	}
+	in, err := parseChat(body)
+	if err != nil {
+		writeError(w, reqID, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
+	}
+	if in.contains(MarkerInvalidRequest) {
+		writeError(w, reqID, http.StatusBadRequest, "invalid_request_error", "simulated invalid request ("+MarkerInvalidRequest+")")
+		return
+	}
+	if !s.injectFaults(w, r, key, reqID) {
+		return
+	}
+	call, replayed, hold, err := s.answer(key, in)
+	if err != nil {
+		writeError(w, reqID, http.StatusUnprocessableEntity, "idempotency_error", err.Error())
+		return
+	}
+	if hold != nil {
+		s.log.Info("llmsim: fault bill_then_timeout", "key", key, "request_id", call.requestID)
+		if !s.wait(r.Context(), time.Duration(hold.Delay)) {
+			panic(http.ErrAbortHandler)
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Request-Id", call.requestID)
+	if replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	_, _ = w.Write(call.body)
+}
+
+func (s *Server) countRequest(key string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	s.stats.Requests++
+	if key != "" {
+		s.stats.RequestsByKey[key]++
+	}
+	return fmt.Sprintf("req_sim_%d", s.seq)
+}
+
+// injectFaults applies the faults met before a call is computed, in the
+// order of the Faults fields. It reports whether the call goes on.
+func (s *Server) injectFaults(w http.ResponseWriter, r *http.Request, key, reqID string) bool {
+	s.mu.Lock()
+	f := &s.faults
+	rateLimited := f.rateLimit.fire(key)
+	unavailable := !rateLimited && f.unavailable.fire(key)
+	hang := !rateLimited && !unavailable && f.hang.fire(key)
+	cfg := f.cfg
+	s.mu.Unlock()
+
+	switch {
+	case rateLimited:
+		s.log.Info("llmsim: fault rate_limit", "key", key)
+		if d := time.Duration(cfg.RateLimit.RetryAfter); d > 0 {
+			w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(d.Seconds())), 10))
+			w.Header().Set("Retry-After-Ms", strconv.FormatInt(d.Milliseconds(), 10))
+		}
+		writeError(w, reqID, http.StatusTooManyRequests, "rate_limit_exceeded", "simulated rate limit")
+		return false
+	case unavailable:
+		s.log.Info("llmsim: fault unavailable", "key", key)
+		status := cmp.Or(cfg.Unavailable.Status, http.StatusServiceUnavailable)
+		writeError(w, reqID, status, "server_error", "simulated outage")
+		return false
+	case hang:
+		s.log.Info("llmsim: fault hang", "key", key)
+		s.wait(r.Context(), 0)
+		panic(http.ErrAbortHandler) // drop the connection: no answer at all
+	}
+	if cfg.Latency > 0 && !s.wait(r.Context(), time.Duration(cfg.Latency)) {
+		panic(http.ErrAbortHandler)
+	}
+	return true
+}
+
+var errKeyReused = errors.New("the Idempotency-Key was used with a different request body")
+
+// answer returns the stored call of key, or computes, bills and stores one.
+// The computation is instant and runs under s.mu, so of concurrent calls
+// with one key the first is billed and the others, having waited on the
+// lock, are answered from the store. hold is the bill_then_timeout fault
+// when it fired on this computation.
+func (s *Server) answer(key string, in *chatInput) (call *storedCall, replayed bool, hold *BillThenTimeout, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.calls[key]; ok && key != "" {
+		if c.digest != in.digest {
+			return nil, false, nil, errKeyReused
+		}
+		s.stats.ReplayedCalls++
+		s.log.Debug("llmsim: replayed", "key", key, "request_id", c.requestID)
+		return c, true, nil, nil
+	}
+	call = s.bill(key, in)
+	if key != "" {
+		s.calls[key] = call
+	}
+	if s.faults.billThenTimeout.fire(key) {
+		hold = s.faults.cfg.BillThenTimeout
+	}
+	return call, false, hold, nil
+}
+
+// bill computes the completion and counts it; s.mu is held.
+func (s *Server) bill(key string, in *chatInput) *storedCall {
+	s.stats.BilledCalls++
+	// A keyed call's ids depend only on key and input, so they are the
+	// same on any simulator; an unkeyed call's also on its place in the run.
+	idSeed := "key:" + key
+	if key == "" {
+		idSeed = fmt.Sprintf("seq:%d", s.stats.BilledCalls)
+	}
+	sum := sha256.Sum256(append([]byte(idSeed+"\x00"), in.digest[:]...))
+	id := hex.EncodeToString(sum[:12])
+
+	c := in.complete()
+	s.stats.BilledPromptTokens += c.promptTokens
+	s.stats.BilledCompletionTokens += c.completionTokens
+	if key != "" {
+		s.stats.CallsByKey[key]++
+	}
+	body, _ := json.Marshal(map[string]any{
+		"id":      "chatcmpl-sim-" + id,
+		"object":  "chat.completion",
+		"created": time.Now().Unix(),
+		"model":   in.Model,
+		"choices": []any{map[string]any{
+			"index":         0,
+			"message":       map[string]any{"role": "assistant", "content": c.content},
+			"finish_reason": c.finishReason,
+		}},
+		"usage": map[string]any{
+			"prompt_tokens":     c.promptTokens,
+			"completion_tokens": c.completionTokens,
+			"total_tokens":      c.promptTokens + c.completionTokens,
+		},
+	})
+	s.log.Debug("llmsim: billed", "key", key, "request_id", "req_"+id)
+	return &storedCall{digest: in.digest, body: body, requestID: "req_" + id}
+}
+
+// wait holds a call for d, or until the client goes away or the simulator
+// closes when d is zero. It reports whether d passed.
+func (s *Server) wait(ctx context.Context, d time.Duration) bool {
+	var elapsed <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		elapsed = t.C
+	}
+	select {
+	case <-elapsed:
+		return true
+	case <-ctx.Done():
+	case <-s.closing:
+	}
+	return false
+}
+
+func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
+	key := r.PathValue("key")
+	s.mu.Lock()
+	c, ok := s.calls[key]
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, "", http.StatusNotFound, "not_found", "no finished call under this key")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Request-Id", c.requestID)
+	_, _ = w.Write(c.body)
+}
+
+func (s *Server) handleStats(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.Stats())
+}
+
+func (s *Server) handleReset(w http.ResponseWriter, _ *http.Request) {
+	s.Reset()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleGetFaults(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.Faults())
+}
+
+func (s *Server) handleSetFaults(w http.ResponseWriter, r *http.Request) {
+	var f Faults
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		writeError(w, "", http.StatusBadRequest, "invalid_request_error", "faults: "+err.Error())
+		return
+	}
+	if err := s.SetFaults(f); err != nil {
+		writeError(w, "", http.StatusBadRequest, "invalid_request_error", "faults: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, f)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError writes an error in OpenAI's shape.
+func writeError(w http.ResponseWriter, reqID string, status int, typ, msg string) {
+	if reqID != "" {
+		w.Header().Set("X-Request-Id", reqID)
+	}
+	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": typ}})
+}
