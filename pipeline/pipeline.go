@@ -32,10 +32,35 @@ type Pipeline struct {
 	// ModelProfiles are the profiles a job may ask for; the first is the
 	// default. At least one.
 	ModelProfiles []string `yaml:"model_profiles"`
-	// OutputSchema is the JSON Schema the model's output must satisfy.
+	// OutputSchema is the validator: the JSON Schema the model's output must
+	// satisfy. It is not sent to the model, so changing it re-runs validation
+	// only, never a generation.
 	OutputSchema map[string]any `yaml:"output_schema"`
+	// ResponseFormat is the OpenAI response_format sent to the model;
+	// default {"type": "json_object"}. Part of the llm_done stage key.
+	ResponseFormat map[string]any `yaml:"response_format"`
+	// Temperature sent to the model; default 0.
+	Temperature float64 `yaml:"temperature"`
+	// Chunking splits long documents; each chunk is one LLM call.
+	Chunking Chunking `yaml:"chunking"`
+	// RepairAttempts bounds the calls that ask the model to fix an output the
+	// validator rejected; default 1. They count against the budget.
+	RepairAttempts *int `yaml:"repair_attempts"`
+	// OnUnknown is what a timeout after the request was sent leads to:
+	// "retry" (default; the retry reuses the provider key) or "reconcile"
+	// (the job waits in OUTCOME_UNKNOWN for the reconciler or ResolveJob).
+	OnUnknown string `yaml:"on_unknown"`
+	// RequireApproval stops the job in AWAITING_APPROVAL after validation,
+	// its planned output visible, until ApproveJob.
+	RequireApproval bool `yaml:"require_approval"`
 	// Retry bounds the work spent on one job.
 	Retry RetryPolicy `yaml:"retry"`
+}
+
+// Chunking is size-based splitting with overlap, in characters (runes).
+type Chunking struct {
+	Size    int `yaml:"size"`    // default 8000
+	Overlap int `yaml:"overlap"` // default 200; less than Size
 }
 
 // Prompt is a versioned prompt template.
@@ -86,9 +111,33 @@ func (p *Pipeline) AllowsModelProfile(profile string) bool {
 	return slices.Contains(p.ModelProfiles, profile)
 }
 
-// Registry is an immutable set of pipelines by name.
+// ModelProfile names a model and its price. Pipelines refer to profiles, so
+// one profile can move to another model in one place (a new dedup key: the
+// profile's name is in it, so bump a pipeline's version when a profile's
+// model changes).
+type ModelProfile struct {
+	// Model is the provider's model name.
+	Model string `yaml:"model"`
+	// Prices in micro-units of currency per 1,000 tokens.
+	PromptMicrosPer1K     int64 `yaml:"prompt_micros_per_1k"`
+	CompletionMicrosPer1K int64 `yaml:"completion_micros_per_1k"`
+}
+
+// CostMicros is the price of one call's tokens.
+func (m ModelProfile) CostMicros(promptTokens, completionTokens int64) int64 {
+	return (promptTokens*m.PromptMicrosPer1K + completionTokens*m.CompletionMicrosPer1K) / 1000
+}
+
+// Registry is an immutable set of pipelines and model profiles by name.
 type Registry struct {
-	byName map[string]*Pipeline
+	byName   map[string]*Pipeline
+	profiles map[string]ModelProfile
+}
+
+// Profile returns a model profile.
+func (r *Registry) Profile(name string) (ModelProfile, bool) {
+	m, ok := r.profiles[name]
+	return m, ok
 }
 
 // Get returns the pipeline named name.
@@ -114,6 +163,9 @@ var builtinYAML []byte
 // "summarize", version 1.
 func Builtin() *Registry {
 	r, err := Parse(builtinYAML)
+	if err == nil {
+		err = r.checkProfiles()
+	}
 	if err != nil {
 		panic("pipeline: builtin.yaml is invalid: " + err.Error())
 	}
@@ -135,6 +187,12 @@ func Load(path string) (*Registry, error) {
 	for name, p := range file.byName {
 		merged.byName[name] = p
 	}
+	for name, m := range file.profiles {
+		merged.profiles[name] = m
+	}
+	if err := merged.checkProfiles(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return merged, nil
 }
 
@@ -142,14 +200,21 @@ func Load(path string) (*Registry, error) {
 // validates each.
 func Parse(data []byte) (*Registry, error) {
 	var doc struct {
-		Pipelines []*Pipeline `yaml:"pipelines"`
+		ModelProfiles map[string]ModelProfile `yaml:"model_profiles"`
+		Pipelines     []*Pipeline             `yaml:"pipelines"`
 	}
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))
 	dec.KnownFields(true)
 	if err := dec.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("parse pipelines: %w", err)
 	}
-	r := &Registry{byName: map[string]*Pipeline{}}
+	r := &Registry{byName: map[string]*Pipeline{}, profiles: map[string]ModelProfile{}}
+	for name, m := range doc.ModelProfiles {
+		if name == "" || m.Model == "" || m.PromptMicrosPer1K < 0 || m.CompletionMicrosPer1K < 0 {
+			return nil, fmt.Errorf("model_profiles[%q]: a name, a model and non-negative prices are required", name)
+		}
+		r.profiles[name] = m
+	}
 	for i, p := range doc.Pipelines {
 		if err := p.validate(); err != nil {
 			return nil, fmt.Errorf("pipelines[%d] %q: %w", i, p.Name, err)
@@ -157,10 +222,48 @@ func Parse(data []byte) (*Registry, error) {
 		if _, dup := r.byName[p.Name]; dup {
 			return nil, fmt.Errorf("pipelines[%d]: duplicate name %q", i, p.Name)
 		}
-		p.Retry = p.Retry.WithDefaults()
+		p.applyDefaults()
 		r.byName[p.Name] = p
 	}
 	return r, nil
+}
+
+// checkProfiles reports a pipeline that names an undefined profile.
+func (r *Registry) checkProfiles() error {
+	for _, name := range r.Names() {
+		for _, prof := range r.byName[name].ModelProfiles {
+			if _, ok := r.profiles[prof]; !ok {
+				return fmt.Errorf("pipeline %q: model profile %q is not defined under model_profiles", name, prof)
+			}
+		}
+	}
+	return nil
+}
+
+// The values OnUnknown takes.
+const (
+	OnUnknownRetry     = "retry"
+	OnUnknownReconcile = "reconcile"
+)
+
+func (p *Pipeline) applyDefaults() {
+	p.Retry = p.Retry.WithDefaults()
+	if p.ResponseFormat == nil {
+		p.ResponseFormat = map[string]any{"type": "json_object"}
+	}
+	if p.Chunking.Size == 0 {
+		p.Chunking.Size = 8000
+	}
+	if p.Chunking.Overlap == 0 && p.Chunking.Size > 200 {
+		p.Chunking.Overlap = 200
+	}
+	if p.RepairAttempts == nil {
+		one := 1
+		p.RepairAttempts = &one
+	}
+	if p.OnUnknown == "" {
+		p.OnUnknown = OnUnknownRetry
+	}
 }
 
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
@@ -186,6 +289,18 @@ func (p *Pipeline) validate() error {
 		errs = append(errs, errors.New("output_schema is required"))
 	} else if _, err := json.Marshal(p.OutputSchema); err != nil {
 		errs = append(errs, fmt.Errorf("output_schema: %w", err))
+	}
+	if p.Chunking.Size < 0 || p.Chunking.Overlap < 0 || (p.Chunking.Size > 0 && p.Chunking.Overlap >= p.Chunking.Size) {
+		errs = append(errs, errors.New("chunking: size and overlap must not be negative, overlap less than size"))
+	}
+	if p.RepairAttempts != nil && (*p.RepairAttempts < 0 || *p.RepairAttempts > 10) {
+		errs = append(errs, errors.New("repair_attempts must be 0-10"))
+	}
+	if p.OnUnknown != "" && p.OnUnknown != OnUnknownRetry && p.OnUnknown != OnUnknownReconcile {
+		errs = append(errs, errors.New(`on_unknown must be "retry" or "reconcile"`))
+	}
+	if p.Temperature < 0 || p.Temperature > 2 {
+		errs = append(errs, errors.New("temperature must be 0-2"))
 	}
 	if p.Retry.MaxAttempts < 0 || p.Retry.Multiplier < 0 || p.Retry.MaxCostTokens < 0 {
 		errs = append(errs, errors.New("retry values must not be negative"))

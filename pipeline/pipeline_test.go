@@ -26,6 +26,9 @@ func TestLoadMergesAndValidates(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "p.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(`
+model_profiles:
+  small: {model: tiny-1, prompt_micros_per_1k: 10, completion_micros_per_1k: 20}
+  large: {model: huge-1}
 pipelines:
   - name: classify
     version: 3
@@ -40,6 +43,23 @@ pipelines:
 	require.True(t, p.AllowsModelProfile("large"))
 	require.False(t, p.AllowsModelProfile("huge"))
 	require.Equal(t, 5, p.Retry.MaxAttempts, "defaults applied")
+	require.Equal(t, "retry", p.OnUnknown)
+	small, ok := r.Profile("small")
+	require.True(t, ok)
+	require.EqualValues(t, 30, small.CostMicros(1000, 1000))
+	_, ok = r.Profile("default")
+	require.True(t, ok, "built-in profiles stay")
+
+	require.NoError(t, os.WriteFile(path, []byte(`
+pipelines:
+  - name: classify
+    version: 1
+    prompt: {version: "1", template: "x"}
+    model_profiles: [missing]
+    output_schema: {type: object}
+`), 0o600))
+	_, err = pipeline.Load(path)
+	require.ErrorContains(t, err, `model profile "missing" is not defined`)
 
 	require.NoError(t, os.WriteFile(path, []byte(`
 pipelines:

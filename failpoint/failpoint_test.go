@@ -1,0 +1,20 @@
+package failpoint
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	pts, err := Parse("after_llm_response=kill, after_publish_commit=kill@3,before_checkpoint_write=kill%25")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, pts["after_llm_response"].nth)
+	require.EqualValues(t, 3, pts["after_publish_commit"].nth)
+	require.Equal(t, 25, pts["before_checkpoint_write"].percent)
+	for _, bad := range []string{"x", "=kill", "x=kill@0", "x=kill%0", "x=kill%101", "x=stop"} {
+		_, err := Parse(bad)
+		require.Error(t, err, bad)
+	}
+}
