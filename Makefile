@@ -21,7 +21,7 @@ generate:
 
 # Regenerates and fails if anything tracked changed or anything new appeared
 # in the generated trees.
-GENERATED = gen store/storepg/internal/dbsqlc
+GENERATED = gen store/storepg/internal/dbsqlc store/storesqlite/internal/dbsqlite
 check-generate: generate
 	@git diff --exit-code --stat -- $(GENERATED) || { echo "generated code is stale: run make generate and commit"; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- $(GENERATED))" || { git status --porcelain -- $(GENERATED); echo "untracked generated files: run make generate and commit"; exit 1; }

@@ -2,7 +2,8 @@
 // binary: one directory per dialect, the same version numbers in each.
 //
 // A migration is a file named NNNN_name.up.sql. This package only finds and
-// orders them; each store applies them in its own dialect (storepg.Migrate).
+// orders them; each store applies them in its own dialect (storepg.Migrate;
+// storesqlite.Open).
 package migrations
 
 import (
@@ -15,10 +16,7 @@ import (
 	"strconv"
 )
 
-// The sqlite directory joins this pattern when the SQLite store lands:
-// go:embed fails on a pattern that matches nothing.
-//
-//go:embed postgres/*.sql
+//go:embed postgres/*.sql sqlite/*.sql
 var files embed.FS
 
 // Migration is one numbered schema change.
@@ -31,6 +29,11 @@ type Migration struct {
 // Postgres returns the Postgres migrations, in version order.
 func Postgres() ([]Migration, error) {
 	return load(files, "postgres")
+}
+
+// SQLite returns the SQLite migrations, in version order.
+func SQLite() ([]Migration, error) {
+	return load(files, "sqlite")
 }
 
 var fileName = regexp.MustCompile(`^(\d{4})_[a-z0-9_]+\.up\.sql$`)

@@ -143,6 +143,20 @@ type Job struct {
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
 	FinishedAt       *time.Time
+
+	// Engine state; zero until a worker first claims the job.
+	LeaseOwner      string
+	LeaseUntil      *time.Time
+	RunAfter        *time.Time // retry_wait: not claimable before
+	CancelRequested bool
+	// The retry budget counts from BudgetStartedAt (submit, or the last
+	// replay): BudgetAttempts claims and BudgetTokens billed tokens since.
+	BudgetStartedAt time.Time
+	BudgetAttempts  int32
+	BudgetTokens    int64
+	// Approved: an operator approved the job's planned output (pipelines
+	// with require_approval); the next run publishes it.
+	Approved bool
 }
 
 // JobError is the last error of a job.

@@ -202,6 +202,17 @@ func jobFromRow(r dbsqlc.Job) (*store.Job, error) {
 		CreatedAt:      r.CreatedAt,
 		UpdatedAt:      r.UpdatedAt,
 		FinishedAt:     r.FinishedAt,
+
+		LeaseUntil:      r.LeaseUntil,
+		RunAfter:        r.RunAfter,
+		CancelRequested: r.CancelRequested,
+		BudgetStartedAt: r.BudgetStartedAt,
+		BudgetAttempts:  r.BudgetAttempts,
+		BudgetTokens:    r.BudgetTokens,
+		Approved:        r.Approved,
+	}
+	if r.LeaseOwner != nil {
+		job.LeaseOwner = *r.LeaseOwner
 	}
 	if r.Error != nil {
 		job.Error = new(store.JobError)

@@ -554,6 +554,26 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 			require.Zero(t, sweep())
 		})
 	})
+
+	t.Run("Engine", func(t *testing.T) {
+		t.Parallel()
+		if _, ok := newStore(t).(store.EngineStore); !ok {
+			// Temporary, until every store implements the engine.
+			t.Log("engine conformance not yet implemented by this store: skipping store.EngineStore suite")
+			return
+		}
+		exerciseEngine(t, newStore)
+	})
+
+	t.Run("Operator", func(t *testing.T) {
+		t.Parallel()
+		if _, ok := newStore(t).(store.OperatorStore); !ok {
+			// Temporary, until every store implements the operator calls.
+			t.Log("operator conformance not yet implemented by this store: skipping store.OperatorStore suite")
+			return
+		}
+		exerciseOperator(t, newStore)
+	})
 }
 
 // newSubmitParams returns a valid submission of tenant-a with a fresh id,

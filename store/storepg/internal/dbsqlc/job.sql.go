@@ -26,14 +26,14 @@ WITH job AS (
     WHERE tenant = $2::text
         AND id = $3::uuid
         AND status NOT IN ('succeeded', 'failed', 'cancelled', 'dead_lettered')
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
 ),
 event AS (
     INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
     SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt, 'published'
     FROM job
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved FROM job
 `
 
 type JobCompleteParams struct {
@@ -73,6 +73,12 @@ type JobCompleteRow struct {
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 	FinishedAt        *time.Time
+	RunAfter          *time.Time
+	CancelRequested   bool
+	BudgetStartedAt   time.Time
+	BudgetAttempts    int32
+	BudgetTokens      int64
+	Approved          bool
 }
 
 // Publishes a job's output and appends its event in one statement. The
@@ -111,12 +117,18 @@ func (q *Queries) JobComplete(ctx context.Context, db DBTX, arg JobCompleteParam
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.RunAfter,
+		&i.CancelRequested,
+		&i.BudgetStartedAt,
+		&i.BudgetAttempts,
+		&i.BudgetTokens,
+		&i.Approved,
 	)
 	return i, err
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at FROM jobs
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved FROM jobs
 WHERE tenant = $1::text AND id = $2::uuid
 `
 
@@ -159,12 +171,18 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, arg JobGetByIDParams)
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.RunAfter,
+		&i.CancelRequested,
+		&i.BudgetStartedAt,
+		&i.BudgetAttempts,
+		&i.BudgetTokens,
+		&i.Approved,
 	)
 	return i, err
 }
 
 const jobGetByIdempotencyKey = `-- name: JobGetByIdempotencyKey :one
-SELECT idempotency_keys.fingerprint, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at
+SELECT idempotency_keys.fingerprint, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved
 FROM idempotency_keys
 JOIN jobs ON jobs.id = idempotency_keys.job_id
 WHERE idempotency_keys.tenant = $1::text
@@ -221,12 +239,18 @@ func (q *Queries) JobGetByIdempotencyKey(ctx context.Context, db DBTX, arg JobGe
 		&i.Job.CreatedAt,
 		&i.Job.UpdatedAt,
 		&i.Job.FinishedAt,
+		&i.Job.RunAfter,
+		&i.Job.CancelRequested,
+		&i.Job.BudgetStartedAt,
+		&i.Job.BudgetAttempts,
+		&i.Job.BudgetTokens,
+		&i.Job.Approved,
 	)
 	return i, err
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at FROM jobs
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved FROM jobs
 WHERE tenant = $1::text
     AND ($2::text IS NULL OR status = $2::text)
     AND ($3::text IS NULL OR pipeline = $3::text)
@@ -293,6 +317,12 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.FinishedAt,
+			&i.RunAfter,
+			&i.CancelRequested,
+			&i.BudgetStartedAt,
+			&i.BudgetAttempts,
+			&i.BudgetTokens,
+			&i.Approved,
 		); err != nil {
 			return nil, err
 		}
@@ -344,7 +374,7 @@ job AS (
         CASE WHEN source.id IS NULL THEN NULL ELSE now() END
     FROM idem
     LEFT JOIN source ON true
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
 ),
 event AS (
     INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
@@ -353,7 +383,7 @@ event AS (
             ELSE 'deduplicated from ' || job.deduplicated_from::text END
     FROM job
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved FROM job
 `
 
 type JobSubmitParams struct {
@@ -407,6 +437,12 @@ type JobSubmitRow struct {
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 	FinishedAt        *time.Time
+	RunAfter          *time.Time
+	CancelRequested   bool
+	BudgetStartedAt   time.Time
+	BudgetAttempts    int32
+	BudgetTokens      int64
+	Approved          bool
 }
 
 // Creates a job for a new idempotency key in one statement. When the key
@@ -464,6 +500,12 @@ func (q *Queries) JobSubmit(ctx context.Context, db DBTX, arg JobSubmitParams) (
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.RunAfter,
+		&i.CancelRequested,
+		&i.BudgetStartedAt,
+		&i.BudgetAttempts,
+		&i.BudgetTokens,
+		&i.Approved,
 	)
 	return i, err
 }

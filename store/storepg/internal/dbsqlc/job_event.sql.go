@@ -12,7 +12,7 @@ import (
 )
 
 const jobEventList = `-- name: JobEventList :many
-SELECT job_events.job_id, job_events.seq, job_events.status, job_events.stage, job_events.attempt, job_events.message, job_events.created_at
+SELECT job_events.job_id, job_events.seq, job_events.status, job_events.stage, job_events.attempt, job_events.message, job_events.created_at, job_events.tenant, job_events.tx, job_events.id
 FROM job_events
 JOIN jobs ON jobs.id = job_events.job_id
 WHERE jobs.tenant = $1::text
@@ -51,6 +51,9 @@ func (q *Queries) JobEventList(ctx context.Context, db DBTX, arg JobEventListPar
 			&i.Attempt,
 			&i.Message,
 			&i.CreatedAt,
+			&i.Tenant,
+			&i.Tx,
+			&i.ID,
 		); err != nil {
 			return nil, err
 		}

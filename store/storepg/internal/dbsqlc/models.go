@@ -59,6 +59,24 @@ type Job struct {
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 	FinishedAt        *time.Time
+	RunAfter          *time.Time
+	CancelRequested   bool
+	BudgetStartedAt   time.Time
+	BudgetAttempts    int32
+	BudgetTokens      int64
+	Approved          bool
+}
+
+type JobCheckpoint struct {
+	JobID       pgtype.UUID
+	Tenant      string
+	Stage       string
+	Chunk       int32
+	StageKey    string
+	CodeVersion string
+	Attempt     int32
+	Output      []byte
+	CreatedAt   time.Time
 }
 
 type JobEvent struct {
@@ -69,4 +87,39 @@ type JobEvent struct {
 	Attempt   int32
 	Message   string
 	CreatedAt time.Time
+	Tenant    string
+	Tx        int64
+	ID        int64
+}
+
+type LlmAttempt struct {
+	ID                int64
+	JobID             pgtype.UUID
+	Tenant            string
+	JobAttempt        int32
+	Stage             string
+	Chunk             int32
+	ProviderKey       string
+	Outcome           string
+	Billed            bool
+	PromptTokens      int64
+	CompletionTokens  int64
+	CostMicros        int64
+	LatencyMs         int64
+	ProviderRequestID string
+	Error             string
+	CreatedAt         time.Time
+}
+
+type Outbox struct {
+	ID          int64
+	EventID     string
+	Tenant      string
+	JobID       pgtype.UUID
+	EventType   string
+	Payload     []byte
+	CreatedAt   time.Time
+	PublishedAt *time.Time
+	Attempts    int32
+	LastError   string
 }

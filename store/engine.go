@@ -1,0 +1,238 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrLeaseLost: the job's lease is no longer (owner, attempt): another worker
+// took it over, or the job was cancelled or finished. The caller must write
+// nothing more for the job and stop.
+var ErrLeaseLost = errors.New("lease lost")
+
+// ErrTransitionRefused: the job's status does not allow the transition
+// (design §4's table). The server maps it to FAILED_PRECONDITION.
+var ErrTransitionRefused = errors.New("transition not allowed from the job's status")
+
+// EngineStore is what workers need: claiming under leases, fenced
+// checkpoints, the LLM journal and fenced transitions. Every method that
+// takes a Lease writes only while the job's (lease_owner, attempt) still
+// equal it, in the same statement or transaction as the check; otherwise it
+// returns ErrLeaseLost and writes nothing.
+type EngineStore interface {
+	// JobClaim claims up to Limit runnable jobs for Owner, oldest first, in one
+	// short transaction (FOR UPDATE SKIP LOCKED): queued jobs, retry_wait jobs
+	// whose RunAfter has passed, running jobs whose lease expired (a
+	// takeover), and outcome_unknown jobs whose RunAfter is set and has passed
+	// (the reconciler: the worker asks the provider by key before calling
+	// again; without RunAfter only ResolveJob settles such a job). "Oldest" is
+	// when the job became claimable: created_at, RunAfter, or the expired
+	// lease_until. Each claimed job becomes running with lease_owner = Owner,
+	// lease_until = now + LeaseDuration, attempt + 1, budget attempts + 1,
+	// RunAfter cleared, and gets a running event whose message names the
+	// previous owner on a takeover, or is "reconciling an unknown outcome"
+	// for an outcome_unknown job. The jobs are returned oldest created first;
+	// no runnable job is an empty result, not an error.
+	JobClaim(ctx context.Context, params *JobClaimParams) ([]*Job, error)
+
+	// JobHeartbeat extends the lease to now + LeaseDuration. It reports
+	// whether a cancel was requested. ErrLeaseLost when the lease is gone.
+	JobHeartbeat(ctx context.Context, params *JobHeartbeatParams) (*JobHeartbeatResult, error)
+
+	// DocumentGet returns a document's bytes by tenant and sha256.
+	DocumentGet(ctx context.Context, params *DocumentGetParams) ([]byte, error)
+
+	// CheckpointList returns the checkpoints of one job in lifecycle order of
+	// their stage, then by chunk (-1, the whole stage, first).
+	CheckpointList(ctx context.Context, params *CheckpointListParams) ([]*Checkpoint, error)
+
+	// CheckpointGetByStageKey is the decision cache: a succeeded checkpoint
+	// with this stage key in any job of the tenant, or ErrNotFound.
+	CheckpointGetByStageKey(ctx context.Context, params *CheckpointGetByStageKeyParams) (*Checkpoint, error)
+
+	// CheckpointWrite records a stage's (or a chunk's) result, fenced by the
+	// lease. A write for a (job, stage, chunk) that already has a checkpoint
+	// replaces it. When AdvanceStage is set the job's stage becomes Stage and
+	// a running event is appended, in the same transaction.
+	CheckpointWrite(ctx context.Context, params *CheckpointWriteParams) error
+
+	// LLMAttemptRecord journals one LLM attempt and adds its billed usage to
+	// the job (tokens, cost, one LLM call, budget tokens). It is not fenced: an
+	// attempt that happened is a fact, whoever holds the lease now. The store
+	// assigns ID and CreatedAt and takes Tenant from the job; an unknown job
+	// is ErrNotFound. A provider bills a provider key once, so an attempt is
+	// stored Billed only when no billed attempt of the job has its provider
+	// key: a worker that lost its lease and journals the answer it saw never
+	// counts the bill a second time.
+	LLMAttemptRecord(ctx context.Context, params *LLMAttemptRecordParams) error
+
+	// LLMAttemptList returns a job's journal, oldest first.
+	LLMAttemptList(ctx context.Context, params *LLMAttemptListParams) ([]*LLMAttempt, error)
+
+	// JobComputedSuccessGet returns the computed success of a dedup key in the
+	// tenant, or ErrNotFound.
+	JobComputedSuccessGet(ctx context.Context, params *JobComputedSuccessGetParams) (*Job, error)
+
+	// JobPublish is the published stage: output, status succeeded, stage
+	// published, finished_at, its event and one outbox row per event in
+	// params.Outbox, in one transaction, fenced by the lease. When another job
+	// of the tenant already computed the same dedup key it publishes that
+	// job's output instead, with deduplicated_from set and that job's id in
+	// the event's message; this holds for concurrent publishers of one key
+	// too, so it never returns ErrDuplicateComputation for them.
+	JobPublish(ctx context.Context, params *JobPublishParams) (*Job, error)
+
+	// JobTransition moves a running job to To (retry_wait, failed,
+	// dead_lettered, outcome_unknown, awaiting_approval, cancelled), fenced by
+	// the lease, appending its event; it clears the lease. Any other To is
+	// ErrTransitionRefused and writes nothing; retry_wait needs RunAfter.
+	// failed, dead_lettered and cancelled set FinishedAt. The event's message
+	// is Message, followed by "code: message" of Error when set.
+	JobTransition(ctx context.Context, params *JobTransitionParams) (*Job, error)
+
+	// OutboxList returns outbox rows of a job (tests and the relay).
+	OutboxList(ctx context.Context, params *OutboxListParams) ([]*OutboxEvent, error)
+}
+
+// Lease identifies a worker's hold on a job: the fencing token.
+type Lease struct {
+	JobID   string
+	Owner   string
+	Attempt int32
+}
+
+type JobClaimParams struct {
+	Owner         string
+	Limit         int
+	LeaseDuration time.Duration
+}
+
+type JobHeartbeatParams struct {
+	Lease         Lease
+	LeaseDuration time.Duration
+}
+
+type JobHeartbeatResult struct {
+	CancelRequested bool
+}
+
+type DocumentGetParams struct {
+	Tenant string
+	SHA256 string
+}
+
+// Checkpoint is one stage's (or one chunk's) recorded result.
+type Checkpoint struct {
+	JobID       string
+	Tenant      string
+	Stage       JobStage
+	Chunk       int32 // -1 for the stage as a whole
+	StageKey    string
+	CodeVersion string
+	Attempt     int32
+	Output      []byte
+	CreatedAt   time.Time
+}
+
+type CheckpointListParams struct {
+	JobID string
+}
+
+type CheckpointGetByStageKeyParams struct {
+	Tenant   string
+	StageKey string
+}
+
+type CheckpointWriteParams struct {
+	Lease        Lease
+	Stage        JobStage
+	Chunk        int32 // -1 for the stage as a whole
+	StageKey     string
+	CodeVersion  string
+	Output       []byte
+	AdvanceStage bool
+	Message      string // of the event when AdvanceStage
+}
+
+// LLMOutcome is how one LLM attempt ended, as journaled.
+type LLMOutcome string
+
+const (
+	LLMOutcomeSucceeded      LLMOutcome = "succeeded"
+	LLMOutcomeRateLimited    LLMOutcome = "rate_limited"
+	LLMOutcomeUnavailable    LLMOutcome = "unavailable"
+	LLMOutcomeInvalidRequest LLMOutcome = "invalid_request"
+	LLMOutcomeOutcomeUnknown LLMOutcome = "outcome_unknown"
+	LLMOutcomeInvalidOutput  LLMOutcome = "invalid_output"
+	LLMOutcomeCancelled      LLMOutcome = "cancelled"
+)
+
+// LLMAttempt is one journaled LLM call.
+type LLMAttempt struct {
+	ID                int64
+	JobID             string
+	Tenant            string
+	JobAttempt        int32
+	Stage             JobStage
+	Chunk             int32
+	ProviderKey       string
+	Outcome           LLMOutcome
+	Billed            bool // counted in the job's usage
+	PromptTokens      int64
+	CompletionTokens  int64
+	CostMicros        int64
+	LatencyMillis     int64
+	ProviderRequestID string
+	Error             string
+	CreatedAt         time.Time
+}
+
+type LLMAttemptRecordParams struct {
+	Attempt LLMAttempt
+}
+
+type LLMAttemptListParams struct {
+	JobID string
+}
+
+type JobComputedSuccessGetParams struct {
+	Tenant   string
+	DedupKey string
+}
+
+// OutboxEvent is one event to deliver outside the database, written in the
+// transaction of the change it announces. EventID is stable per (job, event
+// type), so a redelivery carries the same id.
+type OutboxEvent struct {
+	ID          int64
+	EventID     string
+	Tenant      string
+	JobID       string
+	EventType   string
+	Payload     []byte // JSON
+	CreatedAt   time.Time
+	PublishedAt *time.Time
+}
+
+type JobPublishParams struct {
+	Lease   Lease
+	Output  []byte
+	Message string
+	// Outbox rows to write with the publish; JobID and Tenant are filled in.
+	Outbox []OutboxEvent
+}
+
+type JobTransitionParams struct {
+	Lease    Lease
+	To       JobStatus
+	Error    *JobError  // recorded on the job; nil clears nothing
+	RunAfter *time.Time // retry_wait: when it is due; outcome_unknown: when the reconciler may claim it (nil: only ResolveJob settles it)
+	// Output, for awaiting_approval: the planned output shown for review.
+	Output  []byte
+	Message string
+}
+
+type OutboxListParams struct {
+	JobID string
+}

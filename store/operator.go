@@ -1,0 +1,80 @@
+package store
+
+import "context"
+
+// OperatorStore holds the transitions clients ask for by RPC: cancel,
+// replay, resolve, approve. Each runs in one transaction with its event and,
+// when Idempotency is set, with the idempotency key: a replayed key returns
+// the job as it is now, with Replayed set, and applies nothing again. A
+// transition the job's status does not allow is ErrTransitionRefused and
+// writes nothing, the key included. Another tenant's job is ErrNotFound.
+type OperatorStore interface {
+	// JobCancel cancels a job. A job that no worker holds (queued,
+	// retry_wait, awaiting_approval, outcome_unknown) becomes cancelled at
+	// once; a running job gets cancel_requested, and its worker stops at its
+	// next heartbeat and settles it cancelled. A cancelled job is returned
+	// as it is; any other terminal job is ErrTransitionRefused.
+	JobCancel(ctx context.Context, params *JobCancelParams) (*OperatorResult, error)
+
+	// JobReplay queues a failed or dead-lettered job again with a fresh
+	// budget (budget_started_at now, zero attempts and tokens), its error
+	// cleared. Checkpoints are kept, so finished stages do not run again;
+	// with FromStage set, the checkpoints of that stage and every later one
+	// are deleted first, so they run again.
+	JobReplay(ctx context.Context, params *JobReplayParams) (*OperatorResult, error)
+
+	// JobResolve settles an outcome_unknown job by hand: To queued retries
+	// it (with the same provider keys, so a call the provider finished is
+	// not billed again), To failed fails it with Error.
+	JobResolve(ctx context.Context, params *JobResolveParams) (*OperatorResult, error)
+
+	// JobApprove decides an awaiting_approval job: approved, it is queued to
+	// publish (its checkpoints make that a publish only); rejected, it is
+	// cancelled.
+	JobApprove(ctx context.Context, params *JobApproveParams) (*OperatorResult, error)
+}
+
+// IdempotencyParams binds an operator call to a client's idempotency key.
+type IdempotencyParams struct {
+	Method      string
+	Key         string
+	Fingerprint string
+}
+
+// OperatorResult is the job after the call.
+type OperatorResult struct {
+	Job      *Job
+	Replayed bool // the key was seen before; nothing was applied now
+}
+
+type JobCancelParams struct {
+	Tenant      string
+	ID          string
+	Message     string
+	Idempotency *IdempotencyParams // optional
+}
+
+type JobReplayParams struct {
+	Tenant      string
+	ID          string
+	FromStage   JobStage // empty: resume from the last good checkpoint
+	Message     string
+	Idempotency *IdempotencyParams
+}
+
+type JobResolveParams struct {
+	Tenant      string
+	ID          string
+	To          JobStatus // queued or failed
+	Error       *JobError // with To failed
+	Message     string
+	Idempotency *IdempotencyParams
+}
+
+type JobApproveParams struct {
+	Tenant      string
+	ID          string
+	Approve     bool
+	Message     string
+	Idempotency *IdempotencyParams
+}

@@ -1,0 +1,374 @@
+package storepg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
+)
+
+var _ store.EngineStore = (*Store)(nil)
+
+// Every method below is one statement, so one round trip and one implicit
+// transaction: the fenced ones check the lease in the UPDATE that takes the
+// job's row lock and write everything else from that UPDATE's result.
+
+// JobClaim implements store.EngineStore.
+func (s *Store) JobClaim(ctx context.Context, params *store.JobClaimParams) ([]*store.Job, error) {
+	if params.Limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.q.JobClaim(ctx, s.pool, dbsqlc.JobClaimParams{
+		Max:           int32(min(params.Limit, 1<<31-1)),
+		Owner:         params.Owner,
+		LeaseDuration: interval(params.LeaseDuration),
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	jobs := make([]*store.Job, len(rows))
+	for i, row := range rows {
+		if jobs[i], err = jobFromRow(dbsqlc.Job(row)); err != nil {
+			return nil, err
+		}
+	}
+	return jobs, nil
+}
+
+// JobHeartbeat implements store.EngineStore.
+func (s *Store) JobHeartbeat(ctx context.Context, params *store.JobHeartbeatParams) (*store.JobHeartbeatResult, error) {
+	id, err := parseUUID(params.Lease.JobID)
+	if err != nil {
+		return nil, store.ErrLeaseLost
+	}
+	cancelRequested, err := s.q.JobHeartbeat(ctx, s.pool, dbsqlc.JobHeartbeatParams{
+		LeaseDuration: interval(params.LeaseDuration),
+		ID:            id,
+		Owner:         params.Lease.Owner,
+		Attempt:       params.Lease.Attempt,
+	})
+	if err != nil {
+		return nil, interpretLeaseError(err)
+	}
+	return &store.JobHeartbeatResult{CancelRequested: cancelRequested}, nil
+}
+
+// DocumentGet implements store.EngineStore.
+func (s *Store) DocumentGet(ctx context.Context, params *store.DocumentGetParams) ([]byte, error) {
+	data, err := s.q.DocumentGet(ctx, s.pool, dbsqlc.DocumentGetParams{Tenant: params.Tenant, Sha256: params.SHA256})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return data, nil
+}
+
+// CheckpointList implements store.EngineStore.
+func (s *Store) CheckpointList(ctx context.Context, params *store.CheckpointListParams) ([]*store.Checkpoint, error) {
+	id, err := parseUUID(params.JobID)
+	if err != nil {
+		return nil, nil // no job has an id that is not a uuid
+	}
+	rows, err := s.q.CheckpointList(ctx, s.pool, id)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	checkpoints := make([]*store.Checkpoint, len(rows))
+	for i, row := range rows {
+		checkpoints[i] = checkpointFromRow(row)
+	}
+	return checkpoints, nil
+}
+
+// CheckpointGetByStageKey implements store.EngineStore.
+func (s *Store) CheckpointGetByStageKey(ctx context.Context, params *store.CheckpointGetByStageKeyParams) (*store.Checkpoint, error) {
+	row, err := s.q.CheckpointGetByStageKey(ctx, s.pool, dbsqlc.CheckpointGetByStageKeyParams{
+		Tenant:   params.Tenant,
+		StageKey: params.StageKey,
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return checkpointFromRow(row), nil
+}
+
+// CheckpointWrite implements store.EngineStore.
+func (s *Store) CheckpointWrite(ctx context.Context, params *store.CheckpointWriteParams) error {
+	id, err := parseUUID(params.Lease.JobID)
+	if err != nil {
+		return store.ErrLeaseLost
+	}
+	_, err = s.q.CheckpointWrite(ctx, s.pool, dbsqlc.CheckpointWriteParams{
+		AdvanceStage: params.AdvanceStage,
+		Stage:        string(params.Stage),
+		JobID:        id,
+		Owner:        params.Lease.Owner,
+		Attempt:      params.Lease.Attempt,
+		Chunk:        params.Chunk,
+		StageKey:     params.StageKey,
+		CodeVersion:  params.CodeVersion,
+		Output:       nonNilBytes(params.Output),
+		Message:      params.Message,
+	})
+	return interpretLeaseError(err)
+}
+
+// LLMAttemptRecord implements store.EngineStore.
+func (s *Store) LLMAttemptRecord(ctx context.Context, params *store.LLMAttemptRecordParams) error {
+	a := &params.Attempt
+	id, err := parseUUID(a.JobID)
+	if err != nil {
+		return store.ErrNotFound
+	}
+	args := dbsqlc.LLMAttemptRecordParams{
+		JobAttempt:        a.JobAttempt,
+		Stage:             string(a.Stage),
+		Chunk:             a.Chunk,
+		ProviderKey:       a.ProviderKey,
+		Outcome:           string(a.Outcome),
+		Billed:            a.Billed,
+		PromptTokens:      a.PromptTokens,
+		CompletionTokens:  a.CompletionTokens,
+		CostMicros:        a.CostMicros,
+		LatencyMs:         a.LatencyMillis,
+		ProviderRequestID: a.ProviderRequestID,
+		Error:             a.Error,
+		JobID:             id,
+	}
+	_, err = s.q.LLMAttemptRecord(ctx, s.pool, args)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == pgUniqueViolation && pgErr.ConstraintName == "llm_attempts_billed_once" {
+		// A concurrent attempt counted this key's bill first.
+		args.Billed = false
+		_, err = s.q.LLMAttemptRecord(ctx, s.pool, args)
+	}
+	return interpretError(err)
+}
+
+// LLMAttemptList implements store.EngineStore.
+func (s *Store) LLMAttemptList(ctx context.Context, params *store.LLMAttemptListParams) ([]*store.LLMAttempt, error) {
+	id, err := parseUUID(params.JobID)
+	if err != nil {
+		return nil, nil
+	}
+	rows, err := s.q.LLMAttemptList(ctx, s.pool, id)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	attempts := make([]*store.LLMAttempt, len(rows))
+	for i, r := range rows {
+		attempts[i] = &store.LLMAttempt{
+			ID:                r.ID,
+			JobID:             r.JobID.String(),
+			Tenant:            r.Tenant,
+			JobAttempt:        r.JobAttempt,
+			Stage:             store.JobStage(r.Stage),
+			Chunk:             r.Chunk,
+			ProviderKey:       r.ProviderKey,
+			Outcome:           store.LLMOutcome(r.Outcome),
+			Billed:            r.Billed,
+			PromptTokens:      r.PromptTokens,
+			CompletionTokens:  r.CompletionTokens,
+			CostMicros:        r.CostMicros,
+			LatencyMillis:     r.LatencyMs,
+			ProviderRequestID: r.ProviderRequestID,
+			Error:             r.Error,
+			CreatedAt:         r.CreatedAt,
+		}
+	}
+	return attempts, nil
+}
+
+// JobComputedSuccessGet implements store.EngineStore.
+func (s *Store) JobComputedSuccessGet(ctx context.Context, params *store.JobComputedSuccessGetParams) (*store.Job, error) {
+	row, err := s.q.JobComputedSuccessGet(ctx, s.pool, dbsqlc.JobComputedSuccessGetParams{
+		Tenant:   params.Tenant,
+		DedupKey: params.DedupKey,
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return jobFromRow(row)
+}
+
+// outboxRow is one element of JobPublish's @outbox parameter, read by
+// jsonb_to_recordset.
+type outboxRow struct {
+	EventID   string          `json:"event_id"`
+	EventType string          `json:"event_type"`
+	Payload   json.RawMessage `json:"payload"`
+}
+
+// JobPublish implements store.EngineStore. When a concurrent publisher of the
+// same dedup key commits first, the statement fails on the unique index of
+// computed successes and runs once more, now seeing that success, so it
+// publishes as deduplicated.
+func (s *Store) JobPublish(ctx context.Context, params *store.JobPublishParams) (*store.Job, error) {
+	id, err := parseUUID(params.Lease.JobID)
+	if err != nil {
+		return nil, store.ErrLeaseLost
+	}
+	rows := make([]outboxRow, len(params.Outbox))
+	for i, e := range params.Outbox {
+		payload := e.Payload
+		if len(payload) == 0 {
+			payload = []byte("{}")
+		}
+		rows[i] = outboxRow{EventID: e.EventID, EventType: e.EventType, Payload: payload}
+	}
+	outbox, err := json.Marshal(rows)
+	if err != nil {
+		return nil, fmt.Errorf("storepg: outbox payload: %w", err)
+	}
+	args := dbsqlc.JobPublishParams{
+		JobID:   id,
+		Output:  params.Output,
+		Owner:   params.Lease.Owner,
+		Attempt: params.Lease.Attempt,
+		Message: params.Message,
+		Outbox:  outbox,
+	}
+	row, err := s.q.JobPublish(ctx, s.pool, args)
+	if isComputedSuccessViolation(err) {
+		row, err = s.q.JobPublish(ctx, s.pool, args)
+	}
+	if err != nil {
+		return nil, interpretLeaseError(err)
+	}
+	return jobFromRow(dbsqlc.Job(row))
+}
+
+func isComputedSuccessViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == pgUniqueViolation && pgErr.ConstraintName == constraintComputedSuccess
+}
+
+// JobTransition implements store.EngineStore.
+func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionParams) (*store.Job, error) {
+	finished, ok := transitionTargets[params.To]
+	if !ok {
+		return nil, store.ErrTransitionRefused
+	}
+	if params.To == store.JobStatusRetryWait && params.RunAfter == nil {
+		return nil, errors.New("storepg: a transition to retry_wait needs RunAfter")
+	}
+	id, err := parseUUID(params.Lease.JobID)
+	if err != nil {
+		return nil, store.ErrLeaseLost
+	}
+	var jobError []byte
+	if params.Error != nil {
+		if jobError, err = json.Marshal(params.Error); err != nil {
+			return nil, fmt.Errorf("storepg: job error: %w", err)
+		}
+	}
+	// Only these two read RunAfter: a retry_wait job is due then, an
+	// outcome_unknown one is the reconciler's then (never, when nil).
+	var runAfter *time.Time
+	if params.To == store.JobStatusRetryWait || params.To == store.JobStatusOutcomeUnknown {
+		runAfter = params.RunAfter
+	}
+	var output []byte
+	if params.To == store.JobStatusAwaitingApproval {
+		output = params.Output // the plan, shown for review
+	}
+	row, err := s.q.JobTransition(ctx, s.pool, dbsqlc.JobTransitionParams{
+		Status:   string(params.To),
+		Error:    jobError,
+		Output:   output,
+		RunAfter: runAfter,
+		Finished: finished,
+		JobID:    id,
+		Owner:    params.Lease.Owner,
+		Attempt:  params.Lease.Attempt,
+		Message:  transitionMessage(params),
+	})
+	if err != nil {
+		return nil, interpretLeaseError(err)
+	}
+	return jobFromRow(dbsqlc.Job(row))
+}
+
+// transitionTargets are the statuses a worker may move its running job to
+// (design §4), each with whether the job is finished there.
+var transitionTargets = map[store.JobStatus]bool{
+	store.JobStatusRetryWait:        false,
+	store.JobStatusOutcomeUnknown:   false,
+	store.JobStatusAwaitingApproval: false,
+	store.JobStatusFailed:           true,
+	store.JobStatusDeadLettered:     true,
+	store.JobStatusCancelled:        true,
+}
+
+// transitionMessage is the event's message; an error shows as "code: message"
+// so the event log alone tells why a job moved.
+func transitionMessage(params *store.JobTransitionParams) string {
+	if params.Error == nil {
+		return params.Message
+	}
+	cause := params.Error.Code + ": " + params.Error.Message
+	if params.Message == "" {
+		return cause
+	}
+	return params.Message + " (" + cause + ")"
+}
+
+// OutboxList implements store.EngineStore.
+func (s *Store) OutboxList(ctx context.Context, params *store.OutboxListParams) ([]*store.OutboxEvent, error) {
+	id, err := parseUUID(params.JobID)
+	if err != nil {
+		return nil, nil
+	}
+	rows, err := s.q.OutboxList(ctx, s.pool, id)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	events := make([]*store.OutboxEvent, len(rows))
+	for i, r := range rows {
+		events[i] = &store.OutboxEvent{
+			ID:          r.ID,
+			EventID:     r.EventID,
+			Tenant:      r.Tenant,
+			JobID:       r.JobID.String(),
+			EventType:   r.EventType,
+			Payload:     r.Payload,
+			CreatedAt:   r.CreatedAt,
+			PublishedAt: r.PublishedAt,
+		}
+	}
+	return events, nil
+}
+
+func checkpointFromRow(r dbsqlc.JobCheckpoint) *store.Checkpoint {
+	return &store.Checkpoint{
+		JobID:       r.JobID.String(),
+		Tenant:      r.Tenant,
+		Stage:       store.JobStage(r.Stage),
+		Chunk:       r.Chunk,
+		StageKey:    r.StageKey,
+		CodeVersion: r.CodeVersion,
+		Attempt:     r.Attempt,
+		Output:      r.Output,
+		CreatedAt:   r.CreatedAt,
+	}
+}
+
+// interpretLeaseError is interpretError for fenced statements, whose "no
+// row" means the fence held the write back.
+func interpretLeaseError(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrLeaseLost
+	}
+	return interpretError(err)
+}
+
+func interval(d time.Duration) pgtype.Interval {
+	return pgtype.Interval{Microseconds: d.Microseconds(), Valid: true}
+}

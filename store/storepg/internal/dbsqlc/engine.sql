@@ -1,0 +1,250 @@
+-- name: JobClaim :many
+-- Claims up to @max jobs in one statement. The candidate scan walks
+-- jobs_claimable_idx in the order jobs became claimable (its expression must
+-- stay identical to the index's) and locks rows as LIMIT takes them, skipping
+-- rows another claimer holds; a row changed since the snapshot is rechecked
+-- against the WHERE clause when locked, so a job just claimed elsewhere is
+-- passed over. The candidate keeps the old status and owner for the event.
+-- An outcome_unknown job sorts at its run_after; without one its key is NULL
+-- and it is never claimed (only ResolveJob settles it).
+WITH candidate AS (
+    SELECT id, status AS old_status, lease_owner AS old_owner
+    FROM jobs
+    WHERE status IN ('queued', 'retry_wait', 'running', 'outcome_unknown')
+        AND (CASE WHEN status = 'running' THEN lease_until
+            WHEN status = 'outcome_unknown' THEN run_after
+            ELSE coalesce(run_after, created_at) END) <= now()
+    ORDER BY (CASE WHEN status = 'running' THEN lease_until
+        WHEN status = 'outcome_unknown' THEN run_after
+        ELSE coalesce(run_after, created_at) END)
+    LIMIT @max::integer
+    FOR UPDATE SKIP LOCKED
+),
+job AS (
+    UPDATE jobs
+    SET status = 'running',
+        lease_owner = @owner::text,
+        lease_until = now() + @lease_duration::interval,
+        attempt = jobs.attempt + 1,
+        budget_attempts = jobs.budget_attempts + 1,
+        run_after = NULL,
+        last_event_seq = jobs.last_event_seq + 1,
+        updated_at = now()
+    FROM candidate
+    WHERE jobs.id = candidate.id
+    RETURNING jobs.*
+),
+event AS (
+    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
+    SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt,
+        CASE candidate.old_status
+            WHEN 'running' THEN 'lease taken over from ' || coalesce(candidate.old_owner, '')
+            WHEN 'outcome_unknown' THEN 'reconciling an unknown outcome'
+            ELSE 'claimed' END
+    FROM job
+    JOIN candidate ON candidate.id = job.id
+)
+SELECT * FROM job
+ORDER BY created_at, id;
+
+-- name: JobHeartbeat :one
+-- Extends a lease while (owner, attempt) still hold it. No row: lease lost.
+UPDATE jobs
+SET lease_until = now() + @lease_duration::interval
+WHERE id = @id::uuid
+    AND lease_owner = @owner::text
+    AND attempt = @attempt::integer
+    AND status = 'running'
+RETURNING cancel_requested;
+
+-- name: DocumentGet :one
+SELECT data FROM documents
+WHERE tenant = @tenant::text AND sha256 = @sha256::text;
+
+-- name: CheckpointList :many
+-- In lifecycle order, then by chunk (the whole stage, -1, first).
+SELECT * FROM job_checkpoints
+WHERE job_id = @job_id::uuid
+ORDER BY CASE stage
+        WHEN 'uploaded' THEN 1
+        WHEN 'text_extracted' THEN 2
+        WHEN 'chunks_ready' THEN 3
+        WHEN 'llm_done' THEN 4
+        WHEN 'validated' THEN 5
+        WHEN 'published' THEN 6
+    END,
+    chunk;
+
+-- name: CheckpointGetByStageKey :one
+-- The decision cache: the newest result of a stage key in the tenant.
+SELECT * FROM job_checkpoints
+WHERE tenant = @tenant::text AND stage_key = @stage_key::text
+ORDER BY created_at DESC
+LIMIT 1;
+
+-- name: CheckpointWrite :one
+-- Records a checkpoint in one statement, fenced: the UPDATE of the job takes
+-- its row lock and rechecks (owner, attempt, running) on the newest row
+-- version, so a takeover committed first leaves it no row, and then nothing
+-- else is written. No row returned: lease lost.
+WITH job AS (
+    UPDATE jobs
+    SET stage = CASE WHEN @advance_stage::boolean THEN @stage::text ELSE stage END,
+        last_event_seq = last_event_seq + CASE WHEN @advance_stage::boolean THEN 1 ELSE 0 END,
+        updated_at = now()
+    WHERE id = @job_id::uuid
+        AND lease_owner = @owner::text
+        AND attempt = @attempt::integer
+        AND status = 'running'
+    RETURNING id, tenant, status, stage, attempt, last_event_seq
+),
+checkpoint AS (
+    INSERT INTO job_checkpoints (job_id, tenant, stage, chunk, stage_key, code_version, attempt, output)
+    SELECT job.id, job.tenant, @stage::text, @chunk::integer, @stage_key::text,
+        @code_version::text, job.attempt, @output::bytea
+    FROM job
+    ON CONFLICT (job_id, stage, chunk) DO UPDATE
+    SET stage_key = excluded.stage_key,
+        code_version = excluded.code_version,
+        attempt = excluded.attempt,
+        output = excluded.output,
+        created_at = now()
+),
+event AS (
+    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
+    SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt, @message::text
+    FROM job
+    WHERE @advance_stage::boolean
+)
+SELECT id FROM job;
+
+-- name: LLMAttemptRecord :one
+-- Journals an attempt under the job's tenant and, when billed, adds its usage
+-- to the job, in one statement. No row: no such job. An attempt is billed
+-- only if no billed attempt of the job has its provider key; the unique
+-- index llm_attempts_billed_once settles a race between two such inserts.
+WITH attempt AS (
+    INSERT INTO llm_attempts (
+        job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed,
+        prompt_tokens, completion_tokens, cost_micros, latency_ms,
+        provider_request_id, error
+    )
+    SELECT jobs.id, jobs.tenant, @job_attempt::integer, @stage::text, @chunk::integer,
+        @provider_key::text, @outcome::text,
+        @billed::boolean AND NOT EXISTS (
+            SELECT 1 FROM llm_attempts billed
+            WHERE billed.job_id = jobs.id AND billed.provider_key = @provider_key::text AND billed.billed),
+        @prompt_tokens::bigint, @completion_tokens::bigint, @cost_micros::bigint,
+        @latency_ms::bigint, @provider_request_id::text, @error::text
+    FROM jobs
+    WHERE jobs.id = @job_id::uuid
+    RETURNING id, job_id, billed, prompt_tokens, completion_tokens, cost_micros
+),
+usage AS (
+    UPDATE jobs
+    SET prompt_tokens = jobs.prompt_tokens + attempt.prompt_tokens,
+        completion_tokens = jobs.completion_tokens + attempt.completion_tokens,
+        cost_micros = jobs.cost_micros + attempt.cost_micros,
+        llm_calls = jobs.llm_calls + 1,
+        budget_tokens = jobs.budget_tokens + attempt.prompt_tokens + attempt.completion_tokens,
+        updated_at = now()
+    FROM attempt
+    WHERE jobs.id = attempt.job_id AND attempt.billed
+)
+SELECT id FROM attempt;
+
+-- name: LLMAttemptList :many
+SELECT * FROM llm_attempts
+WHERE job_id = @job_id::uuid
+ORDER BY id;
+
+-- name: JobComputedSuccessGet :one
+SELECT * FROM jobs
+WHERE tenant = @tenant::text
+    AND dedup_key = @dedup_key::text
+    AND status = 'succeeded'
+    AND deduplicated_from IS NULL;
+
+-- name: JobPublish :one
+-- The published stage in one statement, fenced like CheckpointWrite. When
+-- another job of the tenant computed the same dedup key, its output is
+-- published with deduplicated_from set. Two jobs of one key published
+-- concurrently both see no source; the second to commit its UPDATE then
+-- violates jobs_computed_success_key, and the caller runs the statement again
+-- with a snapshot that sees the first. No row: lease lost.
+WITH source AS (
+    SELECT other.id, other.output
+    FROM jobs AS self
+    JOIN jobs AS other ON other.tenant = self.tenant AND other.dedup_key = self.dedup_key
+    WHERE self.id = @job_id::uuid
+        AND other.id <> self.id
+        AND other.status = 'succeeded'
+        AND other.deduplicated_from IS NULL
+),
+job AS (
+    UPDATE jobs
+    SET status = 'succeeded',
+        stage = 'published',
+        output = coalesce((SELECT output FROM source), @output::jsonb),
+        deduplicated_from = (SELECT id FROM source),
+        finished_at = now(),
+        updated_at = now(),
+        lease_owner = NULL,
+        lease_until = NULL,
+        last_event_seq = last_event_seq + 1
+    WHERE id = @job_id::uuid
+        AND lease_owner = @owner::text
+        AND attempt = @attempt::integer
+        AND status = 'running'
+    RETURNING *
+),
+event AS (
+    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
+    SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt,
+        CASE WHEN job.deduplicated_from IS NULL THEN @message::text
+            ELSE @message::text || ' (deduplicated from ' || job.deduplicated_from::text || ')' END
+    FROM job
+),
+outbox_rows AS (
+    INSERT INTO outbox (event_id, tenant, job_id, event_type, payload)
+    SELECT item.event_id, job.tenant, job.id, item.event_type, item.payload
+    FROM job
+    CROSS JOIN jsonb_to_recordset(@outbox::jsonb)
+        AS item(event_id text, event_type text, payload jsonb)
+)
+SELECT * FROM job;
+
+-- name: JobTransition :one
+-- Moves a running job to @status, fenced like CheckpointWrite, clearing the
+-- lease and appending its event. The caller checks that @status is allowed.
+-- A NULL error keeps the job's last one, a NULL output likewise (the caller
+-- passes one for awaiting_approval: the plan shown for review). No row: lease
+-- lost.
+WITH job AS (
+    UPDATE jobs
+    SET status = @status::text,
+        error = coalesce(sqlc.narg(error)::jsonb, error),
+        output = coalesce(sqlc.narg(output)::jsonb, output),
+        run_after = sqlc.narg(run_after)::timestamptz,
+        finished_at = CASE WHEN @finished::boolean THEN now() ELSE NULL END,
+        updated_at = now(),
+        lease_owner = NULL,
+        lease_until = NULL,
+        last_event_seq = last_event_seq + 1
+    WHERE id = @job_id::uuid
+        AND lease_owner = @owner::text
+        AND attempt = @attempt::integer
+        AND status = 'running'
+    RETURNING *
+),
+event AS (
+    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
+    SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt, @message::text
+    FROM job
+)
+SELECT * FROM job;
+
+-- name: OutboxList :many
+SELECT * FROM outbox
+WHERE job_id = @job_id::uuid
+ORDER BY id;

@@ -1,0 +1,210 @@
+package storepg
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
+)
+
+// ListenerApplicationName is the application_name of the LISTEN connection,
+// to find it in pg_stat_activity.
+const ListenerApplicationName = "oncejob-listener"
+
+// Defaults of store.JobEventListenParams.
+const (
+	listenDefaultPollInterval = time.Second
+	listenDefaultBuffer       = 1024
+	listenTailBatch           = 1000
+	listenMinBackoff          = 50 * time.Millisecond
+	listenMaxBackoff          = 5 * time.Second
+)
+
+// JobEventListen implements store.WatchStore with two sources feeding one
+// channel:
+//
+//   - a connection of its own (not from the pool) that LISTENs on the
+//     schema's channel, which the job_events trigger NOTIFYs on every insert;
+//     it reconnects with jittered exponential backoff when it drops;
+//   - a tail of the log on the pool, every PollInterval and at once after
+//     each (re)connect: the events after its cursor in (tx, id) order whose
+//     transactions have all ended, so it never skips one. It finds what a
+//     dropped connection missed.
+//
+// The tail starts at the end of the log as of this call.
+func (s *Store) JobEventListen(ctx context.Context, params *store.JobEventListenParams) (<-chan store.JobEventNotification, error) {
+	l := &listener{
+		s:            s,
+		logger:       params.Logger,
+		pollInterval: params.PollInterval,
+		pollNow:      make(chan struct{}, 1),
+	}
+	if l.logger == nil {
+		l.logger = slog.Default()
+	}
+	if l.pollInterval <= 0 {
+		l.pollInterval = listenDefaultPollInterval
+	}
+	buffer := params.Buffer
+	if buffer <= 0 {
+		buffer = listenDefaultBuffer
+	}
+	start, err := s.q.JobEventTailStart(ctx, s.pool)
+	if err != nil {
+		return nil, fmt.Errorf("storepg: listen: %w", interpretError(err))
+	}
+	l.cursor = store.JobChangeCursor{Tx: start}
+	l.out = make(chan store.JobEventNotification, buffer)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { l.listen(ctx) })
+	wg.Go(func() { l.tail(ctx) })
+	go func() { wg.Wait(); close(l.out) }()
+	return l.out, nil
+}
+
+type listener struct {
+	s            *Store
+	logger       *slog.Logger
+	pollInterval time.Duration
+	pollNow      chan struct{}
+	out          chan store.JobEventNotification
+	cursor       store.JobChangeCursor // tail's own; only tail touches it
+}
+
+// listen holds the LISTEN connection until ctx is done.
+func (l *listener) listen(ctx context.Context) {
+	backoff := listenMinBackoff
+	for {
+		err := l.listenOnce(ctx, func() { backoff = listenMinBackoff })
+		if ctx.Err() != nil {
+			return
+		}
+		l.logger.WarnContext(ctx, "job event listener disconnected; reconnecting", "error", err, "backoff", backoff.String())
+		// Full jitter, so replicas that lost the database together do not
+		// come back in lockstep.
+		select {
+		case <-time.After(rand.N(backoff) + time.Millisecond):
+		case <-ctx.Done():
+			return
+		}
+		backoff = min(2*backoff, listenMaxBackoff)
+	}
+}
+
+// listenOnce connects, LISTENs and relays notifications until the
+// connection fails or ctx is done. listening runs once LISTEN is in place.
+func (l *listener) listenOnce(ctx context.Context, listening func()) error {
+	cfg := l.s.pool.Config().ConnConfig.Copy()
+	cfg.RuntimeParams["application_name"] = ListenerApplicationName
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = conn.Close(closeCtx)
+	}()
+	channel, err := l.s.q.JobEventChannel(ctx, conn)
+	if err != nil {
+		return err
+	}
+	// LISTEN takes no parameters; the identifier is quoted.
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		return err
+	}
+	listening()
+	// Whatever committed while no connection listened is in the log.
+	select {
+	case l.pollNow <- struct{}{}:
+	default:
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		note, ok := parseNotification(n.Payload)
+		if !ok {
+			l.logger.WarnContext(ctx, "job event listener: unexpected payload", "channel", n.Channel)
+			continue
+		}
+		select {
+		case l.out <- note:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// parseNotification reads "<job id> <seq> <tenant>" (0003_watch.up.sql).
+func parseNotification(payload string) (store.JobEventNotification, bool) {
+	parts := strings.SplitN(payload, " ", 3)
+	if len(parts) != 3 {
+		return store.JobEventNotification{}, false
+	}
+	seq, err := strconv.ParseInt(parts[1], 10, 32)
+	if err != nil {
+		return store.JobEventNotification{}, false
+	}
+	return store.JobEventNotification{JobID: parts[0], Seq: int32(seq), Tenant: parts[2]}, true
+}
+
+// tail reads the log after its cursor every pollInterval and on demand.
+func (l *listener) tail(ctx context.Context) {
+	ticker := time.NewTicker(l.pollInterval)
+	defer ticker.Stop()
+	failing := false
+	for {
+		select {
+		case <-ticker.C:
+		case <-l.pollNow:
+		case <-ctx.Done():
+			return
+		}
+		err := l.tailOnce(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil && !failing:
+			l.logger.WarnContext(ctx, "job event tail failed; retrying every poll interval", "error", err)
+		case err == nil && failing:
+			l.logger.InfoContext(ctx, "job event tail recovered")
+		}
+		failing = err != nil
+	}
+}
+
+func (l *listener) tailOnce(ctx context.Context) error {
+	for {
+		rows, err := l.s.q.JobEventTail(ctx, l.s.pool, dbsqlc.JobEventTailParams{
+			AfterTx: l.cursor.Tx,
+			AfterID: l.cursor.ID,
+			Max:     listenTailBatch,
+		})
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			select {
+			case l.out <- store.JobEventNotification{Tenant: r.Tenant, JobID: r.JobID.String(), Seq: r.Seq}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			l.cursor = store.JobChangeCursor{Tx: r.Tx, ID: r.ID}
+		}
+		if len(rows) < listenTailBatch {
+			return nil
+		}
+	}
+}

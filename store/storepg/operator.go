@@ -1,0 +1,320 @@
+package storepg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
+)
+
+var _ store.OperatorStore = (*Store)(nil)
+
+// Every operator call is one READ COMMITTED transaction of at most four
+// statements (see internal/dbsqlc/operator.sql):
+//
+//  1. With an idempotency key, the key is inserted first, ON CONFLICT DO
+//     NOTHING. The insert waits for a concurrent transaction inserting the
+//     same key, so of concurrent callers exactly one goes on; the others read
+//     the key in a statement of their own, which sees the winner's commit, and
+//     return the job as it is now, Replayed, having applied nothing.
+//  2. The transition: one conditional UPDATE on the statuses it may start
+//     from, tenant-scoped, appending its event with last_event_seq + 1 in the
+//     same statement.
+//  3. Only when the UPDATE matched no row: the job is read FOR UPDATE to tell
+//     ErrNotFound from ErrTransitionRefused. Both roll back, so the key is
+//     not consumed and a later call with it may still succeed. (A cancel of
+//     a cancelled job is a success: it commits, key included.)
+
+// operatorKeyAttempts bounds the retries of the key insert when the janitor
+// frees a key between the insert that found it and the read of it.
+const operatorKeyAttempts = 3
+
+// The statuses each operator transition starts from (design §4).
+var (
+	cancelFrom = statuses(store.JobStatusQueued, store.JobStatusRetryWait, store.JobStatusAwaitingApproval,
+		store.JobStatusOutcomeUnknown, store.JobStatusRunning)
+	replayFrom  = statuses(store.JobStatusFailed, store.JobStatusDeadLettered)
+	resolveFrom = statuses(store.JobStatusOutcomeUnknown)
+	approveFrom = statuses(store.JobStatusAwaitingApproval)
+)
+
+// stageOrder is the lifecycle order of stages.
+var stageOrder = []store.JobStage{
+	store.JobStageUploaded,
+	store.JobStageTextExtracted,
+	store.JobStageChunksReady,
+	store.JobStageLLMDone,
+	store.JobStageValidated,
+	store.JobStagePublished,
+}
+
+// operation is one operator transition, run by operate.
+type operation struct {
+	tenant string
+	id     string
+	idem   *store.IdempotencyParams
+	from   []string
+	// settled is a status in which the call succeeds without a change (a
+	// cancel of a cancelled job); empty for none.
+	settled store.JobStatus
+	// apply is the conditional UPDATE; pgx.ErrNoRows when it matched no row.
+	apply func(ctx context.Context, tx pgx.Tx, id pgtype.UUID) (dbsqlc.Job, error)
+}
+
+// JobCancel implements store.OperatorStore. A running job only gets
+// cancel_requested: that is no status transition, so no event is appended;
+// the worker's settle to cancelled appends one.
+func (s *Store) JobCancel(ctx context.Context, params *store.JobCancelParams) (*store.OperatorResult, error) {
+	return s.operate(ctx, operation{
+		tenant:  params.Tenant,
+		id:      params.ID,
+		idem:    params.Idempotency,
+		from:    cancelFrom,
+		settled: store.JobStatusCancelled,
+		apply: func(ctx context.Context, tx pgx.Tx, id pgtype.UUID) (dbsqlc.Job, error) {
+			row, err := s.q.JobCancel(ctx, tx, dbsqlc.JobCancelParams{
+				Tenant:       params.Tenant,
+				ID:           id,
+				FromStatuses: cancelFrom,
+				Message:      operatorMessage("cancelled", params.Message, nil),
+			})
+			return dbsqlc.Job(row), err
+		},
+	})
+}
+
+// JobReplay implements store.OperatorStore. The attempt is not reset: it is
+// the fencing token. With FromStage, a job at that stage or later goes back
+// to the stage before it (uploaded for uploaded and text_extracted), and an
+// approval no longer stands: the plan is computed again. FromStage published
+// is an error: there is nothing to replay from there.
+func (s *Store) JobReplay(ctx context.Context, params *store.JobReplayParams) (*store.OperatorResult, error) {
+	resetStages, resetStage, err := replayReset(params.FromStage)
+	if err != nil {
+		return nil, err
+	}
+	action := "replayed"
+	if params.FromStage != "" {
+		action = "replayed from " + string(params.FromStage)
+	}
+	return s.operate(ctx, operation{
+		tenant: params.Tenant,
+		id:     params.ID,
+		idem:   params.Idempotency,
+		from:   replayFrom,
+		apply: func(ctx context.Context, tx pgx.Tx, id pgtype.UUID) (dbsqlc.Job, error) {
+			row, err := s.q.JobReplay(ctx, tx, dbsqlc.JobReplayParams{
+				ResetStages:  resetStages,
+				ResetStage:   resetStage,
+				Tenant:       params.Tenant,
+				ID:           id,
+				FromStatuses: replayFrom,
+				Message:      operatorMessage(action, params.Message, nil),
+			})
+			return dbsqlc.Job(row), err
+		},
+	})
+}
+
+// replayReset returns the stages whose checkpoints a replay from from
+// deletes, never nil, and the stage a job among them goes back to.
+func replayReset(from store.JobStage) ([]string, string, error) {
+	if from == "" {
+		return []string{}, "", nil
+	}
+	i := slices.Index(stageOrder, from)
+	if i < 0 || from == store.JobStagePublished {
+		return nil, "", fmt.Errorf("storepg: replay from stage %q: want a stage before published", from)
+	}
+	reset := make([]string, 0, len(stageOrder)-i)
+	for _, stage := range stageOrder[i:] {
+		reset = append(reset, string(stage))
+	}
+	return reset, string(stageOrder[max(i-1, 0)]), nil
+}
+
+// JobResolve implements store.OperatorStore. A To other than queued or
+// failed is an error, not ErrTransitionRefused: it is no transition at all.
+func (s *Store) JobResolve(ctx context.Context, params *store.JobResolveParams) (*store.OperatorResult, error) {
+	settle := dbsqlc.JobSettleParams{Status: string(params.To), Tenant: params.Tenant, FromStatuses: resolveFrom}
+	switch params.To {
+	case store.JobStatusQueued:
+		settle.Message = operatorMessage("resolved: retry", params.Message, nil)
+	case store.JobStatusFailed:
+		settle.Finished = true
+		settle.Message = operatorMessage("resolved: failed", params.Message, params.Error)
+		if params.Error != nil {
+			var err error
+			if settle.Error, err = json.Marshal(params.Error); err != nil {
+				return nil, fmt.Errorf("storepg: job error: %w", err)
+			}
+		}
+	default:
+		return nil, fmt.Errorf("storepg: resolve to %q: want queued or failed", params.To)
+	}
+	return s.settle(ctx, params.ID, params.Idempotency, settle)
+}
+
+// JobApprove implements store.OperatorStore.
+func (s *Store) JobApprove(ctx context.Context, params *store.JobApproveParams) (*store.OperatorResult, error) {
+	settle := dbsqlc.JobSettleParams{Tenant: params.Tenant, FromStatuses: approveFrom}
+	if params.Approve {
+		settle.Status = string(store.JobStatusQueued)
+		settle.Approved = true
+		settle.Message = operatorMessage("approved", params.Message, nil)
+	} else {
+		settle.Status = string(store.JobStatusCancelled)
+		settle.Finished = true
+		settle.Message = operatorMessage("rejected", params.Message, nil)
+	}
+	return s.settle(ctx, params.ID, params.Idempotency, settle)
+}
+
+// settle runs JobSettle as an operation; args.ID is filled in.
+func (s *Store) settle(ctx context.Context, id string, idem *store.IdempotencyParams, args dbsqlc.JobSettleParams) (*store.OperatorResult, error) {
+	return s.operate(ctx, operation{
+		tenant: args.Tenant,
+		id:     id,
+		idem:   idem,
+		from:   args.FromStatuses,
+		apply: func(ctx context.Context, tx pgx.Tx, id pgtype.UUID) (dbsqlc.Job, error) {
+			args.ID = id
+			row, err := s.q.JobSettle(ctx, tx, args)
+			return dbsqlc.Job(row), err
+		},
+	})
+}
+
+// operate runs op in one transaction: the key, then the transition.
+func (s *Store) operate(ctx context.Context, op operation) (*store.OperatorResult, error) {
+	id, err := parseUUID(op.id)
+	if err != nil {
+		return nil, store.ErrNotFound // no job has an id that is not a uuid
+	}
+	var (
+		row      dbsqlc.Job
+		replayed bool
+	)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
+		if op.idem != nil {
+			seen, err := s.operatorKeyTake(ctx, tx, op.tenant, id, op.idem)
+			if err != nil {
+				return err
+			}
+			if seen {
+				replayed = true
+				row, err = s.q.JobGetByID(ctx, tx, dbsqlc.JobGetByIDParams{Tenant: op.tenant, ID: id})
+				return err
+			}
+		}
+		row, err = s.operateApply(ctx, tx, op, id)
+		return err
+	})
+	switch {
+	case errors.Is(err, store.ErrTransitionRefused), errors.Is(err, store.ErrIdempotencyKeyReused):
+		return nil, err
+	case err != nil:
+		return nil, interpretError(err)
+	}
+	job, err := jobFromRow(row)
+	if err != nil {
+		return nil, err
+	}
+	return &store.OperatorResult{Job: job, Replayed: replayed}, nil
+}
+
+// operatorKeyTake inserts the key, or reports that it was taken before by the
+// same request. A key bound to another fingerprint or another job is
+// ErrIdempotencyKeyReused. Like operateApply, it returns driver errors as
+// they are; operate interprets them.
+func (s *Store) operatorKeyTake(ctx context.Context, tx pgx.Tx, tenant string, id pgtype.UUID, idem *store.IdempotencyParams) (seen bool, err error) {
+	for range operatorKeyAttempts {
+		_, err := s.q.IdempotencyKeyInsert(ctx, tx, dbsqlc.IdempotencyKeyInsertParams{
+			Tenant:      tenant,
+			Method:      idem.Method,
+			IdemKey:     idem.Key,
+			Fingerprint: idem.Fingerprint,
+			JobID:       id,
+		})
+		if err == nil {
+			return false, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return false, err
+		}
+		key, err := s.q.IdempotencyKeyGet(ctx, tx, dbsqlc.IdempotencyKeyGetParams{
+			Tenant:  tenant,
+			Method:  idem.Method,
+			IdemKey: idem.Key,
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // freed in between: the key is new again
+		}
+		if err != nil {
+			return false, err
+		}
+		if key.Fingerprint != idem.Fingerprint || key.JobID != id {
+			return false, store.ErrIdempotencyKeyReused
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("idempotency key freed and taken again %d times in a row", operatorKeyAttempts)
+}
+
+// operateApply runs op's UPDATE. When it matches no row, the job is locked
+// and read: absent is ErrNotFound, in op.settled it is returned as it is, in
+// another status ErrTransitionRefused. A status op may start from means the
+// job changed after the UPDATE's snapshot; under the lock the UPDATE is run
+// again and now matches.
+func (s *Store) operateApply(ctx context.Context, tx pgx.Tx, op operation, id pgtype.UUID) (dbsqlc.Job, error) {
+	for range 2 {
+		row, err := op.apply(ctx, tx, id)
+		if err == nil {
+			return row, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return dbsqlc.Job{}, err
+		}
+		// No row, so no such job: ErrNotFound by interpretError.
+		current, err := s.q.JobGetByIDForUpdate(ctx, tx, dbsqlc.JobGetByIDForUpdateParams{Tenant: op.tenant, ID: id})
+		if err != nil {
+			return dbsqlc.Job{}, err
+		}
+		switch {
+		case slices.Contains(op.from, current.Status):
+			continue
+		case op.settled != "" && current.Status == string(op.settled):
+			return current, nil
+		default:
+			return dbsqlc.Job{}, store.ErrTransitionRefused
+		}
+	}
+	return dbsqlc.Job{}, errors.New("operator transition matched no row under the job's lock")
+}
+
+// operatorMessage is the event's message: the action, the operator's
+// message and, when set, the error as "code: message".
+func operatorMessage(action, message string, jobErr *store.JobError) string {
+	if message != "" {
+		action += ": " + message
+	}
+	if jobErr != nil {
+		action += " (" + jobErr.Code + ": " + jobErr.Message + ")"
+	}
+	return action
+}
+
+func statuses(s ...store.JobStatus) []string {
+	out := make([]string, len(s))
+	for i, status := range s {
+		out[i] = string(status)
+	}
+	return out
+}

@@ -1,0 +1,61 @@
+package storepg
+
+import (
+	"context"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
+)
+
+var _ store.WatchStore = (*Store)(nil)
+
+const jobChangeListDefaultLimit = 500
+
+// JobChangeList implements store.WatchStore. The (tx, id) order and the
+// snapshot-xmin bound that make a cursor safe are explained in
+// internal/dbsqlc/watch.sql and docs/architecture.md.
+func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListParams) ([]*store.JobChange, error) {
+	args := dbsqlc.JobChangeListParams{
+		Tenant:  params.Tenant,
+		AfterTx: params.After.Tx,
+		AfterID: params.After.ID,
+		Max:     int32(clampLimit(params.Limit, jobChangeListDefaultLimit)),
+	}
+	if params.Status != "" {
+		status := string(params.Status)
+		args.Status = &status
+	}
+	if params.Pipeline != "" {
+		args.Pipeline = &params.Pipeline
+	}
+	rows, err := s.q.JobChangeList(ctx, s.pool, args)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	changes := make([]*store.JobChange, len(rows))
+	for i, r := range rows {
+		r.Job.Output = nil // not for list views; see store.JobChange
+		job, err := jobFromRow(r.Job)
+		if err != nil {
+			return nil, err
+		}
+		changes[i] = &store.JobChange{
+			Cursor: store.JobChangeCursor{Tx: r.JobEvent.Tx, ID: r.JobEvent.ID},
+			Event:  jobEventFromRow(r.JobEvent),
+			Job:    job,
+		}
+	}
+	return changes, nil
+}
+
+func jobEventFromRow(r dbsqlc.JobEvent) *store.JobEvent {
+	return &store.JobEvent{
+		JobID:     r.JobID.String(),
+		Seq:       r.Seq,
+		Status:    store.JobStatus(r.Status),
+		Stage:     store.JobStage(r.Stage),
+		Attempt:   r.Attempt,
+		Message:   r.Message,
+		CreatedAt: r.CreatedAt,
+	}
+}

@@ -1,0 +1,511 @@
+package storesqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
+)
+
+var _ store.EngineStore = (*Store)(nil)
+
+// Every write below is one write transaction on the single writer. Where
+// Postgres needs one statement (or FOR UPDATE SKIP LOCKED) so that no other
+// transaction slips in between the fence and the writes it guards, SQLite
+// needs nothing: no other write runs until the transaction ends. The fenced
+// methods check the lease in the UPDATE of the job first; no row is
+// ErrLeaseLost and the transaction rolls back with nothing written. Lease
+// times are the store's clock plus the duration, in unix microseconds.
+
+// JobClaim implements store.EngineStore: the candidates in the order they
+// became claimable, then one update and one event each, in one write
+// transaction, so concurrent claimers take turns and never share a job.
+func (s *Store) JobClaim(ctx context.Context, params *store.JobClaimParams) ([]*store.Job, error) {
+	if params.Limit <= 0 {
+		return nil, nil
+	}
+	var jobs []*store.Job
+	err := s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
+		candidates, err := s.q.JobClaimCandidates(ctx, tx, dbsqlite.JobClaimCandidatesParams{
+			Now: now,
+			Max: int64(params.Limit),
+		})
+		if err != nil {
+			return interpretError(err)
+		}
+		jobs = make([]*store.Job, 0, len(candidates))
+		for _, c := range candidates {
+			row, err := s.q.JobClaim(ctx, tx, dbsqlite.JobClaimParams{
+				Owner:      new(params.Owner),
+				LeaseUntil: new(now + params.LeaseDuration.Microseconds()),
+				Now:        now,
+				ID:         c.ID,
+			})
+			if err != nil {
+				return interpretError(err)
+			}
+			if err := s.jobEventAppend(ctx, tx, row.ID, claimMessage(c)); err != nil {
+				return err
+			}
+			job, err := jobFromRow(row)
+			if err != nil {
+				return err
+			}
+			jobs = append(jobs, job)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(jobs, func(a, b *store.Job) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+	})
+	return jobs, nil
+}
+
+// claimMessage is the event's message of a claim: what the job was claimed
+// from.
+func claimMessage(c dbsqlite.JobClaimCandidatesRow) string {
+	switch store.JobStatus(c.Status) {
+	case store.JobStatusRunning:
+		return "lease taken over from " + deref(c.LeaseOwner)
+	case store.JobStatusOutcomeUnknown:
+		return "reconciling an unknown outcome"
+	}
+	return "claimed"
+}
+
+// JobHeartbeat implements store.EngineStore.
+func (s *Store) JobHeartbeat(ctx context.Context, params *store.JobHeartbeatParams) (*store.JobHeartbeatResult, error) {
+	id, ok := canonicalUUID(params.Lease.JobID)
+	if !ok {
+		return nil, store.ErrLeaseLost
+	}
+	var cancelRequested int64
+	err := s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
+		var err error
+		cancelRequested, err = s.q.JobHeartbeat(ctx, tx, dbsqlite.JobHeartbeatParams{
+			LeaseUntil: new(now + params.LeaseDuration.Microseconds()),
+			ID:         id,
+			Owner:      new(params.Lease.Owner),
+			Attempt:    int64(params.Lease.Attempt),
+		})
+		return interpretLeaseError(err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &store.JobHeartbeatResult{CancelRequested: cancelRequested != 0}, nil
+}
+
+// DocumentGet implements store.EngineStore.
+func (s *Store) DocumentGet(ctx context.Context, params *store.DocumentGetParams) ([]byte, error) {
+	data, err := s.q.DocumentGet(ctx, s.read, dbsqlite.DocumentGetParams{Tenant: params.Tenant, Sha256: params.SHA256})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return data, nil
+}
+
+// CheckpointList implements store.EngineStore.
+func (s *Store) CheckpointList(ctx context.Context, params *store.CheckpointListParams) ([]*store.Checkpoint, error) {
+	id, ok := canonicalUUID(params.JobID)
+	if !ok {
+		return nil, nil // no job has an id that is not a uuid
+	}
+	rows, err := s.q.CheckpointList(ctx, s.read, id)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	checkpoints := make([]*store.Checkpoint, len(rows))
+	for i, row := range rows {
+		checkpoints[i] = checkpointFromRow(row)
+	}
+	return checkpoints, nil
+}
+
+// CheckpointGetByStageKey implements store.EngineStore.
+func (s *Store) CheckpointGetByStageKey(ctx context.Context, params *store.CheckpointGetByStageKeyParams) (*store.Checkpoint, error) {
+	row, err := s.q.CheckpointGetByStageKey(ctx, s.read, dbsqlite.CheckpointGetByStageKeyParams{
+		Tenant:   params.Tenant,
+		StageKey: params.StageKey,
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return checkpointFromRow(row), nil
+}
+
+// CheckpointWrite implements store.EngineStore.
+func (s *Store) CheckpointWrite(ctx context.Context, params *store.CheckpointWriteParams) error {
+	id, ok := canonicalUUID(params.Lease.JobID)
+	if !ok {
+		return store.ErrLeaseLost
+	}
+	return s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
+		job, err := s.checkpointFence(ctx, tx, params, id, now)
+		if err != nil {
+			return interpretLeaseError(err)
+		}
+		err = s.q.CheckpointUpsert(ctx, tx, dbsqlite.CheckpointUpsertParams{
+			JobID:       id,
+			Tenant:      job.Tenant,
+			Stage:       string(params.Stage),
+			Chunk:       int64(params.Chunk),
+			StageKey:    params.StageKey,
+			CodeVersion: params.CodeVersion,
+			Attempt:     job.Attempt,
+			Output:      nonNilBytes(params.Output),
+			CreatedAt:   now,
+		})
+		if err != nil {
+			return interpretError(err)
+		}
+		if !params.AdvanceStage {
+			return nil
+		}
+		return s.jobEventAppend(ctx, tx, id, params.Message)
+	})
+}
+
+// checkpointFence checks the lease of a checkpoint write in the UPDATE of its
+// job, advancing the job's stage when asked to.
+func (s *Store) checkpointFence(ctx context.Context, tx *sql.Tx, params *store.CheckpointWriteParams, id string, now int64) (dbsqlite.JobCheckpointFenceRow, error) {
+	if params.AdvanceStage {
+		row, err := s.q.JobStageAdvance(ctx, tx, dbsqlite.JobStageAdvanceParams{
+			Stage:   string(params.Stage),
+			Now:     now,
+			ID:      id,
+			Owner:   new(params.Lease.Owner),
+			Attempt: int64(params.Lease.Attempt),
+		})
+		return dbsqlite.JobCheckpointFenceRow(row), err
+	}
+	return s.q.JobCheckpointFence(ctx, tx, dbsqlite.JobCheckpointFenceParams{
+		Now:     now,
+		ID:      id,
+		Owner:   new(params.Lease.Owner),
+		Attempt: int64(params.Lease.Attempt),
+	})
+}
+
+// LLMAttemptRecord implements store.EngineStore. The insert decides whether
+// the attempt is billed (its provider key's first bill), and only a billed
+// one adds usage. In Postgres the unique index llm_attempts_billed_once
+// settles two inserts racing; here writes take turns, so the insert's check
+// (a lookup on that index) always sees the earlier bill, and the index only
+// backs the rule up.
+func (s *Store) LLMAttemptRecord(ctx context.Context, params *store.LLMAttemptRecordParams) error {
+	a := &params.Attempt
+	id, ok := canonicalUUID(a.JobID)
+	if !ok {
+		return store.ErrNotFound
+	}
+	return s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
+		attempt, err := s.q.LLMAttemptInsert(ctx, tx, dbsqlite.LLMAttemptInsertParams{
+			JobAttempt:        int64(a.JobAttempt),
+			Stage:             string(a.Stage),
+			Chunk:             int64(a.Chunk),
+			ProviderKey:       a.ProviderKey,
+			Outcome:           string(a.Outcome),
+			Billed:            boolInt(a.Billed),
+			PromptTokens:      a.PromptTokens,
+			CompletionTokens:  a.CompletionTokens,
+			CostMicros:        a.CostMicros,
+			LatencyMs:         a.LatencyMillis,
+			ProviderRequestID: a.ProviderRequestID,
+			Error:             a.Error,
+			CreatedAt:         now,
+			JobID:             id,
+		})
+		if err != nil {
+			return interpretError(err) // no row: no such job
+		}
+		if attempt.Billed == 0 {
+			return nil
+		}
+		return interpretError(s.q.JobUsageAdd(ctx, tx, dbsqlite.JobUsageAddParams{
+			PromptTokens:     a.PromptTokens,
+			CompletionTokens: a.CompletionTokens,
+			CostMicros:       a.CostMicros,
+			Now:              now,
+			ID:               id,
+		}))
+	})
+}
+
+// LLMAttemptList implements store.EngineStore.
+func (s *Store) LLMAttemptList(ctx context.Context, params *store.LLMAttemptListParams) ([]*store.LLMAttempt, error) {
+	id, ok := canonicalUUID(params.JobID)
+	if !ok {
+		return nil, nil
+	}
+	rows, err := s.q.LLMAttemptList(ctx, s.read, id)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	attempts := make([]*store.LLMAttempt, len(rows))
+	for i, r := range rows {
+		attempts[i] = &store.LLMAttempt{
+			ID:                r.ID,
+			JobID:             r.JobID,
+			Tenant:            r.Tenant,
+			JobAttempt:        int32(r.JobAttempt),
+			Stage:             store.JobStage(r.Stage),
+			Chunk:             int32(r.Chunk),
+			ProviderKey:       r.ProviderKey,
+			Outcome:           store.LLMOutcome(r.Outcome),
+			Billed:            r.Billed != 0,
+			PromptTokens:      r.PromptTokens,
+			CompletionTokens:  r.CompletionTokens,
+			CostMicros:        r.CostMicros,
+			LatencyMillis:     r.LatencyMs,
+			ProviderRequestID: r.ProviderRequestID,
+			Error:             r.Error,
+			CreatedAt:         timeFrom(r.CreatedAt),
+		}
+	}
+	return attempts, nil
+}
+
+// JobComputedSuccessGet implements store.EngineStore.
+func (s *Store) JobComputedSuccessGet(ctx context.Context, params *store.JobComputedSuccessGetParams) (*store.Job, error) {
+	row, err := s.q.JobComputedSuccessGet(ctx, s.read, dbsqlite.JobComputedSuccessGetParams{
+		Tenant:   params.Tenant,
+		DedupKey: params.DedupKey,
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return jobFromRow(row)
+}
+
+// JobPublish implements store.EngineStore. The transaction reads the computed
+// success of the job's dedup key before it writes, and no other write runs
+// in between, so two publishers of one key cannot both compute it. Should the
+// unique index of computed successes refuse the update all the same, the
+// transaction runs once more and publishes as deduplicated, as Postgres's
+// does.
+func (s *Store) JobPublish(ctx context.Context, params *store.JobPublishParams) (*store.Job, error) {
+	id, ok := canonicalUUID(params.Lease.JobID)
+	if !ok {
+		return nil, store.ErrLeaseLost
+	}
+	var output *string // nil output, NULL column, as in Postgres
+	if params.Output != nil {
+		output = new(string(params.Output))
+	}
+	var row dbsqlite.Job
+	publish := func(tx *sql.Tx, now int64) error {
+		args := dbsqlite.JobPublishParams{
+			Output:  output,
+			Now:     now,
+			ID:      id,
+			Owner:   new(params.Lease.Owner),
+			Attempt: int64(params.Lease.Attempt),
+		}
+		source, err := s.q.JobPublishSource(ctx, tx, id)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return interpretError(err)
+		default:
+			args.DeduplicatedFrom = &source.ID
+			if source.Output != nil {
+				args.Output = source.Output
+			}
+		}
+		if row, err = s.q.JobPublish(ctx, tx, args); err != nil {
+			return interpretLeaseError(err)
+		}
+		message := params.Message
+		if row.DeduplicatedFrom != nil {
+			message += " (deduplicated from " + *row.DeduplicatedFrom + ")"
+		}
+		if err := s.jobEventAppend(ctx, tx, row.ID, message); err != nil {
+			return err
+		}
+		for _, e := range params.Outbox {
+			payload := string(e.Payload)
+			if payload == "" {
+				payload = "{}"
+			}
+			err := s.q.OutboxInsert(ctx, tx, dbsqlite.OutboxInsertParams{
+				EventID:   e.EventID,
+				Tenant:    row.Tenant,
+				JobID:     row.ID,
+				EventType: e.EventType,
+				Payload:   payload,
+				CreatedAt: now,
+			})
+			if err != nil {
+				return interpretError(err)
+			}
+		}
+		return nil
+	}
+	err := s.inWriteTx(ctx, publish)
+	if errors.Is(err, store.ErrDuplicateComputation) {
+		err = s.inWriteTx(ctx, publish)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return jobFromRow(row)
+}
+
+// JobTransition implements store.EngineStore.
+func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionParams) (*store.Job, error) {
+	finished, ok := transitionTargets[params.To]
+	if !ok {
+		return nil, store.ErrTransitionRefused
+	}
+	if params.To == store.JobStatusRetryWait && params.RunAfter == nil {
+		return nil, errors.New("storesqlite: a transition to retry_wait needs RunAfter")
+	}
+	id, ok := canonicalUUID(params.Lease.JobID)
+	if !ok {
+		return nil, store.ErrLeaseLost
+	}
+	var jobError *string // nil keeps the job's last error
+	if params.Error != nil {
+		b, err := json.Marshal(params.Error)
+		if err != nil {
+			return nil, fmt.Errorf("storesqlite: job error: %w", err)
+		}
+		jobError = new(string(b))
+	}
+	// Only these two read RunAfter: a retry_wait job is due then, an
+	// outcome_unknown one is the reconciler's then (never, when nil).
+	var runAfter *int64
+	if (params.To == store.JobStatusRetryWait || params.To == store.JobStatusOutcomeUnknown) && params.RunAfter != nil {
+		runAfter = new(params.RunAfter.UnixMicro())
+	}
+	var output *string // nil keeps the job's output
+	if params.To == store.JobStatusAwaitingApproval && params.Output != nil {
+		output = new(string(params.Output)) // the plan, shown for review
+	}
+	var row dbsqlite.Job
+	err := s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
+		var finishedAt *int64
+		if finished {
+			finishedAt = &now
+		}
+		var err error
+		row, err = s.q.JobTransition(ctx, tx, dbsqlite.JobTransitionParams{
+			Status:     string(params.To),
+			Error:      jobError,
+			Output:     output,
+			RunAfter:   runAfter,
+			FinishedAt: finishedAt,
+			Now:        now,
+			ID:         id,
+			Owner:      new(params.Lease.Owner),
+			Attempt:    int64(params.Lease.Attempt),
+		})
+		if err != nil {
+			return interpretLeaseError(err)
+		}
+		return s.jobEventAppend(ctx, tx, row.ID, transitionMessage(params))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return jobFromRow(row)
+}
+
+// transitionTargets are the statuses a worker may move its running job to
+// (design §4), each with whether the job is finished there.
+var transitionTargets = map[store.JobStatus]bool{
+	store.JobStatusRetryWait:        false,
+	store.JobStatusOutcomeUnknown:   false,
+	store.JobStatusAwaitingApproval: false,
+	store.JobStatusFailed:           true,
+	store.JobStatusDeadLettered:     true,
+	store.JobStatusCancelled:        true,
+}
+
+// transitionMessage is the event's message; an error shows as "code: message"
+// so the event log alone tells why a job moved.
+func transitionMessage(params *store.JobTransitionParams) string {
+	if params.Error == nil {
+		return params.Message
+	}
+	cause := params.Error.Code + ": " + params.Error.Message
+	if params.Message == "" {
+		return cause
+	}
+	return params.Message + " (" + cause + ")"
+}
+
+// OutboxList implements store.EngineStore.
+func (s *Store) OutboxList(ctx context.Context, params *store.OutboxListParams) ([]*store.OutboxEvent, error) {
+	id, ok := canonicalUUID(params.JobID)
+	if !ok {
+		return nil, nil
+	}
+	rows, err := s.q.OutboxList(ctx, s.read, id)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	events := make([]*store.OutboxEvent, len(rows))
+	for i, r := range rows {
+		events[i] = &store.OutboxEvent{
+			ID:          r.ID,
+			EventID:     r.EventID,
+			Tenant:      r.Tenant,
+			JobID:       r.JobID,
+			EventType:   r.EventType,
+			Payload:     []byte(r.Payload),
+			CreatedAt:   timeFrom(r.CreatedAt),
+			PublishedAt: timePtrFrom(r.PublishedAt),
+		}
+	}
+	return events, nil
+}
+
+func checkpointFromRow(r dbsqlite.JobCheckpoint) *store.Checkpoint {
+	return &store.Checkpoint{
+		JobID:       r.JobID,
+		Tenant:      r.Tenant,
+		Stage:       store.JobStage(r.Stage),
+		Chunk:       int32(r.Chunk),
+		StageKey:    r.StageKey,
+		CodeVersion: r.CodeVersion,
+		Attempt:     int32(r.Attempt),
+		Output:      r.Output,
+		CreatedAt:   timeFrom(r.CreatedAt),
+	}
+}
+
+// timePtrFrom is timeFrom for a nullable column.
+func timePtrFrom(micros *int64) *time.Time {
+	if micros == nil {
+		return nil
+	}
+	return new(timeFrom(*micros))
+}
+
+// boolInt is how a boolean is stored: INTEGER 0 or 1.
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

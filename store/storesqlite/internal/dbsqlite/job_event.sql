@@ -1,0 +1,20 @@
+-- name: JobEventAppend :execrows
+-- Appends the state a job has just moved to as its event last_event_seq,
+-- stamped with the job's updated_at. Run in the transaction of the move.
+INSERT INTO job_events (job_id, seq, status, stage, attempt, message, created_at)
+SELECT id, last_event_seq, status, stage, attempt, @message, updated_at
+FROM jobs
+WHERE id = @job_id;
+
+-- name: JobEventList :many
+SELECT job_events.*
+FROM job_events
+JOIN jobs ON jobs.id = job_events.job_id
+WHERE jobs.tenant = @tenant
+    AND job_events.job_id = @job_id
+    AND job_events.seq > @after_seq
+ORDER BY job_events.seq
+LIMIT @max;
+
+-- name: JobExists :one
+SELECT EXISTS (SELECT 1 FROM jobs WHERE tenant = @tenant AND id = @id);

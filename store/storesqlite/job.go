@@ -1,0 +1,331 @@
+package storesqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/google/uuid"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
+)
+
+// JobSubmit implements store.Store in one write transaction. Writes are
+// serialised, so between the key insert and the reads after it nothing else
+// runs: no concurrent winner to wait for and no janitor to free the key.
+func (s *Store) JobSubmit(ctx context.Context, params *store.JobSubmitParams) (*store.JobSubmitResult, error) {
+	args, err := jobInsertArgs(params)
+	if err != nil {
+		return nil, err
+	}
+	var result *store.JobSubmitResult
+	err = s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
+		var err error
+		result, err = s.jobSubmit(ctx, tx, params, args, now)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return result, nil
+}
+
+func (s *Store) jobSubmit(ctx context.Context, tx *sql.Tx, params *store.JobSubmitParams, args dbsqlite.JobInsertParams, now int64) (*store.JobSubmitResult, error) {
+	inserted, err := s.q.IdempotencyKeyInsert(ctx, tx, dbsqlite.IdempotencyKeyInsertParams{
+		Tenant:      params.Tenant,
+		Method:      params.Method,
+		IdemKey:     params.IdempotencyKey,
+		Fingerprint: params.Fingerprint,
+		JobID:       args.ID,
+		CreatedAt:   now,
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	if inserted == 0 {
+		return s.jobSubmitExisting(ctx, tx, params)
+	}
+
+	err = s.q.DocumentInsert(ctx, tx, dbsqlite.DocumentInsertParams{
+		Tenant:    params.Tenant,
+		Sha256:    params.DocumentSHA256,
+		MediaType: params.DocumentMedia,
+		Data:      nonNilBytes(params.Document),
+		SizeBytes: int64(len(params.Document)),
+		CreatedAt: now,
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+
+	source, err := s.q.JobGetComputedSuccess(ctx, tx, dbsqlite.JobGetComputedSuccessParams{
+		Tenant:   params.Tenant,
+		DedupKey: params.DedupKey,
+	})
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		args.Status = string(store.JobStatusQueued)
+		args.Stage = string(store.JobStageUploaded)
+	case err != nil:
+		return nil, interpretError(err)
+	default:
+		args.Status = string(store.JobStatusSucceeded)
+		args.Stage = string(store.JobStagePublished)
+		args.Output = source.Output
+		args.DeduplicatedFrom = &source.ID
+		args.FinishedAt = &now
+	}
+	args.CreatedAt, args.UpdatedAt = now, now
+
+	row, err := s.q.JobInsert(ctx, tx, args)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	message, outcome := "submitted", store.OutcomeCreated
+	if row.DeduplicatedFrom != nil {
+		message, outcome = "deduplicated from "+*row.DeduplicatedFrom, store.OutcomeDeduplicated
+	}
+	if err := s.jobEventAppend(ctx, tx, row.ID, message); err != nil {
+		return nil, err
+	}
+	job, err := jobFromRow(row)
+	if err != nil {
+		return nil, err
+	}
+	return &store.JobSubmitResult{Job: job, Outcome: outcome}, nil
+}
+
+// jobSubmitExisting returns the job an existing key created, or
+// ErrIdempotencyKeyReused. It writes nothing.
+func (s *Store) jobSubmitExisting(ctx context.Context, tx *sql.Tx, params *store.JobSubmitParams) (*store.JobSubmitResult, error) {
+	existing, err := s.q.JobGetByIdempotencyKey(ctx, tx, dbsqlite.JobGetByIdempotencyKeyParams{
+		Tenant:         params.Tenant,
+		Method:         params.Method,
+		IdempotencyKey: params.IdempotencyKey,
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	if existing.Fingerprint != params.Fingerprint {
+		return nil, store.ErrIdempotencyKeyReused
+	}
+	job, err := jobFromRow(existing.Job)
+	if err != nil {
+		return nil, err
+	}
+	return &store.JobSubmitResult{Job: job, Outcome: store.OutcomeExisting}, nil
+}
+
+// jobInsertArgs validates and encodes what JobSubmit stores whatever the
+// outcome; the status and timestamps are decided in the transaction.
+func jobInsertArgs(p *store.JobSubmitParams) (dbsqlite.JobInsertParams, error) {
+	id, err := uuid.Parse(p.ID)
+	if err != nil {
+		return dbsqlite.JobInsertParams{}, fmt.Errorf("storesqlite: job id: %w", err)
+	}
+	labels, err := json.Marshal(nonNilLabels(p.Labels))
+	if err != nil {
+		return dbsqlite.JobInsertParams{}, fmt.Errorf("storesqlite: labels: %w", err)
+	}
+	jobParams := string(p.Params)
+	if jobParams == "" {
+		jobParams = "{}"
+	}
+	return dbsqlite.JobInsertParams{
+		ID:                id.String(),
+		Tenant:            p.Tenant,
+		IdempotencyKey:    p.IdempotencyKey,
+		DedupKey:          p.DedupKey,
+		Pipeline:          p.Pipeline,
+		PipelineVersion:   int64(p.PipelineVersion),
+		PromptVersion:     p.PromptVersion,
+		ModelProfile:      p.ModelProfile,
+		DocumentSha256:    p.DocumentSHA256,
+		DocumentMediaType: p.DocumentMedia,
+		DocumentName:      p.DocumentName,
+		DocumentSizeBytes: int64(len(p.Document)),
+		Params:            jobParams,
+		Labels:            string(labels),
+	}, nil
+}
+
+// JobGetByID implements store.Store.
+func (s *Store) JobGetByID(ctx context.Context, params *store.JobGetByIDParams) (*store.Job, error) {
+	id, ok := canonicalUUID(params.ID)
+	if !ok {
+		return nil, store.ErrNotFound // no job has an id that is not a uuid
+	}
+	row, err := s.q.JobGetByID(ctx, s.read, dbsqlite.JobGetByIDParams{Tenant: params.Tenant, ID: id})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return jobFromRow(row)
+}
+
+const jobListDefaultLimit = 100
+
+// JobList implements store.Store. It fetches one row more than the page to
+// know whether a next page exists.
+func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*store.JobListResult, error) {
+	limit := clampLimit(params.Limit, jobListDefaultLimit)
+	args := dbsqlite.JobListParams{
+		Tenant:   params.Tenant,
+		Status:   string(params.Status),
+		Pipeline: params.Pipeline,
+		// The first page starts after every job (see JobList in job.sql).
+		AfterCreatedAt: math.MaxInt64,
+		Max:            int64(limit) + 1,
+	}
+	if params.After != nil {
+		id, ok := canonicalUUID(params.After.ID)
+		if !ok {
+			return nil, fmt.Errorf("storesqlite: cursor id %q is not a uuid", params.After.ID)
+		}
+		args.AfterCreatedAt = params.After.CreatedAt.UnixMicro()
+		args.AfterID = id
+	}
+	rows, err := s.q.JobList(ctx, s.read, args)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	result := &store.JobListResult{Jobs: make([]*store.Job, 0, min(len(rows), limit))}
+	for i, row := range rows {
+		if i == limit {
+			last := result.Jobs[limit-1]
+			result.Next = &store.JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+			break
+		}
+		job, err := jobFromRow(row)
+		if err != nil {
+			return nil, err
+		}
+		result.Jobs = append(result.Jobs, job)
+	}
+	return result, nil
+}
+
+// JobComplete implements store.Store: the update and its event in one write
+// transaction.
+func (s *Store) JobComplete(ctx context.Context, params *store.JobCompleteParams) (*store.Job, error) {
+	id, ok := canonicalUUID(params.ID)
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	var output *string // nil output, NULL column, as in Postgres
+	if params.Output != nil {
+		output = new(string(params.Output))
+	}
+	var row dbsqlite.Job
+	err := s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
+		var err error
+		row, err = s.q.JobComplete(ctx, tx, dbsqlite.JobCompleteParams{
+			Tenant: params.Tenant,
+			ID:     id,
+			Output: output,
+			Now:    now,
+		})
+		if err != nil {
+			return interpretError(err)
+		}
+		return s.jobEventAppend(ctx, tx, row.ID, "published")
+	})
+	if err != nil {
+		return nil, err
+	}
+	return jobFromRow(row)
+}
+
+func jobFromRow(r dbsqlite.Job) (*store.Job, error) {
+	job := &store.Job{
+		ID:              r.ID,
+		Tenant:          r.Tenant,
+		IdempotencyKey:  r.IdempotencyKey,
+		DedupKey:        r.DedupKey,
+		Pipeline:        r.Pipeline,
+		PipelineVersion: int32(r.PipelineVersion),
+		PromptVersion:   r.PromptVersion,
+		ModelProfile:    r.ModelProfile,
+		Status:          store.JobStatus(r.Status),
+		Stage:           store.JobStage(r.Stage),
+		Attempt:         int32(r.Attempt),
+		Usage: store.JobUsage{
+			PromptTokens:     r.PromptTokens,
+			CompletionTokens: r.CompletionTokens,
+			CostMicros:       r.CostMicros,
+			LLMCalls:         int32(r.LlmCalls),
+		},
+		DocumentSHA256: r.DocumentSha256,
+		DocumentMedia:  r.DocumentMediaType,
+		DocumentName:   r.DocumentName,
+		DocumentSize:   r.DocumentSizeBytes,
+		Params:         []byte(r.Params),
+		CreatedAt:      timeFrom(r.CreatedAt),
+		UpdatedAt:      timeFrom(r.UpdatedAt),
+		FinishedAt:     timePtrFrom(r.FinishedAt),
+
+		LeaseUntil:      timePtrFrom(r.LeaseUntil),
+		RunAfter:        timePtrFrom(r.RunAfter),
+		CancelRequested: r.CancelRequested != 0,
+		BudgetStartedAt: timeFrom(r.BudgetStartedAt),
+		BudgetAttempts:  int32(r.BudgetAttempts),
+		BudgetTokens:    r.BudgetTokens,
+		Approved:        r.Approved != 0,
+	}
+	if r.LeaseOwner != nil {
+		job.LeaseOwner = *r.LeaseOwner
+	}
+	if r.Output != nil {
+		job.Output = []byte(*r.Output)
+	}
+	if r.DeduplicatedFrom != nil {
+		job.DeduplicatedFrom = *r.DeduplicatedFrom
+	}
+	if r.Error != nil {
+		job.Error = new(store.JobError)
+		if err := json.Unmarshal([]byte(*r.Error), job.Error); err != nil {
+			return nil, fmt.Errorf("storesqlite: job %s: error column: %w", job.ID, err)
+		}
+	}
+	if err := json.Unmarshal([]byte(r.Labels), &job.Labels); err != nil {
+		return nil, fmt.Errorf("storesqlite: job %s: labels column: %w", job.ID, err)
+	}
+	return job, nil
+}
+
+// canonicalUUID returns s in the form ids are stored in (lowercase, with
+// hyphens), accepting what Postgres's uuid type accepts.
+func canonicalUUID(s string) (string, bool) {
+	id, err := uuid.Parse(s)
+	if err != nil {
+		return "", false
+	}
+	return id.String(), true
+}
+
+// clampLimit applies a default to a zero limit and keeps limit+1 inside
+// int32, as the Postgres store does.
+func clampLimit(limit, def int) int {
+	if limit <= 0 {
+		return def
+	}
+	return min(limit, 1<<31-2)
+}
+
+func nonNilLabels(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+// nonNilBytes keeps an empty document from being bound as NULL.
+func nonNilBytes(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}

@@ -1,0 +1,71 @@
+package storesqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
+)
+
+const jobEventListDefaultLimit = 1000
+
+// JobEventList implements store.Store. Both queries run in one read
+// transaction, so an empty page and "no such job" are told apart on the same
+// snapshot.
+func (s *Store) JobEventList(ctx context.Context, params *store.JobEventListParams) ([]*store.JobEvent, error) {
+	id, ok := canonicalUUID(params.JobID)
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	tx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	defer tx.Rollback() // nothing to keep: read only
+	rows, err := s.q.JobEventList(ctx, tx, dbsqlite.JobEventListParams{
+		Tenant:   params.Tenant,
+		JobID:    id,
+		AfterSeq: int64(params.AfterSeq),
+		Max:      int64(clampLimit(params.Limit, jobEventListDefaultLimit)),
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	if len(rows) == 0 {
+		exists, err := s.q.JobExists(ctx, tx, dbsqlite.JobExistsParams{Tenant: params.Tenant, ID: id})
+		if err != nil {
+			return nil, interpretError(err)
+		}
+		if !exists {
+			return nil, store.ErrNotFound
+		}
+	}
+	events := make([]*store.JobEvent, len(rows))
+	for i, r := range rows {
+		events[i] = &store.JobEvent{
+			JobID:     r.JobID,
+			Seq:       int32(r.Seq),
+			Status:    store.JobStatus(r.Status),
+			Stage:     store.JobStage(r.Stage),
+			Attempt:   int32(r.Attempt),
+			Message:   r.Message,
+			CreatedAt: timeFrom(r.CreatedAt),
+		}
+	}
+	return events, nil
+}
+
+// jobEventAppend records the state job jobID has just moved to as its event
+// last_event_seq, in the transaction tx of the move.
+func (s *Store) jobEventAppend(ctx context.Context, tx *sql.Tx, jobID, message string) error {
+	n, err := s.q.JobEventAppend(ctx, tx, dbsqlite.JobEventAppendParams{JobID: jobID, Message: message})
+	if err != nil {
+		return interpretError(err)
+	}
+	if n != 1 {
+		return fmt.Errorf("storesqlite: job %s: appended %d events, want 1", jobID, n)
+	}
+	return nil
+}
