@@ -1,0 +1,134 @@
+package worker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncejob/oncejob/llm/llmsim"
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/worker"
+)
+
+func operator(t *testing.T, st worker.Store) store.OperatorStore {
+	t.Helper()
+	ops, ok := st.(store.OperatorStore)
+	require.True(t, ok, "the store implements OperatorStore")
+	return ops
+}
+
+func TestDeadLetteredJobReplaysFromItsLastCheckpoint(t *testing.T) {
+	t.Parallel()
+	b := setup(t, llmsim.Faults{Unavailable: &llmsim.Unavailable{Trigger: llmsim.Trigger{Count: 3}}})
+	reg := registry(t, summarize(1, "1", summarizeSchema, "    retry: {max_attempts: 3, initial_backoff: 1ms, max_backoff: 5ms}\n"))
+	job := submit(t, b.store, reg, "acme", "A document the provider refuses three times.")
+	b.startWorker(t, reg, 0)
+
+	dead := waitTerminal(t, b.store, job)
+	require.Equal(t, store.JobStatusDeadLettered, dead.Status)
+	require.Equal(t, store.JobStageChunksReady, dead.Stage, "the stages before the LLM call finished")
+	before := len(events(t, b.store, dead))
+
+	res, err := operator(t, b.store).JobReplay(context.Background(), &store.JobReplayParams{Tenant: "acme", ID: job.ID, Message: "provider is back"})
+	require.NoError(t, err)
+	require.Equal(t, store.JobStatusQueued, res.Job.Status)
+
+	got := waitTerminal(t, b.store, job)
+	require.Equal(t, store.JobStatusSucceeded, got.Status, "error: %+v", got.Error)
+	var stagesAfterReplay []string
+	for _, e := range events(t, b.store, got)[before:] {
+		stagesAfterReplay = append(stagesAfterReplay, string(e.Status)+"/"+string(e.Stage))
+	}
+	require.Equal(t, []string{
+		"queued/chunks_ready", "running/chunks_ready", "running/llm_done", "running/validated", "succeeded/published",
+	}, stagesAfterReplay, "text extraction and chunking did not run again")
+	require.EqualValues(t, 1, b.sim.Stats().BilledCalls)
+}
+
+func TestReconcilePolicyResolvesByLookupWithoutASecondBill(t *testing.T) {
+	t.Parallel()
+	b := setup(t, llmsim.Faults{BillThenTimeout: &llmsim.BillThenTimeout{Trigger: llmsim.Trigger{Count: 1}, Delay: llmsim.Duration(2 * time.Second)}})
+	reg := registry(t, summarize(1, "1", summarizeSchema, "    on_unknown: reconcile\n    retry: {initial_backoff: 200ms, max_backoff: 300ms}\n"))
+	job := submit(t, b.store, reg, "acme", "A batch document whose answer got lost.")
+	b.startWorker(t, reg, 300*time.Millisecond)
+
+	require.Eventually(t, func() bool {
+		for _, e := range events(t, b.store, job) {
+			if e.Status == store.JobStatusOutcomeUnknown {
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 10*time.Millisecond, "the job passed through OUTCOME_UNKNOWN")
+
+	got := waitTerminal(t, b.store, job)
+	require.Equal(t, store.JobStatusSucceeded, got.Status, "error: %+v", got.Error)
+	st := b.sim.Stats()
+	require.EqualValues(t, 1, st.BilledCalls, "resolved by lookup, not by a second call")
+	require.EqualValues(t, 1, st.Requests, "the reconciler asked by key; it sent no new generation")
+	journal, err := b.store.LLMAttemptList(context.Background(), &store.LLMAttemptListParams{JobID: job.ID})
+	require.NoError(t, err)
+	require.Len(t, journal, 2)
+	require.Equal(t, store.LLMOutcomeOutcomeUnknown, journal[0].Outcome)
+	require.Equal(t, store.LLMOutcomeSucceeded, journal[1].Outcome)
+	require.True(t, journal[1].Billed, "the one bill is counted once")
+}
+
+func TestApprovalHoldsTheEffect(t *testing.T) {
+	t.Parallel()
+	b := setup(t, llmsim.Faults{})
+	reg := registry(t, summarize(1, "1", summarizeSchema, "    require_approval: true\n"))
+	job := submit(t, b.store, reg, "acme", "Send this summary to every customer.")
+	b.startWorker(t, reg, 0)
+
+	var waiting *store.Job
+	require.Eventually(t, func() bool {
+		var err error
+		waiting, err = b.store.JobGetByID(context.Background(), &store.JobGetByIDParams{Tenant: "acme", ID: job.ID})
+		require.NoError(t, err)
+		return waiting.Status == store.JobStatusAwaitingApproval
+	}, 20*time.Second, 10*time.Millisecond)
+	require.NotEmpty(t, waiting.Output, "the planned output is visible")
+	outbox, err := b.store.OutboxList(context.Background(), &store.OutboxListParams{JobID: job.ID})
+	require.NoError(t, err)
+	require.Empty(t, outbox, "no effect before approval")
+
+	_, err = operator(t, b.store).JobApprove(context.Background(), &store.JobApproveParams{Tenant: "acme", ID: job.ID, Approve: true})
+	require.NoError(t, err)
+	got := waitTerminal(t, b.store, job)
+	require.Equal(t, store.JobStatusSucceeded, got.Status)
+	require.JSONEq(t, string(waiting.Output), string(got.Output), "the approved output is what is published")
+	require.EqualValues(t, 1, b.sim.Stats().BilledCalls)
+}
+
+func TestCancelDuringASlowCall(t *testing.T) {
+	t.Parallel()
+	b := setup(t, llmsim.Faults{Latency: llmsim.Duration(5 * time.Second)})
+	reg := registry(t, summarize(1, "1", summarizeSchema, ""))
+	job := submit(t, b.store, reg, "acme", "A slow document.")
+	b.startWorker(t, reg, 0)
+
+	require.Eventually(t, func() bool {
+		j, err := b.store.JobGetByID(context.Background(), &store.JobGetByIDParams{Tenant: "acme", ID: job.ID})
+		require.NoError(t, err)
+		return j.Stage == store.JobStageChunksReady
+	}, 20*time.Second, 10*time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // the call is in flight
+	_, err := operator(t, b.store).JobCancel(context.Background(), &store.JobCancelParams{Tenant: "acme", ID: job.ID, Message: "changed my mind"})
+	require.NoError(t, err)
+
+	got := waitTerminal(t, b.store, job)
+	require.Equal(t, store.JobStatusCancelled, got.Status)
+	journal, err := b.store.LLMAttemptList(context.Background(), &store.LLMAttemptListParams{JobID: job.ID})
+	require.NoError(t, err)
+	require.Len(t, journal, 1)
+	require.Equal(t, store.LLMOutcomeCancelled, journal[0].Outcome, "the call in flight was cancelled, not waited out")
+	for _, e := range events(t, b.store, got) {
+		require.NotContains(t, []store.JobStage{store.JobStageLLMDone, store.JobStageValidated, store.JobStagePublished}, e.Stage, "no later stage ran")
+	}
+	outbox, err := b.store.OutboxList(context.Background(), &store.OutboxListParams{JobID: job.ID})
+	require.NoError(t, err)
+	require.Empty(t, outbox)
+}

@@ -1,0 +1,527 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/oncejob/oncejob/failpoint"
+	"github.com/oncejob/oncejob/llm"
+	"github.com/oncejob/oncejob/pipeline"
+	"github.com/oncejob/oncejob/store"
+)
+
+// Causes of a job context's cancellation.
+var (
+	errLeaseLost       = errors.New("lease lost")
+	errCancelRequested = errors.New("cancel requested")
+)
+
+// permanentError fails a job: no retry can help.
+type permanentError struct {
+	code string
+	err  error
+}
+
+func (e *permanentError) Error() string { return e.code + ": " + e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+func permanent(code string, format string, args ...any) error {
+	return &permanentError{code: code, err: fmt.Errorf(format, args...)}
+}
+
+// errAlreadyComputed: another job of the tenant published this computation
+// while this one ran; publishing now reuses its result.
+var errAlreadyComputed = errors.New("computation already succeeded in another job")
+
+// run is one claimed attempt of one job.
+type run struct {
+	w       *Worker
+	job     *store.Job
+	p       *pipeline.Pipeline
+	profile pipeline.ModelProfile
+	lease   store.Lease
+	log     *slog.Logger
+	cps     map[cpKey]*store.Checkpoint
+	tokens  int64  // billed in this attempt
+	lastKey string // the provider key of the last call made
+
+	// What earlier attempts journaled per provider key; loaded on a
+	// job's second attempt or later.
+	journal map[string]keyHistory
+}
+
+type keyHistory struct {
+	counted bool // a billed call under the key is in the job's usage
+	unknown bool // the last attempt under the key had an unknown outcome
+}
+
+type cpKey struct {
+	stage store.JobStage
+	chunk int32
+}
+
+func (w *Worker) work(ctx context.Context, job *store.Job) {
+	r := &run{
+		w:     w,
+		job:   job,
+		lease: store.Lease{JobID: job.ID, Owner: w.cfg.Owner, Attempt: job.Attempt},
+		log:   w.log.With("job_id", job.ID, "attempt", job.Attempt),
+	}
+	jobCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go r.heartbeat(jobCtx, cancel)
+
+	err := r.prepare()
+	if err == nil {
+		err = r.stages(jobCtx)
+	}
+	r.settle(ctx, jobCtx, err)
+}
+
+// prepare checks what must hold before any stage runs.
+func (r *run) prepare() error {
+	if r.job.CancelRequested {
+		return errCancelRequested
+	}
+	p, ok := r.w.cfg.Pipelines.Get(r.job.Pipeline)
+	if !ok {
+		return permanent("PIPELINE_UNKNOWN", "pipeline %q is not configured on this worker", r.job.Pipeline)
+	}
+	r.p = p
+	profile, ok := r.w.cfg.Pipelines.Profile(r.job.ModelProfile)
+	if !ok {
+		return permanent("MODEL_PROFILE_UNKNOWN", "model profile %q is not configured on this worker", r.job.ModelProfile)
+	}
+	r.profile = profile
+	if r.job.BudgetAttempts > int32(p.Retry.MaxAttempts) {
+		return &budgetError{fmt.Sprintf("attempts spent: %d of %d (workers died or lost their leases)", r.job.BudgetAttempts-1, p.Retry.MaxAttempts)}
+	}
+	return nil
+}
+
+// budgetError dead-letters a job.
+type budgetError struct{ reason string }
+
+func (e *budgetError) Error() string { return "budget spent: " + e.reason }
+
+// checkBudget is called before anything that costs.
+func (r *run) checkBudget() error {
+	policy := r.p.Retry
+	if d := time.Since(r.job.BudgetStartedAt); d > policy.Deadline {
+		return &budgetError{fmt.Sprintf("deadline of %s passed", policy.Deadline)}
+	}
+	if used := r.job.BudgetTokens + r.tokens; used >= policy.MaxCostTokens {
+		return &budgetError{fmt.Sprintf("%d of %d tokens used", used, policy.MaxCostTokens)}
+	}
+	return nil
+}
+
+func (r *run) heartbeat(ctx context.Context, cancel context.CancelCauseFunc) {
+	t := time.NewTicker(r.w.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		res, err := r.w.cfg.Store.JobHeartbeat(ctx, &store.JobHeartbeatParams{Lease: r.lease, LeaseDuration: r.w.cfg.LeaseDuration})
+		switch {
+		case errors.Is(err, store.ErrLeaseLost):
+			cancel(errLeaseLost)
+			return
+		case err != nil:
+			if ctx.Err() == nil {
+				r.log.Warn("heartbeat failed; the lease may expire", "error", err)
+			}
+		case res.CancelRequested:
+			cancel(errCancelRequested)
+			return
+		}
+	}
+}
+
+// stages runs every stage not yet checkpointed, then publishes.
+func (r *run) stages(ctx context.Context) error {
+	cps, err := r.w.cfg.Store.CheckpointList(ctx, &store.CheckpointListParams{JobID: r.job.ID})
+	if err != nil {
+		return err
+	}
+	r.cps = make(map[cpKey]*store.Checkpoint, len(cps))
+	for _, cp := range cps {
+		r.cps[cpKey{cp.Stage, cp.Chunk}] = cp
+	}
+
+	text, err := r.stage(ctx, stageSpec{
+		stage: store.JobStageTextExtracted, chunk: -1, version: extractVersion, advance: true,
+		inputs: map[string]any{"document_sha256": r.job.DocumentSHA256, "media_type": r.job.DocumentMedia},
+		compute: func(ctx context.Context) ([]byte, error) {
+			data, err := r.w.cfg.Store.DocumentGet(ctx, &store.DocumentGetParams{Tenant: r.job.Tenant, SHA256: r.job.DocumentSHA256})
+			if err != nil {
+				return nil, err
+			}
+			t, err := extractText(data, r.job.DocumentMedia)
+			if err != nil {
+				return nil, permanent("UNSUPPORTED_MEDIA_TYPE", "%w", err)
+			}
+			return []byte(t), nil
+		},
+	})
+	if err != nil {
+		return err
+	}
+
+	chunksJSON, err := r.stage(ctx, stageSpec{
+		stage: store.JobStageChunksReady, chunk: -1, version: chunkVersion, advance: true,
+		inputs: map[string]any{"text_sha256": sha256Hex(text), "size": r.p.Chunking.Size, "overlap": r.p.Chunking.Overlap},
+		compute: func(context.Context) ([]byte, error) {
+			return json.Marshal(chunkText(string(text), r.p.Chunking.Size, r.p.Chunking.Overlap))
+		},
+	})
+	if err != nil {
+		return err
+	}
+	var chunks []string
+	if err := json.Unmarshal(chunksJSON, &chunks); err != nil {
+		return fmt.Errorf("chunks checkpoint: %w", err)
+	}
+
+	responseFormat, _ := json.Marshal(r.p.ResponseFormat)
+	outputs := make([][]byte, len(chunks))
+	chunkKeys := make([]any, len(chunks))
+	for i, chunk := range chunks {
+		spec := stageSpec{
+			stage: store.JobStageLLMDone, chunk: int32(i), version: llmVersion,
+			inputs: map[string]any{
+				"model":           r.profile.Model,
+				"prompt_version":  r.p.Prompt.Version,
+				"temperature":     r.p.Temperature,
+				"response_format": string(responseFormat),
+				"chunk_sha256":    sha256Hex([]byte(chunk)),
+				"params":          string(r.job.Params),
+			},
+			compute: func(ctx context.Context) ([]byte, error) {
+				return r.generate(ctx, int32(i), len(chunks), chunk, responseFormat)
+			},
+		}
+		chunkKeys[i] = spec.key()
+		if outputs[i], err = r.stage(ctx, spec); err != nil {
+			return err
+		}
+	}
+
+	merged, err := r.stage(ctx, stageSpec{
+		stage: store.JobStageLLMDone, chunk: -1, version: mergeVersion, advance: true,
+		inputs: map[string]any{"chunk_keys": chunkKeys},
+		compute: func(context.Context) ([]byte, error) {
+			m, err := mergeOutputs(outputs)
+			if err != nil {
+				// Not JSON: validation rejects it and asks for a repair.
+				return bytes.Join(outputs, []byte("\n")), nil
+			}
+			return m, nil
+		},
+	})
+	if err != nil {
+		return err
+	}
+
+	schemaJSON, _ := json.Marshal(r.p.OutputSchema)
+	validated, err := r.stage(ctx, stageSpec{
+		stage: store.JobStageValidated, chunk: -1, version: validateVersion, advance: true,
+		inputs: map[string]any{
+			"validator_sha256": sha256Hex(schemaJSON),
+			"repair_attempts":  *r.p.RepairAttempts,
+			"model":            r.profile.Model,
+			"output_sha256":    sha256Hex(merged),
+		},
+		compute: func(ctx context.Context) ([]byte, error) { return r.validate(ctx, schemaJSON, merged) },
+	})
+	if err != nil {
+		return err
+	}
+	if r.p.RequireApproval && !r.job.Approved {
+		return errAwaitApproval{output: validated}
+	}
+	return r.publish(ctx, validated)
+}
+
+// errAwaitApproval stops a job whose pipeline asks for review before its
+// effect: it waits in AWAITING_APPROVAL with its planned output visible.
+type errAwaitApproval struct{ output []byte }
+
+func (errAwaitApproval) Error() string { return "awaiting approval" }
+
+type stageSpec struct {
+	stage   store.JobStage
+	chunk   int32
+	version string
+	inputs  map[string]any
+	advance bool
+	compute func(context.Context) ([]byte, error)
+}
+
+func (s stageSpec) key() string { return stageKey(s.stage, s.version, s.inputs) }
+
+// stage returns a stage's output: from this job's checkpoint when its key
+// matches, else from the decision cache (any job of the tenant with the same
+// stage key), else computed; the last two are checkpointed, fenced.
+func (r *run) stage(ctx context.Context, s stageSpec) ([]byte, error) {
+	key := s.key()
+	if cp, ok := r.cps[cpKey{s.stage, s.chunk}]; ok && cp.StageKey == key {
+		return cp.Output, nil
+	}
+	out, message := []byte(nil), "computed"
+	cached, err := r.w.cfg.Store.CheckpointGetByStageKey(ctx, &store.CheckpointGetByStageKeyParams{Tenant: r.job.Tenant, StageKey: key})
+	switch {
+	case err == nil:
+		out, message = cached.Output, "reused from job "+cached.JobID
+	case errors.Is(err, store.ErrNotFound):
+		if out, err = s.compute(ctx); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, err
+	}
+	failpoint.Inject(failpoint.BeforeCheckpointWrite)
+	if err := r.w.cfg.Store.CheckpointWrite(ctx, &store.CheckpointWriteParams{
+		Lease:        r.lease,
+		Stage:        s.stage,
+		Chunk:        s.chunk,
+		StageKey:     key,
+		CodeVersion:  s.version,
+		Output:       out,
+		AdvanceStage: s.advance,
+		Message:      string(s.stage) + ": " + message,
+	}); err != nil {
+		return nil, err
+	}
+	failpoint.Inject(failpoint.AfterCheckpointWrite)
+	return out, nil
+}
+
+type promptData struct {
+	Text   string
+	Chunk  int // 1-based
+	Chunks int
+	Params map[string]any
+}
+
+// generate makes one chunk's LLM call, after checking again that no other
+// job has computed the result meanwhile.
+func (r *run) generate(ctx context.Context, chunk int32, chunks int, text string, responseFormat []byte) ([]byte, error) {
+	if other, err := r.w.cfg.Store.JobComputedSuccessGet(ctx, &store.JobComputedSuccessGetParams{Tenant: r.job.Tenant, DedupKey: r.job.DedupKey}); err == nil && other.ID != r.job.ID {
+		return nil, errAlreadyComputed
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	tmpl, err := r.w.template(r.p)
+	if err != nil {
+		return nil, permanent("PROMPT_TEMPLATE_INVALID", "%w", err)
+	}
+	var params map[string]any
+	_ = json.Unmarshal(r.job.Params, &params)
+	var prompt strings.Builder
+	if err := tmpl.Execute(&prompt, promptData{Text: text, Chunk: int(chunk) + 1, Chunks: chunks, Params: params}); err != nil {
+		return nil, permanent("PROMPT_TEMPLATE_INVALID", "%w", err)
+	}
+	resp, err := r.call(ctx, store.JobStageLLMDone, chunk, 0, []llm.Message{{Role: "user", Content: prompt.String()}}, responseFormat)
+	if err != nil {
+		return nil, err
+	}
+	return []byte(resp.Content), nil
+}
+
+// call makes one LLM call and journals it, whatever happened.
+func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round int, messages []llm.Message, responseFormat []byte) (*llm.Response, error) {
+	if err := r.checkBudget(); err != nil {
+		return nil, err
+	}
+	req := &llm.Request{
+		Model:          r.profile.Model,
+		Messages:       messages,
+		Temperature:    r.p.Temperature,
+		ResponseFormat: responseFormat,
+		ProviderKey:    providerKey(r.job.ID, stage, chunk, round),
+	}
+	r.lastKey = req.ProviderKey
+	history, err := r.history(ctx, req.ProviderKey)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	resp, err, lookedUp := r.lookup(ctx, req.ProviderKey, history)
+	if !lookedUp {
+		resp, err = r.w.cfg.Provider.Generate(ctx, req)
+	}
+	latency := time.Since(start)
+	if err == nil {
+		failpoint.Inject(failpoint.AfterLLMResponse)
+	}
+
+	attempt := store.LLMAttempt{
+		JobID:         r.job.ID,
+		Tenant:        r.job.Tenant,
+		JobAttempt:    r.job.Attempt,
+		Stage:         stage,
+		Chunk:         chunk,
+		ProviderKey:   req.ProviderKey,
+		LatencyMillis: latency.Milliseconds(),
+	}
+	switch class, classified := llm.ClassOf(err); {
+	case err == nil:
+		attempt.Outcome = store.LLMOutcomeSucceeded
+		// The provider bills a key once. A replayed answer is counted here
+		// when no earlier attempt counted it: the call that billed it ended
+		// with an unknown outcome.
+		attempt.Billed = !resp.Replayed || !history.counted
+		attempt.ProviderRequestID = resp.ProviderRequestID
+		if attempt.Billed {
+			attempt.PromptTokens, attempt.CompletionTokens = resp.PromptTokens, resp.CompletionTokens
+			attempt.CostMicros = r.profile.CostMicros(resp.PromptTokens, resp.CompletionTokens)
+			r.tokens += resp.PromptTokens + resp.CompletionTokens
+		}
+	case ctx.Err() != nil:
+		attempt.Outcome, attempt.Error = store.LLMOutcomeCancelled, context.Cause(ctx).Error()
+	case classified:
+		attempt.Outcome, attempt.Error = store.LLMOutcome(class.String()), err.Error()
+	default:
+		attempt.Outcome, attempt.Error = store.LLMOutcomeUnavailable, err.Error()
+	}
+	// The journal outlives the lease: record even when the job's context is
+	// gone.
+	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if jerr := r.w.cfg.Store.LLMAttemptRecord(jctx, &store.LLMAttemptRecordParams{Attempt: attempt}); jerr != nil {
+		r.log.Error("journal write failed", "error", jerr, "provider_key", req.ProviderKey)
+		if err == nil {
+			return nil, jerr // unjournaled usage must not be checkpointed
+		}
+	}
+	return resp, err
+}
+
+// history returns what earlier attempts of the job journaled under key.
+func (r *run) history(ctx context.Context, key string) (keyHistory, error) {
+	if r.job.Attempt <= 1 {
+		return keyHistory{}, nil
+	}
+	if r.journal == nil {
+		attempts, err := r.w.cfg.Store.LLMAttemptList(ctx, &store.LLMAttemptListParams{JobID: r.job.ID})
+		if err != nil {
+			return keyHistory{}, err
+		}
+		r.journal = map[string]keyHistory{}
+		for _, a := range attempts {
+			h := r.journal[a.ProviderKey]
+			h.counted = h.counted || a.Billed
+			h.unknown = a.Outcome == store.LLMOutcomeOutcomeUnknown
+			r.journal[a.ProviderKey] = h
+		}
+	}
+	return r.journal[key], nil
+}
+
+// lookup asks the provider for the call it may have finished under key when
+// the last attempt's outcome was unknown: the reconciler's question. It
+// reports whether it answered; if not, the caller generates again under the
+// same key.
+func (r *run) lookup(ctx context.Context, key string, h keyHistory) (*llm.Response, error, bool) {
+	if !h.unknown {
+		return nil, nil, false
+	}
+	resp, err := r.w.cfg.Provider.Lookup(ctx, key)
+	switch {
+	case err == nil:
+		r.log.Info("unknown outcome reconciled by lookup", "provider_key", key)
+		resp.Replayed = true // nothing new was billed by asking
+		return resp, nil, true
+	case errors.Is(err, llm.ErrNotFound), errors.Is(err, llm.ErrLookupUnsupported):
+		return nil, nil, false
+	default:
+		return nil, err, true
+	}
+}
+
+// validate checks the output against the pipeline's schema, asking the model
+// for a repair a bounded number of times.
+func (r *run) validate(ctx context.Context, schemaJSON, output []byte) ([]byte, error) {
+	schema, err := r.w.schema(schemaJSON)
+	if err != nil {
+		return nil, permanent("OUTPUT_SCHEMA_INVALID", "%w", err)
+	}
+	for round := 0; ; round++ {
+		verr := validateJSON(schema, output)
+		if verr == nil {
+			return output, nil
+		}
+		if round >= *r.p.RepairAttempts {
+			return nil, permanent("INVALID_OUTPUT", "output does not satisfy the pipeline's schema after %d repair attempts: %v", round, verr)
+		}
+		prompt := fmt.Sprintf("Your previous answer does not satisfy the required JSON Schema.\n\nErrors:\n%v\n\nSchema:\n%s\n\nPrevious answer:\n%s\n\nAnswer again with only the corrected JSON object.", verr, schemaJSON, output)
+		responseFormat, _ := json.Marshal(r.p.ResponseFormat)
+		resp, err := r.call(ctx, store.JobStageValidated, -1, round+1, []llm.Message{{Role: "user", Content: prompt}}, responseFormat)
+		if err != nil {
+			return nil, err
+		}
+		output = []byte(resp.Content)
+	}
+}
+
+func validateJSON(schema *jsonschema.Schema, output []byte) error {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(output))
+	if err != nil {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return errors.New("not a JSON object")
+	}
+	return schema.Validate(v)
+}
+
+func (w *Worker) schema(schemaJSON []byte) (*jsonschema.Schema, error) {
+	key := sha256Hex(schemaJSON)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s, ok := w.schemas[key]; ok {
+		return s, nil
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaJSON))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("output_schema.json", doc); err != nil {
+		return nil, err
+	}
+	s, err := c.Compile("output_schema.json")
+	if err != nil {
+		return nil, err
+	}
+	w.schemas[key] = s
+	return s, nil
+}
+
+func (w *Worker) template(p *pipeline.Pipeline) (*template.Template, error) {
+	key := fmt.Sprintf("%s/%d/%s", p.Name, p.Version, p.Prompt.Version)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t, ok := w.templates[key]; ok {
+		return t, nil
+	}
+	t, err := template.New(key).Option("missingkey=error").Parse(p.Prompt.Template)
+	if err != nil {
+		return nil, err
+	}
+	w.templates[key] = t
+	return t, nil
+}

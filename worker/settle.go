@@ -1,0 +1,181 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/oncejob/oncejob/failpoint"
+	"github.com/oncejob/oncejob/llm"
+	"github.com/oncejob/oncejob/pipeline"
+	"github.com/oncejob/oncejob/store"
+)
+
+// EventJobSucceeded is the outbox event type of a published job.
+const EventJobSucceeded = "job.succeeded"
+
+// publish is the published stage: the output, SUCCEEDED, its event and its
+// outbox row commit in one transaction. A nil output publishes the result
+// another job computed for the same dedup key.
+func (r *run) publish(ctx context.Context, output []byte) error {
+	payload, _ := json.Marshal(map[string]any{
+		"job_id":    r.job.ID,
+		"dedup_key": r.job.DedupKey,
+		"pipeline":  r.job.Pipeline,
+		"output":    json.RawMessage(nonNil(output)),
+	})
+	_, err := r.w.cfg.Store.JobPublish(ctx, &store.JobPublishParams{
+		Lease:   r.lease,
+		Output:  output,
+		Message: "published",
+		Outbox: []store.OutboxEvent{{
+			EventID:   "job:" + r.job.ID + ":" + EventJobSucceeded,
+			EventType: EventJobSucceeded,
+			Payload:   payload,
+		}},
+	})
+	if err != nil {
+		return err
+	}
+	failpoint.Inject(failpoint.AfterPublishCommit)
+	return nil
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte("null")
+	}
+	return b
+}
+
+// settle records how the attempt ended: the job's next status, fenced by the
+// lease. A worker that lost its lease writes nothing.
+func (r *run) settle(ctx, jobCtx context.Context, err error) {
+	if err == nil {
+		return
+	}
+	cause := context.Cause(jobCtx)
+	// The job's own context may be cancelled; the settling write must still
+	// happen, bounded.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+
+	switch {
+	case errors.Is(err, store.ErrLeaseLost) || errors.Is(cause, errLeaseLost):
+		r.log.Warn("lease lost: another worker holds the job; stopping without writing")
+		return
+	case errors.Is(err, errAlreadyComputed):
+		err = r.publish(wctx, nil)
+		if err != nil {
+			r.settle(ctx, jobCtx, err)
+		}
+		return
+	case errors.Is(err, errCancelRequested) || errors.Is(cause, errCancelRequested):
+		r.transition(wctx, store.JobStatusCancelled, nil, nil, "cancelled while running")
+		return
+	case ctx.Err() != nil:
+		now := time.Now()
+		r.transition(wctx, store.JobStatusRetryWait, nil, &now, "worker shut down; requeued")
+		return
+	}
+
+	var await errAwaitApproval
+	if errors.As(err, &await) {
+		_, terr := r.w.cfg.Store.JobTransition(wctx, &store.JobTransitionParams{
+			Lease: r.lease, To: store.JobStatusAwaitingApproval, Output: await.output,
+			Message: "awaiting approval: the planned output is on the job",
+		})
+		if terr != nil {
+			r.settle(ctx, jobCtx, terr)
+		}
+		return
+	}
+
+	var budget *budgetError
+	if errors.As(err, &budget) {
+		r.transition(wctx, store.JobStatusDeadLettered, &store.JobError{Code: "BUDGET_SPENT", Message: budget.reason}, nil, "dead-lettered: "+budget.reason)
+		return
+	}
+	var perm *permanentError
+	if errors.As(err, &perm) {
+		r.transition(wctx, store.JobStatusFailed, &store.JobError{Code: perm.code, Message: perm.err.Error()}, nil, "failed: "+perm.code)
+		return
+	}
+
+	class, ok := llm.ClassOf(err)
+	if !ok {
+		// A store or other infrastructure error: the lease expires and the
+		// job is taken over, counting an attempt.
+		r.log.Error("attempt ended by an infrastructure error; the lease will expire", "error", err)
+		return
+	}
+	jobErr := &store.JobError{Code: "PROVIDER_" + upper(class.String()), Message: err.Error(), Retryable: llm.Retryable(class)}
+	switch {
+	case class == llm.ClassInvalidRequest || class == llm.ClassInvalidOutput:
+		jobErr.Retryable = false
+		r.transition(wctx, store.JobStatusFailed, jobErr, nil, "failed: "+jobErr.Code)
+	case class == llm.ClassOutcomeUnknown && r.p.OnUnknown == pipeline.OnUnknownReconcile:
+		r.awaitReconcile(wctx, jobErr)
+	default:
+		r.retryOrDeadLetter(wctx, err, jobErr)
+	}
+}
+
+// awaitReconcile parks a job whose call may or may not have happened. When
+// the provider can look calls up, the job is due again after a backoff: the
+// next claim is the reconciler, asking by provider key before any new call.
+// Otherwise only ResolveJob settles it.
+func (r *run) awaitReconcile(ctx context.Context, jobErr *store.JobError) {
+	_, err := r.w.cfg.Provider.Lookup(ctx, r.lastKey)
+	if errors.Is(err, llm.ErrLookupUnsupported) {
+		r.transition(ctx, store.JobStatusOutcomeUnknown, jobErr, nil, "outcome unknown: the provider cannot look calls up; settle with ResolveJob")
+		return
+	}
+	at := time.Now().Add(backoff(r.p.Retry, r.job.BudgetAttempts, 0))
+	r.transition(ctx, store.JobStatusOutcomeUnknown, jobErr, &at, "outcome unknown: the reconciler asks the provider by key at "+at.Format(time.RFC3339))
+}
+
+func (r *run) retryOrDeadLetter(ctx context.Context, err error, jobErr *store.JobError) {
+	policy := r.p.Retry
+	if r.job.BudgetAttempts >= int32(policy.MaxAttempts) {
+		reason := fmt.Sprintf("attempts spent: %d of %d; last error: %s", r.job.BudgetAttempts, policy.MaxAttempts, jobErr.Message)
+		r.transition(ctx, store.JobStatusDeadLettered, &store.JobError{Code: "BUDGET_SPENT", Message: reason, Retryable: true}, nil, "dead-lettered: "+reason)
+		return
+	}
+	var retryAfter time.Duration
+	var le *llm.Error
+	if errors.As(err, &le) {
+		retryAfter = le.RetryAfter
+	}
+	at := time.Now().Add(backoff(policy, r.job.BudgetAttempts, retryAfter))
+	if deadline := r.job.BudgetStartedAt.Add(policy.Deadline); at.After(deadline) {
+		reason := fmt.Sprintf("the next retry (%s) would pass the deadline of %s; last error: %s", at.Format(time.RFC3339), policy.Deadline, jobErr.Message)
+		r.transition(ctx, store.JobStatusDeadLettered, &store.JobError{Code: "BUDGET_SPENT", Message: reason, Retryable: true}, nil, "dead-lettered: "+reason)
+		return
+	}
+	r.transition(ctx, store.JobStatusRetryWait, jobErr, &at, "retrying after "+jobErr.Code)
+}
+
+func (r *run) transition(ctx context.Context, to store.JobStatus, jobErr *store.JobError, runAfter *time.Time, message string) {
+	_, err := r.w.cfg.Store.JobTransition(ctx, &store.JobTransitionParams{Lease: r.lease, To: to, Error: jobErr, RunAfter: runAfter, Message: message})
+	switch {
+	case errors.Is(err, store.ErrLeaseLost):
+		r.log.Warn("lease lost before settling; another worker holds the job", "to", to)
+	case err != nil:
+		r.log.Error("settling the job failed; the lease will expire", "to", to, "error", err)
+	default:
+		r.log.Info("job settled", "status", to, "message", message)
+	}
+}
+
+func upper(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'a' && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}

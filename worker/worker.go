@@ -1,0 +1,183 @@
+// Package worker is oncejob's engine: it claims jobs under leases from the
+// work log, runs their stages with a checkpoint after each, retries inside a
+// budget, and publishes through the outbox. Any number of workers, in any
+// number of processes, run against one store: leases and fencing keep each
+// effect to one.
+package worker
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sync"
+	"text/template"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/oncejob/oncejob/llm"
+	"github.com/oncejob/oncejob/pipeline"
+	"github.com/oncejob/oncejob/store"
+)
+
+// Store is what a worker needs of the store.
+type Store interface {
+	store.Store
+	store.EngineStore
+}
+
+// Config configures a Worker. Zero fields take the defaults stated.
+type Config struct {
+	// Store is the work log. Required.
+	Store Store
+	// Provider generates. Required.
+	Provider llm.Provider
+	// Pipelines the jobs name; default pipeline.Builtin().
+	Pipelines *pipeline.Registry
+	// Owner names this worker in leases; default host-pid-random. Two
+	// workers must never share one.
+	Owner string
+	// Concurrency is how many jobs run at once; default runtime.NumCPU().
+	Concurrency int
+	// LeaseDuration is how long a claim holds without a heartbeat; default
+	// 30s. A worker that dies is taken over after it.
+	LeaseDuration time.Duration
+	// HeartbeatInterval; default LeaseDuration/3.
+	HeartbeatInterval time.Duration
+	// PollInterval is the wait between claims when the queue is empty;
+	// default 200ms, jittered.
+	PollInterval time.Duration
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Pipelines == nil {
+		c.Pipelines = pipeline.Builtin()
+	}
+	if c.Owner == "" {
+		host, _ := os.Hostname()
+		b := make([]byte, 4)
+		_, _ = crand.Read(b)
+		c.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = runtime.NumCPU()
+	}
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = 30 * time.Second
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = c.LeaseDuration / 3
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = 200 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Store == nil:
+		return errors.New("worker: Config.Store is required")
+	case c.Provider == nil:
+		return errors.New("worker: Config.Provider is required")
+	case c.Concurrency < 1:
+		return errors.New("worker: Config.Concurrency must be positive")
+	case c.HeartbeatInterval >= c.LeaseDuration:
+		return errors.New("worker: HeartbeatInterval must be shorter than LeaseDuration")
+	}
+	return nil
+}
+
+// Worker claims and runs jobs.
+type Worker struct {
+	cfg Config
+	log *slog.Logger
+
+	mu        sync.Mutex
+	schemas   map[string]*jsonschema.Schema // by schema hash
+	templates map[string]*template.Template // by pipeline name and version
+}
+
+// New returns a Worker.
+func New(cfg Config) (*Worker, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Worker{
+		cfg:       cfg,
+		log:       cfg.Logger.With("worker", cfg.Owner),
+		schemas:   map[string]*jsonschema.Schema{},
+		templates: map[string]*template.Template{},
+	}, nil
+}
+
+// Owner is the name this worker takes leases under.
+func (w *Worker) Owner() string { return w.cfg.Owner }
+
+// Run claims and runs jobs until ctx is done, then waits for the jobs it
+// runs to stop. A job interrupted by the shutdown goes back to the queue
+// (RETRY_WAIT, due at once).
+func (w *Worker) Run(ctx context.Context) error {
+	slots := make(chan struct{}, w.cfg.Concurrency)
+	freed := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		free := cap(slots) - len(slots)
+		var claimed int
+		if free > 0 {
+			jobs, err := w.cfg.Store.JobClaim(ctx, &store.JobClaimParams{
+				Owner:         w.cfg.Owner,
+				Limit:         free,
+				LeaseDuration: w.cfg.LeaseDuration,
+			})
+			if err != nil && ctx.Err() == nil {
+				w.log.Error("claim failed", "error", err)
+			}
+			claimed = len(jobs)
+			for _, j := range jobs {
+				slots <- struct{}{}
+				wg.Add(1)
+				go func() {
+					defer func() {
+						<-slots
+						select {
+						case freed <- struct{}{}:
+						default:
+						}
+						wg.Done()
+					}()
+					w.work(ctx, j)
+				}()
+			}
+		}
+		if free == 0 || claimed == free {
+			// The queue may hold more: claim again as soon as a slot frees.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-freed:
+			}
+			continue
+		}
+		jitter := time.Duration(rand.Int64N(int64(w.cfg.PollInterval)/2 + 1))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(w.cfg.PollInterval/2 + jitter):
+		}
+	}
+}
