@@ -66,6 +66,13 @@ func Fingerprint(r Request) (string, error) {
 	})
 }
 
+// RequestFingerprint returns the fingerprint of a request given as its
+// fields (no transport fields): "fp:v1:" and the hex sha256 of their
+// canonical JSON. Operator RPCs use it.
+func RequestFingerprint(fields map[string]any) (string, error) {
+	return hashed(FingerprintPrefix, fields)
+}
+
 // DocumentSHA256 returns the hex sha256 of a document's bytes, its content
 // address.
 func DocumentSHA256(data []byte) string {

@@ -44,6 +44,26 @@ func (s *jobService) validate(req any) error {
 		s.validateSubmit(r, &v)
 	case *oncejobv1.GetJobRequest:
 		validateJobID(r.GetJobId(), "job_id", &v)
+	case *oncejobv1.CancelJobRequest:
+		validateJobID(r.GetJobId(), "job_id", &v)
+		validateReason(r.GetReason(), &v)
+	case *oncejobv1.ReplayJobRequest:
+		validateJobID(r.GetJobId(), "job_id", &v)
+		validateReason(r.GetReason(), &v)
+		if _, ok := oncejobv1.JobStage_name[int32(r.GetFromStage())]; !ok {
+			v.add("from_stage", "unknown stage %d", r.GetFromStage())
+		} else if r.GetFromStage() == oncejobv1.JobStage_JOB_STAGE_PUBLISHED {
+			v.add("from_stage", "PUBLISHED cannot be re-run; replay from VALIDATED or earlier")
+		}
+	case *oncejobv1.ResolveJobRequest:
+		validateJobID(r.GetJobId(), "job_id", &v)
+		validateReason(r.GetReason(), &v)
+		if r.GetResolution() != oncejobv1.Resolution_RESOLUTION_RETRY && r.GetResolution() != oncejobv1.Resolution_RESOLUTION_FAIL {
+			v.add("resolution", "must be RESOLUTION_RETRY or RESOLUTION_FAIL")
+		}
+	case *oncejobv1.ApproveJobRequest:
+		validateJobID(r.GetJobId(), "job_id", &v)
+		validateReason(r.GetReason(), &v)
 	case *oncejobv1.ListJobsRequest:
 		if r.GetPageSize() < 0 || r.GetPageSize() > maxPageSize {
 			v.add("page_size", "must be between 0 and %d", maxPageSize)
@@ -123,6 +143,12 @@ func validateJobID(id, field string, v *violations) {
 		v.add(field, "is required")
 	} else if _, err := uuid.Parse(id); err != nil {
 		v.add(field, "must be a UUID")
+	}
+}
+
+func validateReason(reason string, v *violations) {
+	if len(reason) > maxReasonLen || !utf8.ValidString(reason) {
+		v.add("reason", "must be valid UTF-8 of at most %d bytes", maxReasonLen)
 	}
 }
 

@@ -222,6 +222,58 @@ func (SubmitOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{2}
 }
 
+// Resolution is how an operator settles an unknown outcome.
+type Resolution int32
+
+const (
+	Resolution_RESOLUTION_UNSPECIFIED Resolution = 0
+	// Queue the job again; its calls reuse their provider keys.
+	Resolution_RESOLUTION_RETRY Resolution = 1
+	// Fail the job.
+	Resolution_RESOLUTION_FAIL Resolution = 2
+)
+
+// Enum value maps for Resolution.
+var (
+	Resolution_name = map[int32]string{
+		0: "RESOLUTION_UNSPECIFIED",
+		1: "RESOLUTION_RETRY",
+		2: "RESOLUTION_FAIL",
+	}
+	Resolution_value = map[string]int32{
+		"RESOLUTION_UNSPECIFIED": 0,
+		"RESOLUTION_RETRY":       1,
+		"RESOLUTION_FAIL":        2,
+	}
+)
+
+func (x Resolution) Enum() *Resolution {
+	p := new(Resolution)
+	*p = x
+	return p
+}
+
+func (x Resolution) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Resolution) Descriptor() protoreflect.EnumDescriptor {
+	return file_oncejob_v1_job_proto_enumTypes[3].Descriptor()
+}
+
+func (Resolution) Type() protoreflect.EnumType {
+	return &file_oncejob_v1_job_proto_enumTypes[3]
+}
+
+func (x Resolution) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Resolution.Descriptor instead.
+func (Resolution) EnumDescriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{3}
+}
+
 // Document is the input of a job.
 type Document struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -689,6 +741,436 @@ func (x *ListJobsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// CancelJobRequest names the job to cancel.
+type CancelJobRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: the job's id, a UUID.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Optional: why, recorded in the job's event. At most 500 characters.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelJobRequest) Reset() {
+	*x = CancelJobRequest{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelJobRequest) ProtoMessage() {}
+
+func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
+func (*CancelJobRequest) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *CancelJobRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *CancelJobRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// CancelJobResponse is the job after the request.
+type CancelJobResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelJobResponse) Reset() {
+	*x = CancelJobResponse{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelJobResponse) ProtoMessage() {}
+
+func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
+func (*CancelJobResponse) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CancelJobResponse) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+// ReplayJobRequest names the job to replay.
+type ReplayJobRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: the job's id, a UUID.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Optional: re-run this stage and every later one. Unspecified resumes
+	// from the last good checkpoint. UPLOADED re-runs everything; PUBLISHED is
+	// not allowed.
+	FromStage JobStage `protobuf:"varint,2,opt,name=from_stage,json=fromStage,proto3,enum=oncejob.v1.JobStage" json:"from_stage,omitempty"`
+	// Optional: why, recorded in the job's event. At most 500 characters.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayJobRequest) Reset() {
+	*x = ReplayJobRequest{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayJobRequest) ProtoMessage() {}
+
+func (x *ReplayJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayJobRequest.ProtoReflect.Descriptor instead.
+func (*ReplayJobRequest) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ReplayJobRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ReplayJobRequest) GetFromStage() JobStage {
+	if x != nil {
+		return x.FromStage
+	}
+	return JobStage_JOB_STAGE_UNSPECIFIED
+}
+
+func (x *ReplayJobRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ReplayJobResponse is the job after the request.
+type ReplayJobResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayJobResponse) Reset() {
+	*x = ReplayJobResponse{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayJobResponse) ProtoMessage() {}
+
+func (x *ReplayJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayJobResponse.ProtoReflect.Descriptor instead.
+func (*ReplayJobResponse) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ReplayJobResponse) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+// ResolveJobRequest settles an OUTCOME_UNKNOWN job.
+type ResolveJobRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: the job's id, a UUID.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Required.
+	Resolution Resolution `protobuf:"varint,2,opt,name=resolution,proto3,enum=oncejob.v1.Resolution" json:"resolution,omitempty"`
+	// Optional: why, recorded in the job's event and, for FAIL, its error. At
+	// most 500 characters.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveJobRequest) Reset() {
+	*x = ResolveJobRequest{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveJobRequest) ProtoMessage() {}
+
+func (x *ResolveJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveJobRequest.ProtoReflect.Descriptor instead.
+func (*ResolveJobRequest) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ResolveJobRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ResolveJobRequest) GetResolution() Resolution {
+	if x != nil {
+		return x.Resolution
+	}
+	return Resolution_RESOLUTION_UNSPECIFIED
+}
+
+func (x *ResolveJobRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ResolveJobResponse is the job after the request.
+type ResolveJobResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveJobResponse) Reset() {
+	*x = ResolveJobResponse{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveJobResponse) ProtoMessage() {}
+
+func (x *ResolveJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveJobResponse.ProtoReflect.Descriptor instead.
+func (*ResolveJobResponse) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ResolveJobResponse) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+// ApproveJobRequest decides a job AWAITING_APPROVAL.
+type ApproveJobRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: the job's id, a UUID.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// True publishes the planned output; false rejects it (CANCELLED).
+	Approve bool `protobuf:"varint,2,opt,name=approve,proto3" json:"approve,omitempty"`
+	// Optional: why, recorded in the job's event. At most 500 characters.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveJobRequest) Reset() {
+	*x = ApproveJobRequest{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveJobRequest) ProtoMessage() {}
+
+func (x *ApproveJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveJobRequest.ProtoReflect.Descriptor instead.
+func (*ApproveJobRequest) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ApproveJobRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ApproveJobRequest) GetApprove() bool {
+	if x != nil {
+		return x.Approve
+	}
+	return false
+}
+
+func (x *ApproveJobRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ApproveJobResponse is the job after the request.
+type ApproveJobResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveJobResponse) Reset() {
+	*x = ApproveJobResponse{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveJobResponse) ProtoMessage() {}
+
+func (x *ApproveJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveJobResponse.ProtoReflect.Descriptor instead.
+func (*ApproveJobResponse) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ApproveJobResponse) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
 // Job is one run of a pipeline on one document.
 type Job struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -710,7 +1192,8 @@ type Job struct {
 	Stage JobStage `protobuf:"varint,9,opt,name=stage,proto3,enum=oncejob.v1.JobStage" json:"stage,omitempty"`
 	// The number of times a worker has claimed the job.
 	Attempt int32 `protobuf:"varint,10,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	// The published result; set when SUCCEEDED.
+	// The published result when SUCCEEDED; the planned output, for review,
+	// when AWAITING_APPROVAL.
 	Output *structpb.Struct `protobuf:"bytes,11,opt,name=output,proto3" json:"output,omitempty"`
 	// The last error; set when FAILED or DEAD_LETTERED, and while retrying.
 	Error *JobError `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`
@@ -734,7 +1217,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[7]
+	mi := &file_oncejob_v1_job_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +1229,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[7]
+	mi := &file_oncejob_v1_job_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +1242,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{7}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Job) GetId() string {
@@ -937,7 +1420,7 @@ type JobError struct {
 
 func (x *JobError) Reset() {
 	*x = JobError{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[8]
+	mi := &file_oncejob_v1_job_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1432,7 @@ func (x *JobError) String() string {
 func (*JobError) ProtoMessage() {}
 
 func (x *JobError) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[8]
+	mi := &file_oncejob_v1_job_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1445,7 @@ func (x *JobError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobError.ProtoReflect.Descriptor instead.
 func (*JobError) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{8}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *JobError) GetCode() string {
@@ -1001,7 +1484,7 @@ type JobUsage struct {
 
 func (x *JobUsage) Reset() {
 	*x = JobUsage{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[9]
+	mi := &file_oncejob_v1_job_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1496,7 @@ func (x *JobUsage) String() string {
 func (*JobUsage) ProtoMessage() {}
 
 func (x *JobUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[9]
+	mi := &file_oncejob_v1_job_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1509,7 @@ func (x *JobUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobUsage.ProtoReflect.Descriptor instead.
 func (*JobUsage) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{9}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *JobUsage) GetPromptTokens() int64 {
@@ -1055,6 +1538,340 @@ func (x *JobUsage) GetLlmCalls() int32 {
 		return x.LlmCalls
 	}
 	return 0
+}
+
+// WatchJobRequest names the job to watch and where to start.
+type WatchJobRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: the job's id, a UUID.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Optional: send events with a seq greater than this; 0 (the default)
+	// sends every event from the first. Must not be negative.
+	AfterSeq      int32 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchJobRequest) Reset() {
+	*x = WatchJobRequest{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchJobRequest) ProtoMessage() {}
+
+func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
+func (*WatchJobRequest) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *WatchJobRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *WatchJobRequest) GetAfterSeq() int32 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
+
+// WatchJobResponse carries one event.
+type WatchJobResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Event         *JobEvent              `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchJobResponse) Reset() {
+	*x = WatchJobResponse{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchJobResponse) ProtoMessage() {}
+
+func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
+func (*WatchJobResponse) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *WatchJobResponse) GetEvent() *JobEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+// JobEvent is one entry of a job's durable event log: the state a transition
+// moved the job to.
+type JobEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The event's position in the job's log: 1 for the submission, then
+	// consecutive.
+	Seq int32 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The status the job moved to.
+	Status JobStatus `protobuf:"varint,3,opt,name=status,proto3,enum=oncejob.v1.JobStatus" json:"status,omitempty"`
+	// The job's last checkpointed stage after the transition.
+	Stage JobStage `protobuf:"varint,4,opt,name=stage,proto3,enum=oncejob.v1.JobStage" json:"stage,omitempty"`
+	// The job's attempt after the transition.
+	Attempt int32 `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// When the transition was committed.
+	Time *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=time,proto3" json:"time,omitempty"`
+	// A short human-readable note, e.g. "submitted", "claimed", "published".
+	Message       string `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobEvent) Reset() {
+	*x = JobEvent{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobEvent) ProtoMessage() {}
+
+func (x *JobEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
+func (*JobEvent) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *JobEvent) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *JobEvent) GetSeq() int32 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *JobEvent) GetStatus() JobStatus {
+	if x != nil {
+		return x.Status
+	}
+	return JobStatus_JOB_STATUS_UNSPECIFIED
+}
+
+func (x *JobEvent) GetStage() JobStage {
+	if x != nil {
+		return x.Stage
+	}
+	return JobStage_JOB_STAGE_UNSPECIFIED
+}
+
+func (x *JobEvent) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *JobEvent) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *JobEvent) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// WatchJobsRequest selects the caller's changes to stream and where to start.
+type WatchJobsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional: only events that moved a job to this status.
+	Status JobStatus `protobuf:"varint,1,opt,name=status,proto3,enum=oncejob.v1.JobStatus" json:"status,omitempty"`
+	// Optional: only events of jobs of this pipeline.
+	Pipeline string `protobuf:"bytes,2,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
+	// Optional: the cursor of the last change received; the stream continues
+	// after it. Empty starts from the tenant's first event. Cursors are
+	// opaque, valid on every replica and independent of the filters.
+	AfterCursor   string `protobuf:"bytes,3,opt,name=after_cursor,json=afterCursor,proto3" json:"after_cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchJobsRequest) Reset() {
+	*x = WatchJobsRequest{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchJobsRequest) ProtoMessage() {}
+
+func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
+func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *WatchJobsRequest) GetStatus() JobStatus {
+	if x != nil {
+		return x.Status
+	}
+	return JobStatus_JOB_STATUS_UNSPECIFIED
+}
+
+func (x *WatchJobsRequest) GetPipeline() string {
+	if x != nil {
+		return x.Pipeline
+	}
+	return ""
+}
+
+func (x *WatchJobsRequest) GetAfterCursor() string {
+	if x != nil {
+		return x.AfterCursor
+	}
+	return ""
+}
+
+// WatchJobsResponse is one change of one job.
+type WatchJobsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Resume after this change with WatchJobsRequest.after_cursor.
+	Cursor string `protobuf:"bytes,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// The event.
+	Event *JobEvent `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	// The job as it was when the change was read: it may already be ahead of
+	// `event`. Its `output` is not sent; GetJob returns it.
+	Job           *Job `protobuf:"bytes,3,opt,name=job,proto3" json:"job,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchJobsResponse) Reset() {
+	*x = WatchJobsResponse{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchJobsResponse) ProtoMessage() {}
+
+func (x *WatchJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchJobsResponse.ProtoReflect.Descriptor instead.
+func (*WatchJobsResponse) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *WatchJobsResponse) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *WatchJobsResponse) GetEvent() *JobEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *WatchJobsResponse) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
 }
 
 var File_oncejob_v1_job_proto protoreflect.FileDescriptor
@@ -1094,7 +1911,33 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\"_\n" +
 	"\x10ListJobsResponse\x12#\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x0f.oncejob.v1.JobR\x04jobs\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x9f\b\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"A\n" +
+	"\x10CancelJobRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"6\n" +
+	"\x11CancelJobResponse\x12!\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\"v\n" +
+	"\x10ReplayJobRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x123\n" +
+	"\n" +
+	"from_stage\x18\x02 \x01(\x0e2\x14.oncejob.v1.JobStageR\tfromStage\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"6\n" +
+	"\x11ReplayJobResponse\x12!\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\"z\n" +
+	"\x11ResolveJobRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x126\n" +
+	"\n" +
+	"resolution\x18\x02 \x01(\x0e2\x16.oncejob.v1.ResolutionR\n" +
+	"resolution\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"7\n" +
+	"\x12ResolveJobResponse\x12!\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\"\\\n" +
+	"\x11ApproveJobRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
+	"\aapprove\x18\x02 \x01(\bR\aapprove\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"7\n" +
+	"\x12ApproveJobResponse\x12!\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\"\x9f\b\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12\x1b\n" +
@@ -1135,7 +1978,28 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\x11completion_tokens\x18\x02 \x01(\x03R\x10completionTokens\x12\x1f\n" +
 	"\vcost_micros\x18\x03 \x01(\x03R\n" +
 	"costMicros\x12\x1b\n" +
-	"\tllm_calls\x18\x04 \x01(\x05R\bllmCalls*\x9c\x02\n" +
+	"\tllm_calls\x18\x04 \x01(\x05R\bllmCalls\"E\n" +
+	"\x0fWatchJobRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1b\n" +
+	"\tafter_seq\x18\x02 \x01(\x05R\bafterSeq\">\n" +
+	"\x10WatchJobResponse\x12*\n" +
+	"\x05event\x18\x01 \x01(\v2\x14.oncejob.v1.JobEventR\x05event\"\xf2\x01\n" +
+	"\bJobEvent\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x05R\x03seq\x12-\n" +
+	"\x06status\x18\x03 \x01(\x0e2\x15.oncejob.v1.JobStatusR\x06status\x12*\n" +
+	"\x05stage\x18\x04 \x01(\x0e2\x14.oncejob.v1.JobStageR\x05stage\x12\x18\n" +
+	"\aattempt\x18\x05 \x01(\x05R\aattempt\x12.\n" +
+	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
+	"\amessage\x18\a \x01(\tR\amessage\"\x80\x01\n" +
+	"\x10WatchJobsRequest\x12-\n" +
+	"\x06status\x18\x01 \x01(\x0e2\x15.oncejob.v1.JobStatusR\x06status\x12\x1a\n" +
+	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12!\n" +
+	"\fafter_cursor\x18\x03 \x01(\tR\vafterCursor\"z\n" +
+	"\x11WatchJobsResponse\x12\x16\n" +
+	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12*\n" +
+	"\x05event\x18\x02 \x01(\v2\x14.oncejob.v1.JobEventR\x05event\x12!\n" +
+	"\x03job\x18\x03 \x01(\v2\x0f.oncejob.v1.JobR\x03job*\x9c\x02\n" +
 	"\tJobStatus\x12\x1a\n" +
 	"\x16JOB_STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11JOB_STATUS_QUEUED\x10\x01\x12\x16\n" +
@@ -1159,12 +2023,25 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\x1aSUBMIT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16SUBMIT_OUTCOME_CREATED\x10\x01\x12\x1b\n" +
 	"\x17SUBMIT_OUTCOME_EXISTING\x10\x02\x12\x1f\n" +
-	"\x1bSUBMIT_OUTCOME_DEDUPLICATED\x10\x032\xde\x01\n" +
+	"\x1bSUBMIT_OUTCOME_DEDUPLICATED\x10\x03*S\n" +
+	"\n" +
+	"Resolution\x12\x1a\n" +
+	"\x16RESOLUTION_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10RESOLUTION_RETRY\x10\x01\x12\x13\n" +
+	"\x0fRESOLUTION_FAIL\x10\x022\xa1\x05\n" +
 	"\n" +
 	"JobService\x12H\n" +
 	"\tSubmitJob\x12\x1c.oncejob.v1.SubmitJobRequest\x1a\x1d.oncejob.v1.SubmitJobResponse\x12?\n" +
 	"\x06GetJob\x12\x19.oncejob.v1.GetJobRequest\x1a\x1a.oncejob.v1.GetJobResponse\x12E\n" +
-	"\bListJobs\x12\x1b.oncejob.v1.ListJobsRequest\x1a\x1c.oncejob.v1.ListJobsResponseB\x9b\x01\n" +
+	"\bListJobs\x12\x1b.oncejob.v1.ListJobsRequest\x1a\x1c.oncejob.v1.ListJobsResponse\x12H\n" +
+	"\tCancelJob\x12\x1c.oncejob.v1.CancelJobRequest\x1a\x1d.oncejob.v1.CancelJobResponse\x12H\n" +
+	"\tReplayJob\x12\x1c.oncejob.v1.ReplayJobRequest\x1a\x1d.oncejob.v1.ReplayJobResponse\x12K\n" +
+	"\n" +
+	"ResolveJob\x12\x1d.oncejob.v1.ResolveJobRequest\x1a\x1e.oncejob.v1.ResolveJobResponse\x12K\n" +
+	"\n" +
+	"ApproveJob\x12\x1d.oncejob.v1.ApproveJobRequest\x1a\x1e.oncejob.v1.ApproveJobResponse\x12G\n" +
+	"\bWatchJob\x12\x1b.oncejob.v1.WatchJobRequest\x1a\x1c.oncejob.v1.WatchJobResponse0\x01\x12J\n" +
+	"\tWatchJobs\x12\x1c.oncejob.v1.WatchJobsRequest\x1a\x1d.oncejob.v1.WatchJobsResponse0\x01B\x9b\x01\n" +
 	"\x0ecom.oncejob.v1B\bJobProtoP\x01Z6github.com/oncejob/oncejob/gen/go/oncejob/v1;oncejobv1\xa2\x02\x03OXX\xaa\x02\n" +
 	"Oncejob.V1\xca\x02\n" +
 	"Oncejob\\V1\xe2\x02\x16Oncejob\\V1\\GPBMetadata\xea\x02\vOncejob::V1b\x06proto3"
@@ -1181,57 +2058,96 @@ func file_oncejob_v1_job_proto_rawDescGZIP() []byte {
 	return file_oncejob_v1_job_proto_rawDescData
 }
 
-var file_oncejob_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_oncejob_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_oncejob_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_oncejob_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_oncejob_v1_job_proto_goTypes = []any{
 	(JobStatus)(0),                // 0: oncejob.v1.JobStatus
 	(JobStage)(0),                 // 1: oncejob.v1.JobStage
 	(SubmitOutcome)(0),            // 2: oncejob.v1.SubmitOutcome
-	(*Document)(nil),              // 3: oncejob.v1.Document
-	(*SubmitJobRequest)(nil),      // 4: oncejob.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),     // 5: oncejob.v1.SubmitJobResponse
-	(*GetJobRequest)(nil),         // 6: oncejob.v1.GetJobRequest
-	(*GetJobResponse)(nil),        // 7: oncejob.v1.GetJobResponse
-	(*ListJobsRequest)(nil),       // 8: oncejob.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),      // 9: oncejob.v1.ListJobsResponse
-	(*Job)(nil),                   // 10: oncejob.v1.Job
-	(*JobError)(nil),              // 11: oncejob.v1.JobError
-	(*JobUsage)(nil),              // 12: oncejob.v1.JobUsage
-	nil,                           // 13: oncejob.v1.SubmitJobRequest.LabelsEntry
-	nil,                           // 14: oncejob.v1.Job.LabelsEntry
-	(*structpb.Struct)(nil),       // 15: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(Resolution)(0),               // 3: oncejob.v1.Resolution
+	(*Document)(nil),              // 4: oncejob.v1.Document
+	(*SubmitJobRequest)(nil),      // 5: oncejob.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),     // 6: oncejob.v1.SubmitJobResponse
+	(*GetJobRequest)(nil),         // 7: oncejob.v1.GetJobRequest
+	(*GetJobResponse)(nil),        // 8: oncejob.v1.GetJobResponse
+	(*ListJobsRequest)(nil),       // 9: oncejob.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),      // 10: oncejob.v1.ListJobsResponse
+	(*CancelJobRequest)(nil),      // 11: oncejob.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),     // 12: oncejob.v1.CancelJobResponse
+	(*ReplayJobRequest)(nil),      // 13: oncejob.v1.ReplayJobRequest
+	(*ReplayJobResponse)(nil),     // 14: oncejob.v1.ReplayJobResponse
+	(*ResolveJobRequest)(nil),     // 15: oncejob.v1.ResolveJobRequest
+	(*ResolveJobResponse)(nil),    // 16: oncejob.v1.ResolveJobResponse
+	(*ApproveJobRequest)(nil),     // 17: oncejob.v1.ApproveJobRequest
+	(*ApproveJobResponse)(nil),    // 18: oncejob.v1.ApproveJobResponse
+	(*Job)(nil),                   // 19: oncejob.v1.Job
+	(*JobError)(nil),              // 20: oncejob.v1.JobError
+	(*JobUsage)(nil),              // 21: oncejob.v1.JobUsage
+	(*WatchJobRequest)(nil),       // 22: oncejob.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),      // 23: oncejob.v1.WatchJobResponse
+	(*JobEvent)(nil),              // 24: oncejob.v1.JobEvent
+	(*WatchJobsRequest)(nil),      // 25: oncejob.v1.WatchJobsRequest
+	(*WatchJobsResponse)(nil),     // 26: oncejob.v1.WatchJobsResponse
+	nil,                           // 27: oncejob.v1.SubmitJobRequest.LabelsEntry
+	nil,                           // 28: oncejob.v1.Job.LabelsEntry
+	(*structpb.Struct)(nil),       // 29: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
 }
 var file_oncejob_v1_job_proto_depIdxs = []int32{
-	3,  // 0: oncejob.v1.SubmitJobRequest.document:type_name -> oncejob.v1.Document
-	15, // 1: oncejob.v1.SubmitJobRequest.params:type_name -> google.protobuf.Struct
-	13, // 2: oncejob.v1.SubmitJobRequest.labels:type_name -> oncejob.v1.SubmitJobRequest.LabelsEntry
-	10, // 3: oncejob.v1.SubmitJobResponse.job:type_name -> oncejob.v1.Job
+	4,  // 0: oncejob.v1.SubmitJobRequest.document:type_name -> oncejob.v1.Document
+	29, // 1: oncejob.v1.SubmitJobRequest.params:type_name -> google.protobuf.Struct
+	27, // 2: oncejob.v1.SubmitJobRequest.labels:type_name -> oncejob.v1.SubmitJobRequest.LabelsEntry
+	19, // 3: oncejob.v1.SubmitJobResponse.job:type_name -> oncejob.v1.Job
 	2,  // 4: oncejob.v1.SubmitJobResponse.outcome:type_name -> oncejob.v1.SubmitOutcome
-	10, // 5: oncejob.v1.GetJobResponse.job:type_name -> oncejob.v1.Job
+	19, // 5: oncejob.v1.GetJobResponse.job:type_name -> oncejob.v1.Job
 	0,  // 6: oncejob.v1.ListJobsRequest.status:type_name -> oncejob.v1.JobStatus
-	10, // 7: oncejob.v1.ListJobsResponse.jobs:type_name -> oncejob.v1.Job
-	0,  // 8: oncejob.v1.Job.status:type_name -> oncejob.v1.JobStatus
-	1,  // 9: oncejob.v1.Job.stage:type_name -> oncejob.v1.JobStage
-	15, // 10: oncejob.v1.Job.output:type_name -> google.protobuf.Struct
-	11, // 11: oncejob.v1.Job.error:type_name -> oncejob.v1.JobError
-	12, // 12: oncejob.v1.Job.usage:type_name -> oncejob.v1.JobUsage
-	16, // 13: oncejob.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	16, // 14: oncejob.v1.Job.update_time:type_name -> google.protobuf.Timestamp
-	16, // 15: oncejob.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
-	15, // 16: oncejob.v1.Job.params:type_name -> google.protobuf.Struct
-	14, // 17: oncejob.v1.Job.labels:type_name -> oncejob.v1.Job.LabelsEntry
-	4,  // 18: oncejob.v1.JobService.SubmitJob:input_type -> oncejob.v1.SubmitJobRequest
-	6,  // 19: oncejob.v1.JobService.GetJob:input_type -> oncejob.v1.GetJobRequest
-	8,  // 20: oncejob.v1.JobService.ListJobs:input_type -> oncejob.v1.ListJobsRequest
-	5,  // 21: oncejob.v1.JobService.SubmitJob:output_type -> oncejob.v1.SubmitJobResponse
-	7,  // 22: oncejob.v1.JobService.GetJob:output_type -> oncejob.v1.GetJobResponse
-	9,  // 23: oncejob.v1.JobService.ListJobs:output_type -> oncejob.v1.ListJobsResponse
-	21, // [21:24] is the sub-list for method output_type
-	18, // [18:21] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	19, // 7: oncejob.v1.ListJobsResponse.jobs:type_name -> oncejob.v1.Job
+	19, // 8: oncejob.v1.CancelJobResponse.job:type_name -> oncejob.v1.Job
+	1,  // 9: oncejob.v1.ReplayJobRequest.from_stage:type_name -> oncejob.v1.JobStage
+	19, // 10: oncejob.v1.ReplayJobResponse.job:type_name -> oncejob.v1.Job
+	3,  // 11: oncejob.v1.ResolveJobRequest.resolution:type_name -> oncejob.v1.Resolution
+	19, // 12: oncejob.v1.ResolveJobResponse.job:type_name -> oncejob.v1.Job
+	19, // 13: oncejob.v1.ApproveJobResponse.job:type_name -> oncejob.v1.Job
+	0,  // 14: oncejob.v1.Job.status:type_name -> oncejob.v1.JobStatus
+	1,  // 15: oncejob.v1.Job.stage:type_name -> oncejob.v1.JobStage
+	29, // 16: oncejob.v1.Job.output:type_name -> google.protobuf.Struct
+	20, // 17: oncejob.v1.Job.error:type_name -> oncejob.v1.JobError
+	21, // 18: oncejob.v1.Job.usage:type_name -> oncejob.v1.JobUsage
+	30, // 19: oncejob.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	30, // 20: oncejob.v1.Job.update_time:type_name -> google.protobuf.Timestamp
+	30, // 21: oncejob.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
+	29, // 22: oncejob.v1.Job.params:type_name -> google.protobuf.Struct
+	28, // 23: oncejob.v1.Job.labels:type_name -> oncejob.v1.Job.LabelsEntry
+	24, // 24: oncejob.v1.WatchJobResponse.event:type_name -> oncejob.v1.JobEvent
+	0,  // 25: oncejob.v1.JobEvent.status:type_name -> oncejob.v1.JobStatus
+	1,  // 26: oncejob.v1.JobEvent.stage:type_name -> oncejob.v1.JobStage
+	30, // 27: oncejob.v1.JobEvent.time:type_name -> google.protobuf.Timestamp
+	0,  // 28: oncejob.v1.WatchJobsRequest.status:type_name -> oncejob.v1.JobStatus
+	24, // 29: oncejob.v1.WatchJobsResponse.event:type_name -> oncejob.v1.JobEvent
+	19, // 30: oncejob.v1.WatchJobsResponse.job:type_name -> oncejob.v1.Job
+	5,  // 31: oncejob.v1.JobService.SubmitJob:input_type -> oncejob.v1.SubmitJobRequest
+	7,  // 32: oncejob.v1.JobService.GetJob:input_type -> oncejob.v1.GetJobRequest
+	9,  // 33: oncejob.v1.JobService.ListJobs:input_type -> oncejob.v1.ListJobsRequest
+	11, // 34: oncejob.v1.JobService.CancelJob:input_type -> oncejob.v1.CancelJobRequest
+	13, // 35: oncejob.v1.JobService.ReplayJob:input_type -> oncejob.v1.ReplayJobRequest
+	15, // 36: oncejob.v1.JobService.ResolveJob:input_type -> oncejob.v1.ResolveJobRequest
+	17, // 37: oncejob.v1.JobService.ApproveJob:input_type -> oncejob.v1.ApproveJobRequest
+	22, // 38: oncejob.v1.JobService.WatchJob:input_type -> oncejob.v1.WatchJobRequest
+	25, // 39: oncejob.v1.JobService.WatchJobs:input_type -> oncejob.v1.WatchJobsRequest
+	6,  // 40: oncejob.v1.JobService.SubmitJob:output_type -> oncejob.v1.SubmitJobResponse
+	8,  // 41: oncejob.v1.JobService.GetJob:output_type -> oncejob.v1.GetJobResponse
+	10, // 42: oncejob.v1.JobService.ListJobs:output_type -> oncejob.v1.ListJobsResponse
+	12, // 43: oncejob.v1.JobService.CancelJob:output_type -> oncejob.v1.CancelJobResponse
+	14, // 44: oncejob.v1.JobService.ReplayJob:output_type -> oncejob.v1.ReplayJobResponse
+	16, // 45: oncejob.v1.JobService.ResolveJob:output_type -> oncejob.v1.ResolveJobResponse
+	18, // 46: oncejob.v1.JobService.ApproveJob:output_type -> oncejob.v1.ApproveJobResponse
+	23, // 47: oncejob.v1.JobService.WatchJob:output_type -> oncejob.v1.WatchJobResponse
+	26, // 48: oncejob.v1.JobService.WatchJobs:output_type -> oncejob.v1.WatchJobsResponse
+	40, // [40:49] is the sub-list for method output_type
+	31, // [31:40] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_oncejob_v1_job_proto_init() }
@@ -1248,8 +2164,8 @@ func file_oncejob_v1_job_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_oncejob_v1_job_proto_rawDesc), len(file_oncejob_v1_job_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   12,
+			NumEnums:      4,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,9 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	JobService_SubmitJob_FullMethodName = "/oncejob.v1.JobService/SubmitJob"
-	JobService_GetJob_FullMethodName    = "/oncejob.v1.JobService/GetJob"
-	JobService_ListJobs_FullMethodName  = "/oncejob.v1.JobService/ListJobs"
+	JobService_SubmitJob_FullMethodName  = "/oncejob.v1.JobService/SubmitJob"
+	JobService_GetJob_FullMethodName     = "/oncejob.v1.JobService/GetJob"
+	JobService_ListJobs_FullMethodName   = "/oncejob.v1.JobService/ListJobs"
+	JobService_CancelJob_FullMethodName  = "/oncejob.v1.JobService/CancelJob"
+	JobService_ReplayJob_FullMethodName  = "/oncejob.v1.JobService/ReplayJob"
+	JobService_ResolveJob_FullMethodName = "/oncejob.v1.JobService/ResolveJob"
+	JobService_ApproveJob_FullMethodName = "/oncejob.v1.JobService/ApproveJob"
+	JobService_WatchJob_FullMethodName   = "/oncejob.v1.JobService/WatchJob"
+	JobService_WatchJobs_FullMethodName  = "/oncejob.v1.JobService/WatchJobs"
 )
 
 // JobServiceClient is the client API for JobService service.
@@ -61,6 +67,75 @@ type JobServiceClient interface {
 	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error)
 	// ListJobs returns the caller's jobs, newest first, one page at a time.
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
+	// CancelJob cancels a job. A job no worker holds is CANCELLED at once; a
+	// RUNNING job is asked to stop: its worker sees the request at its next
+	// heartbeat, cancels the call in flight and settles it CANCELLED, and no
+	// later stage runs. The response shows the job after the request.
+	//
+	// Idempotency contract:
+	//
+	//	Identity: tenant + method + `idempotency-key` metadata (optional here:
+	//	  cancelling is idempotent by itself) with the fingerprint of the
+	//	  request.
+	//	Window: as SubmitJob's.
+	//	Response: a replay returns the job as it is now and header
+	//	  `idempotent-replayed: true`; another fingerprint is INVALID_ARGUMENT,
+	//	  IDEMPOTENCY_KEY_REUSED. Cancelling a CANCELLED job returns it; any
+	//	  other terminal job is FAILED_PRECONDITION.
+	CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobResponse, error)
+	// ReplayJob queues a FAILED or DEAD_LETTERED job again with a fresh retry
+	// budget. Its checkpoints are kept, so it resumes from its last good
+	// checkpoint; with `from_stage`, that stage and every later one run again.
+	//
+	// Idempotency contract:
+	//
+	//	Identity: tenant + method + `idempotency-key` metadata (required) with
+	//	  the request's fingerprint.
+	//	Window: as SubmitJob's.
+	//	Response: a replay of the key returns the job as it is now, header
+	//	  `idempotent-replayed: true`, and queues nothing again; another
+	//	  fingerprint is INVALID_ARGUMENT, IDEMPOTENCY_KEY_REUSED. A job in
+	//	  another status is FAILED_PRECONDITION.
+	ReplayJob(ctx context.Context, in *ReplayJobRequest, opts ...grpc.CallOption) (*ReplayJobResponse, error)
+	// ResolveJob settles an OUTCOME_UNKNOWN job by hand: RETRY queues it again
+	// (its calls reuse their provider keys, so a call the provider finished is
+	// not billed twice), FAIL fails it.
+	//
+	// Idempotency contract: as ReplayJob's (key required); a job not
+	// OUTCOME_UNKNOWN is FAILED_PRECONDITION.
+	ResolveJob(ctx context.Context, in *ResolveJobRequest, opts ...grpc.CallOption) (*ResolveJobResponse, error)
+	// ApproveJob decides a job AWAITING_APPROVAL (its planned output is in
+	// `output`): approved, it is queued and publishes that output; rejected,
+	// it is CANCELLED.
+	//
+	// Idempotency contract: as ReplayJob's (key required); a job not
+	// AWAITING_APPROVAL is FAILED_PRECONDITION.
+	ApproveJob(ctx context.Context, in *ApproveJobRequest, opts ...grpc.CallOption) (*ApproveJobResponse, error)
+	// WatchJob streams one job's events from its durable event log: first
+	// every event after `after_seq`, then each new one as it is committed, in
+	// seq order with no gaps and no duplicates. The stream ends with OK after
+	// an event with a terminal status (SUCCEEDED, FAILED, CANCELLED,
+	// DEAD_LETTERED) once no later event exists: a job already terminal sends
+	// its events after `after_seq` and ends. FAILED and DEAD_LETTERED are
+	// terminal until a ReplayJob: a watch started after the replay sees it.
+	//
+	// A client that reconnects with the seq of the last event it received
+	// misses nothing and receives nothing twice, on any replica. When the
+	// server shuts down the stream ends with UNAVAILABLE, ErrorInfo reason
+	// SERVER_SHUTTING_DOWN and metadata `after_seq`: resume from there on
+	// another replica. A job of another tenant is NOT_FOUND; an `after_seq`
+	// past the job's last event is OUT_OF_RANGE.
+	WatchJob(ctx context.Context, in *WatchJobRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchJobResponse], error)
+	// WatchJobs streams the changes of the caller's jobs: every event of every
+	// job of the tenant (optionally filtered), each with the job and a cursor,
+	// in one global order, and never ends on its own. Resuming with the cursor
+	// of the last change received misses nothing and repeats nothing, also
+	// across replicas and concurrent writers: a change is only sent once every
+	// transaction that could commit a change ordered before it has ended. So a
+	// long-running write transaction anywhere in the database delays (never
+	// loses) changes after it. On shutdown the stream ends with UNAVAILABLE,
+	// ErrorInfo reason SERVER_SHUTTING_DOWN and metadata `after_cursor`.
+	WatchJobs(ctx context.Context, in *WatchJobsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchJobsResponse], error)
 }
 
 type jobServiceClient struct {
@@ -101,6 +176,84 @@ func (c *jobServiceClient) ListJobs(ctx context.Context, in *ListJobsRequest, op
 	return out, nil
 }
 
+func (c *jobServiceClient) CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelJobResponse)
+	err := c.cc.Invoke(ctx, JobService_CancelJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobServiceClient) ReplayJob(ctx context.Context, in *ReplayJobRequest, opts ...grpc.CallOption) (*ReplayJobResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReplayJobResponse)
+	err := c.cc.Invoke(ctx, JobService_ReplayJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobServiceClient) ResolveJob(ctx context.Context, in *ResolveJobRequest, opts ...grpc.CallOption) (*ResolveJobResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResolveJobResponse)
+	err := c.cc.Invoke(ctx, JobService_ResolveJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobServiceClient) ApproveJob(ctx context.Context, in *ApproveJobRequest, opts ...grpc.CallOption) (*ApproveJobResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApproveJobResponse)
+	err := c.cc.Invoke(ctx, JobService_ApproveJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobServiceClient) WatchJob(ctx context.Context, in *WatchJobRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchJobResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &JobService_ServiceDesc.Streams[0], JobService_WatchJob_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchJobRequest, WatchJobResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type JobService_WatchJobClient = grpc.ServerStreamingClient[WatchJobResponse]
+
+func (c *jobServiceClient) WatchJobs(ctx context.Context, in *WatchJobsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchJobsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &JobService_ServiceDesc.Streams[1], JobService_WatchJobs_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchJobsRequest, WatchJobsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type JobService_WatchJobsClient = grpc.ServerStreamingClient[WatchJobsResponse]
+
 // JobServiceServer is the server API for JobService service.
 // All implementations must embed UnimplementedJobServiceServer
 // for forward compatibility.
@@ -138,6 +291,75 @@ type JobServiceServer interface {
 	GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error)
 	// ListJobs returns the caller's jobs, newest first, one page at a time.
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
+	// CancelJob cancels a job. A job no worker holds is CANCELLED at once; a
+	// RUNNING job is asked to stop: its worker sees the request at its next
+	// heartbeat, cancels the call in flight and settles it CANCELLED, and no
+	// later stage runs. The response shows the job after the request.
+	//
+	// Idempotency contract:
+	//
+	//	Identity: tenant + method + `idempotency-key` metadata (optional here:
+	//	  cancelling is idempotent by itself) with the fingerprint of the
+	//	  request.
+	//	Window: as SubmitJob's.
+	//	Response: a replay returns the job as it is now and header
+	//	  `idempotent-replayed: true`; another fingerprint is INVALID_ARGUMENT,
+	//	  IDEMPOTENCY_KEY_REUSED. Cancelling a CANCELLED job returns it; any
+	//	  other terminal job is FAILED_PRECONDITION.
+	CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error)
+	// ReplayJob queues a FAILED or DEAD_LETTERED job again with a fresh retry
+	// budget. Its checkpoints are kept, so it resumes from its last good
+	// checkpoint; with `from_stage`, that stage and every later one run again.
+	//
+	// Idempotency contract:
+	//
+	//	Identity: tenant + method + `idempotency-key` metadata (required) with
+	//	  the request's fingerprint.
+	//	Window: as SubmitJob's.
+	//	Response: a replay of the key returns the job as it is now, header
+	//	  `idempotent-replayed: true`, and queues nothing again; another
+	//	  fingerprint is INVALID_ARGUMENT, IDEMPOTENCY_KEY_REUSED. A job in
+	//	  another status is FAILED_PRECONDITION.
+	ReplayJob(context.Context, *ReplayJobRequest) (*ReplayJobResponse, error)
+	// ResolveJob settles an OUTCOME_UNKNOWN job by hand: RETRY queues it again
+	// (its calls reuse their provider keys, so a call the provider finished is
+	// not billed twice), FAIL fails it.
+	//
+	// Idempotency contract: as ReplayJob's (key required); a job not
+	// OUTCOME_UNKNOWN is FAILED_PRECONDITION.
+	ResolveJob(context.Context, *ResolveJobRequest) (*ResolveJobResponse, error)
+	// ApproveJob decides a job AWAITING_APPROVAL (its planned output is in
+	// `output`): approved, it is queued and publishes that output; rejected,
+	// it is CANCELLED.
+	//
+	// Idempotency contract: as ReplayJob's (key required); a job not
+	// AWAITING_APPROVAL is FAILED_PRECONDITION.
+	ApproveJob(context.Context, *ApproveJobRequest) (*ApproveJobResponse, error)
+	// WatchJob streams one job's events from its durable event log: first
+	// every event after `after_seq`, then each new one as it is committed, in
+	// seq order with no gaps and no duplicates. The stream ends with OK after
+	// an event with a terminal status (SUCCEEDED, FAILED, CANCELLED,
+	// DEAD_LETTERED) once no later event exists: a job already terminal sends
+	// its events after `after_seq` and ends. FAILED and DEAD_LETTERED are
+	// terminal until a ReplayJob: a watch started after the replay sees it.
+	//
+	// A client that reconnects with the seq of the last event it received
+	// misses nothing and receives nothing twice, on any replica. When the
+	// server shuts down the stream ends with UNAVAILABLE, ErrorInfo reason
+	// SERVER_SHUTTING_DOWN and metadata `after_seq`: resume from there on
+	// another replica. A job of another tenant is NOT_FOUND; an `after_seq`
+	// past the job's last event is OUT_OF_RANGE.
+	WatchJob(*WatchJobRequest, grpc.ServerStreamingServer[WatchJobResponse]) error
+	// WatchJobs streams the changes of the caller's jobs: every event of every
+	// job of the tenant (optionally filtered), each with the job and a cursor,
+	// in one global order, and never ends on its own. Resuming with the cursor
+	// of the last change received misses nothing and repeats nothing, also
+	// across replicas and concurrent writers: a change is only sent once every
+	// transaction that could commit a change ordered before it has ended. So a
+	// long-running write transaction anywhere in the database delays (never
+	// loses) changes after it. On shutdown the stream ends with UNAVAILABLE,
+	// ErrorInfo reason SERVER_SHUTTING_DOWN and metadata `after_cursor`.
+	WatchJobs(*WatchJobsRequest, grpc.ServerStreamingServer[WatchJobsResponse]) error
 	mustEmbedUnimplementedJobServiceServer()
 }
 
@@ -156,6 +378,24 @@ func (UnimplementedJobServiceServer) GetJob(context.Context, *GetJobRequest) (*G
 }
 func (UnimplementedJobServiceServer) ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListJobs not implemented")
+}
+func (UnimplementedJobServiceServer) CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelJob not implemented")
+}
+func (UnimplementedJobServiceServer) ReplayJob(context.Context, *ReplayJobRequest) (*ReplayJobResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReplayJob not implemented")
+}
+func (UnimplementedJobServiceServer) ResolveJob(context.Context, *ResolveJobRequest) (*ResolveJobResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResolveJob not implemented")
+}
+func (UnimplementedJobServiceServer) ApproveJob(context.Context, *ApproveJobRequest) (*ApproveJobResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ApproveJob not implemented")
+}
+func (UnimplementedJobServiceServer) WatchJob(*WatchJobRequest, grpc.ServerStreamingServer[WatchJobResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchJob not implemented")
+}
+func (UnimplementedJobServiceServer) WatchJobs(*WatchJobsRequest, grpc.ServerStreamingServer[WatchJobsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchJobs not implemented")
 }
 func (UnimplementedJobServiceServer) mustEmbedUnimplementedJobServiceServer() {}
 func (UnimplementedJobServiceServer) testEmbeddedByValue()                    {}
@@ -232,6 +472,100 @@ func _JobService_ListJobs_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobService_CancelJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).CancelJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_CancelJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).CancelJob(ctx, req.(*CancelJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _JobService_ReplayJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplayJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).ReplayJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_ReplayJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).ReplayJob(ctx, req.(*ReplayJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _JobService_ResolveJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResolveJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).ResolveJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_ResolveJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).ResolveJob(ctx, req.(*ResolveJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _JobService_ApproveJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApproveJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).ApproveJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_ApproveJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).ApproveJob(ctx, req.(*ApproveJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _JobService_WatchJob_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchJobRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(JobServiceServer).WatchJob(m, &grpc.GenericServerStream[WatchJobRequest, WatchJobResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type JobService_WatchJobServer = grpc.ServerStreamingServer[WatchJobResponse]
+
+func _JobService_WatchJobs_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchJobsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(JobServiceServer).WatchJobs(m, &grpc.GenericServerStream[WatchJobsRequest, WatchJobsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type JobService_WatchJobsServer = grpc.ServerStreamingServer[WatchJobsResponse]
+
 // JobService_ServiceDesc is the grpc.ServiceDesc for JobService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -251,7 +585,34 @@ var JobService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ListJobs",
 			Handler:    _JobService_ListJobs_Handler,
 		},
+		{
+			MethodName: "CancelJob",
+			Handler:    _JobService_CancelJob_Handler,
+		},
+		{
+			MethodName: "ReplayJob",
+			Handler:    _JobService_ReplayJob_Handler,
+		},
+		{
+			MethodName: "ResolveJob",
+			Handler:    _JobService_ResolveJob_Handler,
+		},
+		{
+			MethodName: "ApproveJob",
+			Handler:    _JobService_ApproveJob_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchJob",
+			Handler:       _JobService_WatchJob_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchJobs",
+			Handler:       _JobService_WatchJobs_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "oncejob/v1/job.proto",
 }

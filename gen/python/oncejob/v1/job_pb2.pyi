@@ -24,10 +24,43 @@ JOB_STATUS_RETRY_WAIT: JobStatus
 JOB_STATUS_RUNNING: JobStatus
 JOB_STATUS_SUCCEEDED: JobStatus
 JOB_STATUS_UNSPECIFIED: JobStatus
+RESOLUTION_FAIL: Resolution
+RESOLUTION_RETRY: Resolution
+RESOLUTION_UNSPECIFIED: Resolution
 SUBMIT_OUTCOME_CREATED: SubmitOutcome
 SUBMIT_OUTCOME_DEDUPLICATED: SubmitOutcome
 SUBMIT_OUTCOME_EXISTING: SubmitOutcome
 SUBMIT_OUTCOME_UNSPECIFIED: SubmitOutcome
+
+class ApproveJobRequest(_message.Message):
+    __slots__ = ["approve", "job_id", "reason"]
+    APPROVE_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    approve: bool
+    job_id: str
+    reason: str
+    def __init__(self, job_id: _Optional[str] = ..., approve: bool = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ApproveJobResponse(_message.Message):
+    __slots__ = ["job"]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: Job
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+
+class CancelJobRequest(_message.Message):
+    __slots__ = ["job_id", "reason"]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    reason: str
+    def __init__(self, job_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CancelJobResponse(_message.Message):
+    __slots__ = ["job"]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: Job
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
 
 class Document(_message.Message):
     __slots__ = ["data", "media_type", "name", "text"]
@@ -120,6 +153,24 @@ class JobError(_message.Message):
     retryable: bool
     def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., retryable: bool = ...) -> None: ...
 
+class JobEvent(_message.Message):
+    __slots__ = ["attempt", "job_id", "message", "seq", "stage", "status", "time"]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    job_id: str
+    message: str
+    seq: int
+    stage: JobStage
+    status: JobStatus
+    time: _timestamp_pb2.Timestamp
+    def __init__(self, job_id: _Optional[str] = ..., seq: _Optional[int] = ..., status: _Optional[_Union[JobStatus, str]] = ..., stage: _Optional[_Union[JobStage, str]] = ..., attempt: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[str] = ...) -> None: ...
+
 class JobUsage(_message.Message):
     __slots__ = ["completion_tokens", "cost_micros", "llm_calls", "prompt_tokens"]
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -152,6 +203,38 @@ class ListJobsResponse(_message.Message):
     next_page_token: str
     def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
+class ReplayJobRequest(_message.Message):
+    __slots__ = ["from_stage", "job_id", "reason"]
+    FROM_STAGE_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    from_stage: JobStage
+    job_id: str
+    reason: str
+    def __init__(self, job_id: _Optional[str] = ..., from_stage: _Optional[_Union[JobStage, str]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ReplayJobResponse(_message.Message):
+    __slots__ = ["job"]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: Job
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+
+class ResolveJobRequest(_message.Message):
+    __slots__ = ["job_id", "reason", "resolution"]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTION_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    reason: str
+    resolution: Resolution
+    def __init__(self, job_id: _Optional[str] = ..., resolution: _Optional[_Union[Resolution, str]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ResolveJobResponse(_message.Message):
+    __slots__ = ["job"]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: Job
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+
 class SubmitJobRequest(_message.Message):
     __slots__ = ["document", "labels", "model_profile", "params", "pipeline"]
     class LabelsEntry(_message.Message):
@@ -181,6 +264,40 @@ class SubmitJobResponse(_message.Message):
     outcome: SubmitOutcome
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., outcome: _Optional[_Union[SubmitOutcome, str]] = ...) -> None: ...
 
+class WatchJobRequest(_message.Message):
+    __slots__ = ["after_seq", "job_id"]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    after_seq: int
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ..., after_seq: _Optional[int] = ...) -> None: ...
+
+class WatchJobResponse(_message.Message):
+    __slots__ = ["event"]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    event: JobEvent
+    def __init__(self, event: _Optional[_Union[JobEvent, _Mapping]] = ...) -> None: ...
+
+class WatchJobsRequest(_message.Message):
+    __slots__ = ["after_cursor", "pipeline", "status"]
+    AFTER_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    after_cursor: str
+    pipeline: str
+    status: JobStatus
+    def __init__(self, status: _Optional[_Union[JobStatus, str]] = ..., pipeline: _Optional[str] = ..., after_cursor: _Optional[str] = ...) -> None: ...
+
+class WatchJobsResponse(_message.Message):
+    __slots__ = ["cursor", "event", "job"]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    cursor: str
+    event: JobEvent
+    job: Job
+    def __init__(self, cursor: _Optional[str] = ..., event: _Optional[_Union[JobEvent, _Mapping]] = ..., job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+
 class JobStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
@@ -188,4 +305,7 @@ class JobStage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class SubmitOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class Resolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -37,6 +37,36 @@ class JobServiceStub(object):
                 request_serializer=oncejob_dot_v1_dot_job__pb2.ListJobsRequest.SerializeToString,
                 response_deserializer=oncejob_dot_v1_dot_job__pb2.ListJobsResponse.FromString,
                 )
+        self.CancelJob = channel.unary_unary(
+                '/oncejob.v1.JobService/CancelJob',
+                request_serializer=oncejob_dot_v1_dot_job__pb2.CancelJobRequest.SerializeToString,
+                response_deserializer=oncejob_dot_v1_dot_job__pb2.CancelJobResponse.FromString,
+                )
+        self.ReplayJob = channel.unary_unary(
+                '/oncejob.v1.JobService/ReplayJob',
+                request_serializer=oncejob_dot_v1_dot_job__pb2.ReplayJobRequest.SerializeToString,
+                response_deserializer=oncejob_dot_v1_dot_job__pb2.ReplayJobResponse.FromString,
+                )
+        self.ResolveJob = channel.unary_unary(
+                '/oncejob.v1.JobService/ResolveJob',
+                request_serializer=oncejob_dot_v1_dot_job__pb2.ResolveJobRequest.SerializeToString,
+                response_deserializer=oncejob_dot_v1_dot_job__pb2.ResolveJobResponse.FromString,
+                )
+        self.ApproveJob = channel.unary_unary(
+                '/oncejob.v1.JobService/ApproveJob',
+                request_serializer=oncejob_dot_v1_dot_job__pb2.ApproveJobRequest.SerializeToString,
+                response_deserializer=oncejob_dot_v1_dot_job__pb2.ApproveJobResponse.FromString,
+                )
+        self.WatchJob = channel.unary_stream(
+                '/oncejob.v1.JobService/WatchJob',
+                request_serializer=oncejob_dot_v1_dot_job__pb2.WatchJobRequest.SerializeToString,
+                response_deserializer=oncejob_dot_v1_dot_job__pb2.WatchJobResponse.FromString,
+                )
+        self.WatchJobs = channel.unary_stream(
+                '/oncejob.v1.JobService/WatchJobs',
+                request_serializer=oncejob_dot_v1_dot_job__pb2.WatchJobsRequest.SerializeToString,
+                response_deserializer=oncejob_dot_v1_dot_job__pb2.WatchJobsResponse.FromString,
+                )
 
 
 class JobServiceServicer(object):
@@ -88,6 +118,103 @@ class JobServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelJob(self, request, context):
+        """CancelJob cancels a job. A job no worker holds is CANCELLED at once; a
+        RUNNING job is asked to stop: its worker sees the request at its next
+        heartbeat, cancels the call in flight and settles it CANCELLED, and no
+        later stage runs. The response shows the job after the request.
+
+        Idempotency contract:
+        Identity: tenant + method + `idempotency-key` metadata (optional here:
+        cancelling is idempotent by itself) with the fingerprint of the
+        request.
+        Window: as SubmitJob's.
+        Response: a replay returns the job as it is now and header
+        `idempotent-replayed: true`; another fingerprint is INVALID_ARGUMENT,
+        IDEMPOTENCY_KEY_REUSED. Cancelling a CANCELLED job returns it; any
+        other terminal job is FAILED_PRECONDITION.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReplayJob(self, request, context):
+        """ReplayJob queues a FAILED or DEAD_LETTERED job again with a fresh retry
+        budget. Its checkpoints are kept, so it resumes from its last good
+        checkpoint; with `from_stage`, that stage and every later one run again.
+
+        Idempotency contract:
+        Identity: tenant + method + `idempotency-key` metadata (required) with
+        the request's fingerprint.
+        Window: as SubmitJob's.
+        Response: a replay of the key returns the job as it is now, header
+        `idempotent-replayed: true`, and queues nothing again; another
+        fingerprint is INVALID_ARGUMENT, IDEMPOTENCY_KEY_REUSED. A job in
+        another status is FAILED_PRECONDITION.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveJob(self, request, context):
+        """ResolveJob settles an OUTCOME_UNKNOWN job by hand: RETRY queues it again
+        (its calls reuse their provider keys, so a call the provider finished is
+        not billed twice), FAIL fails it.
+
+        Idempotency contract: as ReplayJob's (key required); a job not
+        OUTCOME_UNKNOWN is FAILED_PRECONDITION.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ApproveJob(self, request, context):
+        """ApproveJob decides a job AWAITING_APPROVAL (its planned output is in
+        `output`): approved, it is queued and publishes that output; rejected,
+        it is CANCELLED.
+
+        Idempotency contract: as ReplayJob's (key required); a job not
+        AWAITING_APPROVAL is FAILED_PRECONDITION.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchJob(self, request, context):
+        """WatchJob streams one job's events from its durable event log: first
+        every event after `after_seq`, then each new one as it is committed, in
+        seq order with no gaps and no duplicates. The stream ends with OK after
+        an event with a terminal status (SUCCEEDED, FAILED, CANCELLED,
+        DEAD_LETTERED) once no later event exists: a job already terminal sends
+        its events after `after_seq` and ends. FAILED and DEAD_LETTERED are
+        terminal until a ReplayJob: a watch started after the replay sees it.
+
+        A client that reconnects with the seq of the last event it received
+        misses nothing and receives nothing twice, on any replica. When the
+        server shuts down the stream ends with UNAVAILABLE, ErrorInfo reason
+        SERVER_SHUTTING_DOWN and metadata `after_seq`: resume from there on
+        another replica. A job of another tenant is NOT_FOUND; an `after_seq`
+        past the job's last event is OUT_OF_RANGE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchJobs(self, request, context):
+        """WatchJobs streams the changes of the caller's jobs: every event of every
+        job of the tenant (optionally filtered), each with the job and a cursor,
+        in one global order, and never ends on its own. Resuming with the cursor
+        of the last change received misses nothing and repeats nothing, also
+        across replicas and concurrent writers: a change is only sent once every
+        transaction that could commit a change ordered before it has ended. So a
+        long-running write transaction anywhere in the database delays (never
+        loses) changes after it. On shutdown the stream ends with UNAVAILABLE,
+        ErrorInfo reason SERVER_SHUTTING_DOWN and metadata `after_cursor`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -105,6 +232,36 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.ListJobs,
                     request_deserializer=oncejob_dot_v1_dot_job__pb2.ListJobsRequest.FromString,
                     response_serializer=oncejob_dot_v1_dot_job__pb2.ListJobsResponse.SerializeToString,
+            ),
+            'CancelJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelJob,
+                    request_deserializer=oncejob_dot_v1_dot_job__pb2.CancelJobRequest.FromString,
+                    response_serializer=oncejob_dot_v1_dot_job__pb2.CancelJobResponse.SerializeToString,
+            ),
+            'ReplayJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReplayJob,
+                    request_deserializer=oncejob_dot_v1_dot_job__pb2.ReplayJobRequest.FromString,
+                    response_serializer=oncejob_dot_v1_dot_job__pb2.ReplayJobResponse.SerializeToString,
+            ),
+            'ResolveJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveJob,
+                    request_deserializer=oncejob_dot_v1_dot_job__pb2.ResolveJobRequest.FromString,
+                    response_serializer=oncejob_dot_v1_dot_job__pb2.ResolveJobResponse.SerializeToString,
+            ),
+            'ApproveJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApproveJob,
+                    request_deserializer=oncejob_dot_v1_dot_job__pb2.ApproveJobRequest.FromString,
+                    response_serializer=oncejob_dot_v1_dot_job__pb2.ApproveJobResponse.SerializeToString,
+            ),
+            'WatchJob': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchJob,
+                    request_deserializer=oncejob_dot_v1_dot_job__pb2.WatchJobRequest.FromString,
+                    response_serializer=oncejob_dot_v1_dot_job__pb2.WatchJobResponse.SerializeToString,
+            ),
+            'WatchJobs': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchJobs,
+                    request_deserializer=oncejob_dot_v1_dot_job__pb2.WatchJobsRequest.FromString,
+                    response_serializer=oncejob_dot_v1_dot_job__pb2.WatchJobsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -172,5 +329,107 @@ class JobService(object):
         return grpc.experimental.unary_unary(request, target, '/oncejob.v1.JobService/ListJobs',
             oncejob_dot_v1_dot_job__pb2.ListJobsRequest.SerializeToString,
             oncejob_dot_v1_dot_job__pb2.ListJobsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CancelJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/oncejob.v1.JobService/CancelJob',
+            oncejob_dot_v1_dot_job__pb2.CancelJobRequest.SerializeToString,
+            oncejob_dot_v1_dot_job__pb2.CancelJobResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ReplayJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/oncejob.v1.JobService/ReplayJob',
+            oncejob_dot_v1_dot_job__pb2.ReplayJobRequest.SerializeToString,
+            oncejob_dot_v1_dot_job__pb2.ReplayJobResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ResolveJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/oncejob.v1.JobService/ResolveJob',
+            oncejob_dot_v1_dot_job__pb2.ResolveJobRequest.SerializeToString,
+            oncejob_dot_v1_dot_job__pb2.ResolveJobResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ApproveJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/oncejob.v1.JobService/ApproveJob',
+            oncejob_dot_v1_dot_job__pb2.ApproveJobRequest.SerializeToString,
+            oncejob_dot_v1_dot_job__pb2.ApproveJobResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def WatchJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/oncejob.v1.JobService/WatchJob',
+            oncejob_dot_v1_dot_job__pb2.WatchJobRequest.SerializeToString,
+            oncejob_dot_v1_dot_job__pb2.WatchJobResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def WatchJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/oncejob.v1.JobService/WatchJobs',
+            oncejob_dot_v1_dot_job__pb2.WatchJobsRequest.SerializeToString,
+            oncejob_dot_v1_dot_job__pb2.WatchJobsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
