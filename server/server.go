@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"runtime/debug"
+	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
@@ -27,6 +29,7 @@ import (
 	"github.com/oncejob/oncejob/server/requestid"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/watch"
 )
 
 // Config is what a Server needs. Zero fields take the defaults stated.
@@ -42,7 +45,27 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxDocumentBytes bounds a submitted document; default 8 MiB.
 	MaxDocumentBytes int
+	// Watch serves WatchJob and WatchJobs; default none: both are
+	// UNIMPLEMENTED. The caller runs it (Hub.Run) and, before GracefulStop,
+	// shuts it down (Hub.Shutdown) so open streams end with where to resume.
+	Watch *watch.Hub
 }
+
+// Keepalive of the server's connections. Watch streams stay open for long
+// and may carry nothing for minutes, so the server pings an idle connection
+// and drops a peer that does not answer, which ends its streams; and it lets
+// clients ping it as often as every 10s, with or without streams, to keep
+// NATs and load balancers from dropping quiet watches.
+var (
+	keepaliveParams = keepalive.ServerParameters{
+		Time:    30 * time.Second,
+		Timeout: 10 * time.Second,
+	}
+	keepalivePolicy = keepalive.EnforcementPolicy{
+		MinTime:             10 * time.Second,
+		PermitWithoutStream: true,
+	}
+)
 
 // DefaultMaxDocumentBytes is the default document size limit.
 const DefaultMaxDocumentBytes = 8 << 20
@@ -86,6 +109,9 @@ func (c Config) validate() error {
 //	request id -> logging -> recovery -> auth (not on health or reflection)
 //	-> request validation -> idempotency key
 //
+// Streams run the same chain up to auth; their request is validated as the
+// handler receives it.
+//
 // Logging sits outside recovery so a recovered panic is logged as INTERNAL;
 // it never logs metadata or payloads, so API keys never reach the log.
 func New(cfg Config) (*grpc.Server, *health.Server, error) {
@@ -112,6 +138,8 @@ func New(cfg Config) (*grpc.Server, *health.Server, error) {
 
 	srv := grpc.NewServer(
 		grpc.MaxRecvMsgSize(cfg.MaxDocumentBytes+maxMessageOverhead),
+		grpc.KeepaliveParams(keepaliveParams),
+		grpc.KeepaliveEnforcementPolicy(keepalivePolicy),
 		grpc.ChainUnaryInterceptor(
 			withLogHolder,
 			requestid.UnaryServerInterceptor(),
@@ -119,7 +147,7 @@ func New(cfg Config) (*grpc.Server, *health.Server, error) {
 			recovery.UnaryServerInterceptor(recoveryOpt),
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFunc), needsAuth),
 			validationInterceptor(svc.validate),
-			idempotency.UnaryServerInterceptor(oncejobv1.JobService_SubmitJob_FullMethodName),
+			idempotency.UnaryServerInterceptor(append([]string{oncejobv1.JobService_SubmitJob_FullMethodName}, operatorMethods...)...),
 		),
 		grpc.ChainStreamInterceptor(
 			withLogHolderStream,
@@ -127,6 +155,7 @@ func New(cfg Config) (*grpc.Server, *health.Server, error) {
 			logging.StreamServerInterceptor(slogAdapter(cfg.Logger), logOpts...),
 			recovery.StreamServerInterceptor(recoveryOpt),
 			selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFunc), needsAuth),
+			validationStreamInterceptor(svc.validateWatch),
 		),
 	)
 	oncejobv1.RegisterJobServiceServer(srv, svc)

@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -10,14 +9,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
 )
@@ -54,38 +48,10 @@ func serve(t *testing.T, extraArgs ...string) string {
 	t.Helper()
 	addr := freeAddr(t)
 	args := append([]string{"serve", "--database-url", storepgtest.NewSchemaURL(t), "--migrate", "--grpc-addr", addr}, extraArgs...)
-	cmd := exec.Command(filepath.Join(binDir, "oncejob"), args...)
-	logs := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			require.NoError(t, err, "server exit after SIGTERM; logs:\n%s", logs)
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Errorf("server did not stop on SIGTERM; logs:\n%s", logs)
-		}
-	})
-
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
-	require.Eventually(t, func() bool {
-		select {
-		case err := <-exited:
-			t.Fatalf("server exited early: %v; logs:\n%s", err, logs)
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
-	}, 20*time.Second, 50*time.Millisecond, "server never became healthy; logs:\n%s", logs)
-	require.Contains(t, logs.String(), "DEV MODE", "dev mode must be announced")
+	p := start(t, "serve", nil, args...)
+	t.Cleanup(p.stop)
+	waitHealthy(t, p, addr)
+	require.Contains(t, p.logs.String(), "DEV MODE", "dev mode must be announced")
 	return addr
 }
 

@@ -2,7 +2,9 @@
 // small client commands.
 //
 //	oncejob serve     run the gRPC server
+//	oncejob worker    run workers only
 //	oncejob migrate   apply database migrations
+//	oncejob llm-sim   serve the LLM simulator
 //	oncejob hash-key  print the sha256 of an API key for the keys file
 //
 // Every flag can also be set by an ONCEJOB_* environment variable (the flag
@@ -29,7 +31,9 @@ type command struct {
 
 var commands = []command{
 	{"serve", "run the gRPC server", runServe},
+	{"worker", "run workers only, beside serve processes on one Postgres", runWorker},
 	{"migrate", "apply database migrations and exit", runMigrate},
+	{"llm-sim", "serve the deterministic LLM simulator (OpenAI protocol) on loopback", runLLMSim},
 	{"hash-key", "print the sha256 of an API key (read from stdin) for --api-keys", runHashKey},
 }
 

@@ -132,8 +132,8 @@ type JobServiceClient interface {
 	// of the last change received misses nothing and repeats nothing, also
 	// across replicas and concurrent writers: a change is only sent once every
 	// transaction that could commit a change ordered before it has ended. So a
-	// long-running write transaction anywhere in the database delays (never
-	// loses) changes after it. On shutdown the stream ends with UNAVAILABLE,
+	// long-running write transaction anywhere on the database server delays
+	// (never loses) changes after it. On shutdown the stream ends with UNAVAILABLE,
 	// ErrorInfo reason SERVER_SHUTTING_DOWN and metadata `after_cursor`.
 	WatchJobs(ctx context.Context, in *WatchJobsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchJobsResponse], error)
 }
@@ -356,8 +356,8 @@ type JobServiceServer interface {
 	// of the last change received misses nothing and repeats nothing, also
 	// across replicas and concurrent writers: a change is only sent once every
 	// transaction that could commit a change ordered before it has ended. So a
-	// long-running write transaction anywhere in the database delays (never
-	// loses) changes after it. On shutdown the stream ends with UNAVAILABLE,
+	// long-running write transaction anywhere on the database server delays
+	// (never loses) changes after it. On shutdown the stream ends with UNAVAILABLE,
 	// ErrorInfo reason SERVER_SHUTTING_DOWN and metadata `after_cursor`.
 	WatchJobs(*WatchJobsRequest, grpc.ServerStreamingServer[WatchJobsResponse]) error
 	mustEmbedUnimplementedJobServiceServer()

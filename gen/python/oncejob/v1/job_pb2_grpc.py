@@ -207,8 +207,8 @@ class JobServiceServicer(object):
         of the last change received misses nothing and repeats nothing, also
         across replicas and concurrent writers: a change is only sent once every
         transaction that could commit a change ordered before it has ended. So a
-        long-running write transaction anywhere in the database delays (never
-        loses) changes after it. On shutdown the stream ends with UNAVAILABLE,
+        long-running write transaction anywhere on the database server delays
+        (never loses) changes after it. On shutdown the stream ends with UNAVAILABLE,
         ErrorInfo reason SERVER_SHUTTING_DOWN and metadata `after_cursor`.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/oncejob/oncejob/llm"
+	"github.com/oncejob/oncejob/llm/llmsim"
+	"github.com/oncejob/oncejob/pipeline"
+	"github.com/oncejob/oncejob/worker"
+)
+
+// engineOpts are the flags shared by `serve` and `worker`.
+type engineOpts struct {
+	workers       int
+	llmBaseURL    string
+	llmAPIKey     string
+	llmTimeout    time.Duration
+	llmLookupPath string
+	leaseDuration time.Duration
+	pollInterval  time.Duration
+}
+
+func engineFlags(fs *flag.FlagSet, defaultWorkers int) *engineOpts {
+	o := &engineOpts{}
+	fs.IntVar(&o.workers, "workers", defaultWorkers, "jobs run at once by this process (0: none)")
+	fs.StringVar(&o.llmBaseURL, "llm-base-url", "", "OpenAI-compatible API base URL, e.g. https://api.openai.com/v1; empty: the built-in simulator on loopback")
+	fs.StringVar(&o.llmAPIKey, "llm-api-key", "", "API key of the LLM provider (prefer ONCEJOB_LLM_API_KEY)")
+	fs.DurationVar(&o.llmTimeout, "llm-timeout", 60*time.Second, "client timeout of one LLM call; a timeout after sending is an unknown outcome")
+	fs.StringVar(&o.llmLookupPath, "llm-lookup-path", "", "path under --llm-base-url to look a call up by provider key (GET <path>/<key>); empty: the provider has none, and an unknown outcome waits for ResolveJob")
+	fs.DurationVar(&o.leaseDuration, "lease-duration", 30*time.Second, "how long a claim holds without a heartbeat")
+	fs.DurationVar(&o.pollInterval, "poll-interval", 200*time.Millisecond, "wait between claims when the queue is empty")
+	return o
+}
+
+// provider returns the configured provider, or starts the simulator on
+// loopback when none is configured. stop releases what it started.
+func (o *engineOpts) provider(logger *slog.Logger) (llm.Provider, func(), error) {
+	baseURL, lookupPath, stop := o.llmBaseURL, o.llmLookupPath, func() {}
+	if baseURL == "" {
+		sim, err := llmsim.Start("127.0.0.1:0", llmsim.Config{Logger: logger})
+		if err != nil {
+			return nil, nil, fmt.Errorf("start the LLM simulator: %w", err)
+		}
+		baseURL, lookupPath, stop = sim.URL, llmsim.LookupPath, func() { _ = sim.Close() }
+		logger.Info("no --llm-base-url: using the built-in LLM simulator", "url", sim.URL)
+	}
+	p, err := llm.NewOpenAI(llm.Config{BaseURL: baseURL, APIKey: o.llmAPIKey, Timeout: o.llmTimeout, LookupPath: lookupPath})
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return p, stop, nil
+}
+
+// startWorkers runs the engine in the background until ctx is done; wait
+// blocks until it stopped.
+func (o *engineOpts) startWorkers(ctx context.Context, st worker.Store, pipelines *pipeline.Registry, logger *slog.Logger) (wait func(), err error) {
+	if o.workers < 0 {
+		return nil, errors.New("--workers must not be negative")
+	}
+	if o.workers == 0 {
+		return func() {}, nil
+	}
+	provider, stopProvider, err := o.provider(logger)
+	if err != nil {
+		return nil, err
+	}
+	w, err := worker.New(worker.Config{
+		Store:         st,
+		Provider:      provider,
+		Pipelines:     pipelines,
+		Concurrency:   o.workers,
+		LeaseDuration: o.leaseDuration,
+		PollInterval:  o.pollInterval,
+		Logger:        logger,
+	})
+	if err != nil {
+		stopProvider()
+		return nil, err
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer stopProvider()
+		_ = w.Run(ctx)
+	}()
+	logger.Info("workers running", "owner", w.Owner(), "concurrency", o.workers)
+	return wg.Wait, nil
+}
+
+func defaultWorkers() int { return runtime.NumCPU() }

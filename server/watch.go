@@ -1,0 +1,144 @@
+package server
+
+import (
+	"errors"
+	"strconv"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/server/tenant"
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/watch"
+)
+
+// errWatchUnavailable is WatchJob and WatchJobs on a server without a hub.
+var errWatchUnavailable = status.Error(codes.Unimplemented,
+	"watching is not available on this server: its store does not support it (the Postgres store does)")
+
+// WatchJob streams one job's events; see the proto and watch.Hub.WatchJob.
+// Read-only: no idempotency contract.
+func (s *jobService) WatchJob(req *oncejobv1.WatchJobRequest, stream grpc.ServerStreamingServer[oncejobv1.WatchJobResponse]) error {
+	if s.cfg.Watch == nil {
+		return errWatchUnavailable
+	}
+	ctx := stream.Context()
+	t, _ := tenant.FromContext(ctx)
+	last := req.GetAfterSeq()
+	var sendErr error
+	err := s.cfg.Watch.WatchJob(ctx, &watch.JobParams{Tenant: t, JobID: req.GetJobId(), AfterSeq: last}, func(e *store.JobEvent) error {
+		if sendErr = stream.Send(&oncejobv1.WatchJobResponse{Event: eventToProto(e)}); sendErr != nil {
+			return sendErr
+		}
+		last = e.Seq
+		return nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case sendErr != nil:
+		return sendErr // the client is gone; the transport has its status
+	case errors.Is(err, watch.ErrShuttingDown):
+		return shuttingDown("after_seq", strconv.Itoa(int(last)))
+	case errors.Is(err, watch.ErrAfterSeqPastEnd):
+		return status.Errorf(codes.OutOfRange, "after_seq %d is past the last event of job %s", req.GetAfterSeq(), req.GetJobId())
+	}
+	return s.storeError(ctx, err, "job "+req.GetJobId())
+}
+
+// WatchJobs streams the changes of the tenant's jobs; see the proto and
+// watch.Hub.WatchJobs. Read-only: no idempotency contract.
+func (s *jobService) WatchJobs(req *oncejobv1.WatchJobsRequest, stream grpc.ServerStreamingServer[oncejobv1.WatchJobsResponse]) error {
+	if s.cfg.Watch == nil {
+		return errWatchUnavailable
+	}
+	ctx := stream.Context()
+	t, _ := tenant.FromContext(ctx)
+	params := &store.JobChangeListParams{Tenant: t, Pipeline: req.GetPipeline()}
+	if req.GetStatus() != oncejobv1.JobStatus_JOB_STATUS_UNSPECIFIED {
+		params.Status = statusFromProto[req.GetStatus()]
+	}
+	params.After, _ = decodeWatchCursor(req.GetAfterCursor()) // validated
+	last := req.GetAfterCursor()
+	var sendErr error
+	err := s.cfg.Watch.WatchJobs(ctx, params, func(c *store.JobChange) error {
+		cursor := encodeWatchCursor(c.Cursor)
+		if sendErr = stream.Send(&oncejobv1.WatchJobsResponse{Cursor: cursor, Event: eventToProto(c.Event), Job: jobToProto(c.Job)}); sendErr != nil {
+			return sendErr
+		}
+		last = cursor
+		return nil
+	})
+	switch {
+	case sendErr != nil:
+		return sendErr
+	case errors.Is(err, watch.ErrShuttingDown):
+		return shuttingDown("after_cursor", last)
+	}
+	return s.storeError(ctx, err, "jobs")
+}
+
+// shuttingDown is UNAVAILABLE with where to resume, in the message for
+// people and in ErrorInfo metadata for programs.
+func shuttingDown(field, value string) error {
+	st, _ := status.New(codes.Unavailable, "server shutting down; resume with "+field+"="+value).
+		WithDetails(&errdetails.ErrorInfo{Reason: "SERVER_SHUTTING_DOWN", Domain: errorDomain, Metadata: map[string]string{field: value}})
+	return st.Err()
+}
+
+func eventToProto(e *store.JobEvent) *oncejobv1.JobEvent {
+	return &oncejobv1.JobEvent{
+		JobId:   e.JobID,
+		Seq:     e.Seq,
+		Status:  statusToProto[e.Status],
+		Stage:   stageToProto[e.Stage],
+		Attempt: e.Attempt,
+		Time:    timestamppb.New(e.CreatedAt),
+		Message: e.Message,
+	}
+}
+
+// validateWatch checks the watch requests' field rules; the stream variant
+// of the validation interceptor calls it.
+func (s *jobService) validateWatch(req any) error {
+	var v violations
+	switch r := req.(type) {
+	case *oncejobv1.WatchJobRequest:
+		validateJobID(r.GetJobId(), "job_id", &v)
+		if r.GetAfterSeq() < 0 {
+			v.add("after_seq", "must not be negative")
+		}
+	case *oncejobv1.WatchJobsRequest:
+		if _, ok := oncejobv1.JobStatus_name[int32(r.GetStatus())]; !ok {
+			v.add("status", "unknown status %d", r.GetStatus())
+		}
+		if _, err := decodeWatchCursor(r.GetAfterCursor()); err != nil {
+			v.add("after_cursor", "%s", err)
+		}
+	}
+	return v.err()
+}
+
+// validationStreamInterceptor validates the request of a server stream as
+// it is received, before the handler runs.
+func validationStreamInterceptor(validate func(req any) error) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		return handler(srv, &validatingStream{ServerStream: ss, validate: validate})
+	}
+}
+
+type validatingStream struct {
+	grpc.ServerStream
+	validate func(req any) error
+}
+
+func (s *validatingStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return s.validate(m)
+}

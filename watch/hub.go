@@ -1,0 +1,221 @@
+// Package watch fans a store's event notifications out to the watchers of
+// one process. It is dialect-free: the store supplies the durable log
+// (store.WatchStore) and a channel of notifications; the hub keeps, per job
+// and per tenant, the watchers to wake.
+//
+// A notification is only a hint. A woken watcher re-reads the log from its
+// own position, so a lost, late, duplicated or coalesced notification costs
+// latency at worst, never an event. The hub never blocks on a watcher: a
+// watcher's wake-up is a channel of capacity one, sent to without waiting,
+// so any number of notifications for a busy watcher fold into one re-read;
+// a slow client only delays itself, and catches up from the log.
+package watch
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/oncejob/oncejob/store"
+)
+
+// ErrShuttingDown ends every watch when the hub shuts down; the caller
+// tells its client where to resume.
+var ErrShuttingDown = errors.New("watch: server shutting down")
+
+// ErrAfterSeqPastEnd: the job has no event with the seq the watch was to
+// start after.
+var ErrAfterSeqPastEnd = errors.New("watch: after_seq is past the job's last event")
+
+// Config is what a Hub needs. Zero fields take the defaults stated.
+type Config struct {
+	// Store is the log and the notification source. Required.
+	Store store.WatchStore
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// PollInterval is the store's fallback tail of the log; default 1s.
+	PollInterval time.Duration
+	// BatchSize caps the events one read returns; default 500.
+	BatchSize int
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = time.Second
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 500
+	}
+	return c
+}
+
+// Hub is the in-process fan-out. Its methods are safe for concurrent use.
+type Hub struct {
+	cfg      Config
+	mu       sync.RWMutex
+	jobs     map[string]map[*subscription]struct{} // by job id
+	tenants  map[string]map[*subscription]struct{} // by tenant
+	closing  chan struct{}
+	shutdown sync.Once
+	reads    readGroup
+	// epoch counts dispatches; see readGroup.
+	epoch  atomic.Uint64
+	active atomic.Int64
+}
+
+// subscription is one watcher's registration.
+type subscription struct {
+	wake chan struct{} // capacity 1: "the log may have more for you"
+	// seq is the newest seq a job watcher has read; a notification at or
+	// below it needs no wake-up. Unused for tenant watchers.
+	seq atomic.Int32
+}
+
+func (s *subscription) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default: // a wake-up is already pending; it covers this one
+	}
+}
+
+// New returns a Hub. Watches work at once, but only Run delivers live
+// events.
+func New(cfg Config) (*Hub, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Store == nil {
+		return nil, errors.New("watch: Config.Store is required")
+	}
+	h := &Hub{
+		cfg:     cfg,
+		jobs:    make(map[string]map[*subscription]struct{}),
+		tenants: make(map[string]map[*subscription]struct{}),
+		closing: make(chan struct{}),
+	}
+	h.reads.epoch = &h.epoch
+	return h, nil
+}
+
+// Run starts the store's notification source and dispatches its
+// notifications until ctx is done. Should the source fail to start, it
+// retries with backoff.
+func (h *Hub) Run(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for {
+		notes, err := h.cfg.Store.JobEventListen(ctx, &store.JobEventListenParams{
+			Logger:       h.cfg.Logger,
+			PollInterval: h.cfg.PollInterval,
+		})
+		if err == nil {
+			h.wakeAll() // anything before the source started is in the log
+			for n := range notes {
+				h.dispatch(n)
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		h.cfg.Logger.WarnContext(ctx, "watch: notification source stopped; restarting", "error", err, "backoff", backoff.String())
+		select {
+		case <-time.After(rand.N(backoff) + time.Millisecond):
+		case <-ctx.Done():
+			return
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// Shutdown ends every watch with ErrShuttingDown and refuses new ones. Call
+// it before grpc.Server.GracefulStop, which waits for streams to end.
+func (h *Hub) Shutdown() {
+	h.shutdown.Do(func() { close(h.closing) })
+}
+
+// Active returns the number of watches running.
+func (h *Hub) Active() int64 { return h.active.Load() }
+
+func (h *Hub) dispatch(n store.JobEventNotification) {
+	h.epoch.Add(1)
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for sub := range h.jobs[n.JobID] {
+		if n.Seq > sub.seq.Load() {
+			sub.signal()
+		}
+	}
+	for sub := range h.tenants[n.Tenant] {
+		sub.signal()
+	}
+}
+
+func (h *Hub) wakeAll() {
+	h.epoch.Add(1)
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, subs := range []map[string]map[*subscription]struct{}{h.jobs, h.tenants} {
+		for _, set := range subs {
+			for sub := range set {
+				sub.signal()
+			}
+		}
+	}
+}
+
+// subscribe registers a watcher under key before its first read, so no
+// notification after that read can miss it.
+func (h *Hub) subscribe(index map[string]map[*subscription]struct{}, key string) (*subscription, func(), error) {
+	sub := &subscription{wake: make(chan struct{}, 1)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	select {
+	case <-h.closing:
+		return nil, nil, ErrShuttingDown
+	default:
+	}
+	set := index[key]
+	if set == nil {
+		set = make(map[*subscription]struct{})
+		index[key] = set
+	}
+	set[sub] = struct{}{}
+	h.active.Add(1)
+	return sub, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(set, sub)
+		if len(set) == 0 {
+			delete(index, key)
+		}
+		h.active.Add(-1)
+	}, nil
+}
+
+// wait blocks until sub is woken, ctx is done or the hub shuts down.
+func (h *Hub) wait(ctx context.Context, sub *subscription) error {
+	select {
+	case <-sub.wake:
+		return h.stopped(ctx)
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-h.closing:
+		return ErrShuttingDown
+	}
+}
+
+// stopped reports why a busy watch must stop before its next read, if it
+// must.
+func (h *Hub) stopped(ctx context.Context) error {
+	select {
+	case <-h.closing:
+		return ErrShuttingDown
+	default:
+		return ctx.Err()
+	}
+}
