@@ -20,8 +20,11 @@ type WatchStore interface {
 	// events that no transaction still running can precede: an event
 	// committed later always sorts after every cursor handed out before, so
 	// resuming from the last cursor a caller saw misses nothing and repeats
-	// nothing. The price is latency: while any transaction that wrote to the
-	// database is open, events after its start wait for it to end.
+	// nothing. The price is latency: while any write transaction on the
+	// database server is open (in any database: transaction ids are
+	// cluster-wide), events after its start wait for it to end. So an event
+	// just committed may not be listed yet; callers wait for it (the
+	// notification source notifies it once it is listable).
 	JobChangeList(ctx context.Context, params *JobChangeListParams) ([]*JobChange, error)
 
 	// JobEventListen starts the store's notification source and returns its

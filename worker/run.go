@@ -152,13 +152,15 @@ func (r *run) heartbeat(ctx context.Context, cancel context.CancelCauseFunc) {
 
 // stages runs every stage not yet checkpointed, then publishes.
 func (r *run) stages(ctx context.Context) error {
-	cps, err := r.w.cfg.Store.CheckpointList(ctx, &store.CheckpointListParams{JobID: r.job.ID})
-	if err != nil {
-		return err
-	}
-	r.cps = make(map[cpKey]*store.Checkpoint, len(cps))
-	for _, cp := range cps {
-		r.cps[cpKey{cp.Stage, cp.Chunk}] = cp
+	r.cps = map[cpKey]*store.Checkpoint{}
+	if r.job.Attempt > 1 { // a first attempt has no checkpoints yet
+		cps, err := r.w.cfg.Store.CheckpointList(ctx, &store.CheckpointListParams{JobID: r.job.ID})
+		if err != nil {
+			return err
+		}
+		for _, cp := range cps {
+			r.cps[cpKey{cp.Stage, cp.Chunk}] = cp
+		}
 	}
 
 	text, err := r.stage(ctx, stageSpec{

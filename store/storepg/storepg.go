@@ -8,6 +8,7 @@ package storepg
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -24,6 +25,9 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
+// DefaultMaxConns is the pool size Open uses when the URL names none.
+const DefaultMaxConns = 16
+
 // New returns a Store on pool. The caller keeps the pool: Close leaves it
 // open. The schema must be migrated (Migrate).
 func New(pool *pgxpool.Pool) *Store {
@@ -31,9 +35,19 @@ func New(pool *pgxpool.Pool) *Store {
 }
 
 // Open connects to databaseURL and returns a Store that owns its pool: Close
-// closes it. It does not migrate.
+// closes it. It does not migrate. The pool holds at most
+// DefaultMaxConns connections unless the URL says otherwise
+// (pool_max_conns=N): pgxpool's own default, the number of CPUs, starves a
+// process whose workers and RPCs each need a connection for a moment.
 func Open(ctx context.Context, databaseURL string) (*Store, error) {
-	pool, err := pgxpool.New(ctx, databaseURL)
+	config, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("storepg: open: %w", err)
+	}
+	if !strings.Contains(databaseURL, "pool_max_conns") {
+		config.MaxConns = DefaultMaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, config)
 	if err != nil {
 		return nil, fmt.Errorf("storepg: open: %w", err)
 	}

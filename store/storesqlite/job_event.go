@@ -44,15 +44,7 @@ func (s *Store) JobEventList(ctx context.Context, params *store.JobEventListPara
 	}
 	events := make([]*store.JobEvent, len(rows))
 	for i, r := range rows {
-		events[i] = &store.JobEvent{
-			JobID:     r.JobID,
-			Seq:       int32(r.Seq),
-			Status:    store.JobStatus(r.Status),
-			Stage:     store.JobStage(r.Stage),
-			Attempt:   int32(r.Attempt),
-			Message:   r.Message,
-			CreatedAt: timeFrom(r.CreatedAt),
-		}
+		events[i] = jobEventFromRow(r)
 	}
 	return events, nil
 }
@@ -67,5 +59,6 @@ func (s *Store) jobEventAppend(ctx context.Context, tx *sql.Tx, jobID, message s
 	if n != 1 {
 		return fmt.Errorf("storesqlite: job %s: appended %d events, want 1", jobID, n)
 	}
+	s.appended.Store(true)
 	return nil
 }

@@ -36,6 +36,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -70,6 +71,10 @@ type Store struct {
 	q     *dbsqlite.Queries
 	lock  *os.File
 	clock clock
+	// appended is set by jobEventAppend in the write transaction running
+	// now (there is one at a time), and taken by inWriteTx before it ends.
+	appended  atomic.Bool
+	listeners listeners
 }
 
 var _ store.Store = (*Store)(nil)
@@ -162,17 +167,28 @@ func (s *Store) Close() {
 // inWriteTx runs fn in one write transaction (BEGIN IMMEDIATE on the single
 // write connection) and commits if fn returns nil. now is the transaction's
 // timestamp: taken once the transaction holds the writer, so timestamps
-// follow commit order.
+// follow commit order. Once a transaction that appended events has
+// committed, it wakes the store's listeners (JobEventListen).
 func (s *Store) inWriteTx(ctx context.Context, fn func(tx *sql.Tx, now int64) error) error {
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return interpretError(err)
 	}
 	defer tx.Rollback() // a no-op after Commit
-	if err := fn(tx, s.clock.now()); err != nil {
+	err = fn(tx, s.clock.now())
+	// Taken while this transaction still holds the writer, so the flag is
+	// this transaction's, whatever happens next.
+	appended := s.appended.Swap(false)
+	if err != nil {
 		return err
 	}
-	return interpretError(tx.Commit())
+	if err := tx.Commit(); err != nil {
+		return interpretError(err)
+	}
+	if appended {
+		s.listeners.wake()
+	}
+	return nil
 }
 
 // clock hands out the store's timestamps in unix microseconds, the

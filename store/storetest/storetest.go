@@ -574,6 +574,16 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		}
 		exerciseOperator(t, newStore)
 	})
+
+	t.Run("Watch", func(t *testing.T) {
+		t.Parallel()
+		if _, ok := newStore(t).(store.WatchStore); !ok {
+			// Temporary, until every store implements watching.
+			t.Log("watch conformance not yet implemented by this store: skipping store.WatchStore suite")
+			return
+		}
+		exerciseWatch(t, newStore)
+	})
 }
 
 // newSubmitParams returns a valid submission of tenant-a with a fresh id,

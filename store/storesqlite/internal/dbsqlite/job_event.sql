@@ -1,10 +1,13 @@
 -- name: JobEventAppend :execrows
 -- Appends the state a job has just moved to as its event last_event_seq,
 -- stamped with the job's updated_at. Run in the transaction of the move.
-INSERT INTO job_events (job_id, seq, status, stage, attempt, message, created_at)
-SELECT id, last_event_seq, status, stage, attempt, @message, updated_at
+-- SQLite assigns the event's id, its place in the change order (see
+-- migrations/sqlite/0003_watch.up.sql).
+INSERT INTO job_events (job_id, seq, status, stage, attempt, message, created_at, tenant)
+SELECT jobs.id, jobs.last_event_seq, jobs.status, jobs.stage, jobs.attempt, @message,
+    jobs.updated_at, jobs.tenant
 FROM jobs
-WHERE id = @job_id;
+WHERE jobs.id = @job_id;
 
 -- name: JobEventList :many
 SELECT job_events.*

@@ -10,10 +10,11 @@ import (
 )
 
 const jobEventAppend = `-- name: JobEventAppend :execrows
-INSERT INTO job_events (job_id, seq, status, stage, attempt, message, created_at)
-SELECT id, last_event_seq, status, stage, attempt, ?1, updated_at
+INSERT INTO job_events (job_id, seq, status, stage, attempt, message, created_at, tenant)
+SELECT jobs.id, jobs.last_event_seq, jobs.status, jobs.stage, jobs.attempt, ?1,
+    jobs.updated_at, jobs.tenant
 FROM jobs
-WHERE id = ?2
+WHERE jobs.id = ?2
 `
 
 type JobEventAppendParams struct {
@@ -23,6 +24,8 @@ type JobEventAppendParams struct {
 
 // Appends the state a job has just moved to as its event last_event_seq,
 // stamped with the job's updated_at. Run in the transaction of the move.
+// SQLite assigns the event's id, its place in the change order (see
+// migrations/sqlite/0003_watch.up.sql).
 func (q *Queries) JobEventAppend(ctx context.Context, db DBTX, arg JobEventAppendParams) (int64, error) {
 	result, err := db.ExecContext(ctx, jobEventAppend, arg.Message, arg.JobID)
 	if err != nil {
@@ -32,7 +35,7 @@ func (q *Queries) JobEventAppend(ctx context.Context, db DBTX, arg JobEventAppen
 }
 
 const jobEventList = `-- name: JobEventList :many
-SELECT job_events.job_id, job_events.seq, job_events.status, job_events.stage, job_events.attempt, job_events.message, job_events.created_at
+SELECT job_events.job_id, job_events.seq, job_events.status, job_events.stage, job_events.attempt, job_events.message, job_events.created_at, job_events.tenant, job_events.id
 FROM job_events
 JOIN jobs ON jobs.id = job_events.job_id
 WHERE jobs.tenant = ?1
@@ -71,6 +74,8 @@ func (q *Queries) JobEventList(ctx context.Context, db DBTX, arg JobEventListPar
 			&i.Attempt,
 			&i.Message,
 			&i.CreatedAt,
+			&i.Tenant,
+			&i.ID,
 		); err != nil {
 			return nil, err
 		}

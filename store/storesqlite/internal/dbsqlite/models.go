@@ -81,6 +81,8 @@ type JobEvent struct {
 	Attempt   int64
 	Message   string
 	CreatedAt int64
+	Tenant    string
+	ID        int64
 }
 
 type LlmAttempt struct {

@@ -1,0 +1,63 @@
+package storesqlite
+
+import (
+	"context"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
+)
+
+var _ store.WatchStore = (*Store)(nil)
+
+const jobChangeListDefaultLimit = 500
+
+// JobChangeList implements store.WatchStore. An event's id is its place in
+// the change order and its cursor is {Tx: 0, ID: id}: with one writer,
+// insert order is commit order and a reader sees only whole commits, so
+// nothing committed later can sort before an id already read, and SQLite
+// needs no snapshot bound like Postgres's (migrations/sqlite/0003_watch.up.sql).
+func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListParams) ([]*store.JobChange, error) {
+	if params.After.Tx > 0 {
+		return nil, nil // after every {0, id}: no event of this store follows it
+	}
+	afterID := params.After.ID
+	if params.After.Tx < 0 {
+		afterID = 0 // before every {0, id}
+	}
+	rows, err := s.q.JobChangeList(ctx, s.read, dbsqlite.JobChangeListParams{
+		Tenant:   params.Tenant,
+		AfterID:  afterID,
+		Status:   string(params.Status),
+		Pipeline: params.Pipeline,
+		Max:      int64(clampLimit(params.Limit, jobChangeListDefaultLimit)),
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	changes := make([]*store.JobChange, len(rows))
+	for i, r := range rows {
+		r.Job.Output = nil // not for list views; see store.JobChange
+		job, err := jobFromRow(r.Job)
+		if err != nil {
+			return nil, err
+		}
+		changes[i] = &store.JobChange{
+			Cursor: store.JobChangeCursor{ID: r.JobEvent.ID},
+			Event:  jobEventFromRow(r.JobEvent),
+			Job:    job,
+		}
+	}
+	return changes, nil
+}
+
+func jobEventFromRow(r dbsqlite.JobEvent) *store.JobEvent {
+	return &store.JobEvent{
+		JobID:     r.JobID,
+		Seq:       int32(r.Seq),
+		Status:    store.JobStatus(r.Status),
+		Stage:     store.JobStage(r.Stage),
+		Attempt:   int32(r.Attempt),
+		Message:   r.Message,
+		CreatedAt: timeFrom(r.CreatedAt),
+	}
+}
