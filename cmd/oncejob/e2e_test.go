@@ -55,6 +55,19 @@ func serve(t *testing.T, extraArgs ...string) string {
 	return addr
 }
 
+// serveEmbedded starts the real binary as a new user would: no database,
+// no provider, only a data directory (here a temp one).
+func serveEmbedded(t *testing.T) string {
+	t.Helper()
+	addr := freeAddr(t)
+	p := start(t, "serve-embedded", nil, "serve", "--data-dir", t.TempDir(), "--grpc-addr", addr)
+	t.Cleanup(p.stop)
+	waitHealthy(t, p, addr)
+	require.Contains(t, p.logs.String(), "DEV MODE", "dev mode must be announced")
+	require.Contains(t, p.logs.String(), "built-in LLM simulator")
+	return addr
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -102,7 +115,7 @@ func readmeExamples(t *testing.T, marker string) []string {
 // TestReadmeGrpcurlExamples runs the README's grpcurl examples, as written,
 // against the real binary.
 func TestReadmeGrpcurlExamples(t *testing.T) {
-	addr := serve(t)
+	addr := serveEmbedded(t)
 	cmds := readmeExamples(t, "<!-- e2e: grpcurl examples -->")
 	want := []struct {
 		ok       bool
@@ -112,6 +125,7 @@ func TestReadmeGrpcurlExamples(t *testing.T) {
 		{true, []string{`idempotent-replayed: true`, `"outcome": "SUBMIT_OUTCOME_EXISTING"`}},
 		{false, []string{`InvalidArgument`, `IDEMPOTENCY_KEY_REUSED`}},
 		{false, []string{`InvalidArgument`, `idempotency-key metadata is required`}},
+		{true, []string{`"message": "submitted"`, `"status": "JOB_STATUS_RUNNING"`, `"stage": "JOB_STAGE_LLM_DONE"`, `"status": "JOB_STATUS_SUCCEEDED"`, `"stage": "JOB_STAGE_PUBLISHED"`}},
 		{true, []string{`"jobs": [`, `"idempotencyKey": "invoice-2026-0042"`}},
 		{true, []string{`"status": "SERVING"`}},
 	}
