@@ -36,6 +36,7 @@ func (s *Store) JobClaim(ctx context.Context, params *store.JobClaimParams) ([]*
 	}
 	jobs := make([]*store.Job, len(rows))
 	for i, row := range rows {
+		s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
 		if jobs[i], err = jobFromRow(dbsqlc.Job(row)); err != nil {
 			return nil, err
 		}
@@ -105,7 +106,7 @@ func (s *Store) CheckpointWrite(ctx context.Context, params *store.CheckpointWri
 	if err != nil {
 		return store.ErrLeaseLost
 	}
-	_, err = s.q.CheckpointWrite(ctx, s.pool, dbsqlc.CheckpointWriteParams{
+	row, err := s.q.CheckpointWrite(ctx, s.pool, dbsqlc.CheckpointWriteParams{
 		AdvanceStage: params.AdvanceStage,
 		Stage:        string(params.Stage),
 		JobID:        id,
@@ -117,6 +118,9 @@ func (s *Store) CheckpointWrite(ctx context.Context, params *store.CheckpointWri
 		Output:       nonNilBytes(params.Output),
 		Message:      params.Message,
 	})
+	if err == nil && params.AdvanceStage {
+		s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
+	}
 	return interpretLeaseError(err)
 }
 
@@ -242,6 +246,7 @@ func (s *Store) JobPublish(ctx context.Context, params *store.JobPublishParams) 
 	if err != nil {
 		return nil, interpretLeaseError(err)
 	}
+	s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
 	return jobFromRow(dbsqlc.Job(row))
 }
 
@@ -293,6 +298,7 @@ func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionPa
 	if err != nil {
 		return nil, interpretLeaseError(err)
 	}
+	s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
 	return jobFromRow(dbsqlc.Job(row))
 }
 

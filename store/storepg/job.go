@@ -29,6 +29,7 @@ func (s *Store) JobSubmit(ctx context.Context, params *store.JobSubmitParams) (*
 	for range jobSubmitAttempts {
 		row, err := s.q.JobSubmit(ctx, s.pool, args)
 		if err == nil {
+			s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
 			job, err := jobFromRow(dbsqlc.Job(row))
 			if err != nil {
 				return nil, err
@@ -170,6 +171,7 @@ func (s *Store) JobComplete(ctx context.Context, params *store.JobCompleteParams
 	if err != nil {
 		return nil, interpretError(err)
 	}
+	s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
 	return jobFromRow(dbsqlc.Job(row))
 }
 

@@ -33,8 +33,9 @@ const (
 // channel:
 //
 //   - a connection of its own (not from the pool) that LISTENs on the
-//     schema's channel, which the job_events trigger NOTIFYs on every insert;
-//     it reconnects with jittered exponential backoff when it drops;
+//     schema's channel, on which every process's store announces events
+//     after they commit (notifier.go); it reconnects with jittered
+//     exponential backoff when it drops;
 //   - a tail of the log on the pool, every PollInterval and at once after
 //     each (re)connect: the events after its cursor in (tx, id) order whose
 //     transactions have all ended, so it never skips one. It finds what a

@@ -223,6 +223,9 @@ func (s *Store) operate(ctx context.Context, op operation) (*store.OperatorResul
 	case err != nil:
 		return nil, interpretError(err)
 	}
+	if !replayed {
+		s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
+	}
 	job, err := jobFromRow(row)
 	if err != nil {
 		return nil, err

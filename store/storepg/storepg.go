@@ -21,6 +21,7 @@ type Store struct {
 	pool     *pgxpool.Pool
 	q        *dbsqlc.Queries
 	ownsPool bool
+	notifier notifier
 }
 
 var _ store.Store = (*Store)(nil)
@@ -64,8 +65,9 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 // migrations, tests) that need a connection of their own.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Close closes the pool if Open made it.
+// Close stops the store's notifier and closes the pool if Open made it.
 func (s *Store) Close() {
+	s.notifier.close()
 	if s.ownsPool {
 		s.pool.Close()
 	}

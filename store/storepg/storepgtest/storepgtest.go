@@ -39,7 +39,9 @@ func NewTestStore(tb testing.TB) *storepg.Store {
 	if err := storepg.Migrate(context.Background(), pool); err != nil {
 		tb.Fatalf("storepgtest: %v", err)
 	}
-	return storepg.New(pool)
+	s := storepg.New(pool)
+	tb.Cleanup(s.Close) // before the pool's: cleanups run last-in first-out
+	return s
 }
 
 // NewTestPool creates schema t_<random> and returns a pool whose connections

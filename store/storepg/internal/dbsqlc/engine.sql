@@ -35,8 +35,8 @@ job AS (
     RETURNING jobs.*
 ),
 event AS (
-    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
-    SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt,
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt,
         CASE candidate.old_status
             WHEN 'running' THEN 'lease taken over from ' || coalesce(candidate.old_owner, '')
             WHEN 'outcome_unknown' THEN 'reconciling an unknown outcome'
@@ -111,12 +111,12 @@ checkpoint AS (
         created_at = now()
 ),
 event AS (
-    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
-    SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt, @message::text
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, @message::text
     FROM job
     WHERE @advance_stage::boolean
 )
-SELECT id FROM job;
+SELECT id, tenant, last_event_seq FROM job;
 
 -- name: LLMAttemptRecord :one
 -- Journals an attempt under the job's tenant and, when billed, adds its usage
@@ -199,8 +199,8 @@ job AS (
     RETURNING *
 ),
 event AS (
-    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
-    SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt,
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt,
         CASE WHEN job.deduplicated_from IS NULL THEN @message::text
             ELSE @message::text || ' (deduplicated from ' || job.deduplicated_from::text || ')' END
     FROM job
@@ -238,8 +238,8 @@ WITH job AS (
     RETURNING *
 ),
 event AS (
-    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
-    SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt, @message::text
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, @message::text
     FROM job
 )
 SELECT * FROM job;

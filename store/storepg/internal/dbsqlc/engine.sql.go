@@ -112,12 +112,12 @@ checkpoint AS (
         created_at = now()
 ),
 event AS (
-    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
-    SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt, $10::text
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, $10::text
     FROM job
     WHERE $1::boolean
 )
-SELECT id FROM job
+SELECT id, tenant, last_event_seq FROM job
 `
 
 type CheckpointWriteParams struct {
@@ -133,11 +133,17 @@ type CheckpointWriteParams struct {
 	Message      string
 }
 
+type CheckpointWriteRow struct {
+	ID           pgtype.UUID
+	Tenant       string
+	LastEventSeq int32
+}
+
 // Records a checkpoint in one statement, fenced: the UPDATE of the job takes
 // its row lock and rechecks (owner, attempt, running) on the newest row
 // version, so a takeover committed first leaves it no row, and then nothing
 // else is written. No row returned: lease lost.
-func (q *Queries) CheckpointWrite(ctx context.Context, db DBTX, arg CheckpointWriteParams) (pgtype.UUID, error) {
+func (q *Queries) CheckpointWrite(ctx context.Context, db DBTX, arg CheckpointWriteParams) (CheckpointWriteRow, error) {
 	row := db.QueryRow(ctx, checkpointWrite,
 		arg.AdvanceStage,
 		arg.Stage,
@@ -150,9 +156,9 @@ func (q *Queries) CheckpointWrite(ctx context.Context, db DBTX, arg CheckpointWr
 		arg.Output,
 		arg.Message,
 	)
-	var id pgtype.UUID
-	err := row.Scan(&id)
-	return id, err
+	var i CheckpointWriteRow
+	err := row.Scan(&i.ID, &i.Tenant, &i.LastEventSeq)
+	return i, err
 }
 
 const documentGet = `-- name: DocumentGet :one
@@ -201,8 +207,8 @@ job AS (
     RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved
 ),
 event AS (
-    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
-    SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt,
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt,
         CASE candidate.old_status
             WHEN 'running' THEN 'lease taken over from ' || coalesce(candidate.old_owner, '')
             WHEN 'outcome_unknown' THEN 'reconciling an unknown outcome'
@@ -439,8 +445,8 @@ job AS (
     RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
 ),
 event AS (
-    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
-    SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt,
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt,
         CASE WHEN job.deduplicated_from IS NULL THEN $5::text
             ELSE $5::text || ' (deduplicated from ' || job.deduplicated_from::text || ')' END
     FROM job
@@ -579,8 +585,8 @@ WITH job AS (
     RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
 ),
 event AS (
-    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
-    SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt, $9::text
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, $9::text
     FROM job
 )
 SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved FROM job

@@ -44,8 +44,8 @@ job AS (
     RETURNING *
 ),
 event AS (
-    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
-    SELECT job.id, 1, job.status, job.stage, job.attempt,
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    SELECT job.id, job.tenant, 1, job.status, job.stage, job.attempt,
         CASE WHEN job.deduplicated_from IS NULL THEN 'submitted'
             ELSE 'deduplicated from ' || job.deduplicated_from::text END
     FROM job
@@ -97,8 +97,8 @@ WITH job AS (
     RETURNING *
 ),
 event AS (
-    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
-    SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt, 'published'
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, 'published'
     FROM job
 )
 SELECT * FROM job;

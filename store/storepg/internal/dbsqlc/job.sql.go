@@ -29,8 +29,8 @@ WITH job AS (
     RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
 ),
 event AS (
-    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
-    SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt, 'published'
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, 'published'
     FROM job
 )
 SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved FROM job
@@ -377,8 +377,8 @@ job AS (
     RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
 ),
 event AS (
-    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
-    SELECT job.id, 1, job.status, job.stage, job.attempt,
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    SELECT job.id, job.tenant, 1, job.status, job.stage, job.attempt,
         CASE WHEN job.deduplicated_from IS NULL THEN 'submitted'
             ELSE 'deduplicated from ' || job.deduplicated_from::text END
     FROM job

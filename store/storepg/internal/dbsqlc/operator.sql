@@ -44,8 +44,8 @@ WITH job AS (
     RETURNING *
 ),
 event AS (
-    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
-    SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt, @message::text
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, @message::text
     FROM job
     WHERE job.status = 'cancelled'
 )
@@ -85,8 +85,8 @@ checkpoints AS (
         AND job_checkpoints.stage = ANY(@reset_stages::text[])
 ),
 event AS (
-    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
-    SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt, @message::text
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, @message::text
     FROM job
 )
 SELECT * FROM job;
@@ -112,8 +112,8 @@ WITH job AS (
     RETURNING *
 ),
 event AS (
-    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
-    SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt, @message::text
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, @message::text
     FROM job
 )
 SELECT * FROM job;

@@ -89,8 +89,8 @@ WITH job AS (
     RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
 ),
 event AS (
-    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
-    SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt, $4::text
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, $4::text
     FROM job
     WHERE job.status = 'cancelled'
 )
@@ -281,8 +281,8 @@ checkpoints AS (
         AND job_checkpoints.stage = ANY($1::text[])
 ),
 event AS (
-    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
-    SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt, $6::text
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, $6::text
     FROM job
 )
 SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved FROM job
@@ -410,8 +410,8 @@ WITH job AS (
     RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
 ),
 event AS (
-    INSERT INTO job_events (job_id, seq, status, stage, attempt, message)
-    SELECT job.id, job.last_event_seq, job.status, job.stage, job.attempt, $8::text
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, $8::text
     FROM job
 )
 SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved FROM job

@@ -1,6 +1,6 @@
 -- name: JobEventChannel :one
 -- The NOTIFY channel of the job_events table this connection's search_path
--- finds; the trigger in 0003_watch.up.sql builds the same name.
+-- finds; JobEventNotify builds the same name.
 SELECT left('oncejob_events_' || pg_namespace.nspname::text, 63)::text AS channel
 FROM pg_catalog.pg_class
 JOIN pg_catalog.pg_namespace ON pg_namespace.oid = pg_class.relnamespace
@@ -35,3 +35,15 @@ WHERE job_events.tenant = @tenant::text
     AND (sqlc.narg(pipeline)::text IS NULL OR jobs.pipeline = sqlc.narg(pipeline)::text)
 ORDER BY job_events.tx, job_events.id
 LIMIT @max::integer;
+
+-- name: JobEventNotify :exec
+-- Announces events that committed, one notification per payload, in one
+-- short transaction of its own (see notifier.go).
+SELECT pg_notify(channel.name, payload)
+FROM (
+    SELECT left('oncejob_events_' || pg_namespace.nspname::text, 63)::text AS name
+    FROM pg_catalog.pg_class
+    JOIN pg_catalog.pg_namespace ON pg_namespace.oid = pg_class.relnamespace
+    WHERE pg_class.oid = 'job_events'::regclass
+) AS channel,
+unnest(@payloads::text[]) AS payload;

@@ -122,12 +122,30 @@ WHERE pg_class.oid = 'job_events'::regclass
 `
 
 // The NOTIFY channel of the job_events table this connection's search_path
-// finds; the trigger in 0003_watch.up.sql builds the same name.
+// finds; JobEventNotify builds the same name.
 func (q *Queries) JobEventChannel(ctx context.Context, db DBTX) (string, error) {
 	row := db.QueryRow(ctx, jobEventChannel)
 	var channel string
 	err := row.Scan(&channel)
 	return channel, err
+}
+
+const jobEventNotify = `-- name: JobEventNotify :exec
+SELECT pg_notify(channel.name, payload)
+FROM (
+    SELECT left('oncejob_events_' || pg_namespace.nspname::text, 63)::text AS name
+    FROM pg_catalog.pg_class
+    JOIN pg_catalog.pg_namespace ON pg_namespace.oid = pg_class.relnamespace
+    WHERE pg_class.oid = 'job_events'::regclass
+) AS channel,
+unnest($1::text[]) AS payload
+`
+
+// Announces events that committed, one notification per payload, in one
+// short transaction of its own (see notifier.go).
+func (q *Queries) JobEventNotify(ctx context.Context, db DBTX, payloads []string) error {
+	_, err := db.Exec(ctx, jobEventNotify, payloads)
+	return err
 }
 
 const jobEventTail = `-- name: JobEventTail :many
