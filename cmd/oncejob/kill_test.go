@@ -89,22 +89,35 @@ func (c *cluster) allTerminal(t *testing.T, jobs []*oncejobv1.Job) bool {
 	return true
 }
 
+// requireExactlyOnce checks the crash-safety invariants on the cluster's
+// store and simulator.
+func (c *cluster) requireExactlyOnce(t *testing.T, jobs []*oncejobv1.Job) {
+	t.Helper()
+	requireExactlyOnce(t, c.store, c.sim, jobs)
+}
+
+// exactlyOnceStore is what requireExactlyOnce reads: either store.
+type exactlyOnceStore interface {
+	store.Store
+	store.EngineStore
+}
+
 // requireExactlyOnce checks the crash-safety invariants: every job
 // SUCCEEDED once, one result, one outbox row, events consecutive, each
 // chunk billed exactly once by the provider, and the journal's billed rows
 // match the provider's bills key by key.
-func (c *cluster) requireExactlyOnce(t *testing.T, jobs []*oncejobv1.Job) {
+func requireExactlyOnce(t *testing.T, db exactlyOnceStore, sim *simProc, jobs []*oncejobv1.Job) {
 	t.Helper()
 	ctx := context.Background()
-	st := c.sim.stats(t)
+	st := sim.stats(t)
 	var chunkCheckpoints int
 	for _, j := range jobs {
-		got, err := c.store.JobGetByID(ctx, &store.JobGetByIDParams{Tenant: "default", ID: j.GetId()})
+		got, err := db.JobGetByID(ctx, &store.JobGetByIDParams{Tenant: "default", ID: j.GetId()})
 		require.NoError(t, err)
 		require.Equal(t, store.JobStatusSucceeded, got.Status, "job %s: %+v", j.GetId(), got.Error)
 		require.NotEmpty(t, got.Output)
 
-		evs, err := c.store.JobEventList(ctx, &store.JobEventListParams{Tenant: "default", JobID: j.GetId()})
+		evs, err := db.JobEventList(ctx, &store.JobEventListParams{Tenant: "default", JobID: j.GetId()})
 		require.NoError(t, err)
 		succeeded := 0
 		for i, e := range evs {
@@ -115,11 +128,11 @@ func (c *cluster) requireExactlyOnce(t *testing.T, jobs []*oncejobv1.Job) {
 		}
 		require.Equal(t, 1, succeeded, "job %s succeeded once", j.GetId())
 
-		outbox, err := c.store.OutboxList(ctx, &store.OutboxListParams{JobID: j.GetId()})
+		outbox, err := db.OutboxList(ctx, &store.OutboxListParams{JobID: j.GetId()})
 		require.NoError(t, err)
 		require.Len(t, outbox, 1, "job %s: one outbox row", j.GetId())
 
-		cps, err := c.store.CheckpointList(ctx, &store.CheckpointListParams{JobID: j.GetId()})
+		cps, err := db.CheckpointList(ctx, &store.CheckpointListParams{JobID: j.GetId()})
 		require.NoError(t, err)
 		for _, cp := range cps {
 			if cp.Stage == store.JobStageLLMDone && cp.Chunk >= 0 {
@@ -127,7 +140,7 @@ func (c *cluster) requireExactlyOnce(t *testing.T, jobs []*oncejobv1.Job) {
 			}
 		}
 
-		journal, err := c.store.LLMAttemptList(ctx, &store.LLMAttemptListParams{JobID: j.GetId()})
+		journal, err := db.LLMAttemptList(ctx, &store.LLMAttemptListParams{JobID: j.GetId()})
 		require.NoError(t, err)
 		billedByKey := map[string]int64{}
 		for _, a := range journal {
