@@ -25,13 +25,20 @@ import (
 	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
-	"github.com/oncejob/oncejob/store/storepg"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
+	"github.com/oncejob/oncejob/store/storesqlite"
 	"github.com/oncejob/oncejob/watch"
 )
 
+// watchTestStore is what the watch tests drive: both stores implement it.
+type watchTestStore interface {
+	store.Store
+	store.EngineStore
+	store.WatchStore
+}
+
 type watchBundle struct {
-	store  *storepg.Store
+	store  watchTestStore
 	hub    *watch.Hub
 	client oncejobv1.JobServiceClient
 	addr   string
@@ -40,7 +47,24 @@ type watchBundle struct {
 // setupWatch starts a server with a running hub on a fresh schema.
 func setupWatch(t *testing.T) *watchBundle {
 	t.Helper()
-	st := storepgtest.NewTestStore(t)
+	return setupWatchOn(t, storepgtest.NewTestStore(t))
+}
+
+// forEachStore runs fn on a fresh Postgres schema and on a fresh embedded
+// store, as subtests.
+func forEachStore(t *testing.T, fn func(t *testing.T, b *watchBundle)) {
+	t.Run("postgres", func(t *testing.T) { fn(t, setupWatch(t)) })
+	t.Run("sqlite", func(t *testing.T) {
+		st, err := storesqlite.Open(context.Background(), storesqlite.Config{DataDir: t.TempDir()})
+		require.NoError(t, err)
+		t.Cleanup(st.Close)
+		fn(t, setupWatchOn(t, st))
+	})
+}
+
+// setupWatchOn starts a server with a running hub on st.
+func setupWatchOn(t *testing.T, st watchTestStore) *watchBundle {
+	t.Helper()
 	keysFile := filepath.Join(t.TempDir(), "keys.yaml")
 	require.NoError(t, os.WriteFile(keysFile, []byte(fmt.Sprintf(
 		"keys:\n  - tenant: acme\n    sha256: %s\n  - tenant: globex\n    sha256: %s\n",
@@ -85,7 +109,7 @@ func submit(t testing.TB, client oncejobv1.JobServiceClient, apiKey, text string
 // transitions: claim (running), four stage checkpoints (running) and
 // publish (succeeded) — seqs 2 to 7 after the submission's 1. pause runs
 // between the steps.
-func drive(t testing.TB, st *storepg.Store, want int, pause func()) {
+func drive(t testing.TB, st watchTestStore, want int, pause func()) {
 	t.Helper()
 	ctx := context.Background()
 	jobs, err := st.JobClaim(ctx, &store.JobClaimParams{Owner: "test-worker", Limit: want, LeaseDuration: time.Minute})
@@ -154,30 +178,31 @@ func checkEvents(events []*oncejobv1.JobEvent, id string, after int) error {
 
 func TestWatchJobBacklogThenLiveThenEnd(t *testing.T) {
 	t.Parallel()
-	b := setupWatch(t)
-	id := submit(t, b.client, keyAcme, "live")
-	stream, err := b.client.WatchJob(as(keyAcme, ""), &oncejobv1.WatchJobRequest{JobId: id})
-	require.NoError(t, err)
-	first, err := stream.Recv()
-	require.NoError(t, err)
-	require.Equal(t, int32(1), first.GetEvent().GetSeq(), "the backlog comes first")
-	require.Equal(t, "submitted", first.GetEvent().GetMessage())
-
-	drive(t, b.store, 1, func() { time.Sleep(20 * time.Millisecond) })
-	rest, err := collect(stream)
-	require.NoError(t, err, "the stream ends OK after the terminal event")
-	require.NoError(t, checkEvents(rest, id, 1))
-	require.Equal(t, oncejobv1.JobStage_JOB_STAGE_PUBLISHED, rest[len(rest)-1].GetStage())
-	require.NotNil(t, rest[len(rest)-1].GetTime())
-
-	// A terminal job: its backlog after after_seq, then the end.
-	for after := range 8 {
-		stream, err := b.client.WatchJob(as(keyAcme, ""), &oncejobv1.WatchJobRequest{JobId: id, AfterSeq: int32(after)})
+	forEachStore(t, func(t *testing.T, b *watchBundle) {
+		id := submit(t, b.client, keyAcme, "live")
+		stream, err := b.client.WatchJob(as(keyAcme, ""), &oncejobv1.WatchJobRequest{JobId: id})
 		require.NoError(t, err)
-		events, err := collect(stream)
+		first, err := stream.Recv()
 		require.NoError(t, err)
-		require.NoError(t, checkEvents(events, id, after))
-	}
+		require.Equal(t, int32(1), first.GetEvent().GetSeq(), "the backlog comes first")
+		require.Equal(t, "submitted", first.GetEvent().GetMessage())
+
+		drive(t, b.store, 1, func() { time.Sleep(20 * time.Millisecond) })
+		rest, err := collect(stream)
+		require.NoError(t, err, "the stream ends OK after the terminal event")
+		require.NoError(t, checkEvents(rest, id, 1))
+		require.Equal(t, oncejobv1.JobStage_JOB_STAGE_PUBLISHED, rest[len(rest)-1].GetStage())
+		require.NotNil(t, rest[len(rest)-1].GetTime())
+
+		// A terminal job: its backlog after after_seq, then the end.
+		for after := range 8 {
+			stream, err := b.client.WatchJob(as(keyAcme, ""), &oncejobv1.WatchJobRequest{JobId: id, AfterSeq: int32(after)})
+			require.NoError(t, err)
+			events, err := collect(stream)
+			require.NoError(t, err)
+			require.NoError(t, checkEvents(events, id, after))
+		}
+	})
 }
 
 func TestWatchJobErrors(t *testing.T) {
@@ -225,40 +250,41 @@ func TestWatchUnimplementedWithoutHub(t *testing.T) {
 
 func TestWatchJobResumeGetsExactlyTheRest(t *testing.T) {
 	t.Parallel()
-	b := setupWatch(t)
-	id := submit(t, b.client, keyAcme, "resume")
-	step := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		drive(t, b.store, 1, func() { <-step })
-	}()
+	forEachStore(t, func(t *testing.T, b *watchBundle) {
+		id := submit(t, b.client, keyAcme, "resume")
+		step := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			drive(t, b.store, 1, func() { <-step })
+		}()
 
-	// Read the first three events, then disconnect.
-	ctx, cancel := context.WithCancel(as(keyAcme, ""))
-	stream, err := b.client.WatchJob(ctx, &oncejobv1.WatchJobRequest{JobId: id})
-	require.NoError(t, err)
-	var got []*oncejobv1.JobEvent
-	for len(got) < 3 {
-		step <- struct{}{}
-		resp, err := stream.Recv()
+		// Read the first three events, then disconnect.
+		ctx, cancel := context.WithCancel(as(keyAcme, ""))
+		stream, err := b.client.WatchJob(ctx, &oncejobv1.WatchJobRequest{JobId: id})
 		require.NoError(t, err)
-		got = append(got, resp.GetEvent())
-	}
-	cancel()
-	_, err = collect(stream)
-	require.Equal(t, codes.Canceled, status.Code(err))
+		var got []*oncejobv1.JobEvent
+		for len(got) < 3 {
+			step <- struct{}{}
+			resp, err := stream.Recv()
+			require.NoError(t, err)
+			got = append(got, resp.GetEvent())
+		}
+		cancel()
+		_, err = collect(stream)
+		require.Equal(t, codes.Canceled, status.Code(err))
 
-	// An event happens while nobody watches.
-	step <- struct{}{}
-	// Resume from the last seq received.
-	stream, err = b.client.WatchJob(as(keyAcme, ""), &oncejobv1.WatchJobRequest{JobId: id, AfterSeq: got[len(got)-1].GetSeq()})
-	require.NoError(t, err)
-	go func() { step <- struct{}{} }() // the last pause: publish
-	rest, err := collect(stream)
-	require.NoError(t, err)
-	<-done
-	require.NoError(t, checkEvents(append(got, rest...), id, 0))
+		// An event happens while nobody watches.
+		step <- struct{}{}
+		// Resume from the last seq received.
+		stream, err = b.client.WatchJob(as(keyAcme, ""), &oncejobv1.WatchJobRequest{JobId: id, AfterSeq: got[len(got)-1].GetSeq()})
+		require.NoError(t, err)
+		go func() { step <- struct{}{} }() // the last pause: publish
+		rest, err := collect(stream)
+		require.NoError(t, err)
+		<-done
+		require.NoError(t, checkEvents(append(got, rest...), id, 0))
+	})
 }
 
 func TestWatchShutdownTellsWhereToResume(t *testing.T) {
@@ -378,28 +404,30 @@ func watchMany(t *testing.T, b *watchBundle, ids []string, act func()) {
 }
 
 func TestWatchThousandWatchersOneJob(t *testing.T) {
-	b := setupWatch(t)
-	id := submit(t, b.client, keyAcme, "popular")
-	before := measure()
-	ids := make([]string, 1000)
-	for i := range ids {
-		ids[i] = id
-	}
-	watchMany(t, b, ids, func() { drive(t, b.store, 1, func() { time.Sleep(10 * time.Millisecond) }) })
-	requireBackToBaseline(t, before)
+	forEachStore(t, func(t *testing.T, b *watchBundle) {
+		id := submit(t, b.client, keyAcme, "popular")
+		before := measure()
+		ids := make([]string, 1000)
+		for i := range ids {
+			ids[i] = id
+		}
+		watchMany(t, b, ids, func() { drive(t, b.store, 1, func() { time.Sleep(10 * time.Millisecond) }) })
+		requireBackToBaseline(t, before)
+	})
 }
 
 func TestWatchThousandWatchersThousandJobs(t *testing.T) {
-	b := setupWatch(t)
-	ids := make([]string, 1000)
-	var wg sync.WaitGroup
-	for i := range ids {
-		wg.Go(func() { ids[i] = submit(t, b.client, keyAcme, fmt.Sprintf("doc %d", i)) })
-	}
-	wg.Wait()
-	before := measure()
-	watchMany(t, b, ids, func() { drive(t, b.store, len(ids), func() {}) })
-	requireBackToBaseline(t, before)
+	forEachStore(t, func(t *testing.T, b *watchBundle) {
+		ids := make([]string, 1000)
+		var wg sync.WaitGroup
+		for i := range ids {
+			wg.Go(func() { ids[i] = submit(t, b.client, keyAcme, fmt.Sprintf("doc %d", i)) })
+		}
+		wg.Wait()
+		before := measure()
+		watchMany(t, b, ids, func() { drive(t, b.store, len(ids), func() {}) })
+		requireBackToBaseline(t, before)
+	})
 }
 
 func TestWatchJobsResumesAcrossConcurrentCommitters(t *testing.T) {

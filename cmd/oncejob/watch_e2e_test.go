@@ -332,3 +332,22 @@ func schemaOf(t *testing.T, databaseURL string) string {
 	require.NotEmpty(t, s)
 	return s
 }
+
+// TestWatchTwoReplicasAndASeparateWorker runs the jobs with a real `oncejob
+// worker` process: watchers on both API replicas see every transition it
+// commits, identical and in order.
+func TestWatchTwoReplicasAndASeparateWorker(t *testing.T) {
+	c := newWatchCluster(t)
+	ids := c.submit(t, 5)
+	var watches []<-chan eventsOf
+	for _, id := range ids {
+		for _, r := range c.replicas {
+			watches = append(watches, watchJob(r, id, 0))
+		}
+	}
+	sim := startSim(t)
+	w := start(t, "worker", nil, workerArgs(c.url, sim, writeFile(t, "pipelines.yaml", killPipelines), "--workers", "2")...)
+	requireSameComplete(t, watches)
+	w.stop()
+	require.EqualValues(t, len(ids), sim.stats(t).BilledCalls)
+}
