@@ -257,7 +257,7 @@ func isComputedSuccessViolation(err error) bool {
 
 // JobTransition implements store.EngineStore.
 func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionParams) (*store.Job, error) {
-	finished, ok := transitionTargets[params.To]
+	ok, finished := store.WorkerTransition(params.To)
 	if !ok {
 		return nil, store.ErrTransitionRefused
 	}
@@ -293,37 +293,13 @@ func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionPa
 		JobID:    id,
 		Owner:    params.Lease.Owner,
 		Attempt:  params.Lease.Attempt,
-		Message:  transitionMessage(params),
+		Message:  params.EventMessage(),
 	})
 	if err != nil {
 		return nil, interpretLeaseError(err)
 	}
 	s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
 	return jobFromRow(dbsqlc.Job(row))
-}
-
-// transitionTargets are the statuses a worker may move its running job to
-// (design §4), each with whether the job is finished there.
-var transitionTargets = map[store.JobStatus]bool{
-	store.JobStatusRetryWait:        false,
-	store.JobStatusOutcomeUnknown:   false,
-	store.JobStatusAwaitingApproval: false,
-	store.JobStatusFailed:           true,
-	store.JobStatusDeadLettered:     true,
-	store.JobStatusCancelled:        true,
-}
-
-// transitionMessage is the event's message; an error shows as "code: message"
-// so the event log alone tells why a job moved.
-func transitionMessage(params *store.JobTransitionParams) string {
-	if params.Error == nil {
-		return params.Message
-	}
-	cause := params.Error.Code + ": " + params.Error.Message
-	if params.Message == "" {
-		return cause
-	}
-	return params.Message + " (" + cause + ")"
 }
 
 // OutboxList implements store.EngineStore.

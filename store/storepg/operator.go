@@ -83,7 +83,7 @@ func (s *Store) JobCancel(ctx context.Context, params *store.JobCancelParams) (*
 				Tenant:       params.Tenant,
 				ID:           id,
 				FromStatuses: cancelFrom,
-				Message:      operatorMessage("cancelled", params.Message, nil),
+				Message:      store.OperatorEventMessage("cancelled", params.Message, nil),
 			})
 			return dbsqlc.Job(row), err
 		},
@@ -116,7 +116,7 @@ func (s *Store) JobReplay(ctx context.Context, params *store.JobReplayParams) (*
 				Tenant:       params.Tenant,
 				ID:           id,
 				FromStatuses: replayFrom,
-				Message:      operatorMessage(action, params.Message, nil),
+				Message:      store.OperatorEventMessage(action, params.Message, nil),
 			})
 			return dbsqlc.Job(row), err
 		},
@@ -146,10 +146,10 @@ func (s *Store) JobResolve(ctx context.Context, params *store.JobResolveParams) 
 	settle := dbsqlc.JobSettleParams{Status: string(params.To), Tenant: params.Tenant, FromStatuses: resolveFrom}
 	switch params.To {
 	case store.JobStatusQueued:
-		settle.Message = operatorMessage("resolved: retry", params.Message, nil)
+		settle.Message = store.OperatorEventMessage("resolved: retry", params.Message, nil)
 	case store.JobStatusFailed:
 		settle.Finished = true
-		settle.Message = operatorMessage("resolved: failed", params.Message, params.Error)
+		settle.Message = store.OperatorEventMessage("resolved: failed", params.Message, params.Error)
 		if params.Error != nil {
 			var err error
 			if settle.Error, err = json.Marshal(params.Error); err != nil {
@@ -168,11 +168,11 @@ func (s *Store) JobApprove(ctx context.Context, params *store.JobApproveParams) 
 	if params.Approve {
 		settle.Status = string(store.JobStatusQueued)
 		settle.Approved = true
-		settle.Message = operatorMessage("approved", params.Message, nil)
+		settle.Message = store.OperatorEventMessage("approved", params.Message, nil)
 	} else {
 		settle.Status = string(store.JobStatusCancelled)
 		settle.Finished = true
-		settle.Message = operatorMessage("rejected", params.Message, nil)
+		settle.Message = store.OperatorEventMessage("rejected", params.Message, nil)
 	}
 	return s.settle(ctx, params.ID, params.Idempotency, settle)
 }
@@ -300,18 +300,6 @@ func (s *Store) operateApply(ctx context.Context, tx pgx.Tx, op operation, id pg
 		}
 	}
 	return dbsqlc.Job{}, errors.New("operator transition matched no row under the job's lock")
-}
-
-// operatorMessage is the event's message: the action, the operator's
-// message and, when set, the error as "code: message".
-func operatorMessage(action, message string, jobErr *store.JobError) string {
-	if message != "" {
-		action += ": " + message
-	}
-	if jobErr != nil {
-		action += " (" + jobErr.Code + ": " + jobErr.Message + ")"
-	}
-	return action
 }
 
 func statuses(s ...store.JobStatus) []string {

@@ -365,7 +365,7 @@ func (s *Store) JobPublish(ctx context.Context, params *store.JobPublishParams) 
 
 // JobTransition implements store.EngineStore.
 func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionParams) (*store.Job, error) {
-	finished, ok := transitionTargets[params.To]
+	ok, finished := store.WorkerTransition(params.To)
 	if !ok {
 		return nil, store.ErrTransitionRefused
 	}
@@ -415,36 +415,12 @@ func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionPa
 		if err != nil {
 			return interpretLeaseError(err)
 		}
-		return s.jobEventAppend(ctx, tx, row.ID, transitionMessage(params))
+		return s.jobEventAppend(ctx, tx, row.ID, params.EventMessage())
 	})
 	if err != nil {
 		return nil, err
 	}
 	return jobFromRow(row)
-}
-
-// transitionTargets are the statuses a worker may move its running job to
-// (design §4), each with whether the job is finished there.
-var transitionTargets = map[store.JobStatus]bool{
-	store.JobStatusRetryWait:        false,
-	store.JobStatusOutcomeUnknown:   false,
-	store.JobStatusAwaitingApproval: false,
-	store.JobStatusFailed:           true,
-	store.JobStatusDeadLettered:     true,
-	store.JobStatusCancelled:        true,
-}
-
-// transitionMessage is the event's message; an error shows as "code: message"
-// so the event log alone tells why a job moved.
-func transitionMessage(params *store.JobTransitionParams) string {
-	if params.Error == nil {
-		return params.Message
-	}
-	cause := params.Error.Code + ": " + params.Error.Message
-	if params.Message == "" {
-		return cause
-	}
-	return params.Message + " (" + cause + ")"
 }
 
 // OutboxList implements store.EngineStore.

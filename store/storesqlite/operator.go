@@ -88,7 +88,7 @@ func (s *Store) JobCancel(ctx context.Context, params *store.JobCancelParams) (*
 			if row.Status != string(store.JobStatusCancelled) {
 				return nil // cancel_requested on a running job
 			}
-			return s.jobEventAppend(ctx, tx, row.ID, operatorMessage("cancelled", params.Message, nil))
+			return s.jobEventAppend(ctx, tx, row.ID, store.OperatorEventMessage("cancelled", params.Message, nil))
 		},
 	})
 }
@@ -134,7 +134,7 @@ func (s *Store) JobReplay(ctx context.Context, params *store.JobReplayParams) (*
 					return interpretError(err)
 				}
 			}
-			return s.jobEventAppend(ctx, tx, row.ID, operatorMessage(action, params.Message, nil))
+			return s.jobEventAppend(ctx, tx, row.ID, store.OperatorEventMessage(action, params.Message, nil))
 		},
 	})
 }
@@ -162,10 +162,10 @@ func (s *Store) JobResolve(ctx context.Context, params *store.JobResolveParams) 
 	settle := settlement{status: params.To, from: resolveFrom}
 	switch params.To {
 	case store.JobStatusQueued:
-		settle.message = operatorMessage("resolved: retry", params.Message, nil)
+		settle.message = store.OperatorEventMessage("resolved: retry", params.Message, nil)
 	case store.JobStatusFailed:
 		settle.finished = true
-		settle.message = operatorMessage("resolved: failed", params.Message, params.Error)
+		settle.message = store.OperatorEventMessage("resolved: failed", params.Message, params.Error)
 		if params.Error != nil {
 			b, err := json.Marshal(params.Error)
 			if err != nil {
@@ -185,11 +185,11 @@ func (s *Store) JobApprove(ctx context.Context, params *store.JobApproveParams) 
 	if params.Approve {
 		settle.status = store.JobStatusQueued
 		settle.approved = true
-		settle.message = operatorMessage("approved", params.Message, nil)
+		settle.message = store.OperatorEventMessage("approved", params.Message, nil)
 	} else {
 		settle.status = store.JobStatusCancelled
 		settle.finished = true
-		settle.message = operatorMessage("rejected", params.Message, nil)
+		settle.message = store.OperatorEventMessage("rejected", params.Message, nil)
 	}
 	return s.settle(ctx, params.Tenant, params.ID, params.Idempotency, settle)
 }
@@ -326,18 +326,6 @@ func (s *Store) operateApply(ctx context.Context, tx *sql.Tx, op operation, id s
 	default:
 		return dbsqlite.Job{}, store.ErrTransitionRefused
 	}
-}
-
-// operatorMessage is the event's message: the action, the operator's
-// message and, when set, the error as "code: message".
-func operatorMessage(action, message string, jobErr *store.JobError) string {
-	if message != "" {
-		action += ": " + message
-	}
-	if jobErr != nil {
-		action += " (" + jobErr.Code + ": " + jobErr.Message + ")"
-	}
-	return action
 }
 
 // statusSet is a set of statuses a transition starts from: the list, and the
