@@ -132,3 +132,38 @@ func TestCancelDuringASlowCall(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, outbox)
 }
+
+// An approval releases a job whose attempts are all spent on the work before
+// it: publishing the approved plan is not a new attempt at the work.
+func TestApprovalDoesNotNeedAttemptsLeft(t *testing.T) {
+	t.Parallel()
+	b := setup(t, llmsim.Faults{})
+	reg := registry(t, summarize(1, "1", summarizeSchema, "    require_approval: true\n    retry: {max_attempts: 1}\n"))
+	job := submit(t, b.store, reg, "acme", "Approve me with no attempts left.")
+	b.startWorker(t, reg, 0)
+	require.Eventually(t, func() bool {
+		j, err := b.store.JobGetByID(context.Background(), &store.JobGetByIDParams{Tenant: "acme", ID: job.ID})
+		require.NoError(t, err)
+		return j.Status == store.JobStatusAwaitingApproval
+	}, 20*time.Second, 10*time.Millisecond)
+	_, err := operator(t, b.store).JobApprove(context.Background(), &store.JobApproveParams{Tenant: "acme", ID: job.ID, Approve: true})
+	require.NoError(t, err)
+	got := waitTerminal(t, b.store, job)
+	require.Equal(t, store.JobStatusSucceeded, got.Status, "error: %+v", got.Error)
+}
+
+// A worker that runs another version of the job's pipeline leaves the job
+// for one that runs its version, instead of publishing another computation
+// under the job's dedup key.
+func TestWorkerLeavesJobsOfAnotherPipelineVersion(t *testing.T) {
+	t.Parallel()
+	b := setup(t, llmsim.Faults{})
+	v1 := registry(t, summarize(1, "1", summarizeSchema, "    retry: {max_attempts: 2, initial_backoff: 1ms, max_backoff: 2ms}\n"))
+	v2 := registry(t, summarize(2, "1", summarizeSchema, "    retry: {max_attempts: 2, initial_backoff: 1ms, max_backoff: 2ms}\n"))
+	job := submit(t, b.store, v1, "acme", "Submitted under version 1.")
+	b.startWorker(t, v2, 0)
+	got := waitTerminal(t, b.store, job)
+	require.Equal(t, store.JobStatusDeadLettered, got.Status)
+	require.Contains(t, got.Error.Message, "the job needs summarize version 1")
+	require.Zero(t, b.sim.Stats().BilledCalls)
+}

@@ -44,15 +44,16 @@ var errAlreadyComputed = errors.New("computation already succeeded in another jo
 
 // run is one claimed attempt of one job.
 type run struct {
-	w       *Worker
-	job     *store.Job
-	p       *pipeline.Pipeline
-	profile pipeline.ModelProfile
-	lease   store.Lease
-	log     *slog.Logger
-	cps     map[cpKey]*store.Checkpoint
-	tokens  int64  // billed in this attempt
-	lastKey string // the provider key of the last call made
+	w        *Worker
+	job      *store.Job
+	p        *pipeline.Pipeline
+	profile  pipeline.ModelProfile
+	lease    store.Lease
+	log      *slog.Logger
+	cps      map[cpKey]*store.Checkpoint
+	tokens   int64  // billed in this attempt
+	lastKey  string // the provider key of the last call made
+	stageKey string // the key of the stage being computed
 
 	// What earlier attempts journaled per provider key; loaded on a
 	// job's second attempt or later.
@@ -102,11 +103,32 @@ func (r *run) prepare() error {
 		return permanent("MODEL_PROFILE_UNKNOWN", "model profile %q is not configured on this worker", r.job.ModelProfile)
 	}
 	r.profile = profile
-	if r.job.BudgetAttempts > int32(p.Retry.MaxAttempts) {
+	if p.Version != r.job.PipelineVersion || p.Prompt.Version != r.job.PromptVersion {
+		// A rolling deploy: this worker runs another version of the pipeline.
+		// Running the job here would publish another computation under the
+		// job's dedup key; a worker with its version may take it.
+		return &retryableError{code: "PIPELINE_VERSION_MISMATCH", err: fmt.Errorf(
+			"the job needs %s version %d prompt %s; this worker has version %d prompt %s",
+			p.Name, r.job.PipelineVersion, r.job.PromptVersion, p.Version, p.Prompt.Version)}
+	}
+	// Claims that only finish what a person or the reconciler released (an
+	// approved plan, an unknown outcome to look up) cost no new work, so the
+	// attempts budget does not stop them; it stops crash loops.
+	released := r.job.Approved || (r.job.Error != nil && r.job.Error.Code == unknownOutcomeCode)
+	if !released && r.job.BudgetAttempts > int32(p.Retry.MaxAttempts) {
 		return &budgetError{fmt.Sprintf("attempts spent: %d of %d (workers died or lost their leases)", r.job.BudgetAttempts-1, p.Retry.MaxAttempts)}
 	}
 	return nil
 }
+
+// retryableError is a failure outside the provider that a later attempt,
+// maybe on another worker, may not have.
+type retryableError struct {
+	code string
+	err  error
+}
+
+func (e *retryableError) Error() string { return e.code + ": " + e.err.Error() }
 
 // budgetError dead-letters a job.
 type budgetError struct{ reason string }
@@ -288,6 +310,7 @@ func (r *run) stage(ctx context.Context, s stageSpec) ([]byte, error) {
 	case err == nil:
 		out, message = cached.Output, "reused from job "+cached.JobID
 	case errors.Is(err, store.ErrNotFound):
+		r.stageKey = key
 		if out, err = s.compute(ctx); err != nil {
 			return nil, err
 		}
@@ -345,15 +368,12 @@ func (r *run) generate(ctx context.Context, chunk int32, chunks int, text string
 
 // call makes one LLM call and journals it, whatever happened.
 func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round int, messages []llm.Message, responseFormat []byte) (*llm.Response, error) {
-	if err := r.checkBudget(); err != nil {
-		return nil, err
-	}
 	req := &llm.Request{
 		Model:          r.profile.Model,
 		Messages:       messages,
 		Temperature:    r.p.Temperature,
 		ResponseFormat: responseFormat,
-		ProviderKey:    providerKey(r.job.ID, stage, chunk, round),
+		ProviderKey:    providerKey(r.job.ID, stage, r.stageKey, chunk, round),
 	}
 	r.lastKey = req.ProviderKey
 	history, err := r.history(ctx, req.ProviderKey)
@@ -361,8 +381,14 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 		return nil, err
 	}
 	start := time.Now()
+	// Asking the provider about a call it may have finished costs nothing,
+	// so it comes before the budget; a new call does not.
 	resp, err, lookedUp := r.lookup(ctx, req.ProviderKey, history)
 	if !lookedUp {
+		if err := r.checkBudget(); err != nil {
+			return nil, err
+		}
+		start = time.Now()
 		resp, err = r.w.cfg.Provider.Generate(ctx, req)
 	}
 	latency := time.Since(start)
@@ -426,7 +452,14 @@ func (r *run) history(ctx context.Context, key string) (keyHistory, error) {
 		for _, a := range attempts {
 			h := r.journal[a.ProviderKey]
 			h.counted = h.counted || a.Billed
-			h.unknown = a.Outcome == store.LLMOutcomeOutcomeUnknown
+			switch a.Outcome {
+			case store.LLMOutcomeSucceeded:
+				h.unknown = false
+			case store.LLMOutcomeOutcomeUnknown, store.LLMOutcomeCancelled:
+				// A call cut off after it was sent may have finished at the
+				// provider; it stays unknown until an answer is journaled.
+				h.unknown = true
+			}
 			r.journal[a.ProviderKey] = h
 		}
 	}

@@ -16,15 +16,21 @@ import (
 // EventJobSucceeded is the outbox event type of a published job.
 const EventJobSucceeded = "job.succeeded"
 
+// unknownOutcomeCode is the job error of a call whose outcome is unknown.
+const unknownOutcomeCode = "PROVIDER_OUTCOME_UNKNOWN"
+
 // publish is the published stage: the output, SUCCEEDED, its event and its
 // outbox row commit in one transaction. A nil output publishes the result
 // another job computed for the same dedup key.
 func (r *run) publish(ctx context.Context, output []byte) error {
+	// The event names the job, not its output: when another job computed
+	// the result first, the store publishes that one, and only the job row
+	// knows which. A consumer reads the result with GetJob.
 	payload, _ := json.Marshal(map[string]any{
 		"job_id":    r.job.ID,
+		"tenant":    r.job.Tenant,
 		"dedup_key": r.job.DedupKey,
 		"pipeline":  r.job.Pipeline,
-		"output":    json.RawMessage(nonNil(output)),
 	})
 	_, err := r.w.cfg.Store.JobPublish(ctx, &store.JobPublishParams{
 		Lease:   r.lease,
@@ -41,13 +47,6 @@ func (r *run) publish(ctx context.Context, output []byte) error {
 	}
 	failpoint.Inject(failpoint.AfterPublishCommit)
 	return nil
-}
-
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte("null")
-	}
-	return b
 }
 
 // settle records how the attempt ended: the job's next status, fenced by the
@@ -104,6 +103,12 @@ func (r *run) settle(ctx, jobCtx context.Context, err error) {
 		return
 	}
 
+	var retryable *retryableError
+	if errors.As(err, &retryable) {
+		r.retryOrDeadLetter(wctx, err, &store.JobError{Code: retryable.code, Message: retryable.err.Error(), Retryable: true})
+		return
+	}
+
 	class, ok := llm.ClassOf(err)
 	if !ok {
 		// A store or other infrastructure error: the lease expires and the
@@ -112,6 +117,9 @@ func (r *run) settle(ctx, jobCtx context.Context, err error) {
 		return
 	}
 	jobErr := &store.JobError{Code: "PROVIDER_" + upper(class.String()), Message: err.Error(), Retryable: llm.Retryable(class)}
+	if class == llm.ClassOutcomeUnknown {
+		jobErr.Code = unknownOutcomeCode
+	}
 	switch {
 	case class == llm.ClassInvalidRequest || class == llm.ClassInvalidOutput:
 		jobErr.Retryable = false

@@ -38,10 +38,12 @@ func sha256Hex(b []byte) string {
 }
 
 // providerKey is the idempotency key sent to the provider for one call: the
-// same for every retry of that call, so a provider that honours it bills
-// once.
-func providerKey(jobID string, stage store.JobStage, chunk int32, round int) string {
-	b, _ := jobkey.Canonical(map[string]any{"job": jobID, "stage": string(stage), "chunk": chunk, "round": round})
+// same on every retry of that call, so a provider that honours it bills
+// once. It names the stage key too: when a replay re-runs a stage whose
+// inputs changed (a new prompt, a new validator), the call is a new one and
+// must not be answered with, or refused for, the old one.
+func providerKey(jobID string, stage store.JobStage, stageKey string, chunk int32, round int) string {
+	b, _ := jobkey.Canonical(map[string]any{"job": jobID, "stage": string(stage), "stage_key": stageKey, "chunk": chunk, "round": round})
 	sum := sha256.Sum256(b)
 	return "oncejob-pk-v1-" + hex.EncodeToString(sum[:16])
 }
