@@ -24,8 +24,8 @@ type OperatorStore interface {
 	JobReplay(ctx context.Context, params *JobReplayParams) (*OperatorResult, error)
 
 	// JobResolve settles an outcome_unknown job by hand: To queued retries
-	// it (with the same provider keys, so a call the provider finished is
-	// not billed again), To failed fails it with Error.
+	// it with a fresh budget (with the same provider keys, so a call the
+	// provider finished is not billed again), To failed fails it with Error.
 	JobResolve(ctx context.Context, params *JobResolveParams) (*OperatorResult, error)
 
 	// JobApprove decides an awaiting_approval job: approved, it is queued to

@@ -146,6 +146,7 @@ func (s *Store) JobResolve(ctx context.Context, params *store.JobResolveParams) 
 	settle := dbsqlc.JobSettleParams{Status: string(params.To), Tenant: params.Tenant, FromStatuses: resolveFrom}
 	switch params.To {
 	case store.JobStatusQueued:
+		settle.FreshBudget = true // the operator decided: a new retry budget
 		settle.Message = store.OperatorEventMessage("resolved: retry", params.Message, nil)
 	case store.JobStatusFailed:
 		settle.Finished = true

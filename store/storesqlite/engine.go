@@ -401,7 +401,13 @@ func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionPa
 			finishedAt = &now
 		}
 		var err error
+		var parks int64 // a requested cancel wins over these targets
+		switch params.To {
+		case store.JobStatusRetryWait, store.JobStatusOutcomeUnknown, store.JobStatusAwaitingApproval:
+			parks = 1
+		}
 		row, err = s.q.JobTransition(ctx, tx, dbsqlite.JobTransitionParams{
+			Parks:      parks,
 			Status:     string(params.To),
 			Error:      jobError,
 			Output:     output,
@@ -415,7 +421,11 @@ func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionPa
 		if err != nil {
 			return interpretLeaseError(err)
 		}
-		return s.jobEventAppend(ctx, tx, row.ID, params.EventMessage())
+		message := params.EventMessage()
+		if row.Status != string(params.To) {
+			message = "cancelled: requested while running; was to be: " + message
+		}
+		return s.jobEventAppend(ctx, tx, row.ID, message)
 	})
 	if err != nil {
 		return nil, err

@@ -162,6 +162,7 @@ func (s *Store) JobResolve(ctx context.Context, params *store.JobResolveParams) 
 	settle := settlement{status: params.To, from: resolveFrom}
 	switch params.To {
 	case store.JobStatusQueued:
+		settle.freshBudget = true // the operator decided: a new retry budget
 		settle.message = store.OperatorEventMessage("resolved: retry", params.Message, nil)
 	case store.JobStatusFailed:
 		settle.finished = true
@@ -196,12 +197,13 @@ func (s *Store) JobApprove(ctx context.Context, params *store.JobApproveParams) 
 
 // settlement is a JobSettle: a job no worker holds moved to status.
 type settlement struct {
-	status   store.JobStatus
-	from     statusSet
-	error    *string // JSON; nil keeps the job's last error
-	approved bool
-	finished bool
-	message  string
+	status      store.JobStatus
+	from        statusSet
+	error       *string // JSON; nil keeps the job's last error
+	approved    bool
+	finished    bool
+	message     string
+	freshBudget bool // a retry by hand starts the budget again
 }
 
 // settle runs JobSettle as an operation.
@@ -220,6 +222,7 @@ func (s *Store) settle(ctx context.Context, tenant, id string, idem *store.Idemp
 				Status:       string(settle.status),
 				Error:        settle.error,
 				Approved:     boolInt(settle.approved),
+				FreshBudget:  boolInt(settle.freshBudget),
 				FinishedAt:   finishedAt,
 				Now:          now,
 				Tenant:       tenant,

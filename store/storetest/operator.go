@@ -164,6 +164,37 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			require.Equal(t, store.JobStatusCancelled, lastEvent(t, b, job).Status)
 		})
 
+		t.Run("ARequestedCancelWinsOverParkingTheJob", func(t *testing.T) {
+			t.Parallel()
+			// The worker settles before its next heartbeat could tell it: a
+			// target that would park the job cancels it instead.
+			for _, to := range []store.JobStatus{store.JobStatusRetryWait, store.JobStatusOutcomeUnknown, store.JobStatusAwaitingApproval} {
+				b := setup(t)
+				job := jobIn(t, b, store.JobStatusRunning)
+				_, err := cancel(b, job, nil)
+				require.NoError(t, err)
+				runAfter := time.Now().Add(time.Minute)
+				settled, err := b.engine.JobTransition(b.ctx, &store.JobTransitionParams{
+					Lease: leaseOf(job), To: to, RunAfter: &runAfter, Message: "parking",
+				})
+				require.NoError(t, err)
+				require.Equal(t, store.JobStatusCancelled, settled.Status, to)
+				require.NotNil(t, settled.FinishedAt)
+				require.Nil(t, settled.RunAfter)
+				last := lastEvent(t, b, job)
+				require.Equal(t, store.JobStatusCancelled, last.Status)
+				require.Contains(t, last.Message, "cancelled: requested while running")
+			}
+			// A target that ends the job anyway keeps its own status.
+			b := setup(t)
+			job := jobIn(t, b, store.JobStatusRunning)
+			_, err := cancel(b, job, nil)
+			require.NoError(t, err)
+			failed, err := b.engine.JobTransition(b.ctx, &store.JobTransitionParams{Lease: leaseOf(job), To: store.JobStatusFailed})
+			require.NoError(t, err)
+			require.Equal(t, store.JobStatusFailed, failed.Status)
+		})
+
 		t.Run("CancelledJobIsReturnedAsItIs", func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
@@ -362,10 +393,16 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			last := lastEvent(t, b, job)
 			require.Equal(t, store.JobStatusQueued, last.Status)
 			require.Equal(t, "resolved: retry: not billed", last.Message)
+			// A retry by hand starts the budget again: the time it waited
+			// for an operator is not held against it.
+			require.Zero(t, res.Job.BudgetAttempts)
+			require.Zero(t, res.Job.BudgetTokens)
+			require.WithinDuration(t, time.Now(), res.Job.BudgetStartedAt, time.Minute)
 
 			again := claimOne(t, b.engine, "w2", engineLease)
 			require.Equal(t, job.ID, again.ID)
 			require.Equal(t, job.Attempt+1, again.Attempt)
+			require.EqualValues(t, 1, again.BudgetAttempts)
 		})
 
 		t.Run("FailFailsTheJobWithItsError", func(t *testing.T) {

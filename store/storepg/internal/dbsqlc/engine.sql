@@ -219,14 +219,20 @@ SELECT * FROM job;
 -- lease and appending its event. The caller checks that @status is allowed.
 -- A NULL error keeps the job's last one, a NULL output likewise (the caller
 -- passes one for awaiting_approval: the plan shown for review). No row: lease
--- lost.
+-- lost. A cancel requested while the job ran wins over a target that would
+-- park it (retry_wait, outcome_unknown, awaiting_approval): the job is
+-- cancelled instead, so the request is not lost between two heartbeats.
 WITH job AS (
     UPDATE jobs
-    SET status = @status::text,
+    SET status = CASE WHEN cancel_requested AND @status::text IN ('retry_wait', 'outcome_unknown', 'awaiting_approval')
+            THEN 'cancelled' ELSE @status::text END,
         error = coalesce(sqlc.narg(error)::jsonb, error),
         output = coalesce(sqlc.narg(output)::jsonb, output),
-        run_after = sqlc.narg(run_after)::timestamptz,
-        finished_at = CASE WHEN @finished::boolean THEN now() ELSE NULL END,
+        run_after = CASE WHEN cancel_requested AND @status::text IN ('retry_wait', 'outcome_unknown', 'awaiting_approval')
+            THEN NULL ELSE sqlc.narg(run_after)::timestamptz END,
+        finished_at = CASE WHEN @finished::boolean
+                OR (cancel_requested AND @status::text IN ('retry_wait', 'outcome_unknown', 'awaiting_approval'))
+            THEN now() ELSE NULL END,
         updated_at = now(),
         lease_owner = NULL,
         lease_until = NULL,
@@ -239,7 +245,9 @@ WITH job AS (
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
-    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, @message::text
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt,
+        CASE WHEN job.status <> @status::text THEN 'cancelled: requested while running; was to be: ' || @message::text
+            ELSE @message::text END
     FROM job
 )
 SELECT * FROM job;

@@ -569,11 +569,15 @@ func (q *Queries) JobPublish(ctx context.Context, db DBTX, arg JobPublishParams)
 const jobTransition = `-- name: JobTransition :one
 WITH job AS (
     UPDATE jobs
-    SET status = $1::text,
+    SET status = CASE WHEN cancel_requested AND $1::text IN ('retry_wait', 'outcome_unknown', 'awaiting_approval')
+            THEN 'cancelled' ELSE $1::text END,
         error = coalesce($2::jsonb, error),
         output = coalesce($3::jsonb, output),
-        run_after = $4::timestamptz,
-        finished_at = CASE WHEN $5::boolean THEN now() ELSE NULL END,
+        run_after = CASE WHEN cancel_requested AND $1::text IN ('retry_wait', 'outcome_unknown', 'awaiting_approval')
+            THEN NULL ELSE $4::timestamptz END,
+        finished_at = CASE WHEN $5::boolean
+                OR (cancel_requested AND $1::text IN ('retry_wait', 'outcome_unknown', 'awaiting_approval'))
+            THEN now() ELSE NULL END,
         updated_at = now(),
         lease_owner = NULL,
         lease_until = NULL,
@@ -586,7 +590,9 @@ WITH job AS (
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
-    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, $9::text
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt,
+        CASE WHEN job.status <> $1::text THEN 'cancelled: requested while running; was to be: ' || $9::text
+            ELSE $9::text END
     FROM job
 )
 SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved FROM job
@@ -647,7 +653,9 @@ type JobTransitionRow struct {
 // lease and appending its event. The caller checks that @status is allowed.
 // A NULL error keeps the job's last one, a NULL output likewise (the caller
 // passes one for awaiting_approval: the plan shown for review). No row: lease
-// lost.
+// lost. A cancel requested while the job ran wins over a target that would
+// park it (retry_wait, outcome_unknown, awaiting_approval): the job is
+// cancelled instead, so the request is not lost between two heartbeats.
 func (q *Queries) JobTransition(ctx context.Context, db DBTX, arg JobTransitionParams) (JobTransitionRow, error) {
 	row := db.QueryRow(ctx, jobTransition,
 		arg.Status,

@@ -95,11 +95,15 @@ SELECT * FROM job;
 -- Moves a job no worker holds to @status, with its event: ResolveJob
 -- (outcome_unknown to queued or failed) and ApproveJob (awaiting_approval to
 -- queued, approved, or cancelled). A NULL error keeps the job's last one.
+-- @fresh_budget starts the retry budget again (a retry by hand).
 WITH job AS (
     UPDATE jobs
     SET status = @status::text,
         error = coalesce(sqlc.narg(error)::jsonb, error),
         approved = approved OR @approved::boolean,
+        budget_started_at = CASE WHEN @fresh_budget::boolean THEN now() ELSE budget_started_at END,
+        budget_attempts = CASE WHEN @fresh_budget::boolean THEN 0 ELSE budget_attempts END,
+        budget_tokens = CASE WHEN @fresh_budget::boolean THEN 0 ELSE budget_tokens END,
         finished_at = CASE WHEN @finished::boolean THEN now() END,
         run_after = NULL,
         lease_owner = NULL,

@@ -398,20 +398,23 @@ WITH job AS (
     SET status = $1::text,
         error = coalesce($2::jsonb, error),
         approved = approved OR $3::boolean,
-        finished_at = CASE WHEN $4::boolean THEN now() END,
+        budget_started_at = CASE WHEN $4::boolean THEN now() ELSE budget_started_at END,
+        budget_attempts = CASE WHEN $4::boolean THEN 0 ELSE budget_attempts END,
+        budget_tokens = CASE WHEN $4::boolean THEN 0 ELSE budget_tokens END,
+        finished_at = CASE WHEN $5::boolean THEN now() END,
         run_after = NULL,
         lease_owner = NULL,
         lease_until = NULL,
         last_event_seq = last_event_seq + 1,
         updated_at = now()
-    WHERE tenant = $5::text
-        AND id = $6::uuid
-        AND status = ANY($7::text[])
+    WHERE tenant = $6::text
+        AND id = $7::uuid
+        AND status = ANY($8::text[])
     RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
-    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, $8::text
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, $9::text
     FROM job
 )
 SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved FROM job
@@ -421,6 +424,7 @@ type JobSettleParams struct {
 	Status       string
 	Error        []byte
 	Approved     bool
+	FreshBudget  bool
 	Finished     bool
 	Tenant       string
 	ID           pgtype.UUID
@@ -470,11 +474,13 @@ type JobSettleRow struct {
 // Moves a job no worker holds to @status, with its event: ResolveJob
 // (outcome_unknown to queued or failed) and ApproveJob (awaiting_approval to
 // queued, approved, or cancelled). A NULL error keeps the job's last one.
+// @fresh_budget starts the retry budget again (a retry by hand).
 func (q *Queries) JobSettle(ctx context.Context, db DBTX, arg JobSettleParams) (JobSettleRow, error) {
 	row := db.QueryRow(ctx, jobSettle,
 		arg.Status,
 		arg.Error,
 		arg.Approved,
+		arg.FreshBudget,
 		arg.Finished,
 		arg.Tenant,
 		arg.ID,

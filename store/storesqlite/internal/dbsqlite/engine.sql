@@ -197,13 +197,15 @@ VALUES (@event_id, @tenant, @job_id, @event_type, @payload, @created_at);
 -- checks that @status is allowed and appends the event (JobEventAppend).
 -- A NULL error keeps the job's last one, a NULL output likewise (the caller
 -- passes one for awaiting_approval: the plan shown for review). No row: lease
--- lost.
+-- lost. A cancel requested while the job ran wins over a target that would
+-- park it (@parks: retry_wait, outcome_unknown, awaiting_approval): the job
+-- is cancelled instead, so the request is not lost between two heartbeats.
 UPDATE jobs
-SET status = @status,
+SET status = CASE WHEN cancel_requested = 1 AND CAST(@parks AS INTEGER) = 1 THEN 'cancelled' ELSE @status END,
     error = coalesce(sqlc.narg(error), error),
     output = coalesce(sqlc.narg(output), output),
-    run_after = sqlc.narg(run_after),
-    finished_at = sqlc.narg(finished_at),
+    run_after = CASE WHEN cancel_requested = 1 AND CAST(@parks AS INTEGER) = 1 THEN NULL ELSE sqlc.narg(run_after) END,
+    finished_at = CASE WHEN cancel_requested = 1 AND CAST(@parks AS INTEGER) = 1 THEN @now ELSE sqlc.narg(finished_at) END,
     updated_at = @now,
     lease_owner = NULL,
     lease_until = NULL,

@@ -549,29 +549,30 @@ func (q *Queries) JobStageAdvance(ctx context.Context, db DBTX, arg JobStageAdva
 
 const jobTransition = `-- name: JobTransition :one
 UPDATE jobs
-SET status = ?1,
-    error = coalesce(?2, error),
-    output = coalesce(?3, output),
-    run_after = ?4,
-    finished_at = ?5,
+SET status = CASE WHEN cancel_requested = 1 AND CAST(?1 AS INTEGER) = 1 THEN 'cancelled' ELSE ?2 END,
+    error = coalesce(?3, error),
+    output = coalesce(?4, output),
+    run_after = CASE WHEN cancel_requested = 1 AND CAST(?1 AS INTEGER) = 1 THEN NULL ELSE ?5 END,
+    finished_at = CASE WHEN cancel_requested = 1 AND CAST(?1 AS INTEGER) = 1 THEN ?6 ELSE ?7 END,
     updated_at = ?6,
     lease_owner = NULL,
     lease_until = NULL,
     last_event_seq = last_event_seq + 1
-WHERE id = ?7
-    AND lease_owner = ?8
-    AND attempt = ?9
+WHERE id = ?8
+    AND lease_owner = ?9
+    AND attempt = ?10
     AND status = 'running'
 RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
 `
 
 type JobTransitionParams struct {
+	Parks      int64
 	Status     string
 	Error      *string
 	Output     *string
 	RunAfter   *int64
-	FinishedAt *int64
 	Now        int64
+	FinishedAt *int64
 	ID         string
 	Owner      *string
 	Attempt    int64
@@ -581,15 +582,18 @@ type JobTransitionParams struct {
 // checks that @status is allowed and appends the event (JobEventAppend).
 // A NULL error keeps the job's last one, a NULL output likewise (the caller
 // passes one for awaiting_approval: the plan shown for review). No row: lease
-// lost.
+// lost. A cancel requested while the job ran wins over a target that would
+// park it (@parks: retry_wait, outcome_unknown, awaiting_approval): the job
+// is cancelled instead, so the request is not lost between two heartbeats.
 func (q *Queries) JobTransition(ctx context.Context, db DBTX, arg JobTransitionParams) (Job, error) {
 	row := db.QueryRowContext(ctx, jobTransition,
+		arg.Parks,
 		arg.Status,
 		arg.Error,
 		arg.Output,
 		arg.RunAfter,
-		arg.FinishedAt,
 		arg.Now,
+		arg.FinishedAt,
 		arg.ID,
 		arg.Owner,
 		arg.Attempt,

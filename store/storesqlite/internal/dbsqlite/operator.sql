@@ -74,11 +74,15 @@ WHERE job_id = @job_id
 -- Moves a job no worker holds to @status: ResolveJob (outcome_unknown to
 -- queued or failed) and ApproveJob (awaiting_approval to queued, approved,
 -- or cancelled). A NULL error keeps the job's last one; @finished_at is NULL
--- unless @status is final.
+-- unless @status is final. @fresh_budget starts the retry budget again (a
+-- retry by hand).
 UPDATE jobs
 SET status = @status,
     error = coalesce(sqlc.narg(error), error),
     approved = approved OR CAST(@approved AS INTEGER),
+    budget_started_at = CASE WHEN CAST(@fresh_budget AS INTEGER) = 1 THEN @now ELSE budget_started_at END,
+    budget_attempts = CASE WHEN CAST(@fresh_budget AS INTEGER) = 1 THEN 0 ELSE budget_attempts END,
+    budget_tokens = CASE WHEN CAST(@fresh_budget AS INTEGER) = 1 THEN 0 ELSE budget_tokens END,
     finished_at = sqlc.narg(finished_at),
     run_after = NULL,
     lease_owner = NULL,

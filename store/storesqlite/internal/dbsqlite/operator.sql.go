@@ -236,15 +236,18 @@ UPDATE jobs
 SET status = ?1,
     error = coalesce(?2, error),
     approved = approved OR CAST(?3 AS INTEGER),
-    finished_at = ?4,
+    budget_started_at = CASE WHEN CAST(?4 AS INTEGER) = 1 THEN ?5 ELSE budget_started_at END,
+    budget_attempts = CASE WHEN CAST(?4 AS INTEGER) = 1 THEN 0 ELSE budget_attempts END,
+    budget_tokens = CASE WHEN CAST(?4 AS INTEGER) = 1 THEN 0 ELSE budget_tokens END,
+    finished_at = ?6,
     run_after = NULL,
     lease_owner = NULL,
     lease_until = NULL,
     last_event_seq = last_event_seq + 1,
     updated_at = ?5
-WHERE tenant = ?6
-    AND id = ?7
-    AND status IN (SELECT value FROM json_each(CAST(?8 AS TEXT)))
+WHERE tenant = ?7
+    AND id = ?8
+    AND status IN (SELECT value FROM json_each(CAST(?9 AS TEXT)))
 RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
 `
 
@@ -252,8 +255,9 @@ type JobSettleParams struct {
 	Status       string
 	Error        *string
 	Approved     int64
-	FinishedAt   *int64
+	FreshBudget  int64
 	Now          int64
+	FinishedAt   *int64
 	Tenant       string
 	ID           string
 	FromStatuses string
@@ -262,14 +266,16 @@ type JobSettleParams struct {
 // Moves a job no worker holds to @status: ResolveJob (outcome_unknown to
 // queued or failed) and ApproveJob (awaiting_approval to queued, approved,
 // or cancelled). A NULL error keeps the job's last one; @finished_at is NULL
-// unless @status is final.
+// unless @status is final. @fresh_budget starts the retry budget again (a
+// retry by hand).
 func (q *Queries) JobSettle(ctx context.Context, db DBTX, arg JobSettleParams) (Job, error) {
 	row := db.QueryRowContext(ctx, jobSettle,
 		arg.Status,
 		arg.Error,
 		arg.Approved,
-		arg.FinishedAt,
+		arg.FreshBudget,
 		arg.Now,
+		arg.FinishedAt,
 		arg.Tenant,
 		arg.ID,
 		arg.FromStatuses,
