@@ -61,10 +61,13 @@ type EngineStore interface {
 	// the job (tokens, cost, one LLM call, budget tokens). It is not fenced: an
 	// attempt that happened is a fact, whoever holds the lease now. The store
 	// assigns ID and CreatedAt and takes Tenant from the job; an unknown job
-	// is ErrNotFound. A provider bills a provider key once, so an attempt is
-	// stored Billed only when no billed attempt of the job has its provider
-	// key: a worker that lost its lease and journals the answer it saw never
-	// counts the bill a second time.
+	// is ErrNotFound. A bill is identified by the provider's request id (by
+	// the provider key when there is none), and an attempt is stored Billed
+	// only when no billed attempt of the job has its bill identity: a worker
+	// that lost its lease and journals the answer it saw, or a retry the
+	// provider answered from its idempotency store (same request id), never
+	// counts a bill twice, while a provider that bills a retry again (a new
+	// request id) is counted again.
 	LLMAttemptRecord(ctx context.Context, params *LLMAttemptRecordParams) error
 
 	// LLMAttemptList returns a job's journal, oldest first.

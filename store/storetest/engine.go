@@ -484,7 +484,7 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 					JobID: job.ID, JobAttempt: job.Attempt, Stage: store.JobStageLLMDone, Chunk: chunk,
 					ProviderKey: fmt.Sprintf("pk:%s:%d", job.ID, chunk), Outcome: outcome, Billed: billed,
 					PromptTokens: prompt, CompletionTokens: completion, CostMicros: cost,
-					LatencyMillis: 800, ProviderRequestID: "req-" + string(outcome), Error: "",
+					LatencyMillis: 800, ProviderRequestID: fmt.Sprintf("req-%s-%d", outcome, chunk), Error: "",
 				}
 			}
 			recorded := []store.LLMAttempt{
@@ -531,6 +531,25 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 				Attempt: store.LLMAttempt{JobID: newUUID(t), Outcome: store.LLMOutcomeSucceeded, Stage: store.JobStageLLMDone},
 			})
 			require.ErrorIs(t, err, store.ErrNotFound)
+		})
+
+		t.Run("ABillIsIdentifiedByTheProvidersRequestID", func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			job, _ := submitAndClaim(t, b, newSubmitParams(t), "w")
+			record := func(requestID string) {
+				require.NoError(t, b.engine.LLMAttemptRecord(b.ctx, &store.LLMAttemptRecordParams{Attempt: store.LLMAttempt{
+					JobID: job.ID, JobAttempt: job.Attempt, Stage: store.JobStageLLMDone, ProviderKey: "pk-retried",
+					Outcome: store.LLMOutcomeSucceeded, Billed: true, PromptTokens: 10, CompletionTokens: 5, CostMicros: 7,
+					ProviderRequestID: requestID,
+				}}))
+			}
+			record("req-1")
+			record("req-1") // the provider's idempotency store answered: one bill
+			record("req-2") // a provider without one billed the retry again
+			got, err := b.store.JobGetByID(b.ctx, &store.JobGetByIDParams{Tenant: job.Tenant, ID: job.ID})
+			require.NoError(t, err)
+			require.Equal(t, store.JobUsage{PromptTokens: 20, CompletionTokens: 10, CostMicros: 14, LLMCalls: 2}, got.Usage)
 		})
 
 		t.Run("AProviderKeysBillCountsOnce", func(t *testing.T) {

@@ -121,8 +121,9 @@ SELECT id, tenant, last_event_seq FROM job;
 -- name: LLMAttemptRecord :one
 -- Journals an attempt under the job's tenant and, when billed, adds its usage
 -- to the job, in one statement. No row: no such job. An attempt is billed
--- only if no billed attempt of the job has its provider key; the unique
--- index llm_attempts_billed_once settles a race between two such inserts.
+-- only if no billed attempt of the job has its bill identity (the provider
+-- request id, else the provider key); the unique index
+-- llm_attempts_billed_once settles a race between two such inserts.
 WITH attempt AS (
     INSERT INTO llm_attempts (
         job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed,
@@ -133,7 +134,11 @@ WITH attempt AS (
         @provider_key::text, @outcome::text,
         @billed::boolean AND NOT EXISTS (
             SELECT 1 FROM llm_attempts billed
-            WHERE billed.job_id = jobs.id AND billed.provider_key = @provider_key::text AND billed.billed),
+            WHERE billed.job_id = jobs.id AND billed.billed
+                AND (CASE WHEN billed.provider_request_id <> '' THEN 'req:' || billed.provider_request_id
+                    ELSE 'key:' || billed.provider_key END)
+                  = (CASE WHEN @provider_request_id::text <> '' THEN 'req:' || @provider_request_id::text
+                    ELSE 'key:' || @provider_key::text END)),
         @prompt_tokens::bigint, @completion_tokens::bigint, @cost_micros::bigint,
         @latency_ms::bigint, @provider_request_id::text, @error::text
     FROM jobs

@@ -764,9 +764,13 @@ WITH attempt AS (
         $4::text, $5::text,
         $6::boolean AND NOT EXISTS (
             SELECT 1 FROM llm_attempts billed
-            WHERE billed.job_id = jobs.id AND billed.provider_key = $4::text AND billed.billed),
-        $7::bigint, $8::bigint, $9::bigint,
-        $10::bigint, $11::text, $12::text
+            WHERE billed.job_id = jobs.id AND billed.billed
+                AND (CASE WHEN billed.provider_request_id <> '' THEN 'req:' || billed.provider_request_id
+                    ELSE 'key:' || billed.provider_key END)
+                  = (CASE WHEN $7::text <> '' THEN 'req:' || $7::text
+                    ELSE 'key:' || $4::text END)),
+        $8::bigint, $9::bigint, $10::bigint,
+        $11::bigint, $7::text, $12::text
     FROM jobs
     WHERE jobs.id = $13::uuid
     RETURNING id, job_id, billed, prompt_tokens, completion_tokens, cost_micros
@@ -792,19 +796,20 @@ type LLMAttemptRecordParams struct {
 	ProviderKey       string
 	Outcome           string
 	Billed            bool
+	ProviderRequestID string
 	PromptTokens      int64
 	CompletionTokens  int64
 	CostMicros        int64
 	LatencyMs         int64
-	ProviderRequestID string
 	Error             string
 	JobID             pgtype.UUID
 }
 
 // Journals an attempt under the job's tenant and, when billed, adds its usage
 // to the job, in one statement. No row: no such job. An attempt is billed
-// only if no billed attempt of the job has its provider key; the unique
-// index llm_attempts_billed_once settles a race between two such inserts.
+// only if no billed attempt of the job has its bill identity (the provider
+// request id, else the provider key); the unique index
+// llm_attempts_billed_once settles a race between two such inserts.
 func (q *Queries) LLMAttemptRecord(ctx context.Context, db DBTX, arg LLMAttemptRecordParams) (int64, error) {
 	row := db.QueryRow(ctx, lLMAttemptRecord,
 		arg.JobAttempt,
@@ -813,11 +818,11 @@ func (q *Queries) LLMAttemptRecord(ctx context.Context, db DBTX, arg LLMAttemptR
 		arg.ProviderKey,
 		arg.Outcome,
 		arg.Billed,
+		arg.ProviderRequestID,
 		arg.PromptTokens,
 		arg.CompletionTokens,
 		arg.CostMicros,
 		arg.LatencyMs,
-		arg.ProviderRequestID,
 		arg.Error,
 		arg.JobID,
 	)

@@ -126,7 +126,11 @@ SELECT jobs.id, jobs.tenant, @job_attempt, @stage, @chunk,
     @provider_key, @outcome,
     CAST(@billed AS INTEGER) AND NOT EXISTS (
         SELECT 1 FROM llm_attempts AS billed
-        WHERE billed.job_id = jobs.id AND billed.provider_key = @provider_key AND billed.billed),
+        WHERE billed.job_id = jobs.id AND billed.billed
+            AND (CASE WHEN billed.provider_request_id <> '' THEN 'req:' || billed.provider_request_id
+                ELSE 'key:' || billed.provider_key END)
+              = (CASE WHEN @provider_request_id <> '' THEN 'req:' || @provider_request_id
+                ELSE 'key:' || @provider_key END)),
     @prompt_tokens, @completion_tokens, @cost_micros,
     @latency_ms, @provider_request_id, @error, @created_at
 FROM jobs

@@ -681,9 +681,13 @@ SELECT jobs.id, jobs.tenant, ?1, ?2, ?3,
     ?4, ?5,
     CAST(?6 AS INTEGER) AND NOT EXISTS (
         SELECT 1 FROM llm_attempts AS billed
-        WHERE billed.job_id = jobs.id AND billed.provider_key = ?4 AND billed.billed),
-    ?7, ?8, ?9,
-    ?10, ?11, ?12, ?13
+        WHERE billed.job_id = jobs.id AND billed.billed
+            AND (CASE WHEN billed.provider_request_id <> '' THEN 'req:' || billed.provider_request_id
+                ELSE 'key:' || billed.provider_key END)
+              = (CASE WHEN ?7 <> '' THEN 'req:' || ?7
+                ELSE 'key:' || ?4 END)),
+    ?8, ?9, ?10,
+    ?11, ?7, ?12, ?13
 FROM jobs
 WHERE jobs.id = ?14
 RETURNING id, billed
@@ -696,11 +700,11 @@ type LLMAttemptInsertParams struct {
 	ProviderKey       string
 	Outcome           string
 	Billed            int64
+	ProviderRequestID string
 	PromptTokens      int64
 	CompletionTokens  int64
 	CostMicros        int64
 	LatencyMs         int64
-	ProviderRequestID string
 	Error             string
 	CreatedAt         int64
 	JobID             string
@@ -724,11 +728,11 @@ func (q *Queries) LLMAttemptInsert(ctx context.Context, db DBTX, arg LLMAttemptI
 		arg.ProviderKey,
 		arg.Outcome,
 		arg.Billed,
+		arg.ProviderRequestID,
 		arg.PromptTokens,
 		arg.CompletionTokens,
 		arg.CostMicros,
 		arg.LatencyMs,
-		arg.ProviderRequestID,
 		arg.Error,
 		arg.CreatedAt,
 		arg.JobID,
