@@ -29,7 +29,10 @@ import (
 // These tests kill that one process and restart it on the same directory.
 
 // embeddedServeArgs runs serve on the embedded store in dir, its workers
-// calling the simulator sim (nil: the built-in one).
+// calling the simulator sim (nil: the built-in one). The 1s lease makes
+// takeovers after a kill quick; a test that counts events exactly passes a
+// longer one (a later flag wins), so a heartbeat late on a loaded machine
+// cannot add a takeover.
 func embeddedServeArgs(dir, addr string, sim *simProc, pipelines string, extra ...string) []string {
 	args := []string{
 		"serve", "--data-dir", dir, "--grpc-addr", addr,
@@ -315,7 +318,7 @@ func TestEmbeddedWatchAcrossRestart(t *testing.T) {
 	pipes := writeFile(t, "pipelines.yaml", killPipelines)
 	dir := t.TempDir()
 	addr := freeAddr(t)
-	s1 := start(t, "serve-1", nil, embeddedServeArgs(dir, addr, sim, pipes, "--workers", "2")...)
+	s1 := start(t, "serve-1", nil, embeddedServeArgs(dir, addr, sim, pipes, "--workers", "2", "--lease-duration", "3s")...)
 	waitHealthy(t, s1, addr)
 	c1 := dialJobs(t, addr)
 
@@ -359,7 +362,7 @@ func TestEmbeddedWatchAcrossRestart(t *testing.T) {
 
 	// Restart on the same directory: the data is there, the job resumes.
 	addr2 := freeAddr(t)
-	s2 := start(t, "serve-2", nil, embeddedServeArgs(dir, addr2, sim, pipes, "--workers", "2")...)
+	s2 := start(t, "serve-2", nil, embeddedServeArgs(dir, addr2, sim, pipes, "--workers", "2", "--lease-duration", "3s")...)
 	waitHealthy(t, s2, addr2)
 	c2 := dialJobs(t, addr2)
 	again := submitOne(t, c2, "embedded-watch-b", "this job outlives a SIGKILL")
@@ -396,7 +399,7 @@ func TestEmbeddedWatchAcrossRestart(t *testing.T) {
 func TestEmbeddedDataDirIsLocked(t *testing.T) {
 	dir := t.TempDir()
 	addr := freeAddr(t)
-	s1 := start(t, "serve-1", nil, embeddedServeArgs(dir, addr, nil, "", "--workers", "1")...)
+	s1 := start(t, "serve-1", nil, embeddedServeArgs(dir, addr, nil, "", "--workers", "1", "--lease-duration", "30s")...)
 	waitHealthy(t, s1, addr)
 	client := dialJobs(t, addr)
 	succeeded := func(id string) *oncejobv1.Job {
@@ -413,7 +416,7 @@ func TestEmbeddedDataDirIsLocked(t *testing.T) {
 	}
 	a := succeeded(submitOne(t, client, "embedded-lock-a", "the first server owns this directory").GetJob().GetId())
 
-	s2 := start(t, "serve-2", nil, embeddedServeArgs(dir, freeAddr(t), nil, "", "--workers", "1")...)
+	s2 := start(t, "serve-2", nil, embeddedServeArgs(dir, freeAddr(t), nil, "", "--workers", "1", "--lease-duration", "30s")...)
 	select {
 	case <-s2.exited:
 	case <-time.After(10 * time.Second):

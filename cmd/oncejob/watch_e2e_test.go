@@ -346,7 +346,7 @@ func TestWatchTwoReplicasAndASeparateWorker(t *testing.T) {
 		}
 	}
 	sim := startSim(t)
-	w := start(t, "worker", nil, workerArgs(c.url, sim, writeFile(t, "pipelines.yaml", killPipelines), "--workers", "2")...)
+	w := start(t, "worker", nil, workerArgs(c.url, sim, writeFile(t, "pipelines.yaml", killPipelines), "--workers", "2", "--lease-duration", "30s")...)
 	requireSameComplete(t, watches)
 	w.stop()
 	require.EqualValues(t, len(ids), sim.stats(t).BilledCalls)
