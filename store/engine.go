@@ -234,6 +234,10 @@ type JobTransitionParams struct {
 	// Output, for awaiting_approval: the planned output shown for review.
 	Output  []byte
 	Message string
+	// RefundAttempt gives the attempt back to the budget: the worker is
+	// shutting down, so the work was interrupted, not tried. (The attempt
+	// itself, the fencing token, still counts.)
+	RefundAttempt bool
 }
 
 type OutboxListParams struct {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncejob/oncejob/llm"
 	"github.com/oncejob/oncejob/llm/llmsim"
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/worker"
@@ -166,4 +167,35 @@ func TestWorkerLeavesJobsOfAnotherPipelineVersion(t *testing.T) {
 	require.Equal(t, store.JobStatusDeadLettered, got.Status)
 	require.Contains(t, got.Error.Message, "the job needs summarize version 1")
 	require.Zero(t, b.sim.Stats().BilledCalls)
+}
+
+// A worker that shuts down mid-call requeues its job at once and gives the
+// attempt back: deploys must not spend a job's budget.
+func TestShutdownRequeuesWithoutSpendingTheBudget(t *testing.T) {
+	t.Parallel()
+	b := setup(t, llmsim.Faults{Latency: llmsim.Duration(5 * time.Second)})
+	reg := registry(t, summarize(1, "1", summarizeSchema, ""))
+	job := submit(t, b.store, reg, "acme", "Interrupted by a deploy.")
+	provider, err := llm.NewOpenAI(llm.Config{BaseURL: b.sim.URL, LookupPath: llmsim.LookupPath})
+	require.NoError(t, err)
+	w, err := worker.New(worker.Config{Store: b.store, Provider: provider, Pipelines: reg, PollInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+
+	require.Eventually(t, func() bool {
+		j, err := b.store.JobGetByID(context.Background(), &store.JobGetByIDParams{Tenant: "acme", ID: job.ID})
+		require.NoError(t, err)
+		return j.Stage == store.JobStageChunksReady
+	}, 20*time.Second, 10*time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // the call is in flight
+	cancel()
+	<-done
+
+	got, err := b.store.JobGetByID(context.Background(), &store.JobGetByIDParams{Tenant: "acme", ID: job.ID})
+	require.NoError(t, err)
+	require.Equal(t, store.JobStatusRetryWait, got.Status)
+	require.Zero(t, got.BudgetAttempts, "the interrupted attempt was given back")
+	require.EqualValues(t, 1, got.Attempt)
 }

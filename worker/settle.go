@@ -75,8 +75,16 @@ func (r *run) settle(ctx, jobCtx context.Context, err error) {
 		r.transition(wctx, store.JobStatusCancelled, nil, nil, "cancelled while running")
 		return
 	case ctx.Err() != nil:
+		// Interrupted by this worker's shutdown, not tried: the attempt goes
+		// back to the budget, so deploys cannot dead-letter a healthy job.
 		now := time.Now()
-		r.transition(wctx, store.JobStatusRetryWait, nil, &now, "worker shut down; requeued")
+		_, err := r.w.cfg.Store.JobTransition(wctx, &store.JobTransitionParams{
+			Lease: r.lease, To: store.JobStatusRetryWait, RunAfter: &now, RefundAttempt: true,
+			Message: "worker shut down; requeued",
+		})
+		if err != nil {
+			r.log.Warn("requeueing on shutdown failed; the lease will expire", "error", err)
+		}
 		return
 	}
 

@@ -294,6 +294,8 @@ func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionPa
 		Owner:    params.Lease.Owner,
 		Attempt:  params.Lease.Attempt,
 		Message:  params.EventMessage(),
+
+		RefundAttempt: params.RefundAttempt,
 	})
 	if err != nil {
 		return nil, interpretLeaseError(err)

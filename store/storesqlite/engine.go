@@ -407,16 +407,17 @@ func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionPa
 			parks = 1
 		}
 		row, err = s.q.JobTransition(ctx, tx, dbsqlite.JobTransitionParams{
-			Parks:      parks,
-			Status:     string(params.To),
-			Error:      jobError,
-			Output:     output,
-			RunAfter:   runAfter,
-			FinishedAt: finishedAt,
-			Now:        now,
-			ID:         id,
-			Owner:      new(params.Lease.Owner),
-			Attempt:    int64(params.Lease.Attempt),
+			Parks:         parks,
+			RefundAttempt: boolInt(params.RefundAttempt),
+			Status:        string(params.To),
+			Error:         jobError,
+			Output:        output,
+			RunAfter:      runAfter,
+			FinishedAt:    finishedAt,
+			Now:           now,
+			ID:            id,
+			Owner:         new(params.Lease.Owner),
+			Attempt:       int64(params.Lease.Attempt),
 		})
 		if err != nil {
 			return interpretLeaseError(err)

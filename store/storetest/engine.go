@@ -729,6 +729,23 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Run("JobTransition", func(t *testing.T) {
 		t.Parallel()
 
+		t.Run("RefundAttemptGivesTheAttemptBackToTheBudget", func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			job, lease := submitAndClaim(t, b, newSubmitParams(t), "w")
+			require.EqualValues(t, 1, job.BudgetAttempts)
+			now := time.Now()
+			got, err := b.engine.JobTransition(b.ctx, &store.JobTransitionParams{
+				Lease: lease, To: store.JobStatusRetryWait, RunAfter: &now, RefundAttempt: true, Message: "shutting down",
+			})
+			require.NoError(t, err)
+			require.Zero(t, got.BudgetAttempts)
+			require.Equal(t, job.Attempt, got.Attempt, "the fencing token is not refunded")
+			again := claimOne(t, b.engine, "w2", time.Minute)
+			require.EqualValues(t, 1, again.BudgetAttempts)
+			require.Equal(t, job.Attempt+1, again.Attempt)
+		})
+
 		for _, to := range []store.JobStatus{
 			store.JobStatusRetryWait,
 			store.JobStatusFailed,

@@ -241,6 +241,7 @@ WITH job AS (
         updated_at = now(),
         lease_owner = NULL,
         lease_until = NULL,
+        budget_attempts = budget_attempts - CASE WHEN @refund_attempt::boolean THEN 1 ELSE 0 END,
         last_event_seq = last_event_seq + 1
     WHERE id = @job_id::uuid
         AND lease_owner = @owner::text

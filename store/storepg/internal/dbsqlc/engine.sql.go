@@ -581,33 +581,35 @@ WITH job AS (
         updated_at = now(),
         lease_owner = NULL,
         lease_until = NULL,
+        budget_attempts = budget_attempts - CASE WHEN $6::boolean THEN 1 ELSE 0 END,
         last_event_seq = last_event_seq + 1
-    WHERE id = $6::uuid
-        AND lease_owner = $7::text
-        AND attempt = $8::integer
+    WHERE id = $7::uuid
+        AND lease_owner = $8::text
+        AND attempt = $9::integer
         AND status = 'running'
     RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
     SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt,
-        CASE WHEN job.status <> $1::text THEN 'cancelled: requested while running; was to be: ' || $9::text
-            ELSE $9::text END
+        CASE WHEN job.status <> $1::text THEN 'cancelled: requested while running; was to be: ' || $10::text
+            ELSE $10::text END
     FROM job
 )
 SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved FROM job
 `
 
 type JobTransitionParams struct {
-	Status   string
-	Error    []byte
-	Output   []byte
-	RunAfter *time.Time
-	Finished bool
-	JobID    pgtype.UUID
-	Owner    string
-	Attempt  int32
-	Message  string
+	Status        string
+	Error         []byte
+	Output        []byte
+	RunAfter      *time.Time
+	Finished      bool
+	RefundAttempt bool
+	JobID         pgtype.UUID
+	Owner         string
+	Attempt       int32
+	Message       string
 }
 
 type JobTransitionRow struct {
@@ -663,6 +665,7 @@ func (q *Queries) JobTransition(ctx context.Context, db DBTX, arg JobTransitionP
 		arg.Output,
 		arg.RunAfter,
 		arg.Finished,
+		arg.RefundAttempt,
 		arg.JobID,
 		arg.Owner,
 		arg.Attempt,

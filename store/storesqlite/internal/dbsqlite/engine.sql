@@ -213,6 +213,7 @@ SET status = CASE WHEN cancel_requested = 1 AND CAST(@parks AS INTEGER) = 1 THEN
     updated_at = @now,
     lease_owner = NULL,
     lease_until = NULL,
+    budget_attempts = budget_attempts - CAST(@refund_attempt AS INTEGER),
     last_event_seq = last_event_seq + 1
 WHERE id = @id
     AND lease_owner = @owner

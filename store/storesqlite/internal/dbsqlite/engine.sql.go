@@ -557,25 +557,27 @@ SET status = CASE WHEN cancel_requested = 1 AND CAST(?1 AS INTEGER) = 1 THEN 'ca
     updated_at = ?6,
     lease_owner = NULL,
     lease_until = NULL,
+    budget_attempts = budget_attempts - CAST(?8 AS INTEGER),
     last_event_seq = last_event_seq + 1
-WHERE id = ?8
-    AND lease_owner = ?9
-    AND attempt = ?10
+WHERE id = ?9
+    AND lease_owner = ?10
+    AND attempt = ?11
     AND status = 'running'
 RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
 `
 
 type JobTransitionParams struct {
-	Parks      int64
-	Status     string
-	Error      *string
-	Output     *string
-	RunAfter   *int64
-	Now        int64
-	FinishedAt *int64
-	ID         string
-	Owner      *string
-	Attempt    int64
+	Parks         int64
+	Status        string
+	Error         *string
+	Output        *string
+	RunAfter      *int64
+	Now           int64
+	FinishedAt    *int64
+	RefundAttempt int64
+	ID            string
+	Owner         *string
+	Attempt       int64
 }
 
 // Moves a running job to @status, fenced, clearing the lease. The caller
@@ -594,6 +596,7 @@ func (q *Queries) JobTransition(ctx context.Context, db DBTX, arg JobTransitionP
 		arg.RunAfter,
 		arg.Now,
 		arg.FinishedAt,
+		arg.RefundAttempt,
 		arg.ID,
 		arg.Owner,
 		arg.Attempt,
