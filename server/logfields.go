@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 
+	middleware "github.com/grpc-ecosystem/go-grpc-middleware/v2"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"google.golang.org/grpc"
@@ -24,16 +25,10 @@ func withLogHolder(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handle
 }
 
 func withLogHolderStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	ctx := context.WithValue(ss.Context(), logHolderKey{}, &logHolder{})
-	return handler(srv, &wrappedStream{ServerStream: ss, ctx: ctx})
+	wrapped := middleware.WrapServerStream(ss)
+	wrapped.WrappedContext = context.WithValue(ss.Context(), logHolderKey{}, &logHolder{})
+	return handler(srv, wrapped)
 }
-
-type wrappedStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (s *wrappedStream) Context() context.Context { return s.ctx }
 
 func withLogTenant(f auth.AuthFunc) auth.AuthFunc {
 	return func(ctx context.Context) (context.Context, error) {

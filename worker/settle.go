@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/oncejob/oncejob/failpoint"
@@ -124,7 +125,7 @@ func (r *run) settle(ctx, jobCtx context.Context, err error) {
 		r.log.Error("attempt ended by an infrastructure error; the lease will expire", "error", err)
 		return
 	}
-	jobErr := &store.JobError{Code: "PROVIDER_" + upper(class.String()), Message: err.Error(), Retryable: llm.Retryable(class)}
+	jobErr := &store.JobError{Code: "PROVIDER_" + strings.ToUpper(class.String()), Message: err.Error(), Retryable: llm.Retryable(class)}
 	if class == llm.ClassOutcomeUnknown {
 		jobErr.Code = unknownOutcomeCode
 	}
@@ -184,14 +185,4 @@ func (r *run) transition(ctx context.Context, to store.JobStatus, jobErr *store.
 	default:
 		r.log.Info("job settled", "status", to, "message", message)
 	}
-}
-
-func upper(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'a' && c <= 'z' {
-			b[i] = c - 'a' + 'A'
-		}
-	}
-	return string(b)
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 
 	"github.com/google/uuid"
+	middleware "github.com/grpc-ecosystem/go-grpc-middleware/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 )
@@ -33,16 +34,11 @@ func UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 // StreamServerInterceptor sets the request id of streaming RPCs.
 func StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		return handler(srv, &stream{ServerStream: ss, ctx: withRequestID(ss.Context())})
+		wrapped := middleware.WrapServerStream(ss)
+		wrapped.WrappedContext = withRequestID(ss.Context())
+		return handler(srv, wrapped)
 	}
 }
-
-type stream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (s *stream) Context() context.Context { return s.ctx }
 
 func withRequestID(ctx context.Context) context.Context {
 	id := ""
