@@ -8,7 +8,7 @@ import (
 
 // WatchStore is what watching needs of a store: the per-job event log
 // (JobEventList, as in Store), the tenant-wide change log and a source of
-// notifications. It is separate from Store until every store implements it.
+// notifications.
 type WatchStore interface {
 	// JobEventList is Store.JobEventList. Events of one job become visible
 	// in seq order with no gaps: a transition holds the job's row lock while

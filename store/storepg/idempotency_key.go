@@ -11,13 +11,9 @@ const idempotencyKeyDeleteDefaultLimit = 1000
 
 // IdempotencyKeyDeleteExpired implements store.Store.
 func (s *Store) IdempotencyKeyDeleteExpired(ctx context.Context, params *store.IdempotencyKeyDeleteExpiredParams) (int64, error) {
-	limit := params.Limit
-	if limit <= 0 {
-		limit = idempotencyKeyDeleteDefaultLimit
-	}
 	n, err := s.q.IdempotencyKeyDeleteExpired(ctx, s.pool, dbsqlc.IdempotencyKeyDeleteExpiredParams{
 		CreatedBefore: params.CreatedBefore,
-		Max:           int32(limit),
+		Max:           int32(clampLimit(params.Limit, idempotencyKeyDeleteDefaultLimit)),
 	})
 	return n, interpretError(err)
 }

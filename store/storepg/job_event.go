@@ -36,15 +36,7 @@ func (s *Store) JobEventList(ctx context.Context, params *store.JobEventListPara
 	}
 	events := make([]*store.JobEvent, len(rows))
 	for i, r := range rows {
-		events[i] = &store.JobEvent{
-			JobID:     r.JobID.String(),
-			Seq:       r.Seq,
-			Status:    store.JobStatus(r.Status),
-			Stage:     store.JobStage(r.Stage),
-			Attempt:   r.Attempt,
-			Message:   r.Message,
-			CreatedAt: r.CreatedAt,
-		}
+		events[i] = jobEventFromRow(r)
 	}
 	return events, nil
 }

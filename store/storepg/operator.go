@@ -202,6 +202,7 @@ func (s *Store) operate(ctx context.Context, op operation) (*store.OperatorResul
 	var (
 		row      dbsqlc.Job
 		replayed bool
+		appended bool // an event was appended, to announce
 	)
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
 		if op.idem != nil {
@@ -215,7 +216,7 @@ func (s *Store) operate(ctx context.Context, op operation) (*store.OperatorResul
 				return err
 			}
 		}
-		row, err = s.operateApply(ctx, tx, op, id)
+		row, appended, err = s.operateApply(ctx, tx, op, id)
 		return err
 	})
 	switch {
@@ -224,7 +225,7 @@ func (s *Store) operate(ctx context.Context, op operation) (*store.OperatorResul
 	case err != nil:
 		return nil, interpretError(err)
 	}
-	if !replayed {
+	if appended {
 		s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
 	}
 	job, err := jobFromRow(row)
@@ -276,31 +277,33 @@ func (s *Store) operatorKeyTake(ctx context.Context, tx pgx.Tx, tenant string, i
 // and read: absent is ErrNotFound, in op.settled it is returned as it is, in
 // another status ErrTransitionRefused. A status op may start from means the
 // job changed after the UPDATE's snapshot; under the lock the UPDATE is run
-// again and now matches.
-func (s *Store) operateApply(ctx context.Context, tx pgx.Tx, op operation, id pgtype.UUID) (dbsqlc.Job, error) {
+// again and now matches. appended reports whether an event was appended:
+// not for a job returned as it is, nor for a cancel request to a running job
+// (no transition).
+func (s *Store) operateApply(ctx context.Context, tx pgx.Tx, op operation, id pgtype.UUID) (row dbsqlc.Job, appended bool, err error) {
 	for range 2 {
 		row, err := op.apply(ctx, tx, id)
 		if err == nil {
-			return row, nil
+			return row, row.Status != string(store.JobStatusRunning), nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return dbsqlc.Job{}, err
+			return dbsqlc.Job{}, false, err
 		}
 		// No row, so no such job: ErrNotFound by interpretError.
 		current, err := s.q.JobGetByIDForUpdate(ctx, tx, dbsqlc.JobGetByIDForUpdateParams{Tenant: op.tenant, ID: id})
 		if err != nil {
-			return dbsqlc.Job{}, err
+			return dbsqlc.Job{}, false, err
 		}
 		switch {
 		case slices.Contains(op.from, current.Status):
 			continue
 		case op.settled != "" && current.Status == string(op.settled):
-			return current, nil
+			return current, false, nil
 		default:
-			return dbsqlc.Job{}, store.ErrTransitionRefused
+			return dbsqlc.Job{}, false, store.ErrTransitionRefused
 		}
 	}
-	return dbsqlc.Job{}, errors.New("operator transition matched no row under the job's lock")
+	return dbsqlc.Job{}, false, errors.New("operator transition matched no row under the job's lock")
 }
 
 func statuses(s ...store.JobStatus) []string {

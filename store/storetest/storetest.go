@@ -5,10 +5,9 @@ package storetest
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
+	"github.com/google/uuid"
 	"slices"
 	"sync"
 	"testing"
@@ -557,31 +556,16 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 
 	t.Run("Engine", func(t *testing.T) {
 		t.Parallel()
-		if _, ok := newStore(t).(store.EngineStore); !ok {
-			// Temporary, until every store implements the engine.
-			t.Log("engine conformance not yet implemented by this store: skipping store.EngineStore suite")
-			return
-		}
 		exerciseEngine(t, newStore)
 	})
 
 	t.Run("Operator", func(t *testing.T) {
 		t.Parallel()
-		if _, ok := newStore(t).(store.OperatorStore); !ok {
-			// Temporary, until every store implements the operator calls.
-			t.Log("operator conformance not yet implemented by this store: skipping store.OperatorStore suite")
-			return
-		}
 		exerciseOperator(t, newStore)
 	})
 
 	t.Run("Watch", func(t *testing.T) {
 		t.Parallel()
-		if _, ok := newStore(t).(store.WatchStore); !ok {
-			// Temporary, until every store implements watching.
-			t.Log("watch conformance not yet implemented by this store: skipping store.WatchStore suite")
-			return
-		}
 		exerciseWatch(t, newStore)
 	})
 }
@@ -638,14 +622,8 @@ func jobIDs(jobs []*store.Job) []string {
 	return ids
 }
 
-// newUUID returns a random (version 4) UUID.
+// newUUID returns a random UUID.
 func newUUID(t *testing.T) string {
 	t.Helper()
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+	return uuid.NewString()
 }

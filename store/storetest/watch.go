@@ -292,9 +292,7 @@ func exerciseWatch(t *testing.T, newStore func(t *testing.T) store.Store) {
 			t.Parallel()
 			b := setup(t)
 			engine, ok := b.store.(store.EngineStore)
-			if !ok {
-				t.Skipf("%T does not implement store.EngineStore", b.store)
-			}
+			require.True(t, ok, "%T does not implement store.EngineStore", b.store)
 			notes := listen(t, b, 0)
 
 			job := submit(t, b.store, newSubmitParams(t))

@@ -1,8 +1,8 @@
 -- name: JobEventList :many
+-- Every event carries its job's tenant, so no join is needed to scope it.
 SELECT job_events.*
 FROM job_events
-JOIN jobs ON jobs.id = job_events.job_id
-WHERE jobs.tenant = @tenant::text
+WHERE job_events.tenant = @tenant::text
     AND job_events.job_id = @job_id::uuid
     AND job_events.seq > @after_seq::integer
 ORDER BY job_events.seq

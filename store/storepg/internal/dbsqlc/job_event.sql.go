@@ -14,8 +14,7 @@ import (
 const jobEventList = `-- name: JobEventList :many
 SELECT job_events.job_id, job_events.seq, job_events.status, job_events.stage, job_events.attempt, job_events.message, job_events.created_at, job_events.tenant, job_events.tx, job_events.id
 FROM job_events
-JOIN jobs ON jobs.id = job_events.job_id
-WHERE jobs.tenant = $1::text
+WHERE job_events.tenant = $1::text
     AND job_events.job_id = $2::uuid
     AND job_events.seq > $3::integer
 ORDER BY job_events.seq
@@ -29,6 +28,7 @@ type JobEventListParams struct {
 	Max      int32
 }
 
+// Every event carries its job's tenant, so no join is needed to scope it.
 func (q *Queries) JobEventList(ctx context.Context, db DBTX, arg JobEventListParams) ([]JobEvent, error) {
 	rows, err := db.Query(ctx, jobEventList,
 		arg.Tenant,
