@@ -55,7 +55,18 @@ type Pipeline struct {
 	RequireApproval bool `yaml:"require_approval"`
 	// Retry bounds the work spent on one job.
 	Retry RetryPolicy `yaml:"retry"`
+
+	// The JSON of OutputSchema and ResponseFormat, made once at load: a
+	// pipeline does not change after it, and every job hashes and sends them.
+	outputSchemaJSON   []byte
+	responseFormatJSON []byte
 }
+
+// OutputSchemaJSON is OutputSchema as JSON (object keys sorted).
+func (p *Pipeline) OutputSchemaJSON() []byte { return p.outputSchemaJSON }
+
+// ResponseFormatJSON is ResponseFormat as JSON (object keys sorted).
+func (p *Pipeline) ResponseFormatJSON() []byte { return p.responseFormatJSON }
 
 // Chunking is size-based splitting with overlap, in characters (runes).
 type Chunking struct {
@@ -251,6 +262,8 @@ func (p *Pipeline) applyDefaults() {
 	if p.ResponseFormat == nil {
 		p.ResponseFormat = map[string]any{"type": "json_object"}
 	}
+	p.responseFormatJSON, _ = json.Marshal(p.ResponseFormat) // YAML maps always marshal
+	p.outputSchemaJSON, _ = json.Marshal(p.OutputSchema)     // validated to marshal
 	if p.Chunking.Size == 0 {
 		p.Chunking.Size = 8000
 	}

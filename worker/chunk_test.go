@@ -15,7 +15,6 @@ func TestChunkText(t *testing.T) {
 	text := strings.Repeat("αβγ δεζ ηθι ", 100) // multi-byte runes
 	chunks := chunkText(text, 50, 10)
 	require.Greater(t, len(chunks), 1)
-	require.Equal(t, chunks, chunkText(text, 50, 10), "deterministic")
 	covered := 0
 	for i, c := range chunks {
 		require.True(t, utf8.ValidString(c))

@@ -116,7 +116,7 @@ func TestCancelDuringASlowCall(t *testing.T) {
 		require.NoError(t, err)
 		return j.Stage == store.JobStageChunksReady
 	}, 20*time.Second, 10*time.Millisecond)
-	time.Sleep(100 * time.Millisecond) // the call is in flight
+	require.Eventually(t, func() bool { return b.sim.Stats().Requests == 1 }, 20*time.Second, 5*time.Millisecond, "the call is in flight")
 	_, err := operator(t, b.store).JobCancel(context.Background(), &store.JobCancelParams{Tenant: "acme", ID: job.ID, Message: "changed my mind"})
 	require.NoError(t, err)
 
@@ -189,7 +189,7 @@ func TestShutdownRequeuesWithoutSpendingTheBudget(t *testing.T) {
 		require.NoError(t, err)
 		return j.Stage == store.JobStageChunksReady
 	}, 20*time.Second, 10*time.Millisecond)
-	time.Sleep(100 * time.Millisecond) // the call is in flight
+	require.Eventually(t, func() bool { return b.sim.Stats().Requests == 1 }, 20*time.Second, 5*time.Millisecond, "the call is in flight")
 	cancel()
 	<-done
 

@@ -219,7 +219,7 @@ func (r *run) stages(ctx context.Context) error {
 		return fmt.Errorf("chunks checkpoint: %w", err)
 	}
 
-	responseFormat, _ := json.Marshal(r.p.ResponseFormat)
+	responseFormat := r.p.ResponseFormatJSON()
 	outputs := make([][]byte, len(chunks))
 	chunkKeys := make([]any, len(chunks))
 	for i, chunk := range chunks {
@@ -259,7 +259,7 @@ func (r *run) stages(ctx context.Context) error {
 		return err
 	}
 
-	schemaJSON, _ := json.Marshal(r.p.OutputSchema)
+	schemaJSON := r.p.OutputSchemaJSON()
 	validated, err := r.stage(ctx, stageSpec{
 		stage: store.JobStageValidated, chunk: -1, version: validateVersion, advance: true,
 		inputs: map[string]any{
@@ -503,8 +503,7 @@ func (r *run) validate(ctx context.Context, schemaJSON, output []byte) ([]byte, 
 			return nil, permanent("INVALID_OUTPUT", "output does not satisfy the pipeline's schema after %d repair attempts: %v", round, verr)
 		}
 		prompt := fmt.Sprintf("Your previous answer does not satisfy the required JSON Schema.\n\nErrors:\n%v\n\nSchema:\n%s\n\nPrevious answer:\n%s\n\nAnswer again with only the corrected JSON object.", verr, schemaJSON, output)
-		responseFormat, _ := json.Marshal(r.p.ResponseFormat)
-		resp, err := r.call(ctx, store.JobStageValidated, -1, round+1, []llm.Message{{Role: "user", Content: prompt}}, responseFormat)
+		resp, err := r.call(ctx, store.JobStageValidated, -1, round+1, []llm.Message{{Role: "user", Content: prompt}}, r.p.ResponseFormatJSON())
 		if err != nil {
 			return nil, err
 		}

@@ -130,8 +130,7 @@ func (r *run) settle(ctx, jobCtx context.Context, err error) {
 		jobErr.Code = unknownOutcomeCode
 	}
 	switch {
-	case class == llm.ClassInvalidRequest || class == llm.ClassInvalidOutput:
-		jobErr.Retryable = false
+	case class == llm.ClassInvalidRequest:
 		r.transition(wctx, store.JobStatusFailed, jobErr, nil, "failed: "+jobErr.Code)
 	case class == llm.ClassOutcomeUnknown && r.p.OnUnknown == pipeline.OnUnknownReconcile:
 		r.awaitReconcile(wctx, jobErr)

@@ -3,6 +3,7 @@ package worker
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 
 	"github.com/oncejob/oncejob/jobkey"
 	"github.com/oncejob/oncejob/store"
@@ -22,6 +23,7 @@ const (
 // stageKey is "stage:v1:" and the sha256 of the canonical JSON of the stage,
 // its code version and what decides its output.
 func stageKey(stage store.JobStage, codeVersion string, inputs map[string]any) string {
+	inputs = maps.Clone(inputs) // the caller's map stays as it was
 	inputs["stage"] = string(stage)
 	inputs["code_version"] = codeVersion
 	b, err := jobkey.Canonical(inputs)

@@ -209,8 +209,7 @@ func TestDecisionCacheRunsOnlyWhatChanged(t *testing.T) {
 
 	v1 := registry(t, summarize(1, "1", summarizeSchema, ""))
 	first := submit(t, b.store, v1, "acme", text)
-	w1ctx := b.startWorker(t, v1, 0)
-	_ = w1ctx
+	b.startWorker(t, v1, 0)
 	require.Equal(t, store.JobStatusSucceeded, waitTerminal(t, b.store, first).Status)
 	require.EqualValues(t, 1, b.sim.Stats().BilledCalls)
 
@@ -250,9 +249,11 @@ func TestSameComputationIsPaidForOnce(t *testing.T) {
 	b.startWorker(t, reg, 0)
 
 	var computed, deduplicated int
+	var calls int64
 	for _, j := range jobs {
 		got := waitTerminal(t, b.store, j)
 		require.Equal(t, store.JobStatusSucceeded, got.Status)
+		calls += int64(got.Usage.LLMCalls)
 		if got.DeduplicatedFrom == "" {
 			computed++
 		} else {
@@ -261,7 +262,9 @@ func TestSameComputationIsPaidForOnce(t *testing.T) {
 	}
 	require.Equal(t, 1, computed, "at most one computed success per dedup key")
 	require.Equal(t, 2, deduplicated)
-	require.LessOrEqual(t, b.sim.Stats().BilledCalls, int64(1)*3) // racing claims may each call; the provider key differs per job
+	// Jobs claimed together may each call before one publishes (their
+	// provider keys differ); whatever was billed is in their usage.
+	require.EqualValues(t, calls, b.sim.Stats().BilledCalls)
 }
 
 func TestRateLimitStormHonoursRetryAfter(t *testing.T) {
