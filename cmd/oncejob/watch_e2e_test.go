@@ -6,21 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -44,59 +37,10 @@ func serveOn(t *testing.T, databaseURL string, extraArgs ...string) *replica {
 	t.Helper()
 	addr := freeAddr(t)
 	args := append([]string{"serve", "--database-url", databaseURL, "--grpc-addr", addr, "--workers", "0"}, extraArgs...)
-	cmd := exec.Command(filepath.Join(binDir, "oncejob"), args...)
-	logs := &syncBuilder{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case err := <-exited:
-				require.NoError(t, err, "server exit after SIGTERM; logs:\n%s", logs)
-			case <-time.After(15 * time.Second):
-				_ = cmd.Process.Kill()
-				t.Errorf("server did not stop on SIGTERM; logs:\n%s", logs)
-			}
-		})
-	}
-	t.Cleanup(stop)
-
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	require.Eventually(t, func() bool {
-		select {
-		case err := <-exited:
-			t.Fatalf("server exited early: %v; logs:\n%s", err, logs)
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
-	}, 20*time.Second, 50*time.Millisecond, "server never became healthy; logs:\n%s", logs)
-	return &replica{addr: addr, client: oncejobv1.NewJobServiceClient(conn), stop: stop}
-}
-
-type syncBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuilder) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuilder) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	p := start(t, "serve "+addr, nil, args...)
+	t.Cleanup(p.stop)
+	waitHealthy(t, p, addr)
+	return &replica{addr: addr, client: dialJobs(t, addr), stop: p.stop}
 }
 
 // watchCluster is two replicas on one schema and a store on it for the test's

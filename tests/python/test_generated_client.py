@@ -77,4 +77,5 @@ def test_list_jobs_pages(stub):
     assert len(page.jobs) == 2
     assert page.next_page_token
     nxt = stub.ListJobs(job_pb2.ListJobsRequest(page_size=2, page_token=page.next_page_token))
+    assert nxt.jobs
     assert not {j.id for j in page.jobs} & {j.id for j in nxt.jobs}
