@@ -154,8 +154,9 @@ func operatorIdempotency(ctx context.Context, request map[string]any) (*store.Id
 }
 
 func (s *jobService) operatorResult(ctx context.Context, res *store.OperatorResult, err error, jobID string) (*oncejobv1.Job, error) {
-	if errors.Is(err, store.ErrTransitionRefused) {
-		return nil, s.transitionRefused(ctx, jobID)
+	var refused *store.TransitionRefusedError
+	if errors.As(err, &refused) {
+		return nil, transitionRefused(jobID, refused.Status)
 	}
 	if err != nil {
 		return nil, s.storeError(ctx, err, "job "+jobID)
@@ -167,12 +168,8 @@ func (s *jobService) operatorResult(ctx context.Context, res *store.OperatorResu
 }
 
 // transitionRefused is FAILED_PRECONDITION naming the job's status.
-func (s *jobService) transitionRefused(ctx context.Context, jobID string) error {
-	t, _ := tenant.FromContext(ctx)
-	current := "its current status"
-	if j, err := s.cfg.Store.JobGetByID(ctx, &store.JobGetByIDParams{Tenant: t, ID: jobID}); err == nil {
-		current = statusToProto[j.Status].String()
-	}
+func transitionRefused(jobID string, jobStatus store.JobStatus) error {
+	current := statusToProto[jobStatus].String()
 	st, _ := status.Newf(codes.FailedPrecondition, "job %s is %s: this request does not apply to it", jobID, current).WithDetails(
 		&errdetails.ErrorInfo{Reason: "JOB_STATUS_CONFLICT", Domain: errorDomain, Metadata: map[string]string{"job_id": jobID, "status": current}},
 		&errdetails.PreconditionFailure{Violations: []*errdetails.PreconditionFailure_Violation{{Type: "STATUS", Subject: "jobs/" + jobID, Description: "the job is " + current}}},

@@ -155,7 +155,7 @@ func New(cfg Config) (*grpc.Server, *health.Server, error) {
 			logging.StreamServerInterceptor(slogAdapter(cfg.Logger), logOpts...),
 			recovery.StreamServerInterceptor(recoveryOpt),
 			selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFunc), needsAuth),
-			validationStreamInterceptor(svc.validateWatch),
+			validationStreamInterceptor(svc.validate),
 		),
 	)
 	oncejobv1.RegisterJobServiceServer(srv, svc)

@@ -16,6 +16,7 @@ import (
 
 // validationInterceptor rejects a request that breaks the field rules of the
 // proto comments before any handler, so an invalid request writes nothing.
+// validationStreamInterceptor (watch.go) applies the same rules to streams.
 func validationInterceptor(validate func(req any) error) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if err := validate(req); err != nil {
@@ -44,6 +45,18 @@ func (s *jobService) validate(req any) error {
 		s.validateSubmit(r, &v)
 	case *oncejobv1.GetJobRequest:
 		validateJobID(r.GetJobId(), "job_id", &v)
+	case *oncejobv1.WatchJobRequest:
+		validateJobID(r.GetJobId(), "job_id", &v)
+		if r.GetAfterSeq() < 0 {
+			v.add("after_seq", "must not be negative")
+		}
+	case *oncejobv1.WatchJobsRequest:
+		if _, ok := oncejobv1.JobStatus_name[int32(r.GetStatus())]; !ok {
+			v.add("status", "unknown status %d", r.GetStatus())
+		}
+		if _, err := decodeWatchCursor(r.GetAfterCursor()); err != nil {
+			v.add("after_cursor", "%s", err)
+		}
 	case *oncejobv1.CancelJobRequest:
 		validateJobID(r.GetJobId(), "job_id", &v)
 		validateReason(r.GetReason(), &v)

@@ -102,27 +102,6 @@ func eventToProto(e *store.JobEvent) *oncejobv1.JobEvent {
 	}
 }
 
-// validateWatch checks the watch requests' field rules; the stream variant
-// of the validation interceptor calls it.
-func (s *jobService) validateWatch(req any) error {
-	var v violations
-	switch r := req.(type) {
-	case *oncejobv1.WatchJobRequest:
-		validateJobID(r.GetJobId(), "job_id", &v)
-		if r.GetAfterSeq() < 0 {
-			v.add("after_seq", "must not be negative")
-		}
-	case *oncejobv1.WatchJobsRequest:
-		if _, ok := oncejobv1.JobStatus_name[int32(r.GetStatus())]; !ok {
-			v.add("status", "unknown status %d", r.GetStatus())
-		}
-		if _, err := decodeWatchCursor(r.GetAfterCursor()); err != nil {
-			v.add("after_cursor", "%s", err)
-		}
-	}
-	return v.err()
-}
-
 // validationStreamInterceptor validates the request of a server stream as
 // it is received, before the handler runs.
 func validationStreamInterceptor(validate func(req any) error) grpc.StreamServerInterceptor {

@@ -15,6 +15,18 @@ var ErrLeaseLost = errors.New("lease lost")
 // (design §4's table). The server maps it to FAILED_PRECONDITION.
 var ErrTransitionRefused = errors.New("transition not allowed from the job's status")
 
+// TransitionRefusedError is ErrTransitionRefused (errors.Is matches it) with
+// the status that refused it, so a caller need not read the job again.
+type TransitionRefusedError struct {
+	Status JobStatus
+}
+
+func (e *TransitionRefusedError) Error() string {
+	return ErrTransitionRefused.Error() + ": the job is " + string(e.Status)
+}
+
+func (e *TransitionRefusedError) Is(target error) bool { return target == ErrTransitionRefused }
+
 // EngineStore is what workers need: claiming under leases, fenced
 // checkpoints, the LLM journal and fenced transitions. Every method that
 // takes a Lease writes only while the job's (lease_owner, attempt) still

@@ -6,8 +6,9 @@ import "context"
 // replay, resolve, approve. Each runs in one transaction with its event and,
 // when Idempotency is set, with the idempotency key: a replayed key returns
 // the job as it is now, with Replayed set, and applies nothing again. A
-// transition the job's status does not allow is ErrTransitionRefused and
-// writes nothing, the key included. Another tenant's job is ErrNotFound.
+// transition the job's status does not allow is a *TransitionRefusedError
+// (ErrTransitionRefused) naming the status, and writes nothing, the key
+// included. Another tenant's job is ErrNotFound.
 type OperatorStore interface {
 	// JobCancel cancels a job. A job that no worker holds (queued,
 	// retry_wait, awaiting_approval, outcome_unknown) becomes cancelled at

@@ -300,7 +300,7 @@ func (s *Store) operateApply(ctx context.Context, tx pgx.Tx, op operation, id pg
 		case op.settled != "" && current.Status == string(op.settled):
 			return current, false, nil
 		default:
-			return dbsqlc.Job{}, false, store.ErrTransitionRefused
+			return dbsqlc.Job{}, false, &store.TransitionRefusedError{Status: store.JobStatus(current.Status)}
 		}
 	}
 	return dbsqlc.Job{}, false, errors.New("operator transition matched no row under the job's lock")

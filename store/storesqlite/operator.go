@@ -327,7 +327,7 @@ func (s *Store) operateApply(ctx context.Context, tx *sql.Tx, op operation, id s
 	case op.settled != "" && current.Status == string(op.settled):
 		return current, nil
 	default:
-		return dbsqlite.Job{}, store.ErrTransitionRefused
+		return dbsqlite.Job{}, &store.TransitionRefusedError{Status: store.JobStatus(current.Status)}
 	}
 }
 

@@ -217,6 +217,9 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 				events := requireConsecutiveEvents(t, b.store, job)
 				_, err := cancel(b, job, newIdempotency(t, "CancelJob"))
 				require.ErrorIs(t, err, store.ErrTransitionRefused)
+				var refused *store.TransitionRefusedError
+				require.ErrorAs(t, err, &refused)
+				require.Equal(t, from, refused.Status, "the refusal names the job's status")
 				requireUnchanged(t, b, job, events)
 			})
 		}
