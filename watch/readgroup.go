@@ -33,6 +33,9 @@ type readCall struct {
 	done   chan struct{}
 	events []*store.JobEvent
 	err    error
+	// waiters counts the callers waiting on this read; guarded by the
+	// group's mu (tests wait on it instead of sleeping).
+	waiters int
 }
 
 func (g *readGroup) do(ctx context.Context, key string, need uint64, read func(context.Context) ([]*store.JobEvent, error)) ([]*store.JobEvent, error) {
@@ -57,6 +60,7 @@ func (g *readGroup) do(ctx context.Context, key string, need uint64, read func(c
 			close(c.done)
 			return c.events, c.err
 		}
+		c.waiters++
 		g.mu.Unlock()
 		select {
 		case <-c.done:

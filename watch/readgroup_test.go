@@ -45,7 +45,11 @@ func TestReadGroupSharesOnlyReadsStartedAfterTheWakeUp(t *testing.T) {
 		ev, _ := g.do(context.Background(), "k", epoch.Load(), read) // woken by it
 		woken <- ev
 	}()
-	time.Sleep(50 * time.Millisecond) // both wait on the first read
+	require.Eventually(t, func() bool { // both wait on the first read
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.calls["k"].waiters == 2
+	}, 10*time.Second, time.Millisecond)
 	close(release)
 	require.Equal(t, int32(1), (<-first)[0].Seq)
 	require.GreaterOrEqual(t, (<-woken)[0].Seq, int32(2), "a read started after the wake-up")
