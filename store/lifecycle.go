@@ -1,5 +1,10 @@
 package store
 
+import (
+	"fmt"
+	"slices"
+)
+
 // The lifecycle rules every store applies the same way (design §4). They live
 // here, beside the types, so the stores cannot drift apart.
 
@@ -45,4 +50,40 @@ func OperatorEventMessage(action, message string, jobErr *JobError) string {
 		action += " (" + jobErr.Code + ": " + jobErr.Message + ")"
 	}
 	return action
+}
+
+// The statuses each operator transition starts from.
+var (
+	CancelFrom  = []JobStatus{JobStatusQueued, JobStatusRetryWait, JobStatusAwaitingApproval, JobStatusOutcomeUnknown, JobStatusRunning}
+	ReplayFrom  = []JobStatus{JobStatusFailed, JobStatusDeadLettered}
+	ResolveFrom = []JobStatus{JobStatusOutcomeUnknown}
+	ApproveFrom = []JobStatus{JobStatusAwaitingApproval}
+)
+
+// stageOrder is the lifecycle order of stages.
+var stageOrder = []JobStage{
+	JobStageUploaded,
+	JobStageTextExtracted,
+	JobStageChunksReady,
+	JobStageLLMDone,
+	JobStageValidated,
+	JobStagePublished,
+}
+
+// ReplayReset says what a replay from stage from undoes: the stages whose
+// checkpoints it deletes (from and every later one) and the stage the job
+// goes back to (the one before from). An empty from resets nothing; from
+// published, or an unknown stage, is an error.
+func ReplayReset(from JobStage) (reset []string, back string, err error) {
+	if from == "" {
+		return []string{}, "", nil
+	}
+	i := slices.Index(stageOrder, from)
+	if i < 0 || from == JobStagePublished {
+		return nil, "", fmt.Errorf("replay from stage %q: want a stage before published", from)
+	}
+	for _, stage := range stageOrder[i:] {
+		reset = append(reset, string(stage))
+	}
+	return reset, string(stageOrder[max(i-1, 0)]), nil
 }

@@ -33,22 +33,11 @@ var _ store.OperatorStore = (*Store)(nil)
 // The statuses each operator transition starts from (design §4), as the JSON
 // arrays the queries read.
 var (
-	cancelFrom = statuses(store.JobStatusQueued, store.JobStatusRetryWait, store.JobStatusAwaitingApproval,
-		store.JobStatusOutcomeUnknown, store.JobStatusRunning)
-	replayFrom  = statuses(store.JobStatusFailed, store.JobStatusDeadLettered)
-	resolveFrom = statuses(store.JobStatusOutcomeUnknown)
-	approveFrom = statuses(store.JobStatusAwaitingApproval)
+	cancelFrom  = statuses(store.CancelFrom...)
+	replayFrom  = statuses(store.ReplayFrom...)
+	resolveFrom = statuses(store.ResolveFrom...)
+	approveFrom = statuses(store.ApproveFrom...)
 )
-
-// stageOrder is the lifecycle order of stages.
-var stageOrder = []store.JobStage{
-	store.JobStageUploaded,
-	store.JobStageTextExtracted,
-	store.JobStageChunksReady,
-	store.JobStageLLMDone,
-	store.JobStageValidated,
-	store.JobStagePublished,
-}
 
 // operation is one operator transition, run by operate.
 type operation struct {
@@ -99,7 +88,7 @@ func (s *Store) JobCancel(ctx context.Context, params *store.JobCancelParams) (*
 // approval no longer stands: the plan is computed again. FromStage published
 // is an error: there is nothing to replay from there.
 func (s *Store) JobReplay(ctx context.Context, params *store.JobReplayParams) (*store.OperatorResult, error) {
-	resetStages, resetStage, err := replayReset(params.FromStage)
+	resetStages, resetStage, err := store.ReplayReset(params.FromStage)
 	if err != nil {
 		return nil, err
 	}
@@ -137,23 +126,6 @@ func (s *Store) JobReplay(ctx context.Context, params *store.JobReplayParams) (*
 			return s.jobEventAppend(ctx, tx, row.ID, store.OperatorEventMessage(action, params.Message, nil))
 		},
 	})
-}
-
-// replayReset returns the stages whose checkpoints a replay from from
-// deletes, never nil, and the stage a job among them goes back to.
-func replayReset(from store.JobStage) ([]string, string, error) {
-	if from == "" {
-		return []string{}, "", nil
-	}
-	i := slices.Index(stageOrder, from)
-	if i < 0 || from == store.JobStagePublished {
-		return nil, "", fmt.Errorf("storesqlite: replay from stage %q: want a stage before published", from)
-	}
-	reset := make([]string, 0, len(stageOrder)-i)
-	for _, stage := range stageOrder[i:] {
-		reset = append(reset, string(stage))
-	}
-	return reset, string(stageOrder[max(i-1, 0)]), nil
 }
 
 // JobResolve implements store.OperatorStore. A To other than queued or
