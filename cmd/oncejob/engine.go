@@ -97,3 +97,12 @@ func (o *engineOpts) startWorkers(ctx context.Context, st worker.Store, pipeline
 }
 
 func defaultWorkers() int { return runtime.NumCPU() }
+
+// loadPipelines returns the built-in pipelines, with those of the file at
+// path (--pipelines) added when path is not empty.
+func loadPipelines(path string) (*pipeline.Registry, error) {
+	if path == "" {
+		return pipeline.Builtin(), nil
+	}
+	return pipeline.Load(path)
+}

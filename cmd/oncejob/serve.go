@@ -10,7 +10,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/server/idempotency"
 	"github.com/oncejob/oncejob/server/tenant"
@@ -43,11 +42,9 @@ func runServe(ctx context.Context, args []string) error {
 		return errors.New("--max-document-bytes must be positive")
 	}
 
-	pipelines := pipeline.Builtin()
-	if *pipelinesPath != "" {
-		if pipelines, err = pipeline.Load(*pipelinesPath); err != nil {
-			return err
-		}
+	pipelines, err := loadPipelines(*pipelinesPath)
+	if err != nil {
+		return err
 	}
 	keys := &tenant.Keys{}
 	if *apiKeysPath != "" {

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/store/storepg"
 )
 
@@ -31,11 +30,9 @@ func runWorker(ctx context.Context, args []string) error {
 	if eng.workers < 1 {
 		return errors.New("--workers must be at least 1")
 	}
-	pipelines := pipeline.Builtin()
-	if *pipelinesPath != "" {
-		if pipelines, err = pipeline.Load(*pipelinesPath); err != nil {
-			return err
-		}
+	pipelines, err := loadPipelines(*pipelinesPath)
+	if err != nil {
+		return err
 	}
 	st, err := storepg.Open(ctx, *databaseURL)
 	if err != nil {
