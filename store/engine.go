@@ -12,7 +12,8 @@ import (
 var ErrLeaseLost = errors.New("lease lost")
 
 // ErrTransitionRefused: the job's status does not allow the transition
-// (design §4's table). The server maps it to FAILED_PRECONDITION.
+// (docs/architecture.md, "Job lifecycle"). The server maps it to
+// FAILED_PRECONDITION.
 var ErrTransitionRefused = errors.New("transition not allowed from the job's status")
 
 // TransitionRefusedError is ErrTransitionRefused (errors.Is matches it) with
@@ -121,11 +122,20 @@ type JobClaimParams struct {
 	Owner         string
 	Limit         int
 	LeaseDuration time.Duration
+	// Now, when set, is the time the claim runs at: what is due by then
+	// is claimable (an expired lease, a passed RunAfter) and leases last
+	// until Now + LeaseDuration. Nil takes the database's clock, which is
+	// what production does: one clock for every process. Tests set it to
+	// make leases expire without waiting.
+	Now *time.Time
 }
 
 type JobHeartbeatParams struct {
 	Lease         Lease
 	LeaseDuration time.Duration
+	// Now, when set, is the time the lease is extended from; nil takes the
+	// database's clock. See JobClaimParams.Now.
+	Now *time.Time
 }
 
 type JobHeartbeatResult struct {

@@ -27,9 +27,13 @@ func (s *Store) JobClaim(ctx context.Context, params *store.JobClaimParams) ([]*
 		return nil, nil
 	}
 	rows, err := s.q.JobClaim(ctx, s.pool, dbsqlc.JobClaimParams{
-		Max:           int32(min(params.Limit, 1<<31-1)),
-		Owner:         params.Owner,
-		LeaseDuration: interval(params.LeaseDuration),
+		Now:              params.Now,
+		Max:              int32(min(params.Limit, 1<<31-1)),
+		Owner:            params.Owner,
+		LeaseDuration:    interval(params.LeaseDuration),
+		TakeoverMessage:  store.ClaimMessage(store.JobStatusRunning, ""),
+		ReconcileMessage: store.ClaimMessage(store.JobStatusOutcomeUnknown, ""),
+		ClaimMessage:     store.ClaimMessage(store.JobStatusQueued, ""),
 	})
 	if err != nil {
 		return nil, interpretError(err)
@@ -51,6 +55,7 @@ func (s *Store) JobHeartbeat(ctx context.Context, params *store.JobHeartbeatPara
 		return nil, store.ErrLeaseLost
 	}
 	cancelRequested, err := s.q.JobHeartbeat(ctx, s.pool, dbsqlc.JobHeartbeatParams{
+		Now:           params.Now,
 		LeaseDuration: interval(params.LeaseDuration),
 		ID:            id,
 		Owner:         params.Lease.Owner,
@@ -257,45 +262,28 @@ func isComputedSuccessViolation(err error) bool {
 
 // JobTransition implements store.EngineStore.
 func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionParams) (*store.Job, error) {
-	ok, finished := store.WorkerTransition(params.To)
-	if !ok {
-		return nil, store.ErrTransitionRefused
-	}
-	if params.To == store.JobStatusRetryWait && params.RunAfter == nil {
-		return nil, errors.New("storepg: a transition to retry_wait needs RunAfter")
+	w, err := params.Write()
+	if err != nil {
+		return nil, err
 	}
 	id, err := parseUUID(params.Lease.JobID)
 	if err != nil {
 		return nil, store.ErrLeaseLost
 	}
-	var jobError []byte
-	if params.Error != nil {
-		if jobError, err = json.Marshal(params.Error); err != nil {
-			return nil, fmt.Errorf("storepg: job error: %w", err)
-		}
-	}
-	// Only these two read RunAfter: a retry_wait job is due then, an
-	// outcome_unknown one is the reconciler's then (never, when nil).
-	var runAfter *time.Time
-	if params.To == store.JobStatusRetryWait || params.To == store.JobStatusOutcomeUnknown {
-		runAfter = params.RunAfter
-	}
-	var output []byte
-	if params.To == store.JobStatusAwaitingApproval {
-		output = params.Output // the plan, shown for review
-	}
 	row, err := s.q.JobTransition(ctx, s.pool, dbsqlc.JobTransitionParams{
-		Status:   string(params.To),
-		Error:    jobError,
-		Output:   output,
-		RunAfter: runAfter,
-		Finished: finished,
+		Parks:    w.Parks,
+		Status:   string(w.To),
+		Error:    w.Error,
+		Output:   w.Output,
+		RunAfter: w.RunAfter,
+		Finished: w.Finished,
 		JobID:    id,
 		Owner:    params.Lease.Owner,
 		Attempt:  params.Lease.Attempt,
-		Message:  params.EventMessage(),
+		Message:  w.Message,
 
-		RefundAttempt: params.RefundAttempt,
+		CancelledMessage: w.CancelledMessage,
+		RefundAttempt:    w.RefundAttempt,
 	})
 	if err != nil {
 		return nil, interpretLeaseError(err)

@@ -7,13 +7,11 @@ import (
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
-const idempotencyKeyDeleteDefaultLimit = 1000
-
 // IdempotencyKeyDeleteExpired implements store.Store.
 func (s *Store) IdempotencyKeyDeleteExpired(ctx context.Context, params *store.IdempotencyKeyDeleteExpiredParams) (int64, error) {
 	n, err := s.q.IdempotencyKeyDeleteExpired(ctx, s.pool, dbsqlc.IdempotencyKeyDeleteExpiredParams{
 		CreatedBefore: params.CreatedBefore,
-		Max:           int32(clampLimit(params.Limit, idempotencyKeyDeleteDefaultLimit)),
+		Max:           int32(params.PageLimit()),
 	})
 	return n, interpretError(err)
 }

@@ -34,10 +34,7 @@ func (s *Store) JobSubmit(ctx context.Context, params *store.JobSubmitParams) (*
 			if err != nil {
 				return nil, err
 			}
-			outcome := store.OutcomeCreated
-			if job.DeduplicatedFrom != "" {
-				outcome = store.OutcomeDeduplicated
-			}
+			_, outcome := store.SubmitMessage(job.DeduplicatedFrom)
 			return &store.JobSubmitResult{Job: job, Outcome: outcome}, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
@@ -114,12 +111,10 @@ func (s *Store) JobGetByID(ctx context.Context, params *store.JobGetByIDParams) 
 	return jobFromRow(row)
 }
 
-const jobListDefaultLimit = 100
-
 // JobList implements store.Store. It fetches one row more than the page to
 // know whether a next page exists.
 func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*store.JobListResult, error) {
-	limit := clampLimit(params.Limit, jobListDefaultLimit)
+	limit := params.PageLimit()
 	args := dbsqlc.JobListParams{Tenant: params.Tenant, Max: int32(limit + 1)}
 	if params.Status != "" {
 		status := string(params.Status)
@@ -140,20 +135,13 @@ func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*stor
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	result := &store.JobListResult{Jobs: make([]*store.Job, 0, min(len(rows), limit))}
+	jobs := make([]*store.Job, len(rows))
 	for i, row := range rows {
-		if i == limit {
-			last := result.Jobs[limit-1]
-			result.Next = &store.JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}
-			break
-		}
-		job, err := jobFromRow(row)
-		if err != nil {
+		if jobs[i], err = jobFromRow(row); err != nil {
 			return nil, err
 		}
-		result.Jobs = append(result.Jobs, job)
 	}
-	return result, nil
+	return store.JobListPage(jobs, limit), nil
 }
 
 // JobComplete implements store.Store: one statement updates the job and
@@ -232,15 +220,6 @@ func parseUUID(s string) (pgtype.UUID, error) {
 	var id pgtype.UUID
 	err := id.Scan(s)
 	return id, err
-}
-
-// clampLimit applies a default to a zero limit and keeps limit+1 inside
-// int32.
-func clampLimit(limit, def int) int {
-	if limit <= 0 {
-		return def
-	}
-	return min(limit, 1<<31-2)
 }
 
 func nonNilLabels(m map[string]string) map[string]string {

@@ -7,8 +7,6 @@ import (
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
-const jobEventListDefaultLimit = 1000
-
 // JobEventList implements store.Store. An empty page costs a second query to
 // tell "no new events" from "no such job".
 func (s *Store) JobEventList(ctx context.Context, params *store.JobEventListParams) ([]*store.JobEvent, error) {
@@ -20,7 +18,7 @@ func (s *Store) JobEventList(ctx context.Context, params *store.JobEventListPara
 		Tenant:   params.Tenant,
 		JobID:    id,
 		AfterSeq: params.AfterSeq,
-		Max:      int32(clampLimit(params.Limit, jobEventListDefaultLimit)),
+		Max:      int32(params.PageLimit()),
 	})
 	if err != nil {
 		return nil, interpretError(err)

@@ -20,13 +20,12 @@ import (
 // to find it in pg_stat_activity.
 const ListenerApplicationName = "oncejob-listener"
 
-// Defaults of store.JobEventListenParams.
+// The tail reads this many events a query; the LISTEN connection
+// reconnects after a jittered wait that doubles from the min to the max.
 const (
-	listenDefaultPollInterval = time.Second
-	listenDefaultBuffer       = 1024
-	listenTailBatch           = 1000
-	listenMinBackoff          = 50 * time.Millisecond
-	listenMaxBackoff          = 5 * time.Second
+	listenTailBatch  = 1000
+	listenMinBackoff = 50 * time.Millisecond
+	listenMaxBackoff = 5 * time.Second
 )
 
 // JobEventListen implements store.WatchStore with two sources feeding one
@@ -43,43 +42,29 @@ const (
 //
 // The tail starts at the end of the log as of this call.
 func (s *Store) JobEventListen(ctx context.Context, params *store.JobEventListenParams) (<-chan store.JobEventNotification, error) {
-	l := &listener{
-		s:            s,
-		logger:       params.Logger,
-		pollInterval: params.PollInterval,
-		pollNow:      make(chan struct{}, 1),
-	}
-	if l.logger == nil {
-		l.logger = slog.Default()
-	}
-	if l.pollInterval <= 0 {
-		l.pollInterval = listenDefaultPollInterval
-	}
-	buffer := params.Buffer
-	if buffer <= 0 {
-		buffer = listenDefaultBuffer
-	}
+	p := params.WithDefaults()
+	l := &listener{s: s, params: p, logger: p.Logger, pollNow: make(chan struct{}, 1)}
 	start, err := s.q.JobEventTailStart(ctx, s.pool)
 	if err != nil {
 		return nil, fmt.Errorf("storepg: listen: %w", interpretError(err))
 	}
 	l.cursor = store.JobChangeCursor{Tx: start}
-	l.out = make(chan store.JobEventNotification, buffer)
+	l.out = make(chan store.JobEventNotification, p.Buffer)
 
 	var wg sync.WaitGroup
 	wg.Go(func() { l.listen(ctx) })
-	wg.Go(func() { l.tail(ctx) })
+	wg.Go(func() { store.RunTail(ctx, p, l.pollNow, l.tailOnce) })
 	go func() { wg.Wait(); close(l.out) }()
 	return l.out, nil
 }
 
 type listener struct {
-	s            *Store
-	logger       *slog.Logger
-	pollInterval time.Duration
-	pollNow      chan struct{}
-	out          chan store.JobEventNotification
-	cursor       store.JobChangeCursor // tail's own; only tail touches it
+	s       *Store
+	params  store.JobEventListenParams
+	logger  *slog.Logger
+	pollNow chan struct{} // capacity 1: tail at once (after a (re)connect)
+	out     chan store.JobEventNotification
+	cursor  store.JobChangeCursor // tail's own; only tail touches it
 }
 
 // listen holds the LISTEN connection until ctx is done.
@@ -161,31 +146,8 @@ func parseNotification(payload string) (store.JobEventNotification, bool) {
 	return store.JobEventNotification{JobID: parts[0], Seq: int32(seq), Tenant: parts[2]}, true
 }
 
-// tail reads the log after its cursor every pollInterval and on demand.
-func (l *listener) tail(ctx context.Context) {
-	ticker := time.NewTicker(l.pollInterval)
-	defer ticker.Stop()
-	failing := false
-	for {
-		select {
-		case <-ticker.C:
-		case <-l.pollNow:
-		case <-ctx.Done():
-			return
-		}
-		err := l.tailOnce(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil && !failing:
-			l.logger.WarnContext(ctx, "job event tail failed; retrying every poll interval", "error", err)
-		case err == nil && failing:
-			l.logger.InfoContext(ctx, "job event tail recovered")
-		}
-		failing = err != nil
-	}
-}
-
+// tailOnce notifies the events after the tail's cursor whose transactions
+// have all ended, up to the end of the log.
 func (l *listener) tailOnce(ctx context.Context) error {
 	for {
 		rows, err := l.s.q.JobEventTail(ctx, l.s.pool, dbsqlc.JobEventTailParams{

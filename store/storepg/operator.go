@@ -2,10 +2,8 @@ package storepg
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -36,23 +34,12 @@ var _ store.OperatorStore = (*Store)(nil)
 // frees a key between the insert that found it and the read of it.
 const operatorKeyAttempts = 3
 
-// The statuses each operator transition starts from (design §4).
-var (
-	cancelFrom  = statuses(store.CancelFrom...)
-	replayFrom  = statuses(store.ReplayFrom...)
-	resolveFrom = statuses(store.ResolveFrom...)
-	approveFrom = statuses(store.ApproveFrom...)
-)
-
 // operation is one operator transition, run by operate.
 type operation struct {
+	store.OperatorTransition
 	tenant string
 	id     string
 	idem   *store.IdempotencyParams
-	from   []string
-	// settled is a status in which the call succeeds without a change (a
-	// cancel of a cancelled job); empty for none.
-	settled store.JobStatus
 	// apply is the conditional UPDATE; pgx.ErrNoRows when it matched no row.
 	apply func(ctx context.Context, tx pgx.Tx, id pgtype.UUID) (dbsqlc.Job, error)
 }
@@ -62,17 +49,16 @@ type operation struct {
 // the worker's settle to cancelled appends one.
 func (s *Store) JobCancel(ctx context.Context, params *store.JobCancelParams) (*store.OperatorResult, error) {
 	return s.operate(ctx, operation{
-		tenant:  params.Tenant,
-		id:      params.ID,
-		idem:    params.Idempotency,
-		from:    cancelFrom,
-		settled: store.JobStatusCancelled,
+		OperatorTransition: store.CancelTransition,
+		tenant:             params.Tenant,
+		id:                 params.ID,
+		idem:               params.Idempotency,
 		apply: func(ctx context.Context, tx pgx.Tx, id pgtype.UUID) (dbsqlc.Job, error) {
 			row, err := s.q.JobCancel(ctx, tx, dbsqlc.JobCancelParams{
 				Tenant:       params.Tenant,
 				ID:           id,
-				FromStatuses: cancelFrom,
-				Message:      store.OperatorEventMessage("cancelled", params.Message, nil),
+				FromStatuses: store.CancelTransition.FromStrings(),
+				Message:      params.EventMessage(),
 			})
 			return dbsqlc.Job(row), err
 		},
@@ -80,86 +66,64 @@ func (s *Store) JobCancel(ctx context.Context, params *store.JobCancelParams) (*
 }
 
 // JobReplay implements store.OperatorStore. The attempt is not reset: it is
-// the fencing token. With FromStage, a job at that stage or later goes back
-// to the stage before it (uploaded for uploaded and text_extracted), and an
-// approval no longer stands: the plan is computed again. FromStage published
-// is an error: there is nothing to replay from there.
+// the fencing token.
 func (s *Store) JobReplay(ctx context.Context, params *store.JobReplayParams) (*store.OperatorResult, error) {
-	resetStages, resetStage, err := store.ReplayReset(params.FromStage)
+	w, err := params.Write()
 	if err != nil {
 		return nil, err
 	}
-	action := "replayed"
-	if params.FromStage != "" {
-		action = "replayed from " + string(params.FromStage)
-	}
 	return s.operate(ctx, operation{
-		tenant: params.Tenant,
-		id:     params.ID,
-		idem:   params.Idempotency,
-		from:   replayFrom,
+		OperatorTransition: store.ReplayTransition,
+		tenant:             params.Tenant,
+		id:                 params.ID,
+		idem:               params.Idempotency,
 		apply: func(ctx context.Context, tx pgx.Tx, id pgtype.UUID) (dbsqlc.Job, error) {
 			row, err := s.q.JobReplay(ctx, tx, dbsqlc.JobReplayParams{
-				ResetStages:  resetStages,
-				ResetStage:   resetStage,
+				ResetStages:  w.ResetStages,
+				ResetStage:   w.ResetStage,
 				Tenant:       params.Tenant,
 				ID:           id,
-				FromStatuses: replayFrom,
-				Message:      store.OperatorEventMessage(action, params.Message, nil),
+				FromStatuses: store.ReplayTransition.FromStrings(),
+				Message:      w.Message,
 			})
 			return dbsqlc.Job(row), err
 		},
 	})
 }
 
-// JobResolve implements store.OperatorStore. A To other than queued or
-// failed is an error, not ErrTransitionRefused: it is no transition at all.
+// JobResolve implements store.OperatorStore.
 func (s *Store) JobResolve(ctx context.Context, params *store.JobResolveParams) (*store.OperatorResult, error) {
-	settle := dbsqlc.JobSettleParams{Status: string(params.To), Tenant: params.Tenant, FromStatuses: resolveFrom}
-	switch params.To {
-	case store.JobStatusQueued:
-		settle.FreshBudget = true // the operator decided: a new retry budget
-		settle.Message = store.OperatorEventMessage("resolved: retry", params.Message, nil)
-	case store.JobStatusFailed:
-		settle.Finished = true
-		settle.Message = store.OperatorEventMessage("resolved: failed", params.Message, params.Error)
-		if params.Error != nil {
-			var err error
-			if settle.Error, err = json.Marshal(params.Error); err != nil {
-				return nil, fmt.Errorf("storepg: job error: %w", err)
-			}
-		}
-	default:
-		return nil, fmt.Errorf("storepg: resolve to %q: want queued or failed", params.To)
+	w, err := params.Write()
+	if err != nil {
+		return nil, err
 	}
-	return s.settle(ctx, params.ID, params.Idempotency, settle)
+	return s.settle(ctx, params.Tenant, params.ID, params.Idempotency, w)
 }
 
 // JobApprove implements store.OperatorStore.
 func (s *Store) JobApprove(ctx context.Context, params *store.JobApproveParams) (*store.OperatorResult, error) {
-	settle := dbsqlc.JobSettleParams{Tenant: params.Tenant, FromStatuses: approveFrom}
-	if params.Approve {
-		settle.Status = string(store.JobStatusQueued)
-		settle.Approved = true
-		settle.Message = store.OperatorEventMessage("approved", params.Message, nil)
-	} else {
-		settle.Status = string(store.JobStatusCancelled)
-		settle.Finished = true
-		settle.Message = store.OperatorEventMessage("rejected", params.Message, nil)
-	}
-	return s.settle(ctx, params.ID, params.Idempotency, settle)
+	return s.settle(ctx, params.Tenant, params.ID, params.Idempotency, params.Write())
 }
 
-// settle runs JobSettle as an operation; args.ID is filled in.
-func (s *Store) settle(ctx context.Context, id string, idem *store.IdempotencyParams, args dbsqlc.JobSettleParams) (*store.OperatorResult, error) {
+// settle runs JobSettle as an operation.
+func (s *Store) settle(ctx context.Context, tenant, id string, idem *store.IdempotencyParams, w *store.JobSettleWrite) (*store.OperatorResult, error) {
 	return s.operate(ctx, operation{
-		tenant: args.Tenant,
-		id:     id,
-		idem:   idem,
-		from:   args.FromStatuses,
+		OperatorTransition: w.OperatorTransition,
+		tenant:             tenant,
+		id:                 id,
+		idem:               idem,
 		apply: func(ctx context.Context, tx pgx.Tx, id pgtype.UUID) (dbsqlc.Job, error) {
-			args.ID = id
-			row, err := s.q.JobSettle(ctx, tx, args)
+			row, err := s.q.JobSettle(ctx, tx, dbsqlc.JobSettleParams{
+				Status:       string(w.To),
+				Error:        w.Error,
+				Approved:     w.Approved,
+				FreshBudget:  w.FreshBudget,
+				Finished:     w.Finished,
+				Tenant:       tenant,
+				ID:           id,
+				FromStatuses: w.FromStrings(),
+				Message:      w.Message,
+			})
 			return dbsqlc.Job(row), err
 		},
 	})
@@ -237,21 +201,18 @@ func (s *Store) operatorKeyTake(ctx context.Context, tx pgx.Tx, tenant string, i
 		if err != nil {
 			return false, err
 		}
-		if key.Fingerprint != idem.Fingerprint || key.JobID != id {
-			return false, store.ErrIdempotencyKeyReused
-		}
-		return true, nil
+		return true, idem.CheckKey(key.Fingerprint, key.JobID.String(), id.String())
 	}
 	return false, fmt.Errorf("idempotency key freed and taken again %d times in a row", operatorKeyAttempts)
 }
 
 // operateApply runs op's UPDATE. When it matches no row, the job is locked
-// and read: absent is ErrNotFound, in op.settled it is returned as it is, in
-// another status ErrTransitionRefused. A status op may start from means the
-// job changed after the UPDATE's snapshot; under the lock the UPDATE is run
-// again and now matches. appended reports whether an event was appended:
-// not for a job returned as it is, nor for a cancel request to a running job
-// (no transition).
+// and read, and op's Refuse decides: absent is ErrNotFound; a status op may
+// start from means the job changed after the UPDATE's snapshot, so under
+// the lock the UPDATE runs again and now matches; a settled job is returned
+// as it is; any other status is refused. appended reports whether an event
+// was appended: not for a job returned as it is, nor for a cancel request
+// to a running job (no transition).
 func (s *Store) operateApply(ctx context.Context, tx pgx.Tx, op operation, id pgtype.UUID) (row dbsqlc.Job, appended bool, err error) {
 	for range 2 {
 		row, err := op.apply(ctx, tx, id)
@@ -266,22 +227,14 @@ func (s *Store) operateApply(ctx context.Context, tx pgx.Tx, op operation, id pg
 		if err != nil {
 			return dbsqlc.Job{}, false, err
 		}
-		switch {
-		case slices.Contains(op.from, current.Status):
+		switch refusal, err := op.Refuse(store.JobStatus(current.Status)); refusal {
+		case store.RefusalRaced:
 			continue
-		case op.settled != "" && current.Status == string(op.settled):
+		case store.RefusalSettled:
 			return current, false, nil
 		default:
-			return dbsqlc.Job{}, false, &store.TransitionRefusedError{Status: store.JobStatus(current.Status)}
+			return dbsqlc.Job{}, false, err
 		}
 	}
 	return dbsqlc.Job{}, false, errors.New("operator transition matched no row under the job's lock")
-}
-
-func statuses(s ...store.JobStatus) []string {
-	out := make([]string, len(s))
-	for i, status := range s {
-		out[i] = string(status)
-	}
-	return out
 }

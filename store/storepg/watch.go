@@ -9,8 +9,6 @@ import (
 
 var _ store.WatchStore = (*Store)(nil)
 
-const jobChangeListDefaultLimit = 500
-
 // JobChangeList implements store.WatchStore. The (tx, id) order and the
 // snapshot-xmin bound that make a cursor safe are explained in
 // internal/dbsqlc/watch.sql and docs/architecture.md.
@@ -19,7 +17,7 @@ func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListPa
 		Tenant:  params.Tenant,
 		AfterTx: params.After.Tx,
 		AfterID: params.After.ID,
-		Max:     int32(clampLimit(params.Limit, jobChangeListDefaultLimit)),
+		Max:     int32(params.PageLimit()),
 	}
 	if params.Status != "" {
 		status := string(params.Status)

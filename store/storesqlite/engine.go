@@ -4,9 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -34,8 +32,9 @@ func (s *Store) JobClaim(ctx context.Context, params *store.JobClaimParams) ([]*
 	}
 	var jobs []*store.Job
 	err := s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
+		at := nowOr(params.Now, now)
 		candidates, err := s.q.JobClaimCandidates(ctx, tx, dbsqlite.JobClaimCandidatesParams{
-			Now: now,
+			Now: at,
 			Max: int64(params.Limit),
 		})
 		if err != nil {
@@ -45,14 +44,14 @@ func (s *Store) JobClaim(ctx context.Context, params *store.JobClaimParams) ([]*
 		for _, c := range candidates {
 			row, err := s.q.JobClaim(ctx, tx, dbsqlite.JobClaimParams{
 				Owner:      new(params.Owner),
-				LeaseUntil: new(now + params.LeaseDuration.Microseconds()),
+				LeaseUntil: new(at + params.LeaseDuration.Microseconds()),
 				Now:        now,
 				ID:         c.ID,
 			})
 			if err != nil {
 				return interpretError(err)
 			}
-			if err := s.jobEventAppend(ctx, tx, row.ID, claimMessage(c)); err != nil {
+			if err := s.jobEventAppend(ctx, tx, row.ID, store.ClaimMessage(store.JobStatus(c.Status), deref(c.LeaseOwner))); err != nil {
 				return err
 			}
 			job, err := jobFromRow(row)
@@ -72,18 +71,6 @@ func (s *Store) JobClaim(ctx context.Context, params *store.JobClaimParams) ([]*
 	return jobs, nil
 }
 
-// claimMessage is the event's message of a claim: what the job was claimed
-// from.
-func claimMessage(c dbsqlite.JobClaimCandidatesRow) string {
-	switch store.JobStatus(c.Status) {
-	case store.JobStatusRunning:
-		return "lease taken over from " + deref(c.LeaseOwner)
-	case store.JobStatusOutcomeUnknown:
-		return "reconciling an unknown outcome"
-	}
-	return "claimed"
-}
-
 // JobHeartbeat implements store.EngineStore.
 func (s *Store) JobHeartbeat(ctx context.Context, params *store.JobHeartbeatParams) (*store.JobHeartbeatResult, error) {
 	id, ok := canonicalUUID(params.Lease.JobID)
@@ -94,7 +81,7 @@ func (s *Store) JobHeartbeat(ctx context.Context, params *store.JobHeartbeatPara
 	err := s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
 		var err error
 		cancelRequested, err = s.q.JobHeartbeat(ctx, tx, dbsqlite.JobHeartbeatParams{
-			LeaseUntil: new(now + params.LeaseDuration.Microseconds()),
+			LeaseUntil: new(nowOr(params.Now, now) + params.LeaseDuration.Microseconds()),
 			ID:         id,
 			Owner:      new(params.Lease.Owner),
 			Attempt:    int64(params.Lease.Attempt),
@@ -327,11 +314,7 @@ func (s *Store) JobPublish(ctx context.Context, params *store.JobPublishParams) 
 		if row, err = s.q.JobPublish(ctx, tx, args); err != nil {
 			return interpretLeaseError(err)
 		}
-		message := params.Message
-		if row.DeduplicatedFrom != nil {
-			message += " (deduplicated from " + *row.DeduplicatedFrom + ")"
-		}
-		if err := s.jobEventAppend(ctx, tx, row.ID, message); err != nil {
+		if err := s.jobEventAppend(ctx, tx, row.ID, store.PublishMessage(params.Message, deref(row.DeduplicatedFrom))); err != nil {
 			return err
 		}
 		for _, e := range params.Outbox {
@@ -365,54 +348,28 @@ func (s *Store) JobPublish(ctx context.Context, params *store.JobPublishParams) 
 
 // JobTransition implements store.EngineStore.
 func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionParams) (*store.Job, error) {
-	ok, finished := store.WorkerTransition(params.To)
-	if !ok {
-		return nil, store.ErrTransitionRefused
-	}
-	if params.To == store.JobStatusRetryWait && params.RunAfter == nil {
-		return nil, errors.New("storesqlite: a transition to retry_wait needs RunAfter")
+	w, err := params.Write()
+	if err != nil {
+		return nil, err
 	}
 	id, ok := canonicalUUID(params.Lease.JobID)
 	if !ok {
 		return nil, store.ErrLeaseLost
 	}
-	var jobError *string // nil keeps the job's last error
-	if params.Error != nil {
-		b, err := json.Marshal(params.Error)
-		if err != nil {
-			return nil, fmt.Errorf("storesqlite: job error: %w", err)
-		}
-		jobError = new(string(b))
-	}
-	// Only these two read RunAfter: a retry_wait job is due then, an
-	// outcome_unknown one is the reconciler's then (never, when nil).
-	var runAfter *int64
-	if (params.To == store.JobStatusRetryWait || params.To == store.JobStatusOutcomeUnknown) && params.RunAfter != nil {
-		runAfter = new(params.RunAfter.UnixMicro())
-	}
-	var output *string // nil keeps the job's output
-	if params.To == store.JobStatusAwaitingApproval && params.Output != nil {
-		output = new(string(params.Output)) // the plan, shown for review
-	}
 	var row dbsqlite.Job
-	err := s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
+	err = s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
 		var finishedAt *int64
-		if finished {
+		if w.Finished {
 			finishedAt = &now
 		}
 		var err error
-		var parks int64 // a requested cancel wins over these targets
-		switch params.To {
-		case store.JobStatusRetryWait, store.JobStatusOutcomeUnknown, store.JobStatusAwaitingApproval:
-			parks = 1
-		}
 		row, err = s.q.JobTransition(ctx, tx, dbsqlite.JobTransitionParams{
-			Parks:         parks,
-			RefundAttempt: boolInt(params.RefundAttempt),
-			Status:        string(params.To),
-			Error:         jobError,
-			Output:        output,
-			RunAfter:      runAfter,
+			Parks:         boolInt(w.Parks),
+			RefundAttempt: boolInt(w.RefundAttempt),
+			Status:        string(w.To),
+			Error:         stringOrNil(w.Error),
+			Output:        stringOrNil(w.Output),
+			RunAfter:      microsOrNil(w.RunAfter),
 			FinishedAt:    finishedAt,
 			Now:           now,
 			ID:            id,
@@ -422,9 +379,9 @@ func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionPa
 		if err != nil {
 			return interpretLeaseError(err)
 		}
-		message := params.EventMessage()
-		if row.Status != string(params.To) {
-			message = "cancelled: requested while running; was to be: " + message
+		message := w.Message
+		if row.Status != string(w.To) {
+			message = w.CancelledMessage
 		}
 		return s.jobEventAppend(ctx, tx, row.ID, message)
 	})
@@ -488,6 +445,31 @@ func boolInt(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// nowOr is the time a claim or heartbeat runs at: the caller's Now when
+// set, else the transaction's.
+func nowOr(t *time.Time, now int64) int64 {
+	if t == nil {
+		return now
+	}
+	return t.UnixMicro()
+}
+
+// stringOrNil stores JSON as TEXT; nil stays NULL.
+func stringOrNil(b []byte) *string {
+	if b == nil {
+		return nil
+	}
+	return new(string(b))
+}
+
+// microsOrNil is the stored form of a nullable time.
+func microsOrNil(t *time.Time) *int64 {
+	if t == nil {
+		return nil
+	}
+	return new(t.UnixMicro())
 }
 
 func deref(s *string) string {

@@ -8,21 +8,15 @@ import (
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
-const idempotencyKeyDeleteDefaultLimit = 1000
-
 // IdempotencyKeyDeleteExpired implements store.Store. One sweep is one write
 // transaction, so Limit also bounds how long it keeps JobSubmit waiting.
 func (s *Store) IdempotencyKeyDeleteExpired(ctx context.Context, params *store.IdempotencyKeyDeleteExpiredParams) (int64, error) {
-	limit := params.Limit
-	if limit <= 0 {
-		limit = idempotencyKeyDeleteDefaultLimit
-	}
 	var n int64
 	err := s.inWriteTx(ctx, func(tx *sql.Tx, _ int64) error {
 		var err error
 		n, err = s.q.IdempotencyKeyDeleteExpired(ctx, tx, dbsqlite.IdempotencyKeyDeleteExpiredParams{
 			CreatedBefore: params.CreatedBefore.UnixMicro(),
-			Max:           int64(limit),
+			Max:           int64(params.PageLimit()),
 		})
 		return interpretError(err)
 	})

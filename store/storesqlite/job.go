@@ -85,10 +85,7 @@ func (s *Store) jobSubmit(ctx context.Context, tx *sql.Tx, params *store.JobSubm
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	message, outcome := "submitted", store.OutcomeCreated
-	if row.DeduplicatedFrom != nil {
-		message, outcome = "deduplicated from "+*row.DeduplicatedFrom, store.OutcomeDeduplicated
-	}
+	message, outcome := store.SubmitMessage(deref(row.DeduplicatedFrom))
 	if err := s.jobEventAppend(ctx, tx, row.ID, message); err != nil {
 		return nil, err
 	}
@@ -166,12 +163,10 @@ func (s *Store) JobGetByID(ctx context.Context, params *store.JobGetByIDParams) 
 	return jobFromRow(row)
 }
 
-const jobListDefaultLimit = 100
-
 // JobList implements store.Store. It fetches one row more than the page to
 // know whether a next page exists.
 func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*store.JobListResult, error) {
-	limit := clampLimit(params.Limit, jobListDefaultLimit)
+	limit := params.PageLimit()
 	args := dbsqlite.JobListParams{
 		Tenant:   params.Tenant,
 		Status:   string(params.Status),
@@ -192,20 +187,13 @@ func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*stor
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	result := &store.JobListResult{Jobs: make([]*store.Job, 0, min(len(rows), limit))}
+	jobs := make([]*store.Job, len(rows))
 	for i, row := range rows {
-		if i == limit {
-			last := result.Jobs[limit-1]
-			result.Next = &store.JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}
-			break
-		}
-		job, err := jobFromRow(row)
-		if err != nil {
+		if jobs[i], err = jobFromRow(row); err != nil {
 			return nil, err
 		}
-		result.Jobs = append(result.Jobs, job)
 	}
-	return result, nil
+	return store.JobListPage(jobs, limit), nil
 }
 
 // JobComplete implements store.Store: the update and its event in one write
@@ -304,15 +292,6 @@ func canonicalUUID(s string) (string, bool) {
 		return "", false
 	}
 	return id.String(), true
-}
-
-// clampLimit applies a default to a zero limit and keeps limit+1 inside
-// int32, as the Postgres store does.
-func clampLimit(limit, def int) int {
-	if limit <= 0 {
-		return def
-	}
-	return min(limit, 1<<31-2)
 }
 
 func nonNilLabels(m map[string]string) map[string]string {

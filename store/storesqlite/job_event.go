@@ -9,8 +9,6 @@ import (
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
-const jobEventListDefaultLimit = 1000
-
 // JobEventList implements store.Store. Both queries run in one read
 // transaction, so an empty page and "no such job" are told apart on the same
 // snapshot.
@@ -28,7 +26,7 @@ func (s *Store) JobEventList(ctx context.Context, params *store.JobEventListPara
 		Tenant:   params.Tenant,
 		JobID:    id,
 		AfterSeq: int64(params.AfterSeq),
-		Max:      int64(clampLimit(params.Limit, jobEventListDefaultLimit)),
+		Max:      int64(params.PageLimit()),
 	})
 	if err != nil {
 		return nil, interpretError(err)

@@ -3,20 +3,14 @@ package storesqlite
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
-// Defaults of store.JobEventListenParams.
-const (
-	listenDefaultPollInterval = time.Second
-	listenDefaultBuffer       = 1024
-	listenTailBatch           = 1000
-)
+// listenTailBatch is how many events the tail reads a query.
+const listenTailBatch = 1000
 
 // JobEventListen implements store.WatchStore. Every write to the database
 // is made by this process, so notifications need not cross a connection as
@@ -33,22 +27,8 @@ const (
 // The listener joins the store's set before it reads the end of the log, so
 // any commit after that read wakes it.
 func (s *Store) JobEventListen(ctx context.Context, params *store.JobEventListenParams) (<-chan store.JobEventNotification, error) {
-	l := &listener{
-		s:            s,
-		logger:       params.Logger,
-		pollInterval: params.PollInterval,
-		wake:         make(chan struct{}, 1),
-	}
-	if l.logger == nil {
-		l.logger = slog.Default()
-	}
-	if l.pollInterval <= 0 {
-		l.pollInterval = listenDefaultPollInterval
-	}
-	buffer := params.Buffer
-	if buffer <= 0 {
-		buffer = listenDefaultBuffer
-	}
+	p := params.WithDefaults()
+	l := &listener{s: s, wake: make(chan struct{}, 1)}
 	s.listeners.add(l)
 	end, err := s.q.JobEventLastID(ctx, s.read)
 	if err != nil {
@@ -56,11 +36,11 @@ func (s *Store) JobEventListen(ctx context.Context, params *store.JobEventListen
 		return nil, fmt.Errorf("storesqlite: listen: %w", interpretError(err))
 	}
 	l.after = end
-	l.out = make(chan store.JobEventNotification, buffer)
+	l.out = make(chan store.JobEventNotification, p.Buffer)
 	go func() {
 		defer close(l.out)
 		defer s.listeners.remove(l)
-		l.run(ctx)
+		store.RunTail(ctx, p, l.wake, l.tail)
 	}()
 	return l.out, nil
 }
@@ -99,38 +79,10 @@ func (ls *listeners) wake() {
 }
 
 type listener struct {
-	s            *Store
-	logger       *slog.Logger
-	pollInterval time.Duration
-	wake         chan struct{} // capacity 1: "the log may have grown"
-	out          chan store.JobEventNotification
-	after        int64 // the id of the last event sent; only run touches it
-}
-
-// run reads the log after each wake-up and every pollInterval until ctx is
-// done.
-func (l *listener) run(ctx context.Context) {
-	ticker := time.NewTicker(l.pollInterval)
-	defer ticker.Stop()
-	failing := false
-	for {
-		select {
-		case <-l.wake:
-		case <-ticker.C:
-		case <-ctx.Done():
-			return
-		}
-		err := l.tail(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil && !failing:
-			l.logger.WarnContext(ctx, "job event tail failed; retrying every poll interval", "error", err)
-		case err == nil && failing:
-			l.logger.InfoContext(ctx, "job event tail recovered")
-		}
-		failing = err != nil
-	}
+	s     *Store
+	wake  chan struct{} // capacity 1: "the log may have grown"
+	out   chan store.JobEventNotification
+	after int64 // the id of the last event sent; only the tail touches it
 }
 
 // tail notifies the events after l.after, up to the end of the log.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
@@ -30,24 +29,12 @@ var _ store.OperatorStore = (*Store)(nil)
 //     not consumed and a later call with it may still succeed. (A cancel of
 //     a cancelled job is a success: it commits, key included.)
 
-// The statuses each operator transition starts from (design §4), as the JSON
-// arrays the queries read.
-var (
-	cancelFrom  = statuses(store.CancelFrom...)
-	replayFrom  = statuses(store.ReplayFrom...)
-	resolveFrom = statuses(store.ResolveFrom...)
-	approveFrom = statuses(store.ApproveFrom...)
-)
-
 // operation is one operator transition, run by operate.
 type operation struct {
+	store.OperatorTransition
 	tenant string
 	id     string
 	idem   *store.IdempotencyParams
-	from   statusSet
-	// settled is a status in which the call succeeds without a change (a
-	// cancel of a cancelled job); empty for none.
-	settled store.JobStatus
 	// apply is the conditional UPDATE; sql.ErrNoRows when it matched no row.
 	apply func(ctx context.Context, tx *sql.Tx, id string, now int64) (dbsqlite.Job, error)
 	// record writes what goes with the transition applied to row: its event
@@ -60,150 +47,103 @@ type operation struct {
 // the worker's settle to cancelled appends one.
 func (s *Store) JobCancel(ctx context.Context, params *store.JobCancelParams) (*store.OperatorResult, error) {
 	return s.operate(ctx, operation{
-		tenant:  params.Tenant,
-		id:      params.ID,
-		idem:    params.Idempotency,
-		from:    cancelFrom,
-		settled: store.JobStatusCancelled,
+		OperatorTransition: store.CancelTransition,
+		tenant:             params.Tenant,
+		id:                 params.ID,
+		idem:               params.Idempotency,
 		apply: func(ctx context.Context, tx *sql.Tx, id string, now int64) (dbsqlite.Job, error) {
 			return s.q.JobCancel(ctx, tx, dbsqlite.JobCancelParams{
 				Now:          now,
 				Tenant:       params.Tenant,
 				ID:           id,
-				FromStatuses: cancelFrom.json,
+				FromStatuses: jsonList(store.CancelTransition.FromStrings()),
 			})
 		},
 		record: func(ctx context.Context, tx *sql.Tx, row dbsqlite.Job) error {
 			if row.Status != string(store.JobStatusCancelled) {
 				return nil // cancel_requested on a running job
 			}
-			return s.jobEventAppend(ctx, tx, row.ID, store.OperatorEventMessage("cancelled", params.Message, nil))
+			return s.jobEventAppend(ctx, tx, row.ID, params.EventMessage())
 		},
 	})
 }
 
 // JobReplay implements store.OperatorStore. The attempt is not reset: it is
-// the fencing token. With FromStage, a job at that stage or later goes back
-// to the stage before it (uploaded for uploaded and text_extracted), and an
-// approval no longer stands: the plan is computed again. FromStage published
-// is an error: there is nothing to replay from there.
+// the fencing token.
 func (s *Store) JobReplay(ctx context.Context, params *store.JobReplayParams) (*store.OperatorResult, error) {
-	resetStages, resetStage, err := store.ReplayReset(params.FromStage)
+	w, err := params.Write()
 	if err != nil {
 		return nil, err
 	}
-	reset, err := json.Marshal(resetStages)
-	if err != nil {
-		return nil, fmt.Errorf("storesqlite: replay stages: %w", err)
-	}
-	action := "replayed"
-	if params.FromStage != "" {
-		action = "replayed from " + string(params.FromStage)
-	}
+	reset := jsonList(w.ResetStages)
 	return s.operate(ctx, operation{
-		tenant: params.Tenant,
-		id:     params.ID,
-		idem:   params.Idempotency,
-		from:   replayFrom,
+		OperatorTransition: store.ReplayTransition,
+		tenant:             params.Tenant,
+		id:                 params.ID,
+		idem:               params.Idempotency,
 		apply: func(ctx context.Context, tx *sql.Tx, id string, now int64) (dbsqlite.Job, error) {
 			return s.q.JobReplay(ctx, tx, dbsqlite.JobReplayParams{
-				ResetStages:   string(reset),
-				ResetStage:    resetStage,
-				ClearApproval: boolInt(len(resetStages) > 0),
+				ResetStages:   reset,
+				ResetStage:    w.ResetStage,
+				ClearApproval: boolInt(len(w.ResetStages) > 0),
 				Now:           now,
 				Tenant:        params.Tenant,
 				ID:            id,
-				FromStatuses:  replayFrom.json,
+				FromStatuses:  jsonList(store.ReplayTransition.FromStrings()),
 			})
 		},
 		record: func(ctx context.Context, tx *sql.Tx, row dbsqlite.Job) error {
-			if len(resetStages) > 0 {
-				err := s.q.CheckpointDeleteStages(ctx, tx, dbsqlite.CheckpointDeleteStagesParams{JobID: row.ID, Stages: string(reset)})
+			if len(w.ResetStages) > 0 {
+				err := s.q.CheckpointDeleteStages(ctx, tx, dbsqlite.CheckpointDeleteStagesParams{JobID: row.ID, Stages: reset})
 				if err != nil {
 					return interpretError(err)
 				}
 			}
-			return s.jobEventAppend(ctx, tx, row.ID, store.OperatorEventMessage(action, params.Message, nil))
+			return s.jobEventAppend(ctx, tx, row.ID, w.Message)
 		},
 	})
 }
 
-// JobResolve implements store.OperatorStore. A To other than queued or
-// failed is an error, not ErrTransitionRefused: it is no transition at all.
+// JobResolve implements store.OperatorStore.
 func (s *Store) JobResolve(ctx context.Context, params *store.JobResolveParams) (*store.OperatorResult, error) {
-	settle := settlement{status: params.To, from: resolveFrom}
-	switch params.To {
-	case store.JobStatusQueued:
-		settle.freshBudget = true // the operator decided: a new retry budget
-		settle.message = store.OperatorEventMessage("resolved: retry", params.Message, nil)
-	case store.JobStatusFailed:
-		settle.finished = true
-		settle.message = store.OperatorEventMessage("resolved: failed", params.Message, params.Error)
-		if params.Error != nil {
-			b, err := json.Marshal(params.Error)
-			if err != nil {
-				return nil, fmt.Errorf("storesqlite: job error: %w", err)
-			}
-			settle.error = new(string(b))
-		}
-	default:
-		return nil, fmt.Errorf("storesqlite: resolve to %q: want queued or failed", params.To)
+	w, err := params.Write()
+	if err != nil {
+		return nil, err
 	}
-	return s.settle(ctx, params.Tenant, params.ID, params.Idempotency, settle)
+	return s.settle(ctx, params.Tenant, params.ID, params.Idempotency, w)
 }
 
 // JobApprove implements store.OperatorStore.
 func (s *Store) JobApprove(ctx context.Context, params *store.JobApproveParams) (*store.OperatorResult, error) {
-	settle := settlement{from: approveFrom}
-	if params.Approve {
-		settle.status = store.JobStatusQueued
-		settle.approved = true
-		settle.message = store.OperatorEventMessage("approved", params.Message, nil)
-	} else {
-		settle.status = store.JobStatusCancelled
-		settle.finished = true
-		settle.message = store.OperatorEventMessage("rejected", params.Message, nil)
-	}
-	return s.settle(ctx, params.Tenant, params.ID, params.Idempotency, settle)
-}
-
-// settlement is a JobSettle: a job no worker holds moved to status.
-type settlement struct {
-	status      store.JobStatus
-	from        statusSet
-	error       *string // JSON; nil keeps the job's last error
-	approved    bool
-	finished    bool
-	message     string
-	freshBudget bool // a retry by hand starts the budget again
+	return s.settle(ctx, params.Tenant, params.ID, params.Idempotency, params.Write())
 }
 
 // settle runs JobSettle as an operation.
-func (s *Store) settle(ctx context.Context, tenant, id string, idem *store.IdempotencyParams, settle settlement) (*store.OperatorResult, error) {
+func (s *Store) settle(ctx context.Context, tenant, id string, idem *store.IdempotencyParams, w *store.JobSettleWrite) (*store.OperatorResult, error) {
 	return s.operate(ctx, operation{
-		tenant: tenant,
-		id:     id,
-		idem:   idem,
-		from:   settle.from,
+		OperatorTransition: w.OperatorTransition,
+		tenant:             tenant,
+		id:                 id,
+		idem:               idem,
 		apply: func(ctx context.Context, tx *sql.Tx, id string, now int64) (dbsqlite.Job, error) {
 			var finishedAt *int64
-			if settle.finished {
+			if w.Finished {
 				finishedAt = &now
 			}
 			return s.q.JobSettle(ctx, tx, dbsqlite.JobSettleParams{
-				Status:       string(settle.status),
-				Error:        settle.error,
-				Approved:     boolInt(settle.approved),
-				FreshBudget:  boolInt(settle.freshBudget),
+				Status:       string(w.To),
+				Error:        stringOrNil(w.Error),
+				Approved:     boolInt(w.Approved),
+				FreshBudget:  boolInt(w.FreshBudget),
 				FinishedAt:   finishedAt,
 				Now:          now,
 				Tenant:       tenant,
 				ID:           id,
-				FromStatuses: settle.from.json,
+				FromStatuses: jsonList(w.FromStrings()),
 			})
 		},
 		record: func(ctx context.Context, tx *sql.Tx, row dbsqlite.Job) error {
-			return s.jobEventAppend(ctx, tx, row.ID, settle.message)
+			return s.jobEventAppend(ctx, tx, row.ID, w.Message)
 		},
 	})
 }
@@ -270,17 +210,14 @@ func (s *Store) operatorKeyTake(ctx context.Context, tx *sql.Tx, tenant, id stri
 	if err != nil {
 		return false, interpretError(err)
 	}
-	if key.Fingerprint != idem.Fingerprint || key.JobID != id {
-		return false, store.ErrIdempotencyKeyReused
-	}
-	return true, nil
+	return true, idem.CheckKey(key.Fingerprint, key.JobID, id)
 }
 
 // operateApply runs op's UPDATE and records it. When the UPDATE matches no
-// row, the job is read:
-// absent is ErrNotFound, in op.settled it is returned as it is, in another
-// status ErrTransitionRefused. No other write runs in between, so a job in a
-// status op may start from cannot be among them.
+// row, the job is read and op's Refuse decides: absent is ErrNotFound, a
+// settled job is returned as it is, any other status is refused. No other
+// write runs in between, so a job in a status op may start from cannot be
+// among them.
 func (s *Store) operateApply(ctx context.Context, tx *sql.Tx, op operation, id string, now int64) (dbsqlite.Job, error) {
 	row, err := op.apply(ctx, tx, id, now)
 	if err == nil {
@@ -293,31 +230,22 @@ func (s *Store) operateApply(ctx context.Context, tx *sql.Tx, op operation, id s
 	if err != nil {
 		return dbsqlite.Job{}, interpretError(err) // no row: ErrNotFound
 	}
-	switch {
-	case slices.Contains(op.from.list, current.Status):
+	switch refusal, err := op.Refuse(store.JobStatus(current.Status)); refusal {
+	case store.RefusalRaced:
 		return dbsqlite.Job{}, fmt.Errorf("storesqlite: job %s: operator transition from %s matched no row", id, current.Status)
-	case op.settled != "" && current.Status == string(op.settled):
+	case store.RefusalSettled:
 		return current, nil
 	default:
-		return dbsqlite.Job{}, &store.TransitionRefusedError{Status: store.JobStatus(current.Status)}
+		return dbsqlite.Job{}, err
 	}
 }
 
-// statusSet is a set of statuses a transition starts from: the list, and the
-// JSON array the queries read (see internal/dbsqlite/operator.sql).
-type statusSet struct {
-	list []string
-	json string
-}
-
-func statuses(s ...store.JobStatus) statusSet {
-	list := make([]string, len(s))
-	for i, status := range s {
-		list[i] = string(status)
-	}
+// jsonList is a list as the JSON array the queries read with json_each (see
+// internal/dbsqlite/operator.sql).
+func jsonList(list []string) string {
 	b, err := json.Marshal(list)
 	if err != nil {
 		panic(err) // a []string always marshals
 	}
-	return statusSet{list: list, json: string(b)}
+	return string(b)
 }

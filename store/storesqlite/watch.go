@@ -9,8 +9,6 @@ import (
 
 var _ store.WatchStore = (*Store)(nil)
 
-const jobChangeListDefaultLimit = 500
-
 // JobChangeList implements store.WatchStore. An event's id is its place in
 // the change order and its cursor is {Tx: 0, ID: id}: with one writer,
 // insert order is commit order and a reader sees only whole commits, so
@@ -29,7 +27,7 @@ func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListPa
 		AfterID:  afterID,
 		Status:   string(params.Status),
 		Pipeline: params.Pipeline,
-		Max:      int64(clampLimit(params.Limit, jobChangeListDefaultLimit)),
+		Max:      int64(params.PageLimit()),
 	})
 	if err != nil {
 		return nil, interpretError(err)

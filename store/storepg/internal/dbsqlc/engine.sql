@@ -6,14 +6,15 @@
 -- against the WHERE clause when locked, so a job just claimed elsewhere is
 -- passed over. The candidate keeps the old status and owner for the event.
 -- An outcome_unknown job sorts at its run_after; without one its key is NULL
--- and it is never claimed (only ResolveJob settles it).
+-- and it is never claimed (only ResolveJob settles it). @now, when not NULL,
+-- is the time the claim runs at (tests); NULL is the database's clock.
 WITH candidate AS (
     SELECT id, status AS old_status, lease_owner AS old_owner
     FROM jobs
     WHERE status IN ('queued', 'retry_wait', 'running', 'outcome_unknown')
         AND (CASE WHEN status = 'running' THEN lease_until
             WHEN status = 'outcome_unknown' THEN run_after
-            ELSE coalesce(run_after, created_at) END) <= now()
+            ELSE coalesce(run_after, created_at) END) <= coalesce(sqlc.narg(now)::timestamptz, now())
     ORDER BY (CASE WHEN status = 'running' THEN lease_until
         WHEN status = 'outcome_unknown' THEN run_after
         ELSE coalesce(run_after, created_at) END)
@@ -24,7 +25,7 @@ job AS (
     UPDATE jobs
     SET status = 'running',
         lease_owner = @owner::text,
-        lease_until = now() + @lease_duration::interval,
+        lease_until = coalesce(sqlc.narg(now)::timestamptz, now()) + @lease_duration::interval,
         attempt = jobs.attempt + 1,
         budget_attempts = jobs.budget_attempts + 1,
         run_after = NULL,
@@ -37,10 +38,11 @@ job AS (
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
     SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt,
+        -- The messages of store.ClaimMessage.
         CASE candidate.old_status
-            WHEN 'running' THEN 'lease taken over from ' || coalesce(candidate.old_owner, '')
-            WHEN 'outcome_unknown' THEN 'reconciling an unknown outcome'
-            ELSE 'claimed' END
+            WHEN 'running' THEN @takeover_message::text || coalesce(candidate.old_owner, '')
+            WHEN 'outcome_unknown' THEN @reconcile_message::text
+            ELSE @claim_message::text END
     FROM job
     JOIN candidate ON candidate.id = job.id
 )
@@ -48,9 +50,10 @@ SELECT * FROM job
 ORDER BY created_at, id;
 
 -- name: JobHeartbeat :one
--- Extends a lease while (owner, attempt) still hold it. No row: lease lost.
+-- Extends a lease while (owner, attempt) still hold it, from @now or, when
+-- NULL, the database's clock. No row: lease lost.
 UPDATE jobs
-SET lease_until = now() + @lease_duration::interval
+SET lease_until = coalesce(sqlc.narg(now)::timestamptz, now()) + @lease_duration::interval
 WHERE id = @id::uuid
     AND lease_owner = @owner::text
     AND attempt = @attempt::integer
@@ -221,23 +224,19 @@ SELECT * FROM job;
 
 -- name: JobTransition :one
 -- Moves a running job to @status, fenced like CheckpointWrite, clearing the
--- lease and appending its event. The caller checks that @status is allowed.
--- A NULL error keeps the job's last one, a NULL output likewise (the caller
--- passes one for awaiting_approval: the plan shown for review). No row: lease
--- lost. A cancel requested while the job ran wins over a target that would
--- park it (retry_wait, outcome_unknown, awaiting_approval): the job is
--- cancelled instead, so the request is not lost between two heartbeats.
+-- lease and appending its event. The caller checks that @status is allowed
+-- and decides every parameter (store.JobTransitionParams.Write). A NULL error
+-- keeps the job's last one, a NULL output likewise. No row: lease lost. When
+-- @parks (the target would leave the job waiting) and a cancel was requested
+-- while the job ran, the cancel wins: the job is cancelled instead, with
+-- @cancelled_message, so the request is not lost between two heartbeats.
 WITH job AS (
     UPDATE jobs
-    SET status = CASE WHEN cancel_requested AND @status::text IN ('retry_wait', 'outcome_unknown', 'awaiting_approval')
-            THEN 'cancelled' ELSE @status::text END,
+    SET status = CASE WHEN cancel_requested AND @parks::boolean THEN 'cancelled' ELSE @status::text END,
         error = coalesce(sqlc.narg(error)::jsonb, error),
         output = coalesce(sqlc.narg(output)::jsonb, output),
-        run_after = CASE WHEN cancel_requested AND @status::text IN ('retry_wait', 'outcome_unknown', 'awaiting_approval')
-            THEN NULL ELSE sqlc.narg(run_after)::timestamptz END,
-        finished_at = CASE WHEN @finished::boolean
-                OR (cancel_requested AND @status::text IN ('retry_wait', 'outcome_unknown', 'awaiting_approval'))
-            THEN now() ELSE NULL END,
+        run_after = CASE WHEN cancel_requested AND @parks::boolean THEN NULL ELSE sqlc.narg(run_after)::timestamptz END,
+        finished_at = CASE WHEN @finished::boolean OR (cancel_requested AND @parks::boolean) THEN now() ELSE NULL END,
         updated_at = now(),
         lease_owner = NULL,
         lease_until = NULL,
@@ -252,8 +251,7 @@ WITH job AS (
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
     SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt,
-        CASE WHEN job.status <> @status::text THEN 'cancelled: requested while running; was to be: ' || @message::text
-            ELSE @message::text END
+        CASE WHEN job.status <> @status::text THEN @cancelled_message::text ELSE @message::text END
     FROM job
 )
 SELECT * FROM job;

@@ -185,18 +185,18 @@ WITH candidate AS (
     WHERE status IN ('queued', 'retry_wait', 'running', 'outcome_unknown')
         AND (CASE WHEN status = 'running' THEN lease_until
             WHEN status = 'outcome_unknown' THEN run_after
-            ELSE coalesce(run_after, created_at) END) <= now()
+            ELSE coalesce(run_after, created_at) END) <= coalesce($1::timestamptz, now())
     ORDER BY (CASE WHEN status = 'running' THEN lease_until
         WHEN status = 'outcome_unknown' THEN run_after
         ELSE coalesce(run_after, created_at) END)
-    LIMIT $1::integer
+    LIMIT $2::integer
     FOR UPDATE SKIP LOCKED
 ),
 job AS (
     UPDATE jobs
     SET status = 'running',
-        lease_owner = $2::text,
-        lease_until = now() + $3::interval,
+        lease_owner = $3::text,
+        lease_until = coalesce($1::timestamptz, now()) + $4::interval,
         attempt = jobs.attempt + 1,
         budget_attempts = jobs.budget_attempts + 1,
         run_after = NULL,
@@ -209,10 +209,11 @@ job AS (
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
     SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt,
+        -- The messages of store.ClaimMessage.
         CASE candidate.old_status
-            WHEN 'running' THEN 'lease taken over from ' || coalesce(candidate.old_owner, '')
-            WHEN 'outcome_unknown' THEN 'reconciling an unknown outcome'
-            ELSE 'claimed' END
+            WHEN 'running' THEN $5::text || coalesce(candidate.old_owner, '')
+            WHEN 'outcome_unknown' THEN $6::text
+            ELSE $7::text END
     FROM job
     JOIN candidate ON candidate.id = job.id
 )
@@ -221,9 +222,13 @@ ORDER BY created_at, id
 `
 
 type JobClaimParams struct {
-	Max           int32
-	Owner         string
-	LeaseDuration pgtype.Interval
+	Now              *time.Time
+	Max              int32
+	Owner            string
+	LeaseDuration    pgtype.Interval
+	TakeoverMessage  string
+	ReconcileMessage string
+	ClaimMessage     string
 }
 
 type JobClaimRow struct {
@@ -272,9 +277,18 @@ type JobClaimRow struct {
 // against the WHERE clause when locked, so a job just claimed elsewhere is
 // passed over. The candidate keeps the old status and owner for the event.
 // An outcome_unknown job sorts at its run_after; without one its key is NULL
-// and it is never claimed (only ResolveJob settles it).
+// and it is never claimed (only ResolveJob settles it). @now, when not NULL,
+// is the time the claim runs at (tests); NULL is the database's clock.
 func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]JobClaimRow, error) {
-	rows, err := db.Query(ctx, jobClaim, arg.Max, arg.Owner, arg.LeaseDuration)
+	rows, err := db.Query(ctx, jobClaim,
+		arg.Now,
+		arg.Max,
+		arg.Owner,
+		arg.LeaseDuration,
+		arg.TakeoverMessage,
+		arg.ReconcileMessage,
+		arg.ClaimMessage,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -389,24 +403,27 @@ func (q *Queries) JobComputedSuccessGet(ctx context.Context, db DBTX, arg JobCom
 
 const jobHeartbeat = `-- name: JobHeartbeat :one
 UPDATE jobs
-SET lease_until = now() + $1::interval
-WHERE id = $2::uuid
-    AND lease_owner = $3::text
-    AND attempt = $4::integer
+SET lease_until = coalesce($1::timestamptz, now()) + $2::interval
+WHERE id = $3::uuid
+    AND lease_owner = $4::text
+    AND attempt = $5::integer
     AND status = 'running'
 RETURNING cancel_requested
 `
 
 type JobHeartbeatParams struct {
+	Now           *time.Time
 	LeaseDuration pgtype.Interval
 	ID            pgtype.UUID
 	Owner         string
 	Attempt       int32
 }
 
-// Extends a lease while (owner, attempt) still hold it. No row: lease lost.
+// Extends a lease while (owner, attempt) still hold it, from @now or, when
+// NULL, the database's clock. No row: lease lost.
 func (q *Queries) JobHeartbeat(ctx context.Context, db DBTX, arg JobHeartbeatParams) (bool, error) {
 	row := db.QueryRow(ctx, jobHeartbeat,
+		arg.Now,
 		arg.LeaseDuration,
 		arg.ID,
 		arg.Owner,
@@ -569,47 +586,44 @@ func (q *Queries) JobPublish(ctx context.Context, db DBTX, arg JobPublishParams)
 const jobTransition = `-- name: JobTransition :one
 WITH job AS (
     UPDATE jobs
-    SET status = CASE WHEN cancel_requested AND $1::text IN ('retry_wait', 'outcome_unknown', 'awaiting_approval')
-            THEN 'cancelled' ELSE $1::text END,
-        error = coalesce($2::jsonb, error),
-        output = coalesce($3::jsonb, output),
-        run_after = CASE WHEN cancel_requested AND $1::text IN ('retry_wait', 'outcome_unknown', 'awaiting_approval')
-            THEN NULL ELSE $4::timestamptz END,
-        finished_at = CASE WHEN $5::boolean
-                OR (cancel_requested AND $1::text IN ('retry_wait', 'outcome_unknown', 'awaiting_approval'))
-            THEN now() ELSE NULL END,
+    SET status = CASE WHEN cancel_requested AND $1::boolean THEN 'cancelled' ELSE $2::text END,
+        error = coalesce($3::jsonb, error),
+        output = coalesce($4::jsonb, output),
+        run_after = CASE WHEN cancel_requested AND $1::boolean THEN NULL ELSE $5::timestamptz END,
+        finished_at = CASE WHEN $6::boolean OR (cancel_requested AND $1::boolean) THEN now() ELSE NULL END,
         updated_at = now(),
         lease_owner = NULL,
         lease_until = NULL,
-        budget_attempts = budget_attempts - CASE WHEN $6::boolean THEN 1 ELSE 0 END,
+        budget_attempts = budget_attempts - CASE WHEN $7::boolean THEN 1 ELSE 0 END,
         last_event_seq = last_event_seq + 1
-    WHERE id = $7::uuid
-        AND lease_owner = $8::text
-        AND attempt = $9::integer
+    WHERE id = $8::uuid
+        AND lease_owner = $9::text
+        AND attempt = $10::integer
         AND status = 'running'
     RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
     SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt,
-        CASE WHEN job.status <> $1::text THEN 'cancelled: requested while running; was to be: ' || $10::text
-            ELSE $10::text END
+        CASE WHEN job.status <> $2::text THEN $11::text ELSE $12::text END
     FROM job
 )
 SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved FROM job
 `
 
 type JobTransitionParams struct {
-	Status        string
-	Error         []byte
-	Output        []byte
-	RunAfter      *time.Time
-	Finished      bool
-	RefundAttempt bool
-	JobID         pgtype.UUID
-	Owner         string
-	Attempt       int32
-	Message       string
+	Parks            bool
+	Status           string
+	Error            []byte
+	Output           []byte
+	RunAfter         *time.Time
+	Finished         bool
+	RefundAttempt    bool
+	JobID            pgtype.UUID
+	Owner            string
+	Attempt          int32
+	CancelledMessage string
+	Message          string
 }
 
 type JobTransitionRow struct {
@@ -652,14 +666,15 @@ type JobTransitionRow struct {
 }
 
 // Moves a running job to @status, fenced like CheckpointWrite, clearing the
-// lease and appending its event. The caller checks that @status is allowed.
-// A NULL error keeps the job's last one, a NULL output likewise (the caller
-// passes one for awaiting_approval: the plan shown for review). No row: lease
-// lost. A cancel requested while the job ran wins over a target that would
-// park it (retry_wait, outcome_unknown, awaiting_approval): the job is
-// cancelled instead, so the request is not lost between two heartbeats.
+// lease and appending its event. The caller checks that @status is allowed
+// and decides every parameter (store.JobTransitionParams.Write). A NULL error
+// keeps the job's last one, a NULL output likewise. No row: lease lost. When
+// @parks (the target would leave the job waiting) and a cancel was requested
+// while the job ran, the cancel wins: the job is cancelled instead, with
+// @cancelled_message, so the request is not lost between two heartbeats.
 func (q *Queries) JobTransition(ctx context.Context, db DBTX, arg JobTransitionParams) (JobTransitionRow, error) {
 	row := db.QueryRow(ctx, jobTransition,
+		arg.Parks,
 		arg.Status,
 		arg.Error,
 		arg.Output,
@@ -669,6 +684,7 @@ func (q *Queries) JobTransition(ctx context.Context, db DBTX, arg JobTransitionP
 		arg.JobID,
 		arg.Owner,
 		arg.Attempt,
+		arg.CancelledMessage,
 		arg.Message,
 	)
 	var i JobTransitionRow

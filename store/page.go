@@ -1,0 +1,45 @@
+package store
+
+// Page limits. A zero (or negative) Limit takes the method's default; any
+// Limit is capped so that Limit+1, the probe row that tells whether a next
+// page exists, still fits an int32 query parameter.
+const (
+	JobListLimitDefault                     = 100
+	JobEventListLimitDefault                = 1000
+	JobChangeListLimitDefault               = 500
+	IdempotencyKeyDeleteExpiredLimitDefault = 1000
+
+	maxPageLimit = 1<<31 - 2
+)
+
+func pageLimit(limit, def int) int {
+	if limit <= 0 {
+		return def
+	}
+	return min(limit, maxPageLimit)
+}
+
+// PageLimit is the page size JobList returns at most.
+func (p *JobListParams) PageLimit() int { return pageLimit(p.Limit, JobListLimitDefault) }
+
+// PageLimit is the number of events JobEventList returns at most.
+func (p *JobEventListParams) PageLimit() int { return pageLimit(p.Limit, JobEventListLimitDefault) }
+
+// PageLimit is the number of changes JobChangeList returns at most.
+func (p *JobChangeListParams) PageLimit() int { return pageLimit(p.Limit, JobChangeListLimitDefault) }
+
+// PageLimit is the number of keys one sweep frees at most.
+func (p *IdempotencyKeyDeleteExpiredParams) PageLimit() int {
+	return pageLimit(p.Limit, IdempotencyKeyDeleteExpiredLimitDefault)
+}
+
+// JobListPage makes the result of a JobList read of up to limit+1 jobs,
+// newest first: the first limit are the page, and only when a job beyond
+// them was read is there a next page, starting after the page's last job.
+func JobListPage(jobs []*Job, limit int) *JobListResult {
+	if len(jobs) <= limit {
+		return &JobListResult{Jobs: jobs}
+	}
+	last := jobs[limit-1]
+	return &JobListResult{Jobs: jobs[:limit], Next: &JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}}
+}
