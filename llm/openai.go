@@ -16,6 +16,10 @@ import (
 	"time"
 )
 
+// TimeoutDefault is the default of Config.Timeout, and of the command's
+// --llm-timeout.
+const TimeoutDefault = 60 * time.Second
+
 // Config configures an OpenAIClient.
 type Config struct {
 	// BaseURL is the API root that "/chat/completions" is appended to, for
@@ -28,7 +32,7 @@ type Config struct {
 	// of http.DefaultTransport. A Timeout of its own should exceed Timeout.
 	HTTPClient *http.Client
 	// Timeout bounds one call, from dialling to the last byte of the
-	// answer. Default 2m.
+	// answer. Default: TimeoutDefault.
 	Timeout time.Duration
 	// LookupPath, appended to BaseURL, is where calls are looked up by
 	// provider key: GET {BaseURL}{LookupPath}/{key} answering 200 with the
@@ -45,7 +49,7 @@ func (c Config) WithDefaults() Config {
 		c.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
 	if c.Timeout == 0 {
-		c.Timeout = 2 * time.Minute
+		c.Timeout = TimeoutDefault
 	}
 	return c
 }

@@ -1,9 +1,9 @@
 // Package migrations holds oncejob's schema migrations, embedded in the
 // binary: one directory per dialect, the same version numbers in each.
 //
-// A migration is a file named NNNN_name.up.sql. This package only finds and
-// orders them; each store applies them in its own dialect (storepg.Migrate;
-// storesqlite.Open).
+// A migration is a file named NNNN_name.up.sql. This package finds and
+// orders them, and runs them (Run) or checks them (Validate) through a
+// Driver each store implements in its own dialect.
 package migrations
 
 import (

@@ -36,16 +36,18 @@ import (
 type Config struct {
 	// Store holds jobs. Required.
 	Store store.Store
-	// Pipelines are the pipelines jobs may name; default pipeline.Builtin().
+	// Pipelines are the pipelines jobs may name. Default:
+	// pipeline.Builtin().
 	Pipelines *pipeline.Registry
-	// Keys authenticates callers; default none: dev mode, every caller is
+	// Keys authenticates callers. Default: none, dev mode: every caller is
 	// tenant "default".
 	Keys *tenant.Keys
-	// Logger receives one line per RPC; default slog.Default().
+	// Logger receives one line per RPC. Default: slog.Default().
 	Logger *slog.Logger
-	// MaxDocumentBytes bounds a submitted document; default 8 MiB.
+	// MaxDocumentBytes bounds a submitted document. Default:
+	// DefaultMaxDocumentBytes (8 MiB).
 	MaxDocumentBytes int
-	// Watch serves WatchJob and WatchJobs; default none: both are
+	// Watch serves WatchJob and WatchJobs. Default: none, both are
 	// UNIMPLEMENTED. The caller runs it (Hub.Run) and, before GracefulStop,
 	// shuts it down (Hub.Shutdown) so open streams end with where to resume.
 	Watch *watch.Hub

@@ -32,28 +32,39 @@ type Store interface {
 	store.EngineStore
 }
 
+// Defaults of Config, used by WithDefaults and by the command's flags.
+const (
+	LeaseDurationDefault = 30 * time.Second
+	PollIntervalDefault  = 200 * time.Millisecond
+)
+
+// ConcurrencyDefault is the default of Config.Concurrency: one job per CPU.
+func ConcurrencyDefault() int { return runtime.NumCPU() }
+
 // Config configures a Worker. Zero fields take the defaults stated.
 type Config struct {
 	// Store is the work log. Required.
 	Store Store
 	// Provider generates. Required.
 	Provider llm.Provider
-	// Pipelines the jobs name; default pipeline.Builtin().
+	// Pipelines the jobs name. Default: pipeline.Builtin().
 	Pipelines *pipeline.Registry
-	// Owner names this worker in leases; default host-pid-random. Two
-	// workers must never share one.
+	// Owner names this worker in leases. Two workers must never share one.
+	// Default: host-pid-random.
 	Owner string
-	// Concurrency is how many jobs run at once; default runtime.NumCPU().
+	// Concurrency is how many jobs run at once. Default:
+	// ConcurrencyDefault().
 	Concurrency int
-	// LeaseDuration is how long a claim holds without a heartbeat; default
-	// 30s. A worker that dies is taken over after it.
+	// LeaseDuration is how long a claim holds without a heartbeat; a worker
+	// that dies is taken over after it. Default: LeaseDurationDefault.
 	LeaseDuration time.Duration
-	// HeartbeatInterval; default LeaseDuration/3.
+	// HeartbeatInterval is how often a running job's lease is extended.
+	// Default: LeaseDuration/3.
 	HeartbeatInterval time.Duration
-	// PollInterval is the wait between claims when the queue is empty;
-	// default 200ms, jittered.
+	// PollInterval is the wait between claims when the queue is empty,
+	// jittered. Default: PollIntervalDefault.
 	PollInterval time.Duration
-	// Logger; default slog.Default().
+	// Logger. Default: slog.Default().
 	Logger *slog.Logger
 }
 
@@ -69,16 +80,16 @@ func (c Config) WithDefaults() Config {
 		c.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
 	}
 	if c.Concurrency == 0 {
-		c.Concurrency = runtime.NumCPU()
+		c.Concurrency = ConcurrencyDefault()
 	}
 	if c.LeaseDuration == 0 {
-		c.LeaseDuration = 30 * time.Second
+		c.LeaseDuration = LeaseDurationDefault
 	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = c.LeaseDuration / 3
 	}
 	if c.PollInterval == 0 {
-		c.PollInterval = 200 * time.Millisecond
+		c.PollInterval = PollIntervalDefault
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

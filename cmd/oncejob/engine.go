@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"sync"
 	"time"
 
@@ -16,8 +15,9 @@ import (
 	"github.com/oncejob/oncejob/worker"
 )
 
-// engineOpts are the flags shared by `serve` and `worker`.
+// engineOpts are the flags of the commands that run workers (serve, worker).
 type engineOpts struct {
+	pipelinesPath string
 	workers       int
 	llmBaseURL    string
 	llmAPIKey     string
@@ -27,15 +27,16 @@ type engineOpts struct {
 	pollInterval  time.Duration
 }
 
-func engineFlags(fs *flag.FlagSet, defaultWorkers int) *engineOpts {
+func engineFlags(fs *flag.FlagSet) *engineOpts {
 	o := &engineOpts{}
-	fs.IntVar(&o.workers, "workers", defaultWorkers, "jobs run at once by this process (0: none)")
+	fs.StringVar(&o.pipelinesPath, "pipelines", "", "YAML file of pipelines, added to the built-in ones")
+	fs.IntVar(&o.workers, "workers", worker.ConcurrencyDefault(), "jobs run at once by this process (0: none)")
 	fs.StringVar(&o.llmBaseURL, "llm-base-url", "", "OpenAI-compatible API base URL, e.g. https://api.openai.com/v1; empty: the built-in simulator on loopback")
 	fs.StringVar(&o.llmAPIKey, "llm-api-key", "", "API key of the LLM provider (prefer ONCEJOB_LLM_API_KEY)")
-	fs.DurationVar(&o.llmTimeout, "llm-timeout", 60*time.Second, "client timeout of one LLM call; a timeout after sending is an unknown outcome")
+	fs.DurationVar(&o.llmTimeout, "llm-timeout", llm.TimeoutDefault, "client timeout of one LLM call; a timeout after sending is an unknown outcome")
 	fs.StringVar(&o.llmLookupPath, "llm-lookup-path", "", "path under --llm-base-url to look a call up by provider key (GET <path>/<key>); empty: the provider has none, and an unknown outcome waits for ResolveJob")
-	fs.DurationVar(&o.leaseDuration, "lease-duration", 30*time.Second, "how long a claim holds without a heartbeat")
-	fs.DurationVar(&o.pollInterval, "poll-interval", 200*time.Millisecond, "wait between claims when the queue is empty")
+	fs.DurationVar(&o.leaseDuration, "lease-duration", worker.LeaseDurationDefault, "how long a claim holds without a heartbeat (heartbeats every third of it)")
+	fs.DurationVar(&o.pollInterval, "poll-interval", worker.PollIntervalDefault, "wait between claims when the queue is empty")
 	return o
 }
 
@@ -96,13 +97,11 @@ func (o *engineOpts) startWorkers(ctx context.Context, st worker.Store, pipeline
 	return wg.Wait, nil
 }
 
-func defaultWorkers() int { return runtime.NumCPU() }
-
-// loadPipelines returns the built-in pipelines, with those of the file at
-// path (--pipelines) added when path is not empty.
-func loadPipelines(path string) (*pipeline.Registry, error) {
-	if path == "" {
+// pipelines returns the built-in pipelines, with those of the --pipelines
+// file added when it is set.
+func (o *engineOpts) pipelines() (*pipeline.Registry, error) {
+	if o.pipelinesPath == "" {
 		return pipeline.Builtin(), nil
 	}
-	return pipeline.Load(path)
+	return pipeline.Load(o.pipelinesPath)
 }

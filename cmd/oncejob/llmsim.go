@@ -12,11 +12,11 @@ import (
 func runLLMSim(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("llm-sim", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8089", "listen address (keep it on loopback)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	lf := logFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	logger, err := newLogger(*logLevel)
+	logger, err := lf.logger()
 	if err != nil {
 		return err
 	}

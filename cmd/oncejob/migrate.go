@@ -5,27 +5,25 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-
-	"github.com/oncejob/oncejob/store/storepg"
 )
 
+// runMigrate applies the migrations to Postgres and exits: what --migrate
+// does at the start of serve and worker, alone.
 func runMigrate(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	databaseURL := fs.String("database-url", "", "Postgres URL")
+	stf := storeFlags(fs, false)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *databaseURL == "" {
+	if stf.databaseURL == "" {
 		return errors.New("--database-url (or ONCEJOB_DATABASE_URL) is required")
 	}
-	st, err := storepg.Open(ctx, *databaseURL)
+	stf.migrate = true
+	st, _, err := stf.open(ctx)
 	if err != nil {
-		return fmt.Errorf("open database: %w", err)
-	}
-	defer st.Close()
-	if err := storepg.Migrate(ctx, st.Pool()); err != nil {
 		return err
 	}
+	st.Close()
 	fmt.Println("migrations applied")
 	return nil
 }

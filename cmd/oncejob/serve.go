@@ -5,13 +5,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"time"
 
+	"github.com/oncejob/oncejob/maintenance"
 	"github.com/oncejob/oncejob/server"
-	"github.com/oncejob/oncejob/server/idempotency"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/watch"
 )
@@ -19,19 +18,16 @@ import (
 func runServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	grpcAddr := fs.String("grpc-addr", "127.0.0.1:7070", "address the gRPC server listens on")
-	databaseURL := fs.String("database-url", "", "Postgres URL, e.g. postgres://user@host:5432/db; empty: the embedded SQLite store in --data-dir")
-	dataDir := fs.String("data-dir", "./oncejob-data", "directory of the embedded store, when --database-url is empty")
-	pipelinesPath := fs.String("pipelines", "", "YAML file of pipelines, added to the built-in ones")
 	apiKeysPath := fs.String("api-keys", "", "YAML file of hashed API keys and their tenants; none: dev mode, one tenant \"default\", no auth")
-	window := fs.Duration("idempotency-window", 24*time.Hour, "how long an idempotency key is remembered")
+	window := fs.Duration("idempotency-window", maintenance.IdempotencyKeyWindowDefault, "how long an idempotency key is remembered")
 	maxDoc := fs.Int("max-document-bytes", server.DefaultMaxDocumentBytes, "largest document accepted")
-	migrate := fs.Bool("migrate", false, "apply database migrations before serving")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	eng := engineFlags(fs, defaultWorkers())
+	stf := storeFlags(fs, true)
+	eng := engineFlags(fs)
+	lf := logFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	logger, err := newLogger(*logLevel)
+	logger, err := lf.logger()
 	if err != nil {
 		return err
 	}
@@ -42,7 +38,7 @@ func runServe(ctx context.Context, args []string) error {
 		return errors.New("--max-document-bytes must be positive")
 	}
 
-	pipelines, err := loadPipelines(*pipelinesPath)
+	pipelines, err := eng.pipelines()
 	if err != nil {
 		return err
 	}
@@ -53,7 +49,7 @@ func runServe(ctx context.Context, args []string) error {
 		}
 	}
 
-	st, where, err := openStore(ctx, *databaseURL, *dataDir, *migrate)
+	st, where, err := stf.open(ctx)
 	if err != nil {
 		return err
 	}
@@ -89,9 +85,9 @@ func runServe(ctx context.Context, args []string) error {
 	logger.Info("oncejob serving", "grpc_addr", lis.Addr().String(), "store", where, "pipelines", pipelines.Names(), "idempotency_window", window.String())
 	printBanner(lis.Addr().String(), where, eng)
 
-	janitorCtx, stopJanitor := context.WithCancel(ctx)
-	defer stopJanitor()
-	go (&idempotency.Janitor{Store: st, Window: *window, Logger: logger}).Run(janitorCtx)
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	go (&maintenance.IdempotencyKeySweeper{Store: st, Window: *window, Logger: logger}).Run(sweepCtx)
 
 	workersCtx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWorkers()
@@ -124,10 +120,23 @@ func runServe(ctx context.Context, args []string) error {
 	return nil
 }
 
-func newLogger(level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
+// printBanner tells a person at a terminal where the server is and how to
+// try it.
+func printBanner(addr, where string, eng *engineOpts) {
+	provider := eng.llmBaseURL
+	if provider == "" {
+		provider = "the built-in LLM simulator (no API key needed)"
 	}
-	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+	fmt.Fprintf(os.Stderr, `
+oncejob is serving gRPC on %[1]s
+  store:    %[2]s
+  provider: %[3]s
+  workers:  %[4]d in this process
+
+Submit a job:
+  grpcurl -plaintext -H 'idempotency-key: hello-1' -d '{"pipeline": "summarize", "document": {"text": "oncejob runs LLM document jobs so that every effect happens once."}}' %[1]s oncejob.v1.JobService/SubmitJob
+Watch it (use the id from the answer):
+  grpcurl -plaintext -d '{"job_id": "<id>"}' %[1]s oncejob.v1.JobService/WatchJob
+
+`, addr, where, provider, eng.workers)
 }

@@ -2,8 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/oncejob/oncejob/store"
@@ -25,49 +26,61 @@ var (
 	_ appStore = (*storesqlite.Store)(nil)
 )
 
-// openStore opens Postgres when databaseURL is set, else the embedded SQLite
-// store in dataDir (which migrates itself and holds a lock on the directory,
-// so a second process on it gets a clear error). where says which, for the
-// start banner.
-func openStore(ctx context.Context, databaseURL, dataDir string, migrate bool) (st appStore, where string, err error) {
-	if databaseURL == "" {
-		s, err := storesqlite.Open(ctx, storesqlite.Config{DataDir: dataDir})
+// storeOpts are the flags that choose and prepare the store.
+type storeOpts struct {
+	databaseURL string
+	dataDir     string // only with embedded
+	migrate     bool
+	embedded    bool // the command may run on the embedded store
+}
+
+// storeFlags declares --database-url and --migrate, and --data-dir when the
+// command may run on the embedded store (serve: one process holds it);
+// commands that run beside others need Postgres.
+func storeFlags(fs *flag.FlagSet, embedded bool) *storeOpts {
+	o := &storeOpts{embedded: embedded}
+	urlHelp := "Postgres URL, e.g. postgres://user@host:5432/db (required)"
+	if embedded {
+		urlHelp = "Postgres URL, e.g. postgres://user@host:5432/db; empty: the embedded SQLite store in --data-dir"
+		fs.StringVar(&o.dataDir, "data-dir", "./oncejob-data", "directory of the embedded store, when --database-url is empty")
+	}
+	fs.StringVar(&o.databaseURL, "database-url", "", urlHelp)
+	fs.BoolVar(&o.migrate, "migrate", false, "Postgres: apply the embedded migrations before starting (the embedded store always migrates itself)")
+	return o
+}
+
+// open opens the store the flags name, ready to use: on Postgres it applies
+// the migrations when --migrate is set, and then checks that the database
+// has exactly this binary's migrations, so a process started against an
+// older or newer schema stops here, naming the difference, instead of
+// failing later in a query. The embedded store migrates itself on open and
+// refuses a data directory migrated by a newer binary. where says which
+// store, for the start banner.
+func (o *storeOpts) open(ctx context.Context) (st appStore, where string, err error) {
+	if o.databaseURL == "" {
+		if !o.embedded {
+			return nil, "", errors.New("--database-url (or ONCEJOB_DATABASE_URL) is required")
+		}
+		s, err := storesqlite.Open(ctx, storesqlite.Config{DataDir: o.dataDir})
 		if err != nil {
 			return nil, "", err
 		}
-		abs, _ := filepath.Abs(dataDir)
+		abs, _ := filepath.Abs(o.dataDir)
 		return s, "embedded SQLite in " + abs, nil
 	}
-	s, err := storepg.Open(ctx, databaseURL)
+	s, err := storepg.Open(ctx, o.databaseURL)
 	if err != nil {
 		return nil, "", fmt.Errorf("open database: %w", err)
 	}
-	if migrate {
+	if o.migrate {
 		if err := storepg.Migrate(ctx, s.Pool()); err != nil {
 			s.Close()
-			return nil, "", fmt.Errorf("migrate: %w", err)
+			return nil, "", err
 		}
 	}
-	return s, "Postgres", nil
-}
-
-// printBanner tells a person at a terminal where the server is and how to
-// try it.
-func printBanner(addr, where string, eng *engineOpts) {
-	provider := eng.llmBaseURL
-	if provider == "" {
-		provider = "the built-in LLM simulator (no API key needed)"
+	if err := s.MigrationValidate(ctx); err != nil {
+		s.Close()
+		return nil, "", err
 	}
-	fmt.Fprintf(os.Stderr, `
-oncejob is serving gRPC on %[1]s
-  store:    %[2]s
-  provider: %[3]s
-  workers:  %[4]d in this process
-
-Submit a job:
-  grpcurl -plaintext -H 'idempotency-key: hello-1' -d '{"pipeline": "summarize", "document": {"text": "oncejob runs LLM document jobs so that every effect happens once."}}' %[1]s oncejob.v1.JobService/SubmitJob
-Watch it (use the id from the answer):
-  grpcurl -plaintext -d '{"job_id": "<id>"}' %[1]s oncejob.v1.JobService/WatchJob
-
-`, addr, where, provider, eng.workers)
+	return s, "Postgres", nil
 }

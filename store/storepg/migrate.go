@@ -10,59 +10,91 @@ import (
 	"github.com/oncejob/oncejob/migrations"
 )
 
-// migrateLockID is the pg_advisory_xact_lock key that serialises concurrent
-// Migrate calls on one database ("oncejob" in ASCII).
+// migrateLockID is the pg_advisory_xact_lock key that serialises migration
+// transactions on one database ("oncejob" in ASCII).
 const migrateLockID int64 = 0x6f6e63656a6f62
 
-// Migrate applies the pending Postgres migrations in version order, each in
-// its own transaction holding an advisory lock, so concurrent calls (many
-// processes starting at once) are safe and a re-run is a no-op. Tables are
-// created in the first schema of the connection's search_path.
+// Migrate applies the pending Postgres migrations (migrations.Run), each in
+// its own transaction under an advisory lock, so concurrent calls are safe
+// and a re-run is a no-op. Tables are created in the first schema of the
+// connection's search_path.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	all, err := migrations.Postgres()
 	if err != nil {
 		return err
 	}
-	for _, m := range all {
-		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return migrateOne(ctx, tx, m) }); err != nil {
-			return fmt.Errorf("storepg: migrate %s: %w", m.Name, err)
-		}
+	if _, err := migrations.Run(ctx, poolMigrator{pool}, all); err != nil {
+		return fmt.Errorf("storepg: %w", err)
 	}
 	return nil
 }
 
+// MigrationValidate checks that the database has applied exactly this
+// binary's migrations (migrations.Validate): a *migrations.SchemaError names
+// what is missing or unknown.
+func (s *Store) MigrationValidate(ctx context.Context) error {
+	all, err := migrations.Postgres()
+	if err != nil {
+		return err
+	}
+	return migrations.Validate(ctx, s, all)
+}
+
+// MigrationTx implements migrations.Driver.
+func (s *Store) MigrationTx(ctx context.Context, fn func(tx migrations.Tx) error) error {
+	return poolMigrator{s.pool}.MigrationTx(ctx, fn)
+}
+
+// poolMigrator implements migrations.Driver on a pool.
+type poolMigrator struct{ pool *pgxpool.Pool }
+
+func (m poolMigrator) MigrationTx(ctx context.Context, fn func(tx migrations.Tx) error) error {
+	return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlMigrateLock, migrateLockID); err != nil {
+			return err
+		}
+		return fn(migrationTx{tx})
+	})
+}
+
 // The statements of the migrator itself are its bootstrap, not queries of the
-// store, so they stay here rather than in dbsqlc.
+// store (sqlc reads the schema the migrations make), so they stay here rather
+// than in dbsqlc.
 const (
 	sqlMigrateLock        = `SELECT pg_advisory_xact_lock($1)`
+	sqlMigrateTableExists = `SELECT to_regclass('schema_migrations') IS NOT NULL`
 	sqlMigrateCreateTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
 	version    integer     PRIMARY KEY,
 	applied_at timestamptz NOT NULL DEFAULT now()
 )`
-	sqlMigrateApplied = `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`
+	sqlMigrateApplied = `SELECT version FROM schema_migrations ORDER BY version`
 	sqlMigrateRecord  = `INSERT INTO schema_migrations (version) VALUES ($1)`
 )
 
-func migrateOne(ctx context.Context, tx pgx.Tx, m migrations.Migration) error {
-	if _, err := tx.Exec(ctx, sqlMigrateLock, migrateLockID); err != nil {
-		return err
+// migrationTx implements migrations.Tx.
+type migrationTx struct{ tx pgx.Tx }
+
+func (t migrationTx) MigrationApplied(ctx context.Context) ([]int, error) {
+	var exists bool
+	if err := t.tx.QueryRow(ctx, sqlMigrateTableExists).Scan(&exists); err != nil || !exists {
+		return nil, err
 	}
-	// Under the lock, so two first runs do not race to create it.
-	if _, err := tx.Exec(ctx, sqlMigrateCreateTable); err != nil {
-		return err
+	rows, err := t.tx.Query(ctx, sqlMigrateApplied)
+	if err != nil {
+		return nil, err
 	}
-	var applied bool
-	if err := tx.QueryRow(ctx, sqlMigrateApplied, m.Version).Scan(&applied); err != nil {
+	return pgx.CollectRows(rows, pgx.RowTo[int])
+}
+
+func (t migrationTx) MigrationApply(ctx context.Context, m migrations.Migration) error {
+	if _, err := t.tx.Exec(ctx, sqlMigrateCreateTable); err != nil {
 		return err
-	}
-	if applied {
-		return nil
 	}
 	// No arguments: pgx sends it on the simple protocol, which runs a file
 	// of many statements.
-	if _, err := tx.Exec(ctx, m.SQL); err != nil {
+	if _, err := t.tx.Exec(ctx, m.SQL); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, sqlMigrateRecord, m.Version)
+	_, err := t.tx.Exec(ctx, sqlMigrateRecord, m.Version)
 	return err
 }

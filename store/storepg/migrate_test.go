@@ -36,5 +36,25 @@ func TestMigrate(t *testing.T) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), max(version) FROM schema_migrations`).Scan(&applied, &latest))
 		require.Equal(t, len(all), applied)
 		require.Equal(t, all[len(all)-1].Version, latest)
+		require.NoError(t, storepg.New(pool).MigrationValidate(ctx))
+	})
+
+	t.Run("ValidateNamesWhatIsMissing", func(t *testing.T) {
+		t.Parallel()
+		ctx := t.Context()
+		st := storepg.New(storepgtest.NewTestPool(t))
+		all, err := migrations.Postgres()
+		require.NoError(t, err)
+
+		var schemaErr *migrations.SchemaError
+		require.ErrorAs(t, st.MigrationValidate(ctx), &schemaErr)
+		require.Equal(t, all, schemaErr.Missing, "a database never migrated misses every migration")
+
+		applied, err := migrations.Run(ctx, st, all[:2])
+		require.NoError(t, err)
+		require.Equal(t, all[:2], applied)
+		require.ErrorAs(t, st.MigrationValidate(ctx), &schemaErr)
+		require.Equal(t, all[2:], schemaErr.Missing)
+		require.Empty(t, schemaErr.Unknown)
 	})
 }

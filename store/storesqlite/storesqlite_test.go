@@ -129,6 +129,23 @@ func TestOpen(t *testing.T) {
 		require.Equal(t, all[len(all)-1].Version, latest)
 	})
 
+	t.Run("RefusesADataDirectoryANewerBinaryMigrated", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		openTestStore(t, dir).Close()
+		db, err := sql.Open("sqlite", filepath.Join(dir, "oncejob.db"))
+		require.NoError(t, err)
+		_, err = db.ExecContext(t.Context(), `INSERT INTO schema_migrations (version, applied_at) VALUES (9999, 0)`)
+		require.NoError(t, err)
+		require.NoError(t, db.Close())
+
+		_, err = storesqlite.Open(t.Context(), storesqlite.Config{DataDir: dir})
+		var schemaErr *migrations.SchemaError
+		require.ErrorAs(t, err, &schemaErr)
+		require.Equal(t, []int{9999}, schemaErr.Unknown)
+		require.ErrorContains(t, err, "schema is ahead of this binary")
+	})
+
 	t.Run("IDsAreMatchedInAnyFormPostgresAccepts", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
