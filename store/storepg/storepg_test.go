@@ -5,7 +5,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
 	"github.com/oncejob/oncejob/store/storetest"
 )
@@ -16,7 +15,7 @@ func TestMain(m *testing.M) {
 
 func TestStore(t *testing.T) {
 	t.Parallel()
-	storetest.Exercise(t, func(t *testing.T) store.Store {
+	storetest.Exercise(t, func(t *testing.T) storetest.Store {
 		return storepgtest.NewTestStore(t)
 	})
 }

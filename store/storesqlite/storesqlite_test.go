@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 
 func TestStore(t *testing.T) {
 	t.Parallel()
-	storetest.Exercise(t, func(t *testing.T) store.Store {
+	storetest.Exercise(t, func(t *testing.T) storetest.Store {
 		return openTestStore(t, t.TempDir())
 	})
 }

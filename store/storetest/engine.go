@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,13 +18,12 @@ import (
 // test means it to.
 const engineLease = time.Minute
 
-// exerciseEngine is the conformance suite of store.EngineStore. newStore must
-// return stores that implement it.
-func exerciseEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
+// exerciseEngine is the conformance suite of store.EngineStore.
+func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Helper()
 
 	type testBundle struct {
-		store  store.Store
+		store  Store
 		engine store.EngineStore
 		ctx    context.Context
 	}
@@ -31,9 +31,7 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 	setup := func(t *testing.T) *testBundle {
 		t.Helper()
 		s := newStore(t)
-		engine, ok := s.(store.EngineStore)
-		require.True(t, ok, "%T does not implement store.EngineStore", s)
-		return &testBundle{store: s, engine: engine, ctx: t.Context()}
+		return &testBundle{store: s, engine: s, ctx: t.Context()}
 	}
 
 	// submitAndClaim submits a job and claims it for owner. It expects the
@@ -179,16 +177,19 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 			require.NoError(t, err)
 			require.Equal(t, store.JobStatusRetryWait, stillWaiting.Status)
 
-			// And a RunAfter that passes while we wait.
+			// And a RunAfter that passes: a claim that runs at the time
+			// (an injected Now) sees it due, one a moment before does not.
+			b = setup(t)
 			soon, soonLease := submitAndClaim(t, b, newSubmitParams(t), "w")
-			runAfter := time.Now().Add(200 * time.Millisecond)
+			runAfter := time.Now().Add(time.Hour)
 			_, err = b.engine.JobTransition(b.ctx, &store.JobTransitionParams{
 				Lease: soonLease, To: store.JobStatusRetryWait, RunAfter: &runAfter,
 			})
 			require.NoError(t, err)
-			reclaimed := claimEventually(t, b.engine, "w3")
-			require.Equal(t, soon.ID, reclaimed.ID)
-			require.Equal(t, int32(2), reclaimed.Attempt)
+			require.Empty(t, claimAt(t, b.engine, "w3", runAfter.Add(-time.Millisecond)))
+			reclaimed := claimAt(t, b.engine, "w3", runAfter)
+			require.Equal(t, []string{soon.ID}, jobIDs(reclaimed))
+			require.Equal(t, int32(2), reclaimed[0].Attempt)
 		})
 
 		t.Run("OutcomeUnknownIsClaimedOnlyWhenItsRunAfterPassed", func(t *testing.T) {
@@ -240,17 +241,25 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 			t.Parallel()
 			b := setup(t)
 
+			// The claims run at injected times around the lease's end, so
+			// the lease expires without the test waiting for it, and the
+			// times come from the lease itself: no clock skew between this
+			// process and the database matters.
 			submitted := submit(t, b.store, newSubmitParams(t))
-			first := claimOne(t, b.engine, "worker-a", 100*time.Millisecond)
+			first := claimOne(t, b.engine, "worker-a", engineLease)
 			require.Equal(t, submitted.ID, first.ID)
 			oldLease := leaseOf(first)
+			require.Empty(t, claimAt(t, b.engine, "worker-b", first.LeaseUntil.Add(-time.Millisecond)), "taken over before the lease ended")
 
-			taken := claimEventually(t, b.engine, "worker-b")
+			takenOver := claimAt(t, b.engine, "worker-b", *first.LeaseUntil)
+			require.Len(t, takenOver, 1)
+			taken := takenOver[0]
 			require.Equal(t, first.ID, taken.ID)
 			require.Equal(t, store.JobStatusRunning, taken.Status)
 			require.Equal(t, int32(2), taken.Attempt)
 			require.Equal(t, int32(2), taken.BudgetAttempts)
 			require.Equal(t, "worker-b", taken.LeaseOwner)
+			require.WithinDuration(t, first.LeaseUntil.Add(engineLease), *taken.LeaseUntil, time.Millisecond, "the new lease runs from the claim's Now")
 			events := requireConsecutiveEvents(t, b.store, taken)
 			require.Len(t, events, 3)
 			require.Equal(t, store.JobStatusRunning, events[2].Status)
@@ -299,24 +308,27 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 			b := setup(t)
 
 			submitted := submit(t, b.store, newSubmitParams(t))
-			job := claimOne(t, b.engine, "worker-a", 100*time.Millisecond)
+			job := claimOne(t, b.engine, "worker-a", engineLease)
 			require.Equal(t, submitted.ID, job.ID)
 
-			res, err := b.engine.JobHeartbeat(b.ctx, &store.JobHeartbeatParams{Lease: leaseOf(job), LeaseDuration: engineLease})
+			// A heartbeat just before the lease ends (an injected Now)
+			// extends it from then: past the first lease's end nobody takes
+			// the job; past the extended one it is taken over.
+			beat := job.LeaseUntil.Add(-time.Second)
+			res, err := b.engine.JobHeartbeat(b.ctx, &store.JobHeartbeatParams{Lease: leaseOf(job), LeaseDuration: engineLease, Now: &beat})
 			require.NoError(t, err)
 			require.False(t, res.CancelRequested)
-
-			time.Sleep(300 * time.Millisecond) // past the lease of the claim
-			none, err := b.engine.JobClaim(b.ctx, &store.JobClaimParams{Owner: "worker-b", Limit: 10, LeaseDuration: engineLease})
-			require.NoError(t, err)
-			require.Empty(t, none)
 
 			got, err := b.store.JobGetByID(b.ctx, &store.JobGetByIDParams{Tenant: job.Tenant, ID: job.ID})
 			require.NoError(t, err)
 			require.Equal(t, "worker-a", got.LeaseOwner)
 			require.NotNil(t, got.LeaseUntil)
-			require.True(t, got.LeaseUntil.After(job.LeaseUntil.Add(30*time.Second)), "lease not extended")
+			require.WithinDuration(t, beat.Add(engineLease), *got.LeaseUntil, time.Millisecond, "lease not extended")
 			require.Len(t, requireConsecutiveEvents(t, b.store, job), 2) // a heartbeat is no transition
+
+			require.Empty(t, claimAt(t, b.engine, "worker-b", job.LeaseUntil.Add(time.Second)))
+			taken := claimAt(t, b.engine, "worker-b", *got.LeaseUntil)
+			require.Equal(t, []string{job.ID}, jobIDs(taken))
 		})
 
 		t.Run("AnotherOwnerOrAttemptIsLeaseLost", func(t *testing.T) {
@@ -729,6 +741,27 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Run("JobTransition", func(t *testing.T) {
 		t.Parallel()
 
+		t.Run("OnlyARunningJobMoves", func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+
+			// The lease names the job's owner and attempt; only the status
+			// keeps it from moving: the fence holds in every other status.
+			for _, from := range allStatuses {
+				if from == store.JobStatusRunning {
+					continue
+				}
+				job := jobIn(t, b.store, from)
+				events := requireConsecutiveEvents(t, b.store, job)
+				lease := store.Lease{JobID: job.ID, Owner: factoryLeaseOwner, Attempt: job.Attempt}
+				_, err := b.engine.JobTransition(b.ctx, &store.JobTransitionParams{Lease: lease, To: store.JobStatusFailed})
+				require.ErrorIs(t, err, store.ErrLeaseLost, "from %s", from)
+				_, err = b.engine.JobHeartbeat(b.ctx, &store.JobHeartbeatParams{Lease: lease, LeaseDuration: engineLease})
+				require.ErrorIs(t, err, store.ErrLeaseLost, "from %s", from)
+				require.Equal(t, events, requireConsecutiveEvents(t, b.store, job), "from %s", from)
+			}
+		})
+
 		t.Run("RefundAttemptGivesTheAttemptBackToTheBudget", func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
@@ -853,10 +886,16 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 			b := setup(t)
 
 			job, lease := submitAndClaim(t, b, newSubmitParams(t), "w")
-			for _, to := range []store.JobStatus{store.JobStatusQueued, store.JobStatusRunning, store.JobStatusSucceeded, "", "bogus"} {
+			refused := 0
+			for _, to := range append(slices.Clone(allStatuses), "", "bogus") {
+				if allowed, _ := store.WorkerTransition(to); allowed {
+					continue
+				}
+				refused++
 				_, err := b.engine.JobTransition(b.ctx, &store.JobTransitionParams{Lease: lease, To: to, Message: "no"})
 				require.ErrorIs(t, err, store.ErrTransitionRefused, "to %q", to)
 			}
+			require.Equal(t, 5, refused) // queued, running, succeeded, "", bogus
 			got, err := b.store.JobGetByID(b.ctx, &store.JobGetByIDParams{Tenant: job.Tenant, ID: job.ID})
 			require.NoError(t, err)
 			require.Equal(t, job, got)
@@ -875,21 +914,12 @@ func claimOne(t *testing.T, engine store.EngineStore, owner string, lease time.D
 	return jobs[0]
 }
 
-// claimEventually polls JobClaim until it returns a job, for jobs that
-// become claimable when a lease or a RunAfter passes.
-func claimEventually(t *testing.T, engine store.EngineStore, owner string) *store.Job {
+// claimAt claims for owner at the injected time at (JobClaimParams.Now).
+func claimAt(t *testing.T, engine store.EngineStore, owner string, at time.Time) []*store.Job {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		jobs, err := engine.JobClaim(t.Context(), &store.JobClaimParams{Owner: owner, Limit: 10, LeaseDuration: engineLease})
-		require.NoError(t, err)
-		if len(jobs) > 0 {
-			require.Len(t, jobs, 1)
-			return jobs[0]
-		}
-		require.True(t, time.Now().Before(deadline), "no job became claimable")
-		time.Sleep(20 * time.Millisecond)
-	}
+	jobs, err := engine.JobClaim(t.Context(), &store.JobClaimParams{Owner: owner, Limit: 10, LeaseDuration: engineLease, Now: &at})
+	require.NoError(t, err)
+	return jobs
 }
 
 func leaseOf(job *store.Job) store.Lease {

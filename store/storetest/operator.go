@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -12,27 +13,23 @@ import (
 	"github.com/oncejob/oncejob/store"
 )
 
-// exerciseOperator is the conformance suite of store.OperatorStore. newStore
-// must return stores that implement it and store.EngineStore, which the
-// suite uses to bring jobs to the statuses it needs.
-func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
+// exerciseOperator is the conformance suite of store.OperatorStore. Jobs
+// start in the status a test needs from the state factory (jobIn).
+func exerciseOperator(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Helper()
 
 	type testBundle struct {
 		store    store.Store
 		engine   store.EngineStore
 		operator store.OperatorStore
+		factory  Store
 		ctx      context.Context
 	}
 
 	setup := func(t *testing.T) *testBundle {
 		t.Helper()
 		s := newStore(t)
-		engine, ok := s.(store.EngineStore)
-		require.True(t, ok, "%T does not implement store.EngineStore", s)
-		operator, ok := s.(store.OperatorStore)
-		require.True(t, ok, "%T does not implement store.OperatorStore", s)
-		return &testBundle{store: s, engine: engine, operator: operator, ctx: t.Context()}
+		return &testBundle{store: s, engine: s, operator: s, factory: s, ctx: t.Context()}
 	}
 
 	get := func(t *testing.T, b *testBundle, job *store.Job) *store.Job {
@@ -40,40 +37,6 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 		got, err := b.store.JobGetByID(b.ctx, &store.JobGetByIDParams{Tenant: job.Tenant, ID: job.ID})
 		require.NoError(t, err)
 		return got
-	}
-
-	// jobIn submits a job and brings it to status through the engine. No
-	// other job of the store may be claimable when it is called.
-	jobIn := func(t *testing.T, b *testBundle, status store.JobStatus) *store.Job {
-		t.Helper()
-		job := submit(t, b.store, newSubmitParams(t))
-		if status == store.JobStatusQueued {
-			return job
-		}
-		claimed := claimOne(t, b.engine, "w", engineLease)
-		require.Equal(t, job.ID, claimed.ID)
-		lease := leaseOf(claimed)
-		switch status {
-		case store.JobStatusRunning:
-			return claimed
-		case store.JobStatusSucceeded:
-			_, err := b.engine.JobPublish(b.ctx, &store.JobPublishParams{Lease: lease, Output: []byte(`{"total": 42}`), Message: "published"})
-			require.NoError(t, err)
-			return get(t, b, job)
-		}
-		params := &store.JobTransitionParams{Lease: lease, To: status, Message: "to " + string(status)}
-		switch status {
-		case store.JobStatusRetryWait:
-			runAfter := time.Now().Add(time.Hour)
-			params.RunAfter = &runAfter
-		case store.JobStatusAwaitingApproval:
-			params.Output = []byte(`{"plan": "pay 42"}`)
-		case store.JobStatusFailed, store.JobStatusDeadLettered, store.JobStatusCancelled:
-			params.Error = &store.JobError{Code: "unavailable", Message: "503 from provider", Retryable: true}
-		}
-		moved, err := b.engine.JobTransition(b.ctx, params)
-		require.NoError(t, err)
-		return moved
 	}
 
 	// requireUnchanged asserts the job and its events are as they were.
@@ -116,7 +79,7 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 				t.Parallel()
 				b := setup(t)
 
-				job := jobIn(t, b, from)
+				job := jobIn(t, b.factory, from)
 				res, err := cancel(b, job, nil)
 				require.NoError(t, err)
 				require.False(t, res.Replayed)
@@ -139,7 +102,7 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			t.Parallel()
 			b := setup(t)
 
-			job := jobIn(t, b, store.JobStatusRunning)
+			job := jobIn(t, b.factory, store.JobStatusRunning)
 			events := requireConsecutiveEvents(t, b.store, job)
 			res, err := cancel(b, job, nil)
 			require.NoError(t, err)
@@ -170,7 +133,7 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			// target that would park the job cancels it instead.
 			for _, to := range []store.JobStatus{store.JobStatusRetryWait, store.JobStatusOutcomeUnknown, store.JobStatusAwaitingApproval} {
 				b := setup(t)
-				job := jobIn(t, b, store.JobStatusRunning)
+				job := jobIn(t, b.factory, store.JobStatusRunning)
 				_, err := cancel(b, job, nil)
 				require.NoError(t, err)
 				runAfter := time.Now().Add(time.Minute)
@@ -187,7 +150,7 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			}
 			// A target that ends the job anyway keeps its own status.
 			b := setup(t)
-			job := jobIn(t, b, store.JobStatusRunning)
+			job := jobIn(t, b.factory, store.JobStatusRunning)
 			_, err := cancel(b, job, nil)
 			require.NoError(t, err)
 			failed, err := b.engine.JobTransition(b.ctx, &store.JobTransitionParams{Lease: leaseOf(job), To: store.JobStatusFailed})
@@ -199,7 +162,7 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			t.Parallel()
 			b := setup(t)
 
-			job := jobIn(t, b, store.JobStatusCancelled)
+			job := jobIn(t, b.factory, store.JobStatusCancelled)
 			events := requireConsecutiveEvents(t, b.store, job)
 			res, err := cancel(b, job, nil)
 			require.NoError(t, err)
@@ -208,21 +171,6 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			requireUnchanged(t, b, job, events)
 		})
 
-		for _, from := range []store.JobStatus{store.JobStatusSucceeded, store.JobStatusFailed, store.JobStatusDeadLettered} {
-			t.Run("Refused_"+string(from), func(t *testing.T) {
-				t.Parallel()
-				b := setup(t)
-
-				job := jobIn(t, b, from)
-				events := requireConsecutiveEvents(t, b.store, job)
-				_, err := cancel(b, job, newIdempotency(t, "CancelJob"))
-				require.ErrorIs(t, err, store.ErrTransitionRefused)
-				var refused *store.TransitionRefusedError
-				require.ErrorAs(t, err, &refused)
-				require.Equal(t, from, refused.Status, "the refusal names the job's status")
-				requireUnchanged(t, b, job, events)
-			})
-		}
 	})
 
 	t.Run("JobReplay", func(t *testing.T) {
@@ -365,18 +313,6 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			require.Len(t, stagesOf(job), 6)
 		})
 
-		for _, from := range []store.JobStatus{store.JobStatusQueued, store.JobStatusRunning, store.JobStatusCancelled, store.JobStatusSucceeded} {
-			t.Run("Refused_"+string(from), func(t *testing.T) {
-				t.Parallel()
-				b := setup(t)
-
-				job := jobIn(t, b, from)
-				events := requireConsecutiveEvents(t, b.store, job)
-				_, err := replay(b, job, newIdempotency(t, "ReplayJob"))
-				require.ErrorIs(t, err, store.ErrTransitionRefused)
-				requireUnchanged(t, b, job, events)
-			})
-		}
 	})
 
 	t.Run("JobResolve", func(t *testing.T) {
@@ -386,7 +322,7 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			t.Parallel()
 			b := setup(t)
 
-			job := jobIn(t, b, store.JobStatusOutcomeUnknown)
+			job := jobIn(t, b.factory, store.JobStatusOutcomeUnknown)
 			res, err := resolve(b, job, nil)
 			require.NoError(t, err)
 			require.False(t, res.Replayed)
@@ -412,7 +348,7 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			t.Parallel()
 			b := setup(t)
 
-			job := jobIn(t, b, store.JobStatusOutcomeUnknown)
+			job := jobIn(t, b.factory, store.JobStatusOutcomeUnknown)
 			jobErr := &store.JobError{Code: "provider_failed", Message: "the provider never ran it"}
 			res, err := b.operator.JobResolve(b.ctx, &store.JobResolveParams{
 				Tenant: job.Tenant, ID: job.ID, To: store.JobStatusFailed, Error: jobErr, Message: "checked the dashboard",
@@ -432,7 +368,7 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			t.Parallel()
 			b := setup(t)
 
-			job := jobIn(t, b, store.JobStatusOutcomeUnknown)
+			job := jobIn(t, b.factory, store.JobStatusOutcomeUnknown)
 			events := requireConsecutiveEvents(t, b.store, job)
 			for _, to := range []store.JobStatus{store.JobStatusRunning, store.JobStatusSucceeded, store.JobStatusCancelled, ""} {
 				_, err := b.operator.JobResolve(b.ctx, &store.JobResolveParams{Tenant: job.Tenant, ID: job.ID, To: to})
@@ -441,18 +377,6 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			requireUnchanged(t, b, job, events)
 		})
 
-		for _, from := range []store.JobStatus{store.JobStatusQueued, store.JobStatusRunning, store.JobStatusAwaitingApproval, store.JobStatusFailed} {
-			t.Run("Refused_"+string(from), func(t *testing.T) {
-				t.Parallel()
-				b := setup(t)
-
-				job := jobIn(t, b, from)
-				events := requireConsecutiveEvents(t, b.store, job)
-				_, err := resolve(b, job, newIdempotency(t, "ResolveJob"))
-				require.ErrorIs(t, err, store.ErrTransitionRefused)
-				requireUnchanged(t, b, job, events)
-			})
-		}
 	})
 
 	t.Run("JobApprove", func(t *testing.T) {
@@ -462,7 +386,7 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			t.Parallel()
 			b := setup(t)
 
-			job := jobIn(t, b, store.JobStatusAwaitingApproval)
+			job := jobIn(t, b.factory, store.JobStatusAwaitingApproval)
 			res, err := approve(b, job, nil)
 			require.NoError(t, err)
 			require.False(t, res.Replayed)
@@ -484,7 +408,7 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			t.Parallel()
 			b := setup(t)
 
-			job := jobIn(t, b, store.JobStatusAwaitingApproval)
+			job := jobIn(t, b.factory, store.JobStatusAwaitingApproval)
 			res, err := b.operator.JobApprove(b.ctx, &store.JobApproveParams{Tenant: job.Tenant, ID: job.ID, Approve: false, Message: "wrong payee"})
 			require.NoError(t, err)
 			require.Equal(t, store.JobStatusCancelled, res.Job.Status)
@@ -496,17 +420,49 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			require.Equal(t, "rejected: wrong payee", last.Message)
 		})
 
-		for _, from := range []store.JobStatus{store.JobStatusQueued, store.JobStatusRunning, store.JobStatusOutcomeUnknown, store.JobStatusCancelled} {
-			t.Run("Refused_"+string(from), func(t *testing.T) {
-				t.Parallel()
-				b := setup(t)
+	})
 
-				job := jobIn(t, b, from)
+	t.Run("RefusedFromEveryOtherStatus", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+
+		// Every call from every status its transition may not start from
+		// (nor settle in) is refused, naming the status, and writes
+		// nothing: not the job, not its events, not the key.
+		for _, call := range []struct {
+			name       string
+			transition store.OperatorTransition
+			call       func(*testBundle, *store.Job, *store.IdempotencyParams) (*store.OperatorResult, error)
+		}{
+			{"CancelJob", store.CancelTransition, cancel},
+			{"ReplayJob", store.ReplayTransition, replay},
+			{"ResolveJob", store.ResolveTransition, resolve},
+			{"ApproveJob", store.ApproveTransition, approve},
+		} {
+			refused := 0
+			for _, from := range allStatuses {
+				if slices.Contains(call.transition.From, from) || from == call.transition.Settled {
+					continue
+				}
+				refused++
+				job := jobIn(t, b.factory, from)
 				events := requireConsecutiveEvents(t, b.store, job)
-				_, err := approve(b, job, newIdempotency(t, "ApproveJob"))
-				require.ErrorIs(t, err, store.ErrTransitionRefused)
+				key := newIdempotency(t, call.name)
+				_, err := call.call(b, job, key)
+				require.ErrorIs(t, err, store.ErrTransitionRefused, "%s from %s", call.name, from)
+				var refusal *store.TransitionRefusedError
+				require.ErrorAs(t, err, &refusal)
+				require.Equal(t, from, refusal.Status, "%s: the refusal names the job's status", call.name)
 				requireUnchanged(t, b, job, events)
-			})
+
+				// The key was not consumed: on a job the call may move, it
+				// applies.
+				other := jobIn(t, b.factory, call.transition.From[0])
+				res, err := call.call(b, other, key)
+				require.NoError(t, err, "%s", call.name)
+				require.False(t, res.Replayed, "%s: a refused call took its key", call.name)
+			}
+			require.Positive(t, refused, call.name)
 		}
 	})
 
@@ -517,7 +473,7 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			t.Parallel()
 			b := setup(t)
 
-			job := jobIn(t, b, store.JobStatusDeadLettered)
+			job := jobIn(t, b.factory, store.JobStatusDeadLettered)
 			key := newIdempotency(t, "ReplayJob")
 			first, err := replay(b, job, key)
 			require.NoError(t, err)
@@ -553,7 +509,7 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 				{store.JobStatusOutcomeUnknown, resolve},
 				{store.JobStatusAwaitingApproval, approve},
 			} {
-				job := jobIn(t, b, step.from)
+				job := jobIn(t, b.factory, step.from)
 				key := newIdempotency(t, "Method")
 				first, err := step.call(b, job, key)
 				require.NoError(t, err, "from %s", step.from)
@@ -574,8 +530,8 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			t.Parallel()
 			b := setup(t)
 
-			job := jobIn(t, b, store.JobStatusFailed)
-			other := jobIn(t, b, store.JobStatusDeadLettered)
+			job := jobIn(t, b.factory, store.JobStatusFailed)
+			other := jobIn(t, b.factory, store.JobStatusDeadLettered)
 			key := newIdempotency(t, "ReplayJob")
 			_, err := replay(b, job, key)
 			require.NoError(t, err)
@@ -604,7 +560,7 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			t.Parallel()
 			b := setup(t)
 
-			job := jobIn(t, b, store.JobStatusRunning)
+			job := jobIn(t, b.factory, store.JobStatusRunning)
 			key := newIdempotency(t, "ApproveJob")
 			_, err := approve(b, job, key)
 			require.ErrorIs(t, err, store.ErrTransitionRefused)
@@ -624,7 +580,7 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			t.Parallel()
 			b := setup(t)
 
-			job := jobIn(t, b, store.JobStatusOutcomeUnknown)
+			job := jobIn(t, b.factory, store.JobStatusOutcomeUnknown)
 			events := requireConsecutiveEvents(t, b.store, job)
 			key := newIdempotency(t, "ResolveJob")
 			for _, target := range []store.Job{
@@ -654,7 +610,7 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			t.Parallel()
 			b := setup(t)
 
-			job := jobIn(t, b, store.JobStatusDeadLettered)
+			job := jobIn(t, b.factory, store.JobStatusDeadLettered)
 			key := newIdempotency(t, "ReplayJob")
 			const callers = 16
 			results := make([]*store.OperatorResult, callers)
@@ -681,7 +637,7 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) store.Store) {
 			}
 			require.Equal(t, 1, applied)
 			events := requireConsecutiveEvents(t, b.store, job)
-			require.Len(t, events, 4) // queued, claimed, dead_lettered, replayed
+			require.Len(t, events, 3) // queued, dead_lettered (the factory's), replayed
 		})
 	})
 }

@@ -1,4 +1,4 @@
-// Package storetest is the conformance suite of store.Store. Every
+// Package storetest is the conformance suite of the store interfaces. Every
 // implementation runs Exercise against a real database, so each store-level
 // behaviour is specified and tested once, here.
 package storetest
@@ -7,21 +7,32 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"github.com/google/uuid"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncejob/oncejob/store"
 )
 
+// Store is what the suite exercises: every store interface and the
+// factory's seam. A store's test passes Exercise a constructor of its own
+// type, so the compiler checks that it implements them all.
+type Store interface {
+	store.Store
+	store.EngineStore
+	store.OperatorStore
+	store.WatchStore
+	store.FactoryStore
+}
+
 // Exercise runs the suite. newStore returns an empty, migrated store that
 // belongs to the calling test alone; it is called once per subtest, and
 // subtests run in parallel.
-func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
+func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Helper()
 
 	type testBundle struct {
