@@ -35,11 +35,13 @@ var ErrAfterSeqPastEnd = errors.New("watch: after_seq is past the job's last eve
 type Config struct {
 	// Store is the log and the notification source. Required.
 	Store store.WatchStore
-	// Logger; default slog.Default().
+	// Logger. Default: slog.Default().
 	Logger *slog.Logger
-	// PollInterval is the store's fallback tail of the log; default 1s.
+	// PollInterval is the store's fallback tail of the log. Default:
+	// store.JobEventListenPollIntervalDefault.
 	PollInterval time.Duration
-	// BatchSize caps the events one read returns; default 500.
+	// BatchSize caps the events one read returns. Default:
+	// store.JobChangeListLimitDefault.
 	BatchSize int
 }
 
@@ -49,10 +51,10 @@ func (c Config) WithDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	if c.PollInterval <= 0 {
-		c.PollInterval = time.Second
+		c.PollInterval = store.JobEventListenPollIntervalDefault
 	}
 	if c.BatchSize <= 0 {
-		c.BatchSize = 500
+		c.BatchSize = store.JobChangeListLimitDefault
 	}
 	return c
 }
@@ -67,8 +69,9 @@ type Hub struct {
 	shutdown sync.Once
 	reads    readGroup
 	// epoch counts dispatches; see readGroup.
-	epoch  atomic.Uint64
-	active atomic.Int64
+	epoch   atomic.Uint64
+	active  atomic.Int64
+	signals TestSignals
 }
 
 // subscription is one watcher's registration.
@@ -153,6 +156,7 @@ func (h *Hub) dispatch(n store.JobEventNotification) {
 	for sub := range h.tenants[n.Tenant] {
 		sub.signal()
 	}
+	h.signals.Woken.Signal(n)
 }
 
 func (h *Hub) wakeAll() {

@@ -141,6 +141,8 @@ func TestShutdownEndsWatches(t *testing.T) {
 func TestWatchJobsSeesEventsHeldBackByAnOpenTransaction(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	b.hub.TestSignals().Woken.Init()
+	b.hub.TestSignals().ChangesRead.Init()
 	got := make(chan *store.JobChange, 10)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -148,6 +150,9 @@ func TestWatchJobsSeesEventsHeldBackByAnOpenTransaction(t *testing.T) {
 	go func() {
 		done <- b.hub.WatchJobs(ctx, &store.JobChangeListParams{Tenant: "acme"}, func(c *store.JobChange) error { got <- c; return nil })
 	}()
+	n, err := b.hub.TestSignals().ChangesRead.Wait() // the watcher's first read
+	require.NoError(t, err)
+	require.Zero(t, n)
 
 	// An open write transaction (started first, so its xid is lower) holds
 	// back every event committed after it started.
@@ -156,11 +161,14 @@ func TestWatchJobsSeesEventsHeldBackByAnOpenTransaction(t *testing.T) {
 	_, err = tx.Exec(context.Background(), "SELECT pg_current_xact_id()")
 	require.NoError(t, err)
 	id := b.submit(t, "held")
-	select {
-	case c := <-got:
-		t.Fatalf("change %v sent while an older transaction was open: a later commit could sort before it", c.Event)
-	case <-time.After(500 * time.Millisecond):
-	}
+	// The event's notification wakes the watcher, whose read must not list
+	// it yet.
+	_, err = b.hub.TestSignals().Woken.WaitFor(func(n store.JobEventNotification) bool { return n.JobID == id })
+	require.NoError(t, err)
+	n, err = b.hub.TestSignals().ChangesRead.Wait()
+	require.NoError(t, err)
+	require.Zero(t, n, "a change listed while an older transaction was open: a later commit could sort before it")
+	require.Empty(t, got)
 	require.NoError(t, tx.Rollback(context.Background()))
 	select {
 	case c := <-got:

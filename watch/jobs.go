@@ -29,6 +29,7 @@ func (h *Hub) WatchJobs(ctx context.Context, p *store.JobChangeListParams, send 
 		if err != nil {
 			return err
 		}
+		h.signals.ChangesRead.Signal(len(changes))
 		for _, c := range changes {
 			if err := send(c); err != nil {
 				return err

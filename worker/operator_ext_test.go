@@ -109,15 +109,16 @@ func TestCancelDuringASlowCall(t *testing.T) {
 	b := setup(t, llmsim.Faults{Latency: llmsim.Duration(5 * time.Second)})
 	reg := registry(t, summarize(1, "1", summarizeSchema, ""))
 	job := submit(t, b.store, reg, "acme", "A slow document.")
-	b.startWorker(t, reg, 0)
+	w := b.startWorker(t, reg, 0)
 
-	require.Eventually(t, func() bool {
-		j, err := b.store.JobGetByID(context.Background(), &store.JobGetByIDParams{Tenant: "acme", ID: job.ID})
-		require.NoError(t, err)
-		return j.Stage == store.JobStageChunksReady
-	}, 20*time.Second, 10*time.Millisecond)
+	claimed, err := w.TestSignals().Claimed.Wait()
+	require.NoError(t, err)
+	require.Equal(t, []string{job.ID}, claimed)
 	require.Eventually(t, func() bool { return b.sim.Stats().Requests == 1 }, 20*time.Second, 5*time.Millisecond, "the call is in flight")
-	_, err := operator(t, b.store).JobCancel(context.Background(), &store.JobCancelParams{Tenant: "acme", ID: job.ID, Message: "changed my mind"})
+	_, err = operator(t, b.store).JobCancel(context.Background(), &store.JobCancelParams{Tenant: "acme", ID: job.ID, Message: "changed my mind"})
+	require.NoError(t, err)
+	// The request reaches the worker through its next heartbeat.
+	_, err = w.TestSignals().Heartbeat.WaitFor(func(h worker.HeartbeatSignal) bool { return h.JobID == job.ID && h.CancelRequested })
 	require.NoError(t, err)
 
 	got := waitTerminal(t, b.store, job)
@@ -180,15 +181,14 @@ func TestShutdownRequeuesWithoutSpendingTheBudget(t *testing.T) {
 	require.NoError(t, err)
 	w, err := worker.New(worker.Config{Store: b.store, Provider: provider, Pipelines: reg, PollInterval: 20 * time.Millisecond})
 	require.NoError(t, err)
+	w.TestSignals().Claimed.Init()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(ctx) }()
 
-	require.Eventually(t, func() bool {
-		j, err := b.store.JobGetByID(context.Background(), &store.JobGetByIDParams{Tenant: "acme", ID: job.ID})
-		require.NoError(t, err)
-		return j.Stage == store.JobStageChunksReady
-	}, 20*time.Second, 10*time.Millisecond)
+	claimed, err := w.TestSignals().Claimed.Wait()
+	require.NoError(t, err)
+	require.Equal(t, []string{job.ID}, claimed)
 	require.Eventually(t, func() bool { return b.sim.Stats().Requests == 1 }, 20*time.Second, 5*time.Millisecond, "the call is in flight")
 	cancel()
 	<-done

@@ -157,6 +157,7 @@ func (r *run) heartbeat(ctx context.Context, cancel context.CancelCauseFunc) {
 		case <-t.C:
 		}
 		res, err := r.w.cfg.Store.JobHeartbeat(ctx, &store.JobHeartbeatParams{Lease: r.lease, LeaseDuration: r.w.cfg.LeaseDuration})
+		r.w.signals.Heartbeat.Signal(HeartbeatSignal{JobID: r.job.ID, CancelRequested: err == nil && res.CancelRequested, Err: err})
 		switch {
 		case errors.Is(err, store.ErrLeaseLost):
 			cancel(errLeaseLost)

@@ -116,6 +116,8 @@ type Worker struct {
 	cfg Config
 	log *slog.Logger
 
+	signals TestSignals
+
 	mu        sync.Mutex
 	schemas   map[string]*jsonschema.Schema // by schema hash
 	templates map[string]*template.Template // by pipeline name and version
@@ -159,6 +161,9 @@ func (w *Worker) Run(ctx context.Context) error {
 				w.log.Error("claim failed", "error", err)
 			}
 			claimed = len(jobs)
+			if claimed > 0 {
+				w.signals.Claimed.Signal(jobIDs(jobs))
+			}
 			for _, j := range jobs {
 				slots <- struct{}{}
 				wg.Add(1)
@@ -191,4 +196,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-time.After(w.cfg.PollInterval/2 + jitter):
 		}
 	}
+}
+
+func jobIDs(jobs []*store.Job) []string {
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	return ids
 }

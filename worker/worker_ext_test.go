@@ -52,6 +52,8 @@ func (b *testBundle) startWorker(t *testing.T, reg *pipeline.Registry, llmTimeou
 		Logger:        slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	require.NoError(t, err)
+	w.TestSignals().Claimed.Init()
+	w.TestSignals().Heartbeat.Init()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(ctx) }()

@@ -1,0 +1,21 @@
+package watch
+
+import (
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/testsignal"
+)
+
+// TestSignals are the moments of a hub a test can wait for (see package
+// testsignal). Each is off until the test calls its Init, before Run and
+// before the watches it waits on start.
+type TestSignals struct {
+	// Woken: the notification source woke the hub with a notification,
+	// and the hub has woken that event's watchers.
+	Woken testsignal.Signal[store.JobEventNotification]
+	// ChangesRead: a WatchJobs watcher read the change log; the value is
+	// how many changes the read returned.
+	ChangesRead testsignal.Signal[int]
+}
+
+// TestSignals returns the hub's test signals.
+func (h *Hub) TestSignals() *TestSignals { return &h.signals }

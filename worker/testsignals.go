@@ -1,0 +1,22 @@
+package worker
+
+import "github.com/oncejob/oncejob/testsignal"
+
+// TestSignals are the moments of a worker a test can wait for (see package
+// testsignal). Each is off until the test calls its Init, before Run.
+type TestSignals struct {
+	// Claimed: a claim returned jobs; the value is their ids.
+	Claimed testsignal.Signal[[]string]
+	// Heartbeat: a heartbeat of a running job returned.
+	Heartbeat testsignal.Signal[HeartbeatSignal]
+}
+
+// HeartbeatSignal is what one heartbeat learnt.
+type HeartbeatSignal struct {
+	JobID           string
+	CancelRequested bool
+	Err             error // ErrLeaseLost, or the store's error
+}
+
+// TestSignals returns the worker's test signals.
+func (w *Worker) TestSignals() *TestSignals { return &w.signals }
