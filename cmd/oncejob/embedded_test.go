@@ -84,7 +84,7 @@ func waitServing(t *testing.T, p *proc, addr string) bool {
 		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
 			return true
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // polls another process: no signal reaches here
 	}
 	t.Fatalf("%s neither served nor died", p.name)
 	return false
@@ -228,7 +228,7 @@ func TestEmbeddedKillAtFailpoints(t *testing.T) {
 					client := dialJobs(t, addr)
 					if jobs.submit(t, client, p) {
 						for !jobs.allTerminal(t, client, p) && !p.done() {
-							time.Sleep(50 * time.Millisecond)
+							time.Sleep(50 * time.Millisecond) // polls the server process
 						}
 					}
 				}

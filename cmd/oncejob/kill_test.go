@@ -184,6 +184,8 @@ func TestKillAtFailpoints(t *testing.T) {
 				}
 				w := start(t, fmt.Sprintf("worker-%d", round), env, workerArgs(c.dbURL, c.sim, c.pipes, "--workers", "4")...)
 				for !w.done() && !c.allTerminal(t, jobs) {
+					// Polls: the jobs run in another process, which a
+					// signal of this one cannot reach.
 					time.Sleep(50 * time.Millisecond)
 				}
 				if !w.done() {
@@ -211,6 +213,7 @@ func TestKillAtRandomPointsUnderLoad(t *testing.T) {
 		require.Less(t, round, 80, "jobs did not finish")
 		a := start(t, fmt.Sprintf("worker-a-%d", round), nil, workerArgs(c.dbURL, c.sim, c.pipes, "--workers", "3")...)
 		b := start(t, fmt.Sprintf("worker-b-%d", round), nil, workerArgs(c.dbURL, c.sim, c.pipes, "--workers", "3")...)
+		// A random moment to kill both at: the point of the test.
 		time.Sleep(time.Duration(150+rand.IntN(600)) * time.Millisecond)
 		if round < 15 {
 			a.signal(syscall.SIGKILL)
@@ -221,7 +224,7 @@ func TestKillAtRandomPointsUnderLoad(t *testing.T) {
 			continue
 		}
 		for !c.allTerminal(t, jobs) {
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // polls another process, as above
 		}
 		a.stop()
 		b.stop()
@@ -248,8 +251,9 @@ func TestPausedWorkerWritesNothing(t *testing.T) {
 		return j.Status == store.JobStatusRunning && j.Stage == store.JobStageChunksReady
 	}, 20*time.Second, 10*time.Millisecond, "worker A never reached the LLM call")
 	a.signal(syscall.SIGSTOP)
-	time.Sleep(1500 * time.Millisecond) // past the 1s lease
 
+	// B claims the job as soon as A's lease (1s, no more heartbeats)
+	// expires: no wait for it here.
 	c.sim.setFaults(t, `{}`)
 	b := start(t, "worker-b", nil, workerArgs(c.dbURL, c.sim, c.pipes, "--workers", "1")...)
 	require.Eventually(t, func() bool { return c.allTerminal(t, jobs) }, 30*time.Second, 20*time.Millisecond)

@@ -173,6 +173,8 @@ func TestWatchTwoReplicasSeeEveryTransition(t *testing.T) {
 		}
 	}
 	for _, step := range c.steps(t, len(ids)) {
+		// A pause, not a wait: spaced transitions reach the watchers
+		// live; the checks hold for any spacing.
 		time.Sleep(50 * time.Millisecond)
 		step()
 	}
@@ -257,7 +259,7 @@ func TestWatchResumesOnAnotherReplicaAfterShutdown(t *testing.T) {
 	steps[1]()
 	w := watchJob(c.replicas[1], id, 3)
 	for _, step := range steps[2:] {
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // a pause between transitions, as above
 		step()
 	}
 	got := <-w
