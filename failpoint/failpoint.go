@@ -24,7 +24,7 @@ import (
 	"syscall"
 )
 
-// The named failpoints of the engine (design §12).
+// The named failpoints of the engine (docs/architecture.md, "Failpoints").
 const (
 	AfterLLMResponse      = "after_llm_response"
 	BeforeCheckpointWrite = "before_checkpoint_write"

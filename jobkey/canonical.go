@@ -1,5 +1,5 @@
-// Package jobkey computes the keys of design §1 that the server derives from
-// a request: the request fingerprint and the dedup key. Both hash a canonical
+// Package jobkey computes the keys the server derives from a request
+// (docs/architecture.md, "Keys"): the request fingerprint and the dedup key. Both hash a canonical
 // JSON form (sorted keys, trimmed strings, normalised numbers, no volatile
 // fields) and carry a versioned prefix, so a change of logic re-keys on
 // purpose rather than by accident.

@@ -8,7 +8,8 @@ import (
 )
 
 // Class is what kind of failure a provider call had; the worker acts on the
-// class, never on the provider's own error codes (design §6).
+// class, never on the provider's own error codes (docs/architecture.md,
+// "Failures").
 type Class int
 
 const (

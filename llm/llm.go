@@ -1,6 +1,6 @@
 // Package llm is oncejob's view of a language-model provider: the Provider
 // interface, the request and response of one generation, and the failure
-// classes the worker acts on (design §6).
+// classes the worker acts on (docs/architecture.md, "Failures").
 //
 // Implementations: OpenAIClient in this package speaks the OpenAI Chat
 // Completions protocol (OpenAI, vLLM, llama.cpp, Ollama and the simulator in
@@ -31,7 +31,7 @@ type Request struct {
 	MaxTokens int
 	// ProviderKey names this call's attempt family: it must be the same on
 	// every retry of the same call, so the provider can answer a retry from
-	// the call it already finished (design §1). 1-255 printable ASCII
+	// the call it already finished (docs/architecture.md, "Provider keys"). 1-255 printable ASCII
 	// characters; empty sends no key, which makes every attempt a new,
 	// separately billed call that Lookup cannot find.
 	ProviderKey string

@@ -223,7 +223,7 @@ func validateRequest(req *Request) error {
 }
 
 // validateProviderKey accepts the empty key (no key) and 1-255 printable
-// ASCII characters, the rule of every oncejob key (design §2), which also
+// ASCII characters, the rule of every oncejob key (docs/architecture.md, "Keys"), which also
 // keeps it a valid header value.
 func validateProviderKey(key string) error {
 	if len(key) > 255 {

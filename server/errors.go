@@ -38,7 +38,9 @@ func (v violations) err() error {
 }
 
 // storeError maps a store error to a status. Sentinels become their codes;
-// anything else is INTERNAL with the request id, its text only in the log.
+// anything else is UNAVAILABLE (the store failed, not the request: a retry
+// with the same idempotency key is safe) with an ErrorInfo carrying the
+// request id, and the error's text only in the log.
 func (s *jobService) storeError(ctx context.Context, err error, what string) error {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
