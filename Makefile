@@ -29,9 +29,12 @@ check-generate: generate
 	@git diff --exit-code --stat -- $(GENERATED) || { echo "generated code is stale: run make generate and commit"; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- $(GENERATED))" || { git status --porcelain -- $(GENERATED); echo "untracked generated files: run make generate and commit"; exit 1; }
 
-# buf breaking compares against the first commit: the v1 API only grows.
+# golangci-lint (.golangci.yml) checks the dependency direction, imports,
+# errors, contexts and sleeps; buf breaking compares against the first
+# commit: the v1 API only grows.
 lint:
 	$(GO) vet ./...
+	$(GO) tool golangci-lint run ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) tool buf lint
 	$(GO) tool buf breaking --against ".git#ref=$$(git rev-list --max-parents=0 HEAD)"

@@ -141,7 +141,7 @@ func (c *OpenAIClient) Generate(ctx context.Context, req *Request) (*Response, e
 		}
 		return nil, &Error{Class: ClassUnavailable, Message: "request not sent", Err: err}
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // read to the end by readBody
 	data, readErr := readBody(resp)
 	if !success(resp.StatusCode) {
 		return nil, statusError(resp, data)
@@ -177,7 +177,7 @@ func (c *OpenAIClient) Lookup(ctx context.Context, providerKey string) (*Respons
 	if err != nil {
 		return nil, &Error{Class: ClassUnavailable, Message: "lookup failed", Err: err}
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // read to the end by readBody
 	data, readErr := readBody(resp)
 	switch {
 	case resp.StatusCode == http.StatusNotFound:

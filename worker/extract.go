@@ -36,7 +36,7 @@ func extractText(data []byte, mediaType string) (string, error) {
 	case "application/json":
 		var buf bytes.Buffer
 		if err := json.Indent(&buf, data, "", "  "); err != nil {
-			return "", fmt.Errorf("%w: invalid JSON: %v", errUnsupportedMediaType, err)
+			return "", fmt.Errorf("%w: invalid JSON: %w", errUnsupportedMediaType, err)
 		}
 		return buf.String(), nil
 	}

@@ -3,7 +3,6 @@ package main_test
 import (
 	"context"
 	"encoding/json"
-
 	"net/http"
 	"os"
 	"os/exec"

@@ -74,7 +74,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	lis, err := net.Listen("tcp", *grpcAddr)
+	lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *grpcAddr)
 	if err != nil {
 		return err
 	}

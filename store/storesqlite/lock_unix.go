@@ -22,7 +22,7 @@ func lockDataDir(dir string) (*os.File, error) {
 		return nil, fmt.Errorf("storesqlite: lock: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
+		_ = f.Close() // the lock failed; the file is of no further use
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("store/storesqlite: data directory %s is in use by another oncejob process (lock %s)", dir, path)
 		}

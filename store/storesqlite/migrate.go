@@ -66,7 +66,7 @@ func (t migrationTx) MigrationApplied(ctx context.Context) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
+	defer func() { _ = rows.Close() }() // rows.Err reports what matters
 	var versions []int
 	for rows.Next() {
 		var v int

@@ -80,7 +80,7 @@ func adminExec(tb testing.TB, url, sql string) {
 	if err != nil {
 		tb.Fatalf("storepgtest: connect to %s (set ONCEJOB_TEST_DATABASE_URL): %v", url, err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	if _, err := conn.Exec(ctx, sql); err != nil {
 		tb.Fatalf("storepgtest: %s: %v", sql, err)
 	}
