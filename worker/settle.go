@@ -78,7 +78,7 @@ func (r *run) settle(ctx, jobCtx context.Context, err error) {
 	case ctx.Err() != nil:
 		// Interrupted by this worker's shutdown, not tried: the attempt goes
 		// back to the budget, so deploys cannot dead-letter a healthy job.
-		now := time.Now()
+		now := r.w.cfg.Now()
 		_, err := r.w.cfg.Store.JobTransition(wctx, &store.JobTransitionParams{
 			Lease: r.lease, To: store.JobStatusRetryWait, RunAfter: &now, RefundAttempt: true,
 			Message: "worker shut down; requeued",
@@ -149,7 +149,7 @@ func (r *run) awaitReconcile(ctx context.Context, jobErr *store.JobError) {
 		r.transition(ctx, store.JobStatusOutcomeUnknown, jobErr, nil, "outcome unknown: the provider cannot look calls up; settle with ResolveJob")
 		return
 	}
-	at := time.Now().Add(backoff(r.p.Retry, r.job.BudgetAttempts, 0))
+	at := r.w.cfg.Now().Add(backoff(r.p.Retry, r.job.BudgetAttempts, 0))
 	r.transition(ctx, store.JobStatusOutcomeUnknown, jobErr, &at, "outcome unknown: the reconciler asks the provider by key at "+at.Format(time.RFC3339))
 }
 
@@ -165,7 +165,7 @@ func (r *run) retryOrDeadLetter(ctx context.Context, err error, jobErr *store.Jo
 	if errors.As(err, &le) {
 		retryAfter = le.RetryAfter
 	}
-	at := time.Now().Add(backoff(policy, r.job.BudgetAttempts, retryAfter))
+	at := r.w.cfg.Now().Add(backoff(policy, r.job.BudgetAttempts, retryAfter))
 	if deadline := r.job.BudgetStartedAt.Add(policy.Deadline); at.After(deadline) {
 		reason := fmt.Sprintf("the next retry (%s) would pass the deadline of %s; last error: %s", at.Format(time.RFC3339), policy.Deadline, jobErr.Message)
 		r.transition(ctx, store.JobStatusDeadLettered, &store.JobError{Code: "BUDGET_SPENT", Message: reason, Retryable: true}, nil, "dead-lettered: "+reason)

@@ -66,6 +66,10 @@ type Config struct {
 	PollInterval time.Duration
 	// Logger. Default: slog.Default().
 	Logger *slog.Logger
+	// Now is the clock due times are computed on: a retry's backoff, the
+	// reconciler's next look-up. Claims and heartbeats run on the
+	// database's clock, shared by every process. Default: time.Now.
+	Now func() time.Time
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -93,6 +97,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return c
 }

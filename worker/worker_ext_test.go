@@ -351,3 +351,33 @@ func TestUnsupportedMediaTypeFails(t *testing.T) {
 	require.False(t, got.Error.Retryable)
 	require.Zero(t, b.sim.Stats().BilledCalls)
 }
+
+// TestDueTimesRunOnTheInjectedClock: a retry's due time is the worker's
+// clock plus the backoff. With an hour of backoff on a clock two hours
+// behind, the retry is due at once; on the real clock the job would wait
+// up to an hour.
+func TestDueTimesRunOnTheInjectedClock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, llmsim.Faults{Unavailable: &llmsim.Unavailable{Trigger: llmsim.Trigger{Count: 1}}})
+	reg := registry(t, summarize(1, "1", summarizeSchema, "    retry: {initial_backoff: 1h, max_backoff: 1h, deadline: 48h}\n"))
+	job := submit(t, b.store, reg, "acme", "A document the provider first refuses.")
+	provider, err := llm.NewOpenAI(llm.Config{BaseURL: b.sim.URL, LookupPath: llmsim.LookupPath})
+	require.NoError(t, err)
+	w, err := worker.New(worker.Config{
+		Store: b.store, Provider: provider, Pipelines: reg, PollInterval: 20 * time.Millisecond,
+		Now: func() time.Time { return time.Now().Add(-2 * time.Hour) },
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	got := waitTerminal(t, b.store, job)
+	require.Equal(t, store.JobStatusSucceeded, got.Status, "error: %+v", got.Error)
+	var retried bool
+	for _, e := range events(t, b.store, got) {
+		retried = retried || e.Status == store.JobStatusRetryWait
+	}
+	require.True(t, retried, "the first call failed and was retried")
+}
