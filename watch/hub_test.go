@@ -29,6 +29,7 @@ type testBundle struct {
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	st := storepgtest.NewTestStore(t)
+	st.TestSignals().Listening.Init()
 	hub, err := watch.New(watch.Config{Store: st, PollInterval: 200 * time.Millisecond})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -153,11 +154,16 @@ func TestWatchJobsSeesEventsHeldBackByAnOpenTransaction(t *testing.T) {
 	n, err := b.hub.TestSignals().ChangesRead.Wait() // the watcher's first read
 	require.NoError(t, err)
 	require.Zero(t, n)
+	// The hub hears NOTIFY from now on. (Before, only the tail would find
+	// the event, and it waits for the open transaction below to end.)
+	_, err = b.store.TestSignals().Listening.Wait()
+	require.NoError(t, err)
 
 	// An open write transaction (started first, so its xid is lower) holds
 	// back every event committed after it started.
 	tx, err := b.store.Pool().Begin(context.Background())
 	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.Background()) }() // on failure too: the pool's Close waits for it
 	_, err = tx.Exec(context.Background(), "SELECT pg_current_xact_id()")
 	require.NoError(t, err)
 	id := b.submit(t, "held")

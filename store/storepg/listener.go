@@ -110,6 +110,7 @@ func (l *listener) listenOnce(ctx context.Context, listening func()) error {
 		return err
 	}
 	listening()
+	l.s.signals.Listening.Signal(struct{}{})
 	// Whatever committed while no connection listened is in the log.
 	select {
 	case l.pollNow <- struct{}{}:

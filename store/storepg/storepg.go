@@ -22,6 +22,7 @@ type Store struct {
 	q        *dbsqlc.Queries
 	ownsPool bool
 	notifier notifier
+	signals  TestSignals
 }
 
 var _ store.Store = (*Store)(nil)

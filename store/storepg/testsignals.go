@@ -1,0 +1,15 @@
+package storepg
+
+import "github.com/oncejob/oncejob/testsignal"
+
+// TestSignals are the moments of a store a test can wait for (see package
+// testsignal). Each is off until the test calls its Init, before the code
+// that signals starts.
+type TestSignals struct {
+	// Listening: a notification source's connection has LISTENed (at the
+	// start and after each reconnect); from then on it hears every NOTIFY.
+	Listening testsignal.Signal[struct{}]
+}
+
+// TestSignals returns the store's test signals.
+func (s *Store) TestSignals() *TestSignals { return &s.signals }
