@@ -1,0 +1,159 @@
+package clientsdk
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/oncejob/oncejob/jobkey"
+)
+
+// WorkID returns the idempotency key of one unit of work: the lower-case hex
+// sha256 of
+//
+//	kind + ":" + decimal(version) + ":" + canonical JSON of payload
+//
+// where the canonical JSON is the server's own (jobkey.Canonical: object
+// keys sorted by their UTF-8 bytes, string values trimmed, numbers in one
+// normal form; the algorithm is written out in the jobkey package) of the
+// payload as JSON, after removing the members the drop pointers name.
+//
+// The same work always gets the same key, in any process and any language
+// (the Python SDK's work_id reproduces it bit for bit; the shared vectors in
+// clientsdk/testdata prove it), so a retry after a crash is still a replay
+// and never a second job.
+//
+// kind names what the work is ("invoice.extract"): 1-128 characters from
+// A-Z a-z 0-9 . _ / -. version (>= 1) is the caller's version of what
+// counts as the same work: bump it to re-key on purpose.
+//
+// payload is anything encoding/json marshals (a json.RawMessage is taken as
+// JSON text, so number spellings such as 1.0 and 1e0 are kept until
+// canonicalisation folds them). drop lists RFC 6901 JSON Pointers of
+// volatile members, such as "/received_at" or "/meta/trace_id", removed
+// before hashing; a pointer that names nothing is ignored, and an array
+// index removes that element.
+func WorkID(kind string, version int, payload any, drop ...string) (string, error) {
+	if err := validKind(kind); err != nil {
+		return "", err
+	}
+	if version < 1 {
+		return "", fmt.Errorf("oncejob: WorkID version must be >= 1, got %d", version)
+	}
+	v, err := jsonValue(payload)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range drop {
+		tokens, err := parsePointer(p)
+		if err != nil {
+			return "", err
+		}
+		v = removeAt(v, tokens)
+	}
+	canonical, err := jobkey.Canonical(v)
+	if err != nil {
+		return "", fmt.Errorf("oncejob: WorkID payload: %w", err)
+	}
+	h := sha256.New()
+	h.Write([]byte(kind + ":" + strconv.Itoa(version) + ":"))
+	h.Write(canonical)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func validKind(kind string) error {
+	if len(kind) == 0 || len(kind) > 128 {
+		return fmt.Errorf("oncejob: WorkID kind must be 1-128 characters, got %d", len(kind))
+	}
+	for _, c := range []byte(kind) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._/-", c) >= 0
+		if !ok {
+			return fmt.Errorf("oncejob: WorkID kind %q: only A-Z a-z 0-9 . _ / - are allowed", kind)
+		}
+	}
+	return nil
+}
+
+// jsonValue returns payload as the tree encoding/json decodes JSON into,
+// numbers as json.Number: what the server would see had it been sent.
+func jsonValue(payload any) (any, error) {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("oncejob: WorkID payload: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("oncejob: WorkID payload: %w", err)
+	}
+	return v, nil
+}
+
+// parsePointer splits an RFC 6901 JSON Pointer into its unescaped tokens.
+// The empty pointer (the whole document) is refused: dropping everything is
+// never what a caller means.
+func parsePointer(p string) ([]string, error) {
+	if !strings.HasPrefix(p, "/") {
+		return nil, fmt.Errorf("oncejob: drop pointer %q must start with '/' (RFC 6901)", p)
+	}
+	tokens := strings.Split(p[1:], "/")
+	for i, t := range tokens {
+		for j := 0; j < len(t); j++ {
+			if t[j] == '~' && (j+1 == len(t) || (t[j+1] != '0' && t[j+1] != '1')) {
+				return nil, fmt.Errorf("oncejob: drop pointer %q: '~' must be followed by 0 or 1", p)
+			}
+		}
+		tokens[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+	}
+	return tokens, nil
+}
+
+// removeAt returns v without the member or element the tokens name, or v
+// unchanged when they name nothing.
+func removeAt(v any, tokens []string) any {
+	switch x := v.(type) {
+	case map[string]any:
+		e, ok := x[tokens[0]]
+		if !ok {
+			return v
+		}
+		if len(tokens) == 1 {
+			delete(x, tokens[0])
+		} else {
+			x[tokens[0]] = removeAt(e, tokens[1:])
+		}
+	case []any:
+		i, ok := arrayIndex(tokens[0], len(x))
+		if !ok {
+			return v
+		}
+		if len(tokens) == 1 {
+			return append(x[:i:i], x[i+1:]...)
+		}
+		x[i] = removeAt(x[i], tokens[1:])
+	}
+	return v
+}
+
+// arrayIndex parses an RFC 6901 array index: "0" or digits without a
+// leading zero, within the array.
+func arrayIndex(t string, n int) (int, bool) {
+	if t == "" || (len(t) > 1 && t[0] == '0') {
+		return 0, false
+	}
+	for _, c := range []byte(t) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	i, err := strconv.Atoi(t)
+	if err != nil || i >= n {
+		return 0, false
+	}
+	return i, true
+}
