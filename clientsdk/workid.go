@@ -38,31 +38,39 @@ import (
 // before hashing; a pointer that names nothing is ignored, and an array
 // index removes that element.
 func WorkID(kind string, version int, payload any, drop ...string) (string, error) {
-	if err := validKind(kind); err != nil {
+	pre, err := workIDPreimage(kind, version, payload, drop)
+	if err != nil {
 		return "", err
 	}
+	sum := sha256.Sum256(pre)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// workIDPreimage returns what WorkID hashes: "kind:version:" and the
+// canonical JSON of the payload without the dropped members.
+func workIDPreimage(kind string, version int, payload any, drop []string) ([]byte, error) {
+	if err := validKind(kind); err != nil {
+		return nil, err
+	}
 	if version < 1 {
-		return "", fmt.Errorf("oncejob: WorkID version must be >= 1, got %d", version)
+		return nil, fmt.Errorf("oncejob: WorkID version must be >= 1, got %d", version)
 	}
 	v, err := jsonValue(payload)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	for _, p := range drop {
 		tokens, err := parsePointer(p)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		v = removeAt(v, tokens)
 	}
 	canonical, err := jobkey.Canonical(v)
 	if err != nil {
-		return "", fmt.Errorf("oncejob: WorkID payload: %w", err)
+		return nil, fmt.Errorf("oncejob: WorkID payload: %w", err)
 	}
-	h := sha256.New()
-	h.Write([]byte(kind + ":" + strconv.Itoa(version) + ":"))
-	h.Write(canonical)
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return append([]byte(kind+":"+strconv.Itoa(version)+":"), canonical...), nil
 }
 
 func validKind(kind string) error {
