@@ -97,7 +97,7 @@ type InvalidRequestError struct {
 	Status     *status.Status
 }
 
-func (e *InvalidRequestError) Error() string        { return "oncejob: " + statusText(e.Status) }
+func (e *InvalidRequestError) Error() string              { return "oncejob: " + statusText(e.Status) }
 func (e *InvalidRequestError) GRPCStatus() *status.Status { return e.Status }
 
 // BudgetError: the call was retried and did not succeed. Attempts is the

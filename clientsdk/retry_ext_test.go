@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/clientsdk"
+	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
 
 // fakeServer is a JobService whose answers a test scripts. It records the
