@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -39,7 +40,7 @@ type StatusError struct {
 	Status *status.Status
 }
 
-func (e *StatusError) Error() string              { return "oncejob: " + statusText(e.Status) }
+func (e *StatusError) Error() string              { return statusText(e.Status) }
 func (e *StatusError) GRPCStatus() *status.Status { return e.Status }
 
 // Is makes errors.Is(err, ErrNotFound) true for NOT_FOUND, and
@@ -65,7 +66,7 @@ type KeyReusedError struct {
 }
 
 func (e *KeyReusedError) Error() string {
-	return fmt.Sprintf("oncejob: idempotency key %q was already used with a different request", e.Key)
+	return fmt.Sprintf("idempotency key %q was already used with a different request", e.Key)
 }
 func (e *KeyReusedError) GRPCStatus() *status.Status { return e.Status }
 
@@ -78,7 +79,7 @@ type PreconditionError struct {
 }
 
 func (e *PreconditionError) Error() string {
-	return fmt.Sprintf("oncejob: job %s is %s: the request does not apply to it", e.JobID, e.JobStatus)
+	return fmt.Sprintf("job %s is %s: the request does not apply to it", e.JobID, strings.TrimPrefix(e.JobStatus.String(), "JOB_STATUS_"))
 }
 func (e *PreconditionError) GRPCStatus() *status.Status { return e.Status }
 
@@ -118,7 +119,7 @@ func (e *BudgetError) Error() string {
 	if e.Deadline {
 		why = "deadline reached"
 	}
-	return fmt.Sprintf("oncejob: retry budget spent (%s after %d attempts): last error: %v", why, e.Attempts, e.Last)
+	return fmt.Sprintf("retry budget spent (%s after %d attempts): last error: %v", why, e.Attempts, e.Last)
 }
 
 func (e *BudgetError) GRPCStatus() *status.Status {

@@ -6,6 +6,8 @@
 //	oncejob migrate   apply database migrations
 //	oncejob llm-sim   serve the LLM simulator
 //	oncejob hash-key  print the sha256 of an API key for the keys file
+//	oncejob submit|get|list|watch|wait|cancel|replay|resolve|approve
+//	                  client commands, on the Go SDK (clientsdk)
 //
 // Every flag can also be set by an ONCEJOB_* environment variable (the flag
 // name upper-cased, dashes as underscores); a flag given on the command line
@@ -35,6 +37,15 @@ var commands = []command{
 	{"migrate", "apply database migrations and exit", runMigrate},
 	{"llm-sim", "serve the deterministic LLM simulator (OpenAI protocol) on loopback", runLLMSim},
 	{"hash-key", "print the sha256 of an API key (read from stdin) for --api-keys", runHashKey},
+	{"submit", "submit a document once (the same command again is a replay); --wait to follow it", runSubmit},
+	{"get", "show a job", runGet},
+	{"list", "list jobs, newest first", runList},
+	{"watch", "print a job's events as they happen, until it ends", runWatch},
+	{"wait", "wait until a job ends; exit with its status's code", runWait},
+	{"cancel", "cancel a job", runCancel},
+	{"replay", "queue a failed or dead-lettered job again", runReplay},
+	{"resolve", "settle an OUTCOME_UNKNOWN job (--retry or --fail)", runResolve},
+	{"approve", "approve (or --reject) a job awaiting approval", runApprove},
 }
 
 func main() {
@@ -51,7 +62,8 @@ func main() {
 					os.Exit(2)
 				}
 				fmt.Fprintf(os.Stderr, "oncejob %s: %v\n", c.name, err)
-				os.Exit(1)
+				os.Exit(exitCode(err)) // 1, or a client command's documented code
+
 			}
 			return
 		}

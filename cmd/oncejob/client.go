@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/oncejob/oncejob/clientsdk"
+	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+)
+
+// Exit codes of the client commands. A command that waits for a job (submit
+// --wait, wait, watch) exits with the code of the job's terminal status.
+const (
+	exitOK        = 0 // done; the job SUCCEEDED
+	exitError     = 1 // the call failed: refused, not found, unreachable
+	exitUsage     = 2 // bad flags or arguments
+	exitFailed    = 3 // the job FAILED
+	exitDead      = 4 // the job was DEAD_LETTERED
+	exitCancelled = 5 // the job was CANCELLED
+	exitUnknown   = 6 // the wait ended (--timeout) before the job did: its outcome is unknown
+)
+
+// exitError carries an exit code up to main.
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+func (e *exitCodeError) Error() string { return e.err.Error() }
+func (e *exitCodeError) Unwrap() error { return e.err }
+
+// exitCode is the code main exits with for err.
+func exitCode(err error) int {
+	var e *exitCodeError
+	if errors.As(err, &e) {
+		return e.code
+	}
+	return exitError
+}
+
+func usageError(format string, args ...any) error {
+	return &exitCodeError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// statusExit returns the error a command that waited for a job ends with:
+// nil when it SUCCEEDED.
+func statusExit(job *oncejobv1.Job) error {
+	code := map[oncejobv1.JobStatus]int{
+		oncejobv1.JobStatus_JOB_STATUS_FAILED:        exitFailed,
+		oncejobv1.JobStatus_JOB_STATUS_DEAD_LETTERED: exitDead,
+		oncejobv1.JobStatus_JOB_STATUS_CANCELLED:     exitCancelled,
+	}[job.GetStatus()]
+	if job.GetStatus() == oncejobv1.JobStatus_JOB_STATUS_SUCCEEDED {
+		return nil
+	}
+	if code == 0 {
+		code = exitUnknown
+	}
+	msg := fmt.Sprintf("job %s is %s", job.GetId(), statusName(job.GetStatus()))
+	if e := job.GetError(); e != nil {
+		msg += fmt.Sprintf(": %s: %s", e.GetCode(), e.GetMessage())
+	}
+	return &exitCodeError{code: code, err: errors.New(msg)}
+}
+
+// clientFlags are the connection and output flags of every client command.
+// Only the connection flags are read from the environment (ONCEJOB_ADDR,
+// ONCEJOB_API_KEY, ONCEJOB_TLS, ...): a request flag such as --key must
+// never come from a variable set long ago.
+type clientFlags struct {
+	addr, apiKey              string
+	tls                       bool
+	caFile, certFile, keyFile string
+	json                      bool
+	timeout                   time.Duration
+}
+
+var connectionFlags = []string{"addr", "api-key", "tls", "ca-file", "cert-file", "key-file"}
+
+func (c *clientFlags) register(fs *flag.FlagSet, timeout time.Duration) {
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:7070", "server address (host:port; several, comma-separated, for replicas)")
+	fs.StringVar(&c.apiKey, "api-key", "", "API key, sent as `authorization: Bearer`; prefer ONCEJOB_API_KEY")
+	fs.BoolVar(&c.tls, "tls", false, "connect over TLS (system roots unless --ca-file)")
+	fs.StringVar(&c.caFile, "ca-file", "", "PEM CA certificates to trust (implies --tls)")
+	fs.StringVar(&c.certFile, "cert-file", "", "PEM client certificate (implies --tls)")
+	fs.StringVar(&c.keyFile, "key-file", "", "PEM client key (implies --tls)")
+	fs.BoolVar(&c.json, "json", false, "print JSON instead of text")
+	fs.DurationVar(&c.timeout, "timeout", timeout, "give up after this long (0: never)")
+}
+
+// parse reads the connection flags' environment variables, then args.
+// Flags may follow positional arguments (`submit invoice.txt --wait`).
+func (c *clientFlags) parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	for _, name := range connectionFlags {
+		env := "ONCEJOB_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok {
+			if err := fs.Set(name, v); err != nil {
+				return nil, usageError("%s=%q: %v", env, v, err)
+			}
+		}
+	}
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(os.Stderr)
+				fs.Usage()
+				return nil, &exitCodeError{code: exitUsage, err: err}
+			}
+			return nil, usageError("%v", err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return positional, nil
+		}
+		positional = append(positional, args[0])
+		args = args[1:]
+	}
+}
+
+// dial connects with the flags' settings.
+func (c *clientFlags) dial() (*clientsdk.Client, error) {
+	opts := []clientsdk.Option{clientsdk.WithUserAgent("oncejob-cli"), clientsdk.WithTimeout(c.timeout)}
+	if c.apiKey != "" {
+		opts = append(opts, clientsdk.WithAPIKey(c.apiKey))
+	}
+	if c.tls || c.caFile != "" || c.certFile != "" || c.keyFile != "" {
+		cfg, err := clientsdk.TLSConfig(c.caFile, c.certFile, c.keyFile)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, clientsdk.WithTLS(cfg))
+	}
+	return clientsdk.Dial(c.addr, opts...)
+}
+
+// context bounds a command that waits by --timeout.
+func (c *clientFlags) context(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+// jsonLine writes m as one line of JSON.
+func jsonLine(w io.Writer, m proto.Message) {
+	b, _ := protojson.MarshalOptions{EmitUnpopulated: false}.Marshal(m)
+	fmt.Fprintf(w, "%s\n", b)
+}
+
+// oneArg returns the single positional argument a command takes.
+func oneArg(args []string, what string) (string, error) {
+	if len(args) != 1 {
+		return "", usageError("want exactly one %s, got %d arguments", what, len(args))
+	}
+	return args[0], nil
+}
+
+func statusName(s oncejobv1.JobStatus) string {
+	return strings.TrimPrefix(s.String(), "JOB_STATUS_")
+}
+
+func stageName(s oncejobv1.JobStage) string {
+	if s == oncejobv1.JobStage_JOB_STAGE_UNSPECIFIED {
+		return "-"
+	}
+	return strings.ToLower(strings.TrimPrefix(s.String(), "JOB_STAGE_"))
+}
+
+// parseStatus accepts "succeeded", "SUCCEEDED" or "JOB_STATUS_SUCCEEDED".
+func parseStatus(s string) (oncejobv1.JobStatus, error) {
+	name := strings.ToUpper(s)
+	if !strings.HasPrefix(name, "JOB_STATUS_") {
+		name = "JOB_STATUS_" + name
+	}
+	v, ok := oncejobv1.JobStatus_value[name]
+	if !ok || v == 0 {
+		return 0, usageError("unknown status %q", s)
+	}
+	return oncejobv1.JobStatus(v), nil
+}
+
+// parseStage accepts "llm_done", "LLM_DONE" or "JOB_STAGE_LLM_DONE".
+func parseStage(s string) (oncejobv1.JobStage, error) {
+	name := strings.ToUpper(s)
+	if !strings.HasPrefix(name, "JOB_STAGE_") {
+		name = "JOB_STAGE_" + name
+	}
+	v, ok := oncejobv1.JobStage_value[name]
+	if !ok || v == 0 {
+		return 0, usageError("unknown stage %q", s)
+	}
+	return oncejobv1.JobStage(v), nil
+}

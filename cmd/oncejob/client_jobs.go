@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/oncejob/oncejob/clientsdk"
+	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+)
+
+func runGet(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("get", flag.ContinueOnError)
+	var cf clientFlags
+	cf.register(fs, 30*time.Second)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: oncejob get [flags] JOB_ID")
+		fs.PrintDefaults()
+	}
+	pos, err := cf.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	id, err := oneArg(pos, "JOB_ID")
+	if err != nil {
+		return err
+	}
+	c, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	job, err := c.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	printJob(os.Stdout, job, cf.json)
+	return nil
+}
+
+func runList(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("list", flag.ContinueOnError)
+	var cf clientFlags
+	cf.register(fs, 30*time.Second)
+	statusFlag := fs.String("status", "", "only jobs in this status (e.g. dead_lettered)")
+	pipeline := fs.String("pipeline", "", "only jobs of this pipeline")
+	limit := fs.Int("limit", 50, "at most this many jobs, newest first (0: all)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: oncejob list [flags]\n\nLists jobs, newest first; --json prints a JSON array.")
+		fs.PrintDefaults()
+	}
+	pos, err := cf.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError("list takes no arguments, got %q", pos)
+	}
+	req := &oncejobv1.ListJobsRequest{Pipeline: *pipeline}
+	if *statusFlag != "" {
+		if req.Status, err = parseStatus(*statusFlag); err != nil {
+			return err
+		}
+	}
+	if *limit > 0 {
+		req.PageSize = int32(min(*limit, 500))
+	}
+	c, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var jobs []*oncejobv1.Job
+	for j, err := range c.List(ctx, req) {
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, j)
+		if *limit > 0 && len(jobs) == *limit {
+			break
+		}
+	}
+	if cf.json {
+		printJSONArray(os.Stdout, jobs)
+		return nil
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tSTAGE\tPIPELINE\tATTEMPT\tCREATED")
+	for _, j := range jobs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", j.GetId(), statusName(j.GetStatus()), stageName(j.GetStage()), j.GetPipeline(), j.GetAttempt(), when(j.GetCreateTime()))
+	}
+	return tw.Flush()
+}
+
+// opCall makes one operator call.
+type opCall = func(context.Context, *clientsdk.Client, ...clientsdk.CallOption) (*oncejobv1.Job, error)
+
+// operatorCommand is the shape of cancel, replay, resolve and approve: one
+// job id, a reason, an optional key. extra registers the command's own
+// flags and returns how to build its call once they are parsed.
+func operatorCommand(name, usage string, extra func(fs *flag.FlagSet) func(id, reason string) (opCall, error)) func(context.Context, []string) error {
+	return func(ctx context.Context, args []string) error {
+		fs := flag.NewFlagSet(name, flag.ContinueOnError)
+		var cf clientFlags
+		cf.register(fs, 30*time.Second)
+		reason := fs.String("reason", "", "why, recorded in the job's event")
+		key := fs.String("key", "", "idempotency key (default: a new one for this command; reuse one to make a retry a replay)")
+		build := extra(fs)
+		fs.Usage = func() {
+			fmt.Fprintf(fs.Output(), "usage: oncejob %s [flags] JOB_ID\n\n%s\n", name, usage)
+			fs.PrintDefaults()
+		}
+		pos, err := cf.parse(fs, args)
+		if err != nil {
+			return err
+		}
+		id, err := oneArg(pos, "JOB_ID")
+		if err != nil {
+			return err
+		}
+		call, err := build(id, *reason)
+		if err != nil {
+			return err
+		}
+		c, err := cf.dial()
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		var opts []clientsdk.CallOption
+		if *key != "" {
+			opts = append(opts, clientsdk.WithIdempotencyKey(*key))
+		}
+		job, err := call(ctx, c, opts...)
+		if err != nil {
+			return err
+		}
+		printJob(os.Stdout, job, cf.json)
+		return nil
+	}
+}
+
+var runCancel = operatorCommand("cancel", "Cancels the job: at once if no worker holds it, else at its worker's next heartbeat.",
+	func(*flag.FlagSet) func(string, string) (opCall, error) {
+		return func(id, reason string) (opCall, error) {
+			return func(ctx context.Context, c *clientsdk.Client, o ...clientsdk.CallOption) (*oncejobv1.Job, error) {
+				return c.Cancel(ctx, &oncejobv1.CancelJobRequest{JobId: id, Reason: reason}, o...)
+			}, nil
+		}
+	})
+
+var runReplay = operatorCommand("replay", "Queues a FAILED or DEAD_LETTERED job again with a fresh budget, from its last good checkpoint.",
+	func(fs *flag.FlagSet) func(string, string) (opCall, error) {
+		from := fs.String("from-stage", "", "re-run this stage and every later one (e.g. llm_done)")
+		return func(id, reason string) (opCall, error) {
+			req := &oncejobv1.ReplayJobRequest{JobId: id, Reason: reason}
+			if *from != "" {
+				var err error
+				if req.FromStage, err = parseStage(*from); err != nil {
+					return nil, err
+				}
+			}
+			return func(ctx context.Context, c *clientsdk.Client, o ...clientsdk.CallOption) (*oncejobv1.Job, error) {
+				return c.Replay(ctx, req, o...)
+			}, nil
+		}
+	})
+
+var runResolve = operatorCommand("resolve", "Settles an OUTCOME_UNKNOWN job: --retry queues it again (same provider keys), --fail fails it.",
+	func(fs *flag.FlagSet) func(string, string) (opCall, error) {
+		retry := fs.Bool("retry", false, "queue the job again")
+		fail := fs.Bool("fail", false, "fail the job")
+		return func(id, reason string) (opCall, error) {
+			if *retry == *fail {
+				return nil, usageError("give exactly one of --retry and --fail")
+			}
+			req := &oncejobv1.ResolveJobRequest{JobId: id, Reason: reason, Resolution: oncejobv1.Resolution_RESOLUTION_RETRY}
+			if *fail {
+				req.Resolution = oncejobv1.Resolution_RESOLUTION_FAIL
+			}
+			return func(ctx context.Context, c *clientsdk.Client, o ...clientsdk.CallOption) (*oncejobv1.Job, error) {
+				return c.Resolve(ctx, req, o...)
+			}, nil
+		}
+	})
+
+var runApprove = operatorCommand("approve", "Approves a job AWAITING_APPROVAL (it publishes its planned output), or rejects it with --reject.",
+	func(fs *flag.FlagSet) func(string, string) (opCall, error) {
+		reject := fs.Bool("reject", false, "reject instead: the job is CANCELLED")
+		return func(id, reason string) (opCall, error) {
+			req := &oncejobv1.ApproveJobRequest{JobId: id, Approve: !*reject, Reason: reason}
+			return func(ctx context.Context, c *clientsdk.Client, o ...clientsdk.CallOption) (*oncejobv1.Job, error) {
+				return c.Approve(ctx, req, o...)
+			}, nil
+		}
+	})
+
+// protoJSON is m as compact JSON, field names in lowerCamelCase as the
+// gateway and grpcurl show them.
+func protoJSON(m proto.Message) []byte {
+	b, _ := protojson.Marshal(m)
+	return b
+}
+
+func printJSONArray(w io.Writer, jobs []*oncejobv1.Job) {
+	if len(jobs) == 0 {
+		fmt.Fprintln(w, "[]")
+		return
+	}
+	for i, j := range jobs {
+		sep := ","
+		if i == len(jobs)-1 {
+			sep = ""
+		}
+		open := " "
+		if i == 0 {
+			open = "["
+		}
+		fmt.Fprintf(w, "%s%s%s\n", open, protoJSON(j), sep)
+	}
+	fmt.Fprintln(w, "]")
+}
+
+// printJob prints a job: indented JSON, or one field per line.
+func printJob(w io.Writer, j *oncejobv1.Job, asJSON bool) {
+	if asJSON {
+		b, _ := protojson.MarshalOptions{Multiline: true}.Marshal(j)
+		fmt.Fprintf(w, "%s\n", b)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, format string, args ...any) {
+		fmt.Fprintf(tw, "%s:\t"+format+"\n", append([]any{k}, args...)...)
+	}
+	row("job", "%s", j.GetId())
+	row("status", "%s", statusName(j.GetStatus()))
+	row("stage", "%s", stageName(j.GetStage()))
+	row("pipeline", "%s v%d (prompt %s, model profile %s)", j.GetPipeline(), j.GetPipelineVersion(), j.GetPromptVersion(), j.GetModelProfile())
+	row("attempt", "%d", j.GetAttempt())
+	row("key", "%s", j.GetIdempotencyKey())
+	row("document", "%s %s, %d bytes", or(j.GetDocumentName(), "(unnamed)"), j.GetDocumentMediaType(), j.GetDocumentSizeBytes())
+	if j.GetDeduplicatedFrom() != "" {
+		row("deduplicated from", "%s", j.GetDeduplicatedFrom())
+	}
+	if u := j.GetUsage(); u != nil {
+		row("usage", "%d LLM calls, %d prompt + %d completion tokens, cost %d micros", u.GetLlmCalls(), u.GetPromptTokens(), u.GetCompletionTokens(), u.GetCostMicros())
+	}
+	row("created", "%s", when(j.GetCreateTime()))
+	if j.GetFinishTime() != nil {
+		row("finished", "%s", when(j.GetFinishTime()))
+	}
+	if e := j.GetError(); e != nil {
+		row("error", "%s: %s (retryable: %t)", e.GetCode(), e.GetMessage(), e.GetRetryable())
+	}
+	labels := make([]string, 0, len(j.GetLabels()))
+	for k, v := range j.GetLabels() {
+		labels = append(labels, k+"="+v)
+	}
+	sort.Strings(labels)
+	if len(labels) > 0 {
+		row("labels", "%s", strings.Join(labels, " "))
+	}
+	if j.GetOutput() != nil {
+		row("output", "%s", protoJSON(j.GetOutput()))
+	}
+	_ = tw.Flush()
+}
+
+func when(ts *timestamppb.Timestamp) string {
+	if ts == nil {
+		return "-"
+	}
+	return ts.AsTime().Local().Format(time.DateTime)
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/oncejob/oncejob/clientsdk"
+	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+)
+
+func runWatch(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
+	var cf clientFlags
+	cf.register(fs, 0)
+	after := fs.Int("after-seq", 0, "start after the event with this seq")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: oncejob watch [flags] JOB_ID\n\nPrints the job's events as they happen, each once, until it ends;\nexits with the code of its final status. --json prints one event per line.")
+		fs.PrintDefaults()
+	}
+	pos, err := cf.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	id, err := oneArg(pos, "JOB_ID")
+	if err != nil {
+		return err
+	}
+	c, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := cf.context(ctx)
+	defer cancel()
+	p := newProgress(os.Stdout, cf.json, false)
+	for e, err := range c.Watch(ctx, id, clientsdk.AfterSeq(int32(*after))) {
+		if err != nil {
+			return waitError(err)
+		}
+		p.event(e)
+	}
+	p.done()
+	job, err := c.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	return statusExit(job)
+}
+
+func runWait(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("wait", flag.ContinueOnError)
+	var cf clientFlags
+	cf.register(fs, 0)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: oncejob wait [flags] JOB_ID\n\nWaits until the job ends, prints it, and exits with the code of its status.")
+		fs.PrintDefaults()
+	}
+	pos, err := cf.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	id, err := oneArg(pos, "JOB_ID")
+	if err != nil {
+		return err
+	}
+	c, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := cf.context(ctx)
+	defer cancel()
+	job, err := c.Wait(ctx, id)
+	if err != nil {
+		return waitError(err)
+	}
+	printJob(os.Stdout, job, cf.json)
+	return statusExit(job)
+}
+
+// follow shows a job's events until it ends, then the job; events and job
+// are wrapped as {"event": ...} and {"job": ...} lines with --json.
+func follow(ctx context.Context, c *clientsdk.Client, id string, asJSON bool, envelope bool) (*oncejobv1.Job, error) {
+	p := newProgress(os.Stdout, asJSON, envelope)
+	for e, err := range c.Watch(ctx, id) {
+		if err != nil {
+			return nil, waitError(err)
+		}
+		p.event(e)
+	}
+	p.done()
+	job, err := c.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if asJSON {
+		fmt.Fprintf(os.Stdout, "{\"job\":%s}\n", protoJSON(job))
+	} else {
+		printJob(os.Stdout, job, false)
+	}
+	return job, nil
+}
+
+// waitError is exitUnknown when the wait ran out of time: the job goes on,
+// its outcome unknown to this command.
+func waitError(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &exitCodeError{code: exitUnknown, err: fmt.Errorf("the wait ended before the job did (--timeout): %w", err)}
+	}
+	return err
+}
+
+// progress prints a job's events: one line each, or on a terminal one live
+// line rewritten in place.
+type progress struct {
+	w        io.Writer
+	json     bool
+	envelope bool
+	live     bool
+	start    time.Time
+	printed  bool
+}
+
+func newProgress(w io.Writer, asJSON, envelope bool) *progress {
+	return &progress{w: w, json: asJSON, envelope: envelope, live: !asJSON && isTerminal(w), start: time.Now()}
+}
+
+func (p *progress) event(e *oncejobv1.JobEvent) {
+	switch {
+	case p.json && p.envelope:
+		fmt.Fprintf(p.w, "{\"event\":%s}\n", protoJSON(e))
+	case p.json:
+		fmt.Fprintf(p.w, "%s\n", protoJSON(e))
+	case p.live:
+		fmt.Fprintf(p.w, "\r\033[K%5.1fs  %-17s %-15s attempt %d  %s", time.Since(p.start).Seconds(), statusName(e.GetStatus()), stageName(e.GetStage()), e.GetAttempt(), e.GetMessage())
+		p.printed = true
+	default:
+		fmt.Fprintf(p.w, "  #%-3d %-17s %-15s attempt %d  %s\n", e.GetSeq(), statusName(e.GetStatus()), stageName(e.GetStage()), e.GetAttempt(), e.GetMessage())
+	}
+}
+
+func (p *progress) done() {
+	if p.live && p.printed {
+		fmt.Fprintln(p.w)
+	}
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
