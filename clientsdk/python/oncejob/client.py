@@ -1,0 +1,170 @@
+"""The synchronous client."""
+from __future__ import annotations
+
+import time
+from typing import Iterator, Optional
+
+import grpc
+
+from . import _core
+from ._core import Budget, Reconnects, SubmitResult
+from .retry import RetryPolicy
+from .v1 import job_pb2, job_pb2_grpc
+
+__all__ = ["Client", "SubmitResult"]
+
+
+class Client:
+    """A client of one oncejob deployment; usable as a context manager.
+
+    addr: "host:port", a comma-separated list of IPv4 replicas
+    ("10.0.0.1:7070,10.0.0.2:7070"), or any gRPC target. tls: True for the
+    system roots, or grpc.ChannelCredentials; root_certificates,
+    private_key, certificate_chain: PEM bytes for a custom CA and a client
+    certificate. timeout: seconds a unary call may take with all its
+    retries (None: no bound). channel: an existing grpc.Channel instead.
+    """
+
+    def __init__(self, addr: str = _core.DEFAULT_ADDR, *, api_key: Optional[str] = None, tls=False,
+                 root_certificates: Optional[bytes] = None, private_key: Optional[bytes] = None,
+                 certificate_chain: Optional[bytes] = None, user_agent: Optional[str] = None,
+                 timeout: Optional[float] = 30.0, retry: Optional[RetryPolicy] = None,
+                 channel: Optional[grpc.Channel] = None):
+        self._owned = channel is None
+        if channel is None:
+            creds = _core.credentials(tls, root_certificates, private_key, certificate_chain)
+            opts = _core.channel_options(user_agent)
+            t = _core.target(addr)
+            channel = grpc.secure_channel(t, creds, opts) if creds else grpc.insecure_channel(t, opts)
+        self._channel = channel
+        self._stub = job_pb2_grpc.JobServiceStub(channel)
+        self._metadata = (("authorization", f"Bearer {api_key}"),) if api_key else ()
+        self._timeout = timeout
+        self._retry = retry or RetryPolicy()
+
+    def close(self) -> None:
+        if self._owned:
+            self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def stub(self) -> job_pb2_grpc.JobServiceStub:
+        """The generated stub on the same channel, for what the SDK does not wrap (not retried)."""
+        return self._stub
+
+    def _unary(self, method, request, key: str = "", timeout: Optional[float] = None):
+        budget = Budget(self._retry, self._timeout if timeout is None else timeout, key)
+        md = _core.metadata(self._metadata, key)
+        while True:
+            try:
+                return method(request, timeout=budget.attempt_timeout(), metadata=md)
+            except grpc.RpcError as err:
+                wait, final = budget.after_failure(err)
+                time.sleep(wait)
+                if final is not None:
+                    raise final from err
+
+    def submit(self, pipeline: str, document, *, media_type: str = "", name: str = "", params: Optional[dict] = None,
+               labels: Optional[dict] = None, model_profile: str = "", key: Optional[str] = None,
+               timeout: Optional[float] = None) -> SubmitResult:
+        """Submits a job once. document: str (text) or bytes. The key is
+        the caller's or submit_key(...) of the request, fixed before the
+        first attempt and sent on every retry: there is one job however
+        often the call is retried or the program re-run."""
+        req, key = _core.submit_request(pipeline, document, media_type, name, params, labels, model_profile, key)
+        resp = self._unary(self._stub.SubmitJob, req, key, timeout)
+        return SubmitResult(resp.job, resp.outcome, key)
+
+    def get(self, job_id: str, *, timeout: Optional[float] = None) -> job_pb2.Job:
+        return self._unary(self._stub.GetJob, job_pb2.GetJobRequest(job_id=job_id), timeout=timeout).job
+
+    def list(self, *, status: int = 0, pipeline: str = "", page_size: int = 0) -> Iterator[job_pb2.Job]:
+        """Every job that matches, newest first, fetching pages as it goes."""
+        req = job_pb2.ListJobsRequest(status=status, pipeline=pipeline, page_size=page_size)
+        while True:
+            page = self._unary(self._stub.ListJobs, req)
+            yield from page.jobs
+            if not page.next_page_token:
+                return
+            req.page_token = page.next_page_token
+
+    def cancel(self, job_id: str, *, reason: str = "", key: Optional[str] = None) -> job_pb2.Job:
+        req = job_pb2.CancelJobRequest(job_id=job_id, reason=reason)
+        return self._unary(self._stub.CancelJob, req, _core.operator_key(key)).job
+
+    def replay(self, job_id: str, *, from_stage: int = 0, reason: str = "", key: Optional[str] = None) -> job_pb2.Job:
+        req = job_pb2.ReplayJobRequest(job_id=job_id, from_stage=from_stage, reason=reason)
+        return self._unary(self._stub.ReplayJob, req, _core.operator_key(key)).job
+
+    def resolve(self, job_id: str, *, retry: bool, reason: str = "", key: Optional[str] = None) -> job_pb2.Job:
+        resolution = job_pb2.RESOLUTION_RETRY if retry else job_pb2.RESOLUTION_FAIL
+        req = job_pb2.ResolveJobRequest(job_id=job_id, resolution=resolution, reason=reason)
+        return self._unary(self._stub.ResolveJob, req, _core.operator_key(key)).job
+
+    def approve(self, job_id: str, *, approve: bool = True, reason: str = "", key: Optional[str] = None) -> job_pb2.Job:
+        req = job_pb2.ApproveJobRequest(job_id=job_id, approve=approve, reason=reason)
+        return self._unary(self._stub.ApproveJob, req, _core.operator_key(key)).job
+
+    # Delivery RPCs (an outbox event's deliveries, retrying a dead delivery)
+    # are wrapped here, like the operator calls, once the server has them.
+
+    def watch(self, job_id: str, *, after_seq: int = 0, timeout: Optional[float] = None) -> Iterator[job_pb2.JobEvent]:
+        """The job's events in seq order, each once, until its terminal
+        event. A broken stream (a lost connection, a replica shutting down)
+        is resumed after the last event yielded, on any replica."""
+        last = after_seq
+        reconnects = Reconnects(self._retry, timeout)
+        while True:
+            call = self._stub.WatchJob(job_pb2.WatchJobRequest(job_id=job_id, after_seq=last),
+                                       metadata=self._metadata, timeout=reconnects.stream_timeout())
+            progress = False
+            try:
+                for resp in call:
+                    if resp.event.seq <= last:
+                        continue  # never sent by the server; cheap insurance
+                    last, progress = resp.event.seq, True
+                    yield resp.event
+                return
+            except grpc.RpcError as err:
+                wait, final = reconnects.after_failure(err, progress)
+                if final is not None:
+                    raise final from err
+                time.sleep(wait)
+            finally:
+                call.cancel()
+
+    def watch_jobs(self, *, status: int = 0, pipeline: str = "", after_cursor: str = "",
+                   timeout: Optional[float] = None) -> Iterator[job_pb2.WatchJobsResponse]:
+        """The changes of the caller's jobs from after_cursor on, each once,
+        resumed from the last cursor after a broken stream. Never ends on
+        its own."""
+        cursor = after_cursor
+        reconnects = Reconnects(self._retry, timeout)
+        while True:
+            req = job_pb2.WatchJobsRequest(status=status, pipeline=pipeline, after_cursor=cursor)
+            call = self._stub.WatchJobs(req, metadata=self._metadata, timeout=reconnects.stream_timeout())
+            progress = False
+            try:
+                for change in call:
+                    cursor, progress = change.cursor, True
+                    yield change
+                return
+            except grpc.RpcError as err:
+                wait, final = reconnects.after_failure(err, progress)
+                if final is not None:
+                    raise final from err
+                time.sleep(wait)
+            finally:
+                call.cancel()
+
+    def wait(self, job_id: str, *, timeout: Optional[float] = None) -> job_pb2.Job:
+        """The job once it is terminal (SUCCEEDED, FAILED, CANCELLED,
+        DEAD_LETTERED), with its output. A terminal status is not an error."""
+        for _ in self.watch(job_id, timeout=timeout):
+            pass
+        return self.get(job_id)
