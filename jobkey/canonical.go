@@ -3,6 +3,38 @@
 // JSON form (sorted keys, trimmed strings, normalised numbers, no volatile
 // fields) and carry a versioned prefix, so a change of logic re-keys on
 // purpose rather than by accident.
+//
+// # Canonical JSON
+//
+// Canonical is also what clients hash (clientsdk.WorkID, and the Python
+// SDK's work_id, which reproduces it bit for bit), so its output is fixed
+// and written here exactly. The encoding of a JSON value, as UTF-8, with no
+// white space between tokens:
+//
+//   - null, true, false: as such.
+//   - An object: "{", its members sorted by the bytes of their names'
+//     UTF-8, each as its name (a string, never trimmed), ":" and its value,
+//     separated by ",", then "}". A name given twice in JSON text keeps its
+//     last value (as encoding/json decodes it).
+//   - An array: "[", its elements in order, separated by ",", then "]".
+//   - A string: trimmed of leading and trailing Unicode White_Space (Go's
+//     strings.TrimSpace: U+0009-U+000D, U+0020, U+0085, U+00A0, U+1680,
+//     U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000; not U+200B,
+//     U+FEFF or U+001C-U+001F), then quoted as encoding/json quotes without
+//     HTML escaping: \" and \\, \b \f \n \r \t, any other character
+//     below U+0020 and U+2028, U+2029 as \u00xx, \u2028, \u2029 (lower-case
+//     hex), every other character as itself. Invalid UTF-8 in a Go string
+//     is written \ufffd; in JSON text, invalid UTF-8 and a lone surrogate
+//     escape decode to U+FFFD, written as itself (what WorkID hashes). No
+//     Unicode normalisation: "é" and "e\u0301" differ.
+//   - A number: parsed to the nearest IEEE 754 double (integers too, so
+//     2^53+1 is 2^53; overflow, NaN and infinities are refused); zero of
+//     either sign is "0"; an integral value below 2^53 in magnitude is its
+//     integer in plain decimal; any other value is
+//     strconv.FormatFloat(f, 'g', -1, 64): the shortest decimal digits that
+//     round-trip, in exponent form d.ddde±XX (at least two exponent digits)
+//     when the decimal exponent is below -4 or at least 6, plain otherwise
+//     (123456.5, 1.2345675e+06, 0.0001, 1e-05, 1e+21).
 package jobkey
 
 import (

@@ -157,15 +157,7 @@ func TestReadmeGrpcurlExamples(t *testing.T) {
 // TestPythonGeneratedClient runs the pytest suite of the generated Python
 // client against the real binary, under Debian's system python3.
 func TestPythonGeneratedClient(t *testing.T) {
-	const python = "/usr/bin/python3"
-	probe := exec.Command(python, "-c", "import grpc, google.protobuf, pytest")
-	if out, err := probe.CombinedOutput(); err != nil {
-		msg := fmt.Sprintf("SKIP: %s cannot import grpc, protobuf and pytest (%v: %s); install with: apt-get install -y python3-grpcio python3-protobuf python3-pytest", python, err, strings.TrimSpace(string(out)))
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	requirePython(t)
 	addr := serve(t)
 	cmd := exec.Command(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "../../tests/python")
 	cmd.Env = append(os.Environ(), "ONCEJOB_ADDR="+addr, "PYTHONDONTWRITEBYTECODE=1")
