@@ -3,11 +3,13 @@ package clientsdk_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -26,6 +28,8 @@ type fakeServer struct {
 	oncejobv1.UnimplementedJobServiceServer
 	submit func(n int) (*oncejobv1.SubmitJobResponse, error)
 	watch  func(req *oncejobv1.WatchJobRequest, stream grpc.ServerStreamingServer[oncejobv1.WatchJobResponse]) error
+	jobs   func(req *oncejobv1.WatchJobsRequest, stream grpc.ServerStreamingServer[oncejobv1.WatchJobsResponse]) error
+	cancel func(n int) (*oncejobv1.CancelJobResponse, error)
 
 	mu       sync.Mutex
 	attempts []attempt
@@ -47,6 +51,19 @@ func (f *fakeServer) SubmitJob(ctx context.Context, _ *oncejobv1.SubmitJobReques
 
 func (f *fakeServer) WatchJob(req *oncejobv1.WatchJobRequest, stream grpc.ServerStreamingServer[oncejobv1.WatchJobResponse]) error {
 	return f.watch(req, stream)
+}
+
+func (f *fakeServer) WatchJobs(req *oncejobv1.WatchJobsRequest, stream grpc.ServerStreamingServer[oncejobv1.WatchJobsResponse]) error {
+	return f.jobs(req, stream)
+}
+
+func (f *fakeServer) CancelJob(ctx context.Context, _ *oncejobv1.CancelJobRequest) (*oncejobv1.CancelJobResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	f.mu.Lock()
+	f.attempts = append(f.attempts, attempt{at: time.Now(), key: first(md.Get("idempotency-key"))})
+	n := len(f.attempts)
+	f.mu.Unlock()
+	return f.cancel(n)
 }
 
 func (f *fakeServer) recorded() []attempt {
@@ -285,4 +302,66 @@ func TestWatchResumesAfterEachCut(t *testing.T) {
 		break
 	}
 	require.Equal(t, []int32{6}, seqs)
+}
+
+// TestWatchJobsResumesFromTheLastCursor: a tenant-wide watch cut after
+// every change resumes from the cursor of the last change it yielded.
+func TestWatchJobsResumesFromTheLastCursor(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var afters []string
+	f := &fakeServer{jobs: func(req *oncejobv1.WatchJobsRequest, stream grpc.ServerStreamingServer[oncejobv1.WatchJobsResponse]) error {
+		mu.Lock()
+		afters = append(afters, req.GetAfterCursor())
+		mu.Unlock()
+		assert.Equal(t, "summarize", req.GetPipeline(), "filters survive a resume")
+		next := 1
+		if c := req.GetAfterCursor(); c != "" {
+			next = int(c[1]-'0') + 1
+		}
+		if next > 4 {
+			<-stream.Context().Done() // nothing new: a quiet, open stream
+			return nil
+		}
+		_ = stream.Send(&oncejobv1.WatchJobsResponse{Cursor: fmt.Sprintf("c%d", next), Event: &oncejobv1.JobEvent{Seq: int32(next)}})
+		return status.Error(codes.Unavailable, "cut")
+	}}
+	c := startFake(t, f, clientsdk.WithRetryPolicy(clientsdk.RetryPolicy{InitialBackoff: time.Millisecond}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var cursors []string
+	for ch, err := range c.WatchJobs(ctx, &oncejobv1.WatchJobsRequest{Pipeline: "summarize"}) {
+		require.NoError(t, err)
+		cursors = append(cursors, ch.GetCursor())
+		if len(cursors) == 4 {
+			break
+		}
+	}
+	require.Equal(t, []string{"c1", "c2", "c3", "c4"}, cursors)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"", "c1", "c2", "c3"}, afters)
+}
+
+// TestOperatorCallsMakeOneKeyPerCall: an operator call without a key gets
+// one, the same on each of its attempts and another for the next call.
+func TestOperatorCallsMakeOneKeyPerCall(t *testing.T) {
+	t.Parallel()
+	f := &fakeServer{cancel: func(n int) (*oncejobv1.CancelJobResponse, error) {
+		if n%2 == 1 {
+			return nil, status.Error(codes.Unavailable, "lost")
+		}
+		return &oncejobv1.CancelJobResponse{Job: &oncejobv1.Job{Id: "j"}}, nil
+	}}
+	c := startFake(t, f, clientsdk.WithRetryPolicy(clientsdk.RetryPolicy{InitialBackoff: time.Millisecond}))
+	for range 2 {
+		_, err := c.Cancel(context.Background(), &oncejobv1.CancelJobRequest{JobId: "j"})
+		require.NoError(t, err)
+	}
+	got := f.recorded()
+	require.Len(t, got, 4)
+	require.NotEmpty(t, got[0].key)
+	require.Equal(t, got[0].key, got[1].key, "one key for the attempts of a call")
+	require.Equal(t, got[2].key, got[3].key)
+	require.NotEqual(t, got[0].key, got[2].key, "another call, another key")
 }
