@@ -128,6 +128,44 @@ func (c *clientFlags) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// clientCommand is the frame of a client command: its flag set with the
+// client flags, its usage, and start, which parses and connects.
+type clientCommand struct {
+	fs *flag.FlagSet
+	cf clientFlags
+}
+
+// newClientCommand makes a command; timeout is --timeout's default.
+func newClientCommand(name, synopsis, about string, timeout time.Duration) *clientCommand {
+	c := &clientCommand{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+	c.cf.register(c.fs, timeout)
+	c.fs.Usage = func() {
+		fmt.Fprintf(c.fs.Output(), "usage: oncejob %s %s\n\n%s\n", name, synopsis, about)
+		c.fs.PrintDefaults()
+	}
+	return c
+}
+
+// start parses args, which must hold exactly one positional argument named
+// arg (none when arg is empty), and connects. It returns the argument.
+func (c *clientCommand) start(args []string, arg string) (string, *clientsdk.Client, error) {
+	pos, err := c.cf.parse(c.fs, args)
+	if err != nil {
+		return "", nil, err
+	}
+	var value string
+	switch {
+	case arg == "" && len(pos) > 0:
+		return "", nil, usageError("no arguments expected, got %q", pos)
+	case arg != "" && len(pos) != 1:
+		return "", nil, usageError("want exactly one %s, got %d arguments", arg, len(pos))
+	case arg != "":
+		value = pos[0]
+	}
+	client, err := c.cf.dial()
+	return value, client, err
+}
+
 // dial connects with the flags' settings.
 func (c *clientFlags) dial() (*clientsdk.Client, error) {
 	opts := []clientsdk.Option{clientsdk.WithUserAgent("oncejob-cli"), clientsdk.WithTimeout(c.timeout)}
@@ -156,14 +194,6 @@ func (c *clientFlags) context(ctx context.Context) (context.Context, context.Can
 func jsonLine(w io.Writer, m proto.Message) {
 	b, _ := protojson.MarshalOptions{EmitUnpopulated: false}.Marshal(m)
 	fmt.Fprintf(w, "%s\n", b)
-}
-
-// oneArg returns the single positional argument a command takes.
-func oneArg(args []string, what string) (string, error) {
-	if len(args) != 1 {
-		return "", usageError("want exactly one %s, got %d arguments", what, len(args))
-	}
-	return args[0], nil
 }
 
 func statusName(s oncejobv1.JobStatus) string {

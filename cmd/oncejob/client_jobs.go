@@ -20,22 +20,8 @@ import (
 )
 
 func runGet(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("get", flag.ContinueOnError)
-	var cf clientFlags
-	cf.register(fs, 30*time.Second)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: oncejob get [flags] JOB_ID")
-		fs.PrintDefaults()
-	}
-	pos, err := cf.parse(fs, args)
-	if err != nil {
-		return err
-	}
-	id, err := oneArg(pos, "JOB_ID")
-	if err != nil {
-		return err
-	}
-	c, err := cf.dial()
+	cmd := newClientCommand("get", "[flags] JOB_ID", "Shows a job; --json prints it as JSON.", 30*time.Second)
+	id, c, err := cmd.start(args, "JOB_ID")
 	if err != nil {
 		return err
 	}
@@ -44,28 +30,20 @@ func runGet(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	printJob(os.Stdout, job, cf.json)
+	printJob(os.Stdout, job, cmd.cf.json)
 	return nil
 }
 
 func runList(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("list", flag.ContinueOnError)
-	var cf clientFlags
-	cf.register(fs, 30*time.Second)
-	statusFlag := fs.String("status", "", "only jobs in this status (e.g. dead_lettered)")
-	pipeline := fs.String("pipeline", "", "only jobs of this pipeline")
-	limit := fs.Int("limit", 50, "at most this many jobs, newest first (0: all)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: oncejob list [flags]\n\nLists jobs, newest first; --json prints a JSON array.")
-		fs.PrintDefaults()
-	}
-	pos, err := cf.parse(fs, args)
+	cmd := newClientCommand("list", "[flags]", "Lists jobs, newest first; --json prints a JSON array.", 30*time.Second)
+	statusFlag := cmd.fs.String("status", "", "only jobs in this status (e.g. dead_lettered)")
+	pipeline := cmd.fs.String("pipeline", "", "only jobs of this pipeline")
+	limit := cmd.fs.Int("limit", 50, "at most this many jobs, newest first (0: all)")
+	_, c, err := cmd.start(args, "")
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return usageError("list takes no arguments, got %q", pos)
-	}
+	defer c.Close()
 	req := &oncejobv1.ListJobsRequest{Pipeline: *pipeline}
 	if *statusFlag != "" {
 		if req.Status, err = parseStatus(*statusFlag); err != nil {
@@ -75,11 +53,6 @@ func runList(ctx context.Context, args []string) error {
 	if *limit > 0 {
 		req.PageSize = int32(min(*limit, 500))
 	}
-	c, err := cf.dial()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	var jobs []*oncejobv1.Job
 	for j, err := range c.List(ctx, req) {
 		if err != nil {
@@ -90,7 +63,7 @@ func runList(ctx context.Context, args []string) error {
 			break
 		}
 	}
-	if cf.json {
+	if cmd.cf.json {
 		printJSONArray(os.Stdout, jobs)
 		return nil
 	}
@@ -108,35 +81,21 @@ type opCall = func(context.Context, *clientsdk.Client, ...clientsdk.CallOption) 
 // operatorCommand is the shape of cancel, replay, resolve and approve: one
 // job id, a reason, an optional key. extra registers the command's own
 // flags and returns how to build its call once they are parsed.
-func operatorCommand(name, usage string, extra func(fs *flag.FlagSet) func(id, reason string) (opCall, error)) func(context.Context, []string) error {
+func operatorCommand(name, about string, extra func(fs *flag.FlagSet) func(id, reason string) (opCall, error)) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		fs := flag.NewFlagSet(name, flag.ContinueOnError)
-		var cf clientFlags
-		cf.register(fs, 30*time.Second)
-		reason := fs.String("reason", "", "why, recorded in the job's event")
-		key := fs.String("key", "", "idempotency key (default: a new one for this command; reuse one to make a retry a replay)")
-		build := extra(fs)
-		fs.Usage = func() {
-			fmt.Fprintf(fs.Output(), "usage: oncejob %s [flags] JOB_ID\n\n%s\n", name, usage)
-			fs.PrintDefaults()
-		}
-		pos, err := cf.parse(fs, args)
-		if err != nil {
-			return err
-		}
-		id, err := oneArg(pos, "JOB_ID")
-		if err != nil {
-			return err
-		}
-		call, err := build(id, *reason)
-		if err != nil {
-			return err
-		}
-		c, err := cf.dial()
+		cmd := newClientCommand(name, "[flags] JOB_ID", about, 30*time.Second)
+		reason := cmd.fs.String("reason", "", "why, recorded in the job's event")
+		key := cmd.fs.String("key", "", "idempotency key (default: a new one for this command; reuse one to make a retry a replay)")
+		build := extra(cmd.fs)
+		id, c, err := cmd.start(args, "JOB_ID")
 		if err != nil {
 			return err
 		}
 		defer c.Close()
+		call, err := build(id, *reason)
+		if err != nil {
+			return err
+		}
 		var opts []clientsdk.CallOption
 		if *key != "" {
 			opts = append(opts, clientsdk.WithIdempotencyKey(*key))
@@ -145,7 +104,7 @@ func operatorCommand(name, usage string, extra func(fs *flag.FlagSet) func(id, r
 		if err != nil {
 			return err
 		}
-		printJob(os.Stdout, job, cf.json)
+		printJob(os.Stdout, job, cmd.cf.json)
 		return nil
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"mime"
@@ -44,9 +43,8 @@ func (kv keyValues) split(asJSON bool) (map[string]any, error) {
 }
 
 func runSubmit(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("submit", flag.ContinueOnError)
-	var cf clientFlags
-	cf.register(fs, 30*time.Second)
+	cmd := newClientCommand("submit", "[flags] FILE|-", "Submits FILE (- for stdin) once: the same command again is a replay of the same job.", 30*time.Second)
+	fs := cmd.fs
 	pipeline := fs.String("pipeline", "summarize", "the pipeline to run")
 	var params, labels keyValues
 	fs.Var(&params, "param", "a parameter k=v (repeatable; v is JSON if it parses, else a string); part of the computation")
@@ -56,28 +54,15 @@ func runSubmit(ctx context.Context, args []string) error {
 	profile := fs.String("model-profile", "", "one of the pipeline's model profiles (default: its first)")
 	key := fs.String("key", "", "idempotency key (default: derived from pipeline, params, media type, name and the document's bytes, and printed)")
 	wait := fs.Bool("wait", false, "wait for the job to finish, showing each stage; exit with its status's code")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: oncejob submit [flags] FILE|-\n\nSubmits FILE (- for stdin) once: the same command again is a replay of the same job.")
-		fs.PrintDefaults()
-	}
-	pos, err := cf.parse(fs, args)
-	if err != nil {
-		return err
-	}
-	path, err := oneArg(pos, "FILE (or -)")
-	if err != nil {
-		return err
-	}
-	req, err := submitRequest(path, *pipeline, *mediaType, *name, *profile, params, labels)
-	if err != nil {
-		return err
-	}
-	c, err := cf.dial()
+	path, c, err := cmd.start(args, "FILE (or -)")
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-
+	req, err := submitRequest(path, *pipeline, *mediaType, *name, *profile, params, labels)
+	if err != nil {
+		return err
+	}
 	var opts []clientsdk.CallOption
 	if *key != "" {
 		opts = append(opts, clientsdk.WithIdempotencyKey(*key))
@@ -86,13 +71,13 @@ func runSubmit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	printSubmitted(os.Stdout, res, cf.json, *wait)
+	printSubmitted(os.Stdout, res, cmd.cf.json, *wait)
 	if !*wait {
 		return nil
 	}
-	ctx, cancel := cf.context(ctx)
+	ctx, cancel := cmd.cf.context(ctx)
 	defer cancel()
-	job, err := follow(ctx, c, res.Job.GetId(), cf.json, true)
+	job, err := follow(ctx, c, res.Job.GetId(), cmd.cf.json, true)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,30 +13,16 @@ import (
 )
 
 func runWatch(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
-	var cf clientFlags
-	cf.register(fs, 0)
-	after := fs.Int("after-seq", 0, "start after the event with this seq")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: oncejob watch [flags] JOB_ID\n\nPrints the job's events as they happen, each once, until it ends;\nexits with the code of its final status. --json prints one event per line.")
-		fs.PrintDefaults()
-	}
-	pos, err := cf.parse(fs, args)
-	if err != nil {
-		return err
-	}
-	id, err := oneArg(pos, "JOB_ID")
-	if err != nil {
-		return err
-	}
-	c, err := cf.dial()
+	cmd := newClientCommand("watch", "[flags] JOB_ID", "Prints the job's events as they happen, each once, until it ends;\nexits with the code of its final status. --json prints one event per line.", 0)
+	after := cmd.fs.Int("after-seq", 0, "start after the event with this seq")
+	id, c, err := cmd.start(args, "JOB_ID")
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	ctx, cancel := cf.context(ctx)
+	ctx, cancel := cmd.cf.context(ctx)
 	defer cancel()
-	p := newProgress(os.Stdout, cf.json, false)
+	p := newProgress(os.Stdout, cmd.cf.json, false)
 	for e, err := range c.Watch(ctx, id, clientsdk.AfterSeq(int32(*after))) {
 		if err != nil {
 			return waitError(err)
@@ -53,33 +38,19 @@ func runWatch(ctx context.Context, args []string) error {
 }
 
 func runWait(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("wait", flag.ContinueOnError)
-	var cf clientFlags
-	cf.register(fs, 0)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: oncejob wait [flags] JOB_ID\n\nWaits until the job ends, prints it, and exits with the code of its status.")
-		fs.PrintDefaults()
-	}
-	pos, err := cf.parse(fs, args)
-	if err != nil {
-		return err
-	}
-	id, err := oneArg(pos, "JOB_ID")
-	if err != nil {
-		return err
-	}
-	c, err := cf.dial()
+	cmd := newClientCommand("wait", "[flags] JOB_ID", "Waits until the job ends, prints it, and exits with the code of its status.", 0)
+	id, c, err := cmd.start(args, "JOB_ID")
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	ctx, cancel := cf.context(ctx)
+	ctx, cancel := cmd.cf.context(ctx)
 	defer cancel()
 	job, err := c.Wait(ctx, id)
 	if err != nil {
 		return waitError(err)
 	}
-	printJob(os.Stdout, job, cf.json)
+	printJob(os.Stdout, job, cmd.cf.json)
 	return statusExit(job)
 }
 

@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"bufio"
 	"fmt"
 	"net"
 	"os"
@@ -77,39 +76,22 @@ func freeAddr(t *testing.T) string {
 }
 
 // readmeExamples returns the shell commands of the README block that follows
-// the marker comment, one per paragraph.
+// the marker comment, one per paragraph, without comment lines.
 func readmeExamples(t *testing.T, marker string) []string {
 	t.Helper()
-	f, err := os.Open("../../README.md")
-	require.NoError(t, err)
-	defer f.Close()
 	var cmds []string
-	var cur strings.Builder
-	state := 0 // 0 before marker, 1 before fence, 2 inside block
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case state == 0 && strings.Contains(line, marker):
-			state = 1
-		case state == 1 && strings.HasPrefix(line, "```"):
-			state = 2
-		case state == 2 && strings.HasPrefix(line, "```"):
-			if cur.Len() > 0 {
-				cmds = append(cmds, cur.String())
+	for _, para := range strings.Split(readmeBlock(t, marker), "\n\n") {
+		var cur strings.Builder
+		for _, line := range strings.Split(para, "\n") {
+			if line != "" && !strings.HasPrefix(strings.TrimSpace(line), "#") {
+				cur.WriteString(line + "\n")
 			}
-			return cmds
-		case state == 2 && strings.TrimSpace(line) == "":
-			if cur.Len() > 0 {
-				cmds = append(cmds, cur.String())
-				cur.Reset()
-			}
-		case state == 2 && !strings.HasPrefix(strings.TrimSpace(line), "#"):
-			cur.WriteString(line + "\n")
+		}
+		if cur.Len() > 0 {
+			cmds = append(cmds, cur.String())
 		}
 	}
-	t.Fatalf("README block after %q not found", marker)
-	return nil
+	return cmds
 }
 
 // TestReadmeGrpcurlExamples runs the README's grpcurl examples, as written,

@@ -98,39 +98,39 @@ class AsyncClient:
     async def watch(self, job_id: str, *, after_seq: int = 0, timeout: Optional[float] = None) -> AsyncIterator[job_pb2.JobEvent]:
         """As Client.watch."""
         last = after_seq
-        reconnects = Reconnects(self._retry, timeout)
-        while True:
-            call = self._stub.WatchJob(job_pb2.WatchJobRequest(job_id=job_id, after_seq=last),
-                                       metadata=self._metadata, timeout=reconnects.stream_timeout())
-            progress = False
-            try:
-                async for resp in call:
-                    if resp.event.seq <= last:
-                        continue
-                    last, progress = resp.event.seq, True
-                    yield resp.event
-                return
-            except grpc.RpcError as err:
-                wait, final = reconnects.after_failure(err, progress)
-                if final is not None:
-                    raise final from err
-                await asyncio.sleep(wait)
-            finally:
-                call.cancel()
+
+        def open_stream(t):
+            return self._stub.WatchJob(job_pb2.WatchJobRequest(job_id=job_id, after_seq=last),
+                                       metadata=self._metadata, timeout=t)
+
+        async for resp in self._resuming(open_stream, timeout):
+            if resp.event.seq > last:
+                last = resp.event.seq
+                yield resp.event
 
     async def watch_jobs(self, *, status: int = 0, pipeline: str = "", after_cursor: str = "",
                          timeout: Optional[float] = None) -> AsyncIterator[job_pb2.WatchJobsResponse]:
         """As Client.watch_jobs."""
         cursor = after_cursor
+
+        def open_stream(t):
+            req = job_pb2.WatchJobsRequest(status=status, pipeline=pipeline, after_cursor=cursor)
+            return self._stub.WatchJobs(req, metadata=self._metadata, timeout=t)
+
+        async for change in self._resuming(open_stream, timeout):
+            cursor = change.cursor
+            yield change
+
+    async def _resuming(self, open_stream, timeout: Optional[float]):
+        """As Client._resuming."""
         reconnects = Reconnects(self._retry, timeout)
         while True:
-            req = job_pb2.WatchJobsRequest(status=status, pipeline=pipeline, after_cursor=cursor)
-            call = self._stub.WatchJobs(req, metadata=self._metadata, timeout=reconnects.stream_timeout())
+            call = open_stream(reconnects.stream_timeout())
             progress = False
             try:
-                async for change in call:
-                    cursor, progress = change.cursor, True
-                    yield change
+                async for item in call:
+                    progress = True
+                    yield item
                 return
             except grpc.RpcError as err:
                 wait, final = reconnects.after_failure(err, progress)

@@ -118,25 +118,15 @@ class Client:
         event. A broken stream (a lost connection, a replica shutting down)
         is resumed after the last event yielded, on any replica."""
         last = after_seq
-        reconnects = Reconnects(self._retry, timeout)
-        while True:
-            call = self._stub.WatchJob(job_pb2.WatchJobRequest(job_id=job_id, after_seq=last),
-                                       metadata=self._metadata, timeout=reconnects.stream_timeout())
-            progress = False
-            try:
-                for resp in call:
-                    if resp.event.seq <= last:
-                        continue  # never sent by the server; cheap insurance
-                    last, progress = resp.event.seq, True
-                    yield resp.event
-                return
-            except grpc.RpcError as err:
-                wait, final = reconnects.after_failure(err, progress)
-                if final is not None:
-                    raise final from err
-                time.sleep(wait)
-            finally:
-                call.cancel()
+
+        def open_stream(t):
+            return self._stub.WatchJob(job_pb2.WatchJobRequest(job_id=job_id, after_seq=last),
+                                       metadata=self._metadata, timeout=t)
+
+        for resp in self._resuming(open_stream, timeout):
+            if resp.event.seq > last:  # the server never repeats; cheap insurance
+                last = resp.event.seq
+                yield resp.event
 
     def watch_jobs(self, *, status: int = 0, pipeline: str = "", after_cursor: str = "",
                    timeout: Optional[float] = None) -> Iterator[job_pb2.WatchJobsResponse]:
@@ -144,15 +134,26 @@ class Client:
         resumed from the last cursor after a broken stream. Never ends on
         its own."""
         cursor = after_cursor
+
+        def open_stream(t):
+            req = job_pb2.WatchJobsRequest(status=status, pipeline=pipeline, after_cursor=cursor)
+            return self._stub.WatchJobs(req, metadata=self._metadata, timeout=t)
+
+        for change in self._resuming(open_stream, timeout):
+            cursor = change.cursor
+            yield change
+
+    def _resuming(self, open_stream, timeout: Optional[float]):
+        """The items of open_stream(timeout), reopened after a resumable
+        failure; open_stream reads the caller's position each time."""
         reconnects = Reconnects(self._retry, timeout)
         while True:
-            req = job_pb2.WatchJobsRequest(status=status, pipeline=pipeline, after_cursor=cursor)
-            call = self._stub.WatchJobs(req, metadata=self._metadata, timeout=reconnects.stream_timeout())
+            call = open_stream(reconnects.stream_timeout())
             progress = False
             try:
-                for change in call:
-                    cursor, progress = change.cursor, True
-                    yield change
+                for item in call:
+                    progress = True
+                    yield item
                 return
             except grpc.RpcError as err:
                 wait, final = reconnects.after_failure(err, progress)
