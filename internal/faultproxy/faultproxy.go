@@ -264,9 +264,10 @@ func (l *connListener) close(remote string) {
 	}
 }
 
-// frame is one message as bytes; rawCodec passes it through unparsed.
+// frame is one message as bytes.
 type frame struct{ data []byte }
 
+// rawCodec implements encoding.Codec by passing frames through unparsed.
 type rawCodec struct{}
 
 func (rawCodec) Marshal(v any) ([]byte, error) { return v.(*frame).data, nil }
