@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -231,4 +232,50 @@ func TestSDKWatchResumesOnAnotherReplica(t *testing.T) {
 	defer mu.Unlock()
 	require.NotEmpty(t, reconnects, "the watch was on the stopped replica and resumed")
 	require.Contains(t, reconnects[0].Error(), "server shutting down; resume with after_seq=3")
+}
+
+// TestSDKWatchJobsSurvivesCutStreams: the tenant-wide watch, cut twice by
+// the proxy, resumes from its last cursor: the changes it yields are the
+// log's, each once, in order.
+func TestSDKWatchJobsSurvivesCutStreams(t *testing.T) {
+	addr := serveEmbedded(t)
+	direct := dialSDK(t, addr)
+	var ids []string
+	for i := range 2 {
+		res, err := direct.Submit(context.Background(), textRequest(fmt.Sprintf("tenant-wide watch %d", i)))
+		require.NoError(t, err)
+		_, err = direct.Wait(context.Background(), res.Job.GetId())
+		require.NoError(t, err)
+		ids = append(ids, res.Job.GetId())
+	}
+	// Both jobs are done: the log holds 14 changes.
+	collect := func(c *clientsdk.Client) []string {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var got []string
+		for ch, err := range c.WatchJobs(ctx, &oncejobv1.WatchJobsRequest{}) {
+			require.NoError(t, err)
+			got = append(got, fmt.Sprintf("%s %s %d %s", ch.GetCursor(), ch.GetEvent().GetJobId(), ch.GetEvent().GetSeq(), ch.GetEvent().GetStatus()))
+			if len(got) == 14 {
+				break
+			}
+		}
+		return got
+	}
+	want := collect(direct)
+
+	proxy := startProxy(t, addr)
+	proxy.SetFaults(faultproxy.Faults{CutMethod: "/oncejob.v1.JobService/WatchJobs", CutStreams: 2, CutAfter: 3})
+	got := collect(dialSDK(t, proxy.Addr(), clientsdk.WithRetryPolicy(clientsdk.RetryPolicy{InitialBackoff: 10 * time.Millisecond})))
+	require.Equal(t, want, got)
+	cuts := 0
+	for _, call := range proxy.Calls() {
+		if call.Fault == "cut" {
+			cuts++
+		}
+	}
+	require.Equal(t, 2, cuts)
+	for _, id := range ids {
+		require.Contains(t, strings.Join(got, "\n"), id+" 7 JOB_STATUS_SUCCEEDED")
+	}
 }
