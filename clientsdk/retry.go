@@ -123,7 +123,7 @@ func retryable(err error) bool {
 // metadata (so the same idempotency key), through go-grpc-middleware's
 // retry interceptor driven by p.
 func invoke(ctx context.Context, conn grpc.ClientConnInterface, p RetryPolicy, method string, req, reply any, opts ...grpc.CallOption) error {
-	var attempts int
+	var attempts, waits int
 	var last error
 	invoker := func(ctx context.Context, method string, req, reply any, _ *grpc.ClientConn, opts ...grpc.CallOption) error {
 		attempts++
@@ -132,24 +132,25 @@ func invoke(ctx context.Context, conn grpc.ClientConnInterface, p RetryPolicy, m
 	}
 	interceptor := retry.UnaryClientInterceptor(
 		retry.WithMax(uint(p.MaxAttempts)),
-		retry.WithBackoff(func(_ context.Context, n uint) time.Duration { return p.wait(int(n), last) }),
+		retry.WithBackoff(func(_ context.Context, n uint) time.Duration { waits++; return p.wait(int(n), last) }),
 		retry.WithRetriable(retryable),
 		retry.WithPerRetryTimeout(p.AttemptTimeout),
 	)
 	err := interceptor(ctx, method, req, reply, nil, invoker, opts...)
-	return budgetError(ctx, err, last, attempts, p)
+	return budgetError(ctx, err, last, attempts, waits, p)
 }
 
 // budgetError wraps err in a *BudgetError when retrying is what ended the
-// call: the deadline came during a wait or after a retried attempt, or the
-// attempts ran out on a retryable error.
-func budgetError(ctx context.Context, err, last error, attempts int, p RetryPolicy) error {
+// call: the deadline came during a wait (as many waits begun as attempts
+// made) or after a retried attempt, or the attempts ran out on a retryable
+// error.
+func budgetError(ctx context.Context, err, last error, attempts, waits int, p RetryPolicy) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(ctx.Err(), context.DeadlineExceeded) && last != nil && (attempts > 1 || err != last):
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) && last != nil && (attempts > 1 || waits == attempts):
 		return &BudgetError{Attempts: attempts, Last: last, Deadline: true}
-	case attempts >= p.MaxAttempts && p.MaxAttempts > 1 && retryable(last) && err == last:
+	case attempts >= p.MaxAttempts && p.MaxAttempts > 1 && retryable(last):
 		return &BudgetError{Attempts: attempts, Last: last}
 	}
 	return err

@@ -10,9 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/oncejob/oncejob/clientsdk"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
@@ -140,7 +137,7 @@ func newClientCommand(name, synopsis, about string, timeout time.Duration) *clie
 	c := &clientCommand{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
 	c.cf.register(c.fs, timeout)
 	c.fs.Usage = func() {
-		fmt.Fprintf(c.fs.Output(), "usage: oncejob %s %s\n\n%s\n", name, synopsis, about)
+		say(c.fs.Output(), "usage: oncejob %s %s\n\n%s\n", name, synopsis, about)
 		c.fs.PrintDefaults()
 	}
 	return c
@@ -190,10 +187,10 @@ func (c *clientFlags) context(ctx context.Context) (context.Context, context.Can
 	return context.WithTimeout(ctx, c.timeout)
 }
 
-// jsonLine writes m as one line of JSON.
-func jsonLine(w io.Writer, m proto.Message) {
-	b, _ := protojson.MarshalOptions{EmitUnpopulated: false}.Marshal(m)
-	fmt.Fprintf(w, "%s\n", b)
+// say writes a command's output. A write to stdout that fails (a closed
+// pipe) is not worth failing a command that already did its work.
+func say(w io.Writer, format string, args ...any) {
+	_, _ = fmt.Fprintf(w, format, args...)
 }
 
 func statusName(s oncejobv1.JobStatus) string {

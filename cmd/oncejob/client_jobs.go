@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 	"sort"
@@ -68,9 +67,9 @@ func runList(ctx context.Context, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tSTAGE\tPIPELINE\tATTEMPT\tCREATED")
+	say(tw, "ID\tSTATUS\tSTAGE\tPIPELINE\tATTEMPT\tCREATED\n")
 	for _, j := range jobs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", j.GetId(), statusName(j.GetStatus()), stageName(j.GetStage()), j.GetPipeline(), j.GetAttempt(), when(j.GetCreateTime()))
+		say(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", j.GetId(), statusName(j.GetStatus()), stageName(j.GetStage()), j.GetPipeline(), j.GetAttempt(), when(j.GetCreateTime()))
 	}
 	return tw.Flush()
 }
@@ -173,7 +172,7 @@ func protoJSON(m proto.Message) []byte {
 
 func printJSONArray(w io.Writer, jobs []*oncejobv1.Job) {
 	if len(jobs) == 0 {
-		fmt.Fprintln(w, "[]")
+		say(w, "[]\n")
 		return
 	}
 	for i, j := range jobs {
@@ -185,21 +184,21 @@ func printJSONArray(w io.Writer, jobs []*oncejobv1.Job) {
 		if i == 0 {
 			open = "["
 		}
-		fmt.Fprintf(w, "%s%s%s\n", open, protoJSON(j), sep)
+		say(w, "%s%s%s\n", open, protoJSON(j), sep)
 	}
-	fmt.Fprintln(w, "]")
+	say(w, "]\n")
 }
 
 // printJob prints a job: indented JSON, or one field per line.
 func printJob(w io.Writer, j *oncejobv1.Job, asJSON bool) {
 	if asJSON {
 		b, _ := protojson.MarshalOptions{Multiline: true}.Marshal(j)
-		fmt.Fprintf(w, "%s\n", b)
+		say(w, "%s\n", b)
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, format string, args ...any) {
-		fmt.Fprintf(tw, "%s:\t"+format+"\n", append([]any{k}, args...)...)
+		say(tw, "%s:\t"+format+"\n", append([]any{k}, args...)...)
 	}
 	row("job", "%s", j.GetId())
 	row("status", "%s", statusName(j.GetStatus()))

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"mime"
 	"os"
@@ -91,7 +90,7 @@ func submitRequest(path, pipeline, mediaType, name, profile string, params, labe
 	if path == "-" {
 		data, err = io.ReadAll(os.Stdin)
 	} else {
-		data, err = os.ReadFile(path)
+		data, err = os.ReadFile(path) //nolint:gosec // G703: the file named on the command line is the one to submit
 		if name == "" {
 			name = filepath.Base(path)
 		}
@@ -151,17 +150,17 @@ func printSubmitted(w io.Writer, res *clientsdk.SubmitResult, asJSON, wait bool)
 			out = map[string]any{"submitted": out}
 		}
 		b, _ := json.Marshal(out)
-		fmt.Fprintf(w, "%s\n", b)
+		say(w, "%s\n", b)
 		return
 	}
 	id := res.Job.GetId()
 	switch res.Outcome {
 	case oncejobv1.SubmitOutcome_SUBMIT_OUTCOME_EXISTING:
-		fmt.Fprintf(w, "replayed: job %s (this key was submitted before: no new job; status %s)\n", id, statusName(res.Job.GetStatus()))
+		say(w, "replayed: job %s (this key was submitted before: no new job; status %s)\n", id, statusName(res.Job.GetStatus()))
 	case oncejobv1.SubmitOutcome_SUBMIT_OUTCOME_DEDUPLICATED:
-		fmt.Fprintf(w, "submitted: job %s (deduplicated: job %s already computed this; SUCCEEDED)\n", id, res.Job.GetDeduplicatedFrom())
+		say(w, "submitted: job %s (deduplicated: job %s already computed this; SUCCEEDED)\n", id, res.Job.GetDeduplicatedFrom())
 	default:
-		fmt.Fprintf(w, "submitted: job %s (created, %s)\n", id, statusName(res.Job.GetStatus()))
+		say(w, "submitted: job %s (created, %s)\n", id, statusName(res.Job.GetStatus()))
 	}
-	fmt.Fprintf(w, "key: %s\n", res.Key)
+	say(w, "key: %s\n", res.Key)
 }

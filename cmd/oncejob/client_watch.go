@@ -70,7 +70,7 @@ func follow(ctx context.Context, c *clientsdk.Client, id string, asJSON bool, en
 		return nil, err
 	}
 	if asJSON {
-		fmt.Fprintf(os.Stdout, "{\"job\":%s}\n", protoJSON(job))
+		say(os.Stdout, "{\"job\":%s}\n", protoJSON(job))
 	} else {
 		printJob(os.Stdout, job, false)
 	}
@@ -104,20 +104,20 @@ func newProgress(w io.Writer, asJSON, envelope bool) *progress {
 func (p *progress) event(e *oncejobv1.JobEvent) {
 	switch {
 	case p.json && p.envelope:
-		fmt.Fprintf(p.w, "{\"event\":%s}\n", protoJSON(e))
+		say(p.w, "{\"event\":%s}\n", protoJSON(e))
 	case p.json:
-		fmt.Fprintf(p.w, "%s\n", protoJSON(e))
+		say(p.w, "%s\n", protoJSON(e))
 	case p.live:
-		fmt.Fprintf(p.w, "\r\033[K%5.1fs  %-17s %-15s attempt %d  %s", time.Since(p.start).Seconds(), statusName(e.GetStatus()), stageName(e.GetStage()), e.GetAttempt(), e.GetMessage())
+		say(p.w, "\r\033[K%5.1fs  %-17s %-15s attempt %d  %s", time.Since(p.start).Seconds(), statusName(e.GetStatus()), stageName(e.GetStage()), e.GetAttempt(), e.GetMessage())
 		p.printed = true
 	default:
-		fmt.Fprintf(p.w, "  #%-3d %-17s %-15s attempt %d  %s\n", e.GetSeq(), statusName(e.GetStatus()), stageName(e.GetStage()), e.GetAttempt(), e.GetMessage())
+		say(p.w, "  #%-3d %-17s %-15s attempt %d  %s\n", e.GetSeq(), statusName(e.GetStatus()), stageName(e.GetStage()), e.GetAttempt(), e.GetMessage())
 	}
 }
 
 func (p *progress) done() {
 	if p.live && p.printed {
-		fmt.Fprintln(p.w)
+		say(p.w, "\n")
 	}
 }
 

@@ -68,13 +68,13 @@ type Proxy struct {
 
 // Start serves a proxy to backend on a loopback port.
 func Start(backend string) (*Proxy, error) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	lis, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	conn, err := grpc.NewClient(backend, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		lis.Close()
+		_ = lis.Close()
 		return nil, err
 	}
 	p := &Proxy{lis: &connListener{Listener: lis, conns: map[string]net.Conn{}}, backend: conn}
