@@ -107,6 +107,24 @@ func (p *proc) stop() {
 	}
 }
 
+// stopOrDieAt is stop for a process armed with a failpoint: it may die at
+// the failpoint (its log says so) before the SIGTERM lands.
+func (p *proc) stopOrDieAt(logLine string) {
+	p.t.Helper()
+	if !p.done() {
+		require.Eventually(p.t, func() bool { return p.done() || p.logs.String() != "" }, 20*time.Second, 10*time.Millisecond, "%s never logged", p.name)
+		p.signal(syscall.SIGTERM)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(20 * time.Second):
+		p.t.Fatalf("%s did not stop on SIGTERM", p.name)
+	}
+	if p.err != nil {
+		require.Contains(p.t, p.logs.String(), logLine, "%s exit after SIGTERM: %v", p.name, p.err)
+	}
+}
+
 // waitHealthy waits until a serve process answers health checks.
 func waitHealthy(t *testing.T, p *proc, addr string) {
 	t.Helper()
