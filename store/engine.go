@@ -91,8 +91,8 @@ type EngineStore interface {
 	JobComputedSuccessGet(ctx context.Context, params *JobComputedSuccessGetParams) (*Job, error)
 
 	// JobPublish is the published stage: output, status succeeded, stage
-	// published, finished_at, its event and one outbox row per event in
-	// params.Outbox, in one transaction, fenced by the lease. When another job
+	// published, finished_at, its event and its job.succeeded outbox event
+	// (see DeliveryStore), in one transaction, fenced by the lease. When another job
 	// of the tenant already computed the same dedup key it publishes that
 	// job's output instead, with deduplicated_from set and that job's id in
 	// the event's message; this holds for concurrent publishers of one key
@@ -228,24 +228,24 @@ type JobComputedSuccessGetParams struct {
 
 // OutboxEvent is one event to deliver outside the database, written in the
 // transaction of the change it announces. EventID is stable per (job, event
-// type), so a redelivery carries the same id.
+// type, the job's generation), so a redelivery carries the same id.
 type OutboxEvent struct {
-	ID          int64
-	EventID     string
-	Tenant      string
-	JobID       string
-	EventType   string
-	Payload     []byte // JSON
-	CreatedAt   time.Time
-	PublishedAt *time.Time
+	ID        int64
+	EventID   string
+	Tenant    string
+	JobID     string
+	Pipeline  string
+	EventType string
+	Payload   []byte // JSON, envelope v1; the same bytes on every delivery
+	CreatedAt time.Time
+	// RoutedAt is when a relay made the event's deliveries; nil before.
+	RoutedAt *time.Time
 }
 
 type JobPublishParams struct {
 	Lease   Lease
 	Output  []byte
 	Message string
-	// Outbox rows to write with the publish; JobID and Tenant are filled in.
-	Outbox []OutboxEvent
 }
 
 type JobTransitionParams struct {

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,34 +13,17 @@ import (
 	"github.com/oncejob/oncejob/store"
 )
 
-// EventJobSucceeded is the outbox event type of a published job.
-const EventJobSucceeded = "job.succeeded"
-
 // unknownOutcomeCode is the job error of a call whose outcome is unknown.
 const unknownOutcomeCode = "PROVIDER_OUTCOME_UNKNOWN"
 
 // publish is the published stage: the output, SUCCEEDED, its event and its
-// outbox row commit in one transaction. A nil output publishes the result
-// another job computed for the same dedup key.
+// outbox event (the store writes it) commit in one transaction. A nil output
+// publishes the result another job computed for the same dedup key.
 func (r *run) publish(ctx context.Context, output []byte) error {
-	// The event names the job, not its output: when another job computed
-	// the result first, the store publishes that one, and only the job row
-	// knows which. A consumer reads the result with GetJob.
-	payload, _ := json.Marshal(map[string]any{
-		"job_id":    r.job.ID,
-		"tenant":    r.job.Tenant,
-		"dedup_key": r.job.DedupKey,
-		"pipeline":  r.job.Pipeline,
-	})
 	_, err := r.w.cfg.Store.JobPublish(ctx, &store.JobPublishParams{
 		Lease:   r.lease,
 		Output:  output,
 		Message: "published",
-		Outbox: []store.OutboxEvent{{
-			EventID:   "job:" + r.job.ID + ":" + EventJobSucceeded,
-			EventType: EventJobSucceeded,
-			Payload:   payload,
-		}},
 	})
 	if err != nil {
 		return err

@@ -2,9 +2,7 @@ package storepg
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -207,14 +205,6 @@ func (s *Store) JobComputedSuccessGet(ctx context.Context, params *store.JobComp
 	return jobFromRow(row)
 }
 
-// outboxRow is one element of JobPublish's @outbox parameter, read by
-// jsonb_to_recordset.
-type outboxRow struct {
-	EventID   string          `json:"event_id"`
-	EventType string          `json:"event_type"`
-	Payload   json.RawMessage `json:"payload"`
-}
-
 // JobPublish implements store.EngineStore. When a concurrent publisher of the
 // same dedup key commits first, the statement fails on the unique index of
 // computed successes and runs once more, now seeing that success, so it
@@ -224,25 +214,12 @@ func (s *Store) JobPublish(ctx context.Context, params *store.JobPublishParams) 
 	if err != nil {
 		return nil, store.ErrLeaseLost
 	}
-	rows := make([]outboxRow, len(params.Outbox))
-	for i, e := range params.Outbox {
-		payload := e.Payload
-		if len(payload) == 0 {
-			payload = []byte("{}")
-		}
-		rows[i] = outboxRow{EventID: e.EventID, EventType: e.EventType, Payload: payload}
-	}
-	outbox, err := json.Marshal(rows)
-	if err != nil {
-		return nil, fmt.Errorf("storepg: outbox payload: %w", err)
-	}
 	args := dbsqlc.JobPublishParams{
 		JobID:   id,
 		Output:  params.Output,
 		Owner:   params.Lease.Owner,
 		Attempt: params.Lease.Attempt,
 		Message: params.Message,
-		Outbox:  outbox,
 	}
 	row, err := s.q.JobPublish(ctx, s.pool, args)
 	if isComputedSuccessViolation(err) {
@@ -309,10 +286,11 @@ func (s *Store) OutboxList(ctx context.Context, params *store.OutboxListParams) 
 			EventID:     r.EventID,
 			Tenant:      r.Tenant,
 			JobID:       r.JobID.String(),
-			EventType:   r.EventType,
-			Payload:     r.Payload,
-			CreatedAt:   r.CreatedAt,
-			PublishedAt: r.PublishedAt,
+			Pipeline:  r.Pipeline,
+			EventType: r.EventType,
+			Payload:   r.Payload,
+			CreatedAt: r.CreatedAt,
+			RoutedAt:  r.RoutedAt,
 		}
 	}
 	return events, nil

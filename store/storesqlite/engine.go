@@ -314,27 +314,7 @@ func (s *Store) JobPublish(ctx context.Context, params *store.JobPublishParams) 
 		if row, err = s.q.JobPublish(ctx, tx, args); err != nil {
 			return interpretLeaseError(err)
 		}
-		if err := s.jobEventAppend(ctx, tx, row.ID, store.PublishMessage(params.Message, deref(row.DeduplicatedFrom))); err != nil {
-			return err
-		}
-		for _, e := range params.Outbox {
-			payload := string(e.Payload)
-			if payload == "" {
-				payload = "{}"
-			}
-			err := s.q.OutboxInsert(ctx, tx, dbsqlite.OutboxInsertParams{
-				EventID:   e.EventID,
-				Tenant:    row.Tenant,
-				JobID:     row.ID,
-				EventType: e.EventType,
-				Payload:   payload,
-				CreatedAt: now,
-			})
-			if err != nil {
-				return interpretError(err)
-			}
-		}
-		return nil
+		return s.jobEventAppend(ctx, tx, row.ID, store.PublishMessage(params.Message, deref(row.DeduplicatedFrom)))
 	}
 	err := s.inWriteTx(ctx, publish)
 	if errors.Is(err, store.ErrDuplicateComputation) {
@@ -408,10 +388,11 @@ func (s *Store) OutboxList(ctx context.Context, params *store.OutboxListParams) 
 			EventID:     r.EventID,
 			Tenant:      r.Tenant,
 			JobID:       r.JobID,
-			EventType:   r.EventType,
-			Payload:     []byte(r.Payload),
-			CreatedAt:   timeFrom(r.CreatedAt),
-			PublishedAt: timePtrFrom(r.PublishedAt),
+			Pipeline:  r.Pipeline,
+			EventType: r.EventType,
+			Payload:   []byte(r.Payload),
+			CreatedAt: timeFrom(r.CreatedAt),
+			RoutedAt:  timePtrFrom(r.RoutedAt),
 		}
 	}
 	return events, nil

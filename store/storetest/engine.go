@@ -279,7 +279,6 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 			require.ErrorIs(t, err, store.ErrLeaseLost)
 			_, err = b.engine.JobPublish(b.ctx, &store.JobPublishParams{
 				Lease: oldLease, Output: []byte(`{}`), Message: "published",
-				Outbox: []store.OutboxEvent{{EventID: "job.succeeded:" + first.ID, EventType: "job.succeeded", Payload: []byte(`{}`)}},
 			})
 			require.ErrorIs(t, err, store.ErrLeaseLost)
 
@@ -606,11 +605,6 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 		publish := func(b *testBundle, lease store.Lease, output string) (*store.Job, error) {
 			return b.engine.JobPublish(b.ctx, &store.JobPublishParams{
 				Lease: lease, Output: []byte(output), Message: "published",
-				Outbox: []store.OutboxEvent{{
-					EventID:   "job.succeeded:" + lease.JobID,
-					EventType: "job.succeeded",
-					Payload:   []byte(`{"job_id": "` + lease.JobID + `"}`),
-				}},
 			})
 		}
 
@@ -645,12 +639,11 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 			outbox, err := b.engine.OutboxList(b.ctx, &store.OutboxListParams{JobID: job.ID})
 			require.NoError(t, err)
 			require.Len(t, outbox, 1)
-			require.Equal(t, "job.succeeded:"+job.ID, outbox[0].EventID)
+			require.Equal(t, "job:"+job.ID+":job.succeeded:0", outbox[0].EventID)
 			require.Equal(t, job.Tenant, outbox[0].Tenant)
 			require.Equal(t, job.ID, outbox[0].JobID)
 			require.Equal(t, "job.succeeded", outbox[0].EventType)
-			require.JSONEq(t, `{"job_id": "`+job.ID+`"}`, string(outbox[0].Payload))
-			require.Nil(t, outbox[0].PublishedAt)
+			require.Nil(t, outbox[0].RoutedAt)
 
 			computed, err := b.engine.JobComputedSuccessGet(b.ctx, &store.JobComputedSuccessGetParams{Tenant: job.Tenant, DedupKey: job.DedupKey})
 			require.NoError(t, err)

@@ -174,7 +174,8 @@ WHERE tenant = @tenant::text
     AND deduplicated_from IS NULL;
 
 -- name: JobPublish :one
--- The published stage in one statement, fenced like CheckpointWrite. When
+-- The published stage in one statement, fenced like CheckpointWrite (the
+-- trigger jobs_announce writes its outbox event). When
 -- another job of the tenant computed the same dedup key, its output is
 -- published with deduplicated_from set. Two jobs of one key published
 -- concurrently both see no source; the second to commit its UPDATE then
@@ -212,13 +213,6 @@ event AS (
         CASE WHEN job.deduplicated_from IS NULL THEN @message::text
             ELSE @message::text || ' (deduplicated from ' || job.deduplicated_from::text || ')' END
     FROM job
-),
-outbox_rows AS (
-    INSERT INTO outbox (event_id, tenant, job_id, event_type, payload)
-    SELECT item.event_id, job.tenant, job.id, item.event_type, item.payload
-    FROM job
-    CROSS JOIN jsonb_to_recordset(@outbox::jsonb)
-        AS item(event_id text, event_type text, payload jsonb)
 )
 SELECT * FROM job;
 

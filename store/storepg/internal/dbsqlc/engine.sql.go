@@ -204,7 +204,7 @@ job AS (
         updated_at = now()
     FROM candidate
     WHERE jobs.id = candidate.id
-    RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved
+    RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
@@ -217,7 +217,7 @@ event AS (
     FROM job
     JOIN candidate ON candidate.id = job.id
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM job
 ORDER BY created_at, id
 `
 
@@ -268,6 +268,7 @@ type JobClaimRow struct {
 	BudgetAttempts    int32
 	BudgetTokens      int64
 	Approved          bool
+	Generation        int32
 }
 
 // Claims up to @max jobs in one statement. The candidate scan walks
@@ -333,6 +334,7 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 			&i.BudgetAttempts,
 			&i.BudgetTokens,
 			&i.Approved,
+			&i.Generation,
 		); err != nil {
 			return nil, err
 		}
@@ -345,7 +347,7 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 }
 
 const jobComputedSuccessGet = `-- name: JobComputedSuccessGet :one
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved FROM jobs
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM jobs
 WHERE tenant = $1::text
     AND dedup_key = $2::text
     AND status = 'succeeded'
@@ -397,6 +399,7 @@ func (q *Queries) JobComputedSuccessGet(ctx context.Context, db DBTX, arg JobCom
 		&i.BudgetAttempts,
 		&i.BudgetTokens,
 		&i.Approved,
+		&i.Generation,
 	)
 	return i, err
 }
@@ -459,7 +462,7 @@ job AS (
         AND lease_owner = $3::text
         AND attempt = $4::integer
         AND status = 'running'
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
@@ -467,15 +470,8 @@ event AS (
         CASE WHEN job.deduplicated_from IS NULL THEN $5::text
             ELSE $5::text || ' (deduplicated from ' || job.deduplicated_from::text || ')' END
     FROM job
-),
-outbox_rows AS (
-    INSERT INTO outbox (event_id, tenant, job_id, event_type, payload)
-    SELECT item.event_id, job.tenant, job.id, item.event_type, item.payload
-    FROM job
-    CROSS JOIN jsonb_to_recordset($6::jsonb)
-        AS item(event_id text, event_type text, payload jsonb)
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM job
 `
 
 type JobPublishParams struct {
@@ -484,7 +480,6 @@ type JobPublishParams struct {
 	Owner   string
 	Attempt int32
 	Message string
-	Outbox  []byte
 }
 
 type JobPublishRow struct {
@@ -524,9 +519,11 @@ type JobPublishRow struct {
 	BudgetAttempts    int32
 	BudgetTokens      int64
 	Approved          bool
+	Generation        int32
 }
 
-// The published stage in one statement, fenced like CheckpointWrite. When
+// The published stage in one statement, fenced like CheckpointWrite (the
+// trigger jobs_announce writes its outbox event). When
 // another job of the tenant computed the same dedup key, its output is
 // published with deduplicated_from set. Two jobs of one key published
 // concurrently both see no source; the second to commit its UPDATE then
@@ -539,7 +536,6 @@ func (q *Queries) JobPublish(ctx context.Context, db DBTX, arg JobPublishParams)
 		arg.Owner,
 		arg.Attempt,
 		arg.Message,
-		arg.Outbox,
 	)
 	var i JobPublishRow
 	err := row.Scan(
@@ -579,6 +575,7 @@ func (q *Queries) JobPublish(ctx context.Context, db DBTX, arg JobPublishParams)
 		&i.BudgetAttempts,
 		&i.BudgetTokens,
 		&i.Approved,
+		&i.Generation,
 	)
 	return i, err
 }
@@ -600,7 +597,7 @@ WITH job AS (
         AND lease_owner = $9::text
         AND attempt = $10::integer
         AND status = 'running'
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
@@ -608,7 +605,7 @@ event AS (
         CASE WHEN job.status <> $2::text THEN $11::text ELSE $12::text END
     FROM job
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM job
 `
 
 type JobTransitionParams struct {
@@ -663,6 +660,7 @@ type JobTransitionRow struct {
 	BudgetAttempts    int32
 	BudgetTokens      int64
 	Approved          bool
+	Generation        int32
 }
 
 // Moves a running job to @status, fenced like CheckpointWrite, clearing the
@@ -725,6 +723,7 @@ func (q *Queries) JobTransition(ctx context.Context, db DBTX, arg JobTransitionP
 		&i.BudgetAttempts,
 		&i.BudgetTokens,
 		&i.Approved,
+		&i.Generation,
 	)
 	return i, err
 }
@@ -851,7 +850,7 @@ func (q *Queries) LLMAttemptRecord(ctx context.Context, db DBTX, arg LLMAttemptR
 }
 
 const outboxList = `-- name: OutboxList :many
-SELECT id, event_id, tenant, job_id, event_type, payload, created_at, published_at, attempts, last_error FROM outbox
+SELECT id, event_id, tenant, job_id, event_type, payload, created_at, routed_at, pipeline FROM outbox
 WHERE job_id = $1::uuid
 ORDER BY id
 `
@@ -873,9 +872,8 @@ func (q *Queries) OutboxList(ctx context.Context, db DBTX, jobID pgtype.UUID) ([
 			&i.EventType,
 			&i.Payload,
 			&i.CreatedAt,
-			&i.PublishedAt,
-			&i.Attempts,
-			&i.LastError,
+			&i.RoutedAt,
+			&i.Pipeline,
 		); err != nil {
 			return nil, err
 		}

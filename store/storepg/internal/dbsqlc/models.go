@@ -10,6 +10,46 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type Delivery struct {
+	ID              int64
+	OutboxID        int64
+	EventID         string
+	EventType       string
+	Sink            string
+	Tenant          string
+	JobID           pgtype.UUID
+	Status          string
+	Attempt         int32
+	Attempts        int32
+	DueAt           time.Time
+	LeaseOwner      *string
+	LastOutcome     string
+	LastError       string
+	ExternalRef     string
+	BudgetStartedAt time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	DeliveredAt     *time.Time
+}
+
+type DeliveryAttempt struct {
+	ID          int64
+	DeliveryID  int64
+	EventID     string
+	Sink        string
+	Tenant      string
+	Attempt     int32
+	Relay       string
+	Outcome     string
+	HttpStatus  int32
+	Error       string
+	ExternalRef string
+	Duplicate   bool
+	StartedAt   time.Time
+	FinishedAt  time.Time
+	LatencyMs   int64
+}
+
 type Document struct {
 	Tenant    string
 	Sha256    string
@@ -65,6 +105,7 @@ type Job struct {
 	BudgetAttempts    int32
 	BudgetTokens      int64
 	Approved          bool
+	Generation        int32
 }
 
 type JobCheckpoint struct {
@@ -112,14 +153,28 @@ type LlmAttempt struct {
 }
 
 type Outbox struct {
-	ID          int64
+	ID        int64
+	EventID   string
+	Tenant    string
+	JobID     pgtype.UUID
+	EventType string
+	Payload   []byte
+	CreatedAt time.Time
+	RoutedAt  *time.Time
+	Pipeline  string
+}
+
+type SentMessage struct {
+	Sink        string
+	ContentHash string
 	EventID     string
-	Tenant      string
-	JobID       pgtype.UUID
-	EventType   string
-	Payload     []byte
-	CreatedAt   time.Time
-	PublishedAt *time.Time
-	Attempts    int32
-	LastError   string
+	ExternalRef string
+	SentAt      time.Time
+}
+
+type SinkState struct {
+	Sink       string
+	Tenant     string
+	DisabledAt time.Time
+	Reason     string
 }

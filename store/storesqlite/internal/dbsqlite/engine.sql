@@ -174,8 +174,8 @@ WHERE self.id = @id
 -- name: JobPublish :one
 -- The published stage, fenced, clearing the lease. The caller decides
 -- @output and @deduplicated_from (JobPublishSource) and appends the event
--- (JobEventAppend) and the outbox rows (OutboxInsert) in the same
--- transaction. No row: lease lost.
+-- (JobEventAppend) in the same transaction; the trigger jobs_announce_update
+-- writes its outbox event. No row: lease lost.
 UPDATE jobs
 SET status = 'succeeded',
     stage = 'published',
@@ -191,10 +191,6 @@ WHERE id = @id
     AND attempt = @attempt
     AND status = 'running'
 RETURNING *;
-
--- name: OutboxInsert :exec
-INSERT INTO outbox (event_id, tenant, job_id, event_type, payload, created_at)
-VALUES (@event_id, @tenant, @job_id, @event_type, @payload, @created_at);
 
 -- name: JobTransition :one
 -- Moves a running job to @status, fenced, clearing the lease. The caller

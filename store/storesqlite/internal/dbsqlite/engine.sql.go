@@ -190,7 +190,7 @@ SET status = 'running',
     last_event_seq = last_event_seq + 1,
     updated_at = ?3
 WHERE id = ?4
-RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
+RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
 `
 
 type JobClaimParams struct {
@@ -247,6 +247,7 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) (Jo
 		&i.BudgetAttempts,
 		&i.BudgetTokens,
 		&i.Approved,
+		&i.Generation,
 	)
 	return i, err
 }
@@ -315,7 +316,7 @@ func (q *Queries) JobClaimCandidates(ctx context.Context, db DBTX, arg JobClaimC
 }
 
 const jobComputedSuccessGet = `-- name: JobComputedSuccessGet :one
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved FROM jobs
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM jobs
 WHERE tenant = ?1
     AND dedup_key = ?2
     AND status = 'succeeded'
@@ -367,6 +368,7 @@ func (q *Queries) JobComputedSuccessGet(ctx context.Context, db DBTX, arg JobCom
 		&i.BudgetAttempts,
 		&i.BudgetTokens,
 		&i.Approved,
+		&i.Generation,
 	)
 	return i, err
 }
@@ -416,7 +418,7 @@ WHERE id = ?4
     AND lease_owner = ?5
     AND attempt = ?6
     AND status = 'running'
-RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
+RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
 `
 
 type JobPublishParams struct {
@@ -430,8 +432,8 @@ type JobPublishParams struct {
 
 // The published stage, fenced, clearing the lease. The caller decides
 // @output and @deduplicated_from (JobPublishSource) and appends the event
-// (JobEventAppend) and the outbox rows (OutboxInsert) in the same
-// transaction. No row: lease lost.
+// (JobEventAppend) in the same transaction; the trigger jobs_announce_update
+// writes its outbox event. No row: lease lost.
 func (q *Queries) JobPublish(ctx context.Context, db DBTX, arg JobPublishParams) (Job, error) {
 	row := db.QueryRowContext(ctx, jobPublish,
 		arg.Output,
@@ -479,6 +481,7 @@ func (q *Queries) JobPublish(ctx context.Context, db DBTX, arg JobPublishParams)
 		&i.BudgetAttempts,
 		&i.BudgetTokens,
 		&i.Approved,
+		&i.Generation,
 	)
 	return i, err
 }
@@ -563,7 +566,7 @@ WHERE id = ?9
     AND lease_owner = ?10
     AND attempt = ?11
     AND status = 'running'
-RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
+RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
 `
 
 type JobTransitionParams struct {
@@ -639,6 +642,7 @@ func (q *Queries) JobTransition(ctx context.Context, db DBTX, arg JobTransitionP
 		&i.BudgetAttempts,
 		&i.BudgetTokens,
 		&i.Approved,
+		&i.Generation,
 	)
 	return i, err
 }
@@ -791,34 +795,8 @@ func (q *Queries) LLMAttemptList(ctx context.Context, db DBTX, jobID string) ([]
 	return items, nil
 }
 
-const outboxInsert = `-- name: OutboxInsert :exec
-INSERT INTO outbox (event_id, tenant, job_id, event_type, payload, created_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-`
-
-type OutboxInsertParams struct {
-	EventID   string
-	Tenant    string
-	JobID     string
-	EventType string
-	Payload   string
-	CreatedAt int64
-}
-
-func (q *Queries) OutboxInsert(ctx context.Context, db DBTX, arg OutboxInsertParams) error {
-	_, err := db.ExecContext(ctx, outboxInsert,
-		arg.EventID,
-		arg.Tenant,
-		arg.JobID,
-		arg.EventType,
-		arg.Payload,
-		arg.CreatedAt,
-	)
-	return err
-}
-
 const outboxList = `-- name: OutboxList :many
-SELECT id, event_id, tenant, job_id, event_type, payload, created_at, published_at, attempts, last_error FROM outbox
+SELECT id, event_id, tenant, job_id, event_type, payload, created_at, routed_at, pipeline FROM outbox
 WHERE job_id = ?1
 ORDER BY id
 `
@@ -840,9 +818,8 @@ func (q *Queries) OutboxList(ctx context.Context, db DBTX, jobID string) ([]Outb
 			&i.EventType,
 			&i.Payload,
 			&i.CreatedAt,
-			&i.PublishedAt,
-			&i.Attempts,
-			&i.LastError,
+			&i.RoutedAt,
+			&i.Pipeline,
 		); err != nil {
 			return nil, err
 		}

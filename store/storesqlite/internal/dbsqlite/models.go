@@ -4,6 +4,46 @@
 
 package dbsqlite
 
+type Delivery struct {
+	ID              int64
+	OutboxID        int64
+	EventID         string
+	EventType       string
+	Sink            string
+	Tenant          string
+	JobID           string
+	Status          string
+	Attempt         int64
+	Attempts        int64
+	DueAt           int64
+	LeaseOwner      *string
+	LastOutcome     string
+	LastError       string
+	ExternalRef     string
+	BudgetStartedAt int64
+	CreatedAt       int64
+	UpdatedAt       int64
+	DeliveredAt     *int64
+}
+
+type DeliveryAttempt struct {
+	ID          int64
+	DeliveryID  int64
+	EventID     string
+	Sink        string
+	Tenant      string
+	Attempt     int64
+	Relay       string
+	Outcome     string
+	HttpStatus  int64
+	Error       string
+	ExternalRef string
+	Duplicate   int64
+	StartedAt   int64
+	FinishedAt  int64
+	LatencyMs   int64
+}
+
 type Document struct {
 	Tenant    string
 	Sha256    string
@@ -59,6 +99,7 @@ type Job struct {
 	BudgetAttempts    int64
 	BudgetTokens      int64
 	Approved          int64
+	Generation        int64
 }
 
 type JobCheckpoint struct {
@@ -105,14 +146,28 @@ type LlmAttempt struct {
 }
 
 type Outbox struct {
-	ID          int64
+	ID        int64
+	EventID   string
+	Tenant    string
+	JobID     string
+	EventType string
+	Payload   string
+	CreatedAt int64
+	RoutedAt  *int64
+	Pipeline  string
+}
+
+type SentMessage struct {
+	Sink        string
+	ContentHash string
 	EventID     string
-	Tenant      string
-	JobID       string
-	EventType   string
-	Payload     string
-	CreatedAt   int64
-	PublishedAt *int64
-	Attempts    int64
-	LastError   string
+	ExternalRef string
+	SentAt      int64
+}
+
+type SinkState struct {
+	Sink       string
+	Tenant     string
+	DisabledAt int64
+	Reason     string
 }

@@ -77,7 +77,7 @@ SET status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,
 WHERE tenant = ?2
     AND id = ?3
     AND status IN (SELECT value FROM json_each(CAST(?4 AS TEXT)))
-RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
+RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
 `
 
 type JobCancelParams struct {
@@ -137,6 +137,7 @@ func (q *Queries) JobCancel(ctx context.Context, db DBTX, arg JobCancelParams) (
 		&i.BudgetAttempts,
 		&i.BudgetTokens,
 		&i.Approved,
+		&i.Generation,
 	)
 	return i, err
 }
@@ -160,7 +161,7 @@ SET status = 'queued',
 WHERE tenant = ?5
     AND id = ?6
     AND status IN (SELECT value FROM json_each(CAST(?7 AS TEXT)))
-RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
+RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
 `
 
 type JobReplayParams struct {
@@ -227,6 +228,7 @@ func (q *Queries) JobReplay(ctx context.Context, db DBTX, arg JobReplayParams) (
 		&i.BudgetAttempts,
 		&i.BudgetTokens,
 		&i.Approved,
+		&i.Generation,
 	)
 	return i, err
 }
@@ -248,7 +250,7 @@ SET status = ?1,
 WHERE tenant = ?7
     AND id = ?8
     AND status IN (SELECT value FROM json_each(CAST(?9 AS TEXT)))
-RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved
+RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
 `
 
 type JobSettleParams struct {
@@ -318,6 +320,7 @@ func (q *Queries) JobSettle(ctx context.Context, db DBTX, arg JobSettleParams) (
 		&i.BudgetAttempts,
 		&i.BudgetTokens,
 		&i.Approved,
+		&i.Generation,
 	)
 	return i, err
 }
