@@ -383,17 +383,7 @@ func (s *Store) OutboxList(ctx context.Context, params *store.OutboxListParams) 
 	}
 	events := make([]*store.OutboxEvent, len(rows))
 	for i, r := range rows {
-		events[i] = &store.OutboxEvent{
-			ID:          r.ID,
-			EventID:     r.EventID,
-			Tenant:      r.Tenant,
-			JobID:       r.JobID,
-			Pipeline:  r.Pipeline,
-			EventType: r.EventType,
-			Payload:   []byte(r.Payload),
-			CreatedAt: timeFrom(r.CreatedAt),
-			RoutedAt:  timePtrFrom(r.RoutedAt),
-		}
+		events[i] = outboxFromRow(r)
 	}
 	return events, nil
 }

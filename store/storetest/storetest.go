@@ -579,6 +579,11 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 		t.Parallel()
 		exerciseWatch(t, newStore)
 	})
+
+	t.Run("Delivery", func(t *testing.T) {
+		t.Parallel()
+		exerciseDelivery(t, newStore)
+	})
 }
 
 // newSubmitParams returns a valid submission of tenant-a with a fresh id,

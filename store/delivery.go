@@ -1,0 +1,314 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// DeliveryStore is what relays, the reconciler and the delivery RPCs need:
+// the outbox routed into one delivery per subscribed sink, deliveries
+// claimed under leases and settled fenced, the delivery journal, disabled
+// sinks and the chat sink's sent messages.
+//
+// The outbox events themselves are written by the store in the transaction
+// of the transition they announce (job.succeeded, job.failed,
+// job.dead_lettered, job.cancelled, job.awaiting_approval,
+// job.outcome_unknown), with an event id stable per (job, event type, the
+// job's generation) and a payload fixed at that moment.
+type DeliveryStore interface {
+	// OutboxRoute makes the deliveries of up to Limit unrouted events, oldest
+	// first — one pending delivery, due now, per sink Route returns for the
+	// event — and marks the events routed, in one transaction. One routing
+	// transaction runs at a time (a caller that finds another one running
+	// routes nothing and returns 0), so the events of a job are routed in
+	// the order they were written. It returns how many events it routed.
+	OutboxRoute(ctx context.Context, params *OutboxRouteParams) (int, error)
+
+	// OutboxUnroutedList returns unrouted events created before
+	// CreatedBefore, oldest first (the reconciler's "undelivered").
+	OutboxUnroutedList(ctx context.Context, params *OutboxUnroutedListParams) ([]*OutboxEvent, error)
+
+	// DeliveryClaim claims up to Limit due deliveries of Sinks for Owner, in
+	// one short transaction: pending ones whose due time has passed, which
+	// includes those whose lease expired (a takeover), whose sink is not
+	// disabled, and which no earlier pending delivery of the same job to the
+	// same sink precedes (per job and sink, events go out in order). Each
+	// claimed delivery gets lease_owner = Owner, attempt + 1 (the fencing
+	// token), attempts + 1 (the budget) and a due time of now +
+	// LeaseDuration. The deliveries come with their event's payload.
+	DeliveryClaim(ctx context.Context, params *DeliveryClaimParams) ([]*Delivery, error)
+
+	// DeliverySettle journals each result's attempt and moves its delivery
+	// to the result's status, fenced: only while the delivery's
+	// (lease_owner, attempt) still equal (Owner, result.Attempt) and it is
+	// pending. The journal row is written either way — an attempt that
+	// happened is a fact — but a result whose fence does not hold changes
+	// nothing else and is listed in LeaseLost.
+	DeliverySettle(ctx context.Context, params *DeliverySettleParams) (*DeliverySettleResult, error)
+
+	// DeliveryList returns one page of deliveries: dead-lettered first, then
+	// pending, then delivered; newest first within each.
+	DeliveryList(ctx context.Context, params *DeliveryListParams) (*DeliveryListResult, error)
+
+	// DeliveryRetry queues dead-lettered deliveries again, due now with a
+	// fresh budget: one (ID), or every dead-lettered delivery of a sink
+	// (Sink), which also enables the sink again if it was disabled. A
+	// delivery already pending is returned as it is (nothing to do); a
+	// delivered one, with ID, is a *DeliveryRefusedError. Another tenant's
+	// delivery is ErrNotFound.
+	DeliveryRetry(ctx context.Context, params *DeliveryRetryParams) (*DeliveryRetryResult, error)
+
+	// DeliveryAttemptList returns a delivery's journal, oldest first.
+	DeliveryAttemptList(ctx context.Context, params *DeliveryAttemptListParams) ([]*DeliveryAttempt, error)
+
+	// SinkDisable marks a sink disabled (its receiver answered 410 Gone):
+	// its deliveries are not claimed until DeliveryRetry of the sink.
+	// Disabling a disabled sink keeps its first reason.
+	SinkDisable(ctx context.Context, params *SinkDisableParams) error
+
+	// SinkStateList returns the disabled sinks of a tenant.
+	SinkStateList(ctx context.Context, params *SinkStateListParams) ([]*SinkState, error)
+
+	// SentMessageGet returns the message sent to Sink with ContentHash at or
+	// after SentAfter, or ErrNotFound.
+	SentMessageGet(ctx context.Context, params *SentMessageGetParams) (*SentMessage, error)
+
+	// SentMessageRecord records a message sent to a sink, replacing an older
+	// record of the same content hash.
+	SentMessageRecord(ctx context.Context, params *SentMessageRecordParams) error
+}
+
+// DeliveryStatus is where a delivery is. The string is what is stored.
+type DeliveryStatus string
+
+const (
+	DeliveryStatusPending      DeliveryStatus = "pending"
+	DeliveryStatusDelivered    DeliveryStatus = "delivered"
+	DeliveryStatusDeadLettered DeliveryStatus = "dead_lettered"
+)
+
+// DeliveryOutcome is how one attempt ended, as journaled.
+type DeliveryOutcome string
+
+const (
+	// The sink acknowledged the event (2xx, a publish ack, a chat post).
+	DeliveryOutcomeDelivered DeliveryOutcome = "delivered"
+	// The sink refused or could not be reached; the event did not land.
+	DeliveryOutcomeFailed DeliveryOutcome = "failed"
+	// The request was sent and no answer came (a timeout): it may have
+	// landed. Retried with the same event id; never counted as failed.
+	DeliveryOutcomeUnknown DeliveryOutcome = "unknown"
+	// Refused for good (a 4xx other than 408, 429 and 410).
+	DeliveryOutcomeDeadLettered DeliveryOutcome = "dead_lettered"
+	// The receiver retired the endpoint (410 Gone); the sink is disabled.
+	DeliveryOutcomeSinkDisabled DeliveryOutcome = "sink_disabled"
+)
+
+// Delivery is one event on its way to one sink.
+type Delivery struct {
+	ID          int64
+	OutboxID    int64
+	EventID     string
+	EventType   string
+	Sink        string
+	Tenant      string
+	JobID       string
+	Status      DeliveryStatus
+	Attempt     int32 // claims so far: the fencing token
+	Attempts    int32 // attempts in the current budget
+	DueAt       time.Time
+	LeaseOwner  string
+	LastOutcome DeliveryOutcome
+	LastError   string
+	ExternalRef string // the sink's reference of the landed effect
+	// The retry budget's age counts from BudgetStartedAt (routing, or the
+	// last DeliveryRetry).
+	BudgetStartedAt time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	DeliveredAt     *time.Time
+	// Payload is the event's envelope; DeliveryClaim loads it, DeliveryList
+	// does not.
+	Payload []byte
+	// EventCreatedAt is when the event was written; DeliveryClaim loads it.
+	EventCreatedAt time.Time
+}
+
+// DeliveryAttempt is one journaled attempt.
+type DeliveryAttempt struct {
+	ID          int64
+	DeliveryID  int64
+	EventID     string
+	Sink        string
+	Tenant      string
+	Attempt     int32
+	Relay       string
+	Outcome     DeliveryOutcome
+	HTTPStatus  int32
+	Error       string
+	ExternalRef string
+	Duplicate   bool // the sink said it already had the event (JetStream)
+	StartedAt   time.Time
+	FinishedAt  time.Time
+	LatencyMS   int64
+}
+
+// OutboxRouteParams routes a batch of the outbox.
+type OutboxRouteParams struct {
+	// Route returns the names of the sinks an event goes to; it is called
+	// inside the routing transaction and must not block.
+	Route func(e *OutboxEvent) []string
+	// Limit caps the events routed; 0 means 500.
+	Limit int
+}
+
+type OutboxUnroutedListParams struct {
+	CreatedBefore time.Time
+	// Limit caps the events returned; 0 means 500.
+	Limit int
+}
+
+type DeliveryClaimParams struct {
+	Owner string
+	// Sinks are the sinks this relay can deliver to; deliveries of others
+	// are left alone.
+	Sinks         []string
+	Limit         int
+	LeaseDuration time.Duration
+}
+
+// DeliveryResult is one attempt's result and what it does to its delivery.
+type DeliveryResult struct {
+	DeliveryID int64
+	EventID    string
+	Sink       string
+	Tenant     string
+	Attempt    int32 // the fencing token the claim gave
+	Outcome    DeliveryOutcome
+	// Status is where the delivery goes: delivered, pending (due at DueAt)
+	// or dead_lettered.
+	Status      DeliveryStatus
+	DueAt       time.Time
+	HTTPStatus  int32
+	Error       string
+	ExternalRef string
+	Duplicate   bool
+	StartedAt   time.Time
+	FinishedAt  time.Time
+}
+
+type DeliverySettleParams struct {
+	Owner   string
+	Results []DeliveryResult
+}
+
+type DeliverySettleResult struct {
+	// LeaseLost are the deliveries another relay holds now: their attempt
+	// was journaled and nothing else was written.
+	LeaseLost []int64
+}
+
+// DeliveryCursor is a position in DeliveryList's order.
+type DeliveryCursor struct {
+	Rank int // 0 dead-lettered, 1 pending, 2 delivered
+	ID   int64
+}
+
+// DeliveryRank is a status's place in DeliveryList's order.
+func DeliveryRank(s DeliveryStatus) int {
+	switch s {
+	case DeliveryStatusDeadLettered:
+		return 0
+	case DeliveryStatusPending:
+		return 1
+	}
+	return 2
+}
+
+type DeliveryListParams struct {
+	// Tenant scopes the list; AllTenants lists every tenant's (the
+	// reconciler) and is never set on behalf of a client.
+	Tenant     string
+	AllTenants bool
+	JobID      string         // empty: any
+	Status     DeliveryStatus // empty: any
+	Sink       string         // empty: any
+	// LastOutcome, when set, keeps deliveries whose last attempt ended so.
+	LastOutcome DeliveryOutcome
+	// CreatedBefore, when set, keeps deliveries created before it.
+	CreatedBefore *time.Time
+	// Limit caps the page; 0 means 100.
+	Limit int
+	After *DeliveryCursor
+}
+
+type DeliveryListResult struct {
+	Deliveries []*Delivery
+	Next       *DeliveryCursor // nil on the last page
+}
+
+type DeliveryRetryParams struct {
+	Tenant string
+	ID     int64  // one delivery; or
+	Sink   string // every dead-lettered delivery of the sink
+}
+
+type DeliveryRetryResult struct {
+	// Deliveries are those queued again (with ID: the delivery as it is
+	// now, queued or already pending).
+	Deliveries []*Delivery
+	// SinkEnabled: the sink was disabled and is enabled again.
+	SinkEnabled bool
+}
+
+// DeliveryRefusedError: a delivered delivery cannot be retried.
+type DeliveryRefusedError struct {
+	Status DeliveryStatus
+}
+
+func (e *DeliveryRefusedError) Error() string {
+	return "delivery is " + string(e.Status) + ": only a dead-lettered delivery is retried"
+}
+
+func (e *DeliveryRefusedError) Is(target error) bool { return target == ErrTransitionRefused }
+
+type DeliveryAttemptListParams struct {
+	DeliveryID int64
+}
+
+// SinkState is a disabled sink.
+type SinkState struct {
+	Sink       string
+	Tenant     string
+	DisabledAt time.Time
+	Reason     string
+}
+
+type SinkDisableParams struct {
+	Sink   string
+	Tenant string
+	Reason string
+}
+
+type SinkStateListParams struct {
+	Tenant string
+}
+
+// SentMessage is one message the chat sink posted.
+type SentMessage struct {
+	Sink        string
+	ContentHash string
+	EventID     string
+	ExternalRef string
+	SentAt      time.Time
+}
+
+type SentMessageGetParams struct {
+	Sink        string
+	ContentHash string
+	SentAfter   time.Time
+}
+
+type SentMessageRecordParams struct {
+	Message SentMessage
+}

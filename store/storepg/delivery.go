@@ -1,0 +1,324 @@
+package storepg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
+)
+
+var _ store.DeliveryStore = (*Store)(nil)
+
+const (
+	outboxRouteDefaultLimit  = 500
+	deliveryListDefaultLimit = 100
+)
+
+// OutboxRoute implements store.DeliveryStore. The transaction first takes a
+// transaction-scoped advisory lock without waiting; when another relay holds
+// it, this one routes nothing now and claims what is routed.
+func (s *Store) OutboxRoute(ctx context.Context, params *store.OutboxRouteParams) (int, error) {
+	routed := 0
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		locked, err := s.q.OutboxRouteLock(ctx, tx)
+		if err != nil || !locked {
+			return err
+		}
+		rows, err := s.q.OutboxUnroutedBatch(ctx, tx, int32(clampLimit(params.Limit, outboxRouteDefaultLimit)))
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		ids := make([]int64, len(rows))
+		var pairs dbsqlc.DeliveryInsertBatchParams
+		for i, r := range rows {
+			ids[i] = r.ID
+			for _, sink := range params.Route(outboxFromRow(r)) {
+				pairs.OutboxIds = append(pairs.OutboxIds, r.ID)
+				pairs.Sinks = append(pairs.Sinks, sink)
+			}
+		}
+		if len(pairs.Sinks) > 0 {
+			if err := s.q.DeliveryInsertBatch(ctx, tx, pairs); err != nil {
+				return err
+			}
+		}
+		routed = len(rows)
+		return s.q.OutboxMarkRouted(ctx, tx, ids)
+	})
+	if err != nil {
+		return 0, interpretError(err)
+	}
+	return routed, nil
+}
+
+// OutboxUnroutedList implements store.DeliveryStore.
+func (s *Store) OutboxUnroutedList(ctx context.Context, params *store.OutboxUnroutedListParams) ([]*store.OutboxEvent, error) {
+	rows, err := s.q.OutboxUnroutedList(ctx, s.pool, dbsqlc.OutboxUnroutedListParams{
+		CreatedBefore: params.CreatedBefore,
+		Max:           int32(clampLimit(params.Limit, outboxRouteDefaultLimit)),
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	events := make([]*store.OutboxEvent, len(rows))
+	for i, r := range rows {
+		events[i] = outboxFromRow(r)
+	}
+	return events, nil
+}
+
+// DeliveryClaim implements store.DeliveryStore.
+func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimParams) ([]*store.Delivery, error) {
+	if params.Limit <= 0 || len(params.Sinks) == 0 {
+		return nil, nil
+	}
+	rows, err := s.q.DeliveryClaim(ctx, s.pool, dbsqlc.DeliveryClaimParams{
+		Owner:         params.Owner,
+		LeaseDuration: interval(params.LeaseDuration),
+		Sinks:         params.Sinks,
+		Max:           int32(min(params.Limit, 1<<31-1)),
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	out := make([]*store.Delivery, len(rows))
+	for i, r := range rows {
+		d := deliveryFromRow(dbsqlc.Delivery{
+			ID: r.ID, OutboxID: r.OutboxID, EventID: r.EventID, EventType: r.EventType, Sink: r.Sink,
+			Tenant: r.Tenant, JobID: r.JobID, Status: r.Status, Attempt: r.Attempt, Attempts: r.Attempts,
+			DueAt: r.DueAt, LeaseOwner: r.LeaseOwner, LastOutcome: r.LastOutcome, LastError: r.LastError,
+			ExternalRef: r.ExternalRef, BudgetStartedAt: r.BudgetStartedAt, CreatedAt: r.CreatedAt,
+			UpdatedAt: r.UpdatedAt, DeliveredAt: r.DeliveredAt,
+		})
+		d.Payload, d.EventCreatedAt = r.Payload, r.EventCreatedAt
+		out[i] = d
+	}
+	return out, nil
+}
+
+// settleRow is one element of DeliverySettle's @results, read by
+// jsonb_to_recordset.
+type settleRow struct {
+	DeliveryID  int64     `json:"delivery_id"`
+	EventID     string    `json:"event_id"`
+	Sink        string    `json:"sink"`
+	Tenant      string    `json:"tenant"`
+	Attempt     int32     `json:"attempt"`
+	Outcome     string    `json:"outcome"`
+	Status      string    `json:"status"`
+	DueAt       time.Time `json:"due_at"`
+	HTTPStatus  int32     `json:"http_status"`
+	Error       string    `json:"error"`
+	ExternalRef string    `json:"external_ref"`
+	Duplicate   bool      `json:"duplicate"`
+	StartedAt   time.Time `json:"started_at"`
+	FinishedAt  time.Time `json:"finished_at"`
+	LatencyMS   int64     `json:"latency_ms"`
+}
+
+// DeliverySettle implements store.DeliveryStore: one statement for the
+// whole batch.
+func (s *Store) DeliverySettle(ctx context.Context, params *store.DeliverySettleParams) (*store.DeliverySettleResult, error) {
+	if len(params.Results) == 0 {
+		return &store.DeliverySettleResult{}, nil
+	}
+	rows := make([]settleRow, len(params.Results))
+	for i, r := range params.Results {
+		rows[i] = settleRow{
+			DeliveryID: r.DeliveryID, EventID: r.EventID, Sink: r.Sink, Tenant: r.Tenant,
+			Attempt: r.Attempt, Outcome: string(r.Outcome), Status: string(r.Status), DueAt: r.DueAt,
+			HTTPStatus: r.HTTPStatus, Error: r.Error, ExternalRef: r.ExternalRef, Duplicate: r.Duplicate,
+			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, LatencyMS: r.FinishedAt.Sub(r.StartedAt).Milliseconds(),
+		}
+	}
+	results, err := json.Marshal(rows)
+	if err != nil {
+		return nil, fmt.Errorf("storepg: settle results: %w", err)
+	}
+	settled, err := s.q.DeliverySettle(ctx, s.pool, dbsqlc.DeliverySettleParams{Owner: params.Owner, Results: results})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return &store.DeliverySettleResult{LeaseLost: leaseLost(params.Results, settled)}, nil
+}
+
+// leaseLost lists the results whose delivery was not among those settled.
+func leaseLost(results []store.DeliveryResult, settled []int64) []int64 {
+	done := make(map[int64]bool, len(settled))
+	for _, id := range settled {
+		done[id] = true
+	}
+	var lost []int64
+	for _, r := range results {
+		if !done[r.DeliveryID] {
+			lost = append(lost, r.DeliveryID)
+		}
+	}
+	return lost
+}
+
+// DeliveryList implements store.DeliveryStore.
+func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListParams) (*store.DeliveryListResult, error) {
+	limit := clampLimit(params.Limit, deliveryListDefaultLimit)
+	args := dbsqlc.DeliveryListParams{
+		AllTenants:    params.AllTenants,
+		Tenant:        params.Tenant,
+		Status:        string(params.Status),
+		Sink:          params.Sink,
+		LastOutcome:   string(params.LastOutcome),
+		CreatedBefore: params.CreatedBefore,
+		AfterRank:     -1,
+		Max:           int32(limit + 1),
+	}
+	if params.JobID != "" {
+		id, err := parseUUID(params.JobID)
+		if err != nil {
+			return &store.DeliveryListResult{}, nil // no job has such an id
+		}
+		args.JobID = id
+	}
+	if params.After != nil {
+		args.AfterRank, args.AfterID = int32(params.After.Rank), params.After.ID
+	}
+	rows, err := s.q.DeliveryList(ctx, s.pool, args)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	res := &store.DeliveryListResult{}
+	for i, r := range rows {
+		if i == limit {
+			last := res.Deliveries[limit-1]
+			res.Next = &store.DeliveryCursor{Rank: store.DeliveryRank(last.Status), ID: last.ID}
+			break
+		}
+		res.Deliveries = append(res.Deliveries, deliveryFromRow(r))
+	}
+	return res, nil
+}
+
+// DeliveryRetry implements store.DeliveryStore in one transaction.
+func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryParams) (*store.DeliveryRetryResult, error) {
+	if (params.ID == 0) == (params.Sink == "") {
+		return nil, errors.New("storepg: DeliveryRetry needs exactly one of ID and Sink")
+	}
+	res := &store.DeliveryRetryResult{}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if params.ID != 0 {
+			current, err := s.q.DeliveryGetForUpdate(ctx, tx, dbsqlc.DeliveryGetForUpdateParams{Tenant: params.Tenant, ID: params.ID})
+			if err != nil {
+				return err
+			}
+			switch store.DeliveryStatus(current.Status) {
+			case store.DeliveryStatusDelivered:
+				return &store.DeliveryRefusedError{Status: store.DeliveryStatusDelivered}
+			case store.DeliveryStatusPending:
+				res.Deliveries = []*store.Delivery{deliveryFromRow(current)}
+				return nil
+			}
+		}
+		rows, err := s.q.DeliveryRequeue(ctx, tx, dbsqlc.DeliveryRequeueParams{Tenant: params.Tenant, ID: params.ID, Sink: params.Sink})
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			res.Deliveries = append(res.Deliveries, deliveryFromRow(r))
+		}
+		if params.Sink != "" {
+			n, err := s.q.SinkEnable(ctx, tx, dbsqlc.SinkEnableParams{Tenant: params.Tenant, Sink: params.Sink})
+			if err != nil {
+				return err
+			}
+			res.SinkEnabled = n > 0
+		}
+		return nil
+	})
+	var refused *store.DeliveryRefusedError
+	if errors.As(err, &refused) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return res, nil
+}
+
+// DeliveryAttemptList implements store.DeliveryStore.
+func (s *Store) DeliveryAttemptList(ctx context.Context, params *store.DeliveryAttemptListParams) ([]*store.DeliveryAttempt, error) {
+	rows, err := s.q.DeliveryAttemptList(ctx, s.pool, params.DeliveryID)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	out := make([]*store.DeliveryAttempt, len(rows))
+	for i, r := range rows {
+		out[i] = &store.DeliveryAttempt{
+			ID: r.ID, DeliveryID: r.DeliveryID, EventID: r.EventID, Sink: r.Sink, Tenant: r.Tenant,
+			Attempt: r.Attempt, Relay: r.Relay, Outcome: store.DeliveryOutcome(r.Outcome),
+			HTTPStatus: r.HttpStatus, Error: r.Error, ExternalRef: r.ExternalRef, Duplicate: r.Duplicate,
+			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, LatencyMS: r.LatencyMs,
+		}
+	}
+	return out, nil
+}
+
+// SinkDisable implements store.DeliveryStore.
+func (s *Store) SinkDisable(ctx context.Context, params *store.SinkDisableParams) error {
+	return interpretError(s.q.SinkDisable(ctx, s.pool, dbsqlc.SinkDisableParams{Sink: params.Sink, Tenant: params.Tenant, Reason: params.Reason}))
+}
+
+// SinkStateList implements store.DeliveryStore.
+func (s *Store) SinkStateList(ctx context.Context, params *store.SinkStateListParams) ([]*store.SinkState, error) {
+	rows, err := s.q.SinkStateList(ctx, s.pool, params.Tenant)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	out := make([]*store.SinkState, len(rows))
+	for i, r := range rows {
+		out[i] = &store.SinkState{Sink: r.Sink, Tenant: r.Tenant, DisabledAt: r.DisabledAt, Reason: r.Reason}
+	}
+	return out, nil
+}
+
+// SentMessageGet implements store.DeliveryStore.
+func (s *Store) SentMessageGet(ctx context.Context, params *store.SentMessageGetParams) (*store.SentMessage, error) {
+	r, err := s.q.SentMessageGet(ctx, s.pool, dbsqlc.SentMessageGetParams{Sink: params.Sink, ContentHash: params.ContentHash, SentAfter: params.SentAfter})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return &store.SentMessage{Sink: r.Sink, ContentHash: r.ContentHash, EventID: r.EventID, ExternalRef: r.ExternalRef, SentAt: r.SentAt}, nil
+}
+
+// SentMessageRecord implements store.DeliveryStore.
+func (s *Store) SentMessageRecord(ctx context.Context, params *store.SentMessageRecordParams) error {
+	m := params.Message
+	return interpretError(s.q.SentMessageRecord(ctx, s.pool, dbsqlc.SentMessageRecordParams{
+		Sink: m.Sink, ContentHash: m.ContentHash, EventID: m.EventID, ExternalRef: m.ExternalRef,
+	}))
+}
+
+func outboxFromRow(r dbsqlc.Outbox) *store.OutboxEvent {
+	return &store.OutboxEvent{
+		ID: r.ID, EventID: r.EventID, Tenant: r.Tenant, JobID: r.JobID.String(), Pipeline: r.Pipeline,
+		EventType: r.EventType, Payload: r.Payload, CreatedAt: r.CreatedAt, RoutedAt: r.RoutedAt,
+	}
+}
+
+func deliveryFromRow(r dbsqlc.Delivery) *store.Delivery {
+	d := &store.Delivery{
+		ID: r.ID, OutboxID: r.OutboxID, EventID: r.EventID, EventType: r.EventType, Sink: r.Sink,
+		Tenant: r.Tenant, JobID: r.JobID.String(), Status: store.DeliveryStatus(r.Status),
+		Attempt: r.Attempt, Attempts: r.Attempts, DueAt: r.DueAt,
+		LastOutcome: store.DeliveryOutcome(r.LastOutcome), LastError: r.LastError,
+		ExternalRef: r.ExternalRef, BudgetStartedAt: r.BudgetStartedAt, CreatedAt: r.CreatedAt,
+		UpdatedAt: r.UpdatedAt, DeliveredAt: r.DeliveredAt,
+	}
+	if r.LeaseOwner != nil {
+		d.LeaseOwner = *r.LeaseOwner
+	}
+	return d
+}

@@ -1,0 +1,171 @@
+-- name: OutboxRouteLock :one
+-- One router at a time per schema: the events of a job are routed in the
+-- order they were written. False: another transaction is routing.
+SELECT pg_try_advisory_xact_lock(hashtext('oncejob.outbox_route.' || current_schema()));
+
+-- name: OutboxUnroutedBatch :many
+-- The oldest unrouted events. A job's events are written one transaction
+-- after another (each holds the job's row lock), so a later event is never
+-- visible before an earlier one.
+SELECT * FROM outbox
+WHERE routed_at IS NULL
+ORDER BY id
+LIMIT @max::integer;
+
+-- name: DeliveryInsertBatch :exec
+-- One pending delivery, due now, per (event, sink) pair; a pair that exists
+-- is left alone.
+INSERT INTO deliveries (outbox_id, event_id, event_type, sink, tenant, job_id)
+SELECT o.id, o.event_id, o.event_type, r.sink, o.tenant, o.job_id
+FROM (SELECT unnest(@outbox_ids::bigint[]) AS outbox_id, unnest(@sinks::text[]) AS sink) AS r
+JOIN outbox o ON o.id = r.outbox_id
+ORDER BY o.id
+ON CONFLICT (event_id, sink) DO NOTHING;
+
+-- name: OutboxMarkRouted :exec
+UPDATE outbox SET routed_at = now()
+WHERE id = ANY(@ids::bigint[]);
+
+-- name: OutboxUnroutedList :many
+SELECT * FROM outbox
+WHERE routed_at IS NULL AND created_at < @created_before::timestamptz
+ORDER BY id
+LIMIT @max::integer;
+
+-- name: DeliveryClaim :many
+-- Claims due deliveries in one statement, as JobClaim claims jobs: the scan
+-- walks deliveries_due_idx and locks rows as LIMIT takes them, skipping rows
+-- another relay holds. A delivery waits while an earlier delivery of its job
+-- to its sink is pending (that one is due later, or held by a relay), so per
+-- job and sink events go out in order; a disabled sink's deliveries wait.
+WITH candidate AS (
+    SELECT d.id
+    FROM deliveries d
+    WHERE d.status = 'pending'
+        AND d.due_at <= now()
+        AND d.sink = ANY(@sinks::text[])
+        AND NOT EXISTS (SELECT 1 FROM sink_states s WHERE s.sink = d.sink)
+        AND NOT EXISTS (
+            SELECT 1 FROM deliveries e
+            WHERE e.job_id = d.job_id AND e.sink = d.sink
+                AND e.status = 'pending' AND e.outbox_id < d.outbox_id)
+    ORDER BY d.due_at
+    LIMIT @max::integer
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE deliveries d
+SET lease_owner = @owner::text,
+    attempt = d.attempt + 1,
+    attempts = d.attempts + 1,
+    due_at = now() + @lease_duration::interval,
+    updated_at = now()
+FROM candidate, outbox o
+WHERE d.id = candidate.id AND o.id = d.outbox_id
+RETURNING d.*, o.payload, o.created_at AS event_created_at;
+
+-- name: DeliverySettle :many
+-- Journals every result and settles, fenced, the deliveries whose lease the
+-- caller still holds, in one statement. Returns the ids settled.
+WITH journal AS (
+    INSERT INTO delivery_attempts (delivery_id, event_id, sink, tenant, attempt, relay,
+        outcome, http_status, error, external_ref, duplicate, started_at, finished_at, latency_ms)
+    SELECT r.delivery_id, r.event_id, r.sink, r.tenant, r.attempt, @owner::text,
+        r.outcome, r.http_status, r.error, r.external_ref, r.duplicate, r.started_at,
+        r.finished_at, r.latency_ms
+    FROM jsonb_to_recordset(@results::jsonb) AS r(
+        delivery_id bigint, event_id text, sink text, tenant text, attempt integer,
+        outcome text, status text, due_at timestamptz, http_status integer, error text,
+        external_ref text, duplicate boolean, started_at timestamptz,
+        finished_at timestamptz, latency_ms bigint)
+),
+settled AS (
+    UPDATE deliveries d
+    SET status = r.status,
+        due_at = CASE WHEN r.status = 'pending' THEN r.due_at ELSE d.due_at END,
+        lease_owner = NULL,
+        last_outcome = r.outcome,
+        last_error = r.error,
+        external_ref = CASE WHEN r.external_ref <> '' THEN r.external_ref ELSE d.external_ref END,
+        delivered_at = CASE WHEN r.status = 'delivered' THEN now() ELSE d.delivered_at END,
+        updated_at = now()
+    FROM jsonb_to_recordset(@results::jsonb) AS r(
+        delivery_id bigint, event_id text, sink text, tenant text, attempt integer,
+        outcome text, status text, due_at timestamptz, http_status integer, error text,
+        external_ref text, duplicate boolean, started_at timestamptz,
+        finished_at timestamptz, latency_ms bigint)
+    WHERE d.id = r.delivery_id
+        AND d.lease_owner = @owner::text
+        AND d.attempt = r.attempt
+        AND d.status = 'pending'
+    RETURNING d.id
+)
+SELECT id FROM settled;
+
+-- name: DeliveryList :many
+-- Dead letters first, then pending, then delivered; newest first in each.
+SELECT * FROM deliveries
+WHERE (@all_tenants::boolean OR tenant = @tenant::text)
+    AND (sqlc.narg(job_id)::uuid IS NULL OR job_id = sqlc.narg(job_id)::uuid)
+    AND (@status::text = '' OR status = @status::text)
+    AND (@sink::text = '' OR sink = @sink::text)
+    AND (@last_outcome::text = '' OR last_outcome = @last_outcome::text)
+    AND (sqlc.narg(created_before)::timestamptz IS NULL OR created_at < sqlc.narg(created_before)::timestamptz)
+    AND ((CASE status WHEN 'dead_lettered' THEN 0 WHEN 'pending' THEN 1 ELSE 2 END) > @after_rank::integer
+        OR ((CASE status WHEN 'dead_lettered' THEN 0 WHEN 'pending' THEN 1 ELSE 2 END) = @after_rank::integer
+            AND id < @after_id::bigint))
+ORDER BY (CASE status WHEN 'dead_lettered' THEN 0 WHEN 'pending' THEN 1 ELSE 2 END), id DESC
+LIMIT @max::integer;
+
+-- name: DeliveryGetForUpdate :one
+SELECT * FROM deliveries
+WHERE tenant = @tenant::text AND id = @id::bigint
+FOR UPDATE;
+
+-- name: DeliveryRequeue :many
+-- Queues dead-lettered deliveries again, due now, with a fresh budget: one
+-- (@id) or every one of a sink (@sink).
+UPDATE deliveries
+SET status = 'pending',
+    due_at = now(),
+    attempts = 0,
+    budget_started_at = now(),
+    lease_owner = NULL,
+    updated_at = now()
+WHERE tenant = @tenant::text
+    AND status = 'dead_lettered'
+    AND (@id::bigint = 0 OR id = @id::bigint)
+    AND (@sink::text = '' OR sink = @sink::text)
+RETURNING *;
+
+-- name: SinkEnable :execrows
+DELETE FROM sink_states
+WHERE tenant = @tenant::text AND sink = @sink::text;
+
+-- name: DeliveryAttemptList :many
+SELECT * FROM delivery_attempts
+WHERE delivery_id = @delivery_id::bigint
+ORDER BY id;
+
+-- name: SinkDisable :exec
+INSERT INTO sink_states (sink, tenant, reason)
+VALUES (@sink::text, @tenant::text, @reason::text)
+ON CONFLICT (sink) DO NOTHING;
+
+-- name: SinkStateList :many
+SELECT * FROM sink_states
+WHERE tenant = @tenant::text
+ORDER BY sink;
+
+-- name: SentMessageGet :one
+SELECT * FROM sent_messages
+WHERE sink = @sink::text
+    AND content_hash = @content_hash::text
+    AND sent_at >= @sent_after::timestamptz;
+
+-- name: SentMessageRecord :exec
+INSERT INTO sent_messages (sink, content_hash, event_id, external_ref)
+VALUES (@sink::text, @content_hash::text, @event_id::text, @external_ref::text)
+ON CONFLICT (sink, content_hash) DO UPDATE
+SET event_id = excluded.event_id,
+    external_ref = excluded.external_ref,
+    sent_at = now();

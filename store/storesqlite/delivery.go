@@ -1,0 +1,291 @@
+package storesqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
+)
+
+var _ store.DeliveryStore = (*Store)(nil)
+
+// The single writer makes routing one-at-a-time and claims exclusive without
+// locks of their own (see internal/dbsqlite/delivery.sql).
+
+const (
+	outboxRouteDefaultLimit  = 500
+	deliveryListDefaultLimit = 100
+)
+
+// OutboxRoute implements store.DeliveryStore.
+func (s *Store) OutboxRoute(ctx context.Context, params *store.OutboxRouteParams) (int, error) {
+	routed := 0
+	err := s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
+		rows, err := s.q.OutboxUnroutedBatch(ctx, tx, int64(clampLimit(params.Limit, outboxRouteDefaultLimit)))
+		if err != nil {
+			return interpretError(err)
+		}
+		for _, r := range rows {
+			for _, sink := range params.Route(outboxFromRow(r)) {
+				if err := s.q.DeliveryInsert(ctx, tx, dbsqlite.DeliveryInsertParams{Sink: sink, Now: now, OutboxID: r.ID}); err != nil {
+					return interpretError(err)
+				}
+			}
+			if err := s.q.OutboxMarkRouted(ctx, tx, dbsqlite.OutboxMarkRoutedParams{Now: &now, ID: r.ID}); err != nil {
+				return interpretError(err)
+			}
+		}
+		routed = len(rows)
+		return nil
+	})
+	return routed, err
+}
+
+// OutboxUnroutedList implements store.DeliveryStore.
+func (s *Store) OutboxUnroutedList(ctx context.Context, params *store.OutboxUnroutedListParams) ([]*store.OutboxEvent, error) {
+	rows, err := s.q.OutboxUnroutedList(ctx, s.read, dbsqlite.OutboxUnroutedListParams{
+		CreatedBefore: params.CreatedBefore.UnixMicro(),
+		Max:           int64(clampLimit(params.Limit, outboxRouteDefaultLimit)),
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	events := make([]*store.OutboxEvent, len(rows))
+	for i, r := range rows {
+		events[i] = outboxFromRow(r)
+	}
+	return events, nil
+}
+
+// DeliveryClaim implements store.DeliveryStore.
+func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimParams) ([]*store.Delivery, error) {
+	if params.Limit <= 0 || len(params.Sinks) == 0 {
+		return nil, nil
+	}
+	var out []*store.Delivery
+	err := s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
+		ids, err := s.q.DeliveryClaimCandidates(ctx, tx, dbsqlite.DeliveryClaimCandidatesParams{
+			Now: now, Sinks: params.Sinks, Max: int64(params.Limit),
+		})
+		if err != nil {
+			return interpretError(err)
+		}
+		for _, id := range ids {
+			row, err := s.q.DeliveryClaim(ctx, tx, dbsqlite.DeliveryClaimParams{
+				Owner: &params.Owner, LeaseUntil: now + params.LeaseDuration.Microseconds(), Now: now, ID: id,
+			})
+			if err != nil {
+				return interpretError(err)
+			}
+			event, err := s.q.OutboxPayload(ctx, tx, row.OutboxID)
+			if err != nil {
+				return interpretError(err)
+			}
+			d := deliveryFromRow(row)
+			d.Payload, d.EventCreatedAt = []byte(event.Payload), timeFrom(event.CreatedAt)
+			out = append(out, d)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// DeliverySettle implements store.DeliveryStore: the batch in one write
+// transaction.
+func (s *Store) DeliverySettle(ctx context.Context, params *store.DeliverySettleParams) (*store.DeliverySettleResult, error) {
+	res := &store.DeliverySettleResult{}
+	err := s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
+		res.LeaseLost = nil
+		for _, r := range params.Results {
+			err := s.q.DeliveryAttemptInsert(ctx, tx, dbsqlite.DeliveryAttemptInsertParams{
+				DeliveryID: r.DeliveryID, EventID: r.EventID, Sink: r.Sink, Tenant: r.Tenant,
+				Attempt: int64(r.Attempt), Relay: params.Owner, Outcome: string(r.Outcome),
+				HttpStatus: int64(r.HTTPStatus), Error: r.Error, ExternalRef: r.ExternalRef,
+				Duplicate: boolInt(r.Duplicate), StartedAt: r.StartedAt.UnixMicro(),
+				FinishedAt: r.FinishedAt.UnixMicro(), LatencyMs: r.FinishedAt.Sub(r.StartedAt).Milliseconds(),
+			})
+			if err != nil {
+				return interpretError(err)
+			}
+			n, err := s.q.DeliverySettle(ctx, tx, dbsqlite.DeliverySettleParams{
+				Status: string(r.Status), DueAt: r.DueAt.UnixMicro(), Outcome: string(r.Outcome),
+				Error: r.Error, ExternalRef: r.ExternalRef, Now: now, ID: r.DeliveryID,
+				Owner: &params.Owner, Attempt: int64(r.Attempt),
+			})
+			if err != nil {
+				return interpretError(err)
+			}
+			if n == 0 {
+				res.LeaseLost = append(res.LeaseLost, r.DeliveryID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// DeliveryList implements store.DeliveryStore.
+func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListParams) (*store.DeliveryListResult, error) {
+	limit := clampLimit(params.Limit, deliveryListDefaultLimit)
+	args := dbsqlite.DeliveryListParams{
+		AllTenants:  boolInt(params.AllTenants),
+		Tenant:      params.Tenant,
+		JobID:       params.JobID,
+		Status:      string(params.Status),
+		Sink:        params.Sink,
+		LastOutcome: string(params.LastOutcome),
+		AfterRank:   -1,
+		Max:         int64(limit + 1),
+	}
+	if params.JobID != "" {
+		id, ok := canonicalUUID(params.JobID)
+		if !ok {
+			return &store.DeliveryListResult{}, nil
+		}
+		args.JobID = id
+	}
+	if params.CreatedBefore != nil {
+		args.CreatedBefore = params.CreatedBefore.UnixMicro()
+	}
+	if params.After != nil {
+		args.AfterRank, args.AfterID = int64(params.After.Rank), params.After.ID
+	}
+	rows, err := s.q.DeliveryList(ctx, s.read, args)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	res := &store.DeliveryListResult{}
+	for i, r := range rows {
+		if i == limit {
+			last := res.Deliveries[limit-1]
+			res.Next = &store.DeliveryCursor{Rank: store.DeliveryRank(last.Status), ID: last.ID}
+			break
+		}
+		res.Deliveries = append(res.Deliveries, deliveryFromRow(r))
+	}
+	return res, nil
+}
+
+// DeliveryRetry implements store.DeliveryStore.
+func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryParams) (*store.DeliveryRetryResult, error) {
+	if (params.ID == 0) == (params.Sink == "") {
+		return nil, errors.New("storesqlite: DeliveryRetry needs exactly one of ID and Sink")
+	}
+	res := &store.DeliveryRetryResult{}
+	err := s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
+		if params.ID != 0 {
+			current, err := s.q.DeliveryGet(ctx, tx, dbsqlite.DeliveryGetParams{Tenant: params.Tenant, ID: params.ID})
+			if err != nil {
+				return interpretError(err)
+			}
+			switch store.DeliveryStatus(current.Status) {
+			case store.DeliveryStatusDelivered:
+				return &store.DeliveryRefusedError{Status: store.DeliveryStatusDelivered}
+			case store.DeliveryStatusPending:
+				res.Deliveries = []*store.Delivery{deliveryFromRow(current)}
+				return nil
+			}
+		}
+		rows, err := s.q.DeliveryRequeue(ctx, tx, dbsqlite.DeliveryRequeueParams{Now: now, Tenant: params.Tenant, ID: params.ID, Sink: params.Sink})
+		if err != nil {
+			return interpretError(err)
+		}
+		for _, r := range rows {
+			res.Deliveries = append(res.Deliveries, deliveryFromRow(r))
+		}
+		if params.Sink != "" {
+			n, err := s.q.SinkEnable(ctx, tx, dbsqlite.SinkEnableParams{Tenant: params.Tenant, Sink: params.Sink})
+			if err != nil {
+				return interpretError(err)
+			}
+			res.SinkEnabled = n > 0
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// DeliveryAttemptList implements store.DeliveryStore.
+func (s *Store) DeliveryAttemptList(ctx context.Context, params *store.DeliveryAttemptListParams) ([]*store.DeliveryAttempt, error) {
+	rows, err := s.q.DeliveryAttemptList(ctx, s.read, params.DeliveryID)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	out := make([]*store.DeliveryAttempt, len(rows))
+	for i, r := range rows {
+		out[i] = &store.DeliveryAttempt{
+			ID: r.ID, DeliveryID: r.DeliveryID, EventID: r.EventID, Sink: r.Sink, Tenant: r.Tenant,
+			Attempt: int32(r.Attempt), Relay: r.Relay, Outcome: store.DeliveryOutcome(r.Outcome),
+			HTTPStatus: int32(r.HttpStatus), Error: r.Error, ExternalRef: r.ExternalRef,
+			Duplicate: r.Duplicate != 0, StartedAt: timeFrom(r.StartedAt), FinishedAt: timeFrom(r.FinishedAt),
+			LatencyMS: r.LatencyMs,
+		}
+	}
+	return out, nil
+}
+
+// SinkDisable implements store.DeliveryStore.
+func (s *Store) SinkDisable(ctx context.Context, params *store.SinkDisableParams) error {
+	return s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
+		return interpretError(s.q.SinkDisable(ctx, tx, dbsqlite.SinkDisableParams{Sink: params.Sink, Tenant: params.Tenant, Now: now, Reason: params.Reason}))
+	})
+}
+
+// SinkStateList implements store.DeliveryStore.
+func (s *Store) SinkStateList(ctx context.Context, params *store.SinkStateListParams) ([]*store.SinkState, error) {
+	rows, err := s.q.SinkStateList(ctx, s.read, params.Tenant)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	out := make([]*store.SinkState, len(rows))
+	for i, r := range rows {
+		out[i] = &store.SinkState{Sink: r.Sink, Tenant: r.Tenant, DisabledAt: timeFrom(r.DisabledAt), Reason: r.Reason}
+	}
+	return out, nil
+}
+
+// SentMessageGet implements store.DeliveryStore.
+func (s *Store) SentMessageGet(ctx context.Context, params *store.SentMessageGetParams) (*store.SentMessage, error) {
+	r, err := s.q.SentMessageGet(ctx, s.read, dbsqlite.SentMessageGetParams{Sink: params.Sink, ContentHash: params.ContentHash, SentAfter: params.SentAfter.UnixMicro()})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return &store.SentMessage{Sink: r.Sink, ContentHash: r.ContentHash, EventID: r.EventID, ExternalRef: r.ExternalRef, SentAt: timeFrom(r.SentAt)}, nil
+}
+
+// SentMessageRecord implements store.DeliveryStore.
+func (s *Store) SentMessageRecord(ctx context.Context, params *store.SentMessageRecordParams) error {
+	m := params.Message
+	return s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
+		return interpretError(s.q.SentMessageRecord(ctx, tx, dbsqlite.SentMessageRecordParams{
+			Sink: m.Sink, ContentHash: m.ContentHash, EventID: m.EventID, ExternalRef: m.ExternalRef, Now: now,
+		}))
+	})
+}
+
+func outboxFromRow(r dbsqlite.Outbox) *store.OutboxEvent {
+	return &store.OutboxEvent{
+		ID: r.ID, EventID: r.EventID, Tenant: r.Tenant, JobID: r.JobID, Pipeline: r.Pipeline,
+		EventType: r.EventType, Payload: []byte(r.Payload), CreatedAt: timeFrom(r.CreatedAt),
+		RoutedAt: timePtrFrom(r.RoutedAt),
+	}
+}
+
+func deliveryFromRow(r dbsqlite.Delivery) *store.Delivery {
+	return &store.Delivery{
+		ID: r.ID, OutboxID: r.OutboxID, EventID: r.EventID, EventType: r.EventType, Sink: r.Sink,
+		Tenant: r.Tenant, JobID: r.JobID, Status: store.DeliveryStatus(r.Status),
+		Attempt: int32(r.Attempt), Attempts: int32(r.Attempts), DueAt: timeFrom(r.DueAt),
+		LeaseOwner: deref(r.LeaseOwner), LastOutcome: store.DeliveryOutcome(r.LastOutcome),
+		LastError: r.LastError, ExternalRef: r.ExternalRef, BudgetStartedAt: timeFrom(r.BudgetStartedAt),
+		CreatedAt: timeFrom(r.CreatedAt), UpdatedAt: timeFrom(r.UpdatedAt), DeliveredAt: timePtrFrom(r.DeliveredAt),
+	}
+}
