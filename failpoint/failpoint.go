@@ -32,6 +32,20 @@ const (
 	AfterPublishCommit    = "after_publish_commit"
 )
 
+// The named failpoints of the relay.
+const (
+	// RelayBeforeSend: a delivery is claimed, nothing is sent yet.
+	RelayBeforeSend = "relay_before_send"
+	// RelayAfterSend: the sink answered (a receiver committed), the
+	// attempt is not journaled yet.
+	RelayAfterSend = "relay_after_send"
+	// RelayAfterJournal: the batch's attempts are journaled and settled.
+	RelayAfterJournal = "relay_after_journal"
+	// ChatAfterPost: the chat sink posted, its sent_messages row is not
+	// written yet - the remaining window of the check-then-act.
+	ChatAfterPost = "chat_after_post"
+)
+
 // EnvVar arms failpoints.
 const EnvVar = "ONCEJOB_FAILPOINTS"
 

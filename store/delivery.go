@@ -54,8 +54,8 @@ type DeliveryStore interface {
 	// fresh budget: one (ID), or every dead-lettered delivery of a sink
 	// (Sink), which also enables the sink again if it was disabled. A
 	// delivery already pending is returned as it is (nothing to do); a
-	// delivered one, with ID, is a *DeliveryRefusedError. Another tenant's
-	// delivery is ErrNotFound.
+	// delivered one, with ID, is a *DeliveryRefusedError unless Redeliver.
+	// Another tenant's delivery is ErrNotFound.
 	DeliveryRetry(ctx context.Context, params *DeliveryRetryParams) (*DeliveryRetryResult, error)
 
 	// DeliveryAttemptList returns a delivery's journal, oldest first.
@@ -251,6 +251,9 @@ type DeliveryRetryParams struct {
 	Tenant string
 	ID     int64  // one delivery; or
 	Sink   string // every dead-lettered delivery of the sink
+	// Redeliver, with ID, queues a delivered delivery too: the reconciler
+	// found that the target system lost it. Never set for a client.
+	Redeliver bool
 }
 
 type DeliveryRetryResult struct {

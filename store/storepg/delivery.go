@@ -216,13 +216,16 @@ func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryPa
 			}
 			switch store.DeliveryStatus(current.Status) {
 			case store.DeliveryStatusDelivered:
+				if params.Redeliver {
+					break
+				}
 				return &store.DeliveryRefusedError{Status: store.DeliveryStatusDelivered}
 			case store.DeliveryStatusPending:
 				res.Deliveries = []*store.Delivery{deliveryFromRow(current)}
 				return nil
 			}
 		}
-		rows, err := s.q.DeliveryRequeue(ctx, tx, dbsqlc.DeliveryRequeueParams{Tenant: params.Tenant, ID: params.ID, Sink: params.Sink})
+		rows, err := s.q.DeliveryRequeue(ctx, tx, dbsqlc.DeliveryRequeueParams{Tenant: params.Tenant, ID: params.ID, Sink: params.Sink, Redeliver: params.Redeliver})
 		if err != nil {
 			return err
 		}

@@ -185,13 +185,16 @@ func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryPa
 			}
 			switch store.DeliveryStatus(current.Status) {
 			case store.DeliveryStatusDelivered:
+				if params.Redeliver {
+					break
+				}
 				return &store.DeliveryRefusedError{Status: store.DeliveryStatusDelivered}
 			case store.DeliveryStatusPending:
 				res.Deliveries = []*store.Delivery{deliveryFromRow(current)}
 				return nil
 			}
 		}
-		rows, err := s.q.DeliveryRequeue(ctx, tx, dbsqlite.DeliveryRequeueParams{Now: now, Tenant: params.Tenant, ID: params.ID, Sink: params.Sink})
+		rows, err := s.q.DeliveryRequeue(ctx, tx, dbsqlite.DeliveryRequeueParams{Now: now, Tenant: params.Tenant, ID: params.ID, Sink: params.Sink, Redeliver: boolInt(params.Redeliver)})
 		if err != nil {
 			return interpretError(err)
 		}

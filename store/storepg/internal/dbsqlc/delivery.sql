@@ -132,7 +132,7 @@ SET status = 'pending',
     lease_owner = NULL,
     updated_at = now()
 WHERE tenant = @tenant::text
-    AND status = 'dead_lettered'
+    AND (status = 'dead_lettered' OR (@redeliver::boolean AND status = 'delivered'))
     AND (@id::bigint = 0 OR id = @id::bigint)
     AND (@sink::text = '' OR sink = @sink::text)
 RETURNING *;

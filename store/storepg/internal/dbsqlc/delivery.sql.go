@@ -312,22 +312,28 @@ SET status = 'pending',
     lease_owner = NULL,
     updated_at = now()
 WHERE tenant = $1::text
-    AND status = 'dead_lettered'
-    AND ($2::bigint = 0 OR id = $2::bigint)
-    AND ($3::text = '' OR sink = $3::text)
+    AND (status = 'dead_lettered' OR ($2::boolean AND status = 'delivered'))
+    AND ($3::bigint = 0 OR id = $3::bigint)
+    AND ($4::text = '' OR sink = $4::text)
 RETURNING id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at
 `
 
 type DeliveryRequeueParams struct {
-	Tenant string
-	ID     int64
-	Sink   string
+	Tenant    string
+	Redeliver bool
+	ID        int64
+	Sink      string
 }
 
 // Queues dead-lettered deliveries again, due now, with a fresh budget: one
 // (@id) or every one of a sink (@sink).
 func (q *Queries) DeliveryRequeue(ctx context.Context, db DBTX, arg DeliveryRequeueParams) ([]Delivery, error) {
-	rows, err := db.Query(ctx, deliveryRequeue, arg.Tenant, arg.ID, arg.Sink)
+	rows, err := db.Query(ctx, deliveryRequeue,
+		arg.Tenant,
+		arg.Redeliver,
+		arg.ID,
+		arg.Sink,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -110,7 +110,7 @@ SET status = 'pending',
     lease_owner = NULL,
     updated_at = @now
 WHERE tenant = @tenant
-    AND status = 'dead_lettered'
+    AND (status = 'dead_lettered' OR (CAST(@redeliver AS INTEGER) = 1 AND status = 'delivered'))
     AND (CAST(@id AS INTEGER) = 0 OR id = CAST(@id AS INTEGER))
     AND (CAST(@sink AS TEXT) = '' OR sink = CAST(@sink AS TEXT))
 RETURNING *;

@@ -359,17 +359,18 @@ SET status = 'pending',
     lease_owner = NULL,
     updated_at = ?1
 WHERE tenant = ?2
-    AND status = 'dead_lettered'
-    AND (CAST(?3 AS INTEGER) = 0 OR id = CAST(?3 AS INTEGER))
-    AND (CAST(?4 AS TEXT) = '' OR sink = CAST(?4 AS TEXT))
+    AND (status = 'dead_lettered' OR (CAST(?3 AS INTEGER) = 1 AND status = 'delivered'))
+    AND (CAST(?4 AS INTEGER) = 0 OR id = CAST(?4 AS INTEGER))
+    AND (CAST(?5 AS TEXT) = '' OR sink = CAST(?5 AS TEXT))
 RETURNING id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at
 `
 
 type DeliveryRequeueParams struct {
-	Now    int64
-	Tenant string
-	ID     int64
-	Sink   string
+	Now       int64
+	Tenant    string
+	Redeliver int64
+	ID        int64
+	Sink      string
 }
 
 // Queues dead-lettered deliveries again, due now, with a fresh budget: one
@@ -378,6 +379,7 @@ func (q *Queries) DeliveryRequeue(ctx context.Context, db DBTX, arg DeliveryRequ
 	rows, err := db.QueryContext(ctx, deliveryRequeue,
 		arg.Now,
 		arg.Tenant,
+		arg.Redeliver,
 		arg.ID,
 		arg.Sink,
 	)

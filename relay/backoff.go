@@ -1,0 +1,45 @@
+package relay
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/oncejob/oncejob/store"
+)
+
+// next decides where a delivery goes after an attempt: delivered, due again
+// after a full-jitter exponential backoff (at least Retry-After), or dead
+// when the budget - attempts, or the age since the budget started - would be
+// spent.
+func next(p RetryPolicy, d *store.Delivery, res Result, now time.Time) (store.DeliveryStatus, time.Time, string) {
+	switch res.Outcome {
+	case store.DeliveryOutcomeDelivered:
+		return store.DeliveryStatusDelivered, now, ""
+	case store.DeliveryOutcomeDeadLettered:
+		return store.DeliveryStatusDeadLettered, now, ""
+	case store.DeliveryOutcomeSinkDisabled:
+		// Waits, unclaimed, until the sink is enabled again.
+		return store.DeliveryStatusPending, now, ""
+	}
+	if int(d.Attempts) >= p.MaxAttempts {
+		return store.DeliveryStatusDeadLettered, now, "retry budget spent: " + strconv.Itoa(int(d.Attempts)) + " attempts"
+	}
+	due := now.Add(backoff(p, d.Attempts, res.RetryAfter))
+	if due.After(d.BudgetStartedAt.Add(p.MaxAge)) {
+		return store.DeliveryStatusDeadLettered, now, "retry budget spent: the next attempt would pass max_age " + p.MaxAge.String()
+	}
+	return store.DeliveryStatusPending, due, ""
+}
+
+// backoff is full jitter: uniform in [0, min(max, initial * 2^(attempts-1))],
+// raised to retryAfter when the receiver asked for more.
+func backoff(p RetryPolicy, attempts int32, retryAfter time.Duration) time.Duration {
+	ceiling := p.InitialBackoff
+	for i := int32(1); i < attempts && ceiling < p.MaxBackoff; i++ {
+		ceiling *= 2
+	}
+	ceiling = min(ceiling, p.MaxBackoff)
+	d := time.Duration(rand.Int64N(int64(ceiling) + 1))
+	return max(d, retryAfter)
+}

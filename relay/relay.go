@@ -1,0 +1,293 @@
+// Package relay delivers the outbox: it routes each event a job announced to
+// the sinks of its tenant that subscribe to it, claims due deliveries under
+// leases (any number of relays on one Postgres), delivers them - webhook,
+// NATS JetStream or chat, one sink kind per level of protection the external
+// system offers - journals every attempt with the sink's external reference,
+// retries inside a budget, and dead-letters what cannot land. Reconcile
+// compares the journal with the target systems.
+//
+// Delivery is at least once; an apply-once receiver (clientsdk/receiver)
+// makes it once. See docs/architecture.md, "Effects".
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/oncejob/oncejob/failpoint"
+	"github.com/oncejob/oncejob/store"
+)
+
+// Store is what a relay needs of a store.
+type Store interface {
+	store.DeliveryStore
+	// OutboxList gives the reconciler an event's payload to publish again.
+	OutboxList(ctx context.Context, params *store.OutboxListParams) ([]*store.OutboxEvent, error)
+}
+
+// Config configures a Relay. Zero fields take the defaults stated.
+type Config struct {
+	// Store holds the outbox and the deliveries. Required.
+	Store Store
+	// Sinks are the configured sinks; none is a relay that routes every
+	// event to nothing.
+	Sinks []SinkConfig
+	// Owner names this relay in leases and the journal; default
+	// "relay-<host>-<pid>-<random>".
+	Owner string
+	// BatchSize is how many deliveries one claim takes; default 100.
+	BatchSize int
+	// Loops is how many claim-deliver-settle loops run at once; default 2.
+	Loops int
+	// LeaseDuration is how long a claim holds; a relay that dies loses its
+	// deliveries to another after it. Default 30s.
+	LeaseDuration time.Duration
+	// PollInterval is the wait between rounds when nothing was due and no
+	// wake-up came; default 1s.
+	PollInterval time.Duration
+	// Wake, when set, starts a round at once (the store's notifications of
+	// committed events).
+	Wake <-chan struct{}
+	// ReconcileInterval is how often the relay runs a reconciliation pass
+	// (see Reconcile); default 1m, negative: never.
+	ReconcileInterval time.Duration
+	// Reconcile configures those passes.
+	Reconcile ReconcileOptions
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Owner == "" {
+		host, _ := os.Hostname()
+		c.Owner = fmt.Sprintf("relay-%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 100
+	}
+	if c.Loops == 0 {
+		c.Loops = 2
+	}
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = 30 * time.Second
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = time.Second
+	}
+	if c.ReconcileInterval == 0 {
+		c.ReconcileInterval = time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Relay delivers the outbox. Run it; Close it after Run returned.
+type Relay struct {
+	cfg   Config
+	sinks *Sinks
+	log   *slog.Logger
+}
+
+// New connects the sinks (a JetStream sink creates its stream if asked) and
+// returns a relay ready to Run.
+func New(ctx context.Context, cfg Config) (*Relay, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Store == nil {
+		return nil, errors.New("relay: Config.Store is required")
+	}
+	if cfg.BatchSize < 1 || cfg.Loops < 1 || cfg.LeaseDuration <= 0 || cfg.PollInterval <= 0 {
+		return nil, errors.New("relay: BatchSize, Loops, LeaseDuration and PollInterval must be positive")
+	}
+	sinks, err := OpenSinks(ctx, cfg.Sinks, cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	return &Relay{cfg: cfg, sinks: sinks, log: cfg.Logger.With("relay", cfg.Owner)}, nil
+}
+
+// Owner is the relay's name in leases and the journal.
+func (r *Relay) Owner() string { return r.cfg.Owner }
+
+// Close releases the sinks' connections.
+func (r *Relay) Close() error { return r.sinks.Close() }
+
+// Run delivers until ctx is done. A round routes new events, claims a batch,
+// delivers it and settles it; rounds follow each other at once while there
+// is work, and otherwise wait for a wake-up or PollInterval.
+func (r *Relay) Run(ctx context.Context) error {
+	if r.sinks.Len() == 0 {
+		r.log.Info("relay running with no sinks: events are routed to nothing")
+	}
+	var wg sync.WaitGroup
+	for range r.cfg.Loops {
+		wg.Go(func() { r.loop(ctx) })
+	}
+	if r.cfg.ReconcileInterval > 0 {
+		wg.Go(func() { r.reconcileLoop(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+func (r *Relay) loop(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		worked, err := r.round(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			r.log.Error("relay round failed; trying again", "error", err)
+			worked = false
+		}
+		if worked {
+			continue
+		}
+		timer.Reset(r.cfg.PollInterval)
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.cfg.Wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// round reports whether it found work.
+func (r *Relay) round(ctx context.Context) (bool, error) {
+	routed, err := r.cfg.Store.OutboxRoute(ctx, &store.OutboxRouteParams{Route: r.sinks.Route, Limit: r.cfg.BatchSize * 5})
+	if err != nil {
+		return false, fmt.Errorf("route: %w", err)
+	}
+	batch, err := r.cfg.Store.DeliveryClaim(ctx, &store.DeliveryClaimParams{
+		Owner: r.cfg.Owner, Sinks: r.sinks.Names(), Limit: r.cfg.BatchSize, LeaseDuration: r.cfg.LeaseDuration,
+	})
+	if err != nil {
+		return routed > 0, fmt.Errorf("claim: %w", err)
+	}
+	if len(batch) == 0 {
+		return routed > 0, nil
+	}
+	results := r.deliver(ctx, batch)
+	failpoint.Inject(failpoint.RelayAfterSend)
+	// The settle must happen even when the relay is stopping: the sends did.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	res, err := r.cfg.Store.DeliverySettle(sctx, &store.DeliverySettleParams{Owner: r.cfg.Owner, Results: results})
+	if err != nil {
+		return true, fmt.Errorf("settle: %w (the deliveries go out again when their lease expires)", err)
+	}
+	failpoint.Inject(failpoint.RelayAfterJournal)
+	for _, id := range res.LeaseLost {
+		r.log.Warn("delivery lease lost: another relay holds it; attempt journaled, nothing else written", "delivery_id", id)
+	}
+	r.disableGone(sctx, batch, results)
+	return true, nil
+}
+
+// deliver makes one attempt of each delivery of the batch at once and
+// decides each one's next status.
+func (r *Relay) deliver(ctx context.Context, batch []*store.Delivery) []store.DeliveryResult {
+	results := make([]store.DeliveryResult, len(batch))
+	var wg sync.WaitGroup
+	for i, d := range batch {
+		wg.Go(func() {
+			failpoint.Inject(failpoint.RelayBeforeSend)
+			started := time.Now()
+			sink, policy, ok := r.sinks.Get(d.Sink)
+			var res Result
+			if ok {
+				res = sink.Deliver(ctx, d)
+			} else {
+				res = Result{Outcome: store.DeliveryOutcomeFailed, Err: fmt.Errorf("sink %q is not configured on this relay", d.Sink)}
+			}
+			finished := time.Now()
+			status, due, reason := next(policy, d, res, finished)
+			msg := ""
+			if res.Err != nil {
+				msg = res.Err.Error()
+			}
+			if reason != "" {
+				msg = reason + "; last: " + msg
+			}
+			results[i] = store.DeliveryResult{
+				DeliveryID: d.ID, EventID: d.EventID, Sink: d.Sink, Tenant: d.Tenant, Attempt: d.Attempt,
+				Outcome: res.Outcome, Status: status, DueAt: due, HTTPStatus: int32(res.HTTPStatus),
+				Error: truncate(msg, 2000), ExternalRef: res.ExternalRef, Duplicate: res.Duplicate,
+				StartedAt: started, FinishedAt: finished,
+			}
+			r.logResult(d, results[i])
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+func (r *Relay) logResult(d *store.Delivery, res store.DeliveryResult) {
+	attrs := []any{"delivery_id", d.ID, "event_id", d.EventID, "sink", d.Sink, "attempt", d.Attempt, "outcome", res.Outcome, "status", res.Status}
+	switch res.Status {
+	case store.DeliveryStatusDelivered:
+		r.log.Debug("delivered", append(attrs, "external_ref", res.ExternalRef, "duplicate", res.Duplicate)...)
+	case store.DeliveryStatusDeadLettered:
+		r.log.Error("delivery dead-lettered", append(attrs, "error", res.Error)...)
+	default:
+		r.log.Warn("delivery will be retried", append(attrs, "due_at", res.DueAt, "error", res.Error)...)
+	}
+}
+
+// disableGone disables the sinks whose receiver answered 410 Gone.
+func (r *Relay) disableGone(ctx context.Context, batch []*store.Delivery, results []store.DeliveryResult) {
+	var done []string
+	for i, res := range results {
+		d := batch[i]
+		if res.Outcome != store.DeliveryOutcomeSinkDisabled || slices.Contains(done, d.Sink) {
+			continue
+		}
+		done = append(done, d.Sink)
+		reason := fmt.Sprintf("the receiver answered 410 Gone to event %s at %s", d.EventID, res.FinishedAt.UTC().Format(time.RFC3339))
+		if err := r.cfg.Store.SinkDisable(ctx, &store.SinkDisableParams{Sink: d.Sink, Tenant: d.Tenant, Reason: reason}); err != nil {
+			r.log.Error("disabling a sink failed", "sink", d.Sink, "error", err)
+			continue
+		}
+		r.log.Error("sink disabled: its deliveries wait until `oncejob deliveries retry --sink "+d.Sink+"`", "sink", d.Sink, "reason", reason)
+	}
+}
+
+func (r *Relay) reconcileLoop(ctx context.Context) {
+	ticker := time.NewTicker(r.cfg.ReconcileInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		report, err := Reconcile(ctx, r.cfg.Store, r.sinks, r.cfg.Reconcile)
+		if err != nil {
+			r.log.Error("reconciliation failed", "error", err)
+			continue
+		}
+		if !report.OK() {
+			r.log.Warn("reconciliation found discrepancies", "summary", report.Summary())
+		}
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
