@@ -1,0 +1,192 @@
+// Package receiver applies oncejob's events once. The relay delivers every
+// event at least once - a retry after a lost answer, a relay killed after
+// the send, a republish the stream dedups too late - so a receiver must
+// tell a second delivery from a first. This package does it the one way
+// that holds under crashes: the caller's effect and an inbox row keyed by
+// the event id commit in one transaction of the receiver's own database; a
+// second delivery finds the row, runs nothing, and is answered as a success
+// with the first one's receipt.
+//
+//	verifier, _ := receiver.NewVerifier(os.Getenv("WEBHOOK_SECRET"))
+//	inbox := receiver.NewPgxInbox(pool, "", func(ctx context.Context, tx pgx.Tx, e *receiver.Event) (string, error) {
+//		// the effect, in tx; return a receipt (e.g. the id of the row written)
+//	})
+//	http.Handle("/oncejob", receiver.NewHandler(verifier, inbox))
+//
+// Webhooks are verified per Standard Webhooks 1.0 (constant-time, a
+// 5-minute tolerance, any of several secrets while one rotates); JetStream
+// messages are acknowledged only after the apply committed
+// (JetStreamHandler).
+package receiver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+)
+
+// Tolerance is how far a webhook's timestamp may be from now.
+const Tolerance = 5 * time.Minute
+
+// Errors of Verify.
+var (
+	ErrMissingHeaders = errors.New("receiver: webhook-id, webhook-timestamp and webhook-signature are required")
+	ErrStale          = errors.New("receiver: webhook-timestamp is more than 5 minutes from now")
+	ErrSignature      = errors.New("receiver: no signature matches")
+)
+
+// Verifier checks Standard Webhooks signatures.
+type Verifier struct {
+	hooks []*standardwebhooks.Webhook
+	now   func() time.Time
+}
+
+// NewVerifier takes the sink's secrets (whsec_ + base64). During a rotation
+// pass both, new first: a request signed with either is accepted.
+func NewVerifier(secrets ...string) (*Verifier, error) {
+	if len(secrets) == 0 {
+		return nil, errors.New("receiver: at least one secret is required")
+	}
+	v := &Verifier{now: time.Now}
+	for i, s := range secrets {
+		if !strings.HasPrefix(s, "whsec_") {
+			return nil, fmt.Errorf("receiver: secret %d: want whsec_ and base64", i+1)
+		}
+		h, err := standardwebhooks.NewWebhook(s)
+		if err != nil {
+			return nil, fmt.Errorf("receiver: secret %d: %w", i+1, err)
+		}
+		v.hooks = append(v.hooks, h)
+	}
+	return v, nil
+}
+
+// Verify checks a request's signature headers against its body: the
+// timestamp within Tolerance of now, then any signature of any secret
+// (compared in constant time by the standard-webhooks library).
+func (v *Verifier) Verify(h http.Header, body []byte) error {
+	id, ts, sig := h.Get(standardwebhooks.HeaderWebhookID), h.Get(standardwebhooks.HeaderWebhookTimestamp), h.Get(standardwebhooks.HeaderWebhookSignature)
+	if id == "" || ts == "" || sig == "" {
+		return ErrMissingHeaders
+	}
+	secs, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return ErrMissingHeaders
+	}
+	if d := v.now().Sub(time.Unix(secs, 0)); d > Tolerance || d < -Tolerance {
+		return ErrStale
+	}
+	for _, hook := range v.hooks {
+		if hook.VerifyIgnoringTimestamp(body, h) == nil {
+			return nil
+		}
+	}
+	return ErrSignature
+}
+
+// Event is an oncejob event: envelope version 1.
+type Event struct {
+	Version int    `json:"version"`
+	Type    string `json:"type"` // job.succeeded, job.failed, ...
+	ID      string `json:"id"`   // stable per (job, type, generation): the inbox key
+	Time    string `json:"time"`
+	Data    struct {
+		JobID            string          `json:"job_id"`
+		Tenant           string          `json:"tenant"`
+		Pipeline         string          `json:"pipeline"`
+		PipelineVersion  int32           `json:"pipeline_version"`
+		PromptVersion    string          `json:"prompt_version"`
+		ModelProfile     string          `json:"model_profile"`
+		DedupKey         string          `json:"dedup_key"`
+		DeduplicatedFrom *string         `json:"deduplicated_from"`
+		Generation       int             `json:"generation"`
+		Status           string          `json:"status"`
+		Stage            string          `json:"stage"`
+		Attempt          int32           `json:"attempt"`
+		Output           json.RawMessage `json:"output"` // job.succeeded only
+		Error            *struct {
+			Code      string `json:"code"`
+			Message   string `json:"message"`
+			Retryable bool   `json:"retryable"`
+		} `json:"error"`
+		Usage struct {
+			PromptTokens     int64 `json:"prompt_tokens"`
+			CompletionTokens int64 `json:"completion_tokens"`
+			CostMicros       int64 `json:"cost_micros"`
+			LLMCalls         int32 `json:"llm_calls"`
+		} `json:"usage"`
+	} `json:"data"`
+}
+
+// ParseEvent reads an envelope.
+func ParseEvent(body []byte) (*Event, error) {
+	var e Event
+	if err := json.Unmarshal(body, &e); err != nil {
+		return nil, fmt.Errorf("receiver: event: %w", err)
+	}
+	if e.Version != 1 || e.ID == "" || e.Type == "" {
+		return nil, fmt.Errorf("receiver: event: want envelope version 1 with id and type, got version %d", e.Version)
+	}
+	return &e, nil
+}
+
+// Applier runs an event's effect once per event id. applied is false when
+// the event had been applied before (nothing ran now); receipt is the
+// effect's reference, the same on every delivery.
+type Applier interface {
+	Apply(ctx context.Context, e *Event) (receipt string, applied bool, err error)
+}
+
+// ReceiptHeader carries the receipt back to the relay, which journals it as
+// the delivery's external reference.
+const ReceiptHeader = "Webhook-Receipt"
+
+// maxBody bounds a request body.
+const maxBody = 16 << 20
+
+// NewHandler serves webhook deliveries: verify (401 when it fails), parse
+// (400), apply once (500 when the effect fails, so the relay retries), and
+// 200 with the receipt - also for an event applied before, so the relay
+// stops sending it.
+func NewHandler(v *Verifier, a Applier) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "POST only", http.StatusMethodNotAllowed)
+			return
+		}
+		body, err := readBody(w, r)
+		if err != nil {
+			http.Error(w, "body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := v.Verify(r.Header, body); err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		e, err := ParseEvent(body)
+		if err != nil || e.ID != r.Header.Get(standardwebhooks.HeaderWebhookID) {
+			http.Error(w, "not an oncejob event, or its id is not the webhook-id", http.StatusBadRequest)
+			return
+		}
+		receipt, applied, err := a.Apply(r.Context(), e)
+		if err != nil {
+			http.Error(w, "apply: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set(ReceiptHeader, receipt)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"applied": applied, "receipt": receipt})
+	})
+}
+
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+}
