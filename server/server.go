@@ -148,7 +148,7 @@ func New(cfg Config) (*grpc.Server, *health.Server, error) {
 			logging.UnaryServerInterceptor(slogAdapter(cfg.Logger), logOpts...),
 			recovery.UnaryServerInterceptor(recoveryOpt),
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFunc), needsAuth),
-			validationInterceptor(svc.validate),
+			validationInterceptor(svc.validateAll),
 			idempotency.UnaryServerInterceptor(append([]string{oncejobv1.JobService_SubmitJob_FullMethodName}, operatorMethods...)...),
 		),
 		grpc.ChainStreamInterceptor(
@@ -161,6 +161,11 @@ func New(cfg Config) (*grpc.Server, *health.Server, error) {
 		),
 	)
 	oncejobv1.RegisterJobServiceServer(srv, svc)
+	// The delivery RPCs need a store that keeps deliveries; without one they
+	// are UNIMPLEMENTED.
+	if ds, ok := cfg.Store.(store.DeliveryStore); ok {
+		oncejobv1.RegisterDeliveryServiceServer(srv, &deliveryService{jobs: svc, store: ds})
+	}
 	hs := health.NewServer()
 	hs.SetServingStatus(oncejobv1.JobService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(srv, hs)
