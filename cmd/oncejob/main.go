@@ -3,6 +3,9 @@
 //
 //	oncejob serve     run the gRPC server
 //	oncejob worker    run workers only
+//	oncejob relay     deliver the outbox to the sinks only
+//	oncejob reconcile compare deliveries with the target systems
+//	oncejob deliveries list|retry   deliveries, through a server
 //	oncejob migrate   apply database migrations
 //	oncejob llm-sim   serve the LLM simulator
 //	oncejob hash-key  print the sha256 of an API key for the keys file
@@ -34,6 +37,9 @@ type command struct {
 var commands = []command{
 	{"serve", "run the gRPC server", runServe},
 	{"worker", "run workers only, beside serve processes on one Postgres", runWorker},
+	{"relay", "deliver the outbox to the sinks only, beside serve processes on one Postgres", runRelay},
+	{"reconcile", "compare deliveries with their sinks, repair what a stream lost, report", runReconcile},
+	{"deliveries", "list or retry deliveries of events to sinks (a client of a running server)", runDeliveries},
 	{"migrate", "apply database migrations and exit", runMigrate},
 	{"llm-sim", "serve the deterministic LLM simulator (OpenAI protocol) on loopback", runLLMSim},
 	{"hash-key", "print the sha256 of an API key (read from stdin) for --api-keys", runHashKey},
@@ -60,6 +66,10 @@ func main() {
 			if err := c.run(ctx, os.Args[2:]); err != nil {
 				if errors.Is(err, flag.ErrHelp) {
 					os.Exit(2)
+				}
+				var code exitStatus
+				if errors.As(err, &code) {
+					os.Exit(int(code))
 				}
 				fmt.Fprintf(os.Stderr, "oncejob %s: %v\n", c.name, err)
 				os.Exit(exitCode(err)) // 1, or a client command's documented code
@@ -97,3 +107,9 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 	return fs.Parse(args)
 }
+
+// exitStatus ends the command with this exit status and no further message:
+// the command printed what it had to say.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }

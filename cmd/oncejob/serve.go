@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/oncejob/oncejob/config"
 	"github.com/oncejob/oncejob/maintenance"
 	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/server/tenant"
@@ -24,6 +25,8 @@ func runServe(ctx context.Context, args []string) error {
 	stf := storeFlags(fs, true)
 	eng := engineFlags(fs)
 	lf := logFlags(fs)
+	cfgPath := configFlag(fs)
+	rel := relayFlags(fs, 1)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -39,6 +42,10 @@ func runServe(ctx context.Context, args []string) error {
 	}
 
 	pipelines, err := eng.pipelines()
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(*cfgPath)
 	if err != nil {
 		return err
 	}
@@ -97,6 +104,15 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	defer waitWorkers()
 	defer stopWorkers() // runs first: stop the workers, then wait for them
+
+	relaysCtx, stopRelays := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRelays()
+	waitRelays, err := rel.startRelays(relaysCtx, st, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer waitRelays()
+	defer stopRelays()
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()

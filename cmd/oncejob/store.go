@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/oncejob/oncejob/relay"
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg"
 	"github.com/oncejob/oncejob/store/storesqlite"
@@ -19,6 +20,7 @@ type appStore interface {
 	worker.Store
 	store.OperatorStore
 	store.WatchStore
+	relay.Store
 }
 
 var (

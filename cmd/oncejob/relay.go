@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/oncejob/oncejob/config"
+	"github.com/oncejob/oncejob/relay"
+	"github.com/oncejob/oncejob/store"
+)
+
+// relayOpts are the relay flags shared by `serve` and `relay`.
+type relayOpts struct {
+	relays        int
+	batchSize     int
+	leaseDuration time.Duration
+	pollInterval  time.Duration
+	reconcile     time.Duration
+}
+
+func relayFlags(fs *flag.FlagSet, defaultRelays int) *relayOpts {
+	o := &relayOpts{}
+	fs.IntVar(&o.relays, "relays", defaultRelays, "relay loops delivering the outbox in this process (0: none)")
+	fs.IntVar(&o.batchSize, "relay-batch-size", 100, "deliveries one relay loop claims at a time")
+	fs.DurationVar(&o.leaseDuration, "relay-lease-duration", 30*time.Second, "how long a relay holds a claimed delivery; after it another relay takes it over")
+	fs.DurationVar(&o.pollInterval, "relay-poll-interval", time.Second, "wait between rounds when no event arrives (events wake the relay at once)")
+	fs.DurationVar(&o.reconcile, "relay-reconcile-interval", time.Minute, "how often the relay reconciles deliveries with the target systems (negative: never)")
+	return o
+}
+
+// relayStore is what a relay process needs of a store.
+type relayStore interface {
+	relay.Store
+	store.WatchStore
+}
+
+// startRelays runs the relay in the background until ctx is done; wait
+// blocks until it stopped. Committed events wake it through the store's
+// notifications.
+func (o *relayOpts) startRelays(ctx context.Context, st relayStore, cfg *config.File, logger *slog.Logger) (wait func(), err error) {
+	if o.relays < 0 {
+		return nil, errors.New("--relays must not be negative")
+	}
+	if o.relays == 0 {
+		return func() {}, nil
+	}
+	wake := make(chan struct{}, 1)
+	r, err := relay.New(ctx, relay.Config{
+		Store: st, Sinks: cfg.Sinks, BatchSize: o.batchSize, Loops: o.relays,
+		LeaseDuration: o.leaseDuration, PollInterval: o.pollInterval, ReconcileInterval: o.reconcile,
+		Wake: wake, Logger: logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	notes, err := st.JobEventListen(ctx, &store.JobEventListenParams{Logger: logger})
+	if err != nil {
+		_ = r.Close()
+		return nil, err
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range notes {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		}
+	})
+	wg.Go(func() {
+		defer r.Close()
+		_ = r.Run(ctx)
+	})
+	logger.Info("relay running", "owner", r.Owner(), "loops", o.relays, "sinks", len(cfg.Sinks))
+	return wg.Wait, nil
+}
+
+// runRelay runs the relay only, beside any number of serve, worker and
+// relay processes on one Postgres.
+func runRelay(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
+	stf := storeFlags(fs, false)
+	cfgPath := configFlag(fs)
+	lf := logFlags(fs)
+	rel := relayFlags(fs, 1)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	logger, err := lf.logger()
+	if err != nil {
+		return err
+	}
+	if rel.relays < 1 {
+		return errors.New("--relays must be at least 1")
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	st, _, err := stf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	wait, err := rel.startRelays(ctx, st, cfg, logger)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	logger.Info("relay shutting down")
+	wait()
+	return nil
+}
+
+// configFlag declares --config, the config file shared by serve, relay and
+// reconcile.
+func configFlag(fs *flag.FlagSet) *string {
+	return fs.String("config", "", "config file (YAML); its sinks: section says where the tenants' events go")
+}
