@@ -174,3 +174,21 @@ func requireBackoff(t *testing.T, p relay.RetryPolicy, journal []*store.Delivery
 	require.Positive(t, refused)
 	require.Equal(t, 2, unavailable)
 }
+
+// TestWebhookSignsWithBothSecretsWhileRotating: a sink rotating its secret
+// signs with the new and the previous one; a receiver that still knows only
+// the previous one accepts.
+func TestWebhookSignsWithBothSecretsWhileRotating(t *testing.T) {
+	t.Parallel()
+	st := newPG(t)
+	oldSecret, oldRef := secretFile(t)
+	_, newRef := secretFile(t)
+	inbox := newMemInbox()
+	srv := webhookReceiver(t, oldSecret, inbox)
+	sink := webhookSink("hook", "acme", srv.URL, newRef)
+	sink.Webhook.PreviousSecret = &oldRef
+	startRelay(t, relay.Config{Store: st, Sinks: []relay.SinkConfig{sink}})
+	failJob(t, st, "acme", "summarize")
+	waitDelivered(t, st, "acme", 1)
+	require.Equal(t, 1, inbox.count())
+}
