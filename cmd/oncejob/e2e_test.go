@@ -27,6 +27,7 @@ func TestMain(m *testing.M) {
 	for _, b := range [][2]string{
 		{"oncejob", "github.com/oncejob/oncejob/cmd/oncejob"},
 		{"grpcurl", "github.com/fullstorydev/grpcurl/cmd/grpcurl"},
+		{"receiver", "github.com/oncejob/oncejob/examples/receiver"},
 	} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b[0]), b[1])
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr

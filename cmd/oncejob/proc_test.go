@@ -52,8 +52,14 @@ func (s *syncBuffer) String() string {
 // process is killed at cleanup if still running.
 func start(t *testing.T, name string, env []string, args ...string) *proc {
 	t.Helper()
+	return startBinary(t, name, env, "oncejob", args...)
+}
+
+// startBinary is start for another binary built by TestMain.
+func startBinary(t *testing.T, name string, env []string, bin string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, name: name, logs: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(filepath.Join(binDir, "oncejob"), args...)
+	p.cmd = exec.Command(filepath.Join(binDir, bin), args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	require.NoError(t, p.cmd.Start())

@@ -125,7 +125,11 @@ CREATE INDEX deliveries_due_idx ON deliveries (due_at) WHERE status = 'pending';
 CREATE INDEX deliveries_order_idx ON deliveries (job_id, sink, outbox_id) WHERE status = 'pending';
 CREATE INDEX deliveries_tenant_status_idx ON deliveries (tenant, status, id);
 CREATE INDEX deliveries_job_idx ON deliveries (job_id, id);
-CREATE INDEX deliveries_sink_idx ON deliveries (sink, status, id);
+-- Settled deliveries of a sink (the reconciler's JetStream check). Partial,
+-- so that the planner never takes it for the per-job order lookup of a claim
+-- (before the table's first ANALYZE it would, and scan every pending
+-- delivery of the sink for each candidate).
+CREATE INDEX deliveries_sink_idx ON deliveries (sink, status, id) WHERE status <> 'pending';
 
 CREATE TABLE delivery_attempts (
     id           INTEGER PRIMARY KEY AUTOINCREMENT,
