@@ -218,5 +218,3 @@ func webhookSink(name, tenant, url string, secret relay.Secret, events ...string
 		Webhook: &relay.WebhookConfig{URL: url, Secret: secret, Timeout: 5 * time.Second, AllowPrivateNetwork: true},
 	}
 }
-
-
