@@ -163,7 +163,7 @@ func TestJobRunsThroughEveryStage(t *testing.T) {
 	outbox, err := b.store.OutboxList(context.Background(), &store.OutboxListParams{JobID: job.ID})
 	require.NoError(t, err)
 	require.Len(t, outbox, 1)
-	require.Equal(t, "job:"+job.ID+":job.succeeded", outbox[0].EventID)
+	require.Equal(t, "job:"+job.ID+":job.succeeded:0", outbox[0].EventID)
 
 	journal, err := b.store.LLMAttemptList(context.Background(), &store.LLMAttemptListParams{JobID: job.ID})
 	require.NoError(t, err)
@@ -305,9 +305,19 @@ func TestUnavailableProviderDeadLettersAfterMaxAttempts(t *testing.T) {
 	require.Equal(t, "BUDGET_SPENT", got.Error.Code)
 	require.Contains(t, got.Error.Message, "attempts spent: 3 of 3")
 	require.Zero(t, b.sim.Stats().BilledCalls)
-	outbox, err := b.store.OutboxList(context.Background(), &store.OutboxListParams{JobID: job.ID})
+	require.Equal(t, []string{"job.dead_lettered"}, outboxTypes(t, b.store, job.ID), "no effect, only the dead letter")
+}
+
+// outboxTypes lists the event types of a job's outbox, oldest first.
+func outboxTypes(t *testing.T, st store.EngineStore, jobID string) []string {
+	t.Helper()
+	outbox, err := st.OutboxList(context.Background(), &store.OutboxListParams{JobID: jobID})
 	require.NoError(t, err)
-	require.Empty(t, outbox)
+	types := make([]string, len(outbox))
+	for i, e := range outbox {
+		types[i] = e.EventType
+	}
+	return types
 }
 
 func TestTimeoutAfterBillingIsOutcomeUnknownAndRetriedWithTheSameKey(t *testing.T) {
