@@ -1,0 +1,580 @@
+// Command relay benchmarks oncejob's outbox relay: events per second from
+// the commit of the transition that announces them to the receiver that
+// applies them, for a webhook sink (a loopback receiver in this process that
+// verifies each signature and applies each event once) and a NATS JetStream
+// sink (a consumer in this process), with one and two `oncejob relay`
+// processes; the delivery lag (commit to applied) p50/p99 at a steady 1,000
+// events/s; and, in the same run, a plain JetStream publisher with message
+// ids and acks at the relay's batch size - the peer.
+//
+//	cd bench && go run ./relay
+//
+// Needs: Go, Postgres (-pg, trust auth) and NATS with JetStream (-nats).
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+const rootModule = "github.com/oncejob/oncejob"
+
+type config struct {
+	pg, db, natsURL string
+	events          int
+	batch           int
+	loops           int
+	rate            int
+	rateFor         time.Duration
+	root            string
+	keep            bool
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.pg, "pg", envOr("BENCH_PG", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "Postgres admin URL")
+	flag.StringVar(&c.db, "db", "oncejob_bench_relay", "database created (dropped first) for the run")
+	flag.StringVar(&c.natsURL, "nats", nats.DefaultURL, "NATS with JetStream")
+	flag.IntVar(&c.events, "events", 20000, "events per throughput phase")
+	flag.IntVar(&c.batch, "batch", 100, "the relay's claim batch and the plain publisher's batch")
+	flag.IntVar(&c.loops, "loops", 1, "relay loops per relay process (--relays)")
+	flag.IntVar(&c.rate, "rate", 1000, "events/s of the lag phases")
+	flag.DurationVar(&c.rateFor, "rate-for", 10*time.Second, "length of the lag phases")
+	flag.StringVar(&c.root, "root", "", "oncejob module root (default: found above the working directory)")
+	flag.BoolVar(&c.keep, "keep", false, "keep the database and the temp dir")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, c); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type bench struct {
+	c       config
+	dir     string
+	bin     string
+	dbURL   string
+	pool    *pgxpool.Pool
+	js      jetstream.JetStream
+	secret  []byte
+	applied *tracker
+}
+
+func run(ctx context.Context, c config) error {
+	if c.root == "" {
+		var err error
+		if c.root, err = findRoot(); err != nil {
+			return err
+		}
+	}
+	dir, err := os.MkdirTemp("", "bench-relay-")
+	if err != nil {
+		return err
+	}
+	if !c.keep {
+		defer os.RemoveAll(dir)
+	}
+	b := &bench{c: c, dir: dir, bin: filepath.Join(dir, "oncejob")}
+	logf("building ./cmd/oncejob")
+	if err := cmdRun(ctx, c.root, "go", "build", "-o", b.bin, "./cmd/oncejob"); err != nil {
+		return err
+	}
+	nc, err := nats.Connect(c.natsURL)
+	if err != nil {
+		return fmt.Errorf("nats: %w", err)
+	}
+	defer nc.Close()
+	if b.js, err = jetstream.New(nc); err != nil {
+		return err
+	}
+	key := make([]byte, 24)
+	_, _ = rand.Read(key)
+	b.secret = key
+
+	type row struct {
+		name     string
+		rate     float64
+		p50, p99 time.Duration
+	}
+	var rows []row
+	for _, sink := range []string{"webhook", "jetstream"} {
+		for _, procs := range []int{1, 2} {
+			r, err := b.throughput(ctx, sink, procs)
+			if err != nil {
+				return fmt.Errorf("%s, %d relays: %w", sink, procs, err)
+			}
+			rows = append(rows, row{name: fmt.Sprintf("%s, %d relay(s), backlog of %d", sink, procs, c.events), rate: r.rate, p50: r.p50, p99: r.p99})
+		}
+	}
+	for _, sink := range []string{"webhook", "jetstream"} {
+		r, err := b.lag(ctx, sink)
+		if err != nil {
+			return fmt.Errorf("%s lag: %w", sink, err)
+		}
+		rows = append(rows, row{name: fmt.Sprintf("%s, 1 relay, steady %d/s", sink, c.rate), rate: r.rate, p50: r.p50, p99: r.p99})
+	}
+	plain, err := b.plainPublisher(ctx)
+	if err != nil {
+		return fmt.Errorf("plain publisher: %w", err)
+	}
+
+	fmt.Printf("\nrelay bench, %s, load average %s\n\n", time.Now().Format(time.RFC3339), loadavg())
+	fmt.Printf("| phase | events/s | lag p50 | lag p99 |\n|---|---:|---:|---:|\n")
+	for _, r := range rows {
+		fmt.Printf("| %s | %.0f | %s | %s |\n", r.name, r.rate, r.p50.Round(100*time.Microsecond), r.p99.Round(100*time.Microsecond))
+	}
+	fmt.Printf("| plain JetStream publisher, Nats-Msg-Id, acks per batch of %d | %.0f | | |\n", c.batch, plain)
+	best := max(rows[2].rate, rows[3].rate)
+	fmt.Printf("\nrelay -> JetStream / plain publisher: %.2fx (best of 1 and 2 relays; target >= 0.5x)\n", best/plain)
+	fmt.Printf("lag p99 at %d/s: webhook %s, JetStream %s (target < 100ms)\n", c.rate, rows[4].p99.Round(100*time.Microsecond), rows[5].p99.Round(100*time.Microsecond))
+	return nil
+}
+
+type result struct {
+	rate     float64
+	p50, p99 time.Duration
+}
+
+// phase sets up a fresh database, a sink and its receiver.
+func (b *bench) phase(ctx context.Context, sink string) (configPath string, stopRecv func(), err error) {
+	admin, err := pgx.Connect(ctx, b.c.pg)
+	if err != nil {
+		return "", nil, err
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, fmt.Sprintf(`DROP DATABASE IF EXISTS %q WITH (FORCE)`, b.c.db)); err != nil {
+		return "", nil, err
+	}
+	if _, err := admin.Exec(ctx, fmt.Sprintf(`CREATE DATABASE %q`, b.c.db)); err != nil {
+		return "", nil, err
+	}
+	cfg := admin.Config()
+	b.dbURL = fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, b.c.db)
+	if err := cmdRun(ctx, b.dir, b.bin, "migrate", "--database-url", b.dbURL); err != nil {
+		return "", nil, err
+	}
+	if b.pool != nil {
+		b.pool.Close()
+	}
+	if b.pool, err = pgxpool.New(ctx, b.dbURL); err != nil {
+		return "", nil, err
+	}
+	if _, err := b.pool.Exec(ctx, `INSERT INTO documents (tenant, sha256, media_type, data, size_bytes) VALUES ('default', 'bench', 'text/plain', 'x', 1)`); err != nil {
+		return "", nil, err
+	}
+	b.applied = newTracker()
+
+	var sinkYAML string
+	switch sink {
+	case "webhook":
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", nil, err
+		}
+		srv := &http.Server{Handler: b.webhookReceiver()}
+		go func() { _ = srv.Serve(lis) }()
+		stopRecv = func() { _ = srv.Close() }
+		secretPath := filepath.Join(b.dir, "secret")
+		if err := os.WriteFile(secretPath, []byte("whsec_"+base64.StdEncoding.EncodeToString(b.secret)), 0o600); err != nil {
+			return "", nil, err
+		}
+		sinkYAML = fmt.Sprintf("webhook: {url: 'http://%s/hook', secret: {file: %s}, allow_private_network: true}", lis.Addr(), secretPath)
+	case "jetstream":
+		suffix := fmt.Sprint(time.Now().UnixNano())
+		stream, prefix := "BENCH_RELAY_"+suffix, "benchrelay"+suffix
+		if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}, Duplicates: 2 * time.Minute}); err != nil {
+			return "", nil, err
+		}
+		cons, err := b.js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverAllPolicy})
+		if err != nil {
+			return "", nil, err
+		}
+		cc, err := cons.Consume(func(m jetstream.Msg) { b.applied.apply(m.Headers().Get(jetstream.MsgIDHeader), m.Data()) })
+		if err != nil {
+			return "", nil, err
+		}
+		stopRecv = func() { cc.Stop(); _ = b.js.DeleteStream(context.Background(), stream) }
+		sinkYAML = fmt.Sprintf("jetstream: {url: '%s', stream: %s, subject_prefix: %s}", b.c.natsURL, stream, prefix)
+	}
+	configPath = filepath.Join(b.dir, "oncejob.yaml")
+	doc := fmt.Sprintf("sinks:\n  - name: bench\n    tenant: default\n    events: [job.succeeded]\n    %s\n", sinkYAML)
+	return configPath, stopRecv, os.WriteFile(configPath, []byte(doc), 0o600)
+}
+
+// throughput: a backlog of events committed with no relay running, then the
+// relays start; the clock runs from their start to the last event applied.
+func (b *bench) throughput(ctx context.Context, sink string, procs int) (result, error) {
+	configPath, stopRecv, err := b.phase(ctx, sink)
+	if err != nil {
+		return result{}, err
+	}
+	defer stopRecv()
+	if err := b.announce(ctx, b.c.events); err != nil {
+		return result{}, err
+	}
+	if _, err := b.pool.Exec(ctx, `VACUUM ANALYZE`); err != nil {
+		return result{}, err
+	}
+	logf("%s, %d relay(s): %d events waiting", sink, procs, b.c.events)
+	start := time.Now()
+	relays, err := b.startRelays(ctx, configPath, procs)
+	if err != nil {
+		return result{}, err
+	}
+	defer stopAll(relays)
+	if err := b.applied.wait(ctx, b.c.events, 5*time.Minute, relays); err != nil {
+		return result{}, err
+	}
+	elapsed := time.Since(start)
+	p50, p99 := b.applied.lag()
+	logf("  %d applied in %s: %.0f/s", b.c.events, elapsed.Round(time.Millisecond), float64(b.c.events)/elapsed.Seconds())
+	return result{rate: float64(b.c.events) / elapsed.Seconds(), p50: p50, p99: p99}, nil
+}
+
+// lag: one relay running, events committed at a steady rate in small
+// batches; the lag of each is the time from its commit to its apply.
+func (b *bench) lag(ctx context.Context, sink string) (result, error) {
+	configPath, stopRecv, err := b.phase(ctx, sink)
+	if err != nil {
+		return result{}, err
+	}
+	defer stopRecv()
+	relays, err := b.startRelays(ctx, configPath, 1)
+	if err != nil {
+		return result{}, err
+	}
+	defer stopAll(relays)
+	time.Sleep(time.Second) // the relay's LISTEN connection is up
+	const tick = 10 * time.Millisecond
+	perTick := max(1, b.c.rate*int(tick)/int(time.Second))
+	total := 0
+	start := time.Now()
+	ticker := time.NewTicker(tick)
+	for time.Since(start) < b.c.rateFor {
+		<-ticker.C
+		if err := b.announce(ctx, perTick); err != nil {
+			return result{}, err
+		}
+		total += perTick
+	}
+	ticker.Stop()
+	sent := time.Since(start)
+	if err := b.applied.wait(ctx, total, time.Minute, relays); err != nil {
+		return result{}, err
+	}
+	p50, p99 := b.applied.lag()
+	logf("%s lag at %d/s: %d events, p50 %s p99 %s", sink, b.c.rate, total, p50, p99)
+	return result{rate: float64(total) / sent.Seconds(), p50: p50, p99: p99}, nil
+}
+
+// announce commits n job.succeeded events in one statement: jobs inserted
+// succeeded, whose trigger writes each one's outbox event, as the engine's
+// publish would. The commit time is the moment the statement returns; the
+// payload's time is the transaction's start, a little earlier.
+func (b *bench) announce(ctx context.Context, n int) error {
+	tag, err := b.pool.Exec(ctx, `INSERT INTO jobs (id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, status, stage, output, document_sha256, document_media_type, document_size_bytes)
+		SELECT gen_random_uuid(), 'default', 'k' || g || random(), 'd' || g || random(), 'summarize', 1, 'succeeded', 'published', '{"summary": "bench"}', 'bench', 'text/plain', 1
+		FROM generate_series(1, $1) AS g`, n)
+	if err == nil && tag.RowsAffected() != int64(n) {
+		err = fmt.Errorf("inserted %d of %d", tag.RowsAffected(), n)
+	}
+	if err != nil {
+		return err
+	}
+	// After the commit the store announces committed events on its channel
+	// (store/storepg/notifier.go), which wakes the relays; do the same.
+	_, err = b.pool.Exec(ctx, `SELECT pg_notify('oncejob_events_public', gen_random_uuid()::text || ' 1 default')`)
+	return err
+}
+
+func (b *bench) startRelays(ctx context.Context, configPath string, procs int) ([]*proc, error) {
+	var out []*proc
+	for i := range procs {
+		p, err := startProc(fmt.Sprintf("relay-%d", i), filepath.Join(b.dir, fmt.Sprintf("relay-%d.log", i)), b.bin,
+			"relay", "--database-url", b.dbURL, "--config", configPath, "--relay-batch-size", fmt.Sprint(b.c.batch), "--relays", fmt.Sprint(b.c.loops), "--log-level", "warn")
+		if err != nil {
+			stopAll(out)
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// webhookReceiver verifies the Standard Webhooks signature of each request
+// (HMAC-SHA256 of id.timestamp.body) and applies each event once.
+func (b *bench) webhookReceiver() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		id, ts := r.Header.Get("webhook-id"), r.Header.Get("webhook-timestamp")
+		mac := hmac.New(sha256.New, b.secret)
+		fmt.Fprintf(mac, "%s.%s.%s", id, ts, body)
+		want := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+		if !slices.ContainsFunc(strings.Fields(r.Header.Get("webhook-signature")), func(s string) bool { return hmac.Equal([]byte(s), []byte(want)) }) {
+			http.Error(w, "bad signature", 401)
+			return
+		}
+		b.applied.apply(id, body)
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// plainPublisher publishes the same number of events as a throughput phase
+// straight to a stream, with Nats-Msg-Id, in batches of the relay's size:
+// each batch published asynchronously, then every ack awaited.
+func (b *bench) plainPublisher(ctx context.Context) (float64, error) {
+	suffix := fmt.Sprint(time.Now().UnixNano())
+	stream, subject := "BENCH_PLAIN_"+suffix, "benchplain"+suffix+".default.job.succeeded"
+	if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject}, Duplicates: 2 * time.Minute}); err != nil {
+		return 0, err
+	}
+	defer b.js.DeleteStream(context.Background(), stream)
+	payload := bytes.Repeat([]byte("x"), 600) // about an envelope's size
+	start := time.Now()
+	for sent := 0; sent < b.c.events; {
+		n := min(b.c.batch, b.c.events-sent)
+		acks := make([]jetstream.PubAckFuture, n)
+		for i := range n {
+			m := nats.NewMsg(subject)
+			m.Data = payload
+			m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("plain-%d", sent+i))
+			f, err := b.js.PublishMsgAsync(m)
+			if err != nil {
+				return 0, err
+			}
+			acks[i] = f
+		}
+		for _, f := range acks {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return 0, err
+			case <-time.After(10 * time.Second):
+				return 0, fmt.Errorf("no ack")
+			}
+		}
+		sent += n
+	}
+	rate := float64(b.c.events) / time.Since(start).Seconds()
+	logf("plain publisher: %d in batches of %d: %.0f/s", b.c.events, b.c.batch, rate)
+	return rate, nil
+}
+
+// tracker applies events once and keeps each one's lag.
+type tracker struct {
+	mu    sync.Mutex
+	seen  map[string]bool
+	lags  []time.Duration
+	dupes atomic.Int64
+	count atomic.Int64
+}
+
+func newTracker() *tracker { return &tracker{seen: map[string]bool{}} }
+
+func (t *tracker) apply(id string, body []byte) {
+	now := time.Now()
+	var env struct {
+		Time time.Time `json:"time"`
+	}
+	_ = json.Unmarshal(body, &env)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.seen[id] {
+		t.dupes.Add(1)
+		return
+	}
+	t.seen[id] = true
+	t.lags = append(t.lags, now.Sub(env.Time))
+	t.count.Add(1)
+}
+
+func (t *tracker) wait(ctx context.Context, n int, timeout time.Duration, relays []*proc) error {
+	deadline := time.Now().Add(timeout)
+	for int(t.count.Load()) < n {
+		for _, p := range relays {
+			if p.exited() {
+				return fmt.Errorf("relay exited: %s", p.tail())
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d events applied after %s", t.count.Load(), n, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (t *tracker) lag() (p50, p99 time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := slices.Clone(t.lags)
+	slices.Sort(l)
+	if len(l) == 0 {
+		return 0, 0
+	}
+	return l[len(l)/2], l[len(l)*99/100]
+}
+
+// Processes and helpers.
+
+type proc struct {
+	name, logPath string
+	cmd           *exec.Cmd
+	logFile       *os.File
+	done          chan error
+	err           error
+	ended         bool
+}
+
+func startProc(name, logPath, bin string, args ...string) (*proc, error) {
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ONCEJOB_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, logPath: logPath, logFile: lf, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait() }()
+	return p, nil
+}
+
+func (p *proc) exited() bool {
+	if p.ended {
+		return true
+	}
+	select {
+	case err := <-p.done:
+		p.err, p.ended = err, true
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *proc) tail() string {
+	b, _ := os.ReadFile(p.logPath)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return fmt.Sprintf("%s (%v):\n%s", p.name, p.err, b)
+}
+
+func (p *proc) stop() {
+	if !p.exited() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case p.err = <-p.done:
+		case <-time.After(15 * time.Second):
+			_ = p.cmd.Process.Kill()
+			p.err = <-p.done
+		}
+		p.ended = true
+	}
+	p.logFile.Close()
+}
+
+func stopAll(ps []*proc) {
+	for _, p := range ps {
+		p.stop()
+	}
+}
+
+func cmdRun(ctx context.Context, dir, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w\n%s", name, err, buf.String())
+	}
+	return nil
+}
+
+func findRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if f, err := os.Open(filepath.Join(dir, "go.mod")); err == nil {
+			sc := bufio.NewScanner(f)
+			for sc.Scan() {
+				if strings.TrimSpace(sc.Text()) == "module "+rootModule {
+					f.Close()
+					return dir, nil
+				}
+			}
+			f.Close()
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod of %s above the working directory: pass -root", rootModule)
+		}
+		dir = parent
+	}
+}
+
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+}
