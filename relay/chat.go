@@ -109,7 +109,7 @@ func (s *chatSink) post(ctx context.Context, text string) (Result, time.Time) {
 		// may post twice. That is the level-3 promise.
 		return Result{Outcome: store.DeliveryOutcomeFailed, Err: err}, time.Time{}
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	answered := time.Now()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	res := classify(resp, data)

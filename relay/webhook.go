@@ -107,7 +107,7 @@ func (s *webhookSink) Deliver(ctx context.Context, d *store.Delivery) Result {
 		}
 		return Result{Outcome: store.DeliveryOutcomeFailed, Err: fmt.Errorf("request not sent: %w", err)}
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 	return classify(resp, body)
 }

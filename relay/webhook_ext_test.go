@@ -159,8 +159,8 @@ func requireBackoff(t *testing.T, p relay.RetryPolicy, journal []*store.Delivery
 		gap := cur.StartedAt.Sub(prev.FinishedAt)
 		ceiling := p.InitialBackoff << min(i-1, 10)
 		ceiling = min(ceiling, p.MaxBackoff)
-		switch {
-		case prev.HTTPStatus == http.StatusServiceUnavailable:
+		switch prev.HTTPStatus {
+		case http.StatusServiceUnavailable:
 			unavailable++
 			require.GreaterOrEqual(t, gap, 990*time.Millisecond, "attempt %d came %s after a Retry-After: 1", cur.Attempt, gap)
 			require.Less(t, gap, time.Second+slack, "attempt %d", cur.Attempt)

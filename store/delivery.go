@@ -78,6 +78,35 @@ type DeliveryStore interface {
 	SentMessageRecord(ctx context.Context, params *SentMessageRecordParams) error
 }
 
+// Page limits of the delivery reads (see page.go).
+const (
+	OutboxRouteLimitDefault        = 500
+	OutboxUnroutedListLimitDefault = 500
+	DeliveryListLimitDefault       = 100
+)
+
+// PageLimit is the number of events one OutboxRoute routes at most.
+func (p *OutboxRouteParams) PageLimit() int { return pageLimit(p.Limit, OutboxRouteLimitDefault) }
+
+// PageLimit is the number of events OutboxUnroutedList returns at most.
+func (p *OutboxUnroutedListParams) PageLimit() int {
+	return pageLimit(p.Limit, OutboxUnroutedListLimitDefault)
+}
+
+// PageLimit is the page size DeliveryList returns at most.
+func (p *DeliveryListParams) PageLimit() int { return pageLimit(p.Limit, DeliveryListLimitDefault) }
+
+// DeliveryListPage makes the result of a DeliveryList read of up to limit+1
+// deliveries in the list's order: the first limit are the page, and only
+// when one beyond them was read is there a next page, after the page's last.
+func DeliveryListPage(ds []*Delivery, limit int) *DeliveryListResult {
+	if len(ds) <= limit {
+		return &DeliveryListResult{Deliveries: ds}
+	}
+	last := ds[limit-1]
+	return &DeliveryListResult{Deliveries: ds[:limit], Next: &DeliveryCursor{Rank: DeliveryRank(last.Status), ID: last.ID}}
+}
+
 // DeliveryStatus is where a delivery is. The string is what is stored.
 type DeliveryStatus string
 

@@ -45,7 +45,7 @@ func runDeliveries(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	client := oncejobv1.NewDeliveryServiceClient(conn)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -112,17 +112,17 @@ func printDeliveries(list *oncejobv1.ListDeliveriesResponse) {
 		fmt.Printf("SINK DISABLED: %s since %s: %s (enable: oncejob deliveries retry --sink %s)\n", s.GetSink(), s.GetDisableTime().AsTime().Format(time.RFC3339), s.GetReason(), s.GetSink())
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tSTATUS\tSINK\tEVENT\tATTEMPTS\tLAST\tREF / ERROR")
+	_, _ = fmt.Fprintln(w, "ID\tSTATUS\tSINK\tEVENT\tATTEMPTS\tLAST\tREF / ERROR")
 	for _, d := range list.GetDeliveries() {
 		detail := d.GetExternalRef()
 		if d.GetStatus() != oncejobv1.DeliveryStatus_DELIVERY_STATUS_DELIVERED {
 			detail = d.GetLastError()
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", d.GetId(),
+		_, _ = fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", d.GetId(),
 			strings.TrimPrefix(d.GetStatus().String(), "DELIVERY_STATUS_"), d.GetSink(), d.GetEventId(), d.GetAttempts(),
 			strings.TrimPrefix(d.GetLastOutcome().String(), "DELIVERY_OUTCOME_"), truncateText(detail, 80))
 		for _, a := range d.GetAttemptLog() {
-			fmt.Fprintf(w, "\t  attempt %d\t%s\t%s\tHTTP %d\t%dms\t%s\n", a.GetAttempt(), a.GetRelay(),
+			_, _ = fmt.Fprintf(w, "\t  attempt %d\t%s\t%s\tHTTP %d\t%dms\t%s\n", a.GetAttempt(), a.GetRelay(),
 				strings.TrimPrefix(a.GetOutcome().String(), "DELIVERY_OUTCOME_"), a.GetHttpStatus(), a.GetLatencyMs(), truncateText(a.GetError()+a.GetExternalRef(), 60))
 		}
 	}

@@ -44,7 +44,7 @@ func runReconcile(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer sinks.Close()
+	defer func() { _ = sinks.Close() }()
 	report, err := relay.Reconcile(ctx, st, sinks, relay.ReconcileOptions{Threshold: *threshold, Since: *since, DryRun: *dryRun})
 	if err != nil {
 		return err

@@ -72,7 +72,7 @@ func (o *relayOpts) startRelays(ctx context.Context, st relayStore, cfg *config.
 		}
 	})
 	wg.Go(func() {
-		defer r.Close()
+		defer func() { _ = r.Close() }()
 		_ = r.Run(ctx)
 	})
 	logger.Info("relay running", "owner", r.Owner(), "loops", o.relays, "sinks", len(cfg.Sinks))

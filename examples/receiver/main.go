@@ -68,7 +68,7 @@ func run(addr, databaseURL, sqlitePath string) error {
 	if err != nil {
 		return err
 	}
-	lis, err := net.Listen("tcp", addr)
+	lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}

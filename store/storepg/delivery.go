@@ -15,11 +15,6 @@ import (
 
 var _ store.DeliveryStore = (*Store)(nil)
 
-const (
-	outboxRouteDefaultLimit  = 500
-	deliveryListDefaultLimit = 100
-)
-
 // OutboxRoute implements store.DeliveryStore. The transaction first takes a
 // transaction-scoped advisory lock without waiting; when another relay holds
 // it, this one routes nothing now and claims what is routed.
@@ -30,7 +25,7 @@ func (s *Store) OutboxRoute(ctx context.Context, params *store.OutboxRouteParams
 		if err != nil || !locked {
 			return err
 		}
-		rows, err := s.q.OutboxUnroutedBatch(ctx, tx, int32(clampLimit(params.Limit, outboxRouteDefaultLimit)))
+		rows, err := s.q.OutboxUnroutedBatch(ctx, tx, int32(params.PageLimit()))
 		if err != nil || len(rows) == 0 {
 			return err
 		}
@@ -61,7 +56,7 @@ func (s *Store) OutboxRoute(ctx context.Context, params *store.OutboxRouteParams
 func (s *Store) OutboxUnroutedList(ctx context.Context, params *store.OutboxUnroutedListParams) ([]*store.OutboxEvent, error) {
 	rows, err := s.q.OutboxUnroutedList(ctx, s.pool, dbsqlc.OutboxUnroutedListParams{
 		CreatedBefore: params.CreatedBefore,
-		Max:           int32(clampLimit(params.Limit, outboxRouteDefaultLimit)),
+		Max:           int32(params.PageLimit()),
 	})
 	if err != nil {
 		return nil, interpretError(err)
@@ -165,7 +160,7 @@ func leaseLost(results []store.DeliveryResult, settled []int64) []int64 {
 
 // DeliveryList implements store.DeliveryStore.
 func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListParams) (*store.DeliveryListResult, error) {
-	limit := clampLimit(params.Limit, deliveryListDefaultLimit)
+	limit := params.PageLimit()
 	args := dbsqlc.DeliveryListParams{
 		AllTenants:    params.AllTenants,
 		Tenant:        params.Tenant,
@@ -190,16 +185,11 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	res := &store.DeliveryListResult{}
+	ds := make([]*store.Delivery, len(rows))
 	for i, r := range rows {
-		if i == limit {
-			last := res.Deliveries[limit-1]
-			res.Next = &store.DeliveryCursor{Rank: store.DeliveryRank(last.Status), ID: last.ID}
-			break
-		}
-		res.Deliveries = append(res.Deliveries, deliveryFromRow(r))
+		ds[i] = deliveryFromRow(r)
 	}
-	return res, nil
+	return store.DeliveryListPage(ds, limit), nil
 }
 
 // DeliveryRetry implements store.DeliveryStore in one transaction.

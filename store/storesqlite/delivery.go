@@ -14,16 +14,11 @@ var _ store.DeliveryStore = (*Store)(nil)
 // The single writer makes routing one-at-a-time and claims exclusive without
 // locks of their own (see internal/dbsqlite/delivery.sql).
 
-const (
-	outboxRouteDefaultLimit  = 500
-	deliveryListDefaultLimit = 100
-)
-
 // OutboxRoute implements store.DeliveryStore.
 func (s *Store) OutboxRoute(ctx context.Context, params *store.OutboxRouteParams) (int, error) {
 	routed := 0
 	err := s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
-		rows, err := s.q.OutboxUnroutedBatch(ctx, tx, int64(clampLimit(params.Limit, outboxRouteDefaultLimit)))
+		rows, err := s.q.OutboxUnroutedBatch(ctx, tx, int64(params.PageLimit()))
 		if err != nil {
 			return interpretError(err)
 		}
@@ -47,7 +42,7 @@ func (s *Store) OutboxRoute(ctx context.Context, params *store.OutboxRouteParams
 func (s *Store) OutboxUnroutedList(ctx context.Context, params *store.OutboxUnroutedListParams) ([]*store.OutboxEvent, error) {
 	rows, err := s.q.OutboxUnroutedList(ctx, s.read, dbsqlite.OutboxUnroutedListParams{
 		CreatedBefore: params.CreatedBefore.UnixMicro(),
-		Max:           int64(clampLimit(params.Limit, outboxRouteDefaultLimit)),
+		Max:           int64(params.PageLimit()),
 	})
 	if err != nil {
 		return nil, interpretError(err)
@@ -131,7 +126,7 @@ func (s *Store) DeliverySettle(ctx context.Context, params *store.DeliverySettle
 
 // DeliveryList implements store.DeliveryStore.
 func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListParams) (*store.DeliveryListResult, error) {
-	limit := clampLimit(params.Limit, deliveryListDefaultLimit)
+	limit := params.PageLimit()
 	args := dbsqlite.DeliveryListParams{
 		AllTenants:  boolInt(params.AllTenants),
 		Tenant:      params.Tenant,
@@ -159,16 +154,11 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	res := &store.DeliveryListResult{}
+	ds := make([]*store.Delivery, len(rows))
 	for i, r := range rows {
-		if i == limit {
-			last := res.Deliveries[limit-1]
-			res.Next = &store.DeliveryCursor{Rank: store.DeliveryRank(last.Status), ID: last.ID}
-			break
-		}
-		res.Deliveries = append(res.Deliveries, deliveryFromRow(r))
+		ds[i] = deliveryFromRow(r)
 	}
-	return res, nil
+	return store.DeliveryListPage(ds, limit), nil
 }
 
 // DeliveryRetry implements store.DeliveryStore.

@@ -14,7 +14,7 @@ import (
 	"github.com/oncejob/oncejob/store"
 )
 
-func exerciseDelivery(t *testing.T, newStore func(t *testing.T) store.Store) {
+func exerciseDelivery(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Helper()
 
 	type testBundle struct {
@@ -28,13 +28,7 @@ func exerciseDelivery(t *testing.T, newStore func(t *testing.T) store.Store) {
 	setup := func(t *testing.T) *testBundle {
 		t.Helper()
 		s := newStore(t)
-		engine, ok := s.(store.EngineStore)
-		require.True(t, ok, "%T does not implement store.EngineStore", s)
-		operator, ok := s.(store.OperatorStore)
-		require.True(t, ok, "%T does not implement store.OperatorStore", s)
-		delivery, ok := s.(store.DeliveryStore)
-		require.True(t, ok, "%T does not implement store.DeliveryStore", s)
-		return &testBundle{store: s, engine: engine, operator: operator, delivery: delivery, ctx: t.Context()}
+		return &testBundle{store: s, engine: s, operator: s, delivery: s, ctx: t.Context()}
 	}
 
 	// fail submits a job, claims it and fails it: one job.failed event.

@@ -27,6 +27,7 @@ type Store interface {
 	store.OperatorStore
 	store.WatchStore
 	store.FactoryStore
+	store.DeliveryStore
 }
 
 // Exercise runs the suite. newStore returns an empty, migrated store that
