@@ -160,10 +160,23 @@ func (r *Relay) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-r.cfg.Wake:
+			// Every committed job event wakes the relay, most of them not
+			// announcements: let a burst settle into one round, so a busy
+			// engine does not drive the relay into back-to-back empty rounds.
+			timer.Reset(wakeCoalesce) // Reset drops a pending expiry (Go 1.23 timers)
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
 		case <-timer.C:
 		}
 	}
 }
+
+// wakeCoalesce is how long a woken relay waits for more wake-ups before its
+// round: a small part of the delivery lag, a large cut of empty rounds.
+const wakeCoalesce = 5 * time.Millisecond
 
 // round reports whether it found work.
 func (r *Relay) round(ctx context.Context) (bool, error) {
