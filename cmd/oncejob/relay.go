@@ -39,16 +39,29 @@ type relayStore interface {
 }
 
 // startRelays runs the relay in the background until ctx is done; wait
-// blocks until it stopped. Committed events wake it through the store's
-// notifications.
-func (o *relayOpts) startRelays(ctx context.Context, st relayStore, cfg *config.File, logger *slog.Logger) (wait func(), err error) {
+// blocks until it stopped. Committed events wake it: through wake when the
+// caller already listens to the store's notifications (serve's watch hub,
+// see wakeOnListen), else through a notification source of its own.
+func (o *relayOpts) startRelays(ctx context.Context, st relayStore, cfg *config.File, wake chan struct{}, logger *slog.Logger) (wait func(), err error) {
 	if o.relays < 0 {
 		return nil, errors.New("--relays must not be negative")
 	}
 	if o.relays == 0 {
 		return func() {}, nil
 	}
-	wake := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	if wake == nil {
+		wake = make(chan struct{}, 1)
+		notes, err := st.JobEventListen(ctx, &store.JobEventListenParams{Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		wg.Go(func() {
+			for range notes {
+				poke(wake)
+			}
+		})
+	}
 	r, err := relay.New(ctx, relay.Config{
 		Store: st, Sinks: cfg.Sinks, BatchSize: o.batchSize, Loops: o.relays,
 		LeaseDuration: o.leaseDuration, PollInterval: o.pollInterval, ReconcileInterval: o.reconcile,
@@ -57,20 +70,6 @@ func (o *relayOpts) startRelays(ctx context.Context, st relayStore, cfg *config.
 	if err != nil {
 		return nil, err
 	}
-	notes, err := st.JobEventListen(ctx, &store.JobEventListenParams{Logger: logger})
-	if err != nil {
-		_ = r.Close()
-		return nil, err
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for range notes {
-			select {
-			case wake <- struct{}{}:
-			default:
-			}
-		}
-	})
 	wg.Go(func() {
 		defer func() { _ = r.Close() }()
 		_ = r.Run(ctx)
@@ -106,7 +105,7 @@ func runRelay(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	wait, err := rel.startRelays(ctx, st, cfg, logger)
+	wait, err := rel.startRelays(ctx, st, cfg, nil, logger)
 	if err != nil {
 		return err
 	}
@@ -120,4 +119,37 @@ func runRelay(ctx context.Context, args []string) error {
 // reconcile.
 func configFlag(fs *flag.FlagSet) *string {
 	return fs.String("config", "", "config file (YAML); its sinks: section says where the tenants' events go")
+}
+
+// poke wakes a relay without ever blocking: one pending wake-up is enough.
+func poke(wake chan<- struct{}) {
+	select {
+	case wake <- struct{}{}:
+	default:
+	}
+}
+
+// wakeOnListen is the store as serve's watch hub sees it: every notification
+// its JobEventListen delivers also wakes the relay, so a serve process keeps
+// one LISTEN connection (docs/architecture.md, "Fan-out").
+type wakeOnListen struct {
+	store.WatchStore
+	wake chan<- struct{}
+}
+
+// JobEventListen implements store.WatchStore.
+func (w wakeOnListen) JobEventListen(ctx context.Context, params *store.JobEventListenParams) (<-chan store.JobEventNotification, error) {
+	in, err := w.WatchStore.JobEventListen(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan store.JobEventNotification, cap(in))
+	go func() {
+		defer close(out)
+		for n := range in {
+			poke(w.wake)
+			out <- n
+		}
+	}()
+	return out, nil
 }

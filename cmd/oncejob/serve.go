@@ -62,7 +62,8 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	defer st.Close()
 
-	hub, err := watch.New(watch.Config{Store: st, Logger: logger})
+	wake := make(chan struct{}, 1) // the relay's, poked by the hub's notifications
+	hub, err := watch.New(watch.Config{Store: wakeOnListen{WatchStore: st, wake: wake}, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -107,7 +108,7 @@ func runServe(ctx context.Context, args []string) error {
 
 	relaysCtx, stopRelays := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRelays()
-	waitRelays, err := rel.startRelays(relaysCtx, st, cfg, logger)
+	waitRelays, err := rel.startRelays(relaysCtx, st, cfg, wake, logger)
 	if err != nil {
 		return err
 	}
