@@ -169,10 +169,6 @@ func (c *Client) Approve(ctx context.Context, req *ApproveRequest, opts ...CallO
 	return resp.GetJob(), err
 }
 
-// Delivery RPCs (listing an outbox event's deliveries, retrying a dead
-// delivery) are wrapped here, like the operator calls, once the server has
-// them.
-
 func (c *Client) operatorCall(ctx context.Context, method string, req, reply proto.Message, opts []CallOption) error {
 	o := c.callOptions(opts)
 	key := o.key

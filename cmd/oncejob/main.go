@@ -67,10 +67,6 @@ func main() {
 				if errors.Is(err, flag.ErrHelp) {
 					os.Exit(2)
 				}
-				var code exitStatus
-				if errors.As(err, &code) {
-					os.Exit(int(code))
-				}
 				fmt.Fprintf(os.Stderr, "oncejob %s: %v\n", c.name, err)
 				os.Exit(exitCode(err)) // 1, or a client command's documented code
 
@@ -107,9 +103,3 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 	return fs.Parse(args)
 }
-
-// exitStatus ends the command with this exit status and no further message:
-// the command printed what it had to say.
-type exitStatus int
-
-func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }

@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/oncejob/oncejob/config"
@@ -59,8 +59,7 @@ func runReconcile(ctx context.Context, args []string) error {
 		fmt.Print(report.Summary())
 	}
 	if !report.OK() {
-		fmt.Fprintln(os.Stderr, "reconcile: discrepancies found")
-		return exitStatus(exitDiscrepancies)
+		return &exitCodeError{code: exitDiscrepancies, err: errors.New("discrepancies found (listed above)")}
 	}
 	return nil
 }
