@@ -61,7 +61,7 @@ func (c *conn) upstream() {
 	defer c.cut()
 	r := newReader(c.client, true)
 	stmts := map[string]string{} // prepared statement name -> SQL
-	var holdSync *Injection       // a StallCommit waiting for its Sync
+	var holdSync *Injection      // a StallCommit waiting for its Sync
 	for {
 		m, err := r.next()
 		if err != nil {
