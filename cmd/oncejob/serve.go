@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/oncejob/oncejob/config"
+	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/maintenance"
 	"github.com/oncejob/oncejob/server"
+	"github.com/oncejob/oncejob/server/readiness"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/watch"
 )
@@ -82,6 +84,20 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Readiness: JobService's health follows the store; "" is liveness.
+	probe, err := readiness.New(readiness.Config{
+		Store:    st,
+		Health:   health,
+		Services: []string{oncejobv1.JobService_ServiceDesc.ServiceName},
+		Logger:   logger,
+	})
+	if err != nil {
+		return err
+	}
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	defer stopProbe()
+	go probe.Run(probeCtx)
+
 	lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *grpcAddr)
 	if err != nil {
 		return err

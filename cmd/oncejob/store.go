@@ -21,6 +21,7 @@ type appStore interface {
 	store.OperatorStore
 	store.WatchStore
 	relay.Store
+	store.Pinger
 }
 
 var (

@@ -114,7 +114,7 @@ func (c *conn) upstream() {
 				}()
 			}
 		}
-		if err := c.p.pass(c); err != nil {
+		if err := c.p.pass(c, m); err != nil {
 			return
 		}
 		if _, err := c.server.Write(m.bytes); err != nil {
@@ -144,7 +144,7 @@ func (c *conn) downstream() {
 			}
 			continue
 		}
-		if err := c.p.pass(c); err != nil {
+		if err := c.p.pass(c, m); err != nil {
 			return
 		}
 		if _, err := c.client.Write(m.bytes); err != nil {

@@ -157,7 +157,9 @@ func (p *Proxy) Stall() (release func()) {
 	}
 }
 
-// SetLatency delays every message, both ways, by d (0 turns it off).
+// SetLatency delays every message, both ways, by d after it arrived (0
+// turns it off): messages that arrive together leave together, so a round
+// trip costs 2d whatever the number of messages in it.
 func (p *Proxy) SetLatency(d time.Duration) {
 	p.mu.Lock()
 	p.latency = d
@@ -168,7 +170,7 @@ func (p *Proxy) SetLatency(d time.Duration) {
 var errClosed = errors.New("pgproxy: closed")
 
 // pass waits out a stall and the latency before a message is forwarded.
-func (p *Proxy) pass(c *conn) error {
+func (p *Proxy) pass(c *conn, m message) error {
 	p.mu.Lock()
 	stalled, latency := p.stalled, p.latency
 	p.mu.Unlock()
@@ -179,8 +181,8 @@ func (p *Proxy) pass(c *conn) error {
 			return errClosed
 		}
 	}
-	if latency > 0 {
-		return c.sleep(latency)
+	if wait := latency - time.Since(m.arrived); wait > 0 {
+		return c.sleep(wait)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -30,6 +31,8 @@ type message struct {
 	// sslAnswer is the server's one-byte answer to SSLRequest/GSSENCRequest.
 	sslAnswer byte
 	body      []byte
+	// arrived is when the bytes of the message came off the socket.
+	arrived time.Time
 }
 
 // reader splits one direction of a connection into messages. The client's
@@ -39,13 +42,24 @@ type reader struct {
 	r          *bufio.Reader
 	startup    bool          // client side, before the StartupMessage
 	pendingSSL *atomic.Int32 // server side: bare answers expected
+	arrived    time.Time     // of the last bytes read from the socket
 }
 
 func newReader(r io.Reader, client bool) *reader {
 	return &reader{r: bufio.NewReaderSize(r, 32<<10), startup: client}
 }
 
-func (r *reader) next() (message, error) {
+// next returns the next message. Its arrival time is when its first bytes
+// were read from the socket, or, for a message already buffered, when the
+// read that brought it returned.
+func (r *reader) next() (m message, err error) {
+	fresh := r.r.Buffered() == 0
+	defer func() {
+		if fresh {
+			r.arrived = time.Now()
+		}
+		m.arrived = r.arrived
+	}()
 	if r.pendingSSL != nil && r.pendingSSL.Load() > 0 {
 		b, err := r.r.ReadByte()
 		if err != nil {

@@ -1,0 +1,148 @@
+// Package readiness tells load balancers and orchestrators whether a server
+// can do its work right now. A Probe pings the store periodically; while the
+// store does not answer, the gRPC health status of the served services is
+// NOT_SERVING and HTTP /readyz answers 503, and both come back by
+// themselves once it answers again. Liveness is apart: the overall health
+// service ("") and /livez stay SERVING while the process runs, so an
+// orchestrator takes the replica out of rotation during a database outage
+// instead of restarting it, which would not bring the database back.
+package readiness
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/oncejob/oncejob/store"
+)
+
+// Config is what a Probe needs. Zero fields take the defaults stated.
+type Config struct {
+	// Store is pinged. Required.
+	Store store.Pinger
+	// Health, when set, gets the status of each of Services after every
+	// check. Its overall service ("") is left alone: it is liveness.
+	Health *health.Server
+	// Services whose health follows readiness, e.g. "oncejob.v1.JobService".
+	Services []string
+	// Interval between checks; default 1s.
+	Interval time.Duration
+	// Timeout of one ping; default 1s. A store slower than this is not
+	// ready: the calls it would serve would time out too.
+	Timeout time.Duration
+	// Logger receives the changes of readiness; default slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Interval <= 0 {
+		c.Interval = time.Second
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Probe checks the store and publishes the answer.
+type Probe struct {
+	cfg   Config
+	ready atomic.Bool
+}
+
+// New returns a Probe that reports ready until its first check says
+// otherwise (a server opens its store before it serves).
+func New(cfg Config) (*Probe, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Store == nil {
+		return nil, errors.New("readiness: Config.Store is required")
+	}
+	p := &Probe{cfg: cfg}
+	p.ready.Store(true)
+	return p, nil
+}
+
+// Run checks at once, then every Interval, until ctx is done.
+func (p *Probe) Run(ctx context.Context) {
+	t := time.NewTicker(p.cfg.Interval)
+	defer t.Stop()
+	for {
+		p.Check(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Check pings the store once, publishes the result and returns the ping's
+// error.
+func (p *Probe) Check(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	err := p.cfg.Store.Ping(pctx)
+	cancel()
+	if ctx.Err() != nil {
+		return ctx.Err() // shutting down: say nothing
+	}
+	ready := err == nil
+	if p.ready.Swap(ready) != ready {
+		if ready {
+			p.cfg.Logger.Info("readiness: the store answers again; serving")
+		} else {
+			p.cfg.Logger.Warn("readiness: the store does not answer; not serving until it does", "error", err)
+		}
+	}
+	if p.cfg.Health != nil {
+		st := healthpb.HealthCheckResponse_SERVING
+		if !ready {
+			st = healthpb.HealthCheckResponse_NOT_SERVING
+		}
+		for _, s := range p.cfg.Services {
+			p.cfg.Health.SetServingStatus(s, st) // ignored after Health.Shutdown
+		}
+	}
+	return err
+}
+
+// Ready reports the last check's answer.
+func (p *Probe) Ready() bool { return p.ready.Load() }
+
+// ReadyzHandler answers 200 while the last check succeeded, else 503.
+func (p *Probe) ReadyzHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if !p.Ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("not ready: the job store does not answer\n"))
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+}
+
+// LivezHandler answers 200 while the process serves HTTP at all.
+func LivezHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+}
+
+// Mount registers GET /readyz and GET /livez on mux.
+func (p *Probe) Mount(mux *http.ServeMux) {
+	mux.Handle("GET /readyz", p.ReadyzHandler())
+	mux.Handle("GET /livez", LivezHandler())
+}
