@@ -54,14 +54,14 @@ func (e *faultEnv) proxy(t *testing.T) *pgproxy.Proxy {
 
 // serve starts `oncejob serve` through p with workers in-process (0: an
 // API-only replica) and waits until it is healthy.
-func (e *faultEnv) serve(t *testing.T, p *pgproxy.Proxy, workers int) (*proc, string) {
+func (e *faultEnv) serve(t *testing.T, p *pgproxy.Proxy, workers int, extra ...string) (*proc, string) {
 	t.Helper()
 	addr := freeAddr(t)
-	s := start(t, "serve", nil, "serve",
+	s := start(t, "serve", nil, append([]string{"serve",
 		"--database-url", pgcluster.URL(p.Addr(), "postgres"), "--grpc-addr", addr,
 		"--pipelines", e.pipes, "--workers", strconv.Itoa(workers),
-		"--llm-base-url", e.sim.base+"/v1", "--llm-lookup-path", llmsim.LookupPath,
-		"--lease-duration", "1s", "--poll-interval", "20ms", "--log-level", "info")
+		"--llm-base-url", e.sim.base + "/v1", "--llm-lookup-path", llmsim.LookupPath,
+		"--lease-duration", "1s", "--poll-interval", "20ms", "--log-level", "info"}, extra...)...)
 	waitHealthy(t, s, addr)
 	return s, addr
 }
