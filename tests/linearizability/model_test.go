@@ -41,7 +41,7 @@ func history(entries ...entry) []porcupine.Operation {
 }
 
 func submit(key, request string) Input { return Input{Op: Submit, Key: key, Request: request} }
-func get(key, id string) Input        { return Input{Op: Get, Key: key, JobID: id} }
+func get(key, id string) Input         { return Input{Op: Get, Key: key, JobID: id} }
 
 func check(t *testing.T, m porcupine.Model, ops []porcupine.Operation) porcupine.CheckResult {
 	t.Helper()
