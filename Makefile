@@ -12,8 +12,12 @@ build:
 
 test: lint check-generate test-go fuzz
 
+# -artifacts keeps what a failing test saves (t.ArtifactDir), e.g. the
+# porcupine visualisation of a history that is not linearizable, under
+# test-artifacts/_artifacts/.
 test-go:
-	$(GO) test -race -count=1 ./...
+	@mkdir -p test-artifacts
+	$(GO) test -race -count=1 -artifacts -outputdir=$(CURDIR)/test-artifacts ./...
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonical$$' -fuzztime $(FUZZTIME) ./jobkey

@@ -71,14 +71,14 @@ func runLinearizability(t *testing.T, client oncejobv1.JobServiceClient, faults 
 	require.Greater(t, counts[linearizability.Created], 12, "no key was created again after its window")
 
 	start := time.Now()
-	res, path, err := linearizability.Check(linearizability.Model(linWindow), h.Operations(), time.Minute, t.ArtifactDir())
+	res, path, err := linearizability.Check(linearizability.Model(linWindow), h.Operations(), time.Minute, t.ArtifactDir)
 	require.NoError(t, err)
 	t.Logf("porcupine: %s in %s", res, time.Since(start).Round(time.Millisecond))
 	require.Equal(t, porcupine.Ok, res, "the history is not linearizable under the idempotency contract; visualisation: %s", path)
 
 	// Not vacuous: the same history under a model that remembers keys for
 	// an hour is refused, since keys made new jobs after their window.
-	res, _, err = linearizability.Check(linearizability.Model(time.Hour), h.Operations(), time.Minute, "")
+	res, _, err = linearizability.Check(linearizability.Model(time.Hour), h.Operations(), time.Minute, nil)
 	require.NoError(t, err)
 	require.Equal(t, porcupine.Illegal, res, "a model with the wrong window accepted the history")
 }

@@ -19,6 +19,9 @@ type History struct {
 // NewHistory starts an empty history; times are measured from now.
 func NewHistory() *History { return &History{start: time.Now()} }
 
+// Start is when the history began.
+func (h *History) Start() time.Time { return h.start }
+
 func (h *History) now() int64 { return int64(time.Since(h.start)) }
 
 // Record makes the call do as client, timing it, and records it. An answer
@@ -70,13 +73,15 @@ func (h *History) Counts() map[Outcome]int {
 }
 
 // Check checks ops against model within timeout. On anything but Ok it
-// writes porcupine's visualisation of the history to dir (when dir is not
-// empty) and returns its path.
-func Check(model porcupine.Model, ops []porcupine.Operation, timeout time.Duration, dir string) (porcupine.CheckResult, string, error) {
+// writes porcupine's visualisation of the history into the directory
+// artifacts returns (when artifacts is not nil; it is called only then, so
+// a passing check leaves nothing behind) and returns its path.
+func Check(model porcupine.Model, ops []porcupine.Operation, timeout time.Duration, artifacts func() string) (porcupine.CheckResult, string, error) {
 	res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
-	if res == porcupine.Ok || dir == "" {
+	if res == porcupine.Ok || artifacts == nil {
 		return res, "", nil
 	}
+	dir := artifacts()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, "", err
 	}

@@ -45,7 +45,7 @@ func get(key, id string) Input         { return Input{Op: Get, Key: key, JobID: 
 
 func check(t *testing.T, m porcupine.Model, ops []porcupine.Operation) porcupine.CheckResult {
 	t.Helper()
-	res, _, err := Check(m, ops, 10*time.Second, "")
+	res, _, err := Check(m, ops, 10*time.Second, nil)
 	require.NoError(t, err)
 	return res
 }
@@ -133,8 +133,7 @@ func TestBrokenModelIsCaught(t *testing.T) {
 	)
 	require.Equal(t, porcupine.Ok, check(t, Model(window), ops))
 
-	dir := t.TempDir()
-	res, path, err := Check(model(window, failedCallsDoNothing), ops, 10*time.Second, dir)
+	res, path, err := Check(model(window, failedCallsDoNothing), ops, 10*time.Second, t.TempDir)
 	require.NoError(t, err)
 	require.Equal(t, porcupine.Illegal, res)
 	html, err := os.ReadFile(path)
