@@ -38,9 +38,9 @@ func (v violations) err() error {
 }
 
 // storeError maps a store error to a status. Sentinels become their codes;
-// anything else is UNAVAILABLE (the store failed, not the request: a retry
-// with the same idempotency key is safe) with an ErrorInfo carrying the
-// request id, and the error's text only in the log.
+// the caller's cancellation and deadline theirs; anything else — the
+// server's own store timeout included — is UNAVAILABLE with an ErrorInfo
+// STORE_UNAVAILABLE and the request id, its text only in the log.
 func (s *jobService) storeError(ctx context.Context, err error, what string) error {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -49,7 +49,7 @@ func (s *jobService) storeError(ctx context.Context, err error, what string) err
 		return idempotency.ReusedError()
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, "request cancelled")
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded) && !errors.Is(context.Cause(ctx), errStoreTimeout):
 		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
 	}
 	rid := requestid.FromContext(ctx)

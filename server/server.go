@@ -47,6 +47,10 @@ type Config struct {
 	// MaxDocumentBytes bounds a submitted document. Default:
 	// DefaultMaxDocumentBytes (8 MiB).
 	MaxDocumentBytes int
+	// StoreTimeout bounds the work of one unary call (its store queries).
+	// Default: DefaultStoreTimeout. A call whose own deadline is sooner
+	// keeps it. Watch streams are not bounded.
+	StoreTimeout time.Duration
 	// Watch serves WatchJob and WatchJobs. Default: none, both are
 	// UNIMPLEMENTED. The caller runs it (Hub.Run) and, before GracefulStop,
 	// shuts it down (Hub.Shutdown) so open streams end with where to resume.
@@ -92,6 +96,9 @@ func (c Config) WithDefaults() Config {
 	if c.MaxDocumentBytes == 0 {
 		c.MaxDocumentBytes = DefaultMaxDocumentBytes
 	}
+	if c.StoreTimeout == 0 {
+		c.StoreTimeout = DefaultStoreTimeout
+	}
 	return c
 }
 
@@ -102,6 +109,9 @@ func (c Config) validate() error {
 	if c.MaxDocumentBytes < 0 {
 		return errors.New("server: Config.MaxDocumentBytes must not be negative")
 	}
+	if c.StoreTimeout < 0 {
+		return errors.New("server: Config.StoreTimeout must not be negative")
+	}
 	return nil
 }
 
@@ -109,7 +119,7 @@ func (c Config) validate() error {
 // registered, behind the interceptor chain, in this order:
 //
 //	request id -> logging -> recovery -> auth (not on health or reflection)
-//	-> request validation -> idempotency key
+//	-> request validation -> idempotency key -> store timeout
 //
 // Streams run the same chain up to auth; their request is validated as the
 // handler receives it.
@@ -150,6 +160,7 @@ func New(cfg Config) (*grpc.Server, *health.Server, error) {
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFunc), needsAuth),
 			validationInterceptor(svc.validateAll),
 			idempotency.UnaryServerInterceptor(append([]string{oncejobv1.JobService_SubmitJob_FullMethodName}, operatorMethods...)...),
+			storeTimeoutInterceptor(cfg.StoreTimeout),
 		),
 		grpc.ChainStreamInterceptor(
 			withLogHolderStream,

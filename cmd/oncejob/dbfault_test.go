@@ -250,13 +250,16 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	}
 }
 
+// storeTimeout is the API server's --store-timeout in TestConnectionFaults.
+const storeTimeout = 1500 * time.Millisecond
+
 // TestConnectionFaults cuts and stalls the connections of the processes at
 // the statements that matter — mid-submit, mid-claim, mid-checkpoint,
 // mid-publish, mid-watch — and checks the same properties after each.
 func TestConnectionFaults(t *testing.T) {
 	e := newFaultEnv(t)
 	apiProxy := e.proxy(t)
-	api, addr := e.serve(t, apiProxy, 0)
+	api, addr := e.serve(t, apiProxy, 0, "--store-timeout", storeTimeout.String())
 	client := dialJobs(t, addr)
 	ctx := context.Background()
 
@@ -402,6 +405,12 @@ func TestConnectionFaults(t *testing.T) {
 			cancel()
 			requireOutageAnswer(t, err, time.Since(start))
 		}
+		// A caller without a deadline is answered by the server's own
+		// bound: store unavailable, not a hang.
+		start := time.Now()
+		_, err := client.GetJob(ctx, &oncejobv1.GetJobRequest{JobId: "01a23b3e-0000-7000-8000-000000000000"})
+		require.True(t, storeUnavailable(err), "a call without a deadline on a stalled store: %v", err)
+		require.Less(t, time.Since(start), storeTimeout+time.Second)
 		release()
 		health.waitReady(t, healthpb.HealthCheckResponse_SERVING)
 		_, liveness := health.stop()
@@ -410,13 +419,13 @@ func TestConnectionFaults(t *testing.T) {
 	})
 
 	t.Run("SlowStoreUnderLoad", func(t *testing.T) {
-		apiProxy.SetLatency(20 * time.Millisecond)
+		apiProxy.SetLatency(10 * time.Millisecond)
 		defer apiProxy.SetLatency(0)
 		wp := e.proxy(t)
-		wp.SetLatency(20 * time.Millisecond)
+		wp.SetLatency(10 * time.Millisecond)
 		w := e.worker(t, "worker", wp, 2)
-		load := startSubmitters(t, client, 2, "slow", 50*time.Millisecond)
-		time.Sleep(1500 * time.Millisecond)
+		load := startSubmitters(t, client, 2, "slow", 100*time.Millisecond)
+		time.Sleep(time.Second)
 		acked, _ := load.stop()
 		require.NotEmpty(t, acked)
 		all := e.allJobs(t)

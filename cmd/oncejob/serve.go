@@ -29,6 +29,7 @@ func runServe(ctx context.Context, args []string) error {
 	lf := logFlags(fs)
 	cfgPath := configFlag(fs)
 	rel := relayFlags(fs, 1)
+	storeTimeout := fs.Duration("store-timeout", server.DefaultStoreTimeout, "longest a unary call waits on the store; then UNAVAILABLE (store unavailable)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -41,6 +42,9 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	if *maxDoc <= 0 {
 		return errors.New("--max-document-bytes must be positive")
+	}
+	if *storeTimeout <= 0 {
+		return errors.New("--store-timeout must be positive")
 	}
 
 	pipelines, err := eng.pipelines()
@@ -79,6 +83,7 @@ func runServe(ctx context.Context, args []string) error {
 		Keys:             keys,
 		Logger:           logger,
 		MaxDocumentBytes: *maxDoc,
+		StoreTimeout:     *storeTimeout,
 		Watch:            hub,
 	})
 	if err != nil {
