@@ -8,6 +8,7 @@
 //     every -fault-every one fault, in turn: cut every connection, cut a
 //     submit after it committed, restart Postgres (fast, then immediate),
 //     stall the network, hold a submit's commit past its caller's deadline.
+//
 //   - embedded: `oncejob serve` on its embedded store, SIGKILLed and
 //     restarted on its data directory every -fault-every.
 //
