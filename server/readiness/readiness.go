@@ -77,7 +77,7 @@ func (p *Probe) Run(ctx context.Context) {
 	t := time.NewTicker(p.cfg.Interval)
 	defer t.Stop()
 	for {
-		p.Check(ctx)
+		_ = p.Check(ctx) // published; the log has the changes
 		select {
 		case <-ctx.Done():
 			return

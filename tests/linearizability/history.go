@@ -82,7 +82,7 @@ func Check(model porcupine.Model, ops []porcupine.Operation, timeout time.Durati
 		return res, "", nil
 	}
 	dir := artifacts()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return res, "", err
 	}
 	path := filepath.Join(dir, "linearizability.html")

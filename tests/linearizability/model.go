@@ -242,7 +242,7 @@ func describeState(state any) string {
 func hashState(state any) uint64 {
 	k := state.(keyState)
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%t|%s|%s|%d|%s|%d", k.held, k.job, k.request, k.since, k.jobs, k.unnamed)
+	_, _ = fmt.Fprintf(h, "%t|%s|%s|%d|%s|%d", k.held, k.job, k.request, k.since, k.jobs, k.unnamed)
 	return h.Sum64()
 }
 

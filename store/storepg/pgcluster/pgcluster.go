@@ -96,7 +96,7 @@ func (c *Cluster) init(ctx context.Context) error {
 	if _, err := c.run(ctx, "initdb", "-D", c.data, "-U", "postgres", "--auth=trust", "--no-sync", "--no-instructions", "-E", "UTF8", "--locale=C"); err != nil {
 		return err
 	}
-	port, err := freePort()
+	port, err := freePort(ctx)
 	if err != nil {
 		return err
 	}
@@ -119,8 +119,11 @@ func (c *Cluster) appendConf(conf string) error {
 	if err != nil {
 		return fmt.Errorf("pgcluster: %w", err)
 	}
-	defer f.Close()
 	if _, err := f.WriteString(conf); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("pgcluster: %w", err)
+	}
+	if err := f.Close(); err != nil {
 		return fmt.Errorf("pgcluster: %w", err)
 	}
 	return nil
@@ -194,17 +197,22 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("pgcluster: server on %s not ready: %w\n%s", c.Addr(), err, c.Log())
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+		}
 	}
 }
 
 func (c *Cluster) run(ctx context.Context, tool string, args ...string) (string, error) {
 	path := filepath.Join(c.bin, tool)
+	// The tools are Postgres's own, found by findBinaries; the arguments
+	// are this package's.
 	var cmd *exec.Cmd
 	if c.runAs != "" {
-		cmd = exec.CommandContext(ctx, "runuser", append([]string{"-u", c.runAs, "--", path}, args...)...)
+		cmd = exec.CommandContext(ctx, "runuser", append([]string{"-u", c.runAs, "--", path}, args...)...) // #nosec G204
 	} else {
-		cmd = exec.CommandContext(ctx, path, args...)
+		cmd = exec.CommandContext(ctx, path, args...) // #nosec G204
 	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -245,11 +253,11 @@ func version(binDir string) int {
 	return v
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(ctx context.Context) (int, error) {
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("pgcluster: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	port := l.Addr().(*net.TCPAddr).Port
+	return port, l.Close()
 }

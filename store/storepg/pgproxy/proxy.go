@@ -22,6 +22,7 @@
 package pgproxy
 
 import (
+	"context"
 	"errors"
 	"net"
 	"sync"
@@ -46,7 +47,7 @@ type Proxy struct {
 // Start listens on 127.0.0.1 (a free port) and forwards each connection to
 // upstream (host:port).
 func Start(upstream string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +89,7 @@ func (p *Proxy) accept() {
 			_ = client.Close()
 			continue
 		}
-		server, err := net.DialTimeout("tcp", p.upstream, 5*time.Second)
+		server, err := p.dial()
 		if err != nil {
 			_ = client.Close() // upstream down: the client sees its connection closed
 			continue
@@ -107,6 +108,13 @@ func (p *Proxy) accept() {
 		p.wg.Go(c.upstream)
 		p.wg.Go(c.downstream)
 	}
+}
+
+// dial connects to upstream; on loopback a refusal is immediate.
+func (p *Proxy) dial() (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return (&net.Dialer{}).DialContext(ctx, "tcp", p.upstream)
 }
 
 // CutAll closes every open connection at once, as a network failure or a
