@@ -100,10 +100,16 @@ func (r *run) settle(ctx, jobCtx context.Context, err error) {
 		return
 	}
 
+	if errors.Is(err, store.ErrUnavailable) {
+		r.requeueAfterOutage(ctx, err)
+		return
+	}
+
 	class, ok := llm.ClassOf(err)
 	if !ok {
-		// A store or other infrastructure error: the lease expires and the
-		// job is taken over, counting an attempt.
+		// Another infrastructure error: the lease expires and the job is
+		// taken over, counting an attempt, so a failure this job causes
+		// every time ends in its budget.
 		r.log.Error("attempt ended by an infrastructure error; the lease will expire", "error", err)
 		return
 	}

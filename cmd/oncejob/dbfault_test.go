@@ -24,6 +24,17 @@ import (
 // cut, stall and slow its connections (store/storepg/pgproxy), and the
 // test's own connection straight to the cluster to check the outcome.
 
+// faultPipelines are the kill tests' pipelines and one that allows a job a
+// single attempt: an outage must not spend it.
+const faultPipelines = killPipelines + `
+  - name: fragile
+    version: 1
+    prompt: {version: "1", template: "Summarize: {{.Text}}"}
+    model_profiles: [default]
+    output_schema: {type: object, required: [summary], properties: {summary: {type: string}}}
+    retry: {max_attempts: 1, initial_backoff: 10ms, max_backoff: 100ms, deadline: 10m}
+`
+
 // faultEnv is one throwaway cluster, migrated, and the simulator.
 type faultEnv struct {
 	pg    *pgcluster.Cluster
@@ -40,7 +51,7 @@ func newFaultEnv(t *testing.T) *faultEnv {
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
 	require.NoError(t, storepg.Migrate(ctx, db.Pool()))
-	return &faultEnv{pg: pg, db: db, sim: startSim(t), pipes: writeFile(t, "pipelines.yaml", killPipelines)}
+	return &faultEnv{pg: pg, db: db, sim: startSim(t), pipes: writeFile(t, "pipelines.yaml", faultPipelines)}
 }
 
 // proxy starts a proxy to the cluster.
@@ -252,6 +263,40 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 
 // storeTimeout is the API server's --store-timeout in TestConnectionFaults.
 const storeTimeout = 1500 * time.Millisecond
+
+// TestStoreOutageCostsNoAttempt restarts Postgres while jobs of a pipeline
+// that allows one attempt wait on their LLM calls; the calls return while
+// the database is down, so their journal writes fail. The workers give the
+// interrupted attempts back once the store answers, instead of letting the
+// lease expire and the takeover spend the only attempt: every job still
+// succeeds, once.
+func TestStoreOutageCostsNoAttempt(t *testing.T) {
+	e := newFaultEnv(t)
+	_, addr := e.serve(t, e.proxy(t), 0)
+	client := dialJobs(t, addr)
+	e.sim.setFaults(t, `{"latency": "1500ms"}`)
+	ids := make([]string, 3)
+	for i := range ids {
+		key := "fragile-" + strconv.Itoa(i)
+		resp, err := client.SubmitJob(metadata.AppendToOutgoingContext(context.Background(), "idempotency-key", key),
+			&oncejobv1.SubmitJobRequest{Pipeline: "fragile", Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: key + " is a short document"}}})
+		require.NoError(t, err)
+		ids[i] = resp.GetJob().GetId()
+	}
+	// A lease far longer than the outage: without the requeue the jobs
+	// would wait it out and be taken over, spending their one attempt.
+	w := start(t, "worker", nil, append(workerArgs(pgcluster.URL(e.proxy(t).Addr(), "postgres"), e.sim, e.pipes, "--workers", "3"), "--lease-duration", "10s")...)
+	require.Eventually(t, func() bool { return e.sim.stats(t).Requests >= 3 }, 20*time.Second, 10*time.Millisecond, "the LLM calls never started")
+	ctx := context.Background()
+	require.NoError(t, e.pg.Stop(ctx, pgcluster.Fast))
+	time.Sleep(2500 * time.Millisecond) // the calls return while Postgres is down
+	require.NoError(t, e.pg.Start(ctx))
+	e.sim.setFaults(t, `{}`)
+	e.waitEnded(t, ids)
+	w.stop()
+	e.requireOnce(t, ids)
+	require.Contains(t, w.logs.String(), "job requeued after a store outage")
+}
 
 // TestConnectionFaults cuts and stalls the connections of the processes at
 // the statements that matter — mid-submit, mid-claim, mid-checkpoint,

@@ -31,5 +31,8 @@ func interpretError(err error) error {
 	if errors.As(err, &pgErr) && pgErr.Code == pgUniqueViolation && pgErr.ConstraintName == constraintComputedSuccess {
 		return store.ErrDuplicateComputation
 	}
+	if unavailable(err) {
+		return fmt.Errorf("storepg: %w: %w", store.ErrUnavailable, err)
+	}
 	return fmt.Errorf("storepg: %w", err)
 }
