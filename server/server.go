@@ -47,9 +47,10 @@ type Config struct {
 	// MaxDocumentBytes bounds a submitted document. Default:
 	// DefaultMaxDocumentBytes (8 MiB).
 	MaxDocumentBytes int
-	// StoreTimeout bounds the work of one unary call (its store queries).
-	// Default: DefaultStoreTimeout. A call whose own deadline is sooner
-	// keeps it. Watch streams are not bounded.
+	// StoreTimeout bounds the work of one unary call (its store queries);
+	// `serve` sets DefaultStoreTimeout (--store-timeout). Default: 0, no
+	// bound. A call whose own deadline is sooner keeps it. Watch streams
+	// are not bounded.
 	StoreTimeout time.Duration
 	// Watch serves WatchJob and WatchJobs. Default: none, both are
 	// UNIMPLEMENTED. The caller runs it (Hub.Run) and, before GracefulStop,
@@ -95,9 +96,6 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxDocumentBytes == 0 {
 		c.MaxDocumentBytes = DefaultMaxDocumentBytes
-	}
-	if c.StoreTimeout == 0 {
-		c.StoreTimeout = DefaultStoreTimeout
 	}
 	return c
 }
@@ -160,7 +158,7 @@ func New(cfg Config) (*grpc.Server, *health.Server, error) {
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFunc), needsAuth),
 			validationInterceptor(svc.validateAll),
 			idempotency.UnaryServerInterceptor(append([]string{oncejobv1.JobService_SubmitJob_FullMethodName}, operatorMethods...)...),
-			storeTimeoutInterceptor(cfg.StoreTimeout),
+			storeTimeoutInterceptor(cfg.StoreTimeout), // a no-op when 0
 		),
 		grpc.ChainStreamInterceptor(
 			withLogHolderStream,

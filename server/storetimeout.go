@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc"
 )
 
-// DefaultStoreTimeout is the default of Config.StoreTimeout.
+// DefaultStoreTimeout is serve's --store-timeout.
 const DefaultStoreTimeout = 30 * time.Second
 
 // errStoreTimeout is the cause of a unary call's context when the server's
@@ -24,6 +24,9 @@ var errStoreTimeout = errors.New("the job store did not answer within the server
 // STORE_UNAVAILABLE, retry with the same key.
 func storeTimeoutInterceptor(d time.Duration) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if d <= 0 {
+			return handler(ctx, req)
+		}
 		ctx, cancel := context.WithTimeoutCause(ctx, d, errStoreTimeout)
 		defer cancel()
 		return handler(ctx, req)
