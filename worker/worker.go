@@ -155,6 +155,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	freed := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	failedClaims := 0 // in a row: the store is down or unreachable
 	for {
 		free := cap(slots) - len(slots)
 		var claimed int
@@ -164,8 +165,15 @@ func (w *Worker) Run(ctx context.Context) error {
 				Limit:         free,
 				LeaseDuration: w.cfg.LeaseDuration,
 			})
-			if err != nil && ctx.Err() == nil {
-				w.log.Error("claim failed", "error", err)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				failedClaims++
+				if failedClaims == 1 { // once per outage, not once per poll
+					w.log.Error("claim failed; backing off until the store answers", "error", err)
+				}
+			case err == nil && failedClaims > 0:
+				w.log.Info("claims work again", "failed_claims", failedClaims)
+				failedClaims = 0
 			}
 			claimed = len(jobs)
 			if claimed > 0 {
@@ -196,13 +204,28 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		jitter := time.Duration(rand.Int64N(int64(w.cfg.PollInterval)/2 + 1))
+		wait := w.cfg.PollInterval/2 + time.Duration(rand.Int64N(int64(w.cfg.PollInterval)/2+1))
+		if failedClaims > 0 {
+			wait = claimBackoff(w.cfg.PollInterval, failedClaims)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(w.cfg.PollInterval/2 + jitter):
+		case <-time.After(wait):
 		}
 	}
+}
+
+// maxClaimBackoff caps the wait between failing claims: short enough that
+// the workers are back soon after the store.
+const maxClaimBackoff = 2 * time.Second
+
+// claimBackoff is the wait after failures failed claims in a row:
+// exponential from the poll interval, full jitter, so that the workers of
+// every process do not return to a recovering database in step.
+func claimBackoff(poll time.Duration, failures int) time.Duration {
+	ceiling := min(poll<<min(failures, 16), maxClaimBackoff)
+	return time.Duration(rand.Int64N(int64(ceiling))) + time.Millisecond
 }
 
 func jobIDs(jobs []*store.Job) []string {
