@@ -24,6 +24,11 @@ var (
 	// ErrDuplicateComputation: another job of the tenant already computed a
 	// success for the same dedup key; at most one may exist.
 	ErrDuplicateComputation = errors.New("a computed success for this dedup key already exists")
+	// ErrInvalidRow: the database refused a value of the row to write (a
+	// data exception or a check constraint: params that are not JSON, a
+	// NUL byte in a text column). The input is wrong, not the store; the
+	// same write fails again.
+	ErrInvalidRow = errors.New("the database refused a value of the row")
 )
 
 // Store is oncejob's persistence. Every method is safe for concurrent use.
@@ -46,6 +51,33 @@ type Store interface {
 	//  3. The key exists with another fingerprint: ErrIdempotencyKeyReused,
 	//     nothing is written.
 	JobSubmit(ctx context.Context, params *JobSubmitParams) (*JobSubmitResult, error)
+
+	// JobSubmitMany is JobSubmit for many submissions at once: one statement
+	// on Postgres, one transaction of the single writer on SQLite, never one
+	// transaction per submission. Each submission may have its own tenant,
+	// method and key, and gets its own answer, in order, exactly as JobSubmit
+	// would answer it alone: a job and an Outcome, or an Err
+	// (ErrIdempotencyKeyReused, ErrInvalidRow, or an internal error). One
+	// submission's failure never fails or undoes another's write.
+	//
+	// Submissions of one (tenant, method, key) in one call are one intent:
+	// the first decides, the others are answered as its replays (the job
+	// with OutcomeExisting, or ErrIdempotencyKeyReused when their
+	// fingerprint differs from the key's). Concurrent calls that share keys
+	// create one job per key, as concurrent JobSubmit calls do.
+	//
+	// The error returned is the whole call's (the store is unavailable):
+	// then no submission has an answer, some may have been written, and a
+	// retry with the same keys answers each as it now stands.
+	JobSubmitMany(ctx context.Context, params *JobSubmitManyParams) (*JobSubmitManyResult, error)
+
+	// JobGetByIdempotencyKey answers a submission from its key alone, and
+	// writes nothing: the job the key created with OutcomeExisting, or
+	// ErrIdempotencyKeyReused when the key is bound to another fingerprint,
+	// or ErrNotFound when the key is free. Only a write (JobSubmitMany)
+	// decides a free key, so a caller that finds it free must still submit.
+	// The server asks it first, so that a replay never waits for a write.
+	JobGetByIdempotencyKey(ctx context.Context, params *JobGetByIdempotencyKeyParams) (*JobSubmitResult, error)
 
 	// JobGetByID returns one job of the tenant, or ErrNotFound.
 	JobGetByID(ctx context.Context, params *JobGetByIDParams) (*Job, error)
@@ -199,6 +231,35 @@ type JobSubmitParams struct {
 type JobSubmitResult struct {
 	Job     *Job
 	Outcome SubmitOutcome
+}
+
+// JobSubmitManyParams is the input of JobSubmitMany.
+type JobSubmitManyParams struct {
+	// Jobs are the submissions, answered in this order. Each is a whole
+	// JobSubmitParams: tenants, methods and keys may differ.
+	Jobs []*JobSubmitParams
+}
+
+// JobSubmitManyResult holds one answer per submission, in their order.
+type JobSubmitManyResult struct {
+	Items []JobSubmitItem
+}
+
+// JobSubmitItem is JobSubmitMany's answer to one submission: Job and
+// Outcome, or Err.
+type JobSubmitItem struct {
+	Job     *Job
+	Outcome SubmitOutcome
+	Err     error
+}
+
+// JobGetByIdempotencyKeyParams names a submission by its key, with the
+// fingerprint its replay must have.
+type JobGetByIdempotencyKeyParams struct {
+	Tenant         string
+	Method         string
+	IdempotencyKey string
+	Fingerprint    string
 }
 
 // JobGetByIDParams names one job.

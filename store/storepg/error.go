@@ -10,8 +10,12 @@ import (
 	"github.com/oncejob/oncejob/store"
 )
 
-// pgUniqueViolation is SQLSTATE unique_violation.
-const pgUniqueViolation = "23505"
+// SQLSTATEs the store acts on.
+const (
+	pgUniqueViolation      = "23505"
+	pgDeadlockDetected     = "40P01"
+	pgSerializationFailure = "40001"
+)
 
 // constraintComputedSuccess is the partial unique index allowing one computed
 // success per (tenant, dedup_key); see migrations/postgres/0001_init.up.sql.

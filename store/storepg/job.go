@@ -3,100 +3,13 @@ package storepg
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
-
-// jobSubmitAttempts bounds the retries of JobSubmit when the janitor frees a
-// key between the insert that found it and the read of its job.
-const jobSubmitAttempts = 3
-
-// JobSubmit implements store.Store. The create path is one statement (see
-// JobSubmit in internal/dbsqlc/job.sql). When the key exists, a second
-// statement reads the job it created: a fresh snapshot, so it sees a
-// concurrent winner that committed after the first statement began.
-func (s *Store) JobSubmit(ctx context.Context, params *store.JobSubmitParams) (*store.JobSubmitResult, error) {
-	args, err := jobSubmitArgs(params)
-	if err != nil {
-		return nil, err
-	}
-	for range jobSubmitAttempts {
-		row, err := s.q.JobSubmit(ctx, s.pool, args)
-		if err == nil {
-			s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
-			job, err := jobFromRow(dbsqlc.Job(row))
-			if err != nil {
-				return nil, err
-			}
-			_, outcome := store.SubmitMessage(job.DeduplicatedFrom)
-			return &store.JobSubmitResult{Job: job, Outcome: outcome}, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return nil, interpretError(err)
-		}
-
-		existing, err := s.q.JobGetByIdempotencyKey(ctx, s.pool, dbsqlc.JobGetByIdempotencyKeyParams{
-			Tenant:         params.Tenant,
-			Method:         params.Method,
-			IdempotencyKey: params.IdempotencyKey,
-		})
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue // freed in between: the key is new again
-		}
-		if err != nil {
-			return nil, interpretError(err)
-		}
-		if existing.Fingerprint != params.Fingerprint {
-			return nil, store.ErrIdempotencyKeyReused
-		}
-		job, err := jobFromRow(existing.Job)
-		if err != nil {
-			return nil, err
-		}
-		return &store.JobSubmitResult{Job: job, Outcome: store.OutcomeExisting}, nil
-	}
-	return nil, fmt.Errorf("storepg: idempotency key freed and taken again %d times in a row", jobSubmitAttempts)
-}
-
-func jobSubmitArgs(p *store.JobSubmitParams) (dbsqlc.JobSubmitParams, error) {
-	id, err := parseUUID(p.ID)
-	if err != nil {
-		return dbsqlc.JobSubmitParams{}, fmt.Errorf("storepg: job id: %w", err)
-	}
-	labels, err := json.Marshal(nonNilLabels(p.Labels))
-	if err != nil {
-		return dbsqlc.JobSubmitParams{}, fmt.Errorf("storepg: labels: %w", err)
-	}
-	jobParams := p.Params
-	if len(jobParams) == 0 {
-		jobParams = []byte("{}")
-	}
-	return dbsqlc.JobSubmitParams{
-		Tenant:            p.Tenant,
-		Method:            p.Method,
-		IdempotencyKey:    p.IdempotencyKey,
-		Fingerprint:       p.Fingerprint,
-		ID:                id,
-		DocumentSha256:    p.DocumentSHA256,
-		DocumentMediaType: p.DocumentMedia,
-		DocumentData:      nonNilBytes(p.Document),
-		DocumentSizeBytes: int64(len(p.Document)),
-		DedupKey:          p.DedupKey,
-		Pipeline:          p.Pipeline,
-		PipelineVersion:   p.PipelineVersion,
-		PromptVersion:     p.PromptVersion,
-		ModelProfile:      p.ModelProfile,
-		DocumentName:      p.DocumentName,
-		Params:            jobParams,
-		Labels:            labels,
-	}, nil
-}
 
 // JobGetByID implements store.Store.
 func (s *Store) JobGetByID(ctx context.Context, params *store.JobGetByIDParams) (*store.Job, error) {

@@ -12,7 +12,7 @@ import (
 // transaction, so Limit also bounds how long it keeps JobSubmit waiting.
 func (s *Store) IdempotencyKeyDeleteExpired(ctx context.Context, params *store.IdempotencyKeyDeleteExpiredParams) (int64, error) {
 	var n int64
-	err := s.inWriteTx(ctx, func(tx *sql.Tx, _ int64) error {
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, _ int64) error {
 		var err error
 		n, err = s.q.IdempotencyKeyDeleteExpired(ctx, tx, dbsqlite.IdempotencyKeyDeleteExpiredParams{
 			CreatedBefore: params.CreatedBefore.UnixMicro(),

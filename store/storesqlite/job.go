@@ -14,26 +14,8 @@ import (
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
-// JobSubmit implements store.Store in one write transaction. Writes are
-// serialised, so between the key insert and the reads after it nothing else
-// runs: no concurrent winner to wait for and no janitor to free the key.
-func (s *Store) JobSubmit(ctx context.Context, params *store.JobSubmitParams) (*store.JobSubmitResult, error) {
-	args, err := jobInsertArgs(params)
-	if err != nil {
-		return nil, err
-	}
-	var result *store.JobSubmitResult
-	err = s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
-		var err error
-		result, err = s.jobSubmit(ctx, tx, params, args, now)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return result, nil
-}
-
+// jobSubmit is JobSubmit's insert-or-return of one submission, in the
+// write transaction tx.
 func (s *Store) jobSubmit(ctx context.Context, tx *sql.Tx, params *store.JobSubmitParams, args dbsqlite.JobInsertParams, now int64) (*store.JobSubmitResult, error) {
 	inserted, err := s.q.IdempotencyKeyInsert(ctx, tx, dbsqlite.IdempotencyKeyInsertParams{
 		Tenant:      params.Tenant,
@@ -107,14 +89,11 @@ func (s *Store) jobSubmitExisting(ctx context.Context, tx *sql.Tx, params *store
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	if existing.Fingerprint != params.Fingerprint {
-		return nil, store.ErrIdempotencyKeyReused
-	}
 	job, err := jobFromRow(existing.Job)
 	if err != nil {
 		return nil, err
 	}
-	return &store.JobSubmitResult{Job: job, Outcome: store.OutcomeExisting}, nil
+	return store.JobSubmitExisting(params.Fingerprint, existing.Fingerprint, job)
 }
 
 // jobInsertArgs validates and encodes what JobSubmit stores whatever the
@@ -122,7 +101,7 @@ func (s *Store) jobSubmitExisting(ctx context.Context, tx *sql.Tx, params *store
 func jobInsertArgs(p *store.JobSubmitParams) (dbsqlite.JobInsertParams, error) {
 	id, err := uuid.Parse(p.ID)
 	if err != nil {
-		return dbsqlite.JobInsertParams{}, fmt.Errorf("storesqlite: job id: %w", err)
+		return dbsqlite.JobInsertParams{}, fmt.Errorf("storesqlite: job id %q: %w", p.ID, store.ErrInvalidRow)
 	}
 	labels, err := json.Marshal(nonNilLabels(p.Labels))
 	if err != nil {
@@ -208,7 +187,7 @@ func (s *Store) JobComplete(ctx context.Context, params *store.JobCompleteParams
 		output = new(string(params.Output))
 	}
 	var row dbsqlite.Job
-	err := s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
 		var err error
 		row, err = s.q.JobComplete(ctx, tx, dbsqlite.JobCompleteParams{
 			Tenant: params.Tenant,

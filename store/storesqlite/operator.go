@@ -158,7 +158,7 @@ func (s *Store) operate(ctx context.Context, op operation) (*store.OperatorResul
 		row      dbsqlite.Job
 		replayed bool
 	)
-	err := s.inWriteTx(ctx, func(tx *sql.Tx, now int64) error {
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
 		if op.idem != nil {
 			seen, err := s.operatorKeyTake(ctx, tx, op.tenant, id, op.idem, now)
 			if err != nil {

@@ -6,12 +6,14 @@
 // directory for its life, so a second process on the same directory fails to
 // Open instead of sharing the file.
 //
-// SQLite has one writer. Every write runs on a pool of one connection in a
-// BEGIN IMMEDIATE transaction, so writes queue in Go rather than meet
-// SQLITE_BUSY upgrading a read lock halfway through; reads run on a pool of
-// their own and, in WAL mode, never wait for the writer. Because writes are
-// serialised, the atomic insert-or-return of JobSubmit is a short
-// transaction of several statements rather than Postgres's one statement.
+// SQLite has one writer. Every write is queued to one goroutine that owns
+// the only write connection (writer.go): writes queue in Go rather than meet
+// SQLITE_BUSY upgrading a read lock halfway through, and what is queued
+// commits together, in one BEGIN IMMEDIATE transaction with a savepoint per
+// write (group commit). Reads run on a pool of their own and, in WAL mode,
+// never wait for the writer. Because writes are serialised, the atomic
+// insert-or-return of JobSubmit is a few statements in the writer rather
+// than Postgres's one statement.
 //
 // Durability: synchronous=FULL, so every commit is fsynced to the WAL before
 // it returns, and a job JobSubmit acknowledged survives a crash of the
@@ -66,13 +68,14 @@ func (c *Config) validate() error {
 
 // Store is store.Store on an SQLite database file.
 type Store struct {
-	write *sql.DB // one connection: all writes, one at a time
-	read  *sql.DB // reads
-	q     *dbsqlite.Queries
-	lock  *os.File
-	clock clock
-	// appended is set by jobEventAppend in the write transaction running
-	// now (there is one at a time), and taken by inWriteTx before it ends.
+	write  *sql.DB // one connection: all writes, one at a time
+	read   *sql.DB // reads
+	q      *dbsqlite.Queries
+	lock   *os.File
+	clock  clock
+	writer *writer // runs every write, on write
+	// appended is set by jobEventAppend in the write running now (there is
+	// one at a time), and taken by the writer when it ends.
 	appended  atomic.Bool
 	listeners listeners
 }
@@ -133,6 +136,7 @@ func (s *Store) open(ctx context.Context, path string) error {
 	if err := migrate(ctx, s.write); err != nil {
 		return err
 	}
+	s.writer = newWriter(s.write, &s.clock, &s.appended, s.listeners.wake)
 	if s.read, err = sql.Open("sqlite", dsn(path, readParams)); err != nil {
 		return fmt.Errorf("storesqlite: open: %w", err)
 	}
@@ -155,6 +159,9 @@ func dsn(path string, params []string) string {
 func (s *Store) Close() {
 	// Close has no error to return: the store is unusable after it
 	// whatever happens, and nothing committed depends on these.
+	if s.writer != nil {
+		s.writer.close() // runs what is queued first
+	}
 	if s.read != nil {
 		_ = s.read.Close()
 	}
@@ -166,31 +173,15 @@ func (s *Store) Close() {
 	}
 }
 
-// inWriteTx runs fn in one write transaction (BEGIN IMMEDIATE on the single
-// write connection) and commits if fn returns nil. now is the transaction's
-// timestamp: taken once the transaction holds the writer, so timestamps
-// follow commit order. Once a transaction that appended events has
-// committed, it wakes the store's listeners (JobEventListen).
-func (s *Store) inWriteTx(ctx context.Context, fn func(tx *sql.Tx, now int64) error) error {
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return interpretError(err)
-	}
-	defer tx.Rollback() // a no-op after Commit
-	err = fn(tx, s.clock.now())
-	// Taken while this transaction still holds the writer, so the flag is
-	// this transaction's, whatever happens next.
-	appended := s.appended.Swap(false)
-	if err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return interpretError(err)
-	}
-	if appended {
-		s.listeners.wake()
-	}
-	return nil
+// inWriteTx runs fn as one write of the single writer and returns once the
+// transaction that ran it has committed (nil) or rolled it back (fn's
+// error, or the commit's). fn runs in a savepoint of that transaction;
+// writes queued by other callers at the same time share it. now is fn's
+// timestamp, taken when it runs, so timestamps follow commit order. Once a
+// transaction that appended events has committed, the writer wakes the
+// store's listeners (JobEventListen).
+func (s *Store) inWriteTx(ctx context.Context, fn writeFunc) error {
+	return s.writer.write(ctx, fn)
 }
 
 // clock hands out the store's timestamps in unix microseconds, the

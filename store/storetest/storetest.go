@@ -305,6 +305,11 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 		})
 	})
 
+	t.Run("JobSubmitMany", func(t *testing.T) {
+		t.Parallel()
+		exerciseSubmitMany(t, newStore)
+	})
+
 	t.Run("JobGetByID", func(t *testing.T) {
 		t.Parallel()
 

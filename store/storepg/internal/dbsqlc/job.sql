@@ -1,27 +1,56 @@
--- name: JobSubmit :one
--- Creates a job for a new idempotency key in one statement. When the key
--- already exists, the key insert returns nothing, so does every later step,
--- and the statement returns no row.
-WITH idem AS (
+-- name: JobSubmitMany :many
+-- Creates a job for every submission whose idempotency key is new, in one
+-- statement, and returns the jobs it created. The caller passes one element
+-- per submission in each array, no two with the same (tenant, method, key).
+-- A key that exists makes its key insert return nothing, so every later
+-- step skips that submission; the caller reads those (JobGetByIdempotency-
+-- KeyMany) in a statement of its own, whose snapshot sees a concurrent
+-- winner that committed after this one began.
+--
+-- Keys, then documents, are inserted in one order (ORDER BY), so two
+-- statements that share keys or documents wait for each other in that
+-- order instead of deadlocking; the documents are written after the keys,
+-- as a CTE the main query does not read runs when it has finished.
+WITH input AS (
+    -- Set-returning functions in a select list advance in lockstep: one row
+    -- per array position.
+    SELECT unnest(@id::uuid[]) AS id,
+        unnest(@tenant::text[]) AS tenant,
+        unnest(@method::text[]) AS method,
+        unnest(@idempotency_key::text[]) AS idem_key,
+        unnest(@fingerprint::text[]) AS fingerprint,
+        unnest(@dedup_key::text[]) AS dedup_key,
+        unnest(@pipeline::text[]) AS pipeline,
+        unnest(@pipeline_version::integer[]) AS pipeline_version,
+        unnest(@prompt_version::text[]) AS prompt_version,
+        unnest(@model_profile::text[]) AS model_profile,
+        unnest(@document_sha256::text[]) AS document_sha256,
+        unnest(@document_media_type::text[]) AS document_media_type,
+        unnest(@document_data::bytea[]) AS document_data,
+        unnest(@document_name::text[]) AS document_name,
+        unnest(@params::jsonb[]) AS params,
+        unnest(@labels::jsonb[]) AS labels
+),
+idem AS (
     INSERT INTO idempotency_keys (tenant, method, idem_key, fingerprint, job_id)
-    VALUES (@tenant::text, @method::text, @idempotency_key::text, @fingerprint::text, @id::uuid)
+    SELECT input.tenant, input.method, input.idem_key, input.fingerprint, input.id
+    FROM input
+    ORDER BY input.tenant, input.method, input.idem_key
     ON CONFLICT DO NOTHING
     RETURNING job_id
 ),
+created AS (
+    SELECT input.*
+    FROM input
+    JOIN idem ON idem.job_id = input.id
+),
 document AS (
     INSERT INTO documents (tenant, sha256, media_type, data, size_bytes)
-    SELECT @tenant::text, @document_sha256::text, @document_media_type::text,
-        @document_data::bytea, @document_size_bytes::bigint
-    FROM idem
+    SELECT created.tenant, created.document_sha256, created.document_media_type,
+        created.document_data, length(created.document_data)
+    FROM created
+    ORDER BY created.tenant, created.document_sha256
     ON CONFLICT DO NOTHING
-),
-source AS (
-    SELECT jobs.id, jobs.output
-    FROM jobs
-    WHERE jobs.tenant = @tenant::text
-        AND jobs.dedup_key = @dedup_key::text
-        AND jobs.status = 'succeeded'
-        AND jobs.deduplicated_from IS NULL
 ),
 job AS (
     INSERT INTO jobs (
@@ -30,17 +59,24 @@ job AS (
         document_sha256, document_media_type, document_name, document_size_bytes,
         params, labels, finished_at
     )
-    SELECT idem.job_id, @tenant::text, @idempotency_key::text, @dedup_key::text,
-        @pipeline::text, @pipeline_version::integer, @prompt_version::text,
-        @model_profile::text,
+    SELECT created.id, created.tenant, created.idem_key, created.dedup_key,
+        created.pipeline, created.pipeline_version, created.prompt_version,
+        created.model_profile,
         CASE WHEN source.id IS NULL THEN 'queued' ELSE 'succeeded' END,
         CASE WHEN source.id IS NULL THEN 'uploaded' ELSE 'published' END,
         source.output, source.id,
-        @document_sha256::text, @document_media_type::text, @document_name::text,
-        @document_size_bytes::bigint, @params::jsonb, @labels::jsonb,
+        created.document_sha256, created.document_media_type, created.document_name,
+        length(created.document_data), created.params, created.labels,
         CASE WHEN source.id IS NULL THEN NULL ELSE now() END
-    FROM idem
-    LEFT JOIN source ON true
+    FROM created
+    LEFT JOIN LATERAL (
+        SELECT jobs.id, jobs.output
+        FROM jobs
+        WHERE jobs.tenant = created.tenant
+            AND jobs.dedup_key = created.dedup_key
+            AND jobs.status = 'succeeded'
+            AND jobs.deduplicated_from IS NULL
+    ) AS source ON true
     RETURNING *
 ),
 event AS (
@@ -52,10 +88,25 @@ event AS (
 )
 SELECT * FROM job;
 
+-- name: JobGetByIdempotencyKeyMany :many
+-- Reads the jobs that existing keys created, with each key's fingerprint;
+-- ord is the key's 1-based position in the arrays. A key that does not
+-- exist (freed by the sweeper) returns no row.
+SELECT input.ord, idempotency_keys.fingerprint, sqlc.embed(jobs)
+FROM (
+    SELECT unnest(@tenant::text[]) AS tenant,
+        unnest(@method::text[]) AS method,
+        unnest(@idempotency_key::text[]) AS idem_key,
+        generate_subscripts(@tenant::text[], 1) AS ord
+) AS input
+JOIN idempotency_keys ON idempotency_keys.tenant = input.tenant
+    AND idempotency_keys.method = input.method
+    AND idempotency_keys.idem_key = input.idem_key
+JOIN jobs ON jobs.id = idempotency_keys.job_id;
+
 -- name: JobGetByIdempotencyKey :one
--- Reads the job an existing key created, with the key's fingerprint. Run as
--- its own statement after JobSubmit returned nothing, so its snapshot sees
--- the concurrent winner's commit.
+-- Reads the job an existing key created, with the key's fingerprint: the
+-- server's read before it queues a submission for a write.
 SELECT idempotency_keys.fingerprint, sqlc.embed(jobs)
 FROM idempotency_keys
 JOIN jobs ON jobs.id = idempotency_keys.job_id

@@ -204,9 +204,8 @@ type JobGetByIdempotencyKeyRow struct {
 	Job         Job
 }
 
-// Reads the job an existing key created, with the key's fingerprint. Run as
-// its own statement after JobSubmit returned nothing, so its snapshot sees
-// the concurrent winner's commit.
+// Reads the job an existing key created, with the key's fingerprint: the
+// server's read before it queues a submission for a write.
 func (q *Queries) JobGetByIdempotencyKey(ctx context.Context, db DBTX, arg JobGetByIdempotencyKeyParams) (JobGetByIdempotencyKeyRow, error) {
 	row := db.QueryRow(ctx, jobGetByIdempotencyKey, arg.Tenant, arg.Method, arg.IdempotencyKey)
 	var i JobGetByIdempotencyKeyRow
@@ -251,6 +250,95 @@ func (q *Queries) JobGetByIdempotencyKey(ctx context.Context, db DBTX, arg JobGe
 		&i.Job.Generation,
 	)
 	return i, err
+}
+
+const jobGetByIdempotencyKeyMany = `-- name: JobGetByIdempotencyKeyMany :many
+SELECT input.ord, idempotency_keys.fingerprint, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation
+FROM (
+    SELECT unnest($1::text[]) AS tenant,
+        unnest($2::text[]) AS method,
+        unnest($3::text[]) AS idem_key,
+        generate_subscripts($1::text[], 1) AS ord
+) AS input
+JOIN idempotency_keys ON idempotency_keys.tenant = input.tenant
+    AND idempotency_keys.method = input.method
+    AND idempotency_keys.idem_key = input.idem_key
+JOIN jobs ON jobs.id = idempotency_keys.job_id
+`
+
+type JobGetByIdempotencyKeyManyParams struct {
+	Tenant         []string
+	Method         []string
+	IdempotencyKey []string
+}
+
+type JobGetByIdempotencyKeyManyRow struct {
+	Ord         int32
+	Fingerprint string
+	Job         Job
+}
+
+// Reads the jobs that existing keys created, with each key's fingerprint;
+// ord is the key's 1-based position in the arrays. A key that does not
+// exist (freed by the sweeper) returns no row.
+func (q *Queries) JobGetByIdempotencyKeyMany(ctx context.Context, db DBTX, arg JobGetByIdempotencyKeyManyParams) ([]JobGetByIdempotencyKeyManyRow, error) {
+	rows, err := db.Query(ctx, jobGetByIdempotencyKeyMany, arg.Tenant, arg.Method, arg.IdempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobGetByIdempotencyKeyManyRow
+	for rows.Next() {
+		var i JobGetByIdempotencyKeyManyRow
+		if err := rows.Scan(
+			&i.Ord,
+			&i.Fingerprint,
+			&i.Job.ID,
+			&i.Job.Tenant,
+			&i.Job.IdempotencyKey,
+			&i.Job.DedupKey,
+			&i.Job.Pipeline,
+			&i.Job.PipelineVersion,
+			&i.Job.PromptVersion,
+			&i.Job.ModelProfile,
+			&i.Job.Status,
+			&i.Job.Stage,
+			&i.Job.Attempt,
+			&i.Job.Output,
+			&i.Job.Error,
+			&i.Job.DeduplicatedFrom,
+			&i.Job.DocumentSha256,
+			&i.Job.DocumentMediaType,
+			&i.Job.DocumentName,
+			&i.Job.DocumentSizeBytes,
+			&i.Job.Params,
+			&i.Job.Labels,
+			&i.Job.PromptTokens,
+			&i.Job.CompletionTokens,
+			&i.Job.CostMicros,
+			&i.Job.LlmCalls,
+			&i.Job.LastEventSeq,
+			&i.Job.LeaseOwner,
+			&i.Job.LeaseUntil,
+			&i.Job.CreatedAt,
+			&i.Job.UpdatedAt,
+			&i.Job.FinishedAt,
+			&i.Job.RunAfter,
+			&i.Job.CancelRequested,
+			&i.Job.BudgetStartedAt,
+			&i.Job.BudgetAttempts,
+			&i.Job.BudgetTokens,
+			&i.Job.Approved,
+			&i.Job.Generation,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const jobList = `-- name: JobList :many
@@ -339,27 +427,47 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 	return items, nil
 }
 
-const jobSubmit = `-- name: JobSubmit :one
-WITH idem AS (
+const jobSubmitMany = `-- name: JobSubmitMany :many
+WITH input AS (
+    -- Set-returning functions in a select list advance in lockstep: one row
+    -- per array position.
+    SELECT unnest($1::uuid[]) AS id,
+        unnest($2::text[]) AS tenant,
+        unnest($3::text[]) AS method,
+        unnest($4::text[]) AS idem_key,
+        unnest($5::text[]) AS fingerprint,
+        unnest($6::text[]) AS dedup_key,
+        unnest($7::text[]) AS pipeline,
+        unnest($8::integer[]) AS pipeline_version,
+        unnest($9::text[]) AS prompt_version,
+        unnest($10::text[]) AS model_profile,
+        unnest($11::text[]) AS document_sha256,
+        unnest($12::text[]) AS document_media_type,
+        unnest($13::bytea[]) AS document_data,
+        unnest($14::text[]) AS document_name,
+        unnest($15::jsonb[]) AS params,
+        unnest($16::jsonb[]) AS labels
+),
+idem AS (
     INSERT INTO idempotency_keys (tenant, method, idem_key, fingerprint, job_id)
-    VALUES ($1::text, $2::text, $3::text, $4::text, $5::uuid)
+    SELECT input.tenant, input.method, input.idem_key, input.fingerprint, input.id
+    FROM input
+    ORDER BY input.tenant, input.method, input.idem_key
     ON CONFLICT DO NOTHING
     RETURNING job_id
 ),
+created AS (
+    SELECT input.id, input.tenant, input.method, input.idem_key, input.fingerprint, input.dedup_key, input.pipeline, input.pipeline_version, input.prompt_version, input.model_profile, input.document_sha256, input.document_media_type, input.document_data, input.document_name, input.params, input.labels
+    FROM input
+    JOIN idem ON idem.job_id = input.id
+),
 document AS (
     INSERT INTO documents (tenant, sha256, media_type, data, size_bytes)
-    SELECT $1::text, $6::text, $7::text,
-        $8::bytea, $9::bigint
-    FROM idem
+    SELECT created.tenant, created.document_sha256, created.document_media_type,
+        created.document_data, length(created.document_data)
+    FROM created
+    ORDER BY created.tenant, created.document_sha256
     ON CONFLICT DO NOTHING
-),
-source AS (
-    SELECT jobs.id, jobs.output
-    FROM jobs
-    WHERE jobs.tenant = $1::text
-        AND jobs.dedup_key = $10::text
-        AND jobs.status = 'succeeded'
-        AND jobs.deduplicated_from IS NULL
 ),
 job AS (
     INSERT INTO jobs (
@@ -368,17 +476,24 @@ job AS (
         document_sha256, document_media_type, document_name, document_size_bytes,
         params, labels, finished_at
     )
-    SELECT idem.job_id, $1::text, $3::text, $10::text,
-        $11::text, $12::integer, $13::text,
-        $14::text,
+    SELECT created.id, created.tenant, created.idem_key, created.dedup_key,
+        created.pipeline, created.pipeline_version, created.prompt_version,
+        created.model_profile,
         CASE WHEN source.id IS NULL THEN 'queued' ELSE 'succeeded' END,
         CASE WHEN source.id IS NULL THEN 'uploaded' ELSE 'published' END,
         source.output, source.id,
-        $6::text, $7::text, $15::text,
-        $9::bigint, $16::jsonb, $17::jsonb,
+        created.document_sha256, created.document_media_type, created.document_name,
+        length(created.document_data), created.params, created.labels,
         CASE WHEN source.id IS NULL THEN NULL ELSE now() END
-    FROM idem
-    LEFT JOIN source ON true
+    FROM created
+    LEFT JOIN LATERAL (
+        SELECT jobs.id, jobs.output
+        FROM jobs
+        WHERE jobs.tenant = created.tenant
+            AND jobs.dedup_key = created.dedup_key
+            AND jobs.status = 'succeeded'
+            AND jobs.deduplicated_from IS NULL
+    ) AS source ON true
     RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
 ),
 event AS (
@@ -391,27 +506,26 @@ event AS (
 SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM job
 `
 
-type JobSubmitParams struct {
-	Tenant            string
-	Method            string
-	IdempotencyKey    string
-	Fingerprint       string
-	ID                pgtype.UUID
-	DocumentSha256    string
-	DocumentMediaType string
-	DocumentData      []byte
-	DocumentSizeBytes int64
-	DedupKey          string
-	Pipeline          string
-	PipelineVersion   int32
-	PromptVersion     string
-	ModelProfile      string
-	DocumentName      string
-	Params            []byte
-	Labels            []byte
+type JobSubmitManyParams struct {
+	ID                []pgtype.UUID
+	Tenant            []string
+	Method            []string
+	IdempotencyKey    []string
+	Fingerprint       []string
+	DedupKey          []string
+	Pipeline          []string
+	PipelineVersion   []int32
+	PromptVersion     []string
+	ModelProfile      []string
+	DocumentSha256    []string
+	DocumentMediaType []string
+	DocumentData      [][]byte
+	DocumentName      []string
+	Params            [][]byte
+	Labels            [][]byte
 }
 
-type JobSubmitRow struct {
+type JobSubmitManyRow struct {
 	ID                pgtype.UUID
 	Tenant            string
 	IdempotencyKey    string
@@ -451,68 +565,89 @@ type JobSubmitRow struct {
 	Generation        int32
 }
 
-// Creates a job for a new idempotency key in one statement. When the key
-// already exists, the key insert returns nothing, so does every later step,
-// and the statement returns no row.
-func (q *Queries) JobSubmit(ctx context.Context, db DBTX, arg JobSubmitParams) (JobSubmitRow, error) {
-	row := db.QueryRow(ctx, jobSubmit,
+// Creates a job for every submission whose idempotency key is new, in one
+// statement, and returns the jobs it created. The caller passes one element
+// per submission in each array, no two with the same (tenant, method, key).
+// A key that exists makes its key insert return nothing, so every later
+// step skips that submission; the caller reads those (JobGetByIdempotency-
+// KeyMany) in a statement of its own, whose snapshot sees a concurrent
+// winner that committed after this one began.
+//
+// Keys, then documents, are inserted in one order (ORDER BY), so two
+// statements that share keys or documents wait for each other in that
+// order instead of deadlocking; the documents are written after the keys,
+// as a CTE the main query does not read runs when it has finished.
+func (q *Queries) JobSubmitMany(ctx context.Context, db DBTX, arg JobSubmitManyParams) ([]JobSubmitManyRow, error) {
+	rows, err := db.Query(ctx, jobSubmitMany,
+		arg.ID,
 		arg.Tenant,
 		arg.Method,
 		arg.IdempotencyKey,
 		arg.Fingerprint,
-		arg.ID,
-		arg.DocumentSha256,
-		arg.DocumentMediaType,
-		arg.DocumentData,
-		arg.DocumentSizeBytes,
 		arg.DedupKey,
 		arg.Pipeline,
 		arg.PipelineVersion,
 		arg.PromptVersion,
 		arg.ModelProfile,
+		arg.DocumentSha256,
+		arg.DocumentMediaType,
+		arg.DocumentData,
 		arg.DocumentName,
 		arg.Params,
 		arg.Labels,
 	)
-	var i JobSubmitRow
-	err := row.Scan(
-		&i.ID,
-		&i.Tenant,
-		&i.IdempotencyKey,
-		&i.DedupKey,
-		&i.Pipeline,
-		&i.PipelineVersion,
-		&i.PromptVersion,
-		&i.ModelProfile,
-		&i.Status,
-		&i.Stage,
-		&i.Attempt,
-		&i.Output,
-		&i.Error,
-		&i.DeduplicatedFrom,
-		&i.DocumentSha256,
-		&i.DocumentMediaType,
-		&i.DocumentName,
-		&i.DocumentSizeBytes,
-		&i.Params,
-		&i.Labels,
-		&i.PromptTokens,
-		&i.CompletionTokens,
-		&i.CostMicros,
-		&i.LlmCalls,
-		&i.LastEventSeq,
-		&i.LeaseOwner,
-		&i.LeaseUntil,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.FinishedAt,
-		&i.RunAfter,
-		&i.CancelRequested,
-		&i.BudgetStartedAt,
-		&i.BudgetAttempts,
-		&i.BudgetTokens,
-		&i.Approved,
-		&i.Generation,
-	)
-	return i, err
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobSubmitManyRow
+	for rows.Next() {
+		var i JobSubmitManyRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Tenant,
+			&i.IdempotencyKey,
+			&i.DedupKey,
+			&i.Pipeline,
+			&i.PipelineVersion,
+			&i.PromptVersion,
+			&i.ModelProfile,
+			&i.Status,
+			&i.Stage,
+			&i.Attempt,
+			&i.Output,
+			&i.Error,
+			&i.DeduplicatedFrom,
+			&i.DocumentSha256,
+			&i.DocumentMediaType,
+			&i.DocumentName,
+			&i.DocumentSizeBytes,
+			&i.Params,
+			&i.Labels,
+			&i.PromptTokens,
+			&i.CompletionTokens,
+			&i.CostMicros,
+			&i.LlmCalls,
+			&i.LastEventSeq,
+			&i.LeaseOwner,
+			&i.LeaseUntil,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.RunAfter,
+			&i.CancelRequested,
+			&i.BudgetStartedAt,
+			&i.BudgetAttempts,
+			&i.BudgetTokens,
+			&i.Approved,
+			&i.Generation,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
