@@ -24,6 +24,15 @@ func (v *violations) add(field, format string, args ...any) {
 	*v = append(*v, &errdetails.BadRequest_FieldViolation{Field: field, Description: fmt.Sprintf(format, args...)})
 }
 
+// prefixed returns v with prefix before every field: the path of the
+// message they are in, within the request.
+func (v violations) prefixed(prefix string) violations {
+	for _, fv := range v {
+		fv.Field = prefix + fv.Field
+	}
+	return v
+}
+
 // err returns INVALID_ARGUMENT with a BadRequest of every violation, or nil.
 func (v violations) err() error {
 	if len(v) == 0 {
@@ -47,6 +56,11 @@ func (s *jobService) storeError(ctx context.Context, err error, what string) err
 		return status.Errorf(codes.NotFound, "%s not found", what)
 	case errors.Is(err, store.ErrIdempotencyKeyReused):
 		return idempotency.ReusedError()
+	case errors.Is(err, store.ErrInvalidRow):
+		s.cfg.Logger.WarnContext(ctx, "store refused a value", "error", err, "request_id", requestid.FromContext(ctx))
+		st, _ := status.Newf(codes.InvalidArgument, "the store refused a value of this %s; it will refuse it again", what).
+			WithDetails(&errdetails.ErrorInfo{Reason: "INVALID_VALUE", Domain: errorDomain})
+		return st.Err()
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, "request cancelled")
 	case errors.Is(err, context.DeadlineExceeded) && !errors.Is(context.Cause(ctx), errStoreTimeout):

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
@@ -9,6 +10,7 @@ import (
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/jobkey"
+	"github.com/oncejob/oncejob/server/groupcommit"
 	"github.com/oncejob/oncejob/server/idempotency"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
@@ -16,7 +18,8 @@ import (
 
 type jobService struct {
 	oncejobv1.UnimplementedJobServiceServer
-	cfg Config
+	cfg     Config
+	submits *groupcommit.Batcher
 }
 
 // SubmitJob creates a job, or returns the one its idempotency key created.
@@ -32,14 +35,43 @@ type jobService struct {
 //     ErrorInfo IDEMPOTENCY_KEY_REUSED. Missing or malformed key:
 //     INVALID_ARGUMENT, ErrorInfo IDEMPOTENCY_KEY_INVALID.
 //
-// The store decides create-or-return in one atomic statement, so concurrent
-// calls with one key create one job. A request is fully validated (by the
-// validation interceptor) before anything is written.
+// A request is fully validated (by the validation interceptor) before
+// anything is written. The key is read first, so a replay is answered from
+// a read and never waits for a write. A new key goes to the group commit
+// (server/groupcommit): concurrent submissions are written together, and
+// the store's insert-or-return decides each, so concurrent calls with one
+// key create one job. See docs/architecture.md, "Submitting in batches".
 func (s *jobService) SubmitJob(ctx context.Context, req *oncejobv1.SubmitJobRequest) (*oncejobv1.SubmitJobResponse, error) {
 	key, ok := idempotency.FromContext(ctx)
 	if !ok {
 		return nil, status.Error(codes.Internal, "idempotency key missing after interceptor")
 	}
+	params, err := s.submitParams(key, req)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.cfg.Store.JobGetByIdempotencyKey(ctx, &store.JobGetByIdempotencyKeyParams{
+		Tenant:         params.Tenant,
+		Method:         params.Method,
+		IdempotencyKey: params.IdempotencyKey,
+		Fingerprint:    params.Fingerprint,
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		res, err = s.submits.Submit(ctx, params)
+	}
+	if err != nil {
+		return nil, s.storeError(ctx, err, "job")
+	}
+	if res.Outcome == store.OutcomeExisting {
+		idempotency.MarkReplayed(ctx)
+	}
+	return &oncejobv1.SubmitJobResponse{Job: jobToProto(res.Job), Outcome: outcomeToProto[res.Outcome]}, nil
+}
+
+// submitParams is what the store needs to submit req under key: every key
+// the server computes (dedup key, fingerprint), a new job id, and the
+// document. req must be valid (validateSubmit).
+func (s *jobService) submitParams(key idempotency.Key, req *oncejobv1.SubmitJobRequest) (*store.JobSubmitParams, error) {
 	p, _ := s.cfg.Pipelines.Get(req.GetPipeline())
 	doc := req.GetDocument()
 	data := documentBytes(doc)
@@ -79,12 +111,11 @@ func (s *jobService) SubmitJob(ctx context.Context, req *oncejobv1.SubmitJobRequ
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "params: %v", err)
 	}
-
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, status.Error(codes.Internal, "cannot make a job id")
 	}
-	res, err := s.cfg.Store.JobSubmit(ctx, &store.JobSubmitParams{
+	return &store.JobSubmitParams{
 		ID:              id.String(),
 		Tenant:          key.Tenant,
 		Method:          key.Method,
@@ -101,14 +132,7 @@ func (s *jobService) SubmitJob(ctx context.Context, req *oncejobv1.SubmitJobRequ
 		DocumentName:    doc.GetName(),
 		Params:          canonicalParams,
 		Labels:          req.GetLabels(),
-	})
-	if err != nil {
-		return nil, s.storeError(ctx, err, "job")
-	}
-	if res.Outcome == store.OutcomeExisting {
-		idempotency.MarkReplayed(ctx)
-	}
-	return &oncejobv1.SubmitJobResponse{Job: jobToProto(res.Job), Outcome: outcomeToProto[res.Outcome]}, nil
+	}, nil
 }
 
 // GetJob returns one job of the caller's tenant; another tenant's job is

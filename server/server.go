@@ -25,6 +25,7 @@ import (
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/pipeline"
+	"github.com/oncejob/oncejob/server/groupcommit"
 	"github.com/oncejob/oncejob/server/idempotency"
 	"github.com/oncejob/oncejob/server/requestid"
 	"github.com/oncejob/oncejob/server/tenant"
@@ -52,6 +53,13 @@ type Config struct {
 	// bound. A call whose own deadline is sooner keeps it. Watch streams
 	// are not bounded.
 	StoreTimeout time.Duration
+	// SubmitLinger is how long a new-key SubmitJob waits for concurrent
+	// ones to be written with it in one store write (group commit). Default
+	// groupcommit.DefaultLinger (1ms); negative: none, each is written alone.
+	SubmitLinger time.Duration
+	// SubmitMaxBatch writes a group at once when it holds this many
+	// submissions. Default groupcommit.DefaultMaxBatch (128).
+	SubmitMaxBatch int
 	// Watch serves WatchJob and WatchJobs. Default: none, both are
 	// UNIMPLEMENTED. The caller runs it (Hub.Run) and, before GracefulStop,
 	// shuts it down (Hub.Shutdown) so open streams end with where to resume.
@@ -129,7 +137,16 @@ func New(cfg Config) (*grpc.Server, *health.Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, nil, err
 	}
-	svc := &jobService{cfg: cfg}
+	submits, err := groupcommit.New(groupcommit.Config{
+		SubmitMany: cfg.Store.JobSubmitMany,
+		Linger:     cfg.SubmitLinger,
+		MaxBatch:   cfg.SubmitMaxBatch,
+		Timeout:    cfg.StoreTimeout, // a group's write is bounded as a call's is
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	svc := &jobService{cfg: cfg, submits: submits}
 
 	logOpts := []logging.Option{
 		logging.WithLogOnEvents(logging.FinishCall),

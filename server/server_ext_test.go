@@ -44,9 +44,11 @@ type testBundle struct {
 }
 
 type setupOpts struct {
-	pipelines *pipeline.Registry
-	maxDoc    int
-	store     store.Store
+	pipelines      *pipeline.Registry
+	maxDoc         int
+	store          store.Store
+	submitLinger   time.Duration
+	submitMaxBatch int
 }
 
 func setup(t *testing.T, opts setupOpts) *testBundle {
@@ -68,6 +70,8 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		Keys:             keys,
 		Logger:           slog.New(slog.NewTextHandler(testWriter{t}, nil)),
 		MaxDocumentBytes: opts.maxDoc,
+		SubmitLinger:     opts.submitLinger,
+		SubmitMaxBatch:   opts.submitMaxBatch,
 	})
 	require.NoError(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -43,6 +43,8 @@ func (s *jobService) validate(req any) error {
 	switch r := req.(type) {
 	case *oncejobv1.SubmitJobRequest:
 		s.validateSubmit(r, &v)
+	case *oncejobv1.SubmitJobsRequest:
+		validateSubmitJobs(r, &v)
 	case *oncejobv1.GetJobRequest:
 		validateJobID(r.GetJobId(), "job_id", &v)
 	case *oncejobv1.WatchJobRequest:
@@ -119,6 +121,8 @@ func (s *jobService) validateSubmit(r *oncejobv1.SubmitJobRequest, v *violations
 		}
 		if len(doc.GetName()) > maxNameLen || !utf8.ValidString(doc.GetName()) {
 			v.add("document.name", "must be valid UTF-8 of at most %d characters", maxNameLen)
+		} else if strings.ContainsRune(doc.GetName(), 0) {
+			v.add("document.name", "must not contain NUL characters")
 		}
 	}
 
@@ -132,6 +136,9 @@ func (s *jobService) validateSubmit(r *oncejobv1.SubmitJobRequest, v *violations
 			if !finite(val) {
 				v.add("params."+k, "numbers must be finite")
 			}
+			if strings.ContainsRune(k, 0) || hasNUL(val) {
+				v.add("params."+k, "must not contain NUL characters")
+			}
 		}
 	}
 	if len(r.GetLabels()) > maxLabels {
@@ -143,6 +150,9 @@ func (s *jobService) validateSubmit(r *oncejobv1.SubmitJobRequest, v *violations
 		}
 		if len(val) > maxLabelValLen {
 			v.add("labels."+k, "must be at most %d characters", maxLabelValLen)
+		}
+		if strings.ContainsRune(k, 0) || strings.ContainsRune(val, 0) {
+			v.add("labels", "keys and values must not contain NUL characters")
 		}
 	}
 
@@ -177,6 +187,28 @@ func documentBytes(d *oncejobv1.Document) []byte {
 		return []byte(t.Text)
 	}
 	return d.GetData()
+}
+
+// hasNUL reports whether a string in v holds a NUL character, which
+// Postgres's text and jsonb cannot store.
+func hasNUL(v *structpb.Value) bool {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_StringValue:
+		return strings.ContainsRune(k.StringValue, 0)
+	case *structpb.Value_StructValue:
+		for key, e := range k.StructValue.GetFields() {
+			if strings.ContainsRune(key, 0) || hasNUL(e) {
+				return true
+			}
+		}
+	case *structpb.Value_ListValue:
+		for _, e := range k.ListValue.GetValues() {
+			if hasNUL(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // finite reports whether every number in v is finite: JSON has no NaN.

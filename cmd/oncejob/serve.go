@@ -13,6 +13,7 @@ import (
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/maintenance"
 	"github.com/oncejob/oncejob/server"
+	"github.com/oncejob/oncejob/server/groupcommit"
 	"github.com/oncejob/oncejob/server/readiness"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/watch"
@@ -24,6 +25,8 @@ func runServe(ctx context.Context, args []string) error {
 	apiKeysPath := fs.String("api-keys", "", "YAML file of hashed API keys and their tenants; none: dev mode, one tenant \"default\", no auth")
 	window := fs.Duration("idempotency-window", maintenance.IdempotencyKeyWindowDefault, "how long an idempotency key is remembered")
 	maxDoc := fs.Int("max-document-bytes", server.DefaultMaxDocumentBytes, "largest document accepted")
+	linger := fs.Duration("submit-linger", groupcommit.DefaultLinger, "how long a new-key SubmitJob waits for others to be written with it in one store write (group commit); 0 writes each alone")
+	maxBatch := fs.Int("submit-max-batch", groupcommit.DefaultMaxBatch, "most SubmitJob calls written in one store write; a full group is written at once")
 	stf := storeFlags(fs, true)
 	eng := engineFlags(fs)
 	lf := logFlags(fs)
@@ -45,6 +48,15 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	if *storeTimeout <= 0 {
 		return errors.New("--store-timeout must be positive")
+	}
+	if *linger < 0 {
+		return errors.New("--submit-linger must not be negative")
+	}
+	if *linger == 0 {
+		*linger = -1 // server.Config: negative is no linger, zero the default
+	}
+	if *maxBatch < 1 {
+		return errors.New("--submit-max-batch must be at least 1")
 	}
 
 	pipelines, err := eng.pipelines()
@@ -84,6 +96,8 @@ func runServe(ctx context.Context, args []string) error {
 		Logger:           logger,
 		MaxDocumentBytes: *maxDoc,
 		StoreTimeout:     *storeTimeout,
+		SubmitLinger:     *linger,
+		SubmitMaxBatch:   *maxBatch,
 		Watch:            hub,
 	})
 	if err != nil {

@@ -79,7 +79,7 @@ func UnaryServerInterceptor(requiredOn ...string) grpc.UnaryServerInterceptor {
 			}
 			return handler(ctx, req)
 		}
-		if msg := validate(value); msg != "" {
+		if msg := Check(value); msg != "" {
 			return nil, invalidKey(msg)
 		}
 		t, ok := tenant.FromContext(ctx)
@@ -110,8 +110,8 @@ func fromMetadata(ctx context.Context) (string, bool) {
 	return v[0], true
 }
 
-// validate returns why value is not a key, or "".
-func validate(value string) string {
+// Check returns why value is not a valid key, or "" when it is one.
+func Check(value string) string {
 	if len(value) == 0 || len(value) > MaxKeyLen {
 		return "the idempotency-key must be 1-255 characters"
 	}
@@ -135,7 +135,14 @@ func invalidKey(msg string) error {
 // ReusedError is the INVALID_ARGUMENT a handler returns when the store finds
 // the key bound to another request.
 func ReusedError() error {
+	return ReusedStatus("metadata_key", MetadataKey).Err()
+}
+
+// ReusedStatus is ReusedError's status, whose ErrorInfo metadata says where
+// the key was sent: under "metadata_key" for the metadata, under "field"
+// for a field of the request (a SubmitJobs item's key).
+func ReusedStatus(where, name string) *status.Status {
 	st := status.New(codes.InvalidArgument, "this idempotency-key was already used with a different request; use a new key for a new request")
-	st, _ = st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonKeyReused, Domain: ErrorDomain, Metadata: map[string]string{"metadata_key": MetadataKey}})
-	return st.Err()
+	st, _ = st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonKeyReused, Domain: ErrorDomain, Metadata: map[string]string{where: name}})
+	return st
 }

@@ -7,6 +7,7 @@
 package oncejobv1
 
 import (
+	status "google.golang.org/genproto/googleapis/rpc/status"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
@@ -522,6 +523,218 @@ func (x *SubmitJobResponse) GetOutcome() SubmitOutcome {
 	return SubmitOutcome_SUBMIT_OUTCOME_UNSPECIFIED
 }
 
+// SubmitJobsRequest is a batch of submissions.
+type SubmitJobsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: 1 to 1,000 items, answered in this order.
+	Items         []*SubmitJobsItem `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"` // Field number 2 is kept for `run_id`: the run the items join.
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitJobsRequest) Reset() {
+	*x = SubmitJobsRequest{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitJobsRequest) ProtoMessage() {}
+
+func (x *SubmitJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitJobsRequest.ProtoReflect.Descriptor instead.
+func (*SubmitJobsRequest) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SubmitJobsRequest) GetItems() []*SubmitJobsItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// SubmitJobsItem is one submission of a SubmitJobs call.
+type SubmitJobsItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: the item's idempotency key, 1-255 printable ASCII. The same
+	// key as a SubmitJob call's `idempotency-key` is the same intent.
+	IdempotencyKey string `protobuf:"bytes,1,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// Required: what to submit, with SubmitJob's field rules.
+	Request       *SubmitJobRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitJobsItem) Reset() {
+	*x = SubmitJobsItem{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitJobsItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitJobsItem) ProtoMessage() {}
+
+func (x *SubmitJobsItem) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitJobsItem.ProtoReflect.Descriptor instead.
+func (*SubmitJobsItem) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SubmitJobsItem) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *SubmitJobsItem) GetRequest() *SubmitJobRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+// SubmitJobsResponse answers every item of the request, in its order.
+type SubmitJobsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*SubmitJobsResult    `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitJobsResponse) Reset() {
+	*x = SubmitJobsResponse{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitJobsResponse) ProtoMessage() {}
+
+func (x *SubmitJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitJobsResponse.ProtoReflect.Descriptor instead.
+func (*SubmitJobsResponse) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SubmitJobsResponse) GetResults() []*SubmitJobsResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// SubmitJobsResult is one item's answer: `job` and `outcome`, or `error`.
+type SubmitJobsResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job, when the item succeeded.
+	Job *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// What SubmitJob would have done; unspecified when `error` is set.
+	Outcome SubmitOutcome `protobuf:"varint,2,opt,name=outcome,proto3,enum=oncejob.v1.SubmitOutcome" json:"outcome,omitempty"`
+	// The item's error, with google.rpc details (BadRequest, ErrorInfo), when
+	// it failed; absent when it succeeded.
+	Error         *status.Status `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitJobsResult) Reset() {
+	*x = SubmitJobsResult{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitJobsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitJobsResult) ProtoMessage() {}
+
+func (x *SubmitJobsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitJobsResult.ProtoReflect.Descriptor instead.
+func (*SubmitJobsResult) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SubmitJobsResult) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *SubmitJobsResult) GetOutcome() SubmitOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return SubmitOutcome_SUBMIT_OUTCOME_UNSPECIFIED
+}
+
+func (x *SubmitJobsResult) GetError() *status.Status {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 // GetJobRequest names one job.
 type GetJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -533,7 +746,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[3]
+	mi := &file_oncejob_v1_job_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -545,7 +758,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[3]
+	mi := &file_oncejob_v1_job_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -558,7 +771,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{3}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -578,7 +791,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[4]
+	mi := &file_oncejob_v1_job_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -590,7 +803,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[4]
+	mi := &file_oncejob_v1_job_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -603,7 +816,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{4}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -631,7 +844,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[5]
+	mi := &file_oncejob_v1_job_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -643,7 +856,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[5]
+	mi := &file_oncejob_v1_job_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -656,7 +869,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{5}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListJobsRequest) GetStatus() JobStatus {
@@ -699,7 +912,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[6]
+	mi := &file_oncejob_v1_job_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +924,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[6]
+	mi := &file_oncejob_v1_job_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +937,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{6}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -754,7 +967,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[7]
+	mi := &file_oncejob_v1_job_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +979,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[7]
+	mi := &file_oncejob_v1_job_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +992,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{7}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CancelJobRequest) GetJobId() string {
@@ -806,7 +1019,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[8]
+	mi := &file_oncejob_v1_job_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +1031,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[8]
+	mi := &file_oncejob_v1_job_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +1044,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{8}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CancelJobResponse) GetJob() *Job {
@@ -858,7 +1071,7 @@ type ReplayJobRequest struct {
 
 func (x *ReplayJobRequest) Reset() {
 	*x = ReplayJobRequest{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[9]
+	mi := &file_oncejob_v1_job_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +1083,7 @@ func (x *ReplayJobRequest) String() string {
 func (*ReplayJobRequest) ProtoMessage() {}
 
 func (x *ReplayJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[9]
+	mi := &file_oncejob_v1_job_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +1096,7 @@ func (x *ReplayJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayJobRequest.ProtoReflect.Descriptor instead.
 func (*ReplayJobRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{9}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReplayJobRequest) GetJobId() string {
@@ -917,7 +1130,7 @@ type ReplayJobResponse struct {
 
 func (x *ReplayJobResponse) Reset() {
 	*x = ReplayJobResponse{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[10]
+	mi := &file_oncejob_v1_job_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +1142,7 @@ func (x *ReplayJobResponse) String() string {
 func (*ReplayJobResponse) ProtoMessage() {}
 
 func (x *ReplayJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[10]
+	mi := &file_oncejob_v1_job_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1155,7 @@ func (x *ReplayJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayJobResponse.ProtoReflect.Descriptor instead.
 func (*ReplayJobResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{10}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReplayJobResponse) GetJob() *Job {
@@ -968,7 +1181,7 @@ type ResolveJobRequest struct {
 
 func (x *ResolveJobRequest) Reset() {
 	*x = ResolveJobRequest{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[11]
+	mi := &file_oncejob_v1_job_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1193,7 @@ func (x *ResolveJobRequest) String() string {
 func (*ResolveJobRequest) ProtoMessage() {}
 
 func (x *ResolveJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[11]
+	mi := &file_oncejob_v1_job_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1206,7 @@ func (x *ResolveJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveJobRequest.ProtoReflect.Descriptor instead.
 func (*ResolveJobRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{11}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResolveJobRequest) GetJobId() string {
@@ -1027,7 +1240,7 @@ type ResolveJobResponse struct {
 
 func (x *ResolveJobResponse) Reset() {
 	*x = ResolveJobResponse{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[12]
+	mi := &file_oncejob_v1_job_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1252,7 @@ func (x *ResolveJobResponse) String() string {
 func (*ResolveJobResponse) ProtoMessage() {}
 
 func (x *ResolveJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[12]
+	mi := &file_oncejob_v1_job_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1265,7 @@ func (x *ResolveJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveJobResponse.ProtoReflect.Descriptor instead.
 func (*ResolveJobResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{12}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ResolveJobResponse) GetJob() *Job {
@@ -1077,7 +1290,7 @@ type ApproveJobRequest struct {
 
 func (x *ApproveJobRequest) Reset() {
 	*x = ApproveJobRequest{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[13]
+	mi := &file_oncejob_v1_job_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1302,7 @@ func (x *ApproveJobRequest) String() string {
 func (*ApproveJobRequest) ProtoMessage() {}
 
 func (x *ApproveJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[13]
+	mi := &file_oncejob_v1_job_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1315,7 @@ func (x *ApproveJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveJobRequest.ProtoReflect.Descriptor instead.
 func (*ApproveJobRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{13}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ApproveJobRequest) GetJobId() string {
@@ -1136,7 +1349,7 @@ type ApproveJobResponse struct {
 
 func (x *ApproveJobResponse) Reset() {
 	*x = ApproveJobResponse{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[14]
+	mi := &file_oncejob_v1_job_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1361,7 @@ func (x *ApproveJobResponse) String() string {
 func (*ApproveJobResponse) ProtoMessage() {}
 
 func (x *ApproveJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[14]
+	mi := &file_oncejob_v1_job_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1374,7 @@ func (x *ApproveJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveJobResponse.ProtoReflect.Descriptor instead.
 func (*ApproveJobResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{14}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ApproveJobResponse) GetJob() *Job {
@@ -1217,7 +1430,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[15]
+	mi := &file_oncejob_v1_job_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1442,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[15]
+	mi := &file_oncejob_v1_job_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +1455,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{15}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Job) GetId() string {
@@ -1420,7 +1633,7 @@ type JobError struct {
 
 func (x *JobError) Reset() {
 	*x = JobError{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[16]
+	mi := &file_oncejob_v1_job_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1432,7 +1645,7 @@ func (x *JobError) String() string {
 func (*JobError) ProtoMessage() {}
 
 func (x *JobError) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[16]
+	mi := &file_oncejob_v1_job_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1445,7 +1658,7 @@ func (x *JobError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobError.ProtoReflect.Descriptor instead.
 func (*JobError) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{16}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *JobError) GetCode() string {
@@ -1484,7 +1697,7 @@ type JobUsage struct {
 
 func (x *JobUsage) Reset() {
 	*x = JobUsage{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[17]
+	mi := &file_oncejob_v1_job_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1709,7 @@ func (x *JobUsage) String() string {
 func (*JobUsage) ProtoMessage() {}
 
 func (x *JobUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[17]
+	mi := &file_oncejob_v1_job_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1722,7 @@ func (x *JobUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobUsage.ProtoReflect.Descriptor instead.
 func (*JobUsage) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{17}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *JobUsage) GetPromptTokens() int64 {
@@ -1554,7 +1767,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[18]
+	mi := &file_oncejob_v1_job_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1566,7 +1779,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[18]
+	mi := &file_oncejob_v1_job_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1579,7 +1792,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{18}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -1606,7 +1819,7 @@ type WatchJobResponse struct {
 
 func (x *WatchJobResponse) Reset() {
 	*x = WatchJobResponse{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[19]
+	mi := &file_oncejob_v1_job_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1831,7 @@ func (x *WatchJobResponse) String() string {
 func (*WatchJobResponse) ProtoMessage() {}
 
 func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[19]
+	mi := &file_oncejob_v1_job_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1844,7 @@ func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{19}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WatchJobResponse) GetEvent() *JobEvent {
@@ -1666,7 +1879,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[20]
+	mi := &file_oncejob_v1_job_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1678,7 +1891,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[20]
+	mi := &file_oncejob_v1_job_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1691,7 +1904,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{20}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -1760,7 +1973,7 @@ type WatchJobsRequest struct {
 
 func (x *WatchJobsRequest) Reset() {
 	*x = WatchJobsRequest{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[21]
+	mi := &file_oncejob_v1_job_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1985,7 @@ func (x *WatchJobsRequest) String() string {
 func (*WatchJobsRequest) ProtoMessage() {}
 
 func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[21]
+	mi := &file_oncejob_v1_job_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1998,7 @@ func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{21}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WatchJobsRequest) GetStatus() JobStatus {
@@ -1825,7 +2038,7 @@ type WatchJobsResponse struct {
 
 func (x *WatchJobsResponse) Reset() {
 	*x = WatchJobsResponse{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[22]
+	mi := &file_oncejob_v1_job_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +2050,7 @@ func (x *WatchJobsResponse) String() string {
 func (*WatchJobsResponse) ProtoMessage() {}
 
 func (x *WatchJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[22]
+	mi := &file_oncejob_v1_job_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +2063,7 @@ func (x *WatchJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobsResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{22}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WatchJobsResponse) GetCursor() string {
@@ -1879,7 +2092,7 @@ var File_oncejob_v1_job_proto protoreflect.FileDescriptor
 const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"\x14oncejob/v1/job.proto\x12\n" +
-	"oncejob.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"t\n" +
+	"oncejob.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"t\n" +
 	"\bDocument\x12\x14\n" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04data\x12\x1d\n" +
@@ -1898,7 +2111,18 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"k\n" +
 	"\x11SubmitJobResponse\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\x123\n" +
-	"\aoutcome\x18\x02 \x01(\x0e2\x19.oncejob.v1.SubmitOutcomeR\aoutcome\"&\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x19.oncejob.v1.SubmitOutcomeR\aoutcome\"E\n" +
+	"\x11SubmitJobsRequest\x120\n" +
+	"\x05items\x18\x01 \x03(\v2\x1a.oncejob.v1.SubmitJobsItemR\x05items\"q\n" +
+	"\x0eSubmitJobsItem\x12'\n" +
+	"\x0fidempotency_key\x18\x01 \x01(\tR\x0eidempotencyKey\x126\n" +
+	"\arequest\x18\x02 \x01(\v2\x1c.oncejob.v1.SubmitJobRequestR\arequest\"L\n" +
+	"\x12SubmitJobsResponse\x126\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.oncejob.v1.SubmitJobsResultR\aresults\"\x94\x01\n" +
+	"\x10SubmitJobsResult\x12!\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\x123\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x19.oncejob.v1.SubmitOutcomeR\aoutcome\x12(\n" +
+	"\x05error\x18\x03 \x01(\v2\x12.google.rpc.StatusR\x05error\"&\n" +
 	"\rGetJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"3\n" +
 	"\x0eGetJobResponse\x12!\n" +
@@ -2028,10 +2252,12 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"Resolution\x12\x1a\n" +
 	"\x16RESOLUTION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10RESOLUTION_RETRY\x10\x01\x12\x13\n" +
-	"\x0fRESOLUTION_FAIL\x10\x022\xa1\x05\n" +
+	"\x0fRESOLUTION_FAIL\x10\x022\xee\x05\n" +
 	"\n" +
 	"JobService\x12H\n" +
-	"\tSubmitJob\x12\x1c.oncejob.v1.SubmitJobRequest\x1a\x1d.oncejob.v1.SubmitJobResponse\x12?\n" +
+	"\tSubmitJob\x12\x1c.oncejob.v1.SubmitJobRequest\x1a\x1d.oncejob.v1.SubmitJobResponse\x12K\n" +
+	"\n" +
+	"SubmitJobs\x12\x1d.oncejob.v1.SubmitJobsRequest\x1a\x1e.oncejob.v1.SubmitJobsResponse\x12?\n" +
 	"\x06GetJob\x12\x19.oncejob.v1.GetJobRequest\x1a\x1a.oncejob.v1.GetJobResponse\x12E\n" +
 	"\bListJobs\x12\x1b.oncejob.v1.ListJobsRequest\x1a\x1c.oncejob.v1.ListJobsResponse\x12H\n" +
 	"\tCancelJob\x12\x1c.oncejob.v1.CancelJobRequest\x1a\x1d.oncejob.v1.CancelJobResponse\x12H\n" +
@@ -2059,7 +2285,7 @@ func file_oncejob_v1_job_proto_rawDescGZIP() []byte {
 }
 
 var file_oncejob_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_oncejob_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_oncejob_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_oncejob_v1_job_proto_goTypes = []any{
 	(JobStatus)(0),                // 0: oncejob.v1.JobStatus
 	(JobStage)(0),                 // 1: oncejob.v1.JobStage
@@ -2068,86 +2294,99 @@ var file_oncejob_v1_job_proto_goTypes = []any{
 	(*Document)(nil),              // 4: oncejob.v1.Document
 	(*SubmitJobRequest)(nil),      // 5: oncejob.v1.SubmitJobRequest
 	(*SubmitJobResponse)(nil),     // 6: oncejob.v1.SubmitJobResponse
-	(*GetJobRequest)(nil),         // 7: oncejob.v1.GetJobRequest
-	(*GetJobResponse)(nil),        // 8: oncejob.v1.GetJobResponse
-	(*ListJobsRequest)(nil),       // 9: oncejob.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),      // 10: oncejob.v1.ListJobsResponse
-	(*CancelJobRequest)(nil),      // 11: oncejob.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),     // 12: oncejob.v1.CancelJobResponse
-	(*ReplayJobRequest)(nil),      // 13: oncejob.v1.ReplayJobRequest
-	(*ReplayJobResponse)(nil),     // 14: oncejob.v1.ReplayJobResponse
-	(*ResolveJobRequest)(nil),     // 15: oncejob.v1.ResolveJobRequest
-	(*ResolveJobResponse)(nil),    // 16: oncejob.v1.ResolveJobResponse
-	(*ApproveJobRequest)(nil),     // 17: oncejob.v1.ApproveJobRequest
-	(*ApproveJobResponse)(nil),    // 18: oncejob.v1.ApproveJobResponse
-	(*Job)(nil),                   // 19: oncejob.v1.Job
-	(*JobError)(nil),              // 20: oncejob.v1.JobError
-	(*JobUsage)(nil),              // 21: oncejob.v1.JobUsage
-	(*WatchJobRequest)(nil),       // 22: oncejob.v1.WatchJobRequest
-	(*WatchJobResponse)(nil),      // 23: oncejob.v1.WatchJobResponse
-	(*JobEvent)(nil),              // 24: oncejob.v1.JobEvent
-	(*WatchJobsRequest)(nil),      // 25: oncejob.v1.WatchJobsRequest
-	(*WatchJobsResponse)(nil),     // 26: oncejob.v1.WatchJobsResponse
-	nil,                           // 27: oncejob.v1.SubmitJobRequest.LabelsEntry
-	nil,                           // 28: oncejob.v1.Job.LabelsEntry
-	(*structpb.Struct)(nil),       // 29: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
+	(*SubmitJobsRequest)(nil),     // 7: oncejob.v1.SubmitJobsRequest
+	(*SubmitJobsItem)(nil),        // 8: oncejob.v1.SubmitJobsItem
+	(*SubmitJobsResponse)(nil),    // 9: oncejob.v1.SubmitJobsResponse
+	(*SubmitJobsResult)(nil),      // 10: oncejob.v1.SubmitJobsResult
+	(*GetJobRequest)(nil),         // 11: oncejob.v1.GetJobRequest
+	(*GetJobResponse)(nil),        // 12: oncejob.v1.GetJobResponse
+	(*ListJobsRequest)(nil),       // 13: oncejob.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),      // 14: oncejob.v1.ListJobsResponse
+	(*CancelJobRequest)(nil),      // 15: oncejob.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),     // 16: oncejob.v1.CancelJobResponse
+	(*ReplayJobRequest)(nil),      // 17: oncejob.v1.ReplayJobRequest
+	(*ReplayJobResponse)(nil),     // 18: oncejob.v1.ReplayJobResponse
+	(*ResolveJobRequest)(nil),     // 19: oncejob.v1.ResolveJobRequest
+	(*ResolveJobResponse)(nil),    // 20: oncejob.v1.ResolveJobResponse
+	(*ApproveJobRequest)(nil),     // 21: oncejob.v1.ApproveJobRequest
+	(*ApproveJobResponse)(nil),    // 22: oncejob.v1.ApproveJobResponse
+	(*Job)(nil),                   // 23: oncejob.v1.Job
+	(*JobError)(nil),              // 24: oncejob.v1.JobError
+	(*JobUsage)(nil),              // 25: oncejob.v1.JobUsage
+	(*WatchJobRequest)(nil),       // 26: oncejob.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),      // 27: oncejob.v1.WatchJobResponse
+	(*JobEvent)(nil),              // 28: oncejob.v1.JobEvent
+	(*WatchJobsRequest)(nil),      // 29: oncejob.v1.WatchJobsRequest
+	(*WatchJobsResponse)(nil),     // 30: oncejob.v1.WatchJobsResponse
+	nil,                           // 31: oncejob.v1.SubmitJobRequest.LabelsEntry
+	nil,                           // 32: oncejob.v1.Job.LabelsEntry
+	(*structpb.Struct)(nil),       // 33: google.protobuf.Struct
+	(*status.Status)(nil),         // 34: google.rpc.Status
+	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
 }
 var file_oncejob_v1_job_proto_depIdxs = []int32{
 	4,  // 0: oncejob.v1.SubmitJobRequest.document:type_name -> oncejob.v1.Document
-	29, // 1: oncejob.v1.SubmitJobRequest.params:type_name -> google.protobuf.Struct
-	27, // 2: oncejob.v1.SubmitJobRequest.labels:type_name -> oncejob.v1.SubmitJobRequest.LabelsEntry
-	19, // 3: oncejob.v1.SubmitJobResponse.job:type_name -> oncejob.v1.Job
+	33, // 1: oncejob.v1.SubmitJobRequest.params:type_name -> google.protobuf.Struct
+	31, // 2: oncejob.v1.SubmitJobRequest.labels:type_name -> oncejob.v1.SubmitJobRequest.LabelsEntry
+	23, // 3: oncejob.v1.SubmitJobResponse.job:type_name -> oncejob.v1.Job
 	2,  // 4: oncejob.v1.SubmitJobResponse.outcome:type_name -> oncejob.v1.SubmitOutcome
-	19, // 5: oncejob.v1.GetJobResponse.job:type_name -> oncejob.v1.Job
-	0,  // 6: oncejob.v1.ListJobsRequest.status:type_name -> oncejob.v1.JobStatus
-	19, // 7: oncejob.v1.ListJobsResponse.jobs:type_name -> oncejob.v1.Job
-	19, // 8: oncejob.v1.CancelJobResponse.job:type_name -> oncejob.v1.Job
-	1,  // 9: oncejob.v1.ReplayJobRequest.from_stage:type_name -> oncejob.v1.JobStage
-	19, // 10: oncejob.v1.ReplayJobResponse.job:type_name -> oncejob.v1.Job
-	3,  // 11: oncejob.v1.ResolveJobRequest.resolution:type_name -> oncejob.v1.Resolution
-	19, // 12: oncejob.v1.ResolveJobResponse.job:type_name -> oncejob.v1.Job
-	19, // 13: oncejob.v1.ApproveJobResponse.job:type_name -> oncejob.v1.Job
-	0,  // 14: oncejob.v1.Job.status:type_name -> oncejob.v1.JobStatus
-	1,  // 15: oncejob.v1.Job.stage:type_name -> oncejob.v1.JobStage
-	29, // 16: oncejob.v1.Job.output:type_name -> google.protobuf.Struct
-	20, // 17: oncejob.v1.Job.error:type_name -> oncejob.v1.JobError
-	21, // 18: oncejob.v1.Job.usage:type_name -> oncejob.v1.JobUsage
-	30, // 19: oncejob.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	30, // 20: oncejob.v1.Job.update_time:type_name -> google.protobuf.Timestamp
-	30, // 21: oncejob.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
-	29, // 22: oncejob.v1.Job.params:type_name -> google.protobuf.Struct
-	28, // 23: oncejob.v1.Job.labels:type_name -> oncejob.v1.Job.LabelsEntry
-	24, // 24: oncejob.v1.WatchJobResponse.event:type_name -> oncejob.v1.JobEvent
-	0,  // 25: oncejob.v1.JobEvent.status:type_name -> oncejob.v1.JobStatus
-	1,  // 26: oncejob.v1.JobEvent.stage:type_name -> oncejob.v1.JobStage
-	30, // 27: oncejob.v1.JobEvent.time:type_name -> google.protobuf.Timestamp
-	0,  // 28: oncejob.v1.WatchJobsRequest.status:type_name -> oncejob.v1.JobStatus
-	24, // 29: oncejob.v1.WatchJobsResponse.event:type_name -> oncejob.v1.JobEvent
-	19, // 30: oncejob.v1.WatchJobsResponse.job:type_name -> oncejob.v1.Job
-	5,  // 31: oncejob.v1.JobService.SubmitJob:input_type -> oncejob.v1.SubmitJobRequest
-	7,  // 32: oncejob.v1.JobService.GetJob:input_type -> oncejob.v1.GetJobRequest
-	9,  // 33: oncejob.v1.JobService.ListJobs:input_type -> oncejob.v1.ListJobsRequest
-	11, // 34: oncejob.v1.JobService.CancelJob:input_type -> oncejob.v1.CancelJobRequest
-	13, // 35: oncejob.v1.JobService.ReplayJob:input_type -> oncejob.v1.ReplayJobRequest
-	15, // 36: oncejob.v1.JobService.ResolveJob:input_type -> oncejob.v1.ResolveJobRequest
-	17, // 37: oncejob.v1.JobService.ApproveJob:input_type -> oncejob.v1.ApproveJobRequest
-	22, // 38: oncejob.v1.JobService.WatchJob:input_type -> oncejob.v1.WatchJobRequest
-	25, // 39: oncejob.v1.JobService.WatchJobs:input_type -> oncejob.v1.WatchJobsRequest
-	6,  // 40: oncejob.v1.JobService.SubmitJob:output_type -> oncejob.v1.SubmitJobResponse
-	8,  // 41: oncejob.v1.JobService.GetJob:output_type -> oncejob.v1.GetJobResponse
-	10, // 42: oncejob.v1.JobService.ListJobs:output_type -> oncejob.v1.ListJobsResponse
-	12, // 43: oncejob.v1.JobService.CancelJob:output_type -> oncejob.v1.CancelJobResponse
-	14, // 44: oncejob.v1.JobService.ReplayJob:output_type -> oncejob.v1.ReplayJobResponse
-	16, // 45: oncejob.v1.JobService.ResolveJob:output_type -> oncejob.v1.ResolveJobResponse
-	18, // 46: oncejob.v1.JobService.ApproveJob:output_type -> oncejob.v1.ApproveJobResponse
-	23, // 47: oncejob.v1.JobService.WatchJob:output_type -> oncejob.v1.WatchJobResponse
-	26, // 48: oncejob.v1.JobService.WatchJobs:output_type -> oncejob.v1.WatchJobsResponse
-	40, // [40:49] is the sub-list for method output_type
-	31, // [31:40] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	8,  // 5: oncejob.v1.SubmitJobsRequest.items:type_name -> oncejob.v1.SubmitJobsItem
+	5,  // 6: oncejob.v1.SubmitJobsItem.request:type_name -> oncejob.v1.SubmitJobRequest
+	10, // 7: oncejob.v1.SubmitJobsResponse.results:type_name -> oncejob.v1.SubmitJobsResult
+	23, // 8: oncejob.v1.SubmitJobsResult.job:type_name -> oncejob.v1.Job
+	2,  // 9: oncejob.v1.SubmitJobsResult.outcome:type_name -> oncejob.v1.SubmitOutcome
+	34, // 10: oncejob.v1.SubmitJobsResult.error:type_name -> google.rpc.Status
+	23, // 11: oncejob.v1.GetJobResponse.job:type_name -> oncejob.v1.Job
+	0,  // 12: oncejob.v1.ListJobsRequest.status:type_name -> oncejob.v1.JobStatus
+	23, // 13: oncejob.v1.ListJobsResponse.jobs:type_name -> oncejob.v1.Job
+	23, // 14: oncejob.v1.CancelJobResponse.job:type_name -> oncejob.v1.Job
+	1,  // 15: oncejob.v1.ReplayJobRequest.from_stage:type_name -> oncejob.v1.JobStage
+	23, // 16: oncejob.v1.ReplayJobResponse.job:type_name -> oncejob.v1.Job
+	3,  // 17: oncejob.v1.ResolveJobRequest.resolution:type_name -> oncejob.v1.Resolution
+	23, // 18: oncejob.v1.ResolveJobResponse.job:type_name -> oncejob.v1.Job
+	23, // 19: oncejob.v1.ApproveJobResponse.job:type_name -> oncejob.v1.Job
+	0,  // 20: oncejob.v1.Job.status:type_name -> oncejob.v1.JobStatus
+	1,  // 21: oncejob.v1.Job.stage:type_name -> oncejob.v1.JobStage
+	33, // 22: oncejob.v1.Job.output:type_name -> google.protobuf.Struct
+	24, // 23: oncejob.v1.Job.error:type_name -> oncejob.v1.JobError
+	25, // 24: oncejob.v1.Job.usage:type_name -> oncejob.v1.JobUsage
+	35, // 25: oncejob.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	35, // 26: oncejob.v1.Job.update_time:type_name -> google.protobuf.Timestamp
+	35, // 27: oncejob.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
+	33, // 28: oncejob.v1.Job.params:type_name -> google.protobuf.Struct
+	32, // 29: oncejob.v1.Job.labels:type_name -> oncejob.v1.Job.LabelsEntry
+	28, // 30: oncejob.v1.WatchJobResponse.event:type_name -> oncejob.v1.JobEvent
+	0,  // 31: oncejob.v1.JobEvent.status:type_name -> oncejob.v1.JobStatus
+	1,  // 32: oncejob.v1.JobEvent.stage:type_name -> oncejob.v1.JobStage
+	35, // 33: oncejob.v1.JobEvent.time:type_name -> google.protobuf.Timestamp
+	0,  // 34: oncejob.v1.WatchJobsRequest.status:type_name -> oncejob.v1.JobStatus
+	28, // 35: oncejob.v1.WatchJobsResponse.event:type_name -> oncejob.v1.JobEvent
+	23, // 36: oncejob.v1.WatchJobsResponse.job:type_name -> oncejob.v1.Job
+	5,  // 37: oncejob.v1.JobService.SubmitJob:input_type -> oncejob.v1.SubmitJobRequest
+	7,  // 38: oncejob.v1.JobService.SubmitJobs:input_type -> oncejob.v1.SubmitJobsRequest
+	11, // 39: oncejob.v1.JobService.GetJob:input_type -> oncejob.v1.GetJobRequest
+	13, // 40: oncejob.v1.JobService.ListJobs:input_type -> oncejob.v1.ListJobsRequest
+	15, // 41: oncejob.v1.JobService.CancelJob:input_type -> oncejob.v1.CancelJobRequest
+	17, // 42: oncejob.v1.JobService.ReplayJob:input_type -> oncejob.v1.ReplayJobRequest
+	19, // 43: oncejob.v1.JobService.ResolveJob:input_type -> oncejob.v1.ResolveJobRequest
+	21, // 44: oncejob.v1.JobService.ApproveJob:input_type -> oncejob.v1.ApproveJobRequest
+	26, // 45: oncejob.v1.JobService.WatchJob:input_type -> oncejob.v1.WatchJobRequest
+	29, // 46: oncejob.v1.JobService.WatchJobs:input_type -> oncejob.v1.WatchJobsRequest
+	6,  // 47: oncejob.v1.JobService.SubmitJob:output_type -> oncejob.v1.SubmitJobResponse
+	9,  // 48: oncejob.v1.JobService.SubmitJobs:output_type -> oncejob.v1.SubmitJobsResponse
+	12, // 49: oncejob.v1.JobService.GetJob:output_type -> oncejob.v1.GetJobResponse
+	14, // 50: oncejob.v1.JobService.ListJobs:output_type -> oncejob.v1.ListJobsResponse
+	16, // 51: oncejob.v1.JobService.CancelJob:output_type -> oncejob.v1.CancelJobResponse
+	18, // 52: oncejob.v1.JobService.ReplayJob:output_type -> oncejob.v1.ReplayJobResponse
+	20, // 53: oncejob.v1.JobService.ResolveJob:output_type -> oncejob.v1.ResolveJobResponse
+	22, // 54: oncejob.v1.JobService.ApproveJob:output_type -> oncejob.v1.ApproveJobResponse
+	27, // 55: oncejob.v1.JobService.WatchJob:output_type -> oncejob.v1.WatchJobResponse
+	30, // 56: oncejob.v1.JobService.WatchJobs:output_type -> oncejob.v1.WatchJobsResponse
+	47, // [47:57] is the sub-list for method output_type
+	37, // [37:47] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_oncejob_v1_job_proto_init() }
@@ -2165,7 +2404,7 @@ func file_oncejob_v1_job_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_oncejob_v1_job_proto_rawDesc), len(file_oncejob_v1_job_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   25,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	JobService_SubmitJob_FullMethodName  = "/oncejob.v1.JobService/SubmitJob"
+	JobService_SubmitJobs_FullMethodName = "/oncejob.v1.JobService/SubmitJobs"
 	JobService_GetJob_FullMethodName     = "/oncejob.v1.JobService/GetJob"
 	JobService_ListJobs_FullMethodName   = "/oncejob.v1.JobService/ListJobs"
 	JobService_CancelJob_FullMethodName  = "/oncejob.v1.JobService/CancelJob"
@@ -63,6 +64,34 @@ type JobServiceClient interface {
 	// SUCCEEDED at once, with `deduplicated_from` set and outcome
 	// SUBMIT_OUTCOME_DEDUPLICATED: the result is paid for once.
 	SubmitJob(ctx context.Context, in *SubmitJobRequest, opts ...grpc.CallOption) (*SubmitJobResponse, error)
+	// SubmitJobs submits up to 1,000 jobs in one call (a batch create in the
+	// style of AIP-233), each item answered on its own, in order: its job and
+	// outcome, or its error. One bad item never fails the others.
+	//
+	// Idempotency contract (per item):
+	//
+	//	Identity: tenant + SubmitJob's method + the item's `idempotency_key`
+	//	  (required, 1-255 printable ASCII), with SubmitJob's fingerprint of
+	//	  the item's request. An item and a SubmitJob call with the same key
+	//	  are the same intent; so are two items of one call with one key (the
+	//	  second is answered as a replay of the first). The call's own
+	//	  `idempotency-key` metadata is not required and not used.
+	//	Window: as SubmitJob's.
+	//	Response: per item, as SubmitJob would answer it: the job with outcome
+	//	  CREATED, DEDUPLICATED or EXISTING (a replayed key: the original job);
+	//	  or `error`: INVALID_ARGUMENT with a BadRequest naming the item's
+	//	  fields (`items[3].request.document`) for an invalid item, or with an
+	//	  ErrorInfo IDEMPOTENCY_KEY_REUSED for a key bound to another request;
+	//	  UNAVAILABLE when the store failed that item (retry it with the same
+	//	  key).
+	//
+	// The whole call is INVALID_ARGUMENT, with nothing written, when it has
+	// no items or more than 1,000; and UNAVAILABLE when the store is down: no
+	// item is answered, and a retry with the same keys answers each item as
+	// it now stands (those written are EXISTING). The request as a whole is
+	// bounded by the server's receive limit (the document limit + 1 MiB):
+	// send large documents in more, smaller calls.
+	SubmitJobs(ctx context.Context, in *SubmitJobsRequest, opts ...grpc.CallOption) (*SubmitJobsResponse, error)
 	// GetJob returns one job of the caller's tenant.
 	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error)
 	// ListJobs returns the caller's jobs, newest first, one page at a time.
@@ -150,6 +179,16 @@ func (c *jobServiceClient) SubmitJob(ctx context.Context, in *SubmitJobRequest, 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SubmitJobResponse)
 	err := c.cc.Invoke(ctx, JobService_SubmitJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobServiceClient) SubmitJobs(ctx context.Context, in *SubmitJobsRequest, opts ...grpc.CallOption) (*SubmitJobsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SubmitJobsResponse)
+	err := c.cc.Invoke(ctx, JobService_SubmitJobs_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -287,6 +326,34 @@ type JobServiceServer interface {
 	// SUCCEEDED at once, with `deduplicated_from` set and outcome
 	// SUBMIT_OUTCOME_DEDUPLICATED: the result is paid for once.
 	SubmitJob(context.Context, *SubmitJobRequest) (*SubmitJobResponse, error)
+	// SubmitJobs submits up to 1,000 jobs in one call (a batch create in the
+	// style of AIP-233), each item answered on its own, in order: its job and
+	// outcome, or its error. One bad item never fails the others.
+	//
+	// Idempotency contract (per item):
+	//
+	//	Identity: tenant + SubmitJob's method + the item's `idempotency_key`
+	//	  (required, 1-255 printable ASCII), with SubmitJob's fingerprint of
+	//	  the item's request. An item and a SubmitJob call with the same key
+	//	  are the same intent; so are two items of one call with one key (the
+	//	  second is answered as a replay of the first). The call's own
+	//	  `idempotency-key` metadata is not required and not used.
+	//	Window: as SubmitJob's.
+	//	Response: per item, as SubmitJob would answer it: the job with outcome
+	//	  CREATED, DEDUPLICATED or EXISTING (a replayed key: the original job);
+	//	  or `error`: INVALID_ARGUMENT with a BadRequest naming the item's
+	//	  fields (`items[3].request.document`) for an invalid item, or with an
+	//	  ErrorInfo IDEMPOTENCY_KEY_REUSED for a key bound to another request;
+	//	  UNAVAILABLE when the store failed that item (retry it with the same
+	//	  key).
+	//
+	// The whole call is INVALID_ARGUMENT, with nothing written, when it has
+	// no items or more than 1,000; and UNAVAILABLE when the store is down: no
+	// item is answered, and a retry with the same keys answers each item as
+	// it now stands (those written are EXISTING). The request as a whole is
+	// bounded by the server's receive limit (the document limit + 1 MiB):
+	// send large documents in more, smaller calls.
+	SubmitJobs(context.Context, *SubmitJobsRequest) (*SubmitJobsResponse, error)
 	// GetJob returns one job of the caller's tenant.
 	GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error)
 	// ListJobs returns the caller's jobs, newest first, one page at a time.
@@ -373,6 +440,9 @@ type UnimplementedJobServiceServer struct{}
 func (UnimplementedJobServiceServer) SubmitJob(context.Context, *SubmitJobRequest) (*SubmitJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SubmitJob not implemented")
 }
+func (UnimplementedJobServiceServer) SubmitJobs(context.Context, *SubmitJobsRequest) (*SubmitJobsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SubmitJobs not implemented")
+}
 func (UnimplementedJobServiceServer) GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetJob not implemented")
 }
@@ -432,6 +502,24 @@ func _JobService_SubmitJob_Handler(srv interface{}, ctx context.Context, dec fun
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(JobServiceServer).SubmitJob(ctx, req.(*SubmitJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _JobService_SubmitJobs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SubmitJobsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).SubmitJobs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_SubmitJobs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).SubmitJobs(ctx, req.(*SubmitJobsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -576,6 +664,10 @@ var JobService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SubmitJob",
 			Handler:    _JobService_SubmitJob_Handler,
+		},
+		{
+			MethodName: "SubmitJobs",
+			Handler:    _JobService_SubmitJobs_Handler,
 		},
 		{
 			MethodName: "GetJob",

@@ -1,0 +1,112 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/status"
+
+	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/server/idempotency"
+	"github.com/oncejob/oncejob/server/tenant"
+	"github.com/oncejob/oncejob/store"
+)
+
+// maxSubmitJobsItems bounds one SubmitJobs call.
+const maxSubmitJobsItems = 1000
+
+// SubmitJobs submits many jobs in one call, each item answered on its own.
+//
+// Idempotency contract, per item:
+//   - Identity: tenant + SubmitJob's method + the item's idempotency_key
+//     (required, 1-255 printable ASCII), with SubmitJob's fingerprint of
+//     the item's request. So an item and a SubmitJob call with the same key
+//     are one intent, and so are two items of one call with one key (the
+//     store answers the second as a replay of the first). The call's own
+//     `idempotency-key` metadata is not required and not used: a retried
+//     call is idempotent item by item.
+//   - Window: as SubmitJob's.
+//   - Response: per item, what SubmitJob would answer: the job with outcome
+//     CREATED, DEDUPLICATED or EXISTING, or an error: INVALID_ARGUMENT with
+//     BadRequest field violations (`items[i]....`) for an invalid item,
+//     INVALID_ARGUMENT with ErrorInfo IDEMPOTENCY_KEY_REUSED (metadata
+//     `field: items[i].idempotency_key`) for a key bound to another
+//     request, UNAVAILABLE when the store failed that item alone.
+//
+// The item count is checked by the validation interceptor, so a call with
+// none or over the limit writes nothing. Invalid items are answered here
+// and never reach the store; the valid ones are one JobSubmitMany call (a
+// handful of statements, whatever their number), so one bad item never
+// fails another.
+func (s *jobService) SubmitJobs(ctx context.Context, req *oncejobv1.SubmitJobsRequest) (*oncejobv1.SubmitJobsResponse, error) {
+	t, _ := tenant.FromContext(ctx)
+	items := req.GetItems()
+	results := make([]*oncejobv1.SubmitJobsResult, len(items))
+	var (
+		params []*store.JobSubmitParams
+		at     []int // at[j]: the item of params[j]
+	)
+	for i, item := range items {
+		p, st := s.submitJobsItem(t, i, item)
+		if st != nil {
+			results[i] = &oncejobv1.SubmitJobsResult{Error: st.Proto()}
+			continue
+		}
+		params = append(params, p)
+		at = append(at, i)
+	}
+	if len(params) > 0 {
+		res, err := s.cfg.Store.JobSubmitMany(ctx, &store.JobSubmitManyParams{Jobs: params})
+		if err != nil {
+			return nil, s.storeError(ctx, err, "jobs")
+		}
+		for j, item := range res.Items {
+			results[at[j]] = s.submitJobsResult(ctx, at[j], item)
+		}
+	}
+	return &oncejobv1.SubmitJobsResponse{Results: results}, nil
+}
+
+// submitJobsItem validates item i and makes its store params, or returns
+// its error.
+func (s *jobService) submitJobsItem(tenant string, i int, item *oncejobv1.SubmitJobsItem) (*store.JobSubmitParams, *status.Status) {
+	var v, request violations
+	if msg := idempotency.Check(item.GetIdempotencyKey()); msg != "" {
+		v.add("idempotency_key", "%s", msg)
+	}
+	if item.GetRequest() == nil {
+		v.add("request", "is required")
+	} else {
+		s.validateSubmit(item.GetRequest(), &request)
+	}
+	v = append(v.prefixed(fmt.Sprintf("items[%d].", i)), request.prefixed(fmt.Sprintf("items[%d].request.", i))...)
+	if err := v.err(); err != nil {
+		return nil, status.Convert(err)
+	}
+	key := idempotency.Key{Tenant: tenant, Method: oncejobv1.JobService_SubmitJob_FullMethodName, Value: item.GetIdempotencyKey()}
+	p, err := s.submitParams(key, item.GetRequest())
+	if err != nil {
+		return nil, status.Convert(err)
+	}
+	return p, nil
+}
+
+// submitJobsResult is the answer to item i from the store's.
+func (s *jobService) submitJobsResult(ctx context.Context, i int, item store.JobSubmitItem) *oncejobv1.SubmitJobsResult {
+	if errors.Is(item.Err, store.ErrIdempotencyKeyReused) {
+		return &oncejobv1.SubmitJobsResult{Error: idempotency.ReusedStatus("field", fmt.Sprintf("items[%d].idempotency_key", i)).Proto()}
+	}
+	if item.Err != nil {
+		return &oncejobv1.SubmitJobsResult{Error: status.Convert(s.storeError(ctx, item.Err, fmt.Sprintf("items[%d]", i))).Proto()}
+	}
+	return &oncejobv1.SubmitJobsResult{Job: jobToProto(item.Job), Outcome: outcomeToProto[item.Outcome]}
+}
+
+// validateSubmitJobs checks what makes the whole call invalid; each item is
+// checked on its own by the handler.
+func validateSubmitJobs(r *oncejobv1.SubmitJobsRequest, v *violations) {
+	if n := len(r.GetItems()); n == 0 || n > maxSubmitJobsItems {
+		v.add("items", "must hold 1 to %d items, not %d; split larger batches", maxSubmitJobsItems, n)
+	}
+}
