@@ -12,6 +12,7 @@ DEADLINE_EXCEEDED and broken connections, with exponential backoff and full
 jitter, bounded by attempts and the call's deadline. watch resumes a broken
 stream from the last event it yielded, on any replica.
 """
+from . import _details  # first: it makes google.rpc importable for .v1
 from ._core import SubmitResult
 from .aio import AsyncClient
 from .client import Client

@@ -4,7 +4,19 @@ from __future__ import annotations
 try:  # googleapis-common-protos, where installed
     from google.rpc import error_details_pb2, status_pb2
 except ImportError:  # the copy `make generate` makes from the Go module's descriptors
+    import sys
+    import types
+
     from ._rpc import error_details_pb2, status_pb2
+
+    # The generated API (v1/job_pb2: SubmitJobs answers items with a
+    # google.rpc.Status) imports google.rpc.status_pb2 by that name: it gets
+    # this copy, so one descriptor of google/rpc/status.proto is loaded.
+    _google_rpc = sys.modules.setdefault("google.rpc", types.ModuleType("google.rpc"))
+    _google_rpc.status_pb2 = status_pb2
+    _google_rpc.error_details_pb2 = error_details_pb2
+    sys.modules.setdefault("google.rpc.status_pb2", status_pb2)
+    sys.modules.setdefault("google.rpc.error_details_pb2", error_details_pb2)
 
 _KNOWN = (error_details_pb2.ErrorInfo, error_details_pb2.BadRequest, error_details_pb2.RetryInfo,
           error_details_pb2.PreconditionFailure)

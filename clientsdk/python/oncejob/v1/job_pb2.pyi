@@ -1,5 +1,6 @@
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.rpc import status_pb2 as _status_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -263,6 +264,36 @@ class SubmitJobResponse(_message.Message):
     job: Job
     outcome: SubmitOutcome
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., outcome: _Optional[_Union[SubmitOutcome, str]] = ...) -> None: ...
+
+class SubmitJobsItem(_message.Message):
+    __slots__ = ["idempotency_key", "request"]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    idempotency_key: str
+    request: SubmitJobRequest
+    def __init__(self, idempotency_key: _Optional[str] = ..., request: _Optional[_Union[SubmitJobRequest, _Mapping]] = ...) -> None: ...
+
+class SubmitJobsRequest(_message.Message):
+    __slots__ = ["items"]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[SubmitJobsItem]
+    def __init__(self, items: _Optional[_Iterable[_Union[SubmitJobsItem, _Mapping]]] = ...) -> None: ...
+
+class SubmitJobsResponse(_message.Message):
+    __slots__ = ["results"]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[SubmitJobsResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[SubmitJobsResult, _Mapping]]] = ...) -> None: ...
+
+class SubmitJobsResult(_message.Message):
+    __slots__ = ["error", "job", "outcome"]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    error: _status_pb2.Status
+    job: Job
+    outcome: SubmitOutcome
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., outcome: _Optional[_Union[SubmitOutcome, str]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class WatchJobRequest(_message.Message):
     __slots__ = ["after_seq", "job_id"]

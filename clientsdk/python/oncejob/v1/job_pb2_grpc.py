@@ -27,6 +27,11 @@ class JobServiceStub(object):
                 request_serializer=oncejob_dot_v1_dot_job__pb2.SubmitJobRequest.SerializeToString,
                 response_deserializer=oncejob_dot_v1_dot_job__pb2.SubmitJobResponse.FromString,
                 )
+        self.SubmitJobs = channel.unary_unary(
+                '/oncejob.v1.JobService/SubmitJobs',
+                request_serializer=oncejob_dot_v1_dot_job__pb2.SubmitJobsRequest.SerializeToString,
+                response_deserializer=oncejob_dot_v1_dot_job__pb2.SubmitJobsResponse.FromString,
+                )
         self.GetJob = channel.unary_unary(
                 '/oncejob.v1.JobService/GetJob',
                 request_serializer=oncejob_dot_v1_dot_job__pb2.GetJobRequest.SerializeToString,
@@ -99,6 +104,38 @@ class JobServiceServicer(object):
         prompt version, model profile, params) already succeeded is created
         SUCCEEDED at once, with `deduplicated_from` set and outcome
         SUBMIT_OUTCOME_DEDUPLICATED: the result is paid for once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubmitJobs(self, request, context):
+        """SubmitJobs submits up to 1,000 jobs in one call (a batch create in the
+        style of AIP-233), each item answered on its own, in order: its job and
+        outcome, or its error. One bad item never fails the others.
+
+        Idempotency contract (per item):
+        Identity: tenant + SubmitJob's method + the item's `idempotency_key`
+        (required, 1-255 printable ASCII), with SubmitJob's fingerprint of
+        the item's request. An item and a SubmitJob call with the same key
+        are the same intent; so are two items of one call with one key (the
+        second is answered as a replay of the first). The call's own
+        `idempotency-key` metadata is not required and not used.
+        Window: as SubmitJob's.
+        Response: per item, as SubmitJob would answer it: the job with outcome
+        CREATED, DEDUPLICATED or EXISTING (a replayed key: the original job);
+        or `error`: INVALID_ARGUMENT with a BadRequest naming the item's
+        fields (`items[3].request.document`) for an invalid item, or with an
+        ErrorInfo IDEMPOTENCY_KEY_REUSED for a key bound to another request;
+        UNAVAILABLE when the store failed that item (retry it with the same
+        key).
+
+        The whole call is INVALID_ARGUMENT, with nothing written, when it has
+        no items or more than 1,000; and UNAVAILABLE when the store is down: no
+        item is answered, and a retry with the same keys answers each item as
+        it now stands (those written are EXISTING). The request as a whole is
+        bounded by the server's receive limit (the document limit + 1 MiB):
+        send large documents in more, smaller calls.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -223,6 +260,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     request_deserializer=oncejob_dot_v1_dot_job__pb2.SubmitJobRequest.FromString,
                     response_serializer=oncejob_dot_v1_dot_job__pb2.SubmitJobResponse.SerializeToString,
             ),
+            'SubmitJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitJobs,
+                    request_deserializer=oncejob_dot_v1_dot_job__pb2.SubmitJobsRequest.FromString,
+                    response_serializer=oncejob_dot_v1_dot_job__pb2.SubmitJobsResponse.SerializeToString,
+            ),
             'GetJob': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJob,
                     request_deserializer=oncejob_dot_v1_dot_job__pb2.GetJobRequest.FromString,
@@ -295,6 +337,23 @@ class JobService(object):
         return grpc.experimental.unary_unary(request, target, '/oncejob.v1.JobService/SubmitJob',
             oncejob_dot_v1_dot_job__pb2.SubmitJobRequest.SerializeToString,
             oncejob_dot_v1_dot_job__pb2.SubmitJobResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SubmitJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/oncejob.v1.JobService/SubmitJobs',
+            oncejob_dot_v1_dot_job__pb2.SubmitJobsRequest.SerializeToString,
+            oncejob_dot_v1_dot_job__pb2.SubmitJobsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
