@@ -31,7 +31,7 @@ func (s *Store) JobClaim(ctx context.Context, params *store.JobClaimParams) ([]*
 		return nil, nil
 	}
 	var jobs []*store.Job
-	err := s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		at := nowOr(params.Now, now)
 		candidates, err := s.q.JobClaimCandidates(ctx, tx, dbsqlite.JobClaimCandidatesParams{
 			Now: at,
@@ -78,7 +78,7 @@ func (s *Store) JobHeartbeat(ctx context.Context, params *store.JobHeartbeatPara
 		return nil, store.ErrLeaseLost
 	}
 	var cancelRequested int64
-	err := s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		var err error
 		cancelRequested, err = s.q.JobHeartbeat(ctx, tx, dbsqlite.JobHeartbeatParams{
 			LeaseUntil: new(nowOr(params.Now, now) + params.LeaseDuration.Microseconds()),
@@ -138,7 +138,7 @@ func (s *Store) CheckpointWrite(ctx context.Context, params *store.CheckpointWri
 	if !ok {
 		return store.ErrLeaseLost
 	}
-	return s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+	return s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		job, err := s.checkpointFence(ctx, tx, params, id, now)
 		if err != nil {
 			return interpretLeaseError(err)
@@ -166,7 +166,7 @@ func (s *Store) CheckpointWrite(ctx context.Context, params *store.CheckpointWri
 
 // checkpointFence checks the lease of a checkpoint write in the UPDATE of its
 // job, advancing the job's stage when asked to.
-func (s *Store) checkpointFence(ctx context.Context, tx *sql.Tx, params *store.CheckpointWriteParams, id string, now int64) (dbsqlite.JobCheckpointFenceRow, error) {
+func (s *Store) checkpointFence(ctx context.Context, tx *writeTx, params *store.CheckpointWriteParams, id string, now int64) (dbsqlite.JobCheckpointFenceRow, error) {
 	if params.AdvanceStage {
 		row, err := s.q.JobStageAdvance(ctx, tx, dbsqlite.JobStageAdvanceParams{
 			Stage:   string(params.Stage),
@@ -197,7 +197,7 @@ func (s *Store) LLMAttemptRecord(ctx context.Context, params *store.LLMAttemptRe
 	if !ok {
 		return store.ErrNotFound
 	}
-	return s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+	return s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		attempt, err := s.q.LLMAttemptInsert(ctx, tx, dbsqlite.LLMAttemptInsertParams{
 			JobAttempt:        int64(a.JobAttempt),
 			Stage:             string(a.Stage),
@@ -292,7 +292,7 @@ func (s *Store) JobPublish(ctx context.Context, params *store.JobPublishParams) 
 		output = new(string(params.Output))
 	}
 	var row dbsqlite.Job
-	publish := func(ctx context.Context, tx *sql.Tx, now int64) error {
+	publish := func(ctx context.Context, tx *writeTx, now int64) error {
 		args := dbsqlite.JobPublishParams{
 			Output:  output,
 			Now:     now,
@@ -337,7 +337,7 @@ func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionPa
 		return nil, store.ErrLeaseLost
 	}
 	var row dbsqlite.Job
-	err = s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+	err = s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		var finishedAt *int64
 		if w.Finished {
 			finishedAt = &now

@@ -2,7 +2,6 @@ package storesqlite
 
 import (
 	"context"
-	"database/sql"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
@@ -21,7 +20,7 @@ func (s *Store) JobUpdateFull(ctx context.Context, params *store.JobUpdateFullPa
 		leaseOwner = &params.LeaseOwner
 	}
 	var row dbsqlite.Job
-	err := s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		var err error
 		row, err = s.q.JobUpdateFull(ctx, tx, dbsqlite.JobUpdateFullParams{
 			Status:          string(params.Status),

@@ -2,7 +2,6 @@ package storesqlite
 
 import (
 	"context"
-	"database/sql"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
@@ -12,7 +11,7 @@ import (
 // transaction, so Limit also bounds how long it keeps JobSubmit waiting.
 func (s *Store) IdempotencyKeyDeleteExpired(ctx context.Context, params *store.IdempotencyKeyDeleteExpiredParams) (int64, error) {
 	var n int64
-	err := s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, _ int64) error {
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, _ int64) error {
 		var err error
 		n, err = s.q.IdempotencyKeyDeleteExpired(ctx, tx, dbsqlite.IdempotencyKeyDeleteExpiredParams{
 			CreatedBefore: params.CreatedBefore.UnixMicro(),

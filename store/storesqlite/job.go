@@ -16,7 +16,7 @@ import (
 
 // jobSubmit is JobSubmit's insert-or-return of one submission, in the
 // write transaction tx.
-func (s *Store) jobSubmit(ctx context.Context, tx *sql.Tx, params *store.JobSubmitParams, args dbsqlite.JobInsertParams, now int64) (*store.JobSubmitResult, error) {
+func (s *Store) jobSubmit(ctx context.Context, tx *writeTx, params *store.JobSubmitParams, args dbsqlite.JobInsertParams, now int64) (*store.JobSubmitResult, error) {
 	inserted, err := s.q.IdempotencyKeyInsert(ctx, tx, dbsqlite.IdempotencyKeyInsertParams{
 		Tenant:      params.Tenant,
 		Method:      params.Method,
@@ -80,7 +80,7 @@ func (s *Store) jobSubmit(ctx context.Context, tx *sql.Tx, params *store.JobSubm
 
 // jobSubmitExisting returns the job an existing key created, or
 // ErrIdempotencyKeyReused. It writes nothing.
-func (s *Store) jobSubmitExisting(ctx context.Context, tx *sql.Tx, params *store.JobSubmitParams) (*store.JobSubmitResult, error) {
+func (s *Store) jobSubmitExisting(ctx context.Context, tx *writeTx, params *store.JobSubmitParams) (*store.JobSubmitResult, error) {
 	existing, err := s.q.JobGetByIdempotencyKey(ctx, tx, dbsqlite.JobGetByIdempotencyKeyParams{
 		Tenant:         params.Tenant,
 		Method:         params.Method,
@@ -187,7 +187,7 @@ func (s *Store) JobComplete(ctx context.Context, params *store.JobCompleteParams
 		output = new(string(params.Output))
 	}
 	var row dbsqlite.Job
-	err := s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		var err error
 		row, err = s.q.JobComplete(ctx, tx, dbsqlite.JobCompleteParams{
 			Tenant: params.Tenant,

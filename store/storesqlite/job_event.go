@@ -49,7 +49,7 @@ func (s *Store) JobEventList(ctx context.Context, params *store.JobEventListPara
 
 // jobEventAppend records the state job jobID has just moved to as its event
 // last_event_seq, in the transaction tx of the move.
-func (s *Store) jobEventAppend(ctx context.Context, tx *sql.Tx, jobID, message string) error {
+func (s *Store) jobEventAppend(ctx context.Context, tx *writeTx, jobID, message string) error {
 	n, err := s.q.JobEventAppend(ctx, tx, dbsqlite.JobEventAppendParams{JobID: jobID, Message: message})
 	if err != nil {
 		return interpretError(err)

@@ -2,7 +2,6 @@ package storesqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 
@@ -62,7 +61,7 @@ func (s *Store) jobSubmitDistinct(ctx context.Context, jobs []*store.JobSubmitPa
 			items[i].Err = err
 		}
 	}
-	err := s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, _ int64) error {
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, _ int64) error {
 		for i, p := range jobs {
 			if items[i].Err != nil {
 				continue
@@ -84,7 +83,7 @@ func (s *Store) jobSubmitDistinct(ctx context.Context, jobs []*store.JobSubmitPa
 // back if it fails. Each submission gets its own timestamp, so the jobs of
 // one call list in their order. The error returned is the savepoint's,
 // which leaves the transaction unusable and fails the whole write.
-func (s *Store) jobSubmitItem(ctx context.Context, tx *sql.Tx, p *store.JobSubmitParams, args dbsqlite.JobInsertParams) (store.JobSubmitItem, error) {
+func (s *Store) jobSubmitItem(ctx context.Context, tx *writeTx, p *store.JobSubmitParams, args dbsqlite.JobInsertParams) (store.JobSubmitItem, error) {
 	if _, err := tx.ExecContext(ctx, sqlItemSavepoint); err != nil {
 		return store.JobSubmitItem{}, interpretError(err)
 	}

@@ -36,10 +36,10 @@ type operation struct {
 	id     string
 	idem   *store.IdempotencyParams
 	// apply is the conditional UPDATE; sql.ErrNoRows when it matched no row.
-	apply func(ctx context.Context, tx *sql.Tx, id string, now int64) (dbsqlite.Job, error)
+	apply func(ctx context.Context, tx *writeTx, id string, now int64) (dbsqlite.Job, error)
 	// record writes what goes with the transition applied to row: its event
 	// and, for a replay, the deleted checkpoints.
-	record func(ctx context.Context, tx *sql.Tx, row dbsqlite.Job) error
+	record func(ctx context.Context, tx *writeTx, row dbsqlite.Job) error
 }
 
 // JobCancel implements store.OperatorStore. A running job only gets
@@ -51,7 +51,7 @@ func (s *Store) JobCancel(ctx context.Context, params *store.JobCancelParams) (*
 		tenant:             params.Tenant,
 		id:                 params.ID,
 		idem:               params.Idempotency,
-		apply: func(ctx context.Context, tx *sql.Tx, id string, now int64) (dbsqlite.Job, error) {
+		apply: func(ctx context.Context, tx *writeTx, id string, now int64) (dbsqlite.Job, error) {
 			return s.q.JobCancel(ctx, tx, dbsqlite.JobCancelParams{
 				Now:          now,
 				Tenant:       params.Tenant,
@@ -59,7 +59,7 @@ func (s *Store) JobCancel(ctx context.Context, params *store.JobCancelParams) (*
 				FromStatuses: jsonList(store.CancelTransition.FromStrings()),
 			})
 		},
-		record: func(ctx context.Context, tx *sql.Tx, row dbsqlite.Job) error {
+		record: func(ctx context.Context, tx *writeTx, row dbsqlite.Job) error {
 			if row.Status != string(store.JobStatusCancelled) {
 				return nil // cancel_requested on a running job
 			}
@@ -81,7 +81,7 @@ func (s *Store) JobReplay(ctx context.Context, params *store.JobReplayParams) (*
 		tenant:             params.Tenant,
 		id:                 params.ID,
 		idem:               params.Idempotency,
-		apply: func(ctx context.Context, tx *sql.Tx, id string, now int64) (dbsqlite.Job, error) {
+		apply: func(ctx context.Context, tx *writeTx, id string, now int64) (dbsqlite.Job, error) {
 			return s.q.JobReplay(ctx, tx, dbsqlite.JobReplayParams{
 				ResetStages:   reset,
 				ResetStage:    w.ResetStage,
@@ -92,7 +92,7 @@ func (s *Store) JobReplay(ctx context.Context, params *store.JobReplayParams) (*
 				FromStatuses:  jsonList(store.ReplayTransition.FromStrings()),
 			})
 		},
-		record: func(ctx context.Context, tx *sql.Tx, row dbsqlite.Job) error {
+		record: func(ctx context.Context, tx *writeTx, row dbsqlite.Job) error {
 			if len(w.ResetStages) > 0 {
 				err := s.q.CheckpointDeleteStages(ctx, tx, dbsqlite.CheckpointDeleteStagesParams{JobID: row.ID, Stages: reset})
 				if err != nil {
@@ -125,7 +125,7 @@ func (s *Store) settle(ctx context.Context, tenant, id string, idem *store.Idemp
 		tenant:             tenant,
 		id:                 id,
 		idem:               idem,
-		apply: func(ctx context.Context, tx *sql.Tx, id string, now int64) (dbsqlite.Job, error) {
+		apply: func(ctx context.Context, tx *writeTx, id string, now int64) (dbsqlite.Job, error) {
 			var finishedAt *int64
 			if w.Finished {
 				finishedAt = &now
@@ -142,7 +142,7 @@ func (s *Store) settle(ctx context.Context, tenant, id string, idem *store.Idemp
 				FromStatuses: jsonList(w.FromStrings()),
 			})
 		},
-		record: func(ctx context.Context, tx *sql.Tx, row dbsqlite.Job) error {
+		record: func(ctx context.Context, tx *writeTx, row dbsqlite.Job) error {
 			return s.jobEventAppend(ctx, tx, row.ID, w.Message)
 		},
 	})
@@ -158,7 +158,7 @@ func (s *Store) operate(ctx context.Context, op operation) (*store.OperatorResul
 		row      dbsqlite.Job
 		replayed bool
 	)
-	err := s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		if op.idem != nil {
 			seen, err := s.operatorKeyTake(ctx, tx, op.tenant, id, op.idem, now)
 			if err != nil {
@@ -187,7 +187,7 @@ func (s *Store) operate(ctx context.Context, op operation) (*store.OperatorResul
 // operatorKeyTake inserts the key, or reports that it was taken before by the
 // same request. A key bound to another fingerprint or another job is
 // ErrIdempotencyKeyReused.
-func (s *Store) operatorKeyTake(ctx context.Context, tx *sql.Tx, tenant, id string, idem *store.IdempotencyParams, now int64) (seen bool, err error) {
+func (s *Store) operatorKeyTake(ctx context.Context, tx *writeTx, tenant, id string, idem *store.IdempotencyParams, now int64) (seen bool, err error) {
 	inserted, err := s.q.IdempotencyKeyInsert(ctx, tx, dbsqlite.IdempotencyKeyInsertParams{
 		Tenant:      tenant,
 		Method:      idem.Method,
@@ -218,7 +218,7 @@ func (s *Store) operatorKeyTake(ctx context.Context, tx *sql.Tx, tenant, id stri
 // settled job is returned as it is, any other status is refused. No other
 // write runs in between, so a job in a status op may start from cannot be
 // among them.
-func (s *Store) operateApply(ctx context.Context, tx *sql.Tx, op operation, id string, now int64) (dbsqlite.Job, error) {
+func (s *Store) operateApply(ctx context.Context, tx *writeTx, op operation, id string, now int64) (dbsqlite.Job, error) {
 	row, err := op.apply(ctx, tx, id, now)
 	if err == nil {
 		return row, op.record(ctx, tx, row)

@@ -38,7 +38,7 @@ var errClosed = errors.New("storesqlite: the store is closed")
 // caller's without its cancellation: once a write runs it runs to its end,
 // since interrupting a statement would roll back the whole transaction,
 // the other callers' writes with it.
-type writeFunc func(ctx context.Context, tx *sql.Tx, now int64) error
+type writeFunc func(ctx context.Context, tx *writeTx, now int64) error
 
 // writeOp is a queued write and, once done is closed, its answer.
 type writeOp struct {
@@ -60,6 +60,7 @@ const (
 // writer owns the write connection. Its goroutine runs every write.
 type writer struct {
 	db    *sql.DB // one connection
+	stmts stmtCache
 	clock *clock
 	// appended is set by jobEventAppend in the write running now, and taken
 	// by the writer after each write; wake wakes the store's listeners once
@@ -79,6 +80,7 @@ type writer struct {
 func newWriter(db *sql.DB, c *clock, appended *atomic.Bool, wake func()) *writer {
 	w := &writer{
 		db:       db,
+		stmts:    stmtCache{db: db, prepared: make(map[string]*sql.Stmt)},
 		clock:    c,
 		appended: appended,
 		wake:     wake,
@@ -140,6 +142,7 @@ func (w *writer) close() {
 
 func (w *writer) run() {
 	defer close(w.stopped)
+	defer w.stmts.close()
 	batch := make([]*writeOp, 0, maxWriteBatch)
 	for {
 		op, ok := <-w.ops
@@ -160,17 +163,19 @@ func (w *writer) run() {
 			}
 		}
 		w.commit(batch)
+		w.stmts.prepareWanted(context.Background())
 	}
 }
 
 // commit runs batch in one transaction and answers every write in it.
 func (w *writer) commit(batch []*writeOp) {
 	ctx := context.Background() // no caller's cancellation may end the transaction
-	tx, err := w.db.BeginTx(ctx, nil)
+	sqlTx, err := w.db.BeginTx(ctx, nil)
 	if err != nil {
 		w.answerAll(batch, interpretError(err))
 		return
 	}
+	tx := &writeTx{tx: sqlTx, cache: &w.stmts, stmts: make(map[string]*sql.Stmt)}
 	var ran []*writeOp
 	appended := false
 	for i, op := range batch {
@@ -183,14 +188,14 @@ func (w *writer) commit(batch []*writeOp) {
 			// The savepoint could not be set, undone or released: the
 			// transaction is not usable. Every write it ran is lost (none
 			// was answered); the ones it did not reach get one of their own.
-			_ = tx.Rollback()
+			_ = sqlTx.Rollback()
 			w.answerAll(ran, fmt.Errorf("storesqlite: write transaction: %w", interpretError(err)))
 			w.requeue(batch[i+1:])
 			return
 		}
 		appended = appended || opAppended
 	}
-	if err := tx.Commit(); err != nil {
+	if err := sqlTx.Commit(); err != nil {
 		for _, op := range ran {
 			if op.err == nil {
 				op.err = interpretError(err)
@@ -209,7 +214,7 @@ func (w *writer) commit(batch []*writeOp) {
 
 // runOne runs op in a savepoint of its own and keeps its error in op.err;
 // the error returned is the savepoint's, which ends the transaction.
-func (w *writer) runOne(ctx context.Context, tx *sql.Tx, op *writeOp) (appended bool, err error) {
+func (w *writer) runOne(ctx context.Context, tx *writeTx, op *writeOp) (appended bool, err error) {
 	if _, err := tx.ExecContext(ctx, sqlSavepoint); err != nil {
 		return false, err
 	}
@@ -231,7 +236,7 @@ func (w *writer) runOne(ctx context.Context, tx *sql.Tx, op *writeOp) (appended 
 
 // runWrite runs op's function; a panic in it fails that write alone, as
 // it would have failed its caller alone before writes were queued.
-func runWrite(op *writeOp, tx *sql.Tx, now int64) (err error) {
+func runWrite(op *writeOp, tx *writeTx, now int64) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("storesqlite: write panicked: %v", r)

@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncejob/oncejob/store"
@@ -35,7 +37,7 @@ func TestWriterCommitsWhatIsQueuedInOneTransaction(t *testing.T) {
 	t.Cleanup(s.Close)
 	ctx := t.Context()
 
-	insertKey := func(ctx context.Context, tx *sql.Tx, key string) error {
+	insertKey := func(ctx context.Context, tx *writeTx, key string) error {
 		n, err := s.q.IdempotencyKeyInsert(ctx, tx, dbsqlite.IdempotencyKeyInsertParams{
 			Tenant: "t", Method: "m", IdemKey: key, Fingerprint: "fp", JobID: key, CreatedAt: 1,
 		})
@@ -58,7 +60,7 @@ func TestWriterCommitsWhatIsQueuedInOneTransaction(t *testing.T) {
 	running := make(chan struct{})
 	holder := make(chan error, 1)
 	go func() {
-		holder <- s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, _ int64) error {
+		holder <- s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, _ int64) error {
 			close(running)
 			<-release
 			return insertKey(ctx, tx, "holder")
@@ -75,7 +77,7 @@ func TestWriterCommitsWhatIsQueuedInOneTransaction(t *testing.T) {
 	for i := range writes {
 		key := fmt.Sprintf("key-%d", i)
 		wg.Go(func() {
-			errs[i] = s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, _ int64) error {
+			errs[i] = s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, _ int64) error {
 				if err := insertKey(ctx, tx, key); err != nil {
 					return err
 				}
@@ -91,7 +93,7 @@ func TestWriterCommitsWhatIsQueuedInOneTransaction(t *testing.T) {
 	gone, giveUp := context.WithCancel(ctx)
 	withdrawn := make(chan error, 1)
 	go func() {
-		withdrawn <- s.inWriteTx(gone, func(ctx context.Context, tx *sql.Tx, _ int64) error {
+		withdrawn <- s.inWriteTx(gone, func(ctx context.Context, tx *writeTx, _ int64) error {
 			return insertKey(ctx, tx, "withdrawn")
 		})
 	}()
@@ -125,7 +127,7 @@ func TestWriterAnswersAPanickingWriteAlone(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
 
-	err = s.inWriteTx(t.Context(), func(context.Context, *sql.Tx, int64) error { panic("boom") })
+	err = s.inWriteTx(t.Context(), func(context.Context, *writeTx, int64) error { panic("boom") })
 	require.ErrorContains(t, err, "boom")
 	_, err = s.JobSubmit(t.Context(), &store.JobSubmitParams{
 		ID: "0190d2a4-9a9c-7c3e-8a55-6a1f1f1f1f1f", Tenant: "t", Method: "m", IdempotencyKey: "k",
@@ -133,4 +135,35 @@ func TestWriterAnswersAPanickingWriteAlone(t *testing.T) {
 		DocumentMedia: "text/plain",
 	})
 	require.NoError(t, err)
+}
+
+// TestWriterPreparesEachStatementOnce checks that the writer's statements
+// are prepared on its connection once and reused by later transactions.
+func TestWriterPreparesEachStatementOnce(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.Context(), Config{DataDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+
+	params := func(key string) *store.JobSubmitParams {
+		return &store.JobSubmitParams{
+			ID: uuid.NewString(), Tenant: "t", Method: "m", IdempotencyKey: key,
+			Fingerprint: "fp", DedupKey: "d-" + key, Pipeline: "p", Document: []byte(key), DocumentSHA256: "sha-" + key,
+			DocumentMedia: "text/plain",
+		}
+	}
+	_, err = s.JobSubmit(t.Context(), params("first"))
+	require.NoError(t, err)
+	// The writer prepares what the transaction met once it has ended; the
+	// next write runs after that.
+	_, err = s.JobSubmit(t.Context(), params("second"))
+	require.NoError(t, err)
+	prepared := s.writer.stmts.prepared
+	require.NotEmpty(t, prepared)
+	before := make(map[string]*sql.Stmt, len(prepared))
+	maps.Copy(before, prepared)
+
+	_, err = s.JobSubmit(t.Context(), params("third"))
+	require.NoError(t, err)
+	require.Equal(t, before, s.writer.stmts.prepared, "no statement prepared again")
 }
