@@ -189,10 +189,30 @@ func formatNumber(f float64) string {
 }
 
 // writeString writes s as a JSON string. encoding/json's escaping is
-// deterministic; HTML escaping is turned off so the form is plain JSON.
+// deterministic; HTML escaping is turned off so the form is plain JSON. A
+// string of printable ASCII without quote or backslash, which is what keys,
+// hashes and names nearly always are, is its own escaped form and is written
+// as it is: the encoder costs more than the hash it feeds.
 func writeString(buf *bytes.Buffer, s string) {
+	if plainJSONString(s) {
+		buf.WriteByte('"')
+		buf.WriteString(s)
+		buf.WriteByte('"')
+		return
+	}
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s)           // a string always encodes
 	buf.Truncate(buf.Len() - 1) // Encode appends a newline
+}
+
+// plainJSONString reports whether encoding/json writes s between quotes
+// unchanged.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
