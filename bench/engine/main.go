@@ -650,7 +650,8 @@ func submit(ctx context.Context, root, addr string, conc uint, sc scenario, n in
 		return err
 	}
 	rep, err := runner.Run(submitCall, addr,
-		runner.WithProtoFile(filepath.Join(root, "proto/oncejob/v1/job.proto"), []string{filepath.Join(root, "proto")}),
+		runner.WithProtoFile(filepath.Join(root, "proto/oncejob/v1/job.proto"),
+			[]string{filepath.Join(root, "proto"), filepath.Join(root, "third_party/googleapis")}),
 		runner.WithInsecure(true),
 		runner.WithConcurrency(conc),
 		runner.WithTotalRequests(uint(n)),
