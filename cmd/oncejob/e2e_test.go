@@ -110,6 +110,7 @@ func TestReadmeGrpcurlExamples(t *testing.T) {
 		{false, []string{`InvalidArgument`, `idempotency-key metadata is required`}},
 		{true, []string{`"message": "submitted"`, `"status": "JOB_STATUS_RUNNING"`, `"stage": "JOB_STAGE_LLM_DONE"`, `"status": "JOB_STATUS_SUCCEEDED"`, `"stage": "JOB_STAGE_PUBLISHED"`}},
 		{true, []string{`"jobs": [`, `"idempotencyKey": "invoice-2026-0042"`}},
+		{true, []string{`"outcome": "SUBMIT_OUTCOME_EXISTING"`, `"outcome": "SUBMIT_OUTCOME_CREATED"`, `"error": {`, `"field": "items[2].request.pipeline"`, `unknown pipeline`}},
 		{true, []string{`"status": "SERVING"`}},
 	}
 	require.Len(t, cmds, len(want), "README examples changed: update this test")
