@@ -2,7 +2,6 @@ package storesqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 
 	"github.com/oncejob/oncejob/store"
@@ -17,7 +16,7 @@ var _ store.DeliveryStore = (*Store)(nil)
 // OutboxRoute implements store.DeliveryStore.
 func (s *Store) OutboxRoute(ctx context.Context, params *store.OutboxRouteParams) (int, error) {
 	routed := 0
-	err := s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		rows, err := s.q.OutboxUnroutedBatch(ctx, tx, int64(params.PageLimit()))
 		if err != nil {
 			return interpretError(err)
@@ -60,7 +59,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 		return nil, nil
 	}
 	var out []*store.Delivery
-	err := s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		ids, err := s.q.DeliveryClaimCandidates(ctx, tx, dbsqlite.DeliveryClaimCandidatesParams{
 			Now: now, Sinks: params.Sinks, Max: int64(params.Limit),
 		})
@@ -91,7 +90,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 // transaction.
 func (s *Store) DeliverySettle(ctx context.Context, params *store.DeliverySettleParams) (*store.DeliverySettleResult, error) {
 	res := &store.DeliverySettleResult{}
-	err := s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		res.LeaseLost = nil
 		for _, r := range params.Results {
 			err := s.q.DeliveryAttemptInsert(ctx, tx, dbsqlite.DeliveryAttemptInsertParams{
@@ -167,7 +166,7 @@ func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryPa
 		return nil, errors.New("storesqlite: DeliveryRetry needs exactly one of ID and Sink")
 	}
 	res := &store.DeliveryRetryResult{}
-	err := s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		if params.ID != 0 {
 			current, err := s.q.DeliveryGet(ctx, tx, dbsqlite.DeliveryGetParams{Tenant: params.Tenant, ID: params.ID})
 			if err != nil {
@@ -227,7 +226,7 @@ func (s *Store) DeliveryAttemptList(ctx context.Context, params *store.DeliveryA
 
 // SinkDisable implements store.DeliveryStore.
 func (s *Store) SinkDisable(ctx context.Context, params *store.SinkDisableParams) error {
-	return s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+	return s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		return interpretError(s.q.SinkDisable(ctx, tx, dbsqlite.SinkDisableParams{Sink: params.Sink, Tenant: params.Tenant, Now: now, Reason: params.Reason}))
 	})
 }
@@ -257,7 +256,7 @@ func (s *Store) SentMessageGet(ctx context.Context, params *store.SentMessageGet
 // SentMessageRecord implements store.DeliveryStore.
 func (s *Store) SentMessageRecord(ctx context.Context, params *store.SentMessageRecordParams) error {
 	m := params.Message
-	return s.inWriteTx(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+	return s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		return interpretError(s.q.SentMessageRecord(ctx, tx, dbsqlite.SentMessageRecordParams{
 			Sink: m.Sink, ContentHash: m.ContentHash, EventID: m.EventID, ExternalRef: m.ExternalRef, Now: now,
 		}))

@@ -1,4 +1,4 @@
--- 0008_submit_hot_path: a lighter write per submission. See
+-- 0009_submit_hot_path: a lighter write per submission. See
 -- docs/architecture.md, "Submitting in batches", for each trade and why the
 -- guarantees hold without what is dropped.
 
