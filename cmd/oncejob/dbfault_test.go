@@ -314,7 +314,7 @@ func TestConnectionFaults(t *testing.T) {
 	t.Run("SubmitCutAfterCommit", func(t *testing.T) {
 		// The statement committed, the answer was lost: the client is told
 		// the store is unavailable, and its retry finds the job.
-		in := apiProxy.Inject(pgproxy.Fault{Statement: "JobSubmit", Action: pgproxy.CutAfter})
+		in := apiProxy.Inject(pgproxy.Fault{Statement: "JobSubmitMany", Action: pgproxy.CutAfter})
 		cctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, "idempotency-key", "cut-after-submit"), callDeadline)
 		defer cancel()
 		req := &oncejobv1.SubmitJobRequest{Pipeline: "summarize", Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: "cut after submit"}}}
@@ -326,7 +326,7 @@ func TestConnectionFaults(t *testing.T) {
 	})
 
 	t.Run("SubmitCutBefore", func(t *testing.T) {
-		in := apiProxy.Inject(pgproxy.Fault{Statement: "JobSubmit", Action: pgproxy.CutBefore})
+		in := apiProxy.Inject(pgproxy.Fault{Statement: "JobSubmitMany", Action: pgproxy.CutBefore})
 		cctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, "idempotency-key", "cut-before-submit"), callDeadline)
 		defer cancel()
 		_, err := client.SubmitJob(cctx, &oncejobv1.SubmitJobRequest{Pipeline: "summarize", Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: "cut before submit"}}})
