@@ -157,7 +157,10 @@ type Checkpoint struct {
 	CodeVersion string
 	Attempt     int32
 	Output      []byte
-	CreatedAt   time.Time
+	// ReusedFrom is the job whose checkpoint of the same stage key the
+	// decision cache served; empty when this job computed the result.
+	ReusedFrom string
+	CreatedAt  time.Time
 }
 
 type CheckpointListParams struct {
@@ -176,6 +179,7 @@ type CheckpointWriteParams struct {
 	StageKey     string
 	CodeVersion  string
 	Output       []byte
+	ReusedFrom   string // the job the decision cache served Output from; empty: computed
 	AdvanceStage bool
 	Message      string // of the event when AdvanceStage
 }
@@ -202,6 +206,7 @@ type LLMAttempt struct {
 	Stage             JobStage
 	Chunk             int32
 	ProviderKey       string
+	Model             string
 	Outcome           LLMOutcome
 	Billed            bool // counted in the job's usage
 	PromptTokens      int64

@@ -305,11 +305,11 @@ func (r *run) stage(ctx context.Context, s stageSpec) ([]byte, error) {
 	if cp, ok := r.cps[cpKey{s.stage, s.chunk}]; ok && cp.StageKey == key {
 		return cp.Output, nil
 	}
-	out, message := []byte(nil), "computed"
+	out, message, reusedFrom := []byte(nil), "computed", ""
 	cached, err := r.w.cfg.Store.CheckpointGetByStageKey(ctx, &store.CheckpointGetByStageKeyParams{Tenant: r.job.Tenant, StageKey: key})
 	switch {
 	case err == nil:
-		out, message = cached.Output, "reused from job "+cached.JobID
+		out, message, reusedFrom = cached.Output, "reused from job "+cached.JobID, cached.JobID
 	case errors.Is(err, store.ErrNotFound):
 		r.stageKey = key
 		if out, err = s.compute(ctx); err != nil {
@@ -326,6 +326,7 @@ func (r *run) stage(ctx context.Context, s stageSpec) ([]byte, error) {
 		StageKey:     key,
 		CodeVersion:  s.version,
 		Output:       out,
+		ReusedFrom:   reusedFrom,
 		AdvanceStage: s.advance,
 		Message:      string(s.stage) + ": " + message,
 	}); err != nil {
@@ -404,6 +405,7 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 		Stage:         stage,
 		Chunk:         chunk,
 		ProviderKey:   req.ProviderKey,
+		Model:         req.Model,
 		LatencyMillis: latency.Milliseconds(),
 	}
 	switch class, classified := llm.ClassOf(err); {

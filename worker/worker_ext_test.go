@@ -233,6 +233,23 @@ func TestDecisionCacheRunsOnlyWhatChanged(t *testing.T) {
 	// Text, chunks and the merged LLM output are reused (the chunk's call is
 	// a checkpoint without an event of its own); validation is not.
 	require.Equal(t, 3, reused)
+	// The checkpoints record the same: every stage but validation (and the
+	// upload, which is not a stage the worker runs) names the first job.
+	cps, err := b.store.CheckpointList(context.Background(), &store.CheckpointListParams{JobID: second.ID})
+	require.NoError(t, err)
+	reusedFrom := map[string]string{}
+	for _, cp := range cps {
+		reusedFrom[fmt.Sprintf("%s/%d", cp.Stage, cp.Chunk)] = cp.ReusedFrom
+	}
+	require.Equal(t, map[string]string{
+		"text_extracted/-1": first.ID, "chunks_ready/-1": first.ID,
+		"llm_done/0": first.ID, "llm_done/-1": first.ID, "validated/-1": "",
+	}, reusedFrom)
+	// The first job's journal names the model of its one call.
+	attempts, err := b.store.LLMAttemptList(context.Background(), &store.LLMAttemptListParams{JobID: first.ID})
+	require.NoError(t, err)
+	require.Len(t, attempts, 1)
+	require.Equal(t, "sim-1", attempts[0].Model)
 
 	// A new prompt version: a new computation, billed.
 	v3 := registry(t, summarize(3, "2", summarizeSchema, ""))

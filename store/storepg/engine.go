@@ -119,6 +119,7 @@ func (s *Store) CheckpointWrite(ctx context.Context, params *store.CheckpointWri
 		StageKey:     params.StageKey,
 		CodeVersion:  params.CodeVersion,
 		Output:       nonNilBytes(params.Output),
+		ReusedFrom:   params.ReusedFrom,
 		Message:      params.Message,
 	})
 	if err == nil && params.AdvanceStage {
@@ -147,6 +148,7 @@ func (s *Store) LLMAttemptRecord(ctx context.Context, params *store.LLMAttemptRe
 		LatencyMs:         a.LatencyMillis,
 		ProviderRequestID: a.ProviderRequestID,
 		Error:             a.Error,
+		Model:             a.Model,
 		JobID:             id,
 	}
 	_, err = s.q.LLMAttemptRecord(ctx, s.pool, args)
@@ -179,6 +181,7 @@ func (s *Store) LLMAttemptList(ctx context.Context, params *store.LLMAttemptList
 			Stage:             store.JobStage(r.Stage),
 			Chunk:             r.Chunk,
 			ProviderKey:       r.ProviderKey,
+			Model:             r.Model,
 			Outcome:           store.LLMOutcome(r.Outcome),
 			Billed:            r.Billed,
 			PromptTokens:      r.PromptTokens,
@@ -296,6 +299,7 @@ func checkpointFromRow(r dbsqlc.JobCheckpoint) *store.Checkpoint {
 		CodeVersion: r.CodeVersion,
 		Attempt:     r.Attempt,
 		Output:      r.Output,
+		ReusedFrom:  r.ReusedFrom,
 		CreatedAt:   r.CreatedAt,
 	}
 }

@@ -153,6 +153,7 @@ func (s *Store) CheckpointWrite(ctx context.Context, params *store.CheckpointWri
 			Attempt:     job.Attempt,
 			Output:      nonNilBytes(params.Output),
 			CreatedAt:   now,
+			ReusedFrom:  params.ReusedFrom,
 		})
 		if err != nil {
 			return interpretError(err)
@@ -212,6 +213,7 @@ func (s *Store) LLMAttemptRecord(ctx context.Context, params *store.LLMAttemptRe
 			ProviderRequestID: a.ProviderRequestID,
 			Error:             a.Error,
 			CreatedAt:         now,
+			Model:             a.Model,
 			JobID:             id,
 		})
 		if err != nil {
@@ -250,6 +252,7 @@ func (s *Store) LLMAttemptList(ctx context.Context, params *store.LLMAttemptList
 			Stage:             store.JobStage(r.Stage),
 			Chunk:             int32(r.Chunk),
 			ProviderKey:       r.ProviderKey,
+			Model:             r.Model,
 			Outcome:           store.LLMOutcome(r.Outcome),
 			Billed:            r.Billed != 0,
 			PromptTokens:      r.PromptTokens,
@@ -398,6 +401,7 @@ func checkpointFromRow(r dbsqlite.JobCheckpoint) *store.Checkpoint {
 		CodeVersion: r.CodeVersion,
 		Attempt:     int32(r.Attempt),
 		Output:      r.Output,
+		ReusedFrom:  r.ReusedFrom,
 		CreatedAt:   timeFrom(r.CreatedAt),
 	}
 }

@@ -455,7 +455,7 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 			write(leaseA, "answer of tenant a")
 
 			// Another job of the tenant finds it.
-			otherA, _ := submitAndClaim(t, b, newSubmitParams(t), "w")
+			otherA, otherLease := submitAndClaim(t, b, newSubmitParams(t), "w")
 			require.Equal(t, jobA.Tenant, otherA.Tenant)
 			hit, err := lookup(otherA.Tenant)
 			require.NoError(t, err)
@@ -464,6 +464,17 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 			require.Equal(t, stageKey, hit.StageKey)
 			require.Equal(t, store.JobStageLLMDone, hit.Stage)
 			require.Equal(t, "answer of tenant a", string(hit.Output))
+			require.Empty(t, hit.ReusedFrom, "computed by the job itself")
+
+			// The job served from the cache records where its result came from.
+			require.NoError(t, b.engine.CheckpointWrite(b.ctx, &store.CheckpointWriteParams{
+				Lease: otherLease, Stage: store.JobStageLLMDone, Chunk: -1, StageKey: stageKey,
+				CodeVersion: "v1", Output: hit.Output, ReusedFrom: hit.JobID,
+			}))
+			cps, err := b.engine.CheckpointList(b.ctx, &store.CheckpointListParams{JobID: otherA.ID})
+			require.NoError(t, err)
+			require.Len(t, cps, 1)
+			require.Equal(t, jobA.ID, cps[0].ReusedFrom)
 
 			// Another tenant does not, until it computes its own.
 			paramsB := newSubmitParams(t)
@@ -478,7 +489,8 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 			require.Equal(t, "answer of tenant b", string(hit.Output))
 			hit, err = lookup(jobA.Tenant)
 			require.NoError(t, err)
-			require.Equal(t, jobA.ID, hit.JobID)
+			require.Equal(t, otherA.ID, hit.JobID, "the newest of the tenant's checkpoints of the key")
+			require.Equal(t, "answer of tenant a", string(hit.Output))
 		})
 	})
 
@@ -493,7 +505,7 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 			attempt := func(outcome store.LLMOutcome, billed bool, chunk int32, prompt, completion, cost int64) store.LLMAttempt {
 				return store.LLMAttempt{
 					JobID: job.ID, JobAttempt: job.Attempt, Stage: store.JobStageLLMDone, Chunk: chunk,
-					ProviderKey: fmt.Sprintf("pk:%s:%d", job.ID, chunk), Outcome: outcome, Billed: billed,
+					ProviderKey: fmt.Sprintf("pk:%s:%d", job.ID, chunk), Model: "model-x", Outcome: outcome, Billed: billed,
 					PromptTokens: prompt, CompletionTokens: completion, CostMicros: cost,
 					LatencyMillis: 800, ProviderRequestID: fmt.Sprintf("req-%s-%d", outcome, chunk), Error: "",
 				}

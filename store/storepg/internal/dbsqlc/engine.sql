@@ -102,15 +102,16 @@ WITH job AS (
     RETURNING id, tenant, status, stage, attempt, last_event_seq
 ),
 checkpoint AS (
-    INSERT INTO job_checkpoints (job_id, tenant, stage, chunk, stage_key, code_version, attempt, output)
+    INSERT INTO job_checkpoints (job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, reused_from)
     SELECT job.id, job.tenant, @stage::text, @chunk::integer, @stage_key::text,
-        @code_version::text, job.attempt, @output::bytea
+        @code_version::text, job.attempt, @output::bytea, @reused_from::text
     FROM job
     ON CONFLICT (job_id, stage, chunk) DO UPDATE
     SET stage_key = excluded.stage_key,
         code_version = excluded.code_version,
         attempt = excluded.attempt,
         output = excluded.output,
+        reused_from = excluded.reused_from,
         created_at = now()
 ),
 event AS (
@@ -131,7 +132,7 @@ WITH attempt AS (
     INSERT INTO llm_attempts (
         job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed,
         prompt_tokens, completion_tokens, cost_micros, latency_ms,
-        provider_request_id, error
+        provider_request_id, error, model
     )
     SELECT jobs.id, jobs.tenant, @job_attempt::integer, @stage::text, @chunk::integer,
         @provider_key::text, @outcome::text,
@@ -143,7 +144,7 @@ WITH attempt AS (
                   = (CASE WHEN @provider_request_id::text <> '' THEN 'req:' || @provider_request_id::text
                     ELSE 'key:' || @provider_key::text END)),
         @prompt_tokens::bigint, @completion_tokens::bigint, @cost_micros::bigint,
-        @latency_ms::bigint, @provider_request_id::text, @error::text
+        @latency_ms::bigint, @provider_request_id::text, @error::text, @model::text
     FROM jobs
     WHERE jobs.id = @job_id::uuid
     RETURNING id, job_id, billed, prompt_tokens, completion_tokens, cost_micros

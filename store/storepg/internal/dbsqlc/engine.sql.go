@@ -13,7 +13,7 @@ import (
 )
 
 const checkpointGetByStageKey = `-- name: CheckpointGetByStageKey :one
-SELECT job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, created_at FROM job_checkpoints
+SELECT job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, created_at, reused_from FROM job_checkpoints
 WHERE tenant = $1::text AND stage_key = $2::text
 ORDER BY created_at DESC
 LIMIT 1
@@ -38,12 +38,13 @@ func (q *Queries) CheckpointGetByStageKey(ctx context.Context, db DBTX, arg Chec
 		&i.Attempt,
 		&i.Output,
 		&i.CreatedAt,
+		&i.ReusedFrom,
 	)
 	return i, err
 }
 
 const checkpointList = `-- name: CheckpointList :many
-SELECT job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, created_at FROM job_checkpoints
+SELECT job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, created_at, reused_from FROM job_checkpoints
 WHERE job_id = $1::uuid
 ORDER BY CASE stage
         WHEN 'uploaded' THEN 1
@@ -76,6 +77,7 @@ func (q *Queries) CheckpointList(ctx context.Context, db DBTX, jobID pgtype.UUID
 			&i.Attempt,
 			&i.Output,
 			&i.CreatedAt,
+			&i.ReusedFrom,
 		); err != nil {
 			return nil, err
 		}
@@ -100,20 +102,21 @@ WITH job AS (
     RETURNING id, tenant, status, stage, attempt, last_event_seq
 ),
 checkpoint AS (
-    INSERT INTO job_checkpoints (job_id, tenant, stage, chunk, stage_key, code_version, attempt, output)
+    INSERT INTO job_checkpoints (job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, reused_from)
     SELECT job.id, job.tenant, $2::text, $6::integer, $7::text,
-        $8::text, job.attempt, $9::bytea
+        $8::text, job.attempt, $9::bytea, $10::text
     FROM job
     ON CONFLICT (job_id, stage, chunk) DO UPDATE
     SET stage_key = excluded.stage_key,
         code_version = excluded.code_version,
         attempt = excluded.attempt,
         output = excluded.output,
+        reused_from = excluded.reused_from,
         created_at = now()
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
-    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, $10::text
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, $11::text
     FROM job
     WHERE $1::boolean
 )
@@ -130,6 +133,7 @@ type CheckpointWriteParams struct {
 	StageKey     string
 	CodeVersion  string
 	Output       []byte
+	ReusedFrom   string
 	Message      string
 }
 
@@ -154,6 +158,7 @@ func (q *Queries) CheckpointWrite(ctx context.Context, db DBTX, arg CheckpointWr
 		arg.StageKey,
 		arg.CodeVersion,
 		arg.Output,
+		arg.ReusedFrom,
 		arg.Message,
 	)
 	var i CheckpointWriteRow
@@ -729,7 +734,7 @@ func (q *Queries) JobTransition(ctx context.Context, db DBTX, arg JobTransitionP
 }
 
 const lLMAttemptList = `-- name: LLMAttemptList :many
-SELECT id, job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed, prompt_tokens, completion_tokens, cost_micros, latency_ms, provider_request_id, error, created_at FROM llm_attempts
+SELECT id, job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed, prompt_tokens, completion_tokens, cost_micros, latency_ms, provider_request_id, error, created_at, model FROM llm_attempts
 WHERE job_id = $1::uuid
 ORDER BY id
 `
@@ -760,6 +765,7 @@ func (q *Queries) LLMAttemptList(ctx context.Context, db DBTX, jobID pgtype.UUID
 			&i.ProviderRequestID,
 			&i.Error,
 			&i.CreatedAt,
+			&i.Model,
 		); err != nil {
 			return nil, err
 		}
@@ -776,7 +782,7 @@ WITH attempt AS (
     INSERT INTO llm_attempts (
         job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed,
         prompt_tokens, completion_tokens, cost_micros, latency_ms,
-        provider_request_id, error
+        provider_request_id, error, model
     )
     SELECT jobs.id, jobs.tenant, $1::integer, $2::text, $3::integer,
         $4::text, $5::text,
@@ -788,9 +794,9 @@ WITH attempt AS (
                   = (CASE WHEN $7::text <> '' THEN 'req:' || $7::text
                     ELSE 'key:' || $4::text END)),
         $8::bigint, $9::bigint, $10::bigint,
-        $11::bigint, $7::text, $12::text
+        $11::bigint, $7::text, $12::text, $13::text
     FROM jobs
-    WHERE jobs.id = $13::uuid
+    WHERE jobs.id = $14::uuid
     RETURNING id, job_id, billed, prompt_tokens, completion_tokens, cost_micros
 ),
 usage AS (
@@ -820,6 +826,7 @@ type LLMAttemptRecordParams struct {
 	CostMicros        int64
 	LatencyMs         int64
 	Error             string
+	Model             string
 	JobID             pgtype.UUID
 }
 
@@ -842,6 +849,7 @@ func (q *Queries) LLMAttemptRecord(ctx context.Context, db DBTX, arg LLMAttemptR
 		arg.CostMicros,
 		arg.LatencyMs,
 		arg.Error,
+		arg.Model,
 		arg.JobID,
 	)
 	var id int64

@@ -118,6 +118,7 @@ type JobCheckpoint struct {
 	Attempt     int32
 	Output      []byte
 	CreatedAt   time.Time
+	ReusedFrom  string
 }
 
 type JobEvent struct {
@@ -150,6 +151,7 @@ type LlmAttempt struct {
 	ProviderRequestID string
 	Error             string
 	CreatedAt         time.Time
+	Model             string
 }
 
 type Outbox struct {

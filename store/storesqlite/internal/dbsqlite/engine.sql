@@ -102,14 +102,15 @@ RETURNING tenant, attempt;
 
 -- name: CheckpointUpsert :exec
 -- Records a checkpoint, replacing the one of the same (job, stage, chunk).
-INSERT INTO job_checkpoints (job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, created_at)
-VALUES (@job_id, @tenant, @stage, @chunk, @stage_key, @code_version, @attempt, @output, @created_at)
+INSERT INTO job_checkpoints (job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, created_at, reused_from)
+VALUES (@job_id, @tenant, @stage, @chunk, @stage_key, @code_version, @attempt, @output, @created_at, @reused_from)
 ON CONFLICT (job_id, stage, chunk) DO UPDATE
 SET stage_key = excluded.stage_key,
     code_version = excluded.code_version,
     attempt = excluded.attempt,
     output = excluded.output,
-    created_at = excluded.created_at;
+    created_at = excluded.created_at,
+    reused_from = excluded.reused_from;
 
 -- name: LLMAttemptInsert :one
 -- Journals an attempt under the job's tenant, billed only if no billed
@@ -120,7 +121,7 @@ SET stage_key = excluded.stage_key,
 INSERT INTO llm_attempts (
     job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed,
     prompt_tokens, completion_tokens, cost_micros, latency_ms,
-    provider_request_id, error, created_at
+    provider_request_id, error, created_at, model
 )
 SELECT jobs.id, jobs.tenant, @job_attempt, @stage, @chunk,
     @provider_key, @outcome,
@@ -132,7 +133,7 @@ SELECT jobs.id, jobs.tenant, @job_attempt, @stage, @chunk,
               = (CASE WHEN @provider_request_id <> '' THEN 'req:' || @provider_request_id
                 ELSE 'key:' || @provider_key END)),
     @prompt_tokens, @completion_tokens, @cost_micros,
-    @latency_ms, @provider_request_id, @error, @created_at
+    @latency_ms, @provider_request_id, @error, @created_at, @model
 FROM jobs
 WHERE jobs.id = @job_id
 RETURNING id, billed;

@@ -10,7 +10,7 @@ import (
 )
 
 const checkpointGetByStageKey = `-- name: CheckpointGetByStageKey :one
-SELECT job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, created_at FROM job_checkpoints
+SELECT job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, created_at, reused_from FROM job_checkpoints
 WHERE tenant = ?1 AND stage_key = ?2
 ORDER BY created_at DESC
 LIMIT 1
@@ -35,12 +35,13 @@ func (q *Queries) CheckpointGetByStageKey(ctx context.Context, db DBTX, arg Chec
 		&i.Attempt,
 		&i.Output,
 		&i.CreatedAt,
+		&i.ReusedFrom,
 	)
 	return i, err
 }
 
 const checkpointList = `-- name: CheckpointList :many
-SELECT job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, created_at FROM job_checkpoints
+SELECT job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, created_at, reused_from FROM job_checkpoints
 WHERE job_id = ?1
 ORDER BY CASE stage
         WHEN 'uploaded' THEN 1
@@ -73,6 +74,7 @@ func (q *Queries) CheckpointList(ctx context.Context, db DBTX, jobID string) ([]
 			&i.Attempt,
 			&i.Output,
 			&i.CreatedAt,
+			&i.ReusedFrom,
 		); err != nil {
 			return nil, err
 		}
@@ -88,14 +90,15 @@ func (q *Queries) CheckpointList(ctx context.Context, db DBTX, jobID string) ([]
 }
 
 const checkpointUpsert = `-- name: CheckpointUpsert :exec
-INSERT INTO job_checkpoints (job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, created_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+INSERT INTO job_checkpoints (job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, created_at, reused_from)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
 ON CONFLICT (job_id, stage, chunk) DO UPDATE
 SET stage_key = excluded.stage_key,
     code_version = excluded.code_version,
     attempt = excluded.attempt,
     output = excluded.output,
-    created_at = excluded.created_at
+    created_at = excluded.created_at,
+    reused_from = excluded.reused_from
 `
 
 type CheckpointUpsertParams struct {
@@ -108,6 +111,7 @@ type CheckpointUpsertParams struct {
 	Attempt     int64
 	Output      []byte
 	CreatedAt   int64
+	ReusedFrom  string
 }
 
 // Records a checkpoint, replacing the one of the same (job, stage, chunk).
@@ -122,6 +126,7 @@ func (q *Queries) CheckpointUpsert(ctx context.Context, db DBTX, arg CheckpointU
 		arg.Attempt,
 		arg.Output,
 		arg.CreatedAt,
+		arg.ReusedFrom,
 	)
 	return err
 }
@@ -682,7 +687,7 @@ const lLMAttemptInsert = `-- name: LLMAttemptInsert :one
 INSERT INTO llm_attempts (
     job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed,
     prompt_tokens, completion_tokens, cost_micros, latency_ms,
-    provider_request_id, error, created_at
+    provider_request_id, error, created_at, model
 )
 SELECT jobs.id, jobs.tenant, ?1, ?2, ?3,
     ?4, ?5,
@@ -694,9 +699,9 @@ SELECT jobs.id, jobs.tenant, ?1, ?2, ?3,
               = (CASE WHEN ?7 <> '' THEN 'req:' || ?7
                 ELSE 'key:' || ?4 END)),
     ?8, ?9, ?10,
-    ?11, ?7, ?12, ?13
+    ?11, ?7, ?12, ?13, ?14
 FROM jobs
-WHERE jobs.id = ?14
+WHERE jobs.id = ?15
 RETURNING id, billed
 `
 
@@ -714,6 +719,7 @@ type LLMAttemptInsertParams struct {
 	LatencyMs         int64
 	Error             string
 	CreatedAt         int64
+	Model             string
 	JobID             string
 }
 
@@ -742,6 +748,7 @@ func (q *Queries) LLMAttemptInsert(ctx context.Context, db DBTX, arg LLMAttemptI
 		arg.LatencyMs,
 		arg.Error,
 		arg.CreatedAt,
+		arg.Model,
 		arg.JobID,
 	)
 	var i LLMAttemptInsertRow
@@ -750,7 +757,7 @@ func (q *Queries) LLMAttemptInsert(ctx context.Context, db DBTX, arg LLMAttemptI
 }
 
 const lLMAttemptList = `-- name: LLMAttemptList :many
-SELECT id, job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed, prompt_tokens, completion_tokens, cost_micros, latency_ms, provider_request_id, error, created_at FROM llm_attempts
+SELECT id, job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed, prompt_tokens, completion_tokens, cost_micros, latency_ms, provider_request_id, error, created_at, model FROM llm_attempts
 WHERE job_id = ?1
 ORDER BY id
 `
@@ -781,6 +788,7 @@ func (q *Queries) LLMAttemptList(ctx context.Context, db DBTX, jobID string) ([]
 			&i.ProviderRequestID,
 			&i.Error,
 			&i.CreatedAt,
+			&i.Model,
 		); err != nil {
 			return nil, err
 		}

@@ -112,6 +112,7 @@ type JobCheckpoint struct {
 	Attempt     int64
 	Output      []byte
 	CreatedAt   int64
+	ReusedFrom  string
 }
 
 type JobEvent struct {
@@ -143,6 +144,7 @@ type LlmAttempt struct {
 	ProviderRequestID string
 	Error             string
 	CreatedAt         int64
+	Model             string
 }
 
 type Outbox struct {
