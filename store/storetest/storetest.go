@@ -590,6 +590,11 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 		t.Parallel()
 		exerciseDelivery(t, newStore)
 	})
+
+	t.Run("View", func(t *testing.T) {
+		t.Parallel()
+		exerciseView(t, newStore)
+	})
 }
 
 // newSubmitParams returns a valid submission of tenant-a with a fresh id,

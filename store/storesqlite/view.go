@@ -1,0 +1,33 @@
+package storesqlite
+
+import (
+	"context"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
+)
+
+var _ store.ViewStore = (*Store)(nil)
+
+// JobCountByStatus implements store.ViewStore.
+func (s *Store) JobCountByStatus(ctx context.Context, params *store.JobCountByStatusParams) (map[store.JobStatus]int64, error) {
+	rows, err := s.q.JobCountByStatus(ctx, s.read, dbsqlite.JobCountByStatusParams{Tenant: params.Tenant, Pipeline: params.Pipeline})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	counts := make(map[store.JobStatus]int64, len(rows))
+	for _, r := range rows {
+		counts[store.JobStatus(r.Status)] = r.Count
+	}
+	return counts, nil
+}
+
+// JobChangeHead implements store.ViewStore: the last event's id. With one
+// writer, every event committed later has a greater id (see JobChangeList).
+func (s *Store) JobChangeHead(ctx context.Context, _ *store.JobChangeHeadParams) (store.JobChangeCursor, error) {
+	last, err := s.q.JobEventLastID(ctx, s.read)
+	if err != nil {
+		return store.JobChangeCursor{}, interpretError(err)
+	}
+	return store.JobChangeCursor{ID: last}, nil
+}
