@@ -136,14 +136,21 @@ func (s *jobService) submitParams(key idempotency.Key, req *oncejobv1.SubmitJobR
 }
 
 // GetJob returns one job of the caller's tenant; another tenant's job is
-// NOT_FOUND.
+// NOT_FOUND. JOB_VIEW_FULL adds its checkpoints and attempt journal, read
+// only once the tenant-scoped read found the job.
 func (s *jobService) GetJob(ctx context.Context, req *oncejobv1.GetJobRequest) (*oncejobv1.GetJobResponse, error) {
 	t, _ := tenant.FromContext(ctx)
 	j, err := s.cfg.Store.JobGetByID(ctx, &store.JobGetByIDParams{Tenant: t, ID: req.GetJobId()})
 	if err != nil {
 		return nil, s.storeError(ctx, err, "job "+req.GetJobId())
 	}
-	return &oncejobv1.GetJobResponse{Job: jobToProto(j)}, nil
+	pj := jobToProto(j)
+	if req.GetView() == oncejobv1.JobView_JOB_VIEW_FULL {
+		if err := s.addDetail(ctx, pj); err != nil {
+			return nil, err
+		}
+	}
+	return &oncejobv1.GetJobResponse{Job: pj}, nil
 }
 
 // ListJobs returns one page of the caller's jobs, newest first.
@@ -160,11 +167,21 @@ func (s *jobService) ListJobs(ctx context.Context, req *oncejobv1.ListJobsReques
 	if req.GetPageToken() != "" {
 		params.After, _ = decodePageToken(req.GetPageToken(), req) // validated
 	}
+	// The head is read before the page: a change the page misses comes
+	// after it.
+	var head string
+	if vs, ok := s.cfg.Store.(store.ViewStore); ok {
+		c, err := vs.JobChangeHead(ctx, &store.JobChangeHeadParams{})
+		if err != nil {
+			return nil, s.storeError(ctx, err, "jobs")
+		}
+		head = encodeWatchCursor(c)
+	}
 	res, err := s.cfg.Store.JobList(ctx, params)
 	if err != nil {
 		return nil, s.storeError(ctx, err, "jobs")
 	}
-	resp := &oncejobv1.ListJobsResponse{Jobs: make([]*oncejobv1.Job, len(res.Jobs))}
+	resp := &oncejobv1.ListJobsResponse{Jobs: make([]*oncejobv1.Job, len(res.Jobs)), WatchCursor: head}
 	for i, j := range res.Jobs {
 		resp.Jobs[i] = jobToProto(j)
 	}

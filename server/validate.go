@@ -47,6 +47,9 @@ func (s *jobService) validate(req any) error {
 		validateSubmitJobs(r, &v)
 	case *oncejobv1.GetJobRequest:
 		validateJobID(r.GetJobId(), "job_id", &v)
+		if _, ok := oncejobv1.JobView_name[int32(r.GetView())]; !ok {
+			v.add("view", "unknown view %d", r.GetView())
+		}
 	case *oncejobv1.WatchJobRequest:
 		validateJobID(r.GetJobId(), "job_id", &v)
 		if r.GetAfterSeq() < 0 {

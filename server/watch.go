@@ -30,7 +30,10 @@ func (s *jobService) WatchJob(req *oncejobv1.WatchJobRequest, stream grpc.Server
 	t, _ := tenant.FromContext(ctx)
 	last := req.GetAfterSeq()
 	var sendErr error
-	err := s.cfg.Watch.WatchJob(ctx, &watch.JobParams{Tenant: t, JobID: req.GetJobId(), AfterSeq: last}, func(e *store.JobEvent) error {
+	// Headers go out once the watch is established, so a client (the HTTP
+	// gateway) learns that the job exists before its first event.
+	established := func() { _ = stream.SendHeader(nil) }
+	err := s.cfg.Watch.WatchJob(ctx, &watch.JobParams{Tenant: t, JobID: req.GetJobId(), AfterSeq: last, Ready: established}, func(e *store.JobEvent) error {
 		if sendErr = stream.Send(&oncejobv1.WatchJobResponse{Event: eventToProto(e)}); sendErr != nil {
 			return sendErr
 		}
@@ -64,6 +67,9 @@ func (s *jobService) WatchJobs(req *oncejobv1.WatchJobsRequest, stream grpc.Serv
 	}
 	params.After, _ = decodeWatchCursor(req.GetAfterCursor()) // validated
 	last := req.GetAfterCursor()
+	// Authenticated and valid: the watch is established, headers go out
+	// before the first change, which may be long in coming.
+	_ = stream.SendHeader(nil)
 	var sendErr error
 	err := s.cfg.Watch.WatchJobs(ctx, params, func(c *store.JobChange) error {
 		cursor := encodeWatchCursor(c.Cursor)

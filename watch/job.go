@@ -13,6 +13,10 @@ type JobParams struct {
 	JobID  string
 	// AfterSeq: send events with a greater seq; 0 sends all.
 	AfterSeq int32
+	// Ready, if set, is called once the first read of the log succeeded:
+	// the job exists in the tenant and AfterSeq is in range, so the watch
+	// is established, before any event is sent.
+	Ready func()
 }
 
 // WatchJob calls send with each event of the job after p.AfterSeq, in seq
@@ -49,6 +53,10 @@ func (h *Hub) WatchJob(ctx context.Context, p *JobParams, send func(*store.JobEv
 				return ErrAfterSeqPastEnd
 			}
 			last, events = events[0], events[1:]
+		}
+		if p.Ready != nil {
+			p.Ready()
+			p.Ready = nil
 		}
 		if len(events) > 0 {
 			pos = events[len(events)-1].Seq

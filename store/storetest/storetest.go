@@ -26,6 +26,7 @@ type Store interface {
 	store.EngineStore
 	store.OperatorStore
 	store.WatchStore
+	store.ViewStore
 	store.FactoryStore
 	store.DeliveryStore
 }

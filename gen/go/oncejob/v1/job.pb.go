@@ -223,6 +223,59 @@ func (SubmitOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{2}
 }
 
+// JobView selects how much of a job GetJob returns (AIP-157).
+type JobView int32
+
+const (
+	// JOB_VIEW_BASIC.
+	JobView_JOB_VIEW_UNSPECIFIED JobView = 0
+	// The job without `checkpoints` and `llm_attempts`.
+	JobView_JOB_VIEW_BASIC JobView = 1
+	// The job with its stage checkpoints and LLM attempt journal.
+	JobView_JOB_VIEW_FULL JobView = 2
+)
+
+// Enum value maps for JobView.
+var (
+	JobView_name = map[int32]string{
+		0: "JOB_VIEW_UNSPECIFIED",
+		1: "JOB_VIEW_BASIC",
+		2: "JOB_VIEW_FULL",
+	}
+	JobView_value = map[string]int32{
+		"JOB_VIEW_UNSPECIFIED": 0,
+		"JOB_VIEW_BASIC":       1,
+		"JOB_VIEW_FULL":        2,
+	}
+)
+
+func (x JobView) Enum() *JobView {
+	p := new(JobView)
+	*p = x
+	return p
+}
+
+func (x JobView) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (JobView) Descriptor() protoreflect.EnumDescriptor {
+	return file_oncejob_v1_job_proto_enumTypes[3].Descriptor()
+}
+
+func (JobView) Type() protoreflect.EnumType {
+	return &file_oncejob_v1_job_proto_enumTypes[3]
+}
+
+func (x JobView) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use JobView.Descriptor instead.
+func (JobView) EnumDescriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{3}
+}
+
 // Resolution is how an operator settles an unknown outcome.
 type Resolution int32
 
@@ -259,11 +312,11 @@ func (x Resolution) String() string {
 }
 
 func (Resolution) Descriptor() protoreflect.EnumDescriptor {
-	return file_oncejob_v1_job_proto_enumTypes[3].Descriptor()
+	return file_oncejob_v1_job_proto_enumTypes[4].Descriptor()
 }
 
 func (Resolution) Type() protoreflect.EnumType {
-	return &file_oncejob_v1_job_proto_enumTypes[3]
+	return &file_oncejob_v1_job_proto_enumTypes[4]
 }
 
 func (x Resolution) Number() protoreflect.EnumNumber {
@@ -272,7 +325,74 @@ func (x Resolution) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Resolution.Descriptor instead.
 func (Resolution) EnumDescriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{3}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{4}
+}
+
+// LlmOutcome is how one LLM attempt ended.
+type LlmOutcome int32
+
+const (
+	LlmOutcome_LLM_OUTCOME_UNSPECIFIED     LlmOutcome = 0
+	LlmOutcome_LLM_OUTCOME_SUCCEEDED       LlmOutcome = 1
+	LlmOutcome_LLM_OUTCOME_RATE_LIMITED    LlmOutcome = 2
+	LlmOutcome_LLM_OUTCOME_UNAVAILABLE     LlmOutcome = 3
+	LlmOutcome_LLM_OUTCOME_INVALID_REQUEST LlmOutcome = 4
+	// The call may or may not have happened (a client timeout after sending).
+	LlmOutcome_LLM_OUTCOME_OUTCOME_UNKNOWN LlmOutcome = 5
+	// The answer failed the pipeline's output schema.
+	LlmOutcome_LLM_OUTCOME_INVALID_OUTPUT LlmOutcome = 6
+	LlmOutcome_LLM_OUTCOME_CANCELLED      LlmOutcome = 7
+)
+
+// Enum value maps for LlmOutcome.
+var (
+	LlmOutcome_name = map[int32]string{
+		0: "LLM_OUTCOME_UNSPECIFIED",
+		1: "LLM_OUTCOME_SUCCEEDED",
+		2: "LLM_OUTCOME_RATE_LIMITED",
+		3: "LLM_OUTCOME_UNAVAILABLE",
+		4: "LLM_OUTCOME_INVALID_REQUEST",
+		5: "LLM_OUTCOME_OUTCOME_UNKNOWN",
+		6: "LLM_OUTCOME_INVALID_OUTPUT",
+		7: "LLM_OUTCOME_CANCELLED",
+	}
+	LlmOutcome_value = map[string]int32{
+		"LLM_OUTCOME_UNSPECIFIED":     0,
+		"LLM_OUTCOME_SUCCEEDED":       1,
+		"LLM_OUTCOME_RATE_LIMITED":    2,
+		"LLM_OUTCOME_UNAVAILABLE":     3,
+		"LLM_OUTCOME_INVALID_REQUEST": 4,
+		"LLM_OUTCOME_OUTCOME_UNKNOWN": 5,
+		"LLM_OUTCOME_INVALID_OUTPUT":  6,
+		"LLM_OUTCOME_CANCELLED":       7,
+	}
+)
+
+func (x LlmOutcome) Enum() *LlmOutcome {
+	p := new(LlmOutcome)
+	*p = x
+	return p
+}
+
+func (x LlmOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LlmOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_oncejob_v1_job_proto_enumTypes[5].Descriptor()
+}
+
+func (LlmOutcome) Type() protoreflect.EnumType {
+	return &file_oncejob_v1_job_proto_enumTypes[5]
+}
+
+func (x LlmOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LlmOutcome.Descriptor instead.
+func (LlmOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{5}
 }
 
 // Document is the input of a job.
@@ -739,7 +859,9 @@ func (x *SubmitJobsResult) GetError() *status.Status {
 type GetJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required: the job's id, a UUID.
-	JobId         string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Optional: which fields to fill. Unspecified is JOB_VIEW_BASIC.
+	View          JobView `protobuf:"varint,2,opt,name=view,proto3,enum=oncejob.v1.JobView" json:"view,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -779,6 +901,13 @@ func (x *GetJobRequest) GetJobId() string {
 		return x.JobId
 	}
 	return ""
+}
+
+func (x *GetJobRequest) GetView() JobView {
+	if x != nil {
+		return x.View
+	}
+	return JobView_JOB_VIEW_UNSPECIFIED
 }
 
 // GetJobResponse holds the job.
@@ -906,6 +1035,11 @@ type ListJobsResponse struct {
 	Jobs  []*Job                 `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
 	// Empty on the last page.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// A WatchJobs cursor taken before this page was read: WatchJobs with
+	// `after_cursor` set to it streams every change committed after the page
+	// was read (and perhaps a few the page already shows), so a list plus a
+	// watch from here misses nothing. Independent of the filters.
+	WatchCursor   string `protobuf:"bytes,3,opt,name=watch_cursor,json=watchCursor,proto3" json:"watch_cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -954,6 +1088,167 @@ func (x *ListJobsResponse) GetNextPageToken() string {
 	return ""
 }
 
+func (x *ListJobsResponse) GetWatchCursor() string {
+	if x != nil {
+		return x.WatchCursor
+	}
+	return ""
+}
+
+// CountJobsRequest selects the jobs to count.
+type CountJobsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional: only jobs of this pipeline.
+	Pipeline      string `protobuf:"bytes,1,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountJobsRequest) Reset() {
+	*x = CountJobsRequest{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountJobsRequest) ProtoMessage() {}
+
+func (x *CountJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountJobsRequest.ProtoReflect.Descriptor instead.
+func (*CountJobsRequest) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CountJobsRequest) GetPipeline() string {
+	if x != nil {
+		return x.Pipeline
+	}
+	return ""
+}
+
+// CountJobsResponse is the number of the caller's jobs in each status.
+type CountJobsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One entry per status that has jobs, in JobStatus order.
+	Counts []*JobStatusCount `protobuf:"bytes,1,rep,name=counts,proto3" json:"counts,omitempty"`
+	// The sum of the counts.
+	Total         int64 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountJobsResponse) Reset() {
+	*x = CountJobsResponse{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountJobsResponse) ProtoMessage() {}
+
+func (x *CountJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountJobsResponse.ProtoReflect.Descriptor instead.
+func (*CountJobsResponse) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CountJobsResponse) GetCounts() []*JobStatusCount {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *CountJobsResponse) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+// JobStatusCount is the number of jobs in one status.
+type JobStatusCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Status        JobStatus              `protobuf:"varint,1,opt,name=status,proto3,enum=oncejob.v1.JobStatus" json:"status,omitempty"`
+	Count         int64                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobStatusCount) Reset() {
+	*x = JobStatusCount{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobStatusCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobStatusCount) ProtoMessage() {}
+
+func (x *JobStatusCount) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobStatusCount.ProtoReflect.Descriptor instead.
+func (*JobStatusCount) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *JobStatusCount) GetStatus() JobStatus {
+	if x != nil {
+		return x.Status
+	}
+	return JobStatus_JOB_STATUS_UNSPECIFIED
+}
+
+func (x *JobStatusCount) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 // CancelJobRequest names the job to cancel.
 type CancelJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -967,7 +1262,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[11]
+	mi := &file_oncejob_v1_job_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1274,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[11]
+	mi := &file_oncejob_v1_job_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1287,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{11}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelJobRequest) GetJobId() string {
@@ -1019,7 +1314,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[12]
+	mi := &file_oncejob_v1_job_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1326,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[12]
+	mi := &file_oncejob_v1_job_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1339,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{12}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelJobResponse) GetJob() *Job {
@@ -1071,7 +1366,7 @@ type ReplayJobRequest struct {
 
 func (x *ReplayJobRequest) Reset() {
 	*x = ReplayJobRequest{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[13]
+	mi := &file_oncejob_v1_job_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1083,7 +1378,7 @@ func (x *ReplayJobRequest) String() string {
 func (*ReplayJobRequest) ProtoMessage() {}
 
 func (x *ReplayJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[13]
+	mi := &file_oncejob_v1_job_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1096,7 +1391,7 @@ func (x *ReplayJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayJobRequest.ProtoReflect.Descriptor instead.
 func (*ReplayJobRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{13}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReplayJobRequest) GetJobId() string {
@@ -1130,7 +1425,7 @@ type ReplayJobResponse struct {
 
 func (x *ReplayJobResponse) Reset() {
 	*x = ReplayJobResponse{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[14]
+	mi := &file_oncejob_v1_job_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1437,7 @@ func (x *ReplayJobResponse) String() string {
 func (*ReplayJobResponse) ProtoMessage() {}
 
 func (x *ReplayJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[14]
+	mi := &file_oncejob_v1_job_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1450,7 @@ func (x *ReplayJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayJobResponse.ProtoReflect.Descriptor instead.
 func (*ReplayJobResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{14}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReplayJobResponse) GetJob() *Job {
@@ -1181,7 +1476,7 @@ type ResolveJobRequest struct {
 
 func (x *ResolveJobRequest) Reset() {
 	*x = ResolveJobRequest{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[15]
+	mi := &file_oncejob_v1_job_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1488,7 @@ func (x *ResolveJobRequest) String() string {
 func (*ResolveJobRequest) ProtoMessage() {}
 
 func (x *ResolveJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[15]
+	mi := &file_oncejob_v1_job_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1501,7 @@ func (x *ResolveJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveJobRequest.ProtoReflect.Descriptor instead.
 func (*ResolveJobRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{15}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ResolveJobRequest) GetJobId() string {
@@ -1240,7 +1535,7 @@ type ResolveJobResponse struct {
 
 func (x *ResolveJobResponse) Reset() {
 	*x = ResolveJobResponse{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[16]
+	mi := &file_oncejob_v1_job_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1547,7 @@ func (x *ResolveJobResponse) String() string {
 func (*ResolveJobResponse) ProtoMessage() {}
 
 func (x *ResolveJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[16]
+	mi := &file_oncejob_v1_job_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1560,7 @@ func (x *ResolveJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveJobResponse.ProtoReflect.Descriptor instead.
 func (*ResolveJobResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{16}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ResolveJobResponse) GetJob() *Job {
@@ -1290,7 +1585,7 @@ type ApproveJobRequest struct {
 
 func (x *ApproveJobRequest) Reset() {
 	*x = ApproveJobRequest{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[17]
+	mi := &file_oncejob_v1_job_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1597,7 @@ func (x *ApproveJobRequest) String() string {
 func (*ApproveJobRequest) ProtoMessage() {}
 
 func (x *ApproveJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[17]
+	mi := &file_oncejob_v1_job_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1610,7 @@ func (x *ApproveJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveJobRequest.ProtoReflect.Descriptor instead.
 func (*ApproveJobRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{17}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ApproveJobRequest) GetJobId() string {
@@ -1349,7 +1644,7 @@ type ApproveJobResponse struct {
 
 func (x *ApproveJobResponse) Reset() {
 	*x = ApproveJobResponse{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[18]
+	mi := &file_oncejob_v1_job_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1656,7 @@ func (x *ApproveJobResponse) String() string {
 func (*ApproveJobResponse) ProtoMessage() {}
 
 func (x *ApproveJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[18]
+	mi := &file_oncejob_v1_job_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1669,7 @@ func (x *ApproveJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveJobResponse.ProtoReflect.Descriptor instead.
 func (*ApproveJobResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{18}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ApproveJobResponse) GetJob() *Job {
@@ -1424,13 +1719,18 @@ type Job struct {
 	DocumentSizeBytes int64             `protobuf:"varint,21,opt,name=document_size_bytes,json=documentSizeBytes,proto3" json:"document_size_bytes,omitempty"`
 	Params            *structpb.Struct  `protobuf:"bytes,22,opt,name=params,proto3" json:"params,omitempty"`
 	Labels            map[string]string `protobuf:"bytes,23,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The job's stage checkpoints in lifecycle order, then by chunk. Only with
+	// JOB_VIEW_FULL.
+	Checkpoints []*StageCheckpoint `protobuf:"bytes,24,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	// The job's LLM attempt journal, oldest first. Only with JOB_VIEW_FULL.
+	LlmAttempts   []*LlmAttempt `protobuf:"bytes,25,rep,name=llm_attempts,json=llmAttempts,proto3" json:"llm_attempts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[19]
+	mi := &file_oncejob_v1_job_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1742,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[19]
+	mi := &file_oncejob_v1_job_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1755,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{19}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Job) GetId() string {
@@ -1619,6 +1919,289 @@ func (x *Job) GetLabels() map[string]string {
 	return nil
 }
 
+func (x *Job) GetCheckpoints() []*StageCheckpoint {
+	if x != nil {
+		return x.Checkpoints
+	}
+	return nil
+}
+
+func (x *Job) GetLlmAttempts() []*LlmAttempt {
+	if x != nil {
+		return x.LlmAttempts
+	}
+	return nil
+}
+
+// StageCheckpoint is the recorded result of one stage, or of one chunk of a
+// stage, of a job.
+type StageCheckpoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Stage JobStage               `protobuf:"varint,1,opt,name=stage,proto3,enum=oncejob.v1.JobStage" json:"stage,omitempty"`
+	// The chunk, from 0; -1 for the stage as a whole.
+	Chunk int32 `protobuf:"varint,2,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	// The stage key: what decides the stage's output ("stage:v1:" and a
+	// sha256). Two checkpoints with one key hold the same result.
+	StageKey string `protobuf:"bytes,3,opt,name=stage_key,json=stageKey,proto3" json:"stage_key,omitempty"`
+	// The version of the stage's code that made the result.
+	CodeVersion string `protobuf:"bytes,4,opt,name=code_version,json=codeVersion,proto3" json:"code_version,omitempty"`
+	// The job's attempt that wrote the checkpoint.
+	Attempt int32 `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The job whose checkpoint of the same stage key was reused (the decision
+	// cache); empty when this job computed the result itself, or when the
+	// checkpoint predates the record of reuse.
+	ReusedFromJobId string `protobuf:"bytes,6,opt,name=reused_from_job_id,json=reusedFromJobId,proto3" json:"reused_from_job_id,omitempty"`
+	// The size of the stage's output.
+	OutputSizeBytes int64                  `protobuf:"varint,7,opt,name=output_size_bytes,json=outputSizeBytes,proto3" json:"output_size_bytes,omitempty"`
+	CreateTime      *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *StageCheckpoint) Reset() {
+	*x = StageCheckpoint{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StageCheckpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StageCheckpoint) ProtoMessage() {}
+
+func (x *StageCheckpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StageCheckpoint.ProtoReflect.Descriptor instead.
+func (*StageCheckpoint) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *StageCheckpoint) GetStage() JobStage {
+	if x != nil {
+		return x.Stage
+	}
+	return JobStage_JOB_STAGE_UNSPECIFIED
+}
+
+func (x *StageCheckpoint) GetChunk() int32 {
+	if x != nil {
+		return x.Chunk
+	}
+	return 0
+}
+
+func (x *StageCheckpoint) GetStageKey() string {
+	if x != nil {
+		return x.StageKey
+	}
+	return ""
+}
+
+func (x *StageCheckpoint) GetCodeVersion() string {
+	if x != nil {
+		return x.CodeVersion
+	}
+	return ""
+}
+
+func (x *StageCheckpoint) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *StageCheckpoint) GetReusedFromJobId() string {
+	if x != nil {
+		return x.ReusedFromJobId
+	}
+	return ""
+}
+
+func (x *StageCheckpoint) GetOutputSizeBytes() int64 {
+	if x != nil {
+		return x.OutputSizeBytes
+	}
+	return 0
+}
+
+func (x *StageCheckpoint) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+// LlmAttempt is one journaled LLM call of a job.
+type LlmAttempt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's attempt (claim) that made the call.
+	JobAttempt int32    `protobuf:"varint,1,opt,name=job_attempt,json=jobAttempt,proto3" json:"job_attempt,omitempty"`
+	Stage      JobStage `protobuf:"varint,2,opt,name=stage,proto3,enum=oncejob.v1.JobStage" json:"stage,omitempty"`
+	// The chunk, from 0; -1 for a call about the whole stage.
+	Chunk int32 `protobuf:"varint,3,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	// The idempotency key sent to the provider: the same on every retry of
+	// the call.
+	ProviderKey string `protobuf:"bytes,4,opt,name=provider_key,json=providerKey,proto3" json:"provider_key,omitempty"`
+	// The model called; empty for attempts journaled before it was recorded.
+	Model   string     `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
+	Outcome LlmOutcome `protobuf:"varint,6,opt,name=outcome,proto3,enum=oncejob.v1.LlmOutcome" json:"outcome,omitempty"`
+	// Whether the attempt's bill is counted in the job's usage (a bill is
+	// counted once, however often it is journaled).
+	Billed           bool  `protobuf:"varint,7,opt,name=billed,proto3" json:"billed,omitempty"`
+	PromptTokens     int64 `protobuf:"varint,8,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	CompletionTokens int64 `protobuf:"varint,9,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
+	// Cost in micro-units of the configured currency.
+	CostMicros        int64  `protobuf:"varint,10,opt,name=cost_micros,json=costMicros,proto3" json:"cost_micros,omitempty"`
+	LatencyMs         int64  `protobuf:"varint,11,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	ProviderRequestId string `protobuf:"bytes,12,opt,name=provider_request_id,json=providerRequestId,proto3" json:"provider_request_id,omitempty"`
+	// The error, when the attempt failed.
+	Error         string                 `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LlmAttempt) Reset() {
+	*x = LlmAttempt{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LlmAttempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LlmAttempt) ProtoMessage() {}
+
+func (x *LlmAttempt) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LlmAttempt.ProtoReflect.Descriptor instead.
+func (*LlmAttempt) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *LlmAttempt) GetJobAttempt() int32 {
+	if x != nil {
+		return x.JobAttempt
+	}
+	return 0
+}
+
+func (x *LlmAttempt) GetStage() JobStage {
+	if x != nil {
+		return x.Stage
+	}
+	return JobStage_JOB_STAGE_UNSPECIFIED
+}
+
+func (x *LlmAttempt) GetChunk() int32 {
+	if x != nil {
+		return x.Chunk
+	}
+	return 0
+}
+
+func (x *LlmAttempt) GetProviderKey() string {
+	if x != nil {
+		return x.ProviderKey
+	}
+	return ""
+}
+
+func (x *LlmAttempt) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *LlmAttempt) GetOutcome() LlmOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return LlmOutcome_LLM_OUTCOME_UNSPECIFIED
+}
+
+func (x *LlmAttempt) GetBilled() bool {
+	if x != nil {
+		return x.Billed
+	}
+	return false
+}
+
+func (x *LlmAttempt) GetPromptTokens() int64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *LlmAttempt) GetCompletionTokens() int64 {
+	if x != nil {
+		return x.CompletionTokens
+	}
+	return 0
+}
+
+func (x *LlmAttempt) GetCostMicros() int64 {
+	if x != nil {
+		return x.CostMicros
+	}
+	return 0
+}
+
+func (x *LlmAttempt) GetLatencyMs() int64 {
+	if x != nil {
+		return x.LatencyMs
+	}
+	return 0
+}
+
+func (x *LlmAttempt) GetProviderRequestId() string {
+	if x != nil {
+		return x.ProviderRequestId
+	}
+	return ""
+}
+
+func (x *LlmAttempt) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *LlmAttempt) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
 // JobError is the last error of a job.
 type JobError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1633,7 +2216,7 @@ type JobError struct {
 
 func (x *JobError) Reset() {
 	*x = JobError{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[20]
+	mi := &file_oncejob_v1_job_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +2228,7 @@ func (x *JobError) String() string {
 func (*JobError) ProtoMessage() {}
 
 func (x *JobError) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[20]
+	mi := &file_oncejob_v1_job_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +2241,7 @@ func (x *JobError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobError.ProtoReflect.Descriptor instead.
 func (*JobError) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{20}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *JobError) GetCode() string {
@@ -1697,7 +2280,7 @@ type JobUsage struct {
 
 func (x *JobUsage) Reset() {
 	*x = JobUsage{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[21]
+	mi := &file_oncejob_v1_job_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +2292,7 @@ func (x *JobUsage) String() string {
 func (*JobUsage) ProtoMessage() {}
 
 func (x *JobUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[21]
+	mi := &file_oncejob_v1_job_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +2305,7 @@ func (x *JobUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobUsage.ProtoReflect.Descriptor instead.
 func (*JobUsage) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{21}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *JobUsage) GetPromptTokens() int64 {
@@ -1767,7 +2350,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[22]
+	mi := &file_oncejob_v1_job_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +2362,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[22]
+	mi := &file_oncejob_v1_job_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +2375,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{22}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -1819,7 +2402,7 @@ type WatchJobResponse struct {
 
 func (x *WatchJobResponse) Reset() {
 	*x = WatchJobResponse{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[23]
+	mi := &file_oncejob_v1_job_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +2414,7 @@ func (x *WatchJobResponse) String() string {
 func (*WatchJobResponse) ProtoMessage() {}
 
 func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[23]
+	mi := &file_oncejob_v1_job_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +2427,7 @@ func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{23}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchJobResponse) GetEvent() *JobEvent {
@@ -1879,7 +2462,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[24]
+	mi := &file_oncejob_v1_job_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1891,7 +2474,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[24]
+	mi := &file_oncejob_v1_job_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1904,7 +2487,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{24}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -1973,7 +2556,7 @@ type WatchJobsRequest struct {
 
 func (x *WatchJobsRequest) Reset() {
 	*x = WatchJobsRequest{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[25]
+	mi := &file_oncejob_v1_job_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2568,7 @@ func (x *WatchJobsRequest) String() string {
 func (*WatchJobsRequest) ProtoMessage() {}
 
 func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[25]
+	mi := &file_oncejob_v1_job_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2581,7 @@ func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{25}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WatchJobsRequest) GetStatus() JobStatus {
@@ -2038,7 +2621,7 @@ type WatchJobsResponse struct {
 
 func (x *WatchJobsResponse) Reset() {
 	*x = WatchJobsResponse{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[26]
+	mi := &file_oncejob_v1_job_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2050,7 +2633,7 @@ func (x *WatchJobsResponse) String() string {
 func (*WatchJobsResponse) ProtoMessage() {}
 
 func (x *WatchJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[26]
+	mi := &file_oncejob_v1_job_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2063,7 +2646,7 @@ func (x *WatchJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobsResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{26}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WatchJobsResponse) GetCursor() string {
@@ -2122,9 +2705,10 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\x10SubmitJobsResult\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\x123\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x19.oncejob.v1.SubmitOutcomeR\aoutcome\x12(\n" +
-	"\x05error\x18\x03 \x01(\v2\x12.google.rpc.StatusR\x05error\"&\n" +
+	"\x05error\x18\x03 \x01(\v2\x12.google.rpc.StatusR\x05error\"O\n" +
 	"\rGetJobRequest\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"3\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12'\n" +
+	"\x04view\x18\x02 \x01(\x0e2\x13.oncejob.v1.JobViewR\x04view\"3\n" +
 	"\x0eGetJobResponse\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\"\x98\x01\n" +
 	"\x0fListJobsRequest\x12-\n" +
@@ -2132,10 +2716,19 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tR\tpageToken\"_\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\x82\x01\n" +
 	"\x10ListJobsResponse\x12#\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x0f.oncejob.v1.JobR\x04jobs\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"A\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12!\n" +
+	"\fwatch_cursor\x18\x03 \x01(\tR\vwatchCursor\".\n" +
+	"\x10CountJobsRequest\x12\x1a\n" +
+	"\bpipeline\x18\x01 \x01(\tR\bpipeline\"]\n" +
+	"\x11CountJobsResponse\x122\n" +
+	"\x06counts\x18\x01 \x03(\v2\x1a.oncejob.v1.JobStatusCountR\x06counts\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x03R\x05total\"U\n" +
+	"\x0eJobStatusCount\x12-\n" +
+	"\x06status\x18\x01 \x01(\x0e2\x15.oncejob.v1.JobStatusR\x06status\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"A\n" +
 	"\x10CancelJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"6\n" +
@@ -2161,7 +2754,7 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\aapprove\x18\x02 \x01(\bR\aapprove\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"7\n" +
 	"\x12ApproveJobResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\"\x9f\b\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\"\x99\t\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12\x1b\n" +
@@ -2189,10 +2782,43 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\rdocument_name\x18\x14 \x01(\tR\fdocumentName\x12.\n" +
 	"\x13document_size_bytes\x18\x15 \x01(\x03R\x11documentSizeBytes\x12/\n" +
 	"\x06params\x18\x16 \x01(\v2\x17.google.protobuf.StructR\x06params\x123\n" +
-	"\x06labels\x18\x17 \x03(\v2\x1b.oncejob.v1.Job.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x17 \x03(\v2\x1b.oncejob.v1.Job.LabelsEntryR\x06labels\x12=\n" +
+	"\vcheckpoints\x18\x18 \x03(\v2\x1b.oncejob.v1.StageCheckpointR\vcheckpoints\x129\n" +
+	"\fllm_attempts\x18\x19 \x03(\v2\x16.oncejob.v1.LlmAttemptR\vllmAttempts\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"V\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc3\x02\n" +
+	"\x0fStageCheckpoint\x12*\n" +
+	"\x05stage\x18\x01 \x01(\x0e2\x14.oncejob.v1.JobStageR\x05stage\x12\x14\n" +
+	"\x05chunk\x18\x02 \x01(\x05R\x05chunk\x12\x1b\n" +
+	"\tstage_key\x18\x03 \x01(\tR\bstageKey\x12!\n" +
+	"\fcode_version\x18\x04 \x01(\tR\vcodeVersion\x12\x18\n" +
+	"\aattempt\x18\x05 \x01(\x05R\aattempt\x12+\n" +
+	"\x12reused_from_job_id\x18\x06 \x01(\tR\x0freusedFromJobId\x12*\n" +
+	"\x11output_size_bytes\x18\a \x01(\x03R\x0foutputSizeBytes\x12;\n" +
+	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"\x87\x04\n" +
+	"\n" +
+	"LlmAttempt\x12\x1f\n" +
+	"\vjob_attempt\x18\x01 \x01(\x05R\n" +
+	"jobAttempt\x12*\n" +
+	"\x05stage\x18\x02 \x01(\x0e2\x14.oncejob.v1.JobStageR\x05stage\x12\x14\n" +
+	"\x05chunk\x18\x03 \x01(\x05R\x05chunk\x12!\n" +
+	"\fprovider_key\x18\x04 \x01(\tR\vproviderKey\x12\x14\n" +
+	"\x05model\x18\x05 \x01(\tR\x05model\x120\n" +
+	"\aoutcome\x18\x06 \x01(\x0e2\x16.oncejob.v1.LlmOutcomeR\aoutcome\x12\x16\n" +
+	"\x06billed\x18\a \x01(\bR\x06billed\x12#\n" +
+	"\rprompt_tokens\x18\b \x01(\x03R\fpromptTokens\x12+\n" +
+	"\x11completion_tokens\x18\t \x01(\x03R\x10completionTokens\x12\x1f\n" +
+	"\vcost_micros\x18\n" +
+	" \x01(\x03R\n" +
+	"costMicros\x12\x1d\n" +
+	"\n" +
+	"latency_ms\x18\v \x01(\x03R\tlatencyMs\x12.\n" +
+	"\x13provider_request_id\x18\f \x01(\tR\x11providerRequestId\x12\x14\n" +
+	"\x05error\x18\r \x01(\tR\x05error\x12;\n" +
+	"\vcreate_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"V\n" +
 	"\bJobError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1c\n" +
@@ -2247,12 +2873,26 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\x1aSUBMIT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16SUBMIT_OUTCOME_CREATED\x10\x01\x12\x1b\n" +
 	"\x17SUBMIT_OUTCOME_EXISTING\x10\x02\x12\x1f\n" +
-	"\x1bSUBMIT_OUTCOME_DEDUPLICATED\x10\x03*S\n" +
+	"\x1bSUBMIT_OUTCOME_DEDUPLICATED\x10\x03*J\n" +
+	"\aJobView\x12\x18\n" +
+	"\x14JOB_VIEW_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eJOB_VIEW_BASIC\x10\x01\x12\x11\n" +
+	"\rJOB_VIEW_FULL\x10\x02*S\n" +
 	"\n" +
 	"Resolution\x12\x1a\n" +
 	"\x16RESOLUTION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10RESOLUTION_RETRY\x10\x01\x12\x13\n" +
-	"\x0fRESOLUTION_FAIL\x10\x022\xee\x05\n" +
+	"\x0fRESOLUTION_FAIL\x10\x02*\xfc\x01\n" +
+	"\n" +
+	"LlmOutcome\x12\x1b\n" +
+	"\x17LLM_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15LLM_OUTCOME_SUCCEEDED\x10\x01\x12\x1c\n" +
+	"\x18LLM_OUTCOME_RATE_LIMITED\x10\x02\x12\x1b\n" +
+	"\x17LLM_OUTCOME_UNAVAILABLE\x10\x03\x12\x1f\n" +
+	"\x1bLLM_OUTCOME_INVALID_REQUEST\x10\x04\x12\x1f\n" +
+	"\x1bLLM_OUTCOME_OUTCOME_UNKNOWN\x10\x05\x12\x1e\n" +
+	"\x1aLLM_OUTCOME_INVALID_OUTPUT\x10\x06\x12\x19\n" +
+	"\x15LLM_OUTCOME_CANCELLED\x10\a2\xb8\x06\n" +
 	"\n" +
 	"JobService\x12H\n" +
 	"\tSubmitJob\x12\x1c.oncejob.v1.SubmitJobRequest\x1a\x1d.oncejob.v1.SubmitJobResponse\x12K\n" +
@@ -2260,6 +2900,7 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"SubmitJobs\x12\x1d.oncejob.v1.SubmitJobsRequest\x1a\x1e.oncejob.v1.SubmitJobsResponse\x12?\n" +
 	"\x06GetJob\x12\x19.oncejob.v1.GetJobRequest\x1a\x1a.oncejob.v1.GetJobResponse\x12E\n" +
 	"\bListJobs\x12\x1b.oncejob.v1.ListJobsRequest\x1a\x1c.oncejob.v1.ListJobsResponse\x12H\n" +
+	"\tCountJobs\x12\x1c.oncejob.v1.CountJobsRequest\x1a\x1d.oncejob.v1.CountJobsResponse\x12H\n" +
 	"\tCancelJob\x12\x1c.oncejob.v1.CancelJobRequest\x1a\x1d.oncejob.v1.CancelJobResponse\x12H\n" +
 	"\tReplayJob\x12\x1c.oncejob.v1.ReplayJobRequest\x1a\x1d.oncejob.v1.ReplayJobResponse\x12K\n" +
 	"\n" +
@@ -2284,109 +2925,128 @@ func file_oncejob_v1_job_proto_rawDescGZIP() []byte {
 	return file_oncejob_v1_job_proto_rawDescData
 }
 
-var file_oncejob_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_oncejob_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_oncejob_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_oncejob_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_oncejob_v1_job_proto_goTypes = []any{
 	(JobStatus)(0),                // 0: oncejob.v1.JobStatus
 	(JobStage)(0),                 // 1: oncejob.v1.JobStage
 	(SubmitOutcome)(0),            // 2: oncejob.v1.SubmitOutcome
-	(Resolution)(0),               // 3: oncejob.v1.Resolution
-	(*Document)(nil),              // 4: oncejob.v1.Document
-	(*SubmitJobRequest)(nil),      // 5: oncejob.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),     // 6: oncejob.v1.SubmitJobResponse
-	(*SubmitJobsRequest)(nil),     // 7: oncejob.v1.SubmitJobsRequest
-	(*SubmitJobsItem)(nil),        // 8: oncejob.v1.SubmitJobsItem
-	(*SubmitJobsResponse)(nil),    // 9: oncejob.v1.SubmitJobsResponse
-	(*SubmitJobsResult)(nil),      // 10: oncejob.v1.SubmitJobsResult
-	(*GetJobRequest)(nil),         // 11: oncejob.v1.GetJobRequest
-	(*GetJobResponse)(nil),        // 12: oncejob.v1.GetJobResponse
-	(*ListJobsRequest)(nil),       // 13: oncejob.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),      // 14: oncejob.v1.ListJobsResponse
-	(*CancelJobRequest)(nil),      // 15: oncejob.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),     // 16: oncejob.v1.CancelJobResponse
-	(*ReplayJobRequest)(nil),      // 17: oncejob.v1.ReplayJobRequest
-	(*ReplayJobResponse)(nil),     // 18: oncejob.v1.ReplayJobResponse
-	(*ResolveJobRequest)(nil),     // 19: oncejob.v1.ResolveJobRequest
-	(*ResolveJobResponse)(nil),    // 20: oncejob.v1.ResolveJobResponse
-	(*ApproveJobRequest)(nil),     // 21: oncejob.v1.ApproveJobRequest
-	(*ApproveJobResponse)(nil),    // 22: oncejob.v1.ApproveJobResponse
-	(*Job)(nil),                   // 23: oncejob.v1.Job
-	(*JobError)(nil),              // 24: oncejob.v1.JobError
-	(*JobUsage)(nil),              // 25: oncejob.v1.JobUsage
-	(*WatchJobRequest)(nil),       // 26: oncejob.v1.WatchJobRequest
-	(*WatchJobResponse)(nil),      // 27: oncejob.v1.WatchJobResponse
-	(*JobEvent)(nil),              // 28: oncejob.v1.JobEvent
-	(*WatchJobsRequest)(nil),      // 29: oncejob.v1.WatchJobsRequest
-	(*WatchJobsResponse)(nil),     // 30: oncejob.v1.WatchJobsResponse
-	nil,                           // 31: oncejob.v1.SubmitJobRequest.LabelsEntry
-	nil,                           // 32: oncejob.v1.Job.LabelsEntry
-	(*structpb.Struct)(nil),       // 33: google.protobuf.Struct
-	(*status.Status)(nil),         // 34: google.rpc.Status
-	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
+	(JobView)(0),                  // 3: oncejob.v1.JobView
+	(Resolution)(0),               // 4: oncejob.v1.Resolution
+	(LlmOutcome)(0),               // 5: oncejob.v1.LlmOutcome
+	(*Document)(nil),              // 6: oncejob.v1.Document
+	(*SubmitJobRequest)(nil),      // 7: oncejob.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),     // 8: oncejob.v1.SubmitJobResponse
+	(*SubmitJobsRequest)(nil),     // 9: oncejob.v1.SubmitJobsRequest
+	(*SubmitJobsItem)(nil),        // 10: oncejob.v1.SubmitJobsItem
+	(*SubmitJobsResponse)(nil),    // 11: oncejob.v1.SubmitJobsResponse
+	(*SubmitJobsResult)(nil),      // 12: oncejob.v1.SubmitJobsResult
+	(*GetJobRequest)(nil),         // 13: oncejob.v1.GetJobRequest
+	(*GetJobResponse)(nil),        // 14: oncejob.v1.GetJobResponse
+	(*ListJobsRequest)(nil),       // 15: oncejob.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),      // 16: oncejob.v1.ListJobsResponse
+	(*CountJobsRequest)(nil),      // 17: oncejob.v1.CountJobsRequest
+	(*CountJobsResponse)(nil),     // 18: oncejob.v1.CountJobsResponse
+	(*JobStatusCount)(nil),        // 19: oncejob.v1.JobStatusCount
+	(*CancelJobRequest)(nil),      // 20: oncejob.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),     // 21: oncejob.v1.CancelJobResponse
+	(*ReplayJobRequest)(nil),      // 22: oncejob.v1.ReplayJobRequest
+	(*ReplayJobResponse)(nil),     // 23: oncejob.v1.ReplayJobResponse
+	(*ResolveJobRequest)(nil),     // 24: oncejob.v1.ResolveJobRequest
+	(*ResolveJobResponse)(nil),    // 25: oncejob.v1.ResolveJobResponse
+	(*ApproveJobRequest)(nil),     // 26: oncejob.v1.ApproveJobRequest
+	(*ApproveJobResponse)(nil),    // 27: oncejob.v1.ApproveJobResponse
+	(*Job)(nil),                   // 28: oncejob.v1.Job
+	(*StageCheckpoint)(nil),       // 29: oncejob.v1.StageCheckpoint
+	(*LlmAttempt)(nil),            // 30: oncejob.v1.LlmAttempt
+	(*JobError)(nil),              // 31: oncejob.v1.JobError
+	(*JobUsage)(nil),              // 32: oncejob.v1.JobUsage
+	(*WatchJobRequest)(nil),       // 33: oncejob.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),      // 34: oncejob.v1.WatchJobResponse
+	(*JobEvent)(nil),              // 35: oncejob.v1.JobEvent
+	(*WatchJobsRequest)(nil),      // 36: oncejob.v1.WatchJobsRequest
+	(*WatchJobsResponse)(nil),     // 37: oncejob.v1.WatchJobsResponse
+	nil,                           // 38: oncejob.v1.SubmitJobRequest.LabelsEntry
+	nil,                           // 39: oncejob.v1.Job.LabelsEntry
+	(*structpb.Struct)(nil),       // 40: google.protobuf.Struct
+	(*status.Status)(nil),         // 41: google.rpc.Status
+	(*timestamppb.Timestamp)(nil), // 42: google.protobuf.Timestamp
 }
 var file_oncejob_v1_job_proto_depIdxs = []int32{
-	4,  // 0: oncejob.v1.SubmitJobRequest.document:type_name -> oncejob.v1.Document
-	33, // 1: oncejob.v1.SubmitJobRequest.params:type_name -> google.protobuf.Struct
-	31, // 2: oncejob.v1.SubmitJobRequest.labels:type_name -> oncejob.v1.SubmitJobRequest.LabelsEntry
-	23, // 3: oncejob.v1.SubmitJobResponse.job:type_name -> oncejob.v1.Job
+	6,  // 0: oncejob.v1.SubmitJobRequest.document:type_name -> oncejob.v1.Document
+	40, // 1: oncejob.v1.SubmitJobRequest.params:type_name -> google.protobuf.Struct
+	38, // 2: oncejob.v1.SubmitJobRequest.labels:type_name -> oncejob.v1.SubmitJobRequest.LabelsEntry
+	28, // 3: oncejob.v1.SubmitJobResponse.job:type_name -> oncejob.v1.Job
 	2,  // 4: oncejob.v1.SubmitJobResponse.outcome:type_name -> oncejob.v1.SubmitOutcome
-	8,  // 5: oncejob.v1.SubmitJobsRequest.items:type_name -> oncejob.v1.SubmitJobsItem
-	5,  // 6: oncejob.v1.SubmitJobsItem.request:type_name -> oncejob.v1.SubmitJobRequest
-	10, // 7: oncejob.v1.SubmitJobsResponse.results:type_name -> oncejob.v1.SubmitJobsResult
-	23, // 8: oncejob.v1.SubmitJobsResult.job:type_name -> oncejob.v1.Job
+	10, // 5: oncejob.v1.SubmitJobsRequest.items:type_name -> oncejob.v1.SubmitJobsItem
+	7,  // 6: oncejob.v1.SubmitJobsItem.request:type_name -> oncejob.v1.SubmitJobRequest
+	12, // 7: oncejob.v1.SubmitJobsResponse.results:type_name -> oncejob.v1.SubmitJobsResult
+	28, // 8: oncejob.v1.SubmitJobsResult.job:type_name -> oncejob.v1.Job
 	2,  // 9: oncejob.v1.SubmitJobsResult.outcome:type_name -> oncejob.v1.SubmitOutcome
-	34, // 10: oncejob.v1.SubmitJobsResult.error:type_name -> google.rpc.Status
-	23, // 11: oncejob.v1.GetJobResponse.job:type_name -> oncejob.v1.Job
-	0,  // 12: oncejob.v1.ListJobsRequest.status:type_name -> oncejob.v1.JobStatus
-	23, // 13: oncejob.v1.ListJobsResponse.jobs:type_name -> oncejob.v1.Job
-	23, // 14: oncejob.v1.CancelJobResponse.job:type_name -> oncejob.v1.Job
-	1,  // 15: oncejob.v1.ReplayJobRequest.from_stage:type_name -> oncejob.v1.JobStage
-	23, // 16: oncejob.v1.ReplayJobResponse.job:type_name -> oncejob.v1.Job
-	3,  // 17: oncejob.v1.ResolveJobRequest.resolution:type_name -> oncejob.v1.Resolution
-	23, // 18: oncejob.v1.ResolveJobResponse.job:type_name -> oncejob.v1.Job
-	23, // 19: oncejob.v1.ApproveJobResponse.job:type_name -> oncejob.v1.Job
-	0,  // 20: oncejob.v1.Job.status:type_name -> oncejob.v1.JobStatus
-	1,  // 21: oncejob.v1.Job.stage:type_name -> oncejob.v1.JobStage
-	33, // 22: oncejob.v1.Job.output:type_name -> google.protobuf.Struct
-	24, // 23: oncejob.v1.Job.error:type_name -> oncejob.v1.JobError
-	25, // 24: oncejob.v1.Job.usage:type_name -> oncejob.v1.JobUsage
-	35, // 25: oncejob.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	35, // 26: oncejob.v1.Job.update_time:type_name -> google.protobuf.Timestamp
-	35, // 27: oncejob.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
-	33, // 28: oncejob.v1.Job.params:type_name -> google.protobuf.Struct
-	32, // 29: oncejob.v1.Job.labels:type_name -> oncejob.v1.Job.LabelsEntry
-	28, // 30: oncejob.v1.WatchJobResponse.event:type_name -> oncejob.v1.JobEvent
-	0,  // 31: oncejob.v1.JobEvent.status:type_name -> oncejob.v1.JobStatus
-	1,  // 32: oncejob.v1.JobEvent.stage:type_name -> oncejob.v1.JobStage
-	35, // 33: oncejob.v1.JobEvent.time:type_name -> google.protobuf.Timestamp
-	0,  // 34: oncejob.v1.WatchJobsRequest.status:type_name -> oncejob.v1.JobStatus
-	28, // 35: oncejob.v1.WatchJobsResponse.event:type_name -> oncejob.v1.JobEvent
-	23, // 36: oncejob.v1.WatchJobsResponse.job:type_name -> oncejob.v1.Job
-	5,  // 37: oncejob.v1.JobService.SubmitJob:input_type -> oncejob.v1.SubmitJobRequest
-	7,  // 38: oncejob.v1.JobService.SubmitJobs:input_type -> oncejob.v1.SubmitJobsRequest
-	11, // 39: oncejob.v1.JobService.GetJob:input_type -> oncejob.v1.GetJobRequest
-	13, // 40: oncejob.v1.JobService.ListJobs:input_type -> oncejob.v1.ListJobsRequest
-	15, // 41: oncejob.v1.JobService.CancelJob:input_type -> oncejob.v1.CancelJobRequest
-	17, // 42: oncejob.v1.JobService.ReplayJob:input_type -> oncejob.v1.ReplayJobRequest
-	19, // 43: oncejob.v1.JobService.ResolveJob:input_type -> oncejob.v1.ResolveJobRequest
-	21, // 44: oncejob.v1.JobService.ApproveJob:input_type -> oncejob.v1.ApproveJobRequest
-	26, // 45: oncejob.v1.JobService.WatchJob:input_type -> oncejob.v1.WatchJobRequest
-	29, // 46: oncejob.v1.JobService.WatchJobs:input_type -> oncejob.v1.WatchJobsRequest
-	6,  // 47: oncejob.v1.JobService.SubmitJob:output_type -> oncejob.v1.SubmitJobResponse
-	9,  // 48: oncejob.v1.JobService.SubmitJobs:output_type -> oncejob.v1.SubmitJobsResponse
-	12, // 49: oncejob.v1.JobService.GetJob:output_type -> oncejob.v1.GetJobResponse
-	14, // 50: oncejob.v1.JobService.ListJobs:output_type -> oncejob.v1.ListJobsResponse
-	16, // 51: oncejob.v1.JobService.CancelJob:output_type -> oncejob.v1.CancelJobResponse
-	18, // 52: oncejob.v1.JobService.ReplayJob:output_type -> oncejob.v1.ReplayJobResponse
-	20, // 53: oncejob.v1.JobService.ResolveJob:output_type -> oncejob.v1.ResolveJobResponse
-	22, // 54: oncejob.v1.JobService.ApproveJob:output_type -> oncejob.v1.ApproveJobResponse
-	27, // 55: oncejob.v1.JobService.WatchJob:output_type -> oncejob.v1.WatchJobResponse
-	30, // 56: oncejob.v1.JobService.WatchJobs:output_type -> oncejob.v1.WatchJobsResponse
-	47, // [47:57] is the sub-list for method output_type
-	37, // [37:47] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	41, // 10: oncejob.v1.SubmitJobsResult.error:type_name -> google.rpc.Status
+	3,  // 11: oncejob.v1.GetJobRequest.view:type_name -> oncejob.v1.JobView
+	28, // 12: oncejob.v1.GetJobResponse.job:type_name -> oncejob.v1.Job
+	0,  // 13: oncejob.v1.ListJobsRequest.status:type_name -> oncejob.v1.JobStatus
+	28, // 14: oncejob.v1.ListJobsResponse.jobs:type_name -> oncejob.v1.Job
+	19, // 15: oncejob.v1.CountJobsResponse.counts:type_name -> oncejob.v1.JobStatusCount
+	0,  // 16: oncejob.v1.JobStatusCount.status:type_name -> oncejob.v1.JobStatus
+	28, // 17: oncejob.v1.CancelJobResponse.job:type_name -> oncejob.v1.Job
+	1,  // 18: oncejob.v1.ReplayJobRequest.from_stage:type_name -> oncejob.v1.JobStage
+	28, // 19: oncejob.v1.ReplayJobResponse.job:type_name -> oncejob.v1.Job
+	4,  // 20: oncejob.v1.ResolveJobRequest.resolution:type_name -> oncejob.v1.Resolution
+	28, // 21: oncejob.v1.ResolveJobResponse.job:type_name -> oncejob.v1.Job
+	28, // 22: oncejob.v1.ApproveJobResponse.job:type_name -> oncejob.v1.Job
+	0,  // 23: oncejob.v1.Job.status:type_name -> oncejob.v1.JobStatus
+	1,  // 24: oncejob.v1.Job.stage:type_name -> oncejob.v1.JobStage
+	40, // 25: oncejob.v1.Job.output:type_name -> google.protobuf.Struct
+	31, // 26: oncejob.v1.Job.error:type_name -> oncejob.v1.JobError
+	32, // 27: oncejob.v1.Job.usage:type_name -> oncejob.v1.JobUsage
+	42, // 28: oncejob.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	42, // 29: oncejob.v1.Job.update_time:type_name -> google.protobuf.Timestamp
+	42, // 30: oncejob.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
+	40, // 31: oncejob.v1.Job.params:type_name -> google.protobuf.Struct
+	39, // 32: oncejob.v1.Job.labels:type_name -> oncejob.v1.Job.LabelsEntry
+	29, // 33: oncejob.v1.Job.checkpoints:type_name -> oncejob.v1.StageCheckpoint
+	30, // 34: oncejob.v1.Job.llm_attempts:type_name -> oncejob.v1.LlmAttempt
+	1,  // 35: oncejob.v1.StageCheckpoint.stage:type_name -> oncejob.v1.JobStage
+	42, // 36: oncejob.v1.StageCheckpoint.create_time:type_name -> google.protobuf.Timestamp
+	1,  // 37: oncejob.v1.LlmAttempt.stage:type_name -> oncejob.v1.JobStage
+	5,  // 38: oncejob.v1.LlmAttempt.outcome:type_name -> oncejob.v1.LlmOutcome
+	42, // 39: oncejob.v1.LlmAttempt.create_time:type_name -> google.protobuf.Timestamp
+	35, // 40: oncejob.v1.WatchJobResponse.event:type_name -> oncejob.v1.JobEvent
+	0,  // 41: oncejob.v1.JobEvent.status:type_name -> oncejob.v1.JobStatus
+	1,  // 42: oncejob.v1.JobEvent.stage:type_name -> oncejob.v1.JobStage
+	42, // 43: oncejob.v1.JobEvent.time:type_name -> google.protobuf.Timestamp
+	0,  // 44: oncejob.v1.WatchJobsRequest.status:type_name -> oncejob.v1.JobStatus
+	35, // 45: oncejob.v1.WatchJobsResponse.event:type_name -> oncejob.v1.JobEvent
+	28, // 46: oncejob.v1.WatchJobsResponse.job:type_name -> oncejob.v1.Job
+	7,  // 47: oncejob.v1.JobService.SubmitJob:input_type -> oncejob.v1.SubmitJobRequest
+	9,  // 48: oncejob.v1.JobService.SubmitJobs:input_type -> oncejob.v1.SubmitJobsRequest
+	13, // 49: oncejob.v1.JobService.GetJob:input_type -> oncejob.v1.GetJobRequest
+	15, // 50: oncejob.v1.JobService.ListJobs:input_type -> oncejob.v1.ListJobsRequest
+	17, // 51: oncejob.v1.JobService.CountJobs:input_type -> oncejob.v1.CountJobsRequest
+	20, // 52: oncejob.v1.JobService.CancelJob:input_type -> oncejob.v1.CancelJobRequest
+	22, // 53: oncejob.v1.JobService.ReplayJob:input_type -> oncejob.v1.ReplayJobRequest
+	24, // 54: oncejob.v1.JobService.ResolveJob:input_type -> oncejob.v1.ResolveJobRequest
+	26, // 55: oncejob.v1.JobService.ApproveJob:input_type -> oncejob.v1.ApproveJobRequest
+	33, // 56: oncejob.v1.JobService.WatchJob:input_type -> oncejob.v1.WatchJobRequest
+	36, // 57: oncejob.v1.JobService.WatchJobs:input_type -> oncejob.v1.WatchJobsRequest
+	8,  // 58: oncejob.v1.JobService.SubmitJob:output_type -> oncejob.v1.SubmitJobResponse
+	11, // 59: oncejob.v1.JobService.SubmitJobs:output_type -> oncejob.v1.SubmitJobsResponse
+	14, // 60: oncejob.v1.JobService.GetJob:output_type -> oncejob.v1.GetJobResponse
+	16, // 61: oncejob.v1.JobService.ListJobs:output_type -> oncejob.v1.ListJobsResponse
+	18, // 62: oncejob.v1.JobService.CountJobs:output_type -> oncejob.v1.CountJobsResponse
+	21, // 63: oncejob.v1.JobService.CancelJob:output_type -> oncejob.v1.CancelJobResponse
+	23, // 64: oncejob.v1.JobService.ReplayJob:output_type -> oncejob.v1.ReplayJobResponse
+	25, // 65: oncejob.v1.JobService.ResolveJob:output_type -> oncejob.v1.ResolveJobResponse
+	27, // 66: oncejob.v1.JobService.ApproveJob:output_type -> oncejob.v1.ApproveJobResponse
+	34, // 67: oncejob.v1.JobService.WatchJob:output_type -> oncejob.v1.WatchJobResponse
+	37, // 68: oncejob.v1.JobService.WatchJobs:output_type -> oncejob.v1.WatchJobsResponse
+	58, // [58:69] is the sub-list for method output_type
+	47, // [47:58] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_oncejob_v1_job_proto_init() }
@@ -2403,8 +3063,8 @@ func file_oncejob_v1_job_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_oncejob_v1_job_proto_rawDesc), len(file_oncejob_v1_job_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   29,
+			NumEnums:      6,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,7 @@ const (
 	JobService_SubmitJobs_FullMethodName = "/oncejob.v1.JobService/SubmitJobs"
 	JobService_GetJob_FullMethodName     = "/oncejob.v1.JobService/GetJob"
 	JobService_ListJobs_FullMethodName   = "/oncejob.v1.JobService/ListJobs"
+	JobService_CountJobs_FullMethodName  = "/oncejob.v1.JobService/CountJobs"
 	JobService_CancelJob_FullMethodName  = "/oncejob.v1.JobService/CancelJob"
 	JobService_ReplayJob_FullMethodName  = "/oncejob.v1.JobService/ReplayJob"
 	JobService_ResolveJob_FullMethodName = "/oncejob.v1.JobService/ResolveJob"
@@ -92,10 +93,15 @@ type JobServiceClient interface {
 	// bounded by the server's receive limit (the document limit + 1 MiB):
 	// send large documents in more, smaller calls.
 	SubmitJobs(ctx context.Context, in *SubmitJobsRequest, opts ...grpc.CallOption) (*SubmitJobsResponse, error)
-	// GetJob returns one job of the caller's tenant.
+	// GetJob returns one job of the caller's tenant. With `view` JOB_VIEW_FULL
+	// the job also carries its stage checkpoints and its LLM attempt journal.
 	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error)
 	// ListJobs returns the caller's jobs, newest first, one page at a time.
+	// Each page carries a `watch_cursor`: WatchJobs from it streams every
+	// change after the page was read, so a list view stays live with no gap.
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
+	// CountJobs counts the caller's jobs per status.
+	CountJobs(ctx context.Context, in *CountJobsRequest, opts ...grpc.CallOption) (*CountJobsResponse, error)
 	// CancelJob cancels a job. A job no worker holds is CANCELLED at once; a
 	// RUNNING job is asked to stop: its worker sees the request at its next
 	// heartbeat, cancels the call in flight and settles it CANCELLED, and no
@@ -209,6 +215,16 @@ func (c *jobServiceClient) ListJobs(ctx context.Context, in *ListJobsRequest, op
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListJobsResponse)
 	err := c.cc.Invoke(ctx, JobService_ListJobs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobServiceClient) CountJobs(ctx context.Context, in *CountJobsRequest, opts ...grpc.CallOption) (*CountJobsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CountJobsResponse)
+	err := c.cc.Invoke(ctx, JobService_CountJobs_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -354,10 +370,15 @@ type JobServiceServer interface {
 	// bounded by the server's receive limit (the document limit + 1 MiB):
 	// send large documents in more, smaller calls.
 	SubmitJobs(context.Context, *SubmitJobsRequest) (*SubmitJobsResponse, error)
-	// GetJob returns one job of the caller's tenant.
+	// GetJob returns one job of the caller's tenant. With `view` JOB_VIEW_FULL
+	// the job also carries its stage checkpoints and its LLM attempt journal.
 	GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error)
 	// ListJobs returns the caller's jobs, newest first, one page at a time.
+	// Each page carries a `watch_cursor`: WatchJobs from it streams every
+	// change after the page was read, so a list view stays live with no gap.
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
+	// CountJobs counts the caller's jobs per status.
+	CountJobs(context.Context, *CountJobsRequest) (*CountJobsResponse, error)
 	// CancelJob cancels a job. A job no worker holds is CANCELLED at once; a
 	// RUNNING job is asked to stop: its worker sees the request at its next
 	// heartbeat, cancels the call in flight and settles it CANCELLED, and no
@@ -448,6 +469,9 @@ func (UnimplementedJobServiceServer) GetJob(context.Context, *GetJobRequest) (*G
 }
 func (UnimplementedJobServiceServer) ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListJobs not implemented")
+}
+func (UnimplementedJobServiceServer) CountJobs(context.Context, *CountJobsRequest) (*CountJobsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CountJobs not implemented")
 }
 func (UnimplementedJobServiceServer) CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelJob not implemented")
@@ -556,6 +580,24 @@ func _JobService_ListJobs_Handler(srv interface{}, ctx context.Context, dec func
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(JobServiceServer).ListJobs(ctx, req.(*ListJobsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _JobService_CountJobs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CountJobsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).CountJobs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_CountJobs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).CountJobs(ctx, req.(*CountJobsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -676,6 +718,10 @@ var JobService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListJobs",
 			Handler:    _JobService_ListJobs_Handler,
+		},
+		{
+			MethodName: "CountJobs",
+			Handler:    _JobService_CountJobs_Handler,
 		},
 		{
 			MethodName: "CancelJob",
