@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -154,6 +155,7 @@ func TestWatchesSendHeadersOnceEstablished(t *testing.T) {
 		md, err := jobs.Header()
 		require.NoError(t, err)
 		require.Len(t, md.Get("x-request-id"), 1)
+		require.Equal(t, []string{"true"}, md.Get(server.EstablishedHeader))
 
 		id := submit(t, b.client, keyAcme, "headers")
 		job, err := b.client.WatchJob(ctx, &oncejobv1.WatchJobRequest{JobId: id, AfterSeq: 1})
@@ -161,11 +163,25 @@ func TestWatchesSendHeadersOnceEstablished(t *testing.T) {
 		md, err = job.Header()
 		require.NoError(t, err)
 		require.Len(t, md.Get("x-request-id"), 1)
+		require.Equal(t, []string{"true"}, md.Get(server.EstablishedHeader))
 
-		// Not established: the status comes instead of headers.
-		missing, err := b.client.WatchJob(ctx, &oncejobv1.WatchJobRequest{JobId: "0190d7a8-0000-7000-8000-000000000000"})
+		// Not established: headers without the marker, then the status.
+		for _, req := range []*oncejobv1.WatchJobRequest{
+			{JobId: "0190d7a8-0000-7000-8000-000000000000"}, // no such job
+			{JobId: id, AfterSeq: 5},                        // past its last event
+		} {
+			missing, err := b.client.WatchJob(ctx, req)
+			require.NoError(t, err)
+			md, _ := missing.Header()
+			require.Empty(t, md.Get(server.EstablishedHeader))
+			_, err = missing.Recv()
+			require.Error(t, err)
+		}
+		other, err := b.client.WatchJob(as(keyGlobex, ""), &oncejobv1.WatchJobRequest{JobId: id})
 		require.NoError(t, err)
-		_, err = missing.Recv()
+		md, _ = other.Header()
+		require.Empty(t, md.Get(server.EstablishedHeader))
+		_, err = other.Recv()
 		require.Equal(t, codes.NotFound, status.Code(err))
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -15,6 +16,17 @@ import (
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/watch"
 )
+
+// EstablishedHeader is the response header a watch sends, set to "true",
+// once it is established (authenticated, valid, the job found) and before
+// its first event. A failed watch sends headers too (with its status, as
+// any RPC), but never this one, so a proxy can tell the two apart before
+// the first event, which may be long in coming.
+const EstablishedHeader = "watch-established"
+
+func sendEstablished(stream grpc.ServerStream) {
+	_ = stream.SendHeader(metadata.Pairs(EstablishedHeader, "true"))
+}
 
 // errWatchUnavailable is WatchJob and WatchJobs on a server without a hub.
 var errWatchUnavailable = status.Error(codes.Unimplemented,
@@ -30,9 +42,7 @@ func (s *jobService) WatchJob(req *oncejobv1.WatchJobRequest, stream grpc.Server
 	t, _ := tenant.FromContext(ctx)
 	last := req.GetAfterSeq()
 	var sendErr error
-	// Headers go out once the watch is established, so a client (the HTTP
-	// gateway) learns that the job exists before its first event.
-	established := func() { _ = stream.SendHeader(nil) }
+	established := func() { sendEstablished(stream) }
 	err := s.cfg.Watch.WatchJob(ctx, &watch.JobParams{Tenant: t, JobID: req.GetJobId(), AfterSeq: last, Ready: established}, func(e *store.JobEvent) error {
 		if sendErr = stream.Send(&oncejobv1.WatchJobResponse{Event: eventToProto(e)}); sendErr != nil {
 			return sendErr
@@ -67,9 +77,7 @@ func (s *jobService) WatchJobs(req *oncejobv1.WatchJobsRequest, stream grpc.Serv
 	}
 	params.After, _ = decodeWatchCursor(req.GetAfterCursor()) // validated
 	last := req.GetAfterCursor()
-	// Authenticated and valid: the watch is established, headers go out
-	// before the first change, which may be long in coming.
-	_ = stream.SendHeader(nil)
+	sendEstablished(stream) // authenticated and valid
 	var sendErr error
 	err := s.cfg.Watch.WatchJobs(ctx, params, func(c *store.JobChange) error {
 		cursor := encodeWatchCursor(c.Cursor)

@@ -43,7 +43,7 @@ func StreamServerInterceptor() grpc.StreamServerInterceptor {
 func withRequestID(ctx context.Context) context.Context {
 	id := ""
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get(MetadataKey); len(v) > 0 && valid(v[0]) {
+		if v := md.Get(MetadataKey); len(v) > 0 && Valid(v[0]) {
 			id = v[0]
 		}
 	}
@@ -54,9 +54,9 @@ func withRequestID(ctx context.Context) context.Context {
 	return context.WithValue(ctx, ctxKey{}, id)
 }
 
-// valid accepts 1-128 printable ASCII characters, so a request id cannot
-// inject into logs.
-func valid(s string) bool {
+// Valid reports whether s is a request id a client may choose: 1-128
+// printable ASCII characters without spaces, so it cannot inject into logs.
+func Valid(s string) bool {
 	if len(s) == 0 || len(s) > 128 {
 		return false
 	}

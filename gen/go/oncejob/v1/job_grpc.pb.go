@@ -160,6 +160,10 @@ type JobServiceClient interface {
 	// SERVER_SHUTTING_DOWN and metadata `after_seq`: resume from there on
 	// another replica. A job of another tenant is NOT_FOUND; an `after_seq`
 	// past the job's last event is OUT_OF_RANGE.
+	//
+	// Once the watch is established (the job found, `after_seq` in range) the
+	// server sends response headers with `watch-established: true`, before any
+	// event; a watch that fails sends its status without that header.
 	WatchJob(ctx context.Context, in *WatchJobRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchJobResponse], error)
 	// WatchJobs streams the changes of the caller's jobs: every event of every
 	// job of the tenant (optionally filtered), each with the job and a cursor,
@@ -170,6 +174,8 @@ type JobServiceClient interface {
 	// long-running write transaction anywhere on the database server delays
 	// (never loses) changes after it. On shutdown the stream ends with UNAVAILABLE,
 	// ErrorInfo reason SERVER_SHUTTING_DOWN and metadata `after_cursor`.
+	// Response headers with `watch-established: true` come first, as for
+	// WatchJob.
 	WatchJobs(ctx context.Context, in *WatchJobsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchJobsResponse], error)
 }
 
@@ -437,6 +443,10 @@ type JobServiceServer interface {
 	// SERVER_SHUTTING_DOWN and metadata `after_seq`: resume from there on
 	// another replica. A job of another tenant is NOT_FOUND; an `after_seq`
 	// past the job's last event is OUT_OF_RANGE.
+	//
+	// Once the watch is established (the job found, `after_seq` in range) the
+	// server sends response headers with `watch-established: true`, before any
+	// event; a watch that fails sends its status without that header.
 	WatchJob(*WatchJobRequest, grpc.ServerStreamingServer[WatchJobResponse]) error
 	// WatchJobs streams the changes of the caller's jobs: every event of every
 	// job of the tenant (optionally filtered), each with the job and a cursor,
@@ -447,6 +457,8 @@ type JobServiceServer interface {
 	// long-running write transaction anywhere on the database server delays
 	// (never loses) changes after it. On shutdown the stream ends with UNAVAILABLE,
 	// ErrorInfo reason SERVER_SHUTTING_DOWN and metadata `after_cursor`.
+	// Response headers with `watch-established: true` come first, as for
+	// WatchJob.
 	WatchJobs(*WatchJobsRequest, grpc.ServerStreamingServer[WatchJobsResponse]) error
 	mustEmbedUnimplementedJobServiceServer()
 }

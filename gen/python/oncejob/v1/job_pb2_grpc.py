@@ -247,6 +247,10 @@ class JobServiceServicer(object):
         SERVER_SHUTTING_DOWN and metadata `after_seq`: resume from there on
         another replica. A job of another tenant is NOT_FOUND; an `after_seq`
         past the job's last event is OUT_OF_RANGE.
+
+        Once the watch is established (the job found, `after_seq` in range) the
+        server sends response headers with `watch-established: true`, before any
+        event; a watch that fails sends its status without that header.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -262,6 +266,8 @@ class JobServiceServicer(object):
         long-running write transaction anywhere on the database server delays
         (never loses) changes after it. On shutdown the stream ends with UNAVAILABLE,
         ErrorInfo reason SERVER_SHUTTING_DOWN and metadata `after_cursor`.
+        Response headers with `watch-established: true` come first, as for
+        WatchJob.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,166 @@
+// Package gateway is oncejob's HTTP/JSON face. Every call goes to the gRPC
+// server through a client connection (in-process, see InProcess), so it
+// passes the same interceptor chain as a gRPC client's — request id,
+// logging, recovery, auth, validation, idempotency — and the contract cannot
+// differ between the two.
+//
+// The unary routes are grpc-gateway v2's, generated from the HTTP rules in
+// proto/oncejob/v1/job_http.yaml. Headers map to metadata and back
+// (headers.go); errors are RFC 9457 problem+json carrying the gRPC
+// ErrorInfo reason, with the IETF Idempotency-Key draft's statuses
+// (problem.go). The two watches are served here as Server-Sent Events or
+// newline-delimited JSON (watch.go).
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/server/requestid"
+)
+
+// Config is what a Gateway needs. Zero fields take the defaults stated.
+type Config struct {
+	// Conn reaches the gRPC server. Required.
+	Conn grpc.ClientConnInterface
+	// MaxBodyBytes bounds a request body; a larger one is refused with 413
+	// before anything is read into a request. Default 16 MiB + 1 MiB.
+	MaxBodyBytes int64
+	// Heartbeat is how often a quiet watch stream sends a comment (SSE) or
+	// an empty line (NDJSON), so proxies keep it open; default 15s.
+	Heartbeat time.Duration
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultMaxBodyBytes is the default body limit: an 8 MiB document as
+// base64 `data` (4/3) or as JSON-escaped `text` takes up to about twice its
+// size, plus room for the rest of the request.
+const DefaultMaxBodyBytes = 17 << 20
+
+// MaxBodyBytesFor is the body limit for a server whose document limit is
+// maxDocumentBytes: twice the document (JSON escaping or base64) plus 1 MiB.
+func MaxBodyBytesFor(maxDocumentBytes int) int64 {
+	return 2*int64(maxDocumentBytes) + 1<<20
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = 15 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Gateway serves the HTTP/JSON API under /v1/ and a health check at
+// /healthz. It implements http.Handler.
+type Gateway struct {
+	cfg       Config
+	mux       *runtime.ServeMux
+	client    oncejobv1.JobServiceClient
+	marshaler runtime.Marshaler
+}
+
+// marshaler is the JSON of requests and responses: proto field names
+// (snake_case, as in the proto and every other client), unknown fields
+// refused rather than silently dropped, zero values omitted.
+var marshaler = &runtime.JSONPb{
+	MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true},
+	UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
+}
+
+// New returns a Gateway on cfg.Conn.
+func New(ctx context.Context, cfg Config) (*Gateway, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Conn == nil {
+		return nil, errors.New("gateway: Config.Conn is required")
+	}
+	if cfg.MaxBodyBytes < 0 {
+		return nil, errors.New("gateway: Config.MaxBodyBytes must not be negative")
+	}
+	g := &Gateway{cfg: cfg, client: oncejobv1.NewJobServiceClient(cfg.Conn), marshaler: marshaler}
+	g.mux = runtime.NewServeMux(
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, marshaler),
+		runtime.WithIncomingHeaderMatcher(incomingHeader),
+		runtime.WithOutgoingHeaderMatcher(outgoingHeader),
+		runtime.WithOutgoingTrailerMatcher(func(string) (string, bool) { return "", false }),
+		runtime.WithErrorHandler(g.errorHandler),
+		runtime.WithRoutingErrorHandler(g.routingErrorHandler),
+		runtime.WithDisableHTTPMethodOverride(),
+		runtime.WithHealthzEndpoint(healthpb.NewHealthClient(cfg.Conn)),
+	)
+	if err := oncejobv1.RegisterJobServiceHandlerClient(ctx, g.mux, g.client); err != nil {
+		return nil, err
+	}
+	// After the generated routes: the mux tries the newest first, and GET
+	// /v1/jobs/{job_id} would otherwise take "<id>:watch" as an id.
+	if err := g.mux.HandlePath(http.MethodGet, "/v1/jobs/{job_id}:watch", g.watchJob); err != nil {
+		return nil, err
+	}
+	if err := g.mux.HandlePath(http.MethodGet, "/v1/jobs:watch", g.watchJobs); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// ServeHTTP gives every request an X-Request-Id (the client's when valid,
+// as the gRPC server would keep it, else a new one, sent on to the server
+// so both log the same id), bounds its body, and serves it.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get(requestIDHeader)
+	if !requestid.Valid(id) {
+		id = uuid.NewString()
+		r.Header.Set(requestIDHeader, id)
+	}
+	w.Header().Set(requestIDHeader, id)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	if r.Body != nil && r.Body != http.NoBody {
+		body, p := g.readBody(w, r)
+		if p != nil {
+			g.writeProblem(w, r, p)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	g.mux.ServeHTTP(w, r)
+}
+
+// readBody reads the whole body, refusing one over the limit: by its
+// Content-Length before reading anything, else once the limit is passed.
+// Nothing reaches the gRPC server, so nothing is written.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *problem) {
+	if r.ContentLength > g.cfg.MaxBodyBytes {
+		return nil, bodyTooLarge(g.cfg.MaxBodyBytes, fmt.Sprintf("the body is %d bytes", r.ContentLength))
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, bodyTooLarge(g.cfg.MaxBodyBytes, "the body is larger")
+	case err != nil:
+		return nil, problemFromStatus(status.New(codes.InvalidArgument, "cannot read the request body: "+err.Error()))
+	}
+	return body, nil
+}

@@ -1,0 +1,156 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/oncejob/oncejob/gateway"
+	"github.com/oncejob/oncejob/server"
+	"github.com/oncejob/oncejob/server/tenant"
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storepg/storepgtest"
+	"github.com/oncejob/oncejob/store/storesqlite"
+	"github.com/oncejob/oncejob/watch"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"))
+}
+
+// API keys of the two tenants the tests use.
+const (
+	keyAcme   = "acme-secret-key"
+	keyGlobex = "globex-secret-key"
+)
+
+// testStore is what the tests drive: both stores implement it.
+type testStore interface {
+	store.Store
+	store.EngineStore
+	store.WatchStore
+	store.OperatorStore
+	store.ViewStore
+}
+
+type testBundle struct {
+	store testStore
+	hub   *watch.Hub
+	base  string // http://127.0.0.1:port
+}
+
+type setupOpts struct {
+	store        testStore // default: a fresh Postgres schema
+	maxBodyBytes int64
+	heartbeat    time.Duration
+}
+
+// setup runs the gRPC server (with a watch hub) and the gateway on it, in
+// process, the gateway listening on loopback.
+func setup(t *testing.T, opts setupOpts) *testBundle {
+	t.Helper()
+	st := opts.store
+	if st == nil {
+		st = storepgtest.NewTestStore(t)
+	}
+	keysFile := filepath.Join(t.TempDir(), "keys.yaml")
+	require.NoError(t, os.WriteFile(keysFile, []byte(fmt.Sprintf(
+		"keys:\n  - tenant: acme\n    sha256: %s\n  - tenant: globex\n    sha256: %s\n",
+		tenant.HashKey(keyAcme), tenant.HashKey(keyGlobex))), 0o600))
+	keys, err := tenant.LoadKeys(keysFile)
+	require.NoError(t, err)
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	hub, err := watch.New(watch.Config{Store: st, Logger: logger, PollInterval: 500 * time.Millisecond})
+	require.NoError(t, err)
+	hubCtx, stopHub := context.WithCancel(context.Background())
+	hubDone := make(chan struct{})
+	go func() { hub.Run(hubCtx); close(hubDone) }()
+
+	srv, _, err := server.New(server.Config{Store: st, Keys: keys, Logger: logger, Watch: hub})
+	require.NoError(t, err)
+	conn, stopConn, err := gateway.InProcess(srv)
+	require.NoError(t, err)
+	gw, err := gateway.New(context.Background(), gateway.Config{
+		Conn: conn, Logger: logger, MaxBodyBytes: opts.maxBodyBytes, Heartbeat: opts.heartbeat,
+	})
+	require.NoError(t, err)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	httpSrv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = httpSrv.Serve(lis) }()
+
+	t.Cleanup(func() {
+		hub.Shutdown() // watches end first, or the servers would wait for them
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = httpSrv.Shutdown(ctx)
+		stopConn()
+		srv.Stop()
+		stopHub()
+		<-hubDone
+		http.DefaultClient.CloseIdleConnections()
+	})
+	return &testBundle{store: st, hub: hub, base: "http://" + lis.Addr().String()}
+}
+
+// forEachStore runs fn on a fresh Postgres schema and on a fresh embedded
+// store, as subtests.
+func forEachStore(t *testing.T, opts setupOpts, fn func(t *testing.T, b *testBundle)) {
+	t.Run("postgres", func(t *testing.T) { fn(t, setup(t, opts)) })
+	t.Run("sqlite", func(t *testing.T) {
+		st, err := storesqlite.Open(context.Background(), storesqlite.Config{DataDir: t.TempDir()})
+		require.NoError(t, err)
+		t.Cleanup(st.Close)
+		o := opts
+		o.store = st
+		fn(t, setup(t, o))
+	})
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// drive moves every queued job through the engine's transitions: claim
+// (running), four stage checkpoints (running) and publish (succeeded) —
+// seqs 2 to 7 after the submission's 1. step runs before each transition.
+func drive(t *testing.T, st testStore, want int, step func(seq int)) {
+	t.Helper()
+	ctx := context.Background()
+	step(2)
+	jobs, err := st.JobClaim(ctx, &store.JobClaimParams{Owner: "test-worker", Limit: want, LeaseDuration: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, jobs, want)
+	for i, stage := range []store.JobStage{store.JobStageTextExtracted, store.JobStageChunksReady, store.JobStageLLMDone, store.JobStageValidated} {
+		step(3 + i)
+		for _, j := range jobs {
+			require.NoError(t, st.CheckpointWrite(ctx, &store.CheckpointWriteParams{
+				Lease: lease(j), Stage: stage, Chunk: -1, StageKey: string(stage) + ":" + j.ID, CodeVersion: "1",
+				Output: []byte(`{}`), AdvanceStage: true, Message: string(stage),
+			}))
+		}
+	}
+	step(7)
+	for _, j := range jobs {
+		_, err := st.JobPublish(ctx, &store.JobPublishParams{Lease: lease(j), Output: []byte(`{"summary":"s"}`), Message: "published"})
+		require.NoError(t, err)
+	}
+}
+
+func lease(j *store.Job) store.Lease {
+	return store.Lease{JobID: j.ID, Owner: j.LeaseOwner, Attempt: j.Attempt}
+}
