@@ -12,9 +12,10 @@ build:
 
 test: lint check-generate test-go fuzz
 
-# -artifacts keeps what a failing test saves (t.ArtifactDir), e.g. the
-# porcupine visualisation of a history that is not linearizable, under
-# test-artifacts/_artifacts/.
+# -artifacts keeps what tests save (t.ArtifactDir) under
+# test-artifacts/_artifacts/: the porcupine visualisation of a history that
+# is not linearizable, the browser tests' screenshots (each test logs its
+# path).
 test-go:
 	@mkdir -p test-artifacts
 	$(GO) test -race -count=1 -artifacts -outputdir=$(CURDIR)/test-artifacts ./...

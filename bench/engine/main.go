@@ -322,7 +322,7 @@ func (e *engineBench) phase(ctx context.Context, sc scenario, procs int) (result
 		return result{}, err
 	}
 	srv, err := startProc(ctx, "serve", filepath.Join(e.tmp, "serve-"+tag+".log"), e.bin, "serve",
-		"--database-url", dbURL, "--migrate", "--workers", "0", "--grpc-addr", addr,
+		"--database-url", dbURL, "--migrate", "--workers", "0", "--grpc-addr", addr, "--http-addr", "",
 		"--pipelines", e.pipelines, "--log-level", c.logLevel)
 	if err != nil {
 		return result{}, err

@@ -460,7 +460,7 @@ func (c config) replays(ctx context.Context, g *ghz, addr, ghzBody, text string)
 // they would compete for the CPU with what is measured), the log level,
 // and the group commit's linger when set.
 func (c config) serverArgs(args ...string) []string {
-	args = append([]string{"serve", "--workers", "0", "--log-level", c.logLevel}, args...)
+	args = append([]string{"serve", "--workers", "0", "--http-addr", "", "--log-level", c.logLevel}, args...)
 	if c.linger > 0 {
 		args = append(args, "--submit-linger", c.linger.String())
 	}

@@ -49,7 +49,9 @@ func (s *syncBuffer) String() string {
 }
 
 // start runs the oncejob binary with args and extra environment. The
-// process is killed at cleanup if still running.
+// process is killed at cleanup if still running. A serve process's HTTP
+// face listens on an ephemeral port unless args say otherwise (a flag wins
+// over the environment), so concurrent servers never collide on 7071.
 func start(t *testing.T, name string, env []string, args ...string) *proc {
 	t.Helper()
 	return startBinary(t, name, env, "oncejob", args...)
@@ -60,7 +62,7 @@ func startBinary(t *testing.T, name string, env []string, bin string, args ...st
 	t.Helper()
 	p := &proc{t: t, name: name, logs: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(filepath.Join(binDir, bin), args...)
-	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Env = append(append(os.Environ(), "ONCEJOB_HTTP_ADDR=127.0.0.1:0"), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	require.NoError(t, p.cmd.Start())
 	go func() { p.err = p.cmd.Wait(); close(p.exited) }()

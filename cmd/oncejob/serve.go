@@ -33,6 +33,7 @@ func runServe(ctx context.Context, args []string) error {
 	cfgPath := configFlag(fs)
 	rel := relayFlags(fs, 1)
 	storeTimeout := fs.Duration("store-timeout", server.DefaultStoreTimeout, "longest a unary call waits on the store; then UNAVAILABLE (store unavailable)")
+	httpCfg := httpFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -121,12 +122,17 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	httpFace, err := httpCfg.start(ctx, srv, *maxDoc, logger)
+	if err != nil {
+		_ = lis.Close()
+		return err
+	}
 
 	if keys.DevMode() {
 		logger.Warn("DEV MODE: no --api-keys configured; every caller is tenant \"default\" and nothing is authenticated. Do not expose this server.")
 	}
-	logger.Info("oncejob serving", "grpc_addr", lis.Addr().String(), "store", where, "pipelines", pipelines.Names(), "idempotency_window", window.String())
-	printBanner(lis.Addr().String(), where, eng)
+	logger.Info("oncejob serving", "grpc_addr", lis.Addr().String(), "http_addr", httpFace.addr, "store", where, "pipelines", pipelines.Names(), "idempotency_window", window.String())
+	printBanner(lis.Addr().String(), httpFace.addr, where, eng)
 
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()
@@ -162,6 +168,7 @@ func runServe(ctx context.Context, args []string) error {
 	// Watch streams never end on their own: end them, each telling its
 	// client where to resume, or GracefulStop would wait for them.
 	hub.Shutdown()
+	httpFace.stop(10 * time.Second)
 	stopped := make(chan struct{})
 	go func() { srv.GracefulStop(); close(stopped) }()
 	select {
@@ -174,13 +181,18 @@ func runServe(ctx context.Context, args []string) error {
 
 // printBanner tells a person at a terminal where the server is and how to
 // try it.
-func printBanner(addr, where string, eng *engineOpts) {
+func printBanner(addr, httpAddr, where string, eng *engineOpts) {
 	provider := eng.llmBaseURL
 	if provider == "" {
 		provider = "the built-in LLM simulator (no API key needed)"
 	}
+	console := "off (--http-addr is empty)"
+	if httpAddr != "" {
+		console = "http://" + httpAddr + "/  (HTTP/JSON API under /v1/)"
+	}
 	fmt.Fprintf(os.Stderr, `
 oncejob is serving gRPC on %[1]s
+  console:  %[5]s
   store:    %[2]s
   provider: %[3]s
   workers:  %[4]d in this process
@@ -190,5 +202,5 @@ Submit a job:
 Watch it (use the id from the answer):
   grpcurl -plaintext -d '{"job_id": "<id>"}' %[1]s oncejob.v1.JobService/WatchJob
 
-`, addr, where, provider, eng.workers)
+`, addr, where, provider, eng.workers, console)
 }

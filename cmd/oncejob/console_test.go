@@ -1,0 +1,301 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncejob/oncejob/server/tenant"
+	"github.com/oncejob/oncejob/web/chromium"
+)
+
+// The console's browser tests: the real binary (embedded store, workers,
+// a simulator of its own for faults), driven in Debian's headless
+// Chromium through chromedp. Each saves a screenshot in its artifact
+// directory (go test -artifacts keeps them; make test does).
+
+const consolePipelines = `
+pipelines:
+  - name: fragile
+    version: 1
+    prompt: {version: "1", template: "Summarize: {{.Text}}"}
+    model_profiles: [default]
+    output_schema: {type: object}
+    retry: {max_attempts: 1}
+  - name: reviewed
+    version: 1
+    prompt: {version: "1", template: "Summarize: {{.Text}}"}
+    model_profiles: [default]
+    output_schema: {type: object, required: [summary]}
+    require_approval: true
+`
+
+type consoleEnv struct {
+	t       *testing.T
+	base    string // http://host:port of the HTTP face
+	sim     *simProc
+	apiKey  string
+	ctx     context.Context // the browser tab
+	dialogs atomic.Int64    // JavaScript dialogs the page opened (alert, confirm)
+}
+
+// browserPath is the system Chromium, or a skip (a failure under CI=true)
+// that says how to install it.
+func browserPath(t *testing.T) string {
+	t.Helper()
+	path, err := chromium.Path()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("browser tests need Chromium under CI=true: %v", err)
+		}
+		t.Skipf("SKIP: %v", err)
+	}
+	return path
+}
+
+// startConsole runs `oncejob serve` with its console and opens a browser.
+// apiKey, when set, is the one key of the server (tenant acme); else the
+// server is in dev mode.
+func startConsole(t *testing.T, apiKey string) *consoleEnv {
+	t.Helper()
+	path := browserPath(t)
+	e := &consoleEnv{t: t, sim: startSim(t), apiKey: apiKey}
+	httpAddr := freeAddr(t)
+	grpcAddr := freeAddr(t)
+	extra := []string{"--http-addr", httpAddr, "--lease-duration", "30s"}
+	if apiKey != "" {
+		extra = append(extra, "--api-keys", writeFile(t, "keys.yaml", fmt.Sprintf("keys:\n  - tenant: acme\n    sha256: %s\n", tenant.HashKey(apiKey))))
+	}
+	p := start(t, "serve", nil, embeddedServeArgs(t.TempDir(), grpcAddr, e.sim, writeFile(t, "pipelines.yaml", consolePipelines), extra...)...)
+	t.Cleanup(p.stop)
+	waitHealthy(t, p, grpcAddr)
+	e.base = "http://" + httpAddr
+	require.Contains(t, p.logs.String(), "console:  "+e.base+"/", "the banner names the console")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	ctx, closeBrowser := chromium.New(ctx, path, t.TempDir())
+	t.Cleanup(closeBrowser)
+	require.NoError(t, chromedp.Do(ctx)) // start the browser and its tab
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			e.dialogs.Add(1)
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
+		}
+	}()
+	e.ctx = ctx
+	return e
+}
+
+// api calls the HTTP API as the test's client (not the browser).
+func (e *consoleEnv) api(method, path string, body any) map[string]any {
+	e.t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		require.NoError(e.t, err)
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, e.base+path, r)
+	require.NoError(e.t, err)
+	req.Header.Set("Idempotency-Key", uuid.NewString())
+	if e.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+e.apiKey)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(e.t, err)
+	require.Equal(e.t, http.StatusOK, resp.StatusCode, "%s %s: %s", method, path, data)
+	var m map[string]any
+	require.NoError(e.t, json.Unmarshal(data, &m))
+	return m
+}
+
+func (e *consoleEnv) submit(pipeline, name, text string) string {
+	e.t.Helper()
+	r := e.api("POST", "/v1/jobs", map[string]any{"pipeline": pipeline, "document": map[string]any{"text": text, "name": name}})
+	return r["job"].(map[string]any)["id"].(string)
+}
+
+// waitStatus waits until the API reports the job in status.
+func (e *consoleEnv) waitStatus(id, status string) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool {
+		return e.api("GET", "/v1/jobs/"+id, nil)["job"].(map[string]any)["status"] == "JOB_STATUS_"+status
+	}, 30*time.Second, 50*time.Millisecond, "job %s never became %s", id, status)
+}
+
+func (e *consoleEnv) do(actions ...chromedp.Action[chromedp.Void]) {
+	e.t.Helper()
+	require.NoError(e.t, chromedp.Do(e.ctx, actions...))
+}
+
+func evaluate[T any](e *consoleEnv, js string) T {
+	e.t.Helper()
+	v, err := chromedp.Run(e.ctx, chromedp.Evaluate[T](js))
+	require.NoError(e.t, err, "evaluate %s", js)
+	return v
+}
+
+// screenshot saves the page in the test's artifact directory.
+func (e *consoleEnv) screenshot(name string) {
+	e.t.Helper()
+	buf, err := chromedp.Run(e.ctx, chromedp.FullScreenshot(100))
+	require.NoError(e.t, err)
+	path := filepath.Join(e.t.ArtifactDir(), name+".png")
+	require.NoError(e.t, os.WriteFile(path, buf, 0o644))
+	e.t.Logf("screenshot: %s", path)
+}
+
+func css(selector string) chromedp.CSS { return chromedp.CSS(selector) }
+
+// A job submitted after the jobs page loaded appears within a second, with
+// no reload, and its row follows it to SUCCEEDED.
+func TestConsoleJobsPageIsLive(t *testing.T) {
+	e := startConsole(t, "")
+	before := e.submit("summarize", "before.txt", "A job that exists when the page loads.")
+	e.waitStatus(before, "SUCCEEDED")
+
+	e.do(chromedp.Navigate(e.base+"/#/jobs"), chromedp.WaitVisible(css(`#jobs-body tr[data-job-id="`+before+`"]`)))
+	// Mark this page load, and note when each row first appears.
+	evaluate[chromedp.Void](e, `
+		window.oncejobTestLoad = 'first';
+		window.oncejobTestSeen = {};
+		new MutationObserver(() => {
+			for (const tr of document.querySelectorAll('#jobs-body tr')) {
+				if (!(tr.dataset.jobId in window.oncejobTestSeen)) window.oncejobTestSeen[tr.dataset.jobId] = Date.now();
+			}
+		}).observe(document.getElementById('jobs-body'), {childList: true});`)
+
+	id := e.submit("summarize", "after.txt", "A job submitted after the page loaded.")
+	committed := time.Now()
+	e.do(chromedp.WaitVisible(css(`#jobs-body tr[data-job-id="` + id + `"]`)))
+	seen := evaluate[int64](e, `window.oncejobTestSeen[`+jsString(id)+`]`)
+	delay := time.UnixMilli(seen).Sub(committed)
+	t.Logf("the new job's row appeared %s after its submission returned", delay)
+	require.Less(t, delay, time.Second, "the row appears within a second")
+	first := evaluate[string](e, `document.querySelector('#jobs-body tr').dataset.jobId`)
+	require.Equal(t, id, first, "the newest job is on top")
+
+	e.do(chromedp.WaitVisible(css(`#jobs-body tr[data-job-id="` + id + `"][data-status="SUCCEEDED"]`)))
+	require.Equal(t, "first", evaluate[string](e, `window.oncejobTestLoad`), "no reload happened")
+	require.Equal(t, "live", evaluate[string](e, `document.getElementById('live').textContent`))
+	// Counts follow within a second (they are re-read at most once a second).
+	e.do(chromedp.Poll[chromedp.Void](`document.querySelector('#counts a[data-status="SUCCEEDED"]')?.textContent === 'SUCCEEDED 2'`))
+	e.screenshot("jobs-live")
+}
+
+// A dead-lettered job is replayed with one click and reaches SUCCEEDED on
+// the dead letters page.
+func TestConsoleReplaysADeadLetter(t *testing.T) {
+	e := startConsole(t, "")
+	e.sim.setFaults(t, `{"unavailable": {}}`) // every call 503: the one attempt fails
+	id := e.submit("fragile", "fragile.txt", "A job whose provider is down.")
+	e.waitStatus(id, "DEAD_LETTERED")
+	e.sim.setFaults(t, `{}`) // the provider is back
+
+	card := `#queue article[data-job-id="` + id + `"]`
+	e.do(chromedp.Navigate(e.base+"/#/dead-letters"), chromedp.WaitVisible(css(card+` .status.st-DEAD_LETTERED`)))
+	require.Contains(t, evaluate[string](e, `document.querySelector('`+card+` .last-error').textContent`), "BUDGET_SPENT")
+	e.screenshot("dead-letter-before")
+	e.do(chromedp.Click(css(card + ` button[data-action="replay"]`)))
+	e.do(chromedp.WaitVisible(css(card + ` .status.st-SUCCEEDED`)))
+	e.waitStatus(id, "SUCCEEDED")
+	require.Contains(t, evaluate[string](e, `document.querySelector('`+card+` .action-result').textContent`), "Replay: done")
+	e.screenshot("dead-letter-replayed")
+
+	replays := 0
+	for _, ev := range e.api("GET", "/v1/jobs/"+id+"?view=JOB_VIEW_FULL", nil)["job"].(map[string]any)["llm_attempts"].([]any) {
+		if ev.(map[string]any)["outcome"] == "LLM_OUTCOME_SUCCEEDED" {
+			replays++
+		}
+	}
+	require.Equal(t, 1, replays, "one click, one replay, one successful call")
+}
+
+// An approval shows the planned output beside the job and is approved with
+// one click.
+func TestConsoleApprovesAJob(t *testing.T) {
+	e := startConsole(t, "")
+	id := e.submit("reviewed", "contract.txt", "A contract that needs a human look before it is published.")
+	e.waitStatus(id, "AWAITING_APPROVAL")
+
+	card := `#queue article[data-job-id="` + id + `"]`
+	e.do(chromedp.Navigate(e.base+"/#/approvals"), chromedp.WaitVisible(css(card+` .status.st-AWAITING_APPROVAL`)))
+	e.do(chromedp.Poll[chromedp.Void](`document.querySelector('` + card + ` pre.plan').textContent.includes('"summary"')`))
+	e.screenshot("approval-before")
+	e.do(chromedp.SendKeys(css(card+` input.reason`), "looks right"), chromedp.Click(css(card+` button[data-action="approve"]`)))
+	e.do(chromedp.WaitVisible(css(card + ` .status.st-SUCCEEDED`)))
+	e.waitStatus(id, "SUCCEEDED")
+	e.screenshot("approval-approved")
+
+	job := e.api("GET", "/v1/jobs/"+id, nil)["job"].(map[string]any)
+	require.Contains(t, job["output"], "summary", "the approved plan is published")
+}
+
+// Markup in a job's name, text and output is shown as text: no element is
+// made of it and no script runs.
+func TestConsoleRendersMarkupAsText(t *testing.T) {
+	e := startConsole(t, "")
+	const name = `<img src=x onerror=alert(1)>`
+	id := e.submit("summarize", name, `<script>alert(2)</script><b>bold</b>`)
+	e.waitStatus(id, "SUCCEEDED")
+
+	e.do(chromedp.Navigate(e.base+"/#/jobs"), chromedp.WaitVisible(css(`#jobs-body tr[data-job-id="`+id+`"]`)))
+	require.Equal(t, name, evaluate[string](e, `document.querySelector('#jobs-body tr[data-job-id="`+id+`"] a.job-link').textContent`))
+	require.Zero(t, evaluate[int](e, `document.querySelectorAll('img, #jobs-body b').length`), "no element from the job's data")
+	e.screenshot("markup-jobs")
+
+	e.do(chromedp.Navigate(e.base+"/#/jobs/"+id), chromedp.WaitVisible(css(`#job-output`)))
+	require.Contains(t, evaluate[string](e, `document.querySelector('#job-summary h1').textContent`), name)
+	require.Contains(t, evaluate[string](e, `document.getElementById('job-output').textContent`), `<script>alert(2)</script>`)
+	require.Zero(t, evaluate[int](e, `document.querySelectorAll('img, #main b').length`))
+	require.Equal(t, 1, evaluate[int](e, `document.scripts.length`), "only the console's own module")
+	e.screenshot("markup-job")
+	require.Zero(t, e.dialogs.Load(), "no alert ran")
+}
+
+// Outside dev mode the console asks for the API key once per tab and keeps
+// it in sessionStorage: never in a cookie or the URL.
+func TestConsoleAsksForTheAPIKey(t *testing.T) {
+	const key = "acme-console-key"
+	e := startConsole(t, key)
+	id := e.submit("summarize", "keyed.txt", "A job of tenant acme.")
+
+	e.do(chromedp.Navigate(e.base+"/#/jobs"), chromedp.WaitVisible(css(`#auth-key`)))
+	e.screenshot("api-key-prompt")
+	e.do(chromedp.SendKeys(css(`#auth-key`), key), chromedp.Click(css(`#auth-form button[type="submit"]`)))
+	e.do(chromedp.WaitVisible(css(`#jobs-body tr[data-job-id="` + id + `"]`)))
+	require.Equal(t, key, evaluate[string](e, `sessionStorage.getItem('oncejob.apiKey')`))
+	require.Empty(t, evaluate[string](e, `document.cookie`))
+	require.NotContains(t, evaluate[string](e, `location.href`), key)
+
+	live := e.submit("summarize", "keyed-live.txt", "Another job of tenant acme.")
+	e.do(chromedp.WaitVisible(css(`#jobs-body tr[data-job-id="` + live + `"]`)))
+	e.screenshot("api-key-jobs")
+}
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return strings.ReplaceAll(string(b), "'", `\'`)
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/oncejob/oncejob/gateway"
+	"github.com/oncejob/oncejob/web"
+)
+
+// httpOpts is serve's HTTP face: the HTTP/JSON API and the console.
+type httpOpts struct {
+	addr string
+}
+
+func httpFlags(fs *flag.FlagSet) *httpOpts {
+	o := &httpOpts{}
+	fs.StringVar(&o.addr, "http-addr", "127.0.0.1:7071", "address of the HTTP/JSON API and the web console; empty: none")
+	return o
+}
+
+// httpFace is a running HTTP server.
+type httpFace struct {
+	addr    string // where it listens; empty when off
+	srv     *http.Server
+	stopRPC func()
+}
+
+// start serves the gateway (on srv, in process) and the console on o.addr,
+// unless it is empty.
+func (o *httpOpts) start(ctx context.Context, srv *grpc.Server, maxDocumentBytes int, logger *slog.Logger) (*httpFace, error) {
+	if o.addr == "" {
+		return &httpFace{}, nil
+	}
+	lis, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return nil, err
+	}
+	conn, stopRPC, err := gateway.InProcess(srv)
+	if err != nil {
+		_ = lis.Close()
+		return nil, err
+	}
+	gw, err := gateway.New(ctx, gateway.Config{Conn: conn, MaxBodyBytes: gateway.MaxBodyBytesFor(maxDocumentBytes), Logger: logger})
+	if err != nil {
+		stopRPC()
+		_ = lis.Close()
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", gw)
+	mux.Handle("/healthz", gw)
+	mux.Handle("/", web.Handler())
+	f := &httpFace{
+		addr:    lis.Addr().String(),
+		stopRPC: stopRPC,
+		// No write timeout: watches stream for as long as clients stay.
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
+	}
+	go func() {
+		if err := f.srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("http server stopped", "error", err)
+		}
+	}()
+	return f, nil
+}
+
+// stop waits up to timeout for requests in flight (watches end when the
+// hub shuts down, which comes first), then closes what is left.
+func (f *httpFace) stop(timeout time.Duration) {
+	if f.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := f.srv.Shutdown(ctx); err != nil {
+		_ = f.srv.Close()
+	}
+	f.stopRPC()
+}

@@ -1,0 +1,16 @@
+// Formatting of API values for display. int64 fields arrive as strings.
+
+export const statuses = ['QUEUED', 'RUNNING', 'RETRY_WAIT', 'AWAITING_APPROVAL', 'OUTCOME_UNKNOWN',
+  'SUCCEEDED', 'FAILED', 'CANCELLED', 'DEAD_LETTERED'];
+export const stages = ['UPLOADED', 'TEXT_EXTRACTED', 'CHUNKS_READY', 'LLM_DONE', 'VALIDATED', 'PUBLISHED'];
+
+export const statusName = (s) => (s || '').replace(/^JOB_STATUS_/, '') || 'UNSPECIFIED';
+export const stageName = (s) => (s || '').replace(/^JOB_STAGE_/, '') || '-';
+export const outcomeName = (s) => (s || '').replace(/^LLM_OUTCOME_/, '') || '-';
+export const num = (x) => Number(x || 0);
+export const cost = (micros) => (num(micros) / 1e6).toFixed(6);
+export const time = (ts) => (ts ? new Date(ts).toLocaleString() : '');
+export const ms = (ts) => (ts ? Date.parse(ts) : 0);
+export const terminal = (s) => ['SUCCEEDED', 'FAILED', 'CANCELLED', 'DEAD_LETTERED'].includes(statusName(s));
+export const jobTitle = (j) => j.document_name || j.id;
+export const json = (v) => JSON.stringify(v, null, 2);
