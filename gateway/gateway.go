@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	oncejobgw "github.com/oncejob/oncejob/gen/go/gateway/oncejob/v1"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/server/requestid"
 )
@@ -110,7 +111,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		runtime.WithDisableHTTPMethodOverride(),
 		runtime.WithHealthzEndpoint(healthpb.NewHealthClient(cfg.Conn)),
 	)
-	if err := oncejobv1.RegisterJobServiceHandlerClient(ctx, g.mux, g.client); err != nil {
+	if err := oncejobgw.RegisterJobServiceHandlerClient(ctx, g.mux, g.client); err != nil {
 		return nil, err
 	}
 	// After the generated routes: the mux tries the newest first, and GET

@@ -19,10 +19,17 @@
 //     as many pollers, each calling GetJob every -poll-interval, measuring
 //     the same commit-to-detection latency;
 //
-//  5. reports for both phases the database load they added per second:
-//     transactions (xact_commit) and rows read (tup_returned + tup_fetched).
+//  5. for the counts in -sse (default 1000): a fresh server and database,
+//     the same jobs, and as many EventSource-style watchers over HTTP (each
+//     its own connection, GET /v1/jobs/{id}:watch as text/event-stream,
+//     through the gateway to the same gRPC stream), measured as in 2 and 3;
 //
-//     cd bench/watch && go run .                 # 1,000 and 10,000 watchers
+//  6. reports for every phase the database load it added per second:
+//     transactions (xact_commit) and rows read (tup_returned + tup_fetched),
+//     and SSE against gRPC: p99 ratio (target <= 1.5) and memory per idle
+//     SSE watcher (target <= 64 KiB).
+//
+//     cd bench/watch && go run .                 # 1,000 and 10,000 watchers, SSE at 1,000
 //     cd bench/watch && go run . -watchers 1000 -rounds 10
 //
 // It is a separate module (replace => ../..) so neither the root module nor
@@ -68,11 +75,12 @@ type config struct {
 	pollInterval time.Duration
 	idle         time.Duration
 	conns        int
+	sse          map[int]bool
 }
 
 func main() {
 	var c config
-	var watchers string
+	var watchers, sse string
 	flag.StringVar(&c.pg, "pg", envOr("BENCH_PG", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "admin Postgres URL (env BENCH_PG); a database is created and dropped")
 	flag.StringVar(&watchers, "watchers", "1000,10000", "watcher counts to run, comma-separated")
 	flag.IntVar(&c.jobs, "jobs", 100, "jobs the watchers are spread over")
@@ -80,7 +88,14 @@ func main() {
 	flag.DurationVar(&c.pollInterval, "poll-interval", 100*time.Millisecond, "GetJob interval of the polling baseline")
 	flag.DurationVar(&c.idle, "idle", 3*time.Second, "how long watchers sit idle before memory is read")
 	flag.IntVar(&c.conns, "conns", 0, "client connections; 0: one per 250 watchers")
+	flag.StringVar(&sse, "sse", "1000", "watcher counts (of -watchers) that also run the SSE phase, comma-separated; empty: none")
 	flag.Parse()
+	c.sse = map[int]bool{}
+	for _, w := range strings.Split(sse, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(w)); err == nil {
+			c.sse[n] = true
+		}
+	}
 	for _, w := range strings.Split(watchers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))
 		if err != nil || n <= 0 {
@@ -132,7 +147,38 @@ func run(ctx context.Context, c config) error {
 		fmt.Printf("%-26s %8d %9s %9s %9s %9.0f %10.0f %11.0f %12.0f %9s\n", r.name, len(r.latencies), pct(r.latencies, 50), pct(r.latencies, 99), pct(r.latencies, 100),
 			r.xactPerSec, r.rowsPerSec, r.xactPerRound, r.rowsPerRound, mem)
 	}
+	printSSEComparison(results)
 	return nil
+}
+
+// printSSEComparison sets each SSE phase against the gRPC phase of the
+// same watcher count.
+func printSSEComparison(results []result) {
+	byName := map[string]result{}
+	for _, r := range results {
+		byName[r.name] = r
+	}
+	for _, r := range results {
+		n, ok := strings.CutPrefix(r.name, "SSE WatchJob x")
+		if !ok {
+			continue
+		}
+		g, ok := byName["WatchJob x"+n]
+		if !ok {
+			continue
+		}
+		ratio := float64(quantile(r.latencies, 99)) / float64(quantile(g.latencies, 99))
+		fmt.Printf("\nSSE vs gRPC at %s watchers: p99 %s vs %s = %.2fx (target <= 1.5x: %s); %.1f KiB per idle SSE watcher vs %.1f gRPC (target <= 64 KiB: %s)\n",
+			n, pct(r.latencies, 99), pct(g.latencies, 99), ratio, verdict(ratio <= 1.5),
+			r.memPerWatcher/1024, g.memPerWatcher/1024, verdict(r.memPerWatcher <= 64*1024))
+	}
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
 }
 
 type result struct {
@@ -147,8 +193,9 @@ type result struct {
 
 // env is one server on one fresh database with its jobs.
 type env struct {
-	c      config
-	dbURL  string
+	c        config
+	httpBase string // http://addr of the server's HTTP face
+	dbURL    string
 	admin  *pgx.Conn
 	dbName string
 	st     *storepg.Store
@@ -158,6 +205,7 @@ type env struct {
 	owner  string
 	claim  bool // the next round claims; else it moves to retry_wait
 	leases map[string]store.Lease
+	closed bool
 }
 
 func runOne(ctx context.Context, c config, bin string, watchers int) ([]result, error) {
@@ -179,7 +227,23 @@ func runOne(ctx context.Context, c config, bin string, watchers int) ([]result, 
 	if err != nil {
 		return nil, err
 	}
-	return []result{base, w, p}, nil
+	results := []result{base, w, p}
+	if !c.sse[watchers] {
+		return results, nil
+	}
+	// A fresh server, so its memory before the watchers is a server's that
+	// has served no watcher yet, as in the gRPC phase.
+	e.close()
+	sse, err := newEnv(ctx, c, bin, watchers)
+	if err != nil {
+		return nil, err
+	}
+	defer sse.close()
+	s, err := sse.ssePhase(ctx, watchers)
+	if err != nil {
+		return nil, err
+	}
+	return append(results, s), nil
 }
 
 // baselinePhase makes the rounds with nobody watching: the load of the
@@ -221,7 +285,12 @@ func newEnv(ctx context.Context, c config, bin string, watchers int) (*env, erro
 	if err != nil {
 		return nil, err
 	}
-	e.server = exec.Command(bin, "serve", "--database-url", e.dbURL, "--migrate", "--workers", "0", "--grpc-addr", addr, "--log-level", "warn")
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	e.httpBase = "http://" + httpAddr
+	e.server = exec.Command(bin, "serve", "--database-url", e.dbURL, "--migrate", "--workers", "0", "--grpc-addr", addr, "--http-addr", httpAddr, "--log-level", "warn")
 	logFile, err := os.CreateTemp("", "oncejob-bench-watch-serve-*.log")
 	if err != nil {
 		return nil, err
@@ -262,7 +331,13 @@ func newEnv(ctx context.Context, c config, bin string, watchers int) (*env, erro
 	return e, nil
 }
 
+// close stops the server and drops the database; a second call does
+// nothing.
 func (e *env) close() {
+	if e.closed {
+		return
+	}
+	e.closed = true
 	for _, c := range e.conns {
 		_ = c.Close()
 	}
@@ -560,10 +635,17 @@ func pct(d []time.Duration, p int) string {
 	if len(d) == 0 {
 		return "-"
 	}
+	return quantile(d, p).Round(100 * time.Microsecond).String()
+}
+
+func quantile(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
 	s := slices.Clone(d)
 	slices.Sort(s)
 	i := min(len(s)-1, (len(s)*p+99)/100-1)
-	return s[max(i, 0)].Round(100 * time.Microsecond).String()
+	return s[max(i, 0)]
 }
 
 func waitHealthy(ctx context.Context, conn *grpc.ClientConn) error {

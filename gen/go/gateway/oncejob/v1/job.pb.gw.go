@@ -17,6 +17,7 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
+	extOncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/grpclog"
@@ -37,9 +38,9 @@ var (
 	_ = metadata.Join
 )
 
-func request_JobService_SubmitJob_0(ctx context.Context, marshaler runtime.Marshaler, client JobServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_JobService_SubmitJob_0(ctx context.Context, marshaler runtime.Marshaler, client extOncejobv1.JobServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq SubmitJobRequest
+		protoReq extOncejobv1.SubmitJobRequest
 		metadata runtime.ServerMetadata
 	)
 	dec := marshaler.NewDecoder(req.Body)
@@ -58,9 +59,9 @@ func request_JobService_SubmitJob_0(ctx context.Context, marshaler runtime.Marsh
 	return msg, metadata, err
 }
 
-func local_request_JobService_SubmitJob_0(ctx context.Context, marshaler runtime.Marshaler, server JobServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_JobService_SubmitJob_0(ctx context.Context, marshaler runtime.Marshaler, server extOncejobv1.JobServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq SubmitJobRequest
+		protoReq extOncejobv1.SubmitJobRequest
 		metadata runtime.ServerMetadata
 	)
 	dec := marshaler.NewDecoder(req.Body)
@@ -78,9 +79,9 @@ func local_request_JobService_SubmitJob_0(ctx context.Context, marshaler runtime
 
 var filter_JobService_GetJob_0 = &utilities.DoubleArray{Encoding: map[string]int{"job_id": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
 
-func request_JobService_GetJob_0(ctx context.Context, marshaler runtime.Marshaler, client JobServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_JobService_GetJob_0(ctx context.Context, marshaler runtime.Marshaler, client extOncejobv1.JobServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq GetJobRequest
+		protoReq extOncejobv1.GetJobRequest
 		metadata runtime.ServerMetadata
 		err      error
 	)
@@ -105,9 +106,9 @@ func request_JobService_GetJob_0(ctx context.Context, marshaler runtime.Marshale
 	return msg, metadata, err
 }
 
-func local_request_JobService_GetJob_0(ctx context.Context, marshaler runtime.Marshaler, server JobServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_JobService_GetJob_0(ctx context.Context, marshaler runtime.Marshaler, server extOncejobv1.JobServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq GetJobRequest
+		protoReq extOncejobv1.GetJobRequest
 		metadata runtime.ServerMetadata
 		err      error
 	)
@@ -131,9 +132,9 @@ func local_request_JobService_GetJob_0(ctx context.Context, marshaler runtime.Ma
 
 var filter_JobService_ListJobs_0 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
 
-func request_JobService_ListJobs_0(ctx context.Context, marshaler runtime.Marshaler, client JobServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_JobService_ListJobs_0(ctx context.Context, marshaler runtime.Marshaler, client extOncejobv1.JobServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq ListJobsRequest
+		protoReq extOncejobv1.ListJobsRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := req.ParseForm(); err != nil {
@@ -149,9 +150,9 @@ func request_JobService_ListJobs_0(ctx context.Context, marshaler runtime.Marsha
 	return msg, metadata, err
 }
 
-func local_request_JobService_ListJobs_0(ctx context.Context, marshaler runtime.Marshaler, server JobServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_JobService_ListJobs_0(ctx context.Context, marshaler runtime.Marshaler, server extOncejobv1.JobServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq ListJobsRequest
+		protoReq extOncejobv1.ListJobsRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := req.ParseForm(); err != nil {
@@ -166,9 +167,9 @@ func local_request_JobService_ListJobs_0(ctx context.Context, marshaler runtime.
 
 var filter_JobService_CountJobs_0 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
 
-func request_JobService_CountJobs_0(ctx context.Context, marshaler runtime.Marshaler, client JobServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_JobService_CountJobs_0(ctx context.Context, marshaler runtime.Marshaler, client extOncejobv1.JobServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq CountJobsRequest
+		protoReq extOncejobv1.CountJobsRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := req.ParseForm(); err != nil {
@@ -184,9 +185,9 @@ func request_JobService_CountJobs_0(ctx context.Context, marshaler runtime.Marsh
 	return msg, metadata, err
 }
 
-func local_request_JobService_CountJobs_0(ctx context.Context, marshaler runtime.Marshaler, server JobServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_JobService_CountJobs_0(ctx context.Context, marshaler runtime.Marshaler, server extOncejobv1.JobServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq CountJobsRequest
+		protoReq extOncejobv1.CountJobsRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := req.ParseForm(); err != nil {
@@ -199,9 +200,9 @@ func local_request_JobService_CountJobs_0(ctx context.Context, marshaler runtime
 	return msg, metadata, err
 }
 
-func request_JobService_CancelJob_0(ctx context.Context, marshaler runtime.Marshaler, client JobServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_JobService_CancelJob_0(ctx context.Context, marshaler runtime.Marshaler, client extOncejobv1.JobServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq CancelJobRequest
+		protoReq extOncejobv1.CancelJobRequest
 		metadata runtime.ServerMetadata
 		err      error
 	)
@@ -229,9 +230,9 @@ func request_JobService_CancelJob_0(ctx context.Context, marshaler runtime.Marsh
 	return msg, metadata, err
 }
 
-func local_request_JobService_CancelJob_0(ctx context.Context, marshaler runtime.Marshaler, server JobServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_JobService_CancelJob_0(ctx context.Context, marshaler runtime.Marshaler, server extOncejobv1.JobServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq CancelJobRequest
+		protoReq extOncejobv1.CancelJobRequest
 		metadata runtime.ServerMetadata
 		err      error
 	)
@@ -256,9 +257,9 @@ func local_request_JobService_CancelJob_0(ctx context.Context, marshaler runtime
 	return msg, metadata, err
 }
 
-func request_JobService_ReplayJob_0(ctx context.Context, marshaler runtime.Marshaler, client JobServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_JobService_ReplayJob_0(ctx context.Context, marshaler runtime.Marshaler, client extOncejobv1.JobServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq ReplayJobRequest
+		protoReq extOncejobv1.ReplayJobRequest
 		metadata runtime.ServerMetadata
 		err      error
 	)
@@ -286,9 +287,9 @@ func request_JobService_ReplayJob_0(ctx context.Context, marshaler runtime.Marsh
 	return msg, metadata, err
 }
 
-func local_request_JobService_ReplayJob_0(ctx context.Context, marshaler runtime.Marshaler, server JobServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_JobService_ReplayJob_0(ctx context.Context, marshaler runtime.Marshaler, server extOncejobv1.JobServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq ReplayJobRequest
+		protoReq extOncejobv1.ReplayJobRequest
 		metadata runtime.ServerMetadata
 		err      error
 	)
@@ -313,9 +314,9 @@ func local_request_JobService_ReplayJob_0(ctx context.Context, marshaler runtime
 	return msg, metadata, err
 }
 
-func request_JobService_ResolveJob_0(ctx context.Context, marshaler runtime.Marshaler, client JobServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_JobService_ResolveJob_0(ctx context.Context, marshaler runtime.Marshaler, client extOncejobv1.JobServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq ResolveJobRequest
+		protoReq extOncejobv1.ResolveJobRequest
 		metadata runtime.ServerMetadata
 		err      error
 	)
@@ -343,9 +344,9 @@ func request_JobService_ResolveJob_0(ctx context.Context, marshaler runtime.Mars
 	return msg, metadata, err
 }
 
-func local_request_JobService_ResolveJob_0(ctx context.Context, marshaler runtime.Marshaler, server JobServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_JobService_ResolveJob_0(ctx context.Context, marshaler runtime.Marshaler, server extOncejobv1.JobServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq ResolveJobRequest
+		protoReq extOncejobv1.ResolveJobRequest
 		metadata runtime.ServerMetadata
 		err      error
 	)
@@ -370,9 +371,9 @@ func local_request_JobService_ResolveJob_0(ctx context.Context, marshaler runtim
 	return msg, metadata, err
 }
 
-func request_JobService_ApproveJob_0(ctx context.Context, marshaler runtime.Marshaler, client JobServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_JobService_ApproveJob_0(ctx context.Context, marshaler runtime.Marshaler, client extOncejobv1.JobServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq ApproveJobRequest
+		protoReq extOncejobv1.ApproveJobRequest
 		metadata runtime.ServerMetadata
 		err      error
 	)
@@ -400,9 +401,9 @@ func request_JobService_ApproveJob_0(ctx context.Context, marshaler runtime.Mars
 	return msg, metadata, err
 }
 
-func local_request_JobService_ApproveJob_0(ctx context.Context, marshaler runtime.Marshaler, server JobServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_JobService_ApproveJob_0(ctx context.Context, marshaler runtime.Marshaler, server extOncejobv1.JobServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq ApproveJobRequest
+		protoReq extOncejobv1.ApproveJobRequest
 		metadata runtime.ServerMetadata
 		err      error
 	)
@@ -432,7 +433,7 @@ func local_request_JobService_ApproveJob_0(ctx context.Context, marshaler runtim
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
 // Note that using this registration option will cause many gRPC library features to stop working. Consider using RegisterJobServiceHandlerFromEndpoint instead.
 // GRPC interceptors will not work for this type of registration. To use interceptors, you must use the "runtime.WithMiddlewares" option in the "runtime.NewServeMux" call.
-func RegisterJobServiceHandlerServer(ctx context.Context, mux *runtime.ServeMux, server JobServiceServer) error {
+func RegisterJobServiceHandlerServer(ctx context.Context, mux *runtime.ServeMux, server extOncejobv1.JobServiceServer) error {
 	mux.Handle(http.MethodPost, pattern_JobService_SubmitJob_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -624,15 +625,15 @@ func RegisterJobServiceHandlerFromEndpoint(ctx context.Context, mux *runtime.Ser
 // RegisterJobServiceHandler registers the http handlers for service JobService to "mux".
 // The handlers forward requests to the grpc endpoint over "conn".
 func RegisterJobServiceHandler(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
-	return RegisterJobServiceHandlerClient(ctx, mux, NewJobServiceClient(conn))
+	return RegisterJobServiceHandlerClient(ctx, mux, extOncejobv1.NewJobServiceClient(conn))
 }
 
 // RegisterJobServiceHandlerClient registers the http handlers for service JobService
-// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "JobServiceClient".
-// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "JobServiceClient"
+// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "extOncejobv1.JobServiceClient".
+// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "extOncejobv1.JobServiceClient"
 // doesn't go through the normal gRPC flow (creating a gRPC client etc.) then it will be up to the passed in
-// "JobServiceClient" to call the correct interceptors. This client ignores the HTTP middlewares.
-func RegisterJobServiceHandlerClient(ctx context.Context, mux *runtime.ServeMux, client JobServiceClient) error {
+// "extOncejobv1.JobServiceClient" to call the correct interceptors. This client ignores the HTTP middlewares.
+func RegisterJobServiceHandlerClient(ctx context.Context, mux *runtime.ServeMux, client extOncejobv1.JobServiceClient) error {
 	mux.Handle(http.MethodPost, pattern_JobService_SubmitJob_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
