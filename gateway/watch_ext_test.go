@@ -36,7 +36,9 @@ type sseStream struct {
 // requires 200 text/event-stream.
 func openSSE(t *testing.T, url, apiKey, lastID string) *sseStream {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	// A change is sent once no older transaction is open anywhere on the
+	// (shared) Postgres server, so allow for slow neighbours; never hang.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
 	require.NoError(t, err)
 	req.Header.Set("Accept", "text/event-stream")

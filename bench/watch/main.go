@@ -196,16 +196,16 @@ type env struct {
 	c        config
 	httpBase string // http://addr of the server's HTTP face
 	dbURL    string
-	admin  *pgx.Conn
-	dbName string
-	st     *storepg.Store
-	server *exec.Cmd
-	conns  []*grpc.ClientConn
-	jobIDs []string
-	owner  string
-	claim  bool // the next round claims; else it moves to retry_wait
-	leases map[string]store.Lease
-	closed bool
+	admin    *pgx.Conn
+	dbName   string
+	st       *storepg.Store
+	server   *exec.Cmd
+	conns    []*grpc.ClientConn
+	jobIDs   []string
+	owner    string
+	claim    bool // the next round claims; else it moves to retry_wait
+	leases   map[string]store.Lease
+	closed   bool
 }
 
 func runOne(ctx context.Context, c config, bin string, watchers int) ([]result, error) {
