@@ -95,13 +95,14 @@ export function jobsPage(main, params, setLive) {
   }
 
   (async () => {
+    const counted = loadCounts(); // in parallel with the list
     await live.start();
     const frag = document.createDocumentFragment();
     for (const id of live.order) { const r = jobRow(live.jobs.get(id)); rows.set(id, r); frag.appendChild(r); }
     fill(tbody, frag);
     empty.hidden = rows.size > 0;
     moreButton.hidden = !live.nextPageToken;
-    await loadCounts();
+    await counted;
     performance.mark('oncejob:jobs-rendered');
   })().catch((e) => main.appendChild(h('p', { class: 'error' }, `Cannot load jobs: ${e.message}`)));
 
