@@ -6,12 +6,15 @@
 //
 //  1. builds and starts the real `oncejob serve --workers 0` on a throwaway
 //     Postgres database, with its HTTP face;
+//
 //  2. first paint, empty store (the peer): -loads fresh loads of /#/jobs in
 //     a fresh tab each, timing from navigation start to the list rendered
 //     (the console's performance mark) and to the next paint after it;
+//
 //  3. submits -jobs jobs (gRPC SubmitJob, 16 at a time) and publishes all
 //     but the newest -hot of them through the store, as a store of mostly
 //     finished jobs looks; then first paint again, with them;
+//
 //  4. live list: with /#/jobs open, drives -rate transitions per second for
 //     -duration through the store, alternately claiming one of the -hot
 //     jobs (RUNNING) and moving the one claimed before to RETRY_WAIT, each
@@ -524,4 +527,3 @@ func envOr(k, def string) string {
 	}
 	return def
 }
-
