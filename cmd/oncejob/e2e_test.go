@@ -150,3 +150,49 @@ func TestPythonGeneratedClient(t *testing.T) {
 	require.Regexp(t, `\d+ passed`, string(out))
 	t.Logf("%s", out)
 }
+
+// TestReadmeCurlExamples runs the README's HTTP examples, as written, with
+// curl against the real binary's HTTP face.
+func TestReadmeCurlExamples(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("curl is required under CI=true (apt-get install -y curl)")
+		}
+		t.Skip("SKIP: curl not found; install it with: apt-get install -y curl")
+	}
+	httpAddr := freeAddr(t)
+	grpcAddr := freeAddr(t)
+	p := start(t, "serve-embedded", nil, "serve", "--data-dir", t.TempDir(), "--grpc-addr", grpcAddr, "--http-addr", httpAddr)
+	t.Cleanup(p.stop)
+	waitHealthy(t, p, grpcAddr)
+
+	cmds := readmeExamples(t, "<!-- e2e: curl examples -->")
+	want := [][]string{
+		{`HTTP/1.1 200 OK`, `"outcome": ?"SUBMIT_OUTCOME_CREATED"`, `"status": ?"JOB_STATUS_QUEUED"`, `(?i)X-Request-Id: \S+`},
+		{`HTTP/1.1 200 OK`, `(?i)Idempotent-Replayed: true`, `"outcome": ?"SUBMIT_OUTCOME_EXISTING"`},
+		{`HTTP/1.1 422`, `(?i)Content-Type: application/problem\+json`, `"reason": ?"IDEMPOTENCY_KEY_REUSED"`, `"status": ?422`},
+		{`HTTP/1.1 400`, `(?i)Content-Type: application/problem\+json`, `"reason": ?"IDEMPOTENCY_KEY_INVALID"`},
+		{`(?m)^id: 1$`, `(?m)^id: 7$`, `JOB_STATUS_SUCCEEDED`, `(?m)^event: end$`},
+		{`(?s)^retry: 1000\n\nid: 6\n`, `(?m)^event: end$`},
+		{`"checkpoints": ?\[`, `"llm_attempts": ?\[`, `"counts": ?\[`},
+	}
+	require.Len(t, cmds, len(want), "README examples changed: update this test")
+	idRE := regexp.MustCompile(`"id": ?"([0-9a-f-]{36})"`)
+	var jobID string
+	for i, c := range cmds {
+		c = strings.ReplaceAll(c, "127.0.0.1:7071", httpAddr)
+		cmd := exec.Command("bash", "-c", c)
+		cmd.Env = append(os.Environ(), "JOB_ID="+jobID)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "example %d:\n%s\n%s", i+1, c, out)
+		for _, re := range want[i] {
+			require.Regexp(t, re, string(out), "example %d:\n%s", i+1, c)
+		}
+		if m := idRE.FindStringSubmatch(string(out)); m != nil {
+			if jobID == "" {
+				jobID = m[1]
+			}
+			require.Equal(t, jobID, m[1], "example %d returned another job", i+1)
+		}
+	}
+}
