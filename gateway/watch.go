@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -139,72 +140,51 @@ func serveStream[T proto.Message](g *Gateway, w http.ResponseWriter, r *http.Req
 		return
 	}
 
-	f := newFramer(w, r, g.marshaler)
-	f.start()
-	msgs := make(chan T, 16)
-	ended := make(chan error, 1)
-	go func() {
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				ended <- err
-				return
-			}
-			select {
-			case msgs <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	heartbeat := time.NewTicker(g.cfg.Heartbeat)
-	defer heartbeat.Stop()
+	// One goroutine per watch: this one, blocked in Recv. The heartbeat
+	// is a timer that fires after a quiet Heartbeat.
+	f := newFramer(w, r, g.marshaler, g.cfg.Heartbeat)
+	defer f.close()
 	for {
-		var werr error
-		select {
-		case m := <-msgs:
-			werr = f.message(eventID(m), m)
-			if werr == nil && len(msgs) == 0 {
-				werr = f.flush() // once per burst
-			}
-		case err := <-ended:
-			for len(msgs) > 0 { // what was received before the end
-				m := <-msgs
-				if werr = f.message(eventID(m), m); werr != nil {
-					return
-				}
-			}
-			if errors.Is(err, io.EOF) {
+		m, err := stream.Recv()
+		if err != nil {
+			switch {
+			case errors.Is(err, io.EOF):
 				f.end()
-			} else if ctx.Err() == nil {
+			case ctx.Err() == nil:
 				p := problemFromStatus(status.Convert(err))
 				p.RequestID = w.Header().Get(requestIDHeader)
 				f.problem(p)
 			}
-			_ = f.flush()
-			return
-		case <-heartbeat.C:
-			werr = f.heartbeat()
-		case <-ctx.Done():
 			return
 		}
-		if werr != nil {
-			return // the client is gone; cancel ends the call
+		if err := f.message(eventID(m), m); err != nil {
+			return // the client is gone; the deferred cancel ends the call
 		}
 	}
 }
 
-// framer writes one stream format.
+// framer writes one stream format, each write flushed, and a heartbeat
+// after every quiet interval. Its methods are safe for concurrent use with
+// the heartbeat's timer until close.
 type framer struct {
+	mu        sync.Mutex
+	closed    bool
 	w         http.ResponseWriter
 	rc        *http.ResponseController
 	sse       bool
 	marshaler runtime.Marshaler
-	line      []byte
+	quiet     time.Duration
+	timer     *time.Timer
 }
 
-func newFramer(w http.ResponseWriter, r *http.Request, m runtime.Marshaler) *framer {
-	return &framer{w: w, rc: http.NewResponseController(w), sse: acceptsSSE(r), marshaler: m}
+// newFramer sends the response's headers and starts the heartbeat.
+func newFramer(w http.ResponseWriter, r *http.Request, m runtime.Marshaler, heartbeat time.Duration) *framer {
+	f := &framer{w: w, rc: http.NewResponseController(w), sse: acceptsSSE(r), marshaler: m, quiet: heartbeat}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.start()
+	f.timer = time.AfterFunc(heartbeat, f.heartbeat)
+	return f
 }
 
 // acceptsSSE reports whether the client asked for Server-Sent Events.
@@ -228,12 +208,44 @@ func (f *framer) start() {
 		h.Set("Content-Type", "text/event-stream; charset=utf-8")
 		f.w.WriteHeader(http.StatusOK)
 		// Reconnect after a second rather than the browser's default three.
-		_, _ = io.WriteString(f.w, "retry: 1000\n\n")
-	} else {
-		h.Set("Content-Type", "application/x-ndjson")
-		f.w.WriteHeader(http.StatusOK)
+		_ = f.writeLocked([]byte("retry: 1000\n\n"))
+		return
 	}
-	_ = f.flush()
+	h.Set("Content-Type", "application/x-ndjson")
+	f.w.WriteHeader(http.StatusOK)
+	_ = f.writeLocked(nil)
+}
+
+// close stops the heartbeat and every write: the ResponseWriter is not to
+// be used once the handler returns.
+func (f *framer) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	f.timer.Stop()
+}
+
+// write sends b and flushes; the stream was not quiet, so the heartbeat
+// waits a full interval again.
+func (f *framer) write(b []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return errClosed
+	}
+	f.timer.Reset(f.quiet)
+	return f.writeLocked(b)
+}
+
+var errClosed = errors.New("gateway: stream closed")
+
+func (f *framer) writeLocked(b []byte) error {
+	if len(b) > 0 {
+		if _, err := f.w.Write(b); err != nil {
+			return err
+		}
+	}
+	return f.rc.Flush()
 }
 
 func (f *framer) message(id string, m proto.Message) error {
@@ -241,25 +253,24 @@ func (f *framer) message(id string, m proto.Message) error {
 	if err != nil {
 		return err
 	}
-	f.line = f.line[:0]
+	line := make([]byte, 0, len(data)+len(id)+16)
 	if f.sse {
-		f.line = append(f.line, "id: "...)
-		f.line = append(f.line, id...)
-		f.line = append(f.line, "\ndata: "...)
-		f.line = append(f.line, data...) // protojson writes no newlines
-		f.line = append(f.line, "\n\n"...)
+		line = append(line, "id: "...)
+		line = append(line, id...)
+		line = append(line, "\ndata: "...)
+		line = append(line, data...) // protojson writes no newlines
+		line = append(line, "\n\n"...)
 	} else {
-		f.line = append(f.line, `{"result":`...)
-		f.line = append(f.line, data...)
-		f.line = append(f.line, "}\n"...)
+		line = append(line, `{"result":`...)
+		line = append(line, data...)
+		line = append(line, "}\n"...)
 	}
-	_, err = f.w.Write(f.line)
-	return err
+	return f.write(line)
 }
 
 func (f *framer) end() {
 	if f.sse {
-		_, _ = io.WriteString(f.w, "event: end\ndata: {}\n\n")
+		_ = f.write([]byte("event: end\ndata: {}\n\n"))
 	}
 }
 
@@ -269,23 +280,17 @@ func (f *framer) problem(p *problem) {
 		return
 	}
 	if f.sse {
-		_, _ = f.w.Write(append(append([]byte("event: problem\ndata: "), data...), "\n\n"...))
+		_ = f.write(append(append([]byte("event: problem\ndata: "), data...), "\n\n"...))
 	} else {
-		_, _ = f.w.Write(append(append([]byte(`{"error":`), data...), "}\n"...))
+		_ = f.write(append(append([]byte(`{"error":`), data...), "}\n"...))
 	}
 }
 
-func (f *framer) heartbeat() error {
-	var err error
+// heartbeat runs on the timer.
+func (f *framer) heartbeat() {
 	if f.sse {
-		_, err = io.WriteString(f.w, ": heartbeat\n\n")
+		_ = f.write([]byte(": heartbeat\n\n"))
 	} else {
-		_, err = io.WriteString(f.w, "\n")
+		_ = f.write([]byte("\n"))
 	}
-	if err != nil {
-		return err
-	}
-	return f.flush()
 }
-
-func (f *framer) flush() error { return f.rc.Flush() }
