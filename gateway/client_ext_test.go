@@ -32,6 +32,15 @@ type httpClient interface {
 	do(t *testing.T, method, url string, header map[string]string, body []byte) response
 }
 
+// withJSON is header with Content-Type: application/json when it sets none.
+func withJSON(header map[string]string) map[string]string {
+	h := map[string]string{"Content-Type": "application/json"}
+	for k, v := range header {
+		h[k] = v
+	}
+	return h
+}
+
 // forEachClient runs fn once with net/http and once with curl.
 func forEachClient(t *testing.T, fn func(t *testing.T, c httpClient)) {
 	t.Run("net-http", func(t *testing.T) { fn(t, goClient{}) })
@@ -50,6 +59,9 @@ func (goClient) do(t *testing.T, method, url string, header map[string]string, b
 	}
 	req, err := http.NewRequestWithContext(context.Background(), method, url, r)
 	require.NoError(t, err)
+	if body != nil {
+		header = withJSON(header)
+	}
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
@@ -87,11 +99,12 @@ func (c curl) do(t *testing.T, method, url string, header map[string]string, bod
 	t.Helper()
 	args := []string{"--silent", "--show-error", "--include", "--http1.1", "--max-time", "30",
 		"--request", method, "--header", "Expect:"}
+	if body != nil {
+		header = withJSON(header)
+		args = append(args, "--data-binary", "@-")
+	}
 	for k, v := range header {
 		args = append(args, "--header", k+": "+v)
-	}
-	if body != nil {
-		args = append(args, "--data-binary", "@-")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()

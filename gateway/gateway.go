@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"time"
 
@@ -32,6 +33,7 @@ import (
 
 	oncejobgw "github.com/oncejob/oncejob/gen/go/gateway/oncejob/v1"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/server/idempotency"
 	"github.com/oncejob/oncejob/server/requestid"
 )
 
@@ -138,6 +140,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Cache-Control", "no-store")
 	if r.Body != nil && r.Body != http.NoBody {
+		if p := requireJSON(r); p != nil {
+			g.writeProblem(w, r, p)
+			return
+		}
 		body, p := g.readBody(w, r)
 		if p != nil {
 			g.writeProblem(w, r, p)
@@ -146,6 +152,25 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	g.mux.ServeHTTP(w, r)
+}
+
+// requireJSON refuses a body that is not application/json with 415. Beside
+// saying what the API reads, it keeps other sites' pages out: a browser
+// sends a cross-site POST without asking first only with a form's or
+// text/plain's media type, and a server without keys (dev mode) would
+// otherwise act on it.
+func requireJSON(r *http.Request) *problem {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err == nil && mt == "application/json" {
+		return nil
+	}
+	return &problem{
+		Type:   "urn:oncejob:problem:" + reasonUnsupportedMediaType,
+		Title:  http.StatusText(http.StatusUnsupportedMediaType),
+		Status: http.StatusUnsupportedMediaType,
+		Detail: "a request body must be JSON, sent with Content-Type: application/json",
+		Code:   codeName(codes.InvalidArgument), Reason: reasonUnsupportedMediaType, Domain: idempotency.ErrorDomain,
+	}
 }
 
 // readBody reads the whole body, refusing one over the limit: by its

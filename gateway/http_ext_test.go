@@ -230,3 +230,24 @@ func TestStoreOutageIs503WithRetryAfter(t *testing.T) {
 	require.EqualValues(t, 1, p["retry_after_seconds"])
 	require.Equal(t, "UNAVAILABLE", p["code"])
 }
+
+// A body must be JSON: the media types a cross-site form can send without
+// a preflight are refused with 415 before anything is read into a request.
+func TestBodiesMustBeJSON(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	forEachClient(t, func(t *testing.T, c httpClient) {
+		key := uuid.NewString()
+		for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/xml"} {
+			r := c.do(t, "POST", b.base+"/v1/jobs", map[string]string{
+				"Authorization": bearer(keyAcme), "Idempotency-Key": key, "Content-Type": ct,
+			}, []byte(submitBody))
+			requireProblem(t, r, http.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE")
+		}
+		ok := c.do(t, "POST", b.base+"/v1/jobs", map[string]string{
+			"Authorization": bearer(keyAcme), "Idempotency-Key": key, "Content-Type": "application/json; charset=utf-8",
+		}, []byte(submitBody))
+		require.Equal(t, http.StatusOK, ok.status, "body %s", ok.body)
+		require.Equal(t, "SUBMIT_OUTCOME_CREATED", decode(t, ok)["outcome"], "nothing was written before")
+	})
+}

@@ -51,8 +51,9 @@ type fieldViolation struct {
 
 // Reasons of problems the gateway makes itself, before the gRPC server.
 const (
-	reasonBodyTooLarge = "REQUEST_BODY_TOO_LARGE"
-	reasonNoRoute      = "NO_ROUTE"
+	reasonBodyTooLarge         = "REQUEST_BODY_TOO_LARGE"
+	reasonNoRoute              = "NO_ROUTE"
+	reasonUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
 )
 
 // problemFromStatus maps a gRPC status to a problem. The HTTP status is

@@ -208,8 +208,9 @@ func TestWatchJobsSSEResumesWithLastEventID(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, setupOpts{}, func(t *testing.T, b *testBundle) {
 		const jobs = 4
+		acme := map[string]bool{}
 		for i := range jobs {
-			submitHTTP(t, b, keyAcme, fmt.Sprintf("tenant watch %d", i))
+			acme[submitHTTP(t, b, keyAcme, fmt.Sprintf("tenant watch %d", i))] = true
 		}
 		submitHTTP(t, b, keyGlobex, "another tenant's job")
 		url := b.base + "/v1/jobs:watch"
@@ -236,6 +237,7 @@ func TestWatchJobsSSEResumesWithLastEventID(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, "message", e.event)
 				ev := eventOf(t, e.data)
+				require.True(t, acme[ev.JobID], "a change of another tenant's job: %+v", ev)
 				k := key{ev.JobID, ev.Seq}
 				require.False(t, seen[k], "change %+v twice", k)
 				seen[k] = true

@@ -42,6 +42,12 @@ pipelines:
     model_profiles: [default]
     output_schema: {type: object, required: [summary]}
     require_approval: true
+  - name: uncertain
+    version: 1
+    prompt: {version: "1", template: "Summarize: {{.Text}}"}
+    model_profiles: [default]
+    output_schema: {type: object}
+    on_unknown: reconcile
 `
 
 type consoleEnv struct {
@@ -69,14 +75,15 @@ func browserPath(t *testing.T) string {
 
 // startConsole runs `oncejob serve` with its console and opens a browser.
 // apiKey, when set, is the one key of the server (tenant acme); else the
-// server is in dev mode.
-func startConsole(t *testing.T, apiKey string) *consoleEnv {
+// server is in dev mode. args are more serve flags (the last of a flag
+// given twice wins).
+func startConsole(t *testing.T, apiKey string, args ...string) *consoleEnv {
 	t.Helper()
 	path := browserPath(t)
 	e := &consoleEnv{t: t, sim: startSim(t), apiKey: apiKey}
 	httpAddr := freeAddr(t)
 	grpcAddr := freeAddr(t)
-	extra := []string{"--http-addr", httpAddr, "--lease-duration", "30s"}
+	extra := append([]string{"--http-addr", httpAddr, "--lease-duration", "30s"}, args...)
 	if apiKey != "" {
 		extra = append(extra, "--api-keys", writeFile(t, "keys.yaml", fmt.Sprintf("keys:\n  - tenant: acme\n    sha256: %s\n", tenant.HashKey(apiKey))))
 	}
@@ -117,6 +124,9 @@ func (e *consoleEnv) api(method, path string, body any) map[string]any {
 	req, err := http.NewRequest(method, e.base+path, r)
 	require.NoError(e.t, err)
 	req.Header.Set("Idempotency-Key", uuid.NewString())
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if e.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+e.apiKey)
 	}
@@ -298,4 +308,25 @@ func TestConsoleAsksForTheAPIKey(t *testing.T) {
 func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return strings.ReplaceAll(string(b), "'", `\'`)
+}
+
+// An unknown outcome is resolved as a retry with one click: the retry
+// reuses the provider key, so the call the provider finished is not billed
+// twice, and the job succeeds.
+func TestConsoleResolvesAnUnknownOutcome(t *testing.T) {
+	// A client timeout shorter than the answer, and no lookup: the job
+	// waits in OUTCOME_UNKNOWN for an operator.
+	e := startConsole(t, "", "--llm-timeout", "300ms", "--llm-lookup-path", "")
+	e.sim.setFaults(t, `{"bill_then_timeout": {"count": 1, "delay": "2s"}}`)
+	id := e.submit("uncertain", "uncertain.txt", "A batch document whose answer got lost.")
+	e.waitStatus(id, "OUTCOME_UNKNOWN")
+
+	card := `#queue article[data-job-id="` + id + `"]`
+	e.do(chromedp.Navigate(e.base+"/#/unknown"), chromedp.WaitVisible(css(card+` .status.st-OUTCOME_UNKNOWN`)))
+	e.screenshot("unknown-before")
+	e.do(chromedp.Click(css(card + ` button[data-action="resolve-retry"]`)))
+	e.do(chromedp.WaitVisible(css(card + ` .status.st-SUCCEEDED`)))
+	e.waitStatus(id, "SUCCEEDED")
+	e.screenshot("unknown-resolved")
+	require.EqualValues(t, 1, e.sim.stats(t).BilledCalls, "the finished call is billed once")
 }
