@@ -34,8 +34,9 @@ type httpFace struct {
 }
 
 // start serves the gateway (on srv, in process) and the console on o.addr,
-// unless it is empty.
-func (o *httpOpts) start(ctx context.Context, srv *grpc.Server, maxDocumentBytes int, logger *slog.Logger) (*httpFace, error) {
+// unless it is empty. A dev-mode server (no API keys) answers only
+// requests addressed to an IP or localhost.
+func (o *httpOpts) start(ctx context.Context, srv *grpc.Server, maxDocumentBytes int, devMode bool, logger *slog.Logger) (*httpFace, error) {
 	if o.addr == "" {
 		return &httpFace{}, nil
 	}
@@ -58,11 +59,15 @@ func (o *httpOpts) start(ctx context.Context, srv *grpc.Server, maxDocumentBytes
 	mux.Handle("/v1/", gw)
 	mux.Handle("/healthz", gw)
 	mux.Handle("/", web.Handler())
+	var handler http.Handler = mux
+	if devMode {
+		handler = gateway.LocalHostsOnly(mux)
+	}
 	f := &httpFace{
 		addr:    lis.Addr().String(),
 		stopRPC: stopRPC,
 		// No write timeout: watches stream for as long as clients stay.
-		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
+		srv: &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
 	}
 	go func() {
 		if err := f.srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -122,7 +122,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	httpFace, err := httpCfg.start(ctx, srv, *maxDoc, logger)
+	httpFace, err := httpCfg.start(ctx, srv, *maxDoc, keys.DevMode(), logger)
 	if err != nil {
 		_ = lis.Close()
 		return err
