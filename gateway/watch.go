@@ -66,7 +66,7 @@ func (g *Gateway) watchJob(w http.ResponseWriter, r *http.Request, path map[stri
 	}
 	defer cancel()
 	stream, err := g.client.WatchJob(ctx, req)
-	serveStream(g, w, r, ctx, stream, err, func(m *oncejobv1.WatchJobResponse) string {
+	serveStream(ctx, g, w, r, stream, err, func(m *oncejobv1.WatchJobResponse) string {
 		return strconv.Itoa(int(m.GetEvent().GetSeq()))
 	})
 }
@@ -88,7 +88,7 @@ func (g *Gateway) watchJobs(w http.ResponseWriter, r *http.Request, _ map[string
 	}
 	defer cancel()
 	stream, err := g.client.WatchJobs(ctx, req)
-	serveStream(g, w, r, ctx, stream, err, (*oncejobv1.WatchJobsResponse).GetCursor)
+	serveStream(ctx, g, w, r, stream, err, (*oncejobv1.WatchJobsResponse).GetCursor)
 }
 
 func populate(req proto.Message, r *http.Request, filter *utilities.DoubleArray) *problem {
@@ -124,7 +124,7 @@ type clientStream[T proto.Message] interface {
 // serveStream answers with the stream's status when it fails before it is
 // established, else streams its responses in the format the client
 // accepts, until the stream ends, fails, or the client goes away.
-func serveStream[T proto.Message](g *Gateway, w http.ResponseWriter, r *http.Request, ctx context.Context, stream clientStream[T], err error, eventID func(T) string) {
+func serveStream[T proto.Message](ctx context.Context, g *Gateway, w http.ResponseWriter, r *http.Request, stream clientStream[T], err error, eventID func(T) string) {
 	if err != nil {
 		g.writeProblem(w, r, problemFromStatus(status.Convert(err)))
 		return
@@ -133,8 +133,11 @@ func serveStream[T proto.Message](g *Gateway, w http.ResponseWriter, r *http.Req
 	// from Recv) sends no established header.
 	if md, _ := stream.Header(); len(md.Get(server.EstablishedHeader)) == 0 {
 		_, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
+		switch {
+		case errors.Is(err, io.EOF):
 			err = status.Error(codes.Internal, "the watch ended before it started")
+		case err == nil:
+			err = status.Error(codes.Internal, "the watch sent an event before it was established")
 		}
 		g.writeProblem(w, r, problemFromStatus(status.Convert(err)))
 		return
@@ -142,6 +145,7 @@ func serveStream[T proto.Message](g *Gateway, w http.ResponseWriter, r *http.Req
 
 	// One goroutine per watch: this one, blocked in Recv. The heartbeat
 	// is a timer that fires after a quiet Heartbeat.
+	requestID := w.Header().Get(requestIDHeader)
 	f := newFramer(w, r, g.marshaler, g.cfg.Heartbeat)
 	defer f.close()
 	for {
@@ -152,7 +156,7 @@ func serveStream[T proto.Message](g *Gateway, w http.ResponseWriter, r *http.Req
 				f.end()
 			case ctx.Err() == nil:
 				p := problemFromStatus(status.Convert(err))
-				p.RequestID = w.Header().Get(requestIDHeader)
+				p.RequestID = requestID
 				f.problem(p)
 			}
 			return
