@@ -40,7 +40,7 @@ func (o *httpOpts) start(ctx context.Context, srv *grpc.Server, maxDocumentBytes
 	if o.addr == "" {
 		return &httpFace{}, nil
 	}
-	lis, err := net.Listen("tcp", o.addr)
+	lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.addr)
 	if err != nil {
 		return nil, err
 	}
