@@ -163,7 +163,8 @@ func TestWatchJobSSEResumesWithLastEventID(t *testing.T) {
 		}
 		s.close() // cut mid-job, as a dropped connection would
 
-		// Some transitions happen while nobody watches.
+		// Some transitions happen while nobody watches: a pause lets them
+		// run before the reconnect (the checks hold whether they did or not).
 		progressed <- 0
 		progressed <- 0
 		time.Sleep(50 * time.Millisecond)
@@ -224,6 +225,8 @@ func TestWatchJobsSSEResumesWithLastEventID(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
+			// A pause between transitions, so the cuts below fall between
+			// them as well as in bursts; the checks hold for any spacing.
 			drive(t, b.store, jobs+1, func(int) { time.Sleep(20 * time.Millisecond) })
 		}()
 
