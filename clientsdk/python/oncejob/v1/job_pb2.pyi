@@ -25,6 +25,17 @@ JOB_STATUS_RETRY_WAIT: JobStatus
 JOB_STATUS_RUNNING: JobStatus
 JOB_STATUS_SUCCEEDED: JobStatus
 JOB_STATUS_UNSPECIFIED: JobStatus
+JOB_VIEW_BASIC: JobView
+JOB_VIEW_FULL: JobView
+JOB_VIEW_UNSPECIFIED: JobView
+LLM_OUTCOME_CANCELLED: LlmOutcome
+LLM_OUTCOME_INVALID_OUTPUT: LlmOutcome
+LLM_OUTCOME_INVALID_REQUEST: LlmOutcome
+LLM_OUTCOME_OUTCOME_UNKNOWN: LlmOutcome
+LLM_OUTCOME_RATE_LIMITED: LlmOutcome
+LLM_OUTCOME_SUCCEEDED: LlmOutcome
+LLM_OUTCOME_UNAVAILABLE: LlmOutcome
+LLM_OUTCOME_UNSPECIFIED: LlmOutcome
 RESOLUTION_FAIL: Resolution
 RESOLUTION_RETRY: Resolution
 RESOLUTION_UNSPECIFIED: Resolution
@@ -63,6 +74,20 @@ class CancelJobResponse(_message.Message):
     job: Job
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
 
+class CountJobsRequest(_message.Message):
+    __slots__ = ["pipeline"]
+    PIPELINE_FIELD_NUMBER: _ClassVar[int]
+    pipeline: str
+    def __init__(self, pipeline: _Optional[str] = ...) -> None: ...
+
+class CountJobsResponse(_message.Message):
+    __slots__ = ["counts", "total"]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    counts: _containers.RepeatedCompositeFieldContainer[JobStatusCount]
+    total: int
+    def __init__(self, counts: _Optional[_Iterable[_Union[JobStatusCount, _Mapping]]] = ..., total: _Optional[int] = ...) -> None: ...
+
 class Document(_message.Message):
     __slots__ = ["data", "media_type", "name", "text"]
     DATA_FIELD_NUMBER: _ClassVar[int]
@@ -76,10 +101,12 @@ class Document(_message.Message):
     def __init__(self, text: _Optional[str] = ..., data: _Optional[bytes] = ..., media_type: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
-    __slots__ = ["job_id"]
+    __slots__ = ["job_id", "view"]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    view: JobView
+    def __init__(self, job_id: _Optional[str] = ..., view: _Optional[_Union[JobView, str]] = ...) -> None: ...
 
 class GetJobResponse(_message.Message):
     __slots__ = ["job"]
@@ -88,7 +115,7 @@ class GetJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ["attempt", "create_time", "dedup_key", "deduplicated_from", "document_media_type", "document_name", "document_sha256", "document_size_bytes", "error", "finish_time", "id", "idempotency_key", "labels", "model_profile", "output", "params", "pipeline", "pipeline_version", "prompt_version", "stage", "status", "update_time", "usage"]
+    __slots__ = ["attempt", "checkpoints", "create_time", "dedup_key", "deduplicated_from", "document_media_type", "document_name", "document_sha256", "document_size_bytes", "error", "finish_time", "id", "idempotency_key", "labels", "llm_attempts", "model_profile", "output", "params", "pipeline", "pipeline_version", "prompt_version", "stage", "status", "update_time", "usage"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -97,6 +124,7 @@ class Job(_message.Message):
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     DEDUPLICATED_FROM_FIELD_NUMBER: _ClassVar[int]
     DEDUP_KEY_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +137,7 @@ class Job(_message.Message):
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    LLM_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     MODEL_PROFILE_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
     PARAMS_FIELD_NUMBER: _ClassVar[int]
@@ -120,6 +149,7 @@ class Job(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     attempt: int
+    checkpoints: _containers.RepeatedCompositeFieldContainer[StageCheckpoint]
     create_time: _timestamp_pb2.Timestamp
     dedup_key: str
     deduplicated_from: str
@@ -132,6 +162,7 @@ class Job(_message.Message):
     id: str
     idempotency_key: str
     labels: _containers.ScalarMap[str, str]
+    llm_attempts: _containers.RepeatedCompositeFieldContainer[LlmAttempt]
     model_profile: str
     output: _struct_pb2.Struct
     params: _struct_pb2.Struct
@@ -142,7 +173,7 @@ class Job(_message.Message):
     status: JobStatus
     update_time: _timestamp_pb2.Timestamp
     usage: JobUsage
-    def __init__(self, id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., dedup_key: _Optional[str] = ..., pipeline: _Optional[str] = ..., pipeline_version: _Optional[int] = ..., prompt_version: _Optional[str] = ..., model_profile: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., stage: _Optional[_Union[JobStage, str]] = ..., attempt: _Optional[int] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., deduplicated_from: _Optional[str] = ..., usage: _Optional[_Union[JobUsage, _Mapping]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., document_sha256: _Optional[str] = ..., document_media_type: _Optional[str] = ..., document_name: _Optional[str] = ..., document_size_bytes: _Optional[int] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., dedup_key: _Optional[str] = ..., pipeline: _Optional[str] = ..., pipeline_version: _Optional[int] = ..., prompt_version: _Optional[str] = ..., model_profile: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., stage: _Optional[_Union[JobStage, str]] = ..., attempt: _Optional[int] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., deduplicated_from: _Optional[str] = ..., usage: _Optional[_Union[JobUsage, _Mapping]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., document_sha256: _Optional[str] = ..., document_media_type: _Optional[str] = ..., document_name: _Optional[str] = ..., document_size_bytes: _Optional[int] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., checkpoints: _Optional[_Iterable[_Union[StageCheckpoint, _Mapping]]] = ..., llm_attempts: _Optional[_Iterable[_Union[LlmAttempt, _Mapping]]] = ...) -> None: ...
 
 class JobError(_message.Message):
     __slots__ = ["code", "message", "retryable"]
@@ -172,6 +203,14 @@ class JobEvent(_message.Message):
     time: _timestamp_pb2.Timestamp
     def __init__(self, job_id: _Optional[str] = ..., seq: _Optional[int] = ..., status: _Optional[_Union[JobStatus, str]] = ..., stage: _Optional[_Union[JobStage, str]] = ..., attempt: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[str] = ...) -> None: ...
 
+class JobStatusCount(_message.Message):
+    __slots__ = ["count", "status"]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    status: JobStatus
+    def __init__(self, status: _Optional[_Union[JobStatus, str]] = ..., count: _Optional[int] = ...) -> None: ...
+
 class JobUsage(_message.Message):
     __slots__ = ["completion_tokens", "cost_micros", "llm_calls", "prompt_tokens"]
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -197,12 +236,46 @@ class ListJobsRequest(_message.Message):
     def __init__(self, status: _Optional[_Union[JobStatus, str]] = ..., pipeline: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
-    __slots__ = ["jobs", "next_page_token"]
+    __slots__ = ["jobs", "next_page_token", "watch_cursor"]
     JOBS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    WATCH_CURSOR_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[Job]
     next_page_token: str
-    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+    watch_cursor: str
+    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., watch_cursor: _Optional[str] = ...) -> None: ...
+
+class LlmAttempt(_message.Message):
+    __slots__ = ["billed", "chunk", "completion_tokens", "cost_micros", "create_time", "error", "job_attempt", "latency_ms", "model", "outcome", "prompt_tokens", "provider_key", "provider_request_id", "stage"]
+    BILLED_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COST_MICROS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    JOB_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_KEY_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    billed: bool
+    chunk: int
+    completion_tokens: int
+    cost_micros: int
+    create_time: _timestamp_pb2.Timestamp
+    error: str
+    job_attempt: int
+    latency_ms: int
+    model: str
+    outcome: LlmOutcome
+    prompt_tokens: int
+    provider_key: str
+    provider_request_id: str
+    stage: JobStage
+    def __init__(self, job_attempt: _Optional[int] = ..., stage: _Optional[_Union[JobStage, str]] = ..., chunk: _Optional[int] = ..., provider_key: _Optional[str] = ..., model: _Optional[str] = ..., outcome: _Optional[_Union[LlmOutcome, str]] = ..., billed: bool = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cost_micros: _Optional[int] = ..., latency_ms: _Optional[int] = ..., provider_request_id: _Optional[str] = ..., error: _Optional[str] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ReplayJobRequest(_message.Message):
     __slots__ = ["from_stage", "job_id", "reason"]
@@ -235,6 +308,26 @@ class ResolveJobResponse(_message.Message):
     JOB_FIELD_NUMBER: _ClassVar[int]
     job: Job
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+
+class StageCheckpoint(_message.Message):
+    __slots__ = ["attempt", "chunk", "code_version", "create_time", "output_size_bytes", "reused_from_job_id", "stage", "stage_key"]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    CODE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    REUSED_FROM_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    STAGE_KEY_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    chunk: int
+    code_version: str
+    create_time: _timestamp_pb2.Timestamp
+    output_size_bytes: int
+    reused_from_job_id: str
+    stage: JobStage
+    stage_key: str
+    def __init__(self, stage: _Optional[_Union[JobStage, str]] = ..., chunk: _Optional[int] = ..., stage_key: _Optional[str] = ..., code_version: _Optional[str] = ..., attempt: _Optional[int] = ..., reused_from_job_id: _Optional[str] = ..., output_size_bytes: _Optional[int] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ["document", "labels", "model_profile", "params", "pipeline"]
@@ -338,5 +431,11 @@ class JobStage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 class SubmitOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
+class JobView(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
 class Resolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class LlmOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

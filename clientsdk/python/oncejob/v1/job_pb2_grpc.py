@@ -42,6 +42,11 @@ class JobServiceStub(object):
                 request_serializer=oncejob_dot_v1_dot_job__pb2.ListJobsRequest.SerializeToString,
                 response_deserializer=oncejob_dot_v1_dot_job__pb2.ListJobsResponse.FromString,
                 )
+        self.CountJobs = channel.unary_unary(
+                '/oncejob.v1.JobService/CountJobs',
+                request_serializer=oncejob_dot_v1_dot_job__pb2.CountJobsRequest.SerializeToString,
+                response_deserializer=oncejob_dot_v1_dot_job__pb2.CountJobsResponse.FromString,
+                )
         self.CancelJob = channel.unary_unary(
                 '/oncejob.v1.JobService/CancelJob',
                 request_serializer=oncejob_dot_v1_dot_job__pb2.CancelJobRequest.SerializeToString,
@@ -142,7 +147,8 @@ class JobServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def GetJob(self, request, context):
-        """GetJob returns one job of the caller's tenant.
+        """GetJob returns one job of the caller's tenant. With `view` JOB_VIEW_FULL
+        the job also carries its stage checkpoints and its LLM attempt journal.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -150,6 +156,15 @@ class JobServiceServicer(object):
 
     def ListJobs(self, request, context):
         """ListJobs returns the caller's jobs, newest first, one page at a time.
+        Each page carries a `watch_cursor`: WatchJobs from it streams every
+        change after the page was read, so a list view stays live with no gap.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CountJobs(self, request, context):
+        """CountJobs counts the caller's jobs per status.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -232,6 +247,10 @@ class JobServiceServicer(object):
         SERVER_SHUTTING_DOWN and metadata `after_seq`: resume from there on
         another replica. A job of another tenant is NOT_FOUND; an `after_seq`
         past the job's last event is OUT_OF_RANGE.
+
+        Once the watch is established (the job found, `after_seq` in range) the
+        server sends response headers with `watch-established: true`, before any
+        event; a watch that fails sends its status without that header.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -247,6 +266,8 @@ class JobServiceServicer(object):
         long-running write transaction anywhere on the database server delays
         (never loses) changes after it. On shutdown the stream ends with UNAVAILABLE,
         ErrorInfo reason SERVER_SHUTTING_DOWN and metadata `after_cursor`.
+        Response headers with `watch-established: true` come first, as for
+        WatchJob.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -274,6 +295,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.ListJobs,
                     request_deserializer=oncejob_dot_v1_dot_job__pb2.ListJobsRequest.FromString,
                     response_serializer=oncejob_dot_v1_dot_job__pb2.ListJobsResponse.SerializeToString,
+            ),
+            'CountJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.CountJobs,
+                    request_deserializer=oncejob_dot_v1_dot_job__pb2.CountJobsRequest.FromString,
+                    response_serializer=oncejob_dot_v1_dot_job__pb2.CountJobsResponse.SerializeToString,
             ),
             'CancelJob': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelJob,
@@ -388,6 +414,23 @@ class JobService(object):
         return grpc.experimental.unary_unary(request, target, '/oncejob.v1.JobService/ListJobs',
             oncejob_dot_v1_dot_job__pb2.ListJobsRequest.SerializeToString,
             oncejob_dot_v1_dot_job__pb2.ListJobsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CountJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/oncejob.v1.JobService/CountJobs',
+            oncejob_dot_v1_dot_job__pb2.CountJobsRequest.SerializeToString,
+            oncejob_dot_v1_dot_job__pb2.CountJobsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
