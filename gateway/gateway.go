@@ -39,8 +39,10 @@ import (
 
 // Config is what a Gateway needs. Zero fields take the defaults stated.
 type Config struct {
-	// Conn reaches the gRPC server. Required.
+	// Conn reaches the gRPC server, for the unary routes. Required.
 	Conn grpc.ClientConnInterface
+	// Streams runs the watches (server.Local of the same server). Required.
+	Streams Streamer
 	// MaxBodyBytes bounds a request body; a larger one is refused with 413
 	// before anything is read into a request. Default 16 MiB + 1 MiB.
 	MaxBodyBytes int64
@@ -83,7 +85,12 @@ type Gateway struct {
 	mux       *runtime.ServeMux
 	client    oncejobv1.JobServiceClient
 	marshaler runtime.Marshaler
+	events    *eventCache
 }
+
+// eventCacheSize is how many job events' JSON the watches keep: a few
+// hundred KiB.
+const eventCacheSize = 4096
 
 // marshaler is the JSON of requests and responses: proto field names
 // (snake_case, as in the proto and every other client), unknown fields
@@ -96,13 +103,13 @@ var marshaler = &runtime.JSONPb{
 // New returns a Gateway on cfg.Conn.
 func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	cfg = cfg.WithDefaults()
-	if cfg.Conn == nil {
-		return nil, errors.New("gateway: Config.Conn is required")
+	if cfg.Conn == nil || cfg.Streams == nil {
+		return nil, errors.New("gateway: Config.Conn and Config.Streams are required")
 	}
 	if cfg.MaxBodyBytes < 0 {
 		return nil, errors.New("gateway: Config.MaxBodyBytes must not be negative")
 	}
-	g := &Gateway{cfg: cfg, client: oncejobv1.NewJobServiceClient(cfg.Conn), marshaler: marshaler}
+	g := &Gateway{cfg: cfg, client: oncejobv1.NewJobServiceClient(cfg.Conn), marshaler: marshaler, events: newEventCache(eventCacheSize)}
 	g.mux = runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, marshaler),
 		runtime.WithIncomingHeaderMatcher(incomingHeader),

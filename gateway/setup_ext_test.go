@@ -77,12 +77,13 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	hubDone := make(chan struct{})
 	go func() { hub.Run(hubCtx); close(hubDone) }()
 
-	srv, _, err := server.New(server.Config{Store: st, Keys: keys, Logger: logger, Watch: hub})
+	s, err := server.New(server.Config{Store: st, Keys: keys, Logger: logger, Watch: hub})
 	require.NoError(t, err)
+	srv := s.GRPC
 	conn, stopConn, err := gateway.InProcess(srv)
 	require.NoError(t, err)
 	gw, err := gateway.New(context.Background(), gateway.Config{
-		Conn: conn, Logger: logger, MaxBodyBytes: opts.maxBodyBytes, Heartbeat: opts.heartbeat,
+		Conn: conn, Streams: s.Local, Logger: logger, MaxBodyBytes: opts.maxBodyBytes, Heartbeat: opts.heartbeat,
 	})
 	require.NoError(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

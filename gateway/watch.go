@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -40,8 +39,21 @@ import (
 // A request that fails before the watch is established (authentication,
 // validation, another tenant's job) gets its status and a problem body,
 // not a stream: the server marks its headers once the watch is established
-// (server.EstablishedHeader), and the gateway waits for them before
-// answering.
+// (server.EstablishedHeader), and the gateway starts the stream then.
+//
+// The watch runs in the HTTP handler's goroutine through server.Local: the
+// server's own stream interceptor chain and handler, with responses passed
+// as values. So a watch holds one goroutine and no in-process connection,
+// and a burst of events costs one JSON encoding per event (eventCache) and
+// one write per watcher.
+
+// Streamer runs a server-streaming RPC of the gRPC server in the caller's
+// goroutine, through the server's interceptor chain (server.Local). ctx
+// carries the call's incoming metadata; onHeader gets the response headers
+// once; onMsg each response. It returns the call's status error.
+type Streamer interface {
+	Stream(ctx context.Context, method string, req proto.Message, onHeader func(metadata.MD), onMsg func(proto.Message) error) error
+}
 
 // watchJob serves GET /v1/jobs/{job_id}:watch.
 func (g *Gateway) watchJob(w http.ResponseWriter, r *http.Request, path map[string]string) {
@@ -59,15 +71,11 @@ func (g *Gateway) watchJob(w http.ResponseWriter, r *http.Request, path map[stri
 		}
 		req.AfterSeq = int32(seq)
 	}
-	ctx, cancel, p := g.callContext(r, oncejobv1.JobService_WatchJob_FullMethodName)
-	if p != nil {
-		g.writeProblem(w, r, p)
-		return
-	}
-	defer cancel()
-	stream, err := g.client.WatchJob(ctx, req)
-	serveStream(ctx, g, w, r, stream, err, func(m *oncejobv1.WatchJobResponse) string {
-		return strconv.Itoa(int(m.GetEvent().GetSeq()))
+	g.serveWatch(w, r, oncejobv1.JobService_WatchJob_FullMethodName, req, func(m proto.Message) (string, []byte, error) {
+		e := m.(*oncejobv1.WatchJobResponse).GetEvent()
+		id := strconv.Itoa(int(e.GetSeq()))
+		data, err := g.events.get(e.GetJobId()+"/"+id, func() ([]byte, error) { return g.marshaler.Marshal(m) })
+		return id, data, err
 	})
 }
 
@@ -81,14 +89,11 @@ func (g *Gateway) watchJobs(w http.ResponseWriter, r *http.Request, _ map[string
 	if last := r.Header.Get(lastEventIDHeader); last != "" {
 		req.AfterCursor = last // the server validates it as it does after_cursor
 	}
-	ctx, cancel, p := g.callContext(r, oncejobv1.JobService_WatchJobs_FullMethodName)
-	if p != nil {
-		g.writeProblem(w, r, p)
-		return
-	}
-	defer cancel()
-	stream, err := g.client.WatchJobs(ctx, req)
-	serveStream(ctx, g, w, r, stream, err, (*oncejobv1.WatchJobsResponse).GetCursor)
+	// Not cached: a change carries its job as each watcher read it.
+	g.serveWatch(w, r, oncejobv1.JobService_WatchJobs_FullMethodName, req, func(m proto.Message) (string, []byte, error) {
+		data, err := g.marshaler.Marshal(m)
+		return m.(*oncejobv1.WatchJobsResponse).GetCursor(), data, err
+	})
 }
 
 func populate(req proto.Message, r *http.Request, filter *utilities.DoubleArray) *problem {
@@ -104,66 +109,55 @@ func badHeader(header, why string) *problem {
 	return p
 }
 
-// callContext is the outgoing context of a call: the request's headers as
-// metadata, exactly as for the generated routes. cancel ends the call.
-func (g *Gateway) callContext(r *http.Request, method string) (context.Context, context.CancelFunc, *problem) {
+// serveWatch runs the watch method and answers: its status and a problem
+// when it fails before it is established, else its responses in the
+// format the client accepts, until the watch ends, fails or the client
+// goes away. encode gives a response's event id and its JSON.
+func (g *Gateway) serveWatch(w http.ResponseWriter, r *http.Request, method string, req proto.Message, encode func(proto.Message) (string, []byte, error)) {
+	// The request's headers become the call's metadata exactly as for the
+	// generated routes, then arrive as a gRPC client's would.
 	ctx, err := runtime.AnnotateContext(r.Context(), g.mux, r, method)
 	if err != nil {
-		return nil, nil, problemFromStatus(status.Convert(err))
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	return ctx, cancel, nil
-}
-
-// clientStream is the receiving side of a server-streaming call.
-type clientStream[T proto.Message] interface {
-	Header() (metadata.MD, error)
-	Recv() (T, error)
-}
-
-// serveStream answers with the stream's status when it fails before it is
-// established, else streams its responses in the format the client
-// accepts, until the stream ends, fails, or the client goes away.
-func serveStream[T proto.Message](ctx context.Context, g *Gateway, w http.ResponseWriter, r *http.Request, stream clientStream[T], err error, eventID func(T) string) {
-	if err != nil {
 		g.writeProblem(w, r, problemFromStatus(status.Convert(err)))
 		return
 	}
-	// A watch that failed before it was established (its status comes
-	// from Recv) sends no established header.
-	if md, _ := stream.Header(); len(md.Get(server.EstablishedHeader)) == 0 {
-		_, err := stream.Recv()
-		switch {
-		case errors.Is(err, io.EOF):
-			err = status.Error(codes.Internal, "the watch ended before it started")
-		case err == nil:
-			err = status.Error(codes.Internal, "the watch sent an event before it was established")
-		}
-		g.writeProblem(w, r, problemFromStatus(status.Convert(err)))
-		return
-	}
+	md, _ := metadata.FromOutgoingContext(ctx)
+	ctx = metadata.NewIncomingContext(ctx, md)
 
-	// One goroutine per watch: this one, blocked in Recv. The heartbeat
-	// is a timer that fires after a quiet Heartbeat.
 	requestID := w.Header().Get(requestIDHeader)
-	f := newFramer(w, r, g.marshaler, g.cfg.Heartbeat)
-	defer f.close()
-	for {
-		m, err := stream.Recv()
-		if err != nil {
-			switch {
-			case errors.Is(err, io.EOF):
-				f.end()
-			case ctx.Err() == nil:
-				p := problemFromStatus(status.Convert(err))
-				p.RequestID = requestID
-				f.problem(p)
+	var f *framer
+	defer func() {
+		if f != nil {
+			f.close()
+		}
+	}()
+	err = g.cfg.Streams.Stream(ctx, method, req,
+		func(h metadata.MD) {
+			// A watch that fails before it is established sends headers
+			// too (with its status), never this one.
+			if len(h.Get(server.EstablishedHeader)) > 0 {
+				f = newFramer(w, r, g.cfg.Heartbeat)
 			}
-			return
-		}
-		if err := f.message(eventID(m), m); err != nil {
-			return // the client is gone; the deferred cancel ends the call
-		}
+		},
+		func(m proto.Message) error {
+			if f == nil {
+				return status.Error(codes.Internal, "the watch sent an event before it was established")
+			}
+			id, data, err := encode(m)
+			if err != nil {
+				return err
+			}
+			return f.message(id, data) // an error: the client is gone, and the watch ends
+		})
+	switch {
+	case f == nil:
+		g.writeProblem(w, r, problemFromStatus(status.Convert(err)))
+	case err == nil:
+		f.end()
+	case r.Context().Err() == nil:
+		p := problemFromStatus(status.Convert(err))
+		p.RequestID = requestID
+		f.problem(p)
 	}
 }
 
@@ -171,19 +165,18 @@ func serveStream[T proto.Message](ctx context.Context, g *Gateway, w http.Respon
 // after every quiet interval. Its methods are safe for concurrent use with
 // the heartbeat's timer until close.
 type framer struct {
-	mu        sync.Mutex
-	closed    bool
-	w         http.ResponseWriter
-	rc        *http.ResponseController
-	sse       bool
-	marshaler runtime.Marshaler
-	quiet     time.Duration
-	timer     *time.Timer
+	mu     sync.Mutex
+	closed bool
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	sse    bool
+	quiet  time.Duration
+	timer  *time.Timer
 }
 
 // newFramer sends the response's headers and starts the heartbeat.
-func newFramer(w http.ResponseWriter, r *http.Request, m runtime.Marshaler, heartbeat time.Duration) *framer {
-	f := &framer{w: w, rc: http.NewResponseController(w), sse: acceptsSSE(r), marshaler: m, quiet: heartbeat}
+func newFramer(w http.ResponseWriter, r *http.Request, heartbeat time.Duration) *framer {
+	f := &framer{w: w, rc: http.NewResponseController(w), sse: acceptsSSE(r), quiet: heartbeat}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.start()
@@ -255,17 +248,15 @@ func (f *framer) writeLocked(b []byte) error {
 	return f.rc.Flush()
 }
 
-func (f *framer) message(id string, m proto.Message) error {
-	data, err := f.marshaler.Marshal(m)
-	if err != nil {
-		return err
-	}
+// message sends one response, data its JSON (which protojson writes on
+// one line).
+func (f *framer) message(id string, data []byte) error {
 	line := make([]byte, 0, len(data)+len(id)+16)
 	if f.sse {
 		line = append(line, "id: "...)
 		line = append(line, id...)
 		line = append(line, "\ndata: "...)
-		line = append(line, data...) // protojson writes no newlines
+		line = append(line, data...)
 		line = append(line, "\n\n"...)
 	} else {
 		line = append(line, `{"result":`...)

@@ -121,6 +121,15 @@ func (c Config) validate() error {
 	return nil
 }
 
+// Server is a JobService: the gRPC server (with health and reflection), its
+// health status, and Local, which runs its streaming RPCs in process
+// through the same stream chain.
+type Server struct {
+	GRPC   *grpc.Server
+	Health *health.Server
+	Local  *Local
+}
+
 // New returns a gRPC server with JobService, health and reflection
 // registered, behind the interceptor chain, in this order:
 //
@@ -132,10 +141,10 @@ func (c Config) validate() error {
 //
 // Logging sits outside recovery so a recovered panic is logged as INTERNAL;
 // it never logs metadata or payloads, so API keys never reach the log.
-func New(cfg Config) (*grpc.Server, *health.Server, error) {
+func New(cfg Config) (*Server, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	submits, err := groupcommit.New(groupcommit.Config{
 		SubmitMany: cfg.Store.JobSubmitMany,
@@ -162,6 +171,14 @@ func New(cfg Config) (*grpc.Server, *health.Server, error) {
 			c.Service != "grpc.reflection.v1alpha.ServerReflection"
 	})
 	authFunc := withLogTenant(cfg.Keys.AuthFunc())
+	streamChain := chainStream(
+		withLogHolderStream,
+		requestid.StreamServerInterceptor(),
+		logging.StreamServerInterceptor(slogAdapter(cfg.Logger), logOpts...),
+		recovery.StreamServerInterceptor(recoveryOpt),
+		selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFunc), needsAuth),
+		validationStreamInterceptor(svc.validate),
+	)
 
 	srv := grpc.NewServer(
 		grpc.MaxRecvMsgSize(cfg.MaxDocumentBytes+maxMessageOverhead),
@@ -177,14 +194,7 @@ func New(cfg Config) (*grpc.Server, *health.Server, error) {
 			idempotency.UnaryServerInterceptor(append([]string{oncejobv1.JobService_SubmitJob_FullMethodName}, operatorMethods...)...),
 			storeTimeoutInterceptor(cfg.StoreTimeout), // a no-op when 0
 		),
-		grpc.ChainStreamInterceptor(
-			withLogHolderStream,
-			requestid.StreamServerInterceptor(),
-			logging.StreamServerInterceptor(slogAdapter(cfg.Logger), logOpts...),
-			recovery.StreamServerInterceptor(recoveryOpt),
-			selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFunc), needsAuth),
-			validationStreamInterceptor(svc.validate),
-		),
+		grpc.StreamInterceptor(streamChain),
 	)
 	oncejobv1.RegisterJobServiceServer(srv, svc)
 	// The delivery RPCs need a store that keeps deliveries; without one they
@@ -196,7 +206,7 @@ func New(cfg Config) (*grpc.Server, *health.Server, error) {
 	hs.SetServingStatus(oncejobv1.JobService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)
-	return srv, hs, nil
+	return &Server{GRPC: srv, Health: hs, Local: newLocal(svc, streamChain)}, nil
 }
 
 func slogAdapter(l *slog.Logger) logging.Logger {

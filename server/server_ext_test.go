@@ -64,7 +64,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	keys, err := tenant.LoadKeys(keysFile)
 	require.NoError(t, err)
 
-	srv, _, err := server.New(server.Config{
+	s, err := server.New(server.Config{
 		Store:            st,
 		Pipelines:        opts.pipelines,
 		Keys:             keys,
@@ -74,6 +74,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		SubmitMaxBatch:   opts.submitMaxBatch,
 	})
 	require.NoError(t, err)
+	srv := s.GRPC
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go func() { _ = srv.Serve(lis) }()

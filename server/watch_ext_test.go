@@ -40,6 +40,7 @@ type watchTestStore interface {
 type watchBundle struct {
 	store  watchTestStore
 	hub    *watch.Hub
+	local  *server.Local
 	client oncejobv1.JobServiceClient
 	addr   string
 }
@@ -80,14 +81,15 @@ func setupWatchOn(t *testing.T, st watchTestStore) *watchBundle {
 	go func() { hub.Run(hubCtx); close(hubDone) }()
 	t.Cleanup(func() { stopHub(); <-hubDone })
 
-	srv, _, err := server.New(server.Config{Store: st, Keys: keys, Logger: logger, Watch: hub})
+	s, err := server.New(server.Config{Store: st, Keys: keys, Logger: logger, Watch: hub})
 	require.NoError(t, err)
+	srv := s.GRPC
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	t.Cleanup(hub.Shutdown) // runs first: streams end, then the server stops
-	return &watchBundle{store: st, hub: hub, client: dial(t, lis.Addr().String()), addr: lis.Addr().String()}
+	return &watchBundle{store: st, hub: hub, local: s.Local, client: dial(t, lis.Addr().String()), addr: lis.Addr().String()}
 }
 
 func dial(t *testing.T, addr string) oncejobv1.JobServiceClient {

@@ -163,14 +163,20 @@ func printSSEComparison(results []result) {
 		if !ok {
 			continue
 		}
-		g, ok := byName["WatchJob x"+n]
-		if !ok {
-			continue
+		fmt.Println()
+		for _, peer := range []struct{ name, what string }{
+			{"WatchJob x" + n, "gRPC, streams multiplexed on one connection per 250"},
+			{"WatchJob x" + n + " own conns", "gRPC, a connection per watcher"},
+		} {
+			g, ok := byName[peer.name]
+			if !ok {
+				continue
+			}
+			ratio := float64(quantile(r.latencies, 99)) / float64(quantile(g.latencies, 99))
+			fmt.Printf("SSE vs %s, %s watchers: p99 %s vs %s = %.2fx (target <= 1.5x: %s); %.1f KiB per idle SSE watcher vs %.1f (target <= 64 KiB: %s)\n",
+				peer.what, n, pct(r.latencies, 99), pct(g.latencies, 99), ratio, verdict(ratio <= 1.5),
+				r.memPerWatcher/1024, g.memPerWatcher/1024, verdict(r.memPerWatcher <= 64*1024))
 		}
-		ratio := float64(quantile(r.latencies, 99)) / float64(quantile(g.latencies, 99))
-		fmt.Printf("\nSSE vs gRPC at %s watchers: p99 %s vs %s = %.2fx (target <= 1.5x: %s); %.1f KiB per idle SSE watcher vs %.1f gRPC (target <= 64 KiB: %s)\n",
-			n, pct(r.latencies, 99), pct(g.latencies, 99), ratio, verdict(ratio <= 1.5),
-			r.memPerWatcher/1024, g.memPerWatcher/1024, verdict(r.memPerWatcher <= 64*1024))
 	}
 }
 
@@ -219,7 +225,7 @@ func runOne(ctx context.Context, c config, bin string, watchers int) ([]result, 
 	if err != nil {
 		return nil, err
 	}
-	w, err := e.watchPhase(ctx, watchers)
+	w, err := e.watchPhase(ctx, watchers, fmt.Sprintf("WatchJob x%d", watchers))
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +249,21 @@ func runOne(ctx context.Context, c config, bin string, watchers int) ([]result, 
 	if err != nil {
 		return nil, err
 	}
-	return append(results, s), nil
+	sse.close()
+	// gRPC again, each watcher on a connection of its own as each SSE
+	// watcher is (independent clients), on a fresh server too.
+	own := c
+	own.conns = watchers
+	g, err := newEnv(ctx, own, bin, watchers)
+	if err != nil {
+		return nil, err
+	}
+	defer g.close()
+	o, err := g.watchPhase(ctx, watchers, fmt.Sprintf("WatchJob x%d own conns", watchers))
+	if err != nil {
+		return nil, err
+	}
+	return append(results, s, o), nil
 }
 
 // baselinePhase makes the rounds with nobody watching: the load of the
@@ -443,8 +463,8 @@ func (e *env) rounds(ctx context.Context, r *receipts, perRound int64) ([]time.D
 	return lat, nil
 }
 
-func (e *env) watchPhase(ctx context.Context, watchers int) (result, error) {
-	res := result{name: fmt.Sprintf("WatchJob x%d", watchers)}
+func (e *env) watchPhase(ctx context.Context, watchers int, name string) (result, error) {
+	res := result{name: name}
 	rssBefore, err := rss(e.server.Process.Pid)
 	if err != nil {
 		return res, err

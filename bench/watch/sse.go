@@ -49,12 +49,12 @@ func (e *env) ssePhase(ctx context.Context, watchers int) (result, error) {
 				}
 			}
 			defer done()
-			err := sseWatch(wctx, client, e.httpBase+"/v1/jobs/"+e.jobIDs[i%len(e.jobIDs)]+":watch", func(ev *oncejobv1.JobEvent) {
+			err := sseWatch(wctx, client, e.httpBase+"/v1/jobs/"+e.jobIDs[i%len(e.jobIDs)]+":watch", func(at time.Time, ev *oncejobv1.JobEvent) {
 				if first {
 					done() // the backlog: subscribed
 					return
 				}
-				r.add(key{ev.GetJobId(), ev.GetStatus(), ev.GetAttempt()}, time.Now())
+				r.add(key{ev.GetJobId(), ev.GetStatus(), ev.GetAttempt()}, at)
 			})
 			if err != nil && wctx.Err() == nil {
 				errs <- err
@@ -97,8 +97,9 @@ func (e *env) ssePhase(ctx context.Context, watchers int) (result, error) {
 }
 
 // sseWatch reads one event stream until ctx ends, calling onEvent for each
-// `data` event with the WatchJobResponse's event.
-func sseWatch(ctx context.Context, client *http.Client, url string, onEvent func(*oncejobv1.JobEvent)) error {
+// `data` event with the time its data line was read and the
+// WatchJobResponse's event.
+func sseWatch(ctx context.Context, client *http.Client, url string, onEvent func(time.Time, *oncejobv1.JobEvent)) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
@@ -126,10 +127,13 @@ func sseWatch(ctx context.Context, client *http.Client, url string, onEvent func
 		if !ok || data == "{}" {
 			continue // id, retry, comments, the end event
 		}
+		// Received: what an EventSource hands its listener is the data
+		// string; parsing it is the application's.
+		at := time.Now()
 		if err := json.Unmarshal([]byte(data), &msg); err != nil {
 			return err
 		}
-		onEvent(&oncejobv1.JobEvent{
+		onEvent(at, &oncejobv1.JobEvent{
 			JobId:   msg.Event.JobID,
 			Status:  oncejobv1.JobStatus(oncejobv1.JobStatus_value[msg.Event.Status]),
 			Attempt: msg.Event.Attempt,

@@ -9,9 +9,8 @@ import (
 	"net/http"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/oncejob/oncejob/gateway"
+	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/web"
 )
 
@@ -36,7 +35,7 @@ type httpFace struct {
 // start serves the gateway (on srv, in process) and the console on o.addr,
 // unless it is empty. A dev-mode server (no API keys) answers only
 // requests addressed to an IP or localhost.
-func (o *httpOpts) start(ctx context.Context, srv *grpc.Server, maxDocumentBytes int, devMode bool, logger *slog.Logger) (*httpFace, error) {
+func (o *httpOpts) start(ctx context.Context, srv *server.Server, maxDocumentBytes int, devMode bool, logger *slog.Logger) (*httpFace, error) {
 	if o.addr == "" {
 		return &httpFace{}, nil
 	}
@@ -44,12 +43,12 @@ func (o *httpOpts) start(ctx context.Context, srv *grpc.Server, maxDocumentBytes
 	if err != nil {
 		return nil, err
 	}
-	conn, stopRPC, err := gateway.InProcess(srv)
+	conn, stopRPC, err := gateway.InProcess(srv.GRPC)
 	if err != nil {
 		_ = lis.Close()
 		return nil, err
 	}
-	gw, err := gateway.New(ctx, gateway.Config{Conn: conn, MaxBodyBytes: gateway.MaxBodyBytesFor(maxDocumentBytes), Logger: logger})
+	gw, err := gateway.New(ctx, gateway.Config{Conn: conn, Streams: srv.Local, MaxBodyBytes: gateway.MaxBodyBytesFor(maxDocumentBytes), Logger: logger})
 	if err != nil {
 		stopRPC()
 		_ = lis.Close()

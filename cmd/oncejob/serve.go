@@ -90,7 +90,7 @@ func runServe(ctx context.Context, args []string) error {
 	defer stopHub()
 	go hub.Run(hubCtx)
 
-	srv, health, err := server.New(server.Config{
+	s, err := server.New(server.Config{
 		Store:            st,
 		Pipelines:        pipelines,
 		Keys:             keys,
@@ -104,6 +104,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	srv, health := s.GRPC, s.Health
 	// Readiness: JobService's health follows the store; "" is liveness.
 	probe, err := readiness.New(readiness.Config{
 		Store:    st,
@@ -122,7 +123,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	httpFace, err := httpCfg.start(ctx, srv, *maxDoc, keys.DevMode(), logger)
+	httpFace, err := httpCfg.start(ctx, s, *maxDoc, keys.DevMode(), logger)
 	if err != nil {
 		_ = lis.Close()
 		return err
