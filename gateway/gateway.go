@@ -1,8 +1,8 @@
-// Package gateway is oncejob's HTTP/JSON face. Every call goes to the gRPC
-// server through a client connection (in-process, see InProcess), so it
-// passes the same interceptor chain as a gRPC client's — request id,
-// logging, recovery, auth, validation, idempotency — and the contract cannot
-// differ between the two.
+// Package gateway is oncejob's HTTP/JSON face. Every call passes the gRPC
+// server's interceptor chain — request id, logging, recovery, auth,
+// validation, idempotency — so the contract cannot differ between the two:
+// unary calls over a gRPC client connection (in process, see InProcess),
+// watches through the server's Local streams (Streamer).
 //
 // The unary routes are grpc-gateway v2's, generated from the HTTP rules in
 // proto/oncejob/v1/job_http.yaml. Headers map to metadata and back
