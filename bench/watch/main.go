@@ -21,8 +21,9 @@
 //
 //  5. for the counts in -sse (default 1000): a fresh server and database,
 //     the same jobs, and as many EventSource-style watchers over HTTP (each
-//     its own connection, GET /v1/jobs/{id}:watch as text/event-stream,
-//     through the gateway to the same gRPC stream), measured as in 2 and 3;
+//     its own connection, GET /v1/jobs/{id}:watch as text/event-stream),
+//     measured as in 2 and 3; then, on another fresh server, gRPC watchers
+//     with a connection each, as independent clients (and SSE) have;
 //
 //  6. reports for every phase the database load it added per second:
 //     transactions (xact_commit) and rows read (tup_returned + tup_fetched),
