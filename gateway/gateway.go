@@ -5,7 +5,7 @@
 // watches through the server's Local streams (Streamer).
 //
 // The unary routes are grpc-gateway v2's, generated from the HTTP rules in
-// proto/oncejob/v1/job_http.yaml. Headers map to metadata and back
+// proto/oncejob/v1/http.yaml. Headers map to metadata and back
 // (headers.go); errors are RFC 9457 problem+json carrying the gRPC
 // ErrorInfo reason, with the IETF Idempotency-Key draft's statuses
 // (problem.go). The two watches are served here as Server-Sent Events or
@@ -121,6 +121,11 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		runtime.WithHealthzEndpoint(healthpb.NewHealthClient(cfg.Conn)),
 	)
 	if err := oncejobgw.RegisterJobServiceHandlerClient(ctx, g.mux, g.client); err != nil {
+		return nil, err
+	}
+	// A server whose store keeps no deliveries does not register the
+	// service: its routes then answer UNIMPLEMENTED (501), as over gRPC.
+	if err := oncejobgw.RegisterDeliveryServiceHandlerClient(ctx, g.mux, oncejobv1.NewDeliveryServiceClient(cfg.Conn)); err != nil {
 		return nil, err
 	}
 	// After the generated routes: the mux tries the newest first, and GET

@@ -213,6 +213,14 @@ func TestOperatorRoutes(t *testing.T) {
 		requireProblem(t, r, http.StatusBadRequest, "")
 		r = c.do(t, "GET", b.base+"/v2/nothing", key, nil)
 		requireProblem(t, r, http.StatusNotFound, "NO_ROUTE")
+
+		// DeliveryService: the job's deliveries (none: no sink), a retry of
+		// a delivery that does not exist.
+		r = c.do(t, "GET", b.base+"/v1/deliveries?job_id="+id+"&include_attempts=true", key, nil)
+		require.Equal(t, http.StatusOK, r.status, "body %s", r.body)
+		require.Nil(t, decode(t, r)["deliveries"])
+		r = c.do(t, "POST", b.base+"/v1/deliveries/987654:retry", key, []byte(`{}`))
+		requireProblem(t, r, http.StatusNotFound, "")
 	})
 }
 

@@ -3,9 +3,11 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -329,4 +331,52 @@ func TestConsoleResolvesAnUnknownOutcome(t *testing.T) {
 	e.waitStatus(id, "SUCCEEDED")
 	e.screenshot("unknown-resolved")
 	require.EqualValues(t, 1, e.sim.stats(t).BilledCalls, "the finished call is billed once")
+}
+
+// A delivery the receiver refused is shown dead-lettered on the job's page
+// and, once the receiver is back, retried with one click and delivered.
+func TestConsoleRetriesADeliveryByAClick(t *testing.T) {
+	var accept atomic.Bool
+	var received atomic.Int64
+	recv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if !accept.Load() {
+			http.Error(w, "not today", http.StatusBadRequest) // refused for good: dead-lettered at once
+			return
+		}
+		received.Add(1)
+		w.Header().Set("Webhook-Receipt", "receipt-1")
+	})}
+	recvAddr := freeAddr(t)
+	lis, err := net.Listen("tcp", recvAddr)
+	require.NoError(t, err)
+	go func() { _ = recv.Serve(lis) }()
+	t.Cleanup(func() { _ = recv.Close() })
+
+	secret := writeFile(t, "secret", "whsec_"+base64.StdEncoding.EncodeToString([]byte("a console test secret, 24b")))
+	config := writeFile(t, "oncejob.yaml", fmt.Sprintf(`
+sinks:
+  - name: billing
+    tenant: default
+    events: [job.succeeded]
+    webhook:
+      url: http://%s/hook
+      secret: {file: %s}
+      allow_private_network: true
+`, recvAddr, secret))
+	e := startConsole(t, "", "--config", config, "--relay-poll-interval", "50ms")
+	id := e.submit("summarize", "delivered.txt", "A job whose result goes to billing.")
+	e.waitStatus(id, "SUCCEEDED")
+
+	row := `#deliveries-table tbody tr`
+	e.do(chromedp.Navigate(e.base+"/#/jobs/"+id), chromedp.WaitVisible(css(row+` .status.dl-DEAD_LETTERED`)))
+	require.Contains(t, evaluate[string](e, `document.querySelector('`+row+`').textContent`), "job:"+id+":job.succeeded:0")
+	e.screenshot("delivery-dead-lettered")
+
+	accept.Store(true)
+	e.do(chromedp.Click(css(row + ` button[data-action="retry-delivery"]`)))
+	e.do(chromedp.WaitVisible(css(row + ` .status.dl-DELIVERED`)))
+	require.Contains(t, evaluate[string](e, `document.querySelector('`+row+`').textContent`), "receipt-1")
+	e.screenshot("delivery-retried")
+	require.EqualValues(t, 1, received.Load(), "delivered once")
 }

@@ -60,6 +60,7 @@ export function jobPage(main, id, setLive) {
       if (disposed) return;
       job = r.job;
       render(job);
+      loadDeliveries();
     } catch (e) {
       fill(summary, h('p', { class: 'error' }, `Cannot load job ${id}: ${e.message}`));
     }
@@ -145,24 +146,50 @@ export function jobPage(main, id, setLive) {
     fill(actions, buttons.length ? [reason, ...buttons, msg] : []);
   }
 
+  // Deliveries of the job's events to the tenant's sinks (DeliveryService):
+  // re-read with the job, since a transition announces events, and every
+  // second while one is pending (a relay, not the job, moves it).
+  let deliveriesTimer = null;
   async function loadDeliveries() {
-    fill(deliveries, h('h2', {}, 'Deliveries'));
+    clearTimeout(deliveriesTimer);
     try {
-      const r = await call('GET', `/v1/jobs/${encodeURIComponent(id)}/deliveries`);
+      const r = await call('GET', `/v1/deliveries?${new URLSearchParams({ job_id: id, include_attempts: 'true', page_size: '100' })}`);
+      if (disposed) return;
       const list = r.deliveries || [];
-      deliveries.appendChild(list.length ? table(['Event', 'Sink', 'Status', 'Attempts', 'Reference', 'Updated'],
-        list.map((d) => [d.event_id || '', d.sink || '', d.status || '', String(d.attempts || 0), d.external_reference || '', time(d.update_time)]), 'deliveries')
-        : h('p', { class: 'muted' }, 'No deliveries.'));
+      fill(deliveries, h('h2', {}, 'Deliveries'),
+        list.length ? table(['Event', 'Sink', 'Status', 'Attempts', 'Last outcome', 'Reference', 'Error', 'Updated', ''],
+          list.map((d) => [h('code', {}, d.event_id || ''), d.sink || '',
+            h('span', { class: `status dl-${deliveryStatus(d.status)}` }, deliveryStatus(d.status)), String(d.attempts || 0),
+            (d.last_outcome || '').replace(/^DELIVERY_OUTCOME_/, ''), d.external_ref || '', d.last_error || '', time(d.update_time),
+            deliveryStatus(d.status) === 'DEAD_LETTERED' ? retryButton(d) : '']), 'deliveries-table')
+          : h('p', { class: 'muted' }, 'No deliveries: no sink of this tenant is subscribed to its events, or none was announced yet.'),
+        (r.disabled_sinks || []).map((x) => h('p', { class: 'error' }, `Sink ${x.sink} is disabled since ${time(x.disable_time)}: ${x.reason || ''}`)));
+      if (list.some((d) => deliveryStatus(d.status) === 'PENDING')) deliveriesTimer = setTimeout(loadDeliveries, 1000);
     } catch (e) {
-      deliveries.appendChild(h('p', { class: 'muted' }, e instanceof ApiError && e.status === 404 && e.problem.reason === 'NO_ROUTE'
-        ? 'This server does not deliver outbox events yet (no delivery API).' : `Cannot load deliveries: ${e.message}`));
+      fill(deliveries, h('h2', {}, 'Deliveries'), h('p', { class: 'muted' }, e instanceof ApiError && e.status === 501
+        ? 'This server keeps no deliveries (its store has no relay).' : `Cannot load deliveries: ${e.message}`));
     }
+  }
+
+  // RetryDelivery needs no idempotency key: only a dead-lettered delivery
+  // moves, so a repeated click queues nothing again.
+  function retryButton(d) {
+    const b = h('button', { type: 'button', dataset: { action: 'retry-delivery' }, onclick: async () => {
+      b.disabled = true;
+      try {
+        await call('POST', `/v1/deliveries/${encodeURIComponent(d.id)}:retry`, { body: {} });
+      } catch (e) {
+        b.replaceWith(h('span', { class: 'error' }, `refused: ${e.message}`));
+        return;
+      }
+      loadDeliveries();
+    } }, 'Retry');
+    return b;
   }
 
   load();
   startWatch();
-  loadDeliveries();
-  return () => { disposed = true; if (stream) stream.close(); clearTimeout(refreshTimer); };
+  return () => { disposed = true; if (stream) stream.close(); clearTimeout(refreshTimer); clearTimeout(deliveriesTimer); };
 }
 
 export function stageSelect() {
@@ -170,6 +197,8 @@ export function stageSelect() {
     h('option', { value: '' }, 'last checkpoint'),
     stages.filter((s) => s !== 'PUBLISHED').map((s) => h('option', { value: `JOB_STAGE_${s}` }, s)));
 }
+
+const deliveryStatus = (s) => (s || '').replace(/^DELIVERY_STATUS_/, '') || '-';
 
 function fact(name, value) {
   return [h('dt', {}, name), h('dd', {}, value === undefined || value === null || value === '' ? '-' : value)];
