@@ -259,3 +259,29 @@ func TestBodiesMustBeJSON(t *testing.T) {
 		require.Equal(t, "SUBMIT_OUTCOME_CREATED", decode(t, ok)["outcome"], "nothing was written before")
 	})
 }
+
+// A batch over HTTP answers each item on its own, as over gRPC: one
+// created, one a replay of a key used before, one invalid.
+func TestSubmitJobsOverHTTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	forEachClient(t, func(t *testing.T, c httpClient) {
+		auth := map[string]string{"Authorization": bearer(keyAcme)}
+		used := "batch-used-" + uuid.NewString()
+		first := c.do(t, "POST", b.base+"/v1/jobs", map[string]string{"Authorization": bearer(keyAcme), "Idempotency-Key": used}, []byte(submitBody))
+		require.Equal(t, http.StatusOK, first.status, "body %s", first.body)
+		body := `{"items": [
+			{"idempotency_key": "batch-new-` + uuid.NewString() + `", "request": {"pipeline": "summarize", "document": {"text": "batch item"}}},
+			{"idempotency_key": "` + used + `", "request": ` + submitBody + `},
+			{"idempotency_key": "batch-bad-` + uuid.NewString() + `", "request": {"pipeline": "nope", "document": {"text": "x"}}}
+		]}`
+		r := c.do(t, "POST", b.base+"/v1/jobs:batchSubmit", auth, []byte(body))
+		require.Equal(t, http.StatusOK, r.status, "body %s", r.body)
+		results := decode(t, r)["results"].([]any)
+		require.Len(t, results, 3)
+		require.Equal(t, "SUBMIT_OUTCOME_CREATED", results[0].(map[string]any)["outcome"])
+		require.Equal(t, "SUBMIT_OUTCOME_EXISTING", results[1].(map[string]any)["outcome"])
+		require.Equal(t, decode(t, first)["job"].(map[string]any)["id"], results[1].(map[string]any)["job"].(map[string]any)["id"])
+		require.NotNil(t, results[2].(map[string]any)["error"])
+	})
+}

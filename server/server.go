@@ -153,7 +153,7 @@ func New(cfg Config) (*Server, error) {
 		Timeout:    cfg.StoreTimeout, // a group's write is bounded as a call's is
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	svc := &jobService{cfg: cfg, submits: submits}
 

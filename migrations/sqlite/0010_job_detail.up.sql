@@ -1,4 +1,4 @@
--- 0009_job_detail: the SQLite twin of postgres/0009_job_detail.up.sql: the
+-- 0010_job_detail: the SQLite twin of postgres/0010_job_detail.up.sql: the
 -- job a checkpoint was reused from ('' when computed) and the model of each
 -- LLM attempt ('' for rows written before it).
 ALTER TABLE job_checkpoints ADD COLUMN reused_from TEXT NOT NULL DEFAULT '';

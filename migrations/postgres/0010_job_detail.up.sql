@@ -1,4 +1,4 @@
--- 0009_job_detail: what a job's detail view shows that was not recorded.
+-- 0010_job_detail: what a job's detail view shows that was not recorded.
 --
 -- job_checkpoints.reused_from: the job whose checkpoint of the same stage
 -- key the decision cache served; '' when this job computed the result. Rows
