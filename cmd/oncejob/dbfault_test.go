@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -200,6 +201,22 @@ func waitFired(t *testing.T, in *pgproxy.Injection) {
 	}
 }
 
+// httpStatus is the status code of GET path on addr; 0 when it does not
+// answer.
+func httpStatus(t *testing.T, addr, path string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
 // TestPostgresRestartUnderLoad restarts Postgres (fast, then immediate
 // shutdown) while clients submit, watchers watch and workers in two
 // processes run jobs. No acknowledged submit is lost, every job ends once,
@@ -210,7 +227,8 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	for _, mode := range []pgcluster.ShutdownMode{pgcluster.Fast, pgcluster.Immediate} {
 		t.Run(string(mode), func(t *testing.T) {
 			e := newFaultEnv(t)
-			api, addr := e.serve(t, e.proxy(t), 2)
+			httpAddr := freeAddr(t)
+			api, addr := e.serve(t, e.proxy(t), 2, "--http-addr", httpAddr)
 			w := e.worker(t, "worker", e.proxy(t), 2)
 			client := dialJobs(t, addr)
 			health := pollHealth(t, addr)
@@ -225,6 +243,9 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 			ctx := context.Background()
 			require.NoError(t, e.pg.Stop(ctx, mode))
 			health.waitReady(t, healthpb.HealthCheckResponse_NOT_SERVING)
+			// The HTTP probes say the same: not ready, still alive.
+			require.Eventually(t, func() bool { return httpStatus(t, httpAddr, "/readyz") == http.StatusServiceUnavailable }, 15*time.Second, 20*time.Millisecond)
+			require.Equal(t, http.StatusOK, httpStatus(t, httpAddr, "/livez"))
 			// Meanwhile a call is told the store is unavailable, at once.
 			start := time.Now()
 			cctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, "idempotency-key", "restart-while-down"), callDeadline)
@@ -234,6 +255,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 			require.Less(t, time.Since(start), callDeadline)
 			require.NoError(t, e.pg.Start(ctx))
 			health.waitReady(t, healthpb.HealthCheckResponse_SERVING)
+			require.Eventually(t, func() bool { return httpStatus(t, httpAddr, "/readyz") == http.StatusOK }, 15*time.Second, 20*time.Millisecond)
 
 			time.Sleep(time.Second) // load after the restart, on the recovered pools
 			acked, failed := load.stop()

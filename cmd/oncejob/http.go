@@ -11,6 +11,7 @@ import (
 
 	"github.com/oncejob/oncejob/gateway"
 	"github.com/oncejob/oncejob/server"
+	"github.com/oncejob/oncejob/server/readiness"
 	"github.com/oncejob/oncejob/web"
 )
 
@@ -35,7 +36,7 @@ type httpFace struct {
 // start serves the gateway (on srv, in process) and the console on o.addr,
 // unless it is empty. A dev-mode server (no API keys) answers only
 // requests addressed to an IP or localhost.
-func (o *httpOpts) start(ctx context.Context, srv *server.Server, maxDocumentBytes int, devMode bool, logger *slog.Logger) (*httpFace, error) {
+func (o *httpOpts) start(ctx context.Context, srv *server.Server, probe *readiness.Probe, maxDocumentBytes int, devMode bool, logger *slog.Logger) (*httpFace, error) {
 	if o.addr == "" {
 		return &httpFace{}, nil
 	}
@@ -57,6 +58,7 @@ func (o *httpOpts) start(ctx context.Context, srv *server.Server, maxDocumentByt
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", gw)
 	mux.Handle("/healthz", gw)
+	probe.Mount(mux) // GET /readyz follows the store, GET /livez the process
 	mux.Handle("/", web.Handler())
 	var handler http.Handler = mux
 	if devMode {

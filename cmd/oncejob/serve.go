@@ -123,7 +123,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	httpFace, err := httpCfg.start(ctx, s, *maxDoc, keys.DevMode(), logger)
+	httpFace, err := httpCfg.start(ctx, s, probe, *maxDoc, keys.DevMode(), logger)
 	if err != nil {
 		_ = lis.Close()
 		return err
