@@ -647,7 +647,15 @@ func (x *SubmitJobResponse) GetOutcome() SubmitOutcome {
 type SubmitJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required: 1 to 1,000 items, answered in this order.
-	Items         []*SubmitJobsItem `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"` // Field number 2 is kept for `run_id`: the run the items join.
+	Items []*SubmitJobsItem `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	// Optional: the run the items join (RunService), a UUID. An item's empty
+	// `pipeline` and `model_profile` then take the run's defaults, and its
+	// params and labels are the run's with the item's own on top. An item
+	// already in the run (the same key) is answered EXISTING from the run's
+	// own record, however old; one whose key is bound to another request is
+	// IDEMPOTENCY_KEY_REUSED. A run that does not exist is NOT_FOUND and a
+	// cancelled run FAILED_PRECONDITION (RUN_CANCELLED), for the whole call.
+	RunId         string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -687,6 +695,13 @@ func (x *SubmitJobsRequest) GetItems() []*SubmitJobsItem {
 		return x.Items
 	}
 	return nil
+}
+
+func (x *SubmitJobsRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
 }
 
 // SubmitJobsItem is one submission of a SubmitJobs call.
@@ -799,7 +814,10 @@ type SubmitJobsResult struct {
 	Outcome SubmitOutcome `protobuf:"varint,2,opt,name=outcome,proto3,enum=oncejob.v1.SubmitOutcome" json:"outcome,omitempty"`
 	// The item's error, with google.rpc details (BadRequest, ErrorInfo), when
 	// it failed; absent when it succeeded.
-	Error         *status.Status `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Error *status.Status `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// With a run_id: the item was in the run before this call (an earlier
+	// call submitted it; this one is a resumption).
+	AlreadyInRun  bool `protobuf:"varint,4,opt,name=already_in_run,json=alreadyInRun,proto3" json:"already_in_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -853,6 +871,13 @@ func (x *SubmitJobsResult) GetError() *status.Status {
 		return x.Error
 	}
 	return nil
+}
+
+func (x *SubmitJobsResult) GetAlreadyInRun() bool {
+	if x != nil {
+		return x.AlreadyInRun
+	}
+	return false
 }
 
 // GetJobRequest names one job.
@@ -966,7 +991,10 @@ type ListJobsRequest struct {
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Optional: the next_page_token of the previous page, with the same
 	// filters.
-	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Optional: only the jobs of this run (a UUID), including those it
+	// reused.
+	RunId         string `protobuf:"bytes,5,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1025,6 +1053,13 @@ func (x *ListJobsRequest) GetPageSize() int32 {
 func (x *ListJobsRequest) GetPageToken() string {
 	if x != nil {
 		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListJobsRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
 	}
 	return ""
 }
@@ -2694,29 +2729,32 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"k\n" +
 	"\x11SubmitJobResponse\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\x123\n" +
-	"\aoutcome\x18\x02 \x01(\x0e2\x19.oncejob.v1.SubmitOutcomeR\aoutcome\"E\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x19.oncejob.v1.SubmitOutcomeR\aoutcome\"\\\n" +
 	"\x11SubmitJobsRequest\x120\n" +
-	"\x05items\x18\x01 \x03(\v2\x1a.oncejob.v1.SubmitJobsItemR\x05items\"q\n" +
+	"\x05items\x18\x01 \x03(\v2\x1a.oncejob.v1.SubmitJobsItemR\x05items\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\"q\n" +
 	"\x0eSubmitJobsItem\x12'\n" +
 	"\x0fidempotency_key\x18\x01 \x01(\tR\x0eidempotencyKey\x126\n" +
 	"\arequest\x18\x02 \x01(\v2\x1c.oncejob.v1.SubmitJobRequestR\arequest\"L\n" +
 	"\x12SubmitJobsResponse\x126\n" +
-	"\aresults\x18\x01 \x03(\v2\x1c.oncejob.v1.SubmitJobsResultR\aresults\"\x94\x01\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.oncejob.v1.SubmitJobsResultR\aresults\"\xba\x01\n" +
 	"\x10SubmitJobsResult\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\x123\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x19.oncejob.v1.SubmitOutcomeR\aoutcome\x12(\n" +
-	"\x05error\x18\x03 \x01(\v2\x12.google.rpc.StatusR\x05error\"O\n" +
+	"\x05error\x18\x03 \x01(\v2\x12.google.rpc.StatusR\x05error\x12$\n" +
+	"\x0ealready_in_run\x18\x04 \x01(\bR\falreadyInRun\"O\n" +
 	"\rGetJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12'\n" +
 	"\x04view\x18\x02 \x01(\x0e2\x13.oncejob.v1.JobViewR\x04view\"3\n" +
 	"\x0eGetJobResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\"\x98\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\"\xaf\x01\n" +
 	"\x0fListJobsRequest\x12-\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x15.oncejob.v1.JobStatusR\x06status\x12\x1a\n" +
 	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tR\tpageToken\"\x82\x01\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\x12\x15\n" +
+	"\x06run_id\x18\x05 \x01(\tR\x05runId\"\x82\x01\n" +
 	"\x10ListJobsResponse\x12#\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x0f.oncejob.v1.JobR\x04jobs\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12!\n" +

@@ -224,16 +224,18 @@ class JobUsage(_message.Message):
     def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cost_micros: _Optional[int] = ..., llm_calls: _Optional[int] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ["page_size", "page_token", "pipeline", "status"]
+    __slots__ = ["page_size", "page_token", "pipeline", "run_id", "status"]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     page_size: int
     page_token: str
     pipeline: str
+    run_id: str
     status: JobStatus
-    def __init__(self, status: _Optional[_Union[JobStatus, str]] = ..., pipeline: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    def __init__(self, status: _Optional[_Union[JobStatus, str]] = ..., pipeline: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ["jobs", "next_page_token", "watch_cursor"]
@@ -367,10 +369,12 @@ class SubmitJobsItem(_message.Message):
     def __init__(self, idempotency_key: _Optional[str] = ..., request: _Optional[_Union[SubmitJobRequest, _Mapping]] = ...) -> None: ...
 
 class SubmitJobsRequest(_message.Message):
-    __slots__ = ["items"]
+    __slots__ = ["items", "run_id"]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     items: _containers.RepeatedCompositeFieldContainer[SubmitJobsItem]
-    def __init__(self, items: _Optional[_Iterable[_Union[SubmitJobsItem, _Mapping]]] = ...) -> None: ...
+    run_id: str
+    def __init__(self, items: _Optional[_Iterable[_Union[SubmitJobsItem, _Mapping]]] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class SubmitJobsResponse(_message.Message):
     __slots__ = ["results"]
@@ -379,14 +383,16 @@ class SubmitJobsResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[SubmitJobsResult, _Mapping]]] = ...) -> None: ...
 
 class SubmitJobsResult(_message.Message):
-    __slots__ = ["error", "job", "outcome"]
+    __slots__ = ["already_in_run", "error", "job", "outcome"]
+    ALREADY_IN_RUN_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    already_in_run: bool
     error: _status_pb2.Status
     job: Job
     outcome: SubmitOutcome
-    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., outcome: _Optional[_Union[SubmitOutcome, str]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., outcome: _Optional[_Union[SubmitOutcome, str]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., already_in_run: bool = ...) -> None: ...
 
 class WatchJobRequest(_message.Message):
     __slots__ = ["after_seq", "job_id"]
