@@ -225,6 +225,12 @@ type JobSubmitParams struct {
 	DocumentName    string
 	Params          []byte // canonical JSON object
 	Labels          map[string]string
+	// RunID, when set, is the run (RunStore) the submission joins: the
+	// store records the item (RunID, IdempotencyKey, Fingerprint) and the
+	// job it is answered with — created, deduplicated or existing — in the
+	// write that answers it, so a created job is never outside its run. An
+	// item already in the run keeps its first record.
+	RunID string
 }
 
 // JobSubmitResult is the job and what JobSubmit did.
@@ -273,6 +279,7 @@ type JobListParams struct {
 	Tenant   string
 	Status   JobStatus // empty: any
 	Pipeline string    // empty: any
+	RunID    string    // empty: any; else only the run's items' jobs
 	// Limit caps the page size; 0 means 100.
 	Limit int
 	// After is the cursor of the last job of the previous page; nil for the

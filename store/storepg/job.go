@@ -36,6 +36,12 @@ func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*stor
 	if params.Pipeline != "" {
 		args.Pipeline = &params.Pipeline
 	}
+	if params.RunID != "" {
+		var err error
+		if args.RunID, err = parseUUID(params.RunID); err != nil {
+			return &store.JobListResult{}, nil // no run has an id that is not a uuid
+		}
+	}
 	if params.After != nil {
 		id, err := parseUUID(params.After.ID)
 		if err != nil {

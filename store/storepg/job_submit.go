@@ -75,6 +75,9 @@ func (s *Store) jobSubmitDistinct(ctx context.Context, jobs []*store.JobSubmitPa
 		if pending, err = s.jobSubmitExisting(ctx, jobs, existing, items); err != nil {
 			return nil, err
 		}
+		if err := s.runItemsOfExisting(ctx, jobs, existing, items); err != nil {
+			return nil, err
+		}
 	}
 	for _, i := range pending {
 		items[i].Err = fmt.Errorf("storepg: idempotency key freed and taken again %d times in a row", jobSubmitAttempts)
@@ -200,6 +203,7 @@ type submitRow struct {
 	uuid   [16]byte
 	labels []byte
 	params []byte
+	run    pgtype.UUID // NULL outside a run
 }
 
 func submitRowOf(p *store.JobSubmitParams) (submitRow, error) {
@@ -211,11 +215,13 @@ func submitRowOf(p *store.JobSubmitParams) (submitRow, error) {
 	if err != nil {
 		return submitRow{}, fmt.Errorf("storepg: labels: %w", err)
 	}
-	params := p.Params
-	if len(params) == 0 {
-		params = []byte("{}")
+	row := submitRow{p: p, id: id.String(), uuid: id.Bytes, labels: labels, params: jsonObject(p.Params)}
+	if p.RunID != "" {
+		if row.run, err = parseUUID(p.RunID); err != nil {
+			return submitRow{}, fmt.Errorf("storepg: run id %q: %w", p.RunID, store.ErrInvalidRow)
+		}
 	}
-	return submitRow{p: p, id: id.String(), uuid: id.Bytes, labels: labels, params: params}, nil
+	return row, nil
 }
 
 // submitArgs are JobSubmitMany's arrays of rows[idx].
@@ -227,7 +233,7 @@ func submitArgs(rows []submitRow, idx []int) dbsqlc.JobSubmitManyParams {
 		Pipeline: make([]string, n), PipelineVersion: make([]int32, n), PromptVersion: make([]string, n),
 		ModelProfile: make([]string, n), DocumentSha256: make([]string, n), DocumentMediaType: make([]string, n),
 		DocumentData: make([][]byte, n), DocumentName: make([]string, n), Params: make([][]byte, n),
-		Labels: make([][]byte, n),
+		Labels: make([][]byte, n), RunID: make([]pgtype.UUID, n),
 	}
 	for j, i := range idx {
 		r := rows[i]
@@ -239,7 +245,7 @@ func submitArgs(rows []submitRow, idx []int) dbsqlc.JobSubmitManyParams {
 		a.PromptVersion[j], a.ModelProfile[j] = p.PromptVersion, p.ModelProfile
 		a.DocumentSha256[j], a.DocumentMediaType[j] = p.DocumentSHA256, p.DocumentMedia
 		a.DocumentData[j], a.DocumentName[j] = nonNilBytes(p.Document), p.DocumentName
-		a.Params[j], a.Labels[j] = r.params, r.labels
+		a.Params[j], a.Labels[j], a.RunID[j] = r.params, r.labels, r.run
 	}
 	return a
 }

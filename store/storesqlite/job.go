@@ -29,7 +29,11 @@ func (s *Store) jobSubmit(ctx context.Context, tx *writeTx, params *store.JobSub
 		return nil, interpretError(err)
 	}
 	if inserted == 0 {
-		return s.jobSubmitExisting(ctx, tx, params)
+		res, err := s.jobSubmitExisting(ctx, tx, params)
+		if err != nil {
+			return nil, err
+		}
+		return res, s.runItemRecord(ctx, tx, params, res, now)
 	}
 
 	err = s.q.DocumentInsert(ctx, tx, dbsqlite.DocumentInsertParams{
@@ -75,7 +79,8 @@ func (s *Store) jobSubmit(ctx context.Context, tx *writeTx, params *store.JobSub
 	if err != nil {
 		return nil, err
 	}
-	return &store.JobSubmitResult{Job: job, Outcome: outcome}, nil
+	res := &store.JobSubmitResult{Job: job, Outcome: outcome}
+	return res, s.runItemRecord(ctx, tx, params, res, now)
 }
 
 // jobSubmitExisting returns the job an existing key created, or
@@ -150,6 +155,7 @@ func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*stor
 		Tenant:   params.Tenant,
 		Status:   string(params.Status),
 		Pipeline: params.Pipeline,
+		RunID:    params.RunID,
 		// The first page starts after every job (see JobList in job.sql).
 		AfterCreatedAt: math.MaxInt64,
 		Max:            int64(limit) + 1,

@@ -36,7 +36,13 @@ const factoryLeaseOwner = "w"
 // so other jobs of the store do not get in its way.
 func jobIn(t *testing.T, s Store, status store.JobStatus) *store.Job {
 	t.Helper()
-	job := submit(t, s, newSubmitParams(t))
+	return submittedJobIn(t, s, newSubmitParams(t), status)
+}
+
+// submittedJobIn is jobIn for the job sub creates.
+func submittedJobIn(t *testing.T, s Store, sub *store.JobSubmitParams, status store.JobStatus) *store.Job {
+	t.Helper()
+	job := submit(t, s, sub)
 	if status == store.JobStatusQueued {
 		return job
 	}

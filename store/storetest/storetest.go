@@ -29,6 +29,7 @@ type Store interface {
 	store.ViewStore
 	store.FactoryStore
 	store.DeliveryStore
+	store.RunStore
 }
 
 // Exercise runs the suite. newStore returns an empty, migrated store that
@@ -595,6 +596,11 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Run("View", func(t *testing.T) {
 		t.Parallel()
 		exerciseView(t, newStore)
+	})
+
+	t.Run("Run", func(t *testing.T) {
+		t.Parallel()
+		exerciseRun(t, newStore)
 	})
 }
 

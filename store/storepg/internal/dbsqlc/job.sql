@@ -29,7 +29,8 @@ WITH input AS (
         unnest(@document_data::bytea[]) AS document_data,
         unnest(@document_name::text[]) AS document_name,
         unnest(@params::jsonb[]) AS params,
-        unnest(@labels::jsonb[]) AS labels
+        unnest(@labels::jsonb[]) AS labels,
+        unnest(@run_id::uuid[]) AS run_id
 ),
 idem AS (
     INSERT INTO idempotency_keys (tenant, method, idem_key, fingerprint, job_id)
@@ -85,6 +86,17 @@ event AS (
         CASE WHEN job.deduplicated_from IS NULL THEN 'submitted'
             ELSE 'deduplicated from ' || job.deduplicated_from::text END
     FROM job
+),
+-- A submission into a run (run_id not NULL) records its item with the job,
+-- so a created job is never outside its run.
+run_item AS (
+    INSERT INTO run_items (run_id, item_key, tenant, fingerprint, job_id, outcome)
+    SELECT created.run_id, created.idem_key, created.tenant, created.fingerprint, job.id,
+        CASE WHEN job.deduplicated_from IS NULL THEN 'created' ELSE 'deduplicated' END
+    FROM created
+    JOIN job ON job.id = created.id
+    WHERE created.run_id IS NOT NULL
+    ON CONFLICT DO NOTHING
 )
 SELECT * FROM job;
 
@@ -124,6 +136,8 @@ SELECT * FROM jobs
 WHERE tenant = @tenant::text
     AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status)::text)
     AND (sqlc.narg(pipeline)::text IS NULL OR pipeline = sqlc.narg(pipeline)::text)
+    AND (sqlc.narg(run_id)::uuid IS NULL OR id IN (
+        SELECT run_items.job_id FROM run_items WHERE run_items.run_id = sqlc.narg(run_id)::uuid))
     AND (sqlc.narg(after_created_at)::timestamptz IS NULL
         OR (created_at, id) < (sqlc.narg(after_created_at)::timestamptz, sqlc.narg(after_id)::uuid))
 ORDER BY created_at DESC, id DESC

@@ -346,16 +346,19 @@ SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, promp
 WHERE tenant = $1::text
     AND ($2::text IS NULL OR status = $2::text)
     AND ($3::text IS NULL OR pipeline = $3::text)
-    AND ($4::timestamptz IS NULL
-        OR (created_at, id) < ($4::timestamptz, $5::uuid))
+    AND ($4::uuid IS NULL OR id IN (
+        SELECT run_items.job_id FROM run_items WHERE run_items.run_id = $4::uuid))
+    AND ($5::timestamptz IS NULL
+        OR (created_at, id) < ($5::timestamptz, $6::uuid))
 ORDER BY created_at DESC, id DESC
-LIMIT $6::integer
+LIMIT $7::integer
 `
 
 type JobListParams struct {
 	Tenant         string
 	Status         *string
 	Pipeline       *string
+	RunID          pgtype.UUID
 	AfterCreatedAt *time.Time
 	AfterID        pgtype.UUID
 	Max            int32
@@ -367,6 +370,7 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 		arg.Tenant,
 		arg.Status,
 		arg.Pipeline,
+		arg.RunID,
 		arg.AfterCreatedAt,
 		arg.AfterID,
 		arg.Max,
@@ -446,7 +450,8 @@ WITH input AS (
         unnest($13::bytea[]) AS document_data,
         unnest($14::text[]) AS document_name,
         unnest($15::jsonb[]) AS params,
-        unnest($16::jsonb[]) AS labels
+        unnest($16::jsonb[]) AS labels,
+        unnest($17::uuid[]) AS run_id
 ),
 idem AS (
     INSERT INTO idempotency_keys (tenant, method, idem_key, fingerprint, job_id)
@@ -457,7 +462,7 @@ idem AS (
     RETURNING job_id
 ),
 created AS (
-    SELECT input.id, input.tenant, input.method, input.idem_key, input.fingerprint, input.dedup_key, input.pipeline, input.pipeline_version, input.prompt_version, input.model_profile, input.document_sha256, input.document_media_type, input.document_data, input.document_name, input.params, input.labels
+    SELECT input.id, input.tenant, input.method, input.idem_key, input.fingerprint, input.dedup_key, input.pipeline, input.pipeline_version, input.prompt_version, input.model_profile, input.document_sha256, input.document_media_type, input.document_data, input.document_name, input.params, input.labels, input.run_id
     FROM input
     JOIN idem ON idem.job_id = input.id
 ),
@@ -502,6 +507,15 @@ event AS (
         CASE WHEN job.deduplicated_from IS NULL THEN 'submitted'
             ELSE 'deduplicated from ' || job.deduplicated_from::text END
     FROM job
+),
+run_item AS (
+    INSERT INTO run_items (run_id, item_key, tenant, fingerprint, job_id, outcome)
+    SELECT created.run_id, created.idem_key, created.tenant, created.fingerprint, job.id,
+        CASE WHEN job.deduplicated_from IS NULL THEN 'created' ELSE 'deduplicated' END
+    FROM created
+    JOIN job ON job.id = created.id
+    WHERE created.run_id IS NOT NULL
+    ON CONFLICT DO NOTHING
 )
 SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM job
 `
@@ -523,6 +537,7 @@ type JobSubmitManyParams struct {
 	DocumentName      []string
 	Params            [][]byte
 	Labels            [][]byte
+	RunID             []pgtype.UUID
 }
 
 type JobSubmitManyRow struct {
@@ -577,6 +592,8 @@ type JobSubmitManyRow struct {
 // statements that share keys or documents wait for each other in that
 // order instead of deadlocking; the documents are written after the keys,
 // as a CTE the main query does not read runs when it has finished.
+// A submission into a run (run_id not NULL) records its item with the job,
+// so a created job is never outside its run.
 func (q *Queries) JobSubmitMany(ctx context.Context, db DBTX, arg JobSubmitManyParams) ([]JobSubmitManyRow, error) {
 	rows, err := db.Query(ctx, jobSubmitMany,
 		arg.ID,
@@ -595,6 +612,7 @@ func (q *Queries) JobSubmitMany(ctx context.Context, db DBTX, arg JobSubmitManyP
 		arg.DocumentName,
 		arg.Params,
 		arg.Labels,
+		arg.RunID,
 	)
 	if err != nil {
 		return nil, err

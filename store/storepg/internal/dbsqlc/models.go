@@ -166,6 +166,74 @@ type Outbox struct {
 	Pipeline  string
 }
 
+type Run struct {
+	ID           pgtype.UUID
+	Tenant       string
+	IdemKey      string
+	Fingerprint  string
+	Name         string
+	Pipeline     string
+	ModelProfile string
+	Params       []byte
+	Labels       []byte
+	CreatedAt    time.Time
+	CancelledAt  *time.Time
+}
+
+type RunItem struct {
+	RunID       pgtype.UUID
+	ItemKey     string
+	Tenant      string
+	Fingerprint string
+	JobID       pgtype.UUID
+	Outcome     string
+	CreatedAt   time.Time
+}
+
+type RunOperation struct {
+	Tenant      string
+	Method      string
+	IdemKey     string
+	Fingerprint string
+	RunID       pgtype.UUID
+	Result      int32
+	CreatedAt   time.Time
+}
+
+type Schedule struct {
+	ID             pgtype.UUID
+	Tenant         string
+	IdemKey        string
+	Fingerprint    string
+	Name           string
+	Cron           string
+	IntervalMs     int64
+	TimeZone       string
+	Job            []byte
+	Overlap        string
+	Catchup        string
+	MisfireMs      int64
+	Paused         bool
+	DeletedAt      *time.Time
+	NextSlotAt     time.Time
+	LastJobID      pgtype.UUID
+	BufferedSlotAt *time.Time
+	LeaseOwner     *string
+	LeaseUntil     *time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+type ScheduleSlot struct {
+	ScheduleID pgtype.UUID
+	SlotAt     time.Time
+	Tenant     string
+	Outcome    string
+	JobID      pgtype.UUID
+	Reason     string
+	DecidedAt  time.Time
+}
+
 type SentMessage struct {
 	Sink        string
 	ContentHash string

@@ -45,11 +45,12 @@ WHERE tenant = @tenant AND id = @id;
 -- turn the range into a scan. (A row value, (created_at, id) < (?, ?), says
 -- the same, but sqlc mistypes its parameters.)
 SELECT * FROM jobs
-WHERE tenant = @tenant
-    AND (status = @status OR @status = '')
-    AND (pipeline = @pipeline OR @pipeline = '')
-    AND created_at <= @after_created_at
-    AND (created_at < @after_created_at OR id < @after_id)
+WHERE jobs.tenant = @tenant
+    AND (jobs.status = @status OR @status = '')
+    AND (jobs.pipeline = @pipeline OR @pipeline = '')
+    AND (@run_id = '' OR jobs.id IN (SELECT run_items.job_id FROM run_items WHERE run_items.run_id = @run_id))
+    AND jobs.created_at <= @after_created_at
+    AND (jobs.created_at < @after_created_at OR jobs.id < @after_id)
 ORDER BY created_at DESC, id DESC
 LIMIT @max;
 

@@ -343,19 +343,21 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 
 const jobList = `-- name: JobList :many
 SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM jobs
-WHERE tenant = ?1
-    AND (status = ?2 OR ?2 = '')
-    AND (pipeline = ?3 OR ?3 = '')
-    AND created_at <= ?4
-    AND (created_at < ?4 OR id < ?5)
+WHERE jobs.tenant = ?1
+    AND (jobs.status = ?2 OR ?2 = '')
+    AND (jobs.pipeline = ?3 OR ?3 = '')
+    AND (?4 = '' OR jobs.id IN (SELECT run_items.job_id FROM run_items WHERE run_items.run_id = ?4))
+    AND jobs.created_at <= ?5
+    AND (jobs.created_at < ?5 OR jobs.id < ?6)
 ORDER BY created_at DESC, id DESC
-LIMIT ?6
+LIMIT ?7
 `
 
 type JobListParams struct {
 	Tenant         string
 	Status         string
 	Pipeline       string
+	RunID          interface{}
 	AfterCreatedAt int64
 	AfterID        string
 	Max            int64
@@ -373,6 +375,7 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 		arg.Tenant,
 		arg.Status,
 		arg.Pipeline,
+		arg.RunID,
 		arg.AfterCreatedAt,
 		arg.AfterID,
 		arg.Max,

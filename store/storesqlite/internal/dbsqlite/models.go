@@ -159,6 +159,74 @@ type Outbox struct {
 	Pipeline  string
 }
 
+type Run struct {
+	ID           string
+	Tenant       string
+	IdemKey      string
+	Fingerprint  string
+	Name         string
+	Pipeline     string
+	ModelProfile string
+	Params       string
+	Labels       string
+	CreatedAt    int64
+	CancelledAt  *int64
+}
+
+type RunItem struct {
+	RunID       string
+	ItemKey     string
+	Tenant      string
+	Fingerprint string
+	JobID       string
+	Outcome     string
+	CreatedAt   int64
+}
+
+type RunOperation struct {
+	Tenant      string
+	Method      string
+	IdemKey     string
+	Fingerprint string
+	RunID       string
+	Result      int64
+	CreatedAt   int64
+}
+
+type Schedule struct {
+	ID             string
+	Tenant         string
+	IdemKey        string
+	Fingerprint    string
+	Name           string
+	Cron           string
+	IntervalMs     int64
+	TimeZone       string
+	Job            string
+	Overlap        string
+	Catchup        string
+	MisfireMs      int64
+	Paused         int64
+	DeletedAt      *int64
+	NextSlotAt     int64
+	LastJobID      *string
+	BufferedSlotAt *int64
+	LeaseOwner     *string
+	LeaseUntil     *int64
+	CreatedAt      int64
+	UpdatedAt      int64
+}
+
+type ScheduleSlot struct {
+	ScheduleID string
+	SlotAt     int64
+	Tenant     string
+	Outcome    string
+	JobID      *string
+	Reason     string
+	DecidedAt  int64
+}
+
 type SentMessage struct {
 	Sink        string
 	ContentHash string

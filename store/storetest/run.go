@@ -1,0 +1,337 @@
+package storetest
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncejob/oncejob/store"
+)
+
+// exerciseRun is the conformance suite of RunStore and of submissions into
+// a run.
+func exerciseRun(t *testing.T, newStore func(t *testing.T) Store) {
+	t.Helper()
+
+	type testBundle struct {
+		store Store
+		ctx   context.Context
+	}
+
+	setup := func(t *testing.T) *testBundle {
+		t.Helper()
+		return &testBundle{store: newStore(t), ctx: t.Context()}
+	}
+
+	newRun := func(t *testing.T, b *testBundle) *store.Run {
+		t.Helper()
+		key := newUUID(t)
+		res, err := b.store.RunCreate(b.ctx, &store.RunCreateParams{
+			ID: newUUID(t), Tenant: "tenant-a", IdempotencyKey: "run-" + key, Fingerprint: "fp-" + key,
+			Name: "nightly", Pipeline: "invoice", Params: []byte(`{"language":"de"}`), Labels: map[string]string{"batch": "7"},
+		})
+		require.NoError(t, err)
+		require.False(t, res.Existing)
+		return res.Run
+	}
+
+	// inRun is a new submission into run.
+	inRun := func(t *testing.T, run *store.Run) *store.JobSubmitParams {
+		t.Helper()
+		p := newSubmitParams(t)
+		p.RunID = run.ID
+		return p
+	}
+
+	submitMany := func(t *testing.T, b *testBundle, jobs ...*store.JobSubmitParams) []store.JobSubmitItem {
+		t.Helper()
+		res, err := b.store.JobSubmitMany(b.ctx, &store.JobSubmitManyParams{Jobs: jobs})
+		require.NoError(t, err)
+		for _, item := range res.Items {
+			require.NoError(t, item.Err)
+		}
+		return res.Items
+	}
+
+	progress := func(t *testing.T, b *testBundle, run *store.Run) store.RunProgress {
+		t.Helper()
+		got, err := b.store.RunGet(b.ctx, &store.RunGetParams{Tenant: run.Tenant, ID: run.ID, RecentSince: time.Now().Add(-time.Hour)})
+		require.NoError(t, err)
+		return got.Progress
+	}
+
+	t.Run("CreateIsIdempotentByKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		params := &store.RunCreateParams{
+			ID: newUUID(t), Tenant: "tenant-a", IdempotencyKey: "run-1", Fingerprint: "fp-1",
+			Name: "nightly", Pipeline: "invoice", ModelProfile: "fast", Params: []byte(`{"a":1}`), Labels: map[string]string{"x": "y"},
+		}
+		first, err := b.store.RunCreate(b.ctx, params)
+		require.NoError(t, err)
+		require.False(t, first.Existing)
+		run := first.Run
+		require.Equal(t, params.ID, run.ID)
+		require.Equal(t, "nightly", run.Name)
+		require.Equal(t, "invoice", run.Pipeline)
+		require.Equal(t, "fast", run.ModelProfile)
+		require.JSONEq(t, `{"a":1}`, string(run.Params))
+		require.Equal(t, map[string]string{"x": "y"}, run.Labels)
+		require.Nil(t, run.CancelledAt)
+		require.Zero(t, run.Progress.Items)
+
+		again := *params
+		again.ID = newUUID(t)
+		second, err := b.store.RunCreate(b.ctx, &again)
+		require.NoError(t, err)
+		require.True(t, second.Existing)
+		require.Equal(t, run.ID, second.Run.ID)
+
+		other := again
+		other.Fingerprint = "fp-2"
+		_, err = b.store.RunCreate(b.ctx, &other)
+		require.ErrorIs(t, err, store.ErrIdempotencyKeyReused)
+
+		elsewhere := again
+		elsewhere.Tenant = "tenant-b"
+		res, err := b.store.RunCreate(b.ctx, &elsewhere)
+		require.NoError(t, err)
+		require.False(t, res.Existing, "keys are scoped by tenant")
+
+		_, err = b.store.RunGet(b.ctx, &store.RunGetParams{Tenant: "tenant-b", ID: run.ID})
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+
+	t.Run("ItemsJoinWithTheirJobAndCountOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		run := newRun(t, b)
+
+		// Work done before the run: a success under another key (its
+		// computation is reused: deduplicated), and a key submitted
+		// outside the run (reused: existing).
+		done := jobIn(t, b.store, store.JobStatusSucceeded)
+		outside := submit(t, b.store, newSubmitParams(t))
+
+		created := []*store.JobSubmitParams{inRun(t, run), inRun(t, run), inRun(t, run)}
+		dedup := inRun(t, run)
+		dedup.DedupKey = done.DedupKey
+		existing := inRun(t, run)
+		existing.IdempotencyKey, existing.Fingerprint = outside.IdempotencyKey, "fp-"+outside.IdempotencyKey[len("key-"):]
+		items := submitMany(t, b, append(slices.Clone(created), dedup, existing)...)
+		for i := range created {
+			require.Equal(t, store.OutcomeCreated, items[i].Outcome)
+		}
+		require.Equal(t, store.OutcomeDeduplicated, items[3].Outcome)
+		require.Equal(t, store.OutcomeExisting, items[4].Outcome)
+		require.Equal(t, outside.ID, items[4].Job.ID)
+
+		p := progress(t, b, run)
+		require.EqualValues(t, 5, p.Items)
+		require.EqualValues(t, 2, p.Reused)
+		require.EqualValues(t, 4, p.ByStatus[store.JobStatusQueued], "three created and the outside job")
+		require.EqualValues(t, 1, p.ByStatus[store.JobStatusSucceeded])
+		require.EqualValues(t, 1, p.Terminal())
+
+		// The same items again (a resumed client): nothing new joins, and
+		// the run's record answers them.
+		keys := []string{created[0].IdempotencyKey, existing.IdempotencyKey, "not-in-run"}
+		found, err := b.store.RunItemGetMany(b.ctx, &store.RunItemGetManyParams{Tenant: run.Tenant, RunID: run.ID, Keys: keys})
+		require.NoError(t, err)
+		require.Len(t, found, 2)
+		byKey := map[string]*store.RunItem{}
+		for _, it := range found {
+			byKey[it.Key] = it
+		}
+		require.Equal(t, store.RunItemCreated, byKey[created[0].IdempotencyKey].Outcome)
+		require.Equal(t, created[0].ID, byKey[created[0].IdempotencyKey].Job.ID)
+		require.Equal(t, created[0].Fingerprint, byKey[created[0].IdempotencyKey].Fingerprint)
+		require.Equal(t, store.RunItemExisting, byKey[existing.IdempotencyKey].Outcome)
+
+		resubmit := *created[0]
+		resubmit.ID = newUUID(t)
+		again := submitMany(t, b, &resubmit)
+		require.Equal(t, store.OutcomeExisting, again[0].Outcome)
+		require.EqualValues(t, 5, progress(t, b, run).Items)
+
+		// Another tenant reads none of it.
+		found, err = b.store.RunItemGetMany(b.ctx, &store.RunItemGetManyParams{Tenant: "tenant-b", RunID: run.ID, Keys: keys})
+		require.NoError(t, err)
+		require.Empty(t, found)
+
+		// A second run of the same keys reuses every item: the jobs are
+		// the first run's.
+		second := newRun(t, b)
+		var same []*store.JobSubmitParams
+		for _, c := range created {
+			p := *c
+			p.ID, p.RunID = newUUID(t), second.ID
+			same = append(same, &p)
+		}
+		for i, item := range submitMany(t, b, same...) {
+			require.Equal(t, store.OutcomeExisting, item.Outcome)
+			require.Equal(t, created[i].ID, item.Job.ID)
+		}
+		p2 := progress(t, b, second)
+		require.EqualValues(t, 3, p2.Items)
+		require.EqualValues(t, 3, p2.Reused)
+
+		// ListJobs by run: the run's jobs, the reused ones too, and only
+		// those.
+		list, err := b.store.JobList(b.ctx, &store.JobListParams{Tenant: run.Tenant, RunID: run.ID})
+		require.NoError(t, err)
+		var want []string
+		for _, it := range items {
+			want = append(want, it.Job.ID)
+		}
+		require.ElementsMatch(t, want, jobIDs(list.Jobs))
+		list, err = b.store.JobList(b.ctx, &store.JobListParams{Tenant: run.Tenant, RunID: second.ID, Status: store.JobStatusQueued, Limit: 2})
+		require.NoError(t, err)
+		require.Len(t, list.Jobs, 2)
+		require.NotNil(t, list.Next)
+	})
+
+	t.Run("ProgressCountsUsageOfComputedItemsAndGrowsItsSeq", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		run := newRun(t, b)
+		sub := inRun(t, run)
+		job := submittedJobIn(t, b.store, sub, store.JobStatusSucceeded)
+		before := progress(t, b, run)
+		require.EqualValues(t, 1, before.Items)
+		require.EqualValues(t, 1, before.FinishedRecently)
+		require.Positive(t, before.Seq)
+
+		// A reused item adds to the seq (it joined) but not to the usage
+		// or the recent finishes.
+		dedup := inRun(t, run)
+		dedup.DedupKey = job.DedupKey
+		submitMany(t, b, dedup)
+		after := progress(t, b, run)
+		require.Greater(t, after.Seq, before.Seq)
+		require.EqualValues(t, 1, after.FinishedRecently)
+		require.EqualValues(t, 1, after.Reused)
+		require.EqualValues(t, 2, after.Terminal())
+
+		got, err := b.store.RunGet(b.ctx, &store.RunGetParams{Tenant: run.Tenant, ID: run.ID, RecentSince: time.Now().Add(time.Hour)})
+		require.NoError(t, err)
+		require.Zero(t, got.Progress.FinishedRecently)
+	})
+
+	t.Run("RetryFailuresReplaysExactlyTheFailedOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		run := newRun(t, b)
+		var failed, others []*store.Job
+		for range 3 {
+			failed = append(failed, submittedJobIn(t, b.store, inRun(t, run), store.JobStatusFailed))
+			failed = append(failed, submittedJobIn(t, b.store, inRun(t, run), store.JobStatusDeadLettered))
+		}
+		for _, st := range []store.JobStatus{store.JobStatusSucceeded, store.JobStatusQueued, store.JobStatusRunning, store.JobStatusCancelled} {
+			others = append(others, submittedJobIn(t, b.store, inRun(t, run), st))
+		}
+		outsider := jobIn(t, b.store, store.JobStatusFailed) // not in the run
+
+		idem := newIdempotency(t, "RetryRunFailures")
+		params := &store.RunRetryFailuresParams{Tenant: run.Tenant, RunID: run.ID, Message: store.RunRetryMessage("provider back"), Idempotency: *idem}
+		res, err := b.store.RunRetryFailures(b.ctx, params)
+		require.NoError(t, err)
+		require.Equal(t, 6, res.Count)
+		require.False(t, res.Replayed)
+		for _, j := range failed {
+			got, err := b.store.JobGetByID(b.ctx, &store.JobGetByIDParams{Tenant: j.Tenant, ID: j.ID})
+			require.NoError(t, err)
+			require.Equal(t, store.JobStatusQueued, got.Status)
+			require.Equal(t, j.Stage, got.Stage, "resumes from its checkpoint")
+			require.Nil(t, got.Error)
+			events := requireConsecutiveEvents(t, b.store, got)
+			require.Equal(t, "replayed by RetryRunFailures: provider back", events[len(events)-1].Message)
+		}
+		for _, j := range append(slices.Clone(others), outsider) {
+			got, err := b.store.JobGetByID(b.ctx, &store.JobGetByIDParams{Tenant: j.Tenant, ID: j.ID})
+			require.NoError(t, err)
+			require.Equal(t, j.Status, got.Status, "untouched")
+			require.Equal(t, j.UpdatedAt, got.UpdatedAt, "untouched")
+		}
+
+		// The key again: the first answer, nothing replayed, even after
+		// the jobs failed again.
+		jobIn(t, b.store, store.JobStatusFailed)
+		again, err := b.store.RunRetryFailures(b.ctx, params)
+		require.NoError(t, err)
+		require.Equal(t, 6, again.Count)
+		require.True(t, again.Replayed)
+		require.EqualValues(t, 7, progress(t, b, run).ByStatus[store.JobStatusQueued], "six replayed, one queued")
+
+		other := newRun(t, b)
+		wrong := *params
+		wrong.RunID = other.ID
+		_, err = b.store.RunRetryFailures(b.ctx, &wrong)
+		require.ErrorIs(t, err, store.ErrIdempotencyKeyReused)
+
+		missing := *params
+		missing.RunID, missing.Idempotency = newUUID(t), *newIdempotency(t, "RetryRunFailures")
+		_, err = b.store.RunRetryFailures(b.ctx, &missing)
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+
+	t.Run("CancelStopsWhatTheRunCreatedOnly", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		run := newRun(t, b)
+		queued := submittedJobIn(t, b.store, inRun(t, run), store.JobStatusQueued)
+		running := submittedJobIn(t, b.store, inRun(t, run), store.JobStatusRunning)
+		done := submittedJobIn(t, b.store, inRun(t, run), store.JobStatusSucceeded)
+		outside := submit(t, b.store, newSubmitParams(t))
+		reuse := inRun(t, run)
+		reuse.IdempotencyKey, reuse.Fingerprint = outside.IdempotencyKey, "fp-"+outside.IdempotencyKey[len("key-"):]
+		require.Equal(t, store.OutcomeExisting, submitMany(t, b, reuse)[0].Outcome)
+
+		res, err := b.store.RunCancel(b.ctx, &store.RunCancelParams{Tenant: run.Tenant, RunID: run.ID, Message: store.RunCancelMessage("")})
+		require.NoError(t, err)
+		require.Equal(t, 2, res.Count)
+		got, err := b.store.RunGet(b.ctx, &store.RunGetParams{Tenant: run.Tenant, ID: run.ID})
+		require.NoError(t, err)
+		require.NotNil(t, got.CancelledAt)
+
+		status := func(j *store.Job) *store.Job {
+			g, err := b.store.JobGetByID(b.ctx, &store.JobGetByIDParams{Tenant: j.Tenant, ID: j.ID})
+			require.NoError(t, err)
+			return g
+		}
+		require.Equal(t, store.JobStatusCancelled, status(queued).Status)
+		require.True(t, status(running).CancelRequested)
+		require.Equal(t, store.JobStatusSucceeded, status(done).Status)
+		require.Equal(t, store.JobStatusQueued, status(outside).Status, "reused work is not the run's to cancel")
+
+		again, err := b.store.RunCancel(b.ctx, &store.RunCancelParams{Tenant: run.Tenant, RunID: run.ID})
+		require.NoError(t, err)
+		require.Zero(t, again.Count)
+		later, err := b.store.RunGet(b.ctx, &store.RunGetParams{Tenant: run.Tenant, ID: run.ID})
+		require.NoError(t, err)
+		require.Equal(t, got.CancelledAt, later.CancelledAt, "the first time stays")
+
+		_, err = b.store.RunCancel(b.ctx, &store.RunCancelParams{Tenant: "tenant-b", RunID: run.ID})
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+
+	t.Run("ListNewestFirstInPages", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		var ids []string
+		for range 3 {
+			ids = append([]string{newRun(t, b).ID}, ids...)
+		}
+		page, err := b.store.RunList(b.ctx, &store.RunListParams{Tenant: "tenant-a", Limit: 2})
+		require.NoError(t, err)
+		require.Len(t, page.Runs, 2)
+		require.NotNil(t, page.Next)
+		rest, err := b.store.RunList(b.ctx, &store.RunListParams{Tenant: "tenant-a", Limit: 2, After: page.Next})
+		require.NoError(t, err)
+		require.Nil(t, rest.Next)
+		require.Equal(t, ids, []string{page.Runs[0].ID, page.Runs[1].ID, rest.Runs[0].ID})
+	})
+}
