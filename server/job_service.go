@@ -111,12 +111,8 @@ func (s *jobService) submitParams(key idempotency.Key, req *oncejobv1.SubmitJobR
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "params: %v", err)
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return nil, status.Error(codes.Internal, "cannot make a job id")
-	}
 	return &store.JobSubmitParams{
-		ID:              id.String(),
+		ID:              newID(),
 		Tenant:          key.Tenant,
 		Method:          key.Method,
 		IdempotencyKey:  key.Value,
@@ -160,7 +156,7 @@ func (s *jobService) ListJobs(ctx context.Context, req *oncejobv1.ListJobsReques
 	if limit == 0 {
 		limit = defaultPageSize
 	}
-	params := &store.JobListParams{Tenant: t, Pipeline: req.GetPipeline(), Limit: limit}
+	params := &store.JobListParams{Tenant: t, Pipeline: req.GetPipeline(), RunID: req.GetRunId(), Limit: limit}
 	if req.GetStatus() != oncejobv1.JobStatus_JOB_STATUS_UNSPECIFIED {
 		params.Status = statusFromProto[req.GetStatus()]
 	}
@@ -189,4 +185,9 @@ func (s *jobService) ListJobs(ctx context.Context, req *oncejobv1.ListJobsReques
 		resp.NextPageToken = encodePageToken(res.Next, req)
 	}
 	return resp, nil
+}
+
+// newID is a new resource id: a UUIDv7, so ids sort by creation.
+func newID() string {
+	return uuid.Must(uuid.NewV7()).String() // fails only if the system's randomness does
 }

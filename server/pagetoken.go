@@ -19,6 +19,7 @@ type pageToken struct {
 	ID              string `json:"id"`
 	Status          int32  `json:"s,omitempty"`
 	Pipeline        string `json:"p,omitempty"`
+	RunID           string `json:"r,omitempty"`
 }
 
 func encodePageToken(c *store.JobCursor, r *oncejobv1.ListJobsRequest) string {
@@ -27,6 +28,7 @@ func encodePageToken(c *store.JobCursor, r *oncejobv1.ListJobsRequest) string {
 		ID:              c.ID,
 		Status:          int32(r.GetStatus()),
 		Pipeline:        r.GetPipeline(),
+		RunID:           r.GetRunId(),
 	})
 	return base64.RawURLEncoding.EncodeToString(b)
 }
@@ -40,7 +42,7 @@ func decodePageToken(s string, r *oncejobv1.ListJobsRequest) (*store.JobCursor, 
 	if err := json.Unmarshal(b, &t); err != nil || t.ID == "" {
 		return nil, errors.New("is not a token this server issued")
 	}
-	if t.Status != int32(r.GetStatus()) || t.Pipeline != r.GetPipeline() {
+	if t.Status != int32(r.GetStatus()) || t.Pipeline != r.GetPipeline() || t.RunID != r.GetRunId() {
 		return nil, errors.New("was issued for other filters; list again from the first page")
 	}
 	return &store.JobCursor{CreatedAt: time.UnixMicro(t.CreatedAtMicros).UTC(), ID: t.ID}, nil

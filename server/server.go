@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
@@ -191,7 +192,7 @@ func New(cfg Config) (*Server, error) {
 			recovery.UnaryServerInterceptor(recoveryOpt),
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFunc), needsAuth),
 			validationInterceptor(svc.validateAll),
-			idempotency.UnaryServerInterceptor(append([]string{oncejobv1.JobService_SubmitJob_FullMethodName}, operatorMethods...)...),
+			idempotency.UnaryServerInterceptor(slices.Concat([]string{oncejobv1.JobService_SubmitJob_FullMethodName}, operatorMethods, runMethods)...),
 			storeTimeoutInterceptor(cfg.StoreTimeout), // a no-op when 0
 		),
 		grpc.StreamInterceptor(streamChain),
@@ -201,6 +202,11 @@ func New(cfg Config) (*Server, error) {
 	// are UNIMPLEMENTED.
 	if ds, ok := cfg.Store.(store.DeliveryStore); ok {
 		oncejobv1.RegisterDeliveryServiceServer(srv, &deliveryService{jobs: svc, store: ds})
+	}
+	// Runs need a store that keeps them; without one they are
+	// UNIMPLEMENTED.
+	if rs, ok := cfg.Store.(store.RunStore); ok {
+		oncejobv1.RegisterRunServiceServer(srv, &runService{jobs: svc, store: rs, now: time.Now})
 	}
 	hs := health.NewServer()
 	hs.SetServingStatus(oncejobv1.JobService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)

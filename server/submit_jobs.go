@@ -41,6 +41,13 @@ const maxSubmitJobsItems = 1000
 // fails another.
 func (s *jobService) SubmitJobs(ctx context.Context, req *oncejobv1.SubmitJobsRequest) (*oncejobv1.SubmitJobsResponse, error) {
 	t, _ := tenant.FromContext(ctx)
+	var run *store.Run
+	if req.GetRunId() != "" {
+		var err error
+		if run, err = s.submitRun(ctx, t, req.GetRunId()); err != nil {
+			return nil, err
+		}
+	}
 	items := req.GetItems()
 	results := make([]*oncejobv1.SubmitJobsResult, len(items))
 	var (
@@ -48,13 +55,25 @@ func (s *jobService) SubmitJobs(ctx context.Context, req *oncejobv1.SubmitJobsRe
 		at     []int // at[j]: the item of params[j]
 	)
 	for i, item := range items {
+		if run != nil {
+			withRunDefaults(item.GetRequest(), run)
+		}
 		p, st := s.submitJobsItem(t, i, item)
 		if st != nil {
 			results[i] = &oncejobv1.SubmitJobsResult{Error: st.Proto()}
 			continue
 		}
+		if run != nil {
+			p.RunID = run.ID
+		}
 		params = append(params, p)
 		at = append(at, i)
+	}
+	if run != nil {
+		var err error
+		if params, at, err = s.answerFromRun(ctx, run, params, at, results); err != nil {
+			return nil, err
+		}
 	}
 	if len(params) > 0 {
 		res, err := s.cfg.Store.JobSubmitMany(ctx, &store.JobSubmitManyParams{Jobs: params})
@@ -108,5 +127,8 @@ func (s *jobService) submitJobsResult(ctx context.Context, i int, item store.Job
 func validateSubmitJobs(r *oncejobv1.SubmitJobsRequest, v *violations) {
 	if n := len(r.GetItems()); n == 0 || n > maxSubmitJobsItems {
 		v.add("items", "must hold 1 to %d items, not %d; split larger batches", maxSubmitJobsItems, n)
+	}
+	if r.GetRunId() != "" {
+		validateJobID(r.GetRunId(), "run_id", v)
 	}
 }

