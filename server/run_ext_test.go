@@ -40,8 +40,8 @@ func TestRunBatchAnswersEachItem(t *testing.T) {
 				Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: fmt.Sprintf("page %d", i)}},
 			}}
 		}
-		items[10].Request.Document = nil                                          // invalid
-		items[20].IdempotencyKey = "item-30"                                        // item 30's key...
+		items[10].Request.Document = nil                                             // invalid
+		items[20].IdempotencyKey = "item-30"                                         // item 30's key...
 		items[30].Request.Document.Content = &oncejobv1.Document_Text{Text: "other"} // ...with another payload
 		resp, err := b.client.SubmitJobs(as(keyAcme, ""), &oncejobv1.SubmitJobsRequest{RunId: run.GetId(), Items: items})
 		require.NoError(t, err)
