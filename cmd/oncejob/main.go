@@ -11,6 +11,8 @@
 //	oncejob hash-key  print the sha256 of an API key for the keys file
 //	oncejob submit|get|list|watch|wait|cancel|replay|resolve|approve
 //	                  client commands, on the Go SDK (clientsdk)
+//	oncejob run submit|status|watch|list|retry-failures|cancel
+//	                  runs of many items
 //
 // Every flag can also be set by an ONCEJOB_* environment variable (the flag
 // name upper-cased, dashes as underscores); a flag given on the command line
@@ -52,6 +54,7 @@ var commands = []command{
 	{"replay", "queue a failed or dead-lettered job again", runReplay},
 	{"resolve", "settle an OUTCOME_UNKNOWN job (--retry or --fail)", runResolve},
 	{"approve", "approve (or --reject) a job awaiting approval", runApprove},
+	{"run", "runs of many items: submit a JSONL file, status, watch, list, retry-failures, cancel", runRun},
 }
 
 func main() {

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/oncejob/oncejob/clientsdk"
+	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+)
+
+// runSubcommands are `oncejob run ...`.
+var runSubcommands = []command{
+	{"submit", "submit a JSONL file of items into a run (the same command again finishes it)", runRunSubmit},
+	{"status", "show a run's progress", runRunStatus},
+	{"watch", "print a run's progress as it changes, until every item is terminal", runRunWatch},
+	{"list", "list runs, newest first", runRunList},
+	{"retry-failures", "replay every FAILED and DEAD_LETTERED job of a run from its checkpoint", runRunRetryFailures},
+	{"cancel", "cancel a run and the jobs it created", runRunCancel},
+}
+
+// runRun dispatches `oncejob run SUBCOMMAND`.
+func runRun(ctx context.Context, args []string) error {
+	return dispatch(ctx, "run", runSubcommands, args)
+}
+
+// dispatch runs the subcommand args[0] of group.
+func dispatch(ctx context.Context, group string, subs []command, args []string) error {
+	if len(args) > 0 {
+		for _, c := range subs {
+			if c.name == args[0] {
+				return c.run(ctx, args[1:])
+			}
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage: oncejob %s <command> [flags]\n\ncommands:\n", group)
+	for _, c := range subs {
+		fmt.Fprintf(&b, "  %-15s %s\n", c.name, c.short)
+	}
+	if len(args) == 0 {
+		return usageError("%s", b.String())
+	}
+	return usageError("unknown command %q\n\n%s", args[0], b.String())
+}
+
+func runRunStatus(ctx context.Context, args []string) error {
+	cmd := newClientCommand("run status", "[flags] RUN_ID", "Shows a run and its progress; --json prints it as JSON.", 30*time.Second)
+	id, c, err := cmd.start(args, "RUN_ID")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	run, err := c.GetRun(ctx, id)
+	if err != nil {
+		return err
+	}
+	printRun(run, cmd.cf.json)
+	return nil
+}
+
+func printRun(run *oncejobv1.Run, asJSON bool) {
+	if asJSON {
+		say(os.Stdout, "%s\n", protoJSON(run))
+		return
+	}
+	p := run.GetProgress()
+	say(os.Stdout, "run %s (%s), %s, pipeline %s, created %s\n", run.GetId(), run.GetName(),
+		strings.TrimPrefix(run.GetState().String(), "RUN_STATE_"), run.GetPipeline(), when(run.GetCreateTime()))
+	say(os.Stdout, "%s\n", progressLine(p, int(p.GetItems())))
+	say(os.Stdout, "items %d: queued %d, running %d, retry-wait %d, awaiting approval %d, outcome unknown %d, succeeded %d, failed %d, dead-lettered %d, cancelled %d\n",
+		p.GetItems(), p.GetQueued(), p.GetRunning(), p.GetRetryWait(), p.GetAwaitingApproval(), p.GetOutcomeUnknown(),
+		p.GetSucceeded(), p.GetFailed(), p.GetDeadLettered(), p.GetCancelled())
+	u := p.GetUsage()
+	say(os.Stdout, "computed %d, reused %d; %d LLM calls, %d prompt + %d completion tokens, cost %d micros\n",
+		p.GetComputed(), p.GetReused(), u.GetLlmCalls(), u.GetPromptTokens(), u.GetCompletionTokens(), u.GetCostMicros())
+}
+
+func runRunWatch(ctx context.Context, args []string) error {
+	cmd := newClientCommand("run watch", "[flags] RUN_ID", "Prints a run's progress as it changes until every item is terminal; --json: one run per line.", 0)
+	after := cmd.fs.Int64("after-seq", 0, "start after this progress seq")
+	id, c, err := cmd.start(args, "RUN_ID")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := cmd.cf.context(ctx)
+	defer cancel()
+	for run, err := range c.WatchRun(ctx, id, *after) {
+		if err != nil {
+			return err
+		}
+		if cmd.cf.json {
+			say(os.Stdout, "%s\n", protoJSON(run))
+			continue
+		}
+		say(os.Stdout, "seq %d: %s\n", run.GetProgress().GetSeq(), progressLine(run.GetProgress(), int(run.GetProgress().GetItems())))
+	}
+	return nil
+}
+
+func runRunList(ctx context.Context, args []string) error {
+	cmd := newClientCommand("run list", "[flags]", "Lists runs, newest first, with their progress.", 30*time.Second)
+	limit := cmd.fs.Int("limit", 20, "at most this many runs (0: all)")
+	_, c, err := cmd.start(args, "")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var runs []*oncejobv1.Run
+	for r, err := range c.ListRuns(ctx) {
+		if err != nil {
+			return err
+		}
+		runs = append(runs, r)
+		if *limit > 0 && len(runs) == *limit {
+			break
+		}
+	}
+	if cmd.cf.json {
+		say(os.Stdout, "[")
+		for i, r := range runs {
+			if i > 0 {
+				say(os.Stdout, ",")
+			}
+			say(os.Stdout, "%s", protoJSON(r))
+		}
+		say(os.Stdout, "]\n")
+		return nil
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	say(tw, "ID\tNAME\tSTATE\tITEMS\tSUCCEEDED\tFAILED\tREUSED\tCREATED\n")
+	for _, r := range runs {
+		p := r.GetProgress()
+		say(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", r.GetId(), r.GetName(), strings.TrimPrefix(r.GetState().String(), "RUN_STATE_"),
+			p.GetItems(), p.GetSucceeded(), p.GetFailed()+p.GetDeadLettered(), p.GetReused(), when(r.GetCreateTime()))
+	}
+	return tw.Flush()
+}
+
+func runRunRetryFailures(ctx context.Context, args []string) error {
+	cmd := newClientCommand("run retry-failures", "[flags] RUN_ID", "Replays every FAILED and DEAD_LETTERED job of a run from its last checkpoint, once per --key.", 30*time.Second)
+	key := cmd.fs.String("key", "", "idempotency key (default: a new one per command); the same key again replays nothing more")
+	reason := cmd.fs.String("reason", "", "why, recorded in each replayed job's event")
+	id, c, err := cmd.start(args, "RUN_ID")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var opts []clientsdk.CallOption
+	if *key != "" {
+		opts = append(opts, clientsdk.WithIdempotencyKey(*key))
+	}
+	resp, err := c.RetryRunFailures(ctx, &oncejobv1.RetryRunFailuresRequest{RunId: id, Reason: *reason}, opts...)
+	if err != nil {
+		return err
+	}
+	if cmd.cf.json {
+		say(os.Stdout, "%s\n", protoJSON(resp))
+		return nil
+	}
+	say(os.Stdout, "replayed %d jobs of run %s\n", resp.GetReplayed(), id)
+	return nil
+}
+
+func runRunCancel(ctx context.Context, args []string) error {
+	cmd := newClientCommand("run cancel", "[flags] RUN_ID", "Cancels a run: it accepts no more items, and the jobs it created that are not terminal are cancelled.", 30*time.Second)
+	reason := cmd.fs.String("reason", "", "why, recorded in each cancelled job's event")
+	id, c, err := cmd.start(args, "RUN_ID")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	resp, err := c.CancelRun(ctx, &oncejobv1.CancelRunRequest{RunId: id, Reason: *reason})
+	if err != nil {
+		return err
+	}
+	if cmd.cf.json {
+		say(os.Stdout, "%s\n", protoJSON(resp))
+		return nil
+	}
+	say(os.Stdout, "run %s cancelled: %d jobs cancelled or asked to stop\n", id, resp.GetCancelled())
+	return nil
+}

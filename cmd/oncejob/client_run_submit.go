@@ -1,0 +1,442 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/oncejob/oncejob/clientsdk"
+	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+)
+
+// maxItemLine bounds one line of an items file.
+const maxItemLine = 16 << 20
+
+// runSubmitSummary is what `run submit` did, printed at the end (and as
+// --json).
+type runSubmitSummary struct {
+	RunID string `json:"run_id"`
+	Lines int    `json:"lines"`
+	// Created: new jobs this invocation made for the run's items.
+	Created int `json:"created"`
+	// AlreadyInRun: items an earlier invocation had submitted.
+	AlreadyInRun int `json:"already_in_run"`
+	// AlreadyDone: items whose job was already terminal when submitted
+	// (done by an earlier invocation, or reused work).
+	AlreadyDone int `json:"already_done"`
+	// Reused: items that joined as no new work (existing or deduplicated).
+	Reused int `json:"reused"`
+	// Invalid: lines that are not an item (bad JSON, no document, ...).
+	Invalid int `json:"invalid"`
+	// Refused: items the server refused (their own errors).
+	Refused int `json:"refused"`
+	// Final is the run's progress at the end; State its state.
+	Final  json.RawMessage `json:"progress,omitempty"`
+	State  string          `json:"state,omitempty"`
+	Errors []string        `json:"errors,omitempty"` // "line N: why"
+	mu     sync.Mutex
+}
+
+func runRunSubmit(ctx context.Context, args []string) error {
+	cmd := newClientCommand("run submit", "[flags] ITEMS.jsonl|-", `Submits the items of a JSONL file (one JSON object per line) into a run, in
+batches. An item holds its document as "text" (or a file, "path"), and
+optionally "media_type", "name", "model_profile", "params" (an object) and
+"labels" (an object of strings); other fields are kept for --id-field.
+
+Each item's key is derived from --id-field's value (a URL is normalised:
+tracking parameters, fragment, host case, default port and query order do
+not count) or, without it, from the whole request (SubmitKey). So the same
+command again - after a kill, a crash, a lost connection - finishes the
+run: items already submitted are answered from the run, only the others
+are new work. A line that is not an item is reported with its number and
+skipped; the exit status is then 1.`, 0)
+	fs := cmd.fs
+	pipeline := fs.String("pipeline", "summarize", "the pipeline of the run's items")
+	runName := fs.String("run", "", "the run's name (required); the same name, pipeline, params and labels are the same run")
+	idField := fs.String("id-field", "", "derive each item's key from this field (a URL is normalised); default: from the whole item")
+	profile := fs.String("model-profile", "", "the model profile of the run's items (default: the pipeline's first)")
+	var params, labels keyValues
+	fs.Var(&params, "param", "a parameter of every item, k=v (repeatable; v is JSON if it parses); an item's own win")
+	fs.Var(&labels, "label", "a label of every item, k=v (repeatable)")
+	batch := fs.Int("batch", clientsdk.MaxBatch, "items per SubmitJobs call (1-1000)")
+	wait := fs.Bool("wait", false, "wait until every item of the run is terminal; exit 3 if any FAILED or was DEAD_LETTERED")
+	path, c, err := cmd.start(args, "ITEMS.jsonl (or -)")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if *runName == "" {
+		return usageError("--run NAME is required")
+	}
+	if *batch < 1 || *batch > clientsdk.MaxBatch {
+		return usageError("--batch must be 1-%d", clientsdk.MaxBatch)
+	}
+	ctx, cancel := cmd.cf.context(ctx)
+	defer cancel()
+
+	defaults, err := runDefaults(*pipeline, *profile, params, labels)
+	if err != nil {
+		return err
+	}
+	runReq := &oncejobv1.CreateRunRequest{Name: *runName, Pipeline: defaults.GetPipeline(), ModelProfile: defaults.GetModelProfile(), Params: defaults.GetParams(), Labels: defaults.GetLabels()}
+	run, err := c.CreateRun(ctx, runReq)
+	if err != nil {
+		return err
+	}
+	in, err := openItems(path)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+
+	sum := &runSubmitSummary{RunID: run.GetId()}
+	show := newRunProgress(os.Stdout, cmd.cf.json)
+	show.header(run)
+	stop := show.poll(ctx, c, run.GetId(), sum)
+	err = submitItems(ctx, c, in, run.GetId(), defaults, *idField, *batch, sum)
+	stop()
+	if err != nil {
+		return err
+	}
+	final := run
+	if *wait {
+		for r, err := range c.WatchRun(ctx, run.GetId(), 0) {
+			if err != nil {
+				return err
+			}
+			final = r
+			show.update(r, sum)
+		}
+	} else if final, err = c.GetRun(ctx, run.GetId()); err != nil {
+		return err
+	}
+	show.done(final, sum)
+	switch p := final.GetProgress(); {
+	case sum.Invalid > 0 || sum.Refused > 0:
+		return &exitCodeError{code: exitError, err: fmt.Errorf("%d lines were not items and %d items were refused (see above)", sum.Invalid, sum.Refused)}
+	case *wait && p.GetFailed()+p.GetDeadLettered() > 0:
+		return &exitCodeError{code: exitFailed, err: fmt.Errorf("%d items FAILED and %d were DEAD_LETTERED; replay them with: oncejob run retry-failures %s", p.GetFailed(), p.GetDeadLettered(), run.GetId())}
+	}
+	return nil
+}
+
+// runDefaults is the request every item starts from.
+func runDefaults(pipeline, profile string, params, labels keyValues) (*oncejobv1.SubmitJobRequest, error) {
+	p, err := params.split(true)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := structpb.NewStruct(p)
+	if err != nil {
+		return nil, usageError("--param: %v", err)
+	}
+	l, err := labels.split(false)
+	if err != nil {
+		return nil, err
+	}
+	ls := map[string]string{}
+	for k, v := range l {
+		ls[k] = v.(string)
+	}
+	return &oncejobv1.SubmitJobRequest{Pipeline: pipeline, ModelProfile: profile, Params: ps, Labels: ls}, nil
+}
+
+func openItems(path string) (io.ReadCloser, error) {
+	if path == "-" {
+		return io.NopCloser(os.Stdin), nil
+	}
+	return os.Open(path) //nolint:gosec // G304: the file named on the command line is the one to read
+}
+
+// submitItems reads the items line by line and submits them in batches.
+func submitItems(ctx context.Context, c *clientsdk.Client, in io.Reader, runID string, defaults *oncejobv1.SubmitJobRequest, idField string, batchSize int, sum *runSubmitSummary) error {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), maxItemLine)
+	var (
+		batch []clientsdk.SubmitItem
+		lines []int
+	)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		results, err := c.SubmitMany(ctx, batch, clientsdk.IntoRun(runID))
+		if err != nil {
+			return err
+		}
+		sum.mu.Lock()
+		defer sum.mu.Unlock()
+		for i, r := range results {
+			switch {
+			case r.Err != nil:
+				sum.Refused++
+				sum.report(lines[i], r.Err)
+			case r.AlreadyInRun:
+				sum.AlreadyInRun++
+			case r.Outcome == oncejobv1.SubmitOutcome_SUBMIT_OUTCOME_CREATED:
+				sum.Created++
+			default:
+				sum.Reused++
+			}
+			if r.Err == nil && terminal(r.Job.GetStatus()) {
+				sum.AlreadyDone++
+			}
+		}
+		batch, lines = batch[:0], lines[:0]
+		return nil
+	}
+	n := 0
+	for sc.Scan() {
+		n++
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		sum.mu.Lock()
+		sum.Lines = n
+		sum.mu.Unlock()
+		item, err := parseItem([]byte(line), defaults, idField)
+		if err != nil {
+			sum.mu.Lock()
+			sum.Invalid++
+			sum.report(n, err)
+			sum.mu.Unlock()
+			continue
+		}
+		batch, lines = append(batch, item), append(lines, n)
+		if len(batch) == batchSize {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("line %d: %w", n+1, err)
+	}
+	return flush()
+}
+
+// report records and prints a line's error at once (stderr), so a long
+// run tells its bad lines as it meets them. Called with sum.mu held.
+func (sum *runSubmitSummary) report(line int, err error) {
+	msg := fmt.Sprintf("line %d: %v", line, err)
+	sum.Errors = append(sum.Errors, msg)
+	fmt.Fprintln(os.Stderr, msg)
+}
+
+// itemLine is one line of an items file.
+type itemLine struct {
+	Text         *string           `json:"text"`
+	Path         string            `json:"path"`
+	MediaType    string            `json:"media_type"`
+	Name         string            `json:"name"`
+	ModelProfile string            `json:"model_profile"`
+	Params       map[string]any    `json:"params"`
+	Labels       map[string]string `json:"labels"`
+}
+
+// parseItem makes the item of one line: its request, on the run's
+// defaults, and its key.
+func parseItem(line []byte, defaults *oncejobv1.SubmitJobRequest, idField string) (clientsdk.SubmitItem, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(line, &raw); err != nil {
+		return clientsdk.SubmitItem{}, fmt.Errorf("not a JSON object: %w", err)
+	}
+	var it itemLine
+	if err := json.Unmarshal(line, &it); err != nil {
+		return clientsdk.SubmitItem{}, fmt.Errorf("not an item: %w", err)
+	}
+	doc := &oncejobv1.Document{MediaType: it.MediaType, Name: it.Name}
+	switch {
+	case it.Text != nil && it.Path != "":
+		return clientsdk.SubmitItem{}, errors.New(`has both "text" and "path"`)
+	case it.Text != nil:
+		doc.Content = &oncejobv1.Document_Text{Text: *it.Text}
+	case it.Path != "":
+		data, err := os.ReadFile(it.Path)
+		if err != nil {
+			return clientsdk.SubmitItem{}, err
+		}
+		doc.Content = &oncejobv1.Document_Data{Data: data}
+		if doc.MediaType == "" {
+			doc.MediaType = mediaTypeOf(it.Path)
+		}
+	default:
+		return clientsdk.SubmitItem{}, errors.New(`has no document: give "text" or "path"`)
+	}
+	if doc.MediaType == "" {
+		doc.MediaType = "text/plain"
+	}
+	req := &oncejobv1.SubmitJobRequest{Pipeline: defaults.GetPipeline(), Document: doc, ModelProfile: defaults.GetModelProfile(), Labels: map[string]string{}}
+	if it.ModelProfile != "" {
+		req.ModelProfile = it.ModelProfile
+	}
+	params := defaults.GetParams().AsMap()
+	for k, v := range it.Params {
+		params[k] = v
+	}
+	var err error
+	if req.Params, err = structpb.NewStruct(params); err != nil {
+		return clientsdk.SubmitItem{}, fmt.Errorf("params: %w", err)
+	}
+	for k, v := range defaults.GetLabels() {
+		req.Labels[k] = v
+	}
+	for k, v := range it.Labels {
+		req.Labels[k] = v
+	}
+	item := clientsdk.SubmitItem{Request: req}
+	if idField != "" {
+		if item.Key, err = itemKey(raw, idField, req); err != nil {
+			return clientsdk.SubmitItem{}, err
+		}
+	}
+	return item, nil
+}
+
+// itemKey is the key of an item named by its id field: WorkID over the
+// pipeline, model profile, params and the id (a URL normalised), so the
+// same id through the same computation is one intent whatever else the
+// line carries.
+func itemKey(raw map[string]json.RawMessage, field string, req *oncejobv1.SubmitJobRequest) (string, error) {
+	v, ok := raw[field]
+	if !ok {
+		return "", fmt.Errorf("has no field %q (--id-field)", field)
+	}
+	var id any
+	if err := json.Unmarshal(v, &id); err != nil {
+		return "", err
+	}
+	if s, ok := id.(string); ok && (strings.HasPrefix(strings.ToLower(s), "http://") || strings.HasPrefix(strings.ToLower(s), "https://")) {
+		u, err := clientsdk.NormalizeURL(s)
+		if err != nil {
+			return "", fmt.Errorf("field %q: %w", field, err)
+		}
+		id = u
+	}
+	return clientsdk.WorkID("oncejob.run.item", 1, map[string]any{
+		"pipeline": req.GetPipeline(), "model_profile": req.GetModelProfile(), "params": req.GetParams().AsMap(), "id": id,
+	})
+}
+
+func terminal(s oncejobv1.JobStatus) bool {
+	switch s {
+	case oncejobv1.JobStatus_JOB_STATUS_SUCCEEDED, oncejobv1.JobStatus_JOB_STATUS_FAILED,
+		oncejobv1.JobStatus_JOB_STATUS_CANCELLED, oncejobv1.JobStatus_JOB_STATUS_DEAD_LETTERED:
+		return true
+	}
+	return false
+}
+
+// runProgress shows a run's progress: one live line on a terminal, a plain
+// line every few seconds otherwise, nothing but the summary with --json.
+type runProgress struct {
+	w     io.Writer
+	json  bool
+	live  bool
+	mu    sync.Mutex
+	last  time.Time
+	start time.Time
+}
+
+func newRunProgress(w io.Writer, asJSON bool) *runProgress {
+	return &runProgress{w: w, json: asJSON, live: !asJSON && isTerminal(w), start: time.Now()}
+}
+
+func (p *runProgress) header(run *oncejobv1.Run) {
+	if !p.json {
+		say(p.w, "run %s (%s)\n", run.GetId(), run.GetName())
+	}
+}
+
+// poll shows the run's progress every second until the returned stop.
+func (p *runProgress) poll(ctx context.Context, c *clientsdk.Client, runID string, sum *runSubmitSummary) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if r, err := c.GetRun(ctx, runID); err == nil {
+				p.update(r, sum)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// update shows a snapshot: at once on a terminal, every 2s otherwise.
+func (p *runProgress) update(r *oncejobv1.Run, sum *runSubmitSummary) {
+	if p.json {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.live && time.Since(p.last) < 2*time.Second {
+		return
+	}
+	p.last = time.Now()
+	sum.mu.Lock()
+	submitted := sum.Created + sum.AlreadyInRun + sum.Reused
+	sum.mu.Unlock()
+	line := progressLine(r.GetProgress(), submitted)
+	if p.live {
+		say(p.w, "\r\033[K%s", line)
+		return
+	}
+	say(p.w, "%s\n", line)
+}
+
+func progressLine(pr *oncejobv1.RunProgress, submitted int) string {
+	items := pr.GetItems()
+	done := pr.GetSucceeded()
+	finished := done + pr.GetFailed() + pr.GetDeadLettered() + pr.GetCancelled()
+	bar := ""
+	if items > 0 {
+		const width = 24
+		n := int(finished * width / items)
+		bar = "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "] "
+	}
+	left := "-"
+	if d := pr.GetEstimatedTimeLeft(); d != nil {
+		left = d.AsDuration().Round(time.Second).String()
+	}
+	return fmt.Sprintf("%ssubmitted %d, done %d/%d, failed %d, reused %d, %.0f/s, left %s",
+		bar, submitted, done, items, pr.GetFailed()+pr.GetDeadLettered(), pr.GetReused(), pr.GetItemsPerSecond(), left)
+}
+
+// done prints the summary.
+func (p *runProgress) done(run *oncejobv1.Run, sum *runSubmitSummary) {
+	pr := run.GetProgress()
+	if p.json {
+		sum.Final = protoJSON(pr)
+		sum.State = strings.TrimPrefix(run.GetState().String(), "RUN_STATE_")
+		b, _ := json.Marshal(sum)
+		say(p.w, "%s\n", b)
+		return
+	}
+	if p.live {
+		say(p.w, "\r\033[K")
+	}
+	say(p.w, "%s\n", progressLine(pr, sum.Created+sum.AlreadyInRun+sum.Reused))
+	say(p.w, "run %s: %d lines; %d new items, %d already in the run (submitted before), %d already done, %d reused; %d invalid lines, %d refused\n",
+		run.GetId(), sum.Lines, sum.Created, sum.AlreadyInRun, sum.AlreadyDone, sum.Reused, sum.Invalid, sum.Refused)
+	say(p.w, "items %d: succeeded %d, failed %d, dead-lettered %d, cancelled %d, pending %d; computed %d, reused %d\n",
+		pr.GetItems(), pr.GetSucceeded(), pr.GetFailed(), pr.GetDeadLettered(), pr.GetCancelled(),
+		pr.GetItems()-pr.GetSucceeded()-pr.GetFailed()-pr.GetDeadLettered()-pr.GetCancelled(), pr.GetComputed(), pr.GetReused())
+}
