@@ -128,6 +128,12 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if err := oncejobgw.RegisterDeliveryServiceHandlerClient(ctx, g.mux, oncejobv1.NewDeliveryServiceClient(cfg.Conn)); err != nil {
 		return nil, err
 	}
+	if err := oncejobgw.RegisterRunServiceHandlerClient(ctx, g.mux, oncejobv1.NewRunServiceClient(cfg.Conn)); err != nil {
+		return nil, err
+	}
+	if err := oncejobgw.RegisterScheduleServiceHandlerClient(ctx, g.mux, oncejobv1.NewScheduleServiceClient(cfg.Conn)); err != nil {
+		return nil, err
+	}
 	// After the generated routes: the mux tries the newest first, and GET
 	// /v1/jobs/{job_id} would otherwise take "<id>:watch" as an id.
 	if err := g.mux.HandlePath(http.MethodGet, "/v1/jobs/{job_id}:watch", g.watchJob); err != nil {
