@@ -30,6 +30,7 @@ type Store interface {
 	store.FactoryStore
 	store.DeliveryStore
 	store.RunStore
+	store.ScheduleStore
 }
 
 // Exercise runs the suite. newStore returns an empty, migrated store that
@@ -601,6 +602,11 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Run("Run", func(t *testing.T) {
 		t.Parallel()
 		exerciseRun(t, newStore)
+	})
+
+	t.Run("Schedule", func(t *testing.T) {
+		t.Parallel()
+		exerciseSchedule(t, newStore)
 	})
 }
 

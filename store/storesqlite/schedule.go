@@ -1,0 +1,296 @@
+package storesqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
+)
+
+var _ store.ScheduleStore = (*Store)(nil)
+
+// ScheduleCreate implements store.ScheduleStore.
+func (s *Store) ScheduleCreate(ctx context.Context, params *store.ScheduleCreateParams) (*store.ScheduleCreateResult, error) {
+	id, ok := canonicalUUID(params.ID)
+	if !ok {
+		return nil, fmt.Errorf("storesqlite: schedule id %q: %w", params.ID, store.ErrInvalidRow)
+	}
+	var (
+		row      dbsqlite.Schedule
+		inserted int64
+	)
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
+		var err error
+		inserted, err = s.q.ScheduleInsert(ctx, tx, dbsqlite.ScheduleInsertParams{
+			ID: id, Tenant: params.Tenant, IdemKey: params.IdempotencyKey, Fingerprint: params.Fingerprint,
+			Name: params.Name, Cron: params.Cron, IntervalMs: params.Interval.Milliseconds(), TimeZone: params.TimeZone,
+			Job: string(params.Job), Overlap: string(params.Overlap), Catchup: string(params.Catchup),
+			MisfireMs: params.Misfire.Milliseconds(), NextSlotAt: params.NextSlotAt.UnixMicro(), Now: now,
+		})
+		if err != nil {
+			return interpretError(err)
+		}
+		row, err = s.q.ScheduleGetByKey(ctx, tx, dbsqlite.ScheduleGetByKeyParams{Tenant: params.Tenant, IdemKey: params.IdempotencyKey})
+		return interpretError(err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	sch := scheduleFromRow(row)
+	if inserted == 0 {
+		return store.ScheduleCreateExisting(params.Fingerprint, sch)
+	}
+	return &store.ScheduleCreateResult{Schedule: sch}, nil
+}
+
+// ScheduleGet implements store.ScheduleStore.
+func (s *Store) ScheduleGet(ctx context.Context, params *store.ScheduleGetParams) (*store.Schedule, error) {
+	id, ok := canonicalUUID(params.ID)
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	row, err := s.q.ScheduleGetByID(ctx, s.read, dbsqlite.ScheduleGetByIDParams{Tenant: params.Tenant, ID: id})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return s.scheduleWithSlots(ctx, row)
+}
+
+// ScheduleList implements store.ScheduleStore.
+func (s *Store) ScheduleList(ctx context.Context, params *store.ScheduleListParams) (*store.ScheduleListResult, error) {
+	limit := params.ScheduleListLimit()
+	args := dbsqlite.ScheduleListParams{Tenant: params.Tenant, AfterCreatedAt: math.MaxInt64, Max: int64(limit) + 1}
+	if params.After != nil {
+		id, ok := canonicalUUID(params.After.ID)
+		if !ok {
+			return nil, fmt.Errorf("storesqlite: cursor id %q is not a uuid", params.After.ID)
+		}
+		args.AfterCreatedAt, args.AfterID = params.After.CreatedAt.UnixMicro(), id
+	}
+	rows, err := s.q.ScheduleList(ctx, s.read, args)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	res := &store.ScheduleListResult{}
+	for i, row := range rows {
+		if i == limit {
+			last := res.Schedules[limit-1]
+			res.Next = &store.JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+			break
+		}
+		sch, err := s.scheduleWithSlots(ctx, row)
+		if err != nil {
+			return nil, err
+		}
+		res.Schedules = append(res.Schedules, sch)
+	}
+	return res, nil
+}
+
+// ScheduleSetPaused implements store.ScheduleStore.
+func (s *Store) ScheduleSetPaused(ctx context.Context, params *store.ScheduleSetPausedParams) (*store.Schedule, error) {
+	id, ok := canonicalUUID(params.ID)
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	var row dbsqlite.Schedule
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
+		var err error
+		row, err = s.q.ScheduleSetPaused(ctx, tx, dbsqlite.ScheduleSetPausedParams{
+			Paused: boolInt(params.Paused), NextSlotAt: params.NextSlotAt.UnixMicro(), Now: now, Tenant: params.Tenant, ID: id,
+		})
+		return interpretError(err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.scheduleWithSlots(ctx, row)
+}
+
+// ScheduleDelete implements store.ScheduleStore.
+func (s *Store) ScheduleDelete(ctx context.Context, params *store.ScheduleGetParams) error {
+	id, ok := canonicalUUID(params.ID)
+	if !ok {
+		return store.ErrNotFound
+	}
+	return s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
+		n, err := s.q.ScheduleDelete(ctx, tx, dbsqlite.ScheduleDeleteParams{Now: &now, Tenant: params.Tenant, ID: id})
+		if err != nil {
+			return interpretError(err)
+		}
+		if n == 0 {
+			return store.ErrNotFound
+		}
+		return nil
+	})
+}
+
+// ScheduleClaim implements store.ScheduleStore.
+func (s *Store) ScheduleClaim(ctx context.Context, params *store.ScheduleClaimParams) ([]*store.Schedule, error) {
+	var rows []dbsqlite.Schedule
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, _ int64) error {
+		until := params.LeaseUntil.UnixMicro()
+		var err error
+		rows, err = s.q.ScheduleClaim(ctx, tx, dbsqlite.ScheduleClaimParams{
+			Owner: &params.Owner, LeaseUntil: &until, Now: params.Now.UnixMicro(), Max: int64(params.ScheduleClaimLimit()),
+		})
+		return interpretError(err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*store.Schedule, len(rows))
+	for i, row := range rows {
+		out[i] = scheduleFromRow(row)
+	}
+	return out, nil
+}
+
+// ScheduleDecide implements store.ScheduleStore: one write of the single
+// writer, so the schedule cannot change under the decision.
+func (s *Store) ScheduleDecide(ctx context.Context, params *store.ScheduleDecideParams) (*store.ScheduleDecideResult, error) {
+	id, ok := canonicalUUID(params.ScheduleID)
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	var res *store.ScheduleDecideResult
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
+		sch, err := s.q.ScheduleLock(ctx, tx, dbsqlite.ScheduleLockParams{ID: id, Owner: &params.Owner})
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.ErrLeaseLost
+		}
+		if err != nil {
+			return interpretError(err)
+		}
+		res, err = s.scheduleDecideTx(ctx, tx, sch, params, now)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (s *Store) scheduleDecideTx(ctx context.Context, tx *writeTx, sch dbsqlite.Schedule, params *store.ScheduleDecideParams, now int64) (*store.ScheduleDecideResult, error) {
+	next := params.Next.UnixMicro()
+	if params.Buffered {
+		next = sch.NextSlotAt
+	}
+	buffered := timePtr(sch.BufferedSlotAt)
+	lastJob := deref(sch.LastJobID)
+	if params.Missed {
+		return s.scheduleRecord(ctx, tx, sch, params.Slot, next, store.SlotDecision{Outcome: store.SlotMissed, Reason: params.MissedReason, Buffered: buffered}, now)
+	}
+	running := false
+	if lastJob != "" {
+		st, err := s.q.JobStatusGet(ctx, tx, lastJob)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, interpretError(err)
+		}
+		running = err == nil && !store.JobStatus(st).Terminal()
+	}
+	d := store.DecideSlot(store.OverlapPolicy(sch.Overlap), lastJob, running, buffered, params.Slot, params.Buffered)
+	if d.Wait {
+		return &store.ScheduleDecideResult{Outcome: store.SlotBuffered, JobID: lastJob}, nil
+	}
+	if d.Outcome != store.SlotFired {
+		return s.scheduleRecord(ctx, tx, sch, params.Slot, next, d, now)
+	}
+	if !params.Buffered {
+		inserted, err := s.scheduleSlotInsert(ctx, tx, sch, params.Slot, d, now)
+		if err != nil || inserted == 0 {
+			return &store.ScheduleDecideResult{}, s.scheduleAdvance(ctx, tx, sch.ID, next, nil, sch.BufferedSlotAt, now, err)
+		}
+	}
+	args, err := jobInsertArgs(params.Job)
+	if err != nil {
+		return nil, err
+	}
+	job, err := s.jobSubmit(ctx, tx, params.Job, args, now)
+	if err != nil {
+		return nil, err
+	}
+	err = interpretError(s.q.ScheduleSlotSettle(ctx, tx, dbsqlite.ScheduleSlotSettleParams{
+		Outcome: string(store.SlotFired), JobID: &job.Job.ID, Now: now, ScheduleID: sch.ID, SlotAt: params.Slot.UnixMicro(),
+	}))
+	if err := s.scheduleAdvance(ctx, tx, sch.ID, next, &job.Job.ID, micros(d.Buffered), now, err); err != nil {
+		return nil, err
+	}
+	return &store.ScheduleDecideResult{Decided: true, Outcome: store.SlotFired, JobID: job.Job.ID}, nil
+}
+
+func (s *Store) scheduleRecord(ctx context.Context, tx *writeTx, sch dbsqlite.Schedule, slot time.Time, next int64, d store.SlotDecision, now int64) (*store.ScheduleDecideResult, error) {
+	inserted, err := s.scheduleSlotInsert(ctx, tx, sch, slot, d, now)
+	buffered := sch.BufferedSlotAt
+	if inserted > 0 {
+		buffered = micros(d.Buffered)
+	}
+	if err := s.scheduleAdvance(ctx, tx, sch.ID, next, nil, buffered, now, err); err != nil {
+		return nil, err
+	}
+	return &store.ScheduleDecideResult{Decided: inserted > 0, Outcome: d.Outcome, JobID: deref(sch.LastJobID), Reason: d.Reason}, nil
+}
+
+func (s *Store) scheduleSlotInsert(ctx context.Context, tx *writeTx, sch dbsqlite.Schedule, slot time.Time, d store.SlotDecision, now int64) (int64, error) {
+	jobID := sch.LastJobID
+	if d.Outcome == store.SlotMissed || d.Outcome == store.SlotFired {
+		jobID = nil
+	}
+	n, err := s.q.ScheduleSlotInsert(ctx, tx, dbsqlite.ScheduleSlotInsertParams{
+		ScheduleID: sch.ID, SlotAt: slot.UnixMicro(), Tenant: sch.Tenant, Outcome: string(d.Outcome), JobID: jobID, Reason: d.Reason, Now: now,
+	})
+	return n, interpretError(err)
+}
+
+func (s *Store) scheduleAdvance(ctx context.Context, tx *writeTx, id string, next int64, lastJob *string, buffered *int64, now int64, err error) error {
+	if err != nil {
+		return err
+	}
+	return interpretError(s.q.ScheduleAdvance(ctx, tx, dbsqlite.ScheduleAdvanceParams{NextSlotAt: next, LastJobID: lastJob, BufferedSlotAt: buffered, Now: now, ID: id}))
+}
+
+func (s *Store) scheduleWithSlots(ctx context.Context, row dbsqlite.Schedule) (*store.Schedule, error) {
+	sch := scheduleFromRow(row)
+	slots, err := s.q.ScheduleSlotList(ctx, s.read, dbsqlite.ScheduleSlotListParams{ScheduleID: row.ID, Max: store.ScheduleRecentSlots})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	for _, sl := range slots {
+		sch.RecentSlots = append(sch.RecentSlots, &store.ScheduleSlot{
+			SlotAt: timeFrom(sl.SlotAt), Outcome: store.SlotOutcome(sl.Outcome), JobID: deref(sl.JobID), Reason: sl.Reason, DecidedAt: timeFrom(sl.DecidedAt),
+		})
+	}
+	return sch, nil
+}
+
+func scheduleFromRow(r dbsqlite.Schedule) *store.Schedule {
+	return &store.Schedule{
+		ID: r.ID, Tenant: r.Tenant, IdempotencyKey: r.IdemKey, Fingerprint: r.Fingerprint, Name: r.Name,
+		Cron: r.Cron, Interval: time.Duration(r.IntervalMs) * time.Millisecond, TimeZone: r.TimeZone, Job: []byte(r.Job),
+		Overlap: store.OverlapPolicy(r.Overlap), Catchup: store.CatchupPolicy(r.Catchup),
+		Misfire: time.Duration(r.MisfireMs) * time.Millisecond, Paused: r.Paused != 0, NextSlotAt: timeFrom(r.NextSlotAt),
+		LastJobID: deref(r.LastJobID), BufferedSlotAt: timePtr(r.BufferedSlotAt), LeaseOwner: deref(r.LeaseOwner),
+		LeaseUntil: timePtr(r.LeaseUntil), CreatedAt: timeFrom(r.CreatedAt),
+	}
+}
+
+func timePtr(micros *int64) *time.Time {
+	if micros == nil {
+		return nil
+	}
+	t := timeFrom(*micros)
+	return &t
+}
+
+func micros(t *time.Time) *int64 {
+	if t == nil {
+		return nil
+	}
+	m := t.UnixMicro()
+	return &m
+}
