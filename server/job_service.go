@@ -10,6 +10,7 @@ import (
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/jobkey"
+	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/server/groupcommit"
 	"github.com/oncejob/oncejob/server/idempotency"
 	"github.com/oncejob/oncejob/server/tenant"
@@ -68,11 +69,22 @@ func (s *jobService) SubmitJob(ctx context.Context, req *oncejobv1.SubmitJobRequ
 	return &oncejobv1.SubmitJobResponse{Job: jobToProto(res.Job), Outcome: outcomeToProto[res.Outcome]}, nil
 }
 
-// submitParams is what the store needs to submit req under key: every key
-// the server computes (dedup key, fingerprint), a new job id, and the
-// document. req must be valid (validateSubmit).
+// submitParams is what the store needs to submit req under key: see
+// SubmitParams.
 func (s *jobService) submitParams(key idempotency.Key, req *oncejobv1.SubmitJobRequest) (*store.JobSubmitParams, error) {
-	p, _ := s.cfg.Pipelines.Get(req.GetPipeline())
+	return SubmitParams(s.cfg.Pipelines, key.Tenant, key.Method, key.Value, req)
+}
+
+// SubmitParams is what the store needs to submit req under the tenant's
+// key in method's scope: every key the server computes (dedup key,
+// fingerprint), a new job id, and the document. req must be valid (as
+// SubmitJob's validation checks); a pipeline the registry lacks is
+// INVALID_ARGUMENT. The scheduler builds a slot's job with it.
+func SubmitParams(pipelines *pipeline.Registry, tenant, method, key string, req *oncejobv1.SubmitJobRequest) (*store.JobSubmitParams, error) {
+	p, ok := pipelines.Get(req.GetPipeline())
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "unknown pipeline %q", req.GetPipeline())
+	}
 	doc := req.GetDocument()
 	data := documentBytes(doc)
 	mediaType, _ := jobkey.NormalizeMediaType(doc.GetMediaType()) // validated
@@ -84,7 +96,7 @@ func (s *jobService) submitParams(key idempotency.Key, req *oncejobv1.SubmitJobR
 		profile = p.DefaultModelProfile()
 	}
 	dedupKey, err := jobkey.DedupKey(jobkey.Computation{
-		Tenant:          key.Tenant,
+		Tenant:          tenant,
 		DocumentSHA256:  docSHA,
 		MediaType:       mediaType,
 		Pipeline:        p.Name,
@@ -113,9 +125,9 @@ func (s *jobService) submitParams(key idempotency.Key, req *oncejobv1.SubmitJobR
 	}
 	return &store.JobSubmitParams{
 		ID:              newID(),
-		Tenant:          key.Tenant,
-		Method:          key.Method,
-		IdempotencyKey:  key.Value,
+		Tenant:          tenant,
+		Method:          method,
+		IdempotencyKey:  key,
 		Fingerprint:     fingerprint,
 		DedupKey:        dedupKey,
 		Pipeline:        p.Name,

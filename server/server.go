@@ -192,7 +192,7 @@ func New(cfg Config) (*Server, error) {
 			recovery.UnaryServerInterceptor(recoveryOpt),
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFunc), needsAuth),
 			validationInterceptor(svc.validateAll),
-			idempotency.UnaryServerInterceptor(slices.Concat([]string{oncejobv1.JobService_SubmitJob_FullMethodName}, operatorMethods, runMethods)...),
+			idempotency.UnaryServerInterceptor(slices.Concat([]string{oncejobv1.JobService_SubmitJob_FullMethodName}, operatorMethods, runMethods, scheduleMethods)...),
 			storeTimeoutInterceptor(cfg.StoreTimeout), // a no-op when 0
 		),
 		grpc.StreamInterceptor(streamChain),
@@ -207,6 +207,9 @@ func New(cfg Config) (*Server, error) {
 	// UNIMPLEMENTED.
 	if rs, ok := cfg.Store.(store.RunStore); ok {
 		oncejobv1.RegisterRunServiceServer(srv, &runService{jobs: svc, store: rs, now: time.Now})
+	}
+	if ss, ok := cfg.Store.(store.ScheduleStore); ok {
+		oncejobv1.RegisterScheduleServiceServer(srv, &scheduleService{jobs: svc, store: ss, now: time.Now})
 	}
 	hs := health.NewServer()
 	hs.SetServingStatus(oncejobv1.JobService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)

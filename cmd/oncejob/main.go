@@ -13,6 +13,8 @@
 //	                  client commands, on the Go SDK (clientsdk)
 //	oncejob run submit|status|watch|list|retry-failures|cancel
 //	                  runs of many items
+//	oncejob schedule create|list|pause|resume|delete
+//	                  jobs submitted on a cron expression or an interval
 //
 // Every flag can also be set by an ONCEJOB_* environment variable (the flag
 // name upper-cased, dashes as underscores); a flag given on the command line
@@ -28,6 +30,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	_ "time/tzdata" // schedules' time zones, whatever the host has installed
 )
 
 type command struct {
@@ -55,6 +58,7 @@ var commands = []command{
 	{"resolve", "settle an OUTCOME_UNKNOWN job (--retry or --fail)", runResolve},
 	{"approve", "approve (or --reject) a job awaiting approval", runApprove},
 	{"run", "runs of many items: submit a JSONL file, status, watch, list, retry-failures, cancel", runRun},
+	{"schedule", "schedules: create, list, pause, resume, delete", runSchedule},
 }
 
 func main() {

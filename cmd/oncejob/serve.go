@@ -32,6 +32,7 @@ func runServe(ctx context.Context, args []string) error {
 	lf := logFlags(fs)
 	cfgPath := configFlag(fs)
 	rel := relayFlags(fs, 1)
+	sched := schedulerFlags(fs)
 	storeTimeout := fs.Duration("store-timeout", server.DefaultStoreTimeout, "longest a unary call waits on the store; then UNAVAILABLE (store unavailable)")
 	httpCfg := httpFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -156,6 +157,15 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	defer waitRelays()
 	defer stopRelays()
+
+	schedCtx, stopSched := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSched()
+	waitSched, err := sched.startScheduler(schedCtx, st, pipelines, logger)
+	if err != nil {
+		return err
+	}
+	defer waitSched()
+	defer stopSched()
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()

@@ -23,6 +23,8 @@ type appStore interface {
 	relay.Store
 	store.Pinger
 	store.ViewStore
+	store.RunStore
+	store.ScheduleStore
 }
 
 var (

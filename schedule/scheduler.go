@@ -1,0 +1,230 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/store"
+)
+
+// maxWalk bounds the slots one decision walks through after downtime;
+// beyond it the schedule jumps to the next slot after now.
+const maxWalk = 100_000
+
+// Config is what a Scheduler needs. Zero fields take the defaults stated.
+type Config struct {
+	// Store keeps the schedules. Required.
+	Store store.ScheduleStore
+	// Build makes the store params of a slot's job under key, as SubmitJob
+	// would (dedup key, fingerprint, pipeline version). Required.
+	Build func(tenant, key string, req *oncejobv1.SubmitJobRequest) (*store.JobSubmitParams, error)
+	// Owner names this scheduler in leases. Default: host, pid and a
+	// random suffix.
+	Owner string
+	// Lease is how long a claim holds a schedule; another scheduler takes
+	// it over after. Default 10s.
+	Lease time.Duration
+	// PollInterval is the wait between claims. Default 250ms; a slot fires
+	// at most this late while its holder lives.
+	PollInterval time.Duration
+	// Logger. Default: slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. Default: time.Now.
+	Now func() time.Time
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Owner == "" {
+		host, _ := os.Hostname()
+		c.Owner = fmt.Sprintf("%s-%d-%x", host, os.Getpid(), rand.Uint32())
+	}
+	if c.Lease <= 0 {
+		c.Lease = 10 * time.Second
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = 250 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Scheduler fires the slots of the schedules it leases.
+type Scheduler struct {
+	cfg Config
+}
+
+// New returns a Scheduler.
+func New(cfg Config) (*Scheduler, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Store == nil || cfg.Build == nil {
+		return nil, errors.New("schedule: Config.Store and Config.Build are required")
+	}
+	return &Scheduler{cfg: cfg}, nil
+}
+
+// Run ticks every PollInterval until ctx ends.
+func (s *Scheduler) Run(ctx context.Context) {
+	for {
+		if err := s.Tick(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.WarnContext(ctx, "schedule: tick failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(s.cfg.PollInterval):
+		}
+	}
+}
+
+// Tick claims the due schedules and decides their slots.
+func (s *Scheduler) Tick(ctx context.Context) error {
+	now := s.cfg.Now()
+	claimed, err := s.cfg.Store.ScheduleClaim(ctx, &store.ScheduleClaimParams{Owner: s.cfg.Owner, Now: now, LeaseUntil: now.Add(s.cfg.Lease)})
+	if err != nil {
+		return err
+	}
+	for _, sch := range claimed {
+		if err := s.decide(ctx, sch, now); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+			s.cfg.Logger.WarnContext(ctx, "schedule: deciding a slot failed", "schedule", sch.ID, "error", err)
+		}
+	}
+	return nil
+}
+
+// SlotKey is the idempotency key of a slot's job: a slot fires at most
+// once, whatever the number of servers and restarts.
+func SlotKey(scheduleID string, slot time.Time) string {
+	return "schedule:" + scheduleID + ":" + slot.UTC().Format(time.RFC3339Nano)
+}
+
+// decide decides every slot of sch due at now, in order: the buffered one,
+// slots missed (later than the misfire threshold) per the catch-up policy,
+// then each slot on time.
+func (s *Scheduler) decide(ctx context.Context, sch *store.Schedule, now time.Time) error {
+	spec, err := ParseSpec(sch.Cron, sch.TimeZone, sch.Interval)
+	if err != nil {
+		return err
+	}
+	if sch.BufferedSlotAt != nil {
+		if err := s.decideOne(ctx, sch, *sch.BufferedSlotAt, time.Time{}, true); err != nil {
+			return err
+		}
+	}
+	var pending []time.Time
+	slot := sch.NextSlotAt
+	for !slot.IsZero() && !slot.After(now) && len(pending) < maxWalk {
+		pending = append(pending, slot)
+		slot = spec.Next(slot)
+	}
+	next := slot
+	if len(pending) == maxWalk && !next.After(now) {
+		next = spec.Next(now) // too far behind to walk: the rest is missed too
+	}
+	var missed, onTime []time.Time
+	for _, p := range pending {
+		if now.Sub(p) > sch.Misfire {
+			missed = append(missed, p)
+		} else {
+			onTime = append(onTime, p)
+		}
+	}
+	after := next
+	if len(onTime) > 0 {
+		after = onTime[0]
+	}
+	if err := s.decideMissed(ctx, sch, missed, after, now); err != nil {
+		return err
+	}
+	for i, p := range onTime {
+		n := next
+		if i+1 < len(onTime) {
+			n = onTime[i+1]
+		}
+		if err := s.decideOne(ctx, sch, p, n, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decideMissed records the missed slots as one row (the latest of them, or
+// with CATCHUP_LATEST and no slot on time, the one before it) and, with
+// CATCHUP_LATEST, fires the latest late.
+func (s *Scheduler) decideMissed(ctx context.Context, sch *store.Schedule, missed []time.Time, after, now time.Time) error {
+	if len(missed) == 0 {
+		return nil
+	}
+	last := missed[len(missed)-1]
+	fireLatest := sch.Catchup == store.CatchupLatest && after.After(now) // no slot on time follows
+	record, recordNext, n := last, after, len(missed)
+	if fireLatest {
+		if n == 1 {
+			return s.decideOne(ctx, sch, last, after, false)
+		}
+		record, recordNext, n = missed[n-2], last, n-1
+	}
+	reason := fmt.Sprintf("missed: %d slot(s) from %s to %s found later than the misfire threshold (%s); catch-up %s",
+		n, missed[0].UTC().Format(time.RFC3339Nano), record.UTC().Format(time.RFC3339Nano), sch.Misfire, sch.Catchup)
+	_, err := s.cfg.Store.ScheduleDecide(ctx, &store.ScheduleDecideParams{
+		ScheduleID: sch.ID, Owner: s.cfg.Owner, Slot: record, Next: recordNext, Missed: true, MissedReason: reason,
+	})
+	if err != nil || !fireLatest {
+		return err
+	}
+	return s.decideOne(ctx, sch, last, after, false)
+}
+
+// decideOne decides slot, with its job ready should it fire.
+func (s *Scheduler) decideOne(ctx context.Context, sch *store.Schedule, slot, next time.Time, buffered bool) error {
+	job, err := s.slotJob(sch, slot)
+	if err != nil {
+		return err
+	}
+	res, err := s.cfg.Store.ScheduleDecide(ctx, &store.ScheduleDecideParams{
+		ScheduleID: sch.ID, Owner: s.cfg.Owner, Slot: slot, Next: next, Buffered: buffered, Job: job,
+	})
+	if err != nil {
+		return err
+	}
+	if res.Decided {
+		s.cfg.Logger.DebugContext(ctx, "schedule: slot decided", "schedule", sch.ID, "slot", slot, "outcome", res.Outcome, "job", res.JobID, "reason", res.Reason)
+	}
+	return nil
+}
+
+// slotJob is the job of one slot: the template, with the slot in its params
+// (each slot is a computation of its own) and labels, under the slot's key.
+func (s *Scheduler) slotJob(sch *store.Schedule, slot time.Time) (*store.JobSubmitParams, error) {
+	var req oncejobv1.SubmitJobRequest
+	if err := protojson.Unmarshal(sch.Job, &req); err != nil {
+		return nil, fmt.Errorf("schedule %s: job template: %w", sch.ID, err)
+	}
+	at := slot.UTC().Format(time.RFC3339Nano)
+	if req.Params == nil {
+		req.Params = &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	}
+	req.Params.Fields["schedule_slot"] = structpb.NewStringValue(at)
+	labels := maps.Clone(req.GetLabels())
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels["oncejob.schedule"], labels["oncejob.slot"] = sch.ID, at
+	req.Labels = labels
+	return s.cfg.Build(sch.Tenant, SlotKey(sch.ID, slot), &req)
+}
