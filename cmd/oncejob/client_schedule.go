@@ -161,9 +161,15 @@ func scheduleIDCommand(name, about string, call func(context.Context, *clientsdk
 
 var (
 	runSchedulePause = scheduleIDCommand("pause", "Stops a schedule firing; pausing a paused schedule changes nothing.",
-		func(ctx context.Context, c *clientsdk.Client, id string) (*oncejobv1.Schedule, error) { return c.PauseSchedule(ctx, id) })
+		func(ctx context.Context, c *clientsdk.Client, id string) (*oncejobv1.Schedule, error) {
+			return c.PauseSchedule(ctx, id)
+		})
 	runScheduleResume = scheduleIDCommand("resume", "Lets a paused schedule fire again, from its next slot.",
-		func(ctx context.Context, c *clientsdk.Client, id string) (*oncejobv1.Schedule, error) { return c.ResumeSchedule(ctx, id) })
+		func(ctx context.Context, c *clientsdk.Client, id string) (*oncejobv1.Schedule, error) {
+			return c.ResumeSchedule(ctx, id)
+		})
 	runScheduleDelete = scheduleIDCommand("delete", "Deletes a schedule; its jobs stay.",
-		func(ctx context.Context, c *clientsdk.Client, id string) (*oncejobv1.Schedule, error) { return nil, c.DeleteSchedule(ctx, id) })
+		func(ctx context.Context, c *clientsdk.Client, id string) (*oncejobv1.Schedule, error) {
+			return nil, c.DeleteSchedule(ctx, id)
+		})
 )
