@@ -196,3 +196,64 @@ func TestReadmeCurlExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeRunAndScheduleExamples runs the README's grpcurl examples of
+// runs and schedules, as written, against the real binary; <run-id> and
+// <schedule-id> stand for the ids the first answers give.
+func TestReadmeRunAndScheduleExamples(t *testing.T) {
+	addr := serveEmbedded(t)
+	ids := map[string]string{}
+	run := func(marker string, want []struct {
+		ok       bool
+		contains []string
+	}, capture map[int]string) {
+		t.Helper()
+		cmds := readmeExamples(t, marker)
+		require.Len(t, cmds, len(want), "README examples changed: update this test")
+		idRE := regexp.MustCompile(`"id": "([0-9a-f-]{36})"`)
+		for i, c := range cmds {
+			c = strings.ReplaceAll(c, "127.0.0.1:7070", addr)
+			for k, v := range ids {
+				c = strings.ReplaceAll(c, k, v)
+			}
+			cmd := exec.Command("bash", "-c", c)
+			cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"))
+			out, err := cmd.CombinedOutput()
+			if want[i].ok {
+				require.NoError(t, err, "example %d:\n%s\n%s", i+1, c, out)
+			} else {
+				require.Error(t, err, "example %d must fail:\n%s\n%s", i+1, c, out)
+			}
+			for _, s := range want[i].contains {
+				require.Contains(t, string(out), s, "example %d:\n%s", i+1, c)
+			}
+			if name, ok := capture[i]; ok {
+				m := idRE.FindStringSubmatch(string(out))
+				require.NotNil(t, m, "example %d gives an id:\n%s", i+1, out)
+				ids[name] = m[1]
+			}
+		}
+	}
+	run("<!-- e2e: run examples -->", []struct {
+		ok       bool
+		contains []string
+	}{
+		{true, []string{`"state": "RUN_STATE_OPEN"`, `"pipeline": "summarize"`}},
+		{true, []string{`"outcome": "SUBMIT_OUTCOME_CREATED"`, `"source": "crawler"`}},
+		{true, []string{`"outcome": "SUBMIT_OUTCOME_EXISTING"`, `"alreadyInRun": true`}},
+		{true, []string{`"complete": true`, `"succeeded": "2"`}},
+		{true, []string{`"items": "2"`, `"succeeded": "2"`, `"computed": "2"`}},
+		{true, []string{`"jobs": [`, `"idempotencyKey": "page-2"`}},
+		{true, []string{`"run": {`}},
+		{true, []string{`"state": "RUN_STATE_CANCELLED"`}},
+	}, map[int]string{0: "<run-id>"})
+	run("<!-- e2e: schedule examples -->", []struct {
+		ok       bool
+		contains []string
+	}{
+		{true, []string{`"cron": "0 3 * * *"`, `"timeZone": "Europe/Paris"`, `"nextSlotTime"`}},
+		{false, []string{`InvalidArgument`, `"field": "cron"`, `above maximum`}},
+		{true, []string{`"schedules": [`, `"name": "nightly report"`}},
+		{true, []string{`"paused": true`}},
+	}, map[int]string{0: "<schedule-id>"})
+}
