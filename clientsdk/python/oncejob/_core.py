@@ -12,8 +12,8 @@ import grpc
 
 from .errors import BudgetSpentError, OncejobError, decode
 from .retry import RetryPolicy, retryable
-from .v1 import job_pb2
-from .workid import submit_key
+from .v1 import job_pb2, run_pb2
+from .workid import submit_key, work_id
 
 DEFAULT_ADDR = "127.0.0.1:7070"
 
@@ -136,3 +136,71 @@ class Reconnects:
 
 
 TERMINAL = {job_pb2.JOB_STATUS_SUCCEEDED, job_pb2.JOB_STATUS_FAILED, job_pb2.JOB_STATUS_CANCELLED, job_pb2.JOB_STATUS_DEAD_LETTERED}
+
+
+MAX_BATCH = 1000
+"""The most items one SubmitJobs call takes; submit_many splits larger lists."""
+
+_CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    """submit_many's answer to one item: job and outcome, or error (typed
+    like a call's). key is the key the item was sent with;
+    already_in_run: the item was in the run before this call."""
+    key: str
+    job: Optional[job_pb2.Job]
+    outcome: int
+    already_in_run: bool
+    error: Optional[OncejobError]
+
+
+class _ItemStatus:
+    """A SubmitJobs item's google.rpc.Status, shaped as a failed call for
+    errors.decode."""
+
+    def __init__(self, status):
+        self._status = status
+
+    def code(self):
+        return _CODES.get(self._status.code, grpc.StatusCode.UNKNOWN)
+
+    def details(self):
+        return self._status.message
+
+    def trailing_metadata(self):
+        return (("grpc-status-details-bin", self._status.SerializeToString()),)
+
+
+def submit_items(items) -> list:
+    """The SubmitJobsItems of submit_many's items (dicts: document,
+    pipeline, media_type, name, params, labels, model_profile, key), each
+    with its key fixed once: the item's, or submit_key of its request."""
+    out = []
+    for it in items:
+        req, key = submit_request(it.get("pipeline", ""), it["document"], it.get("media_type", ""), it.get("name", ""),
+                                  it.get("params"), it.get("labels"), it.get("model_profile", ""), it.get("key"))
+        out.append(job_pb2.SubmitJobsItem(idempotency_key=key, request=req))
+    return out
+
+
+def item_results(batch, resp) -> list:
+    return [ItemResult(item.idempotency_key, r.job if r.HasField("job") else None, r.outcome, r.already_in_run,
+                       decode(_ItemStatus(r.error), item.idempotency_key) if r.HasField("error") else None)
+            for item, r in zip(batch, resp.results)]
+
+
+def run_key(name: str, pipeline: str = "", model_profile: str = "", params: Optional[dict] = None,
+            labels: Optional[dict] = None) -> str:
+    """The key of a CreateRun request: the Go SDK's RunKey, so the same run
+    asked for again with the same name and defaults is the same run."""
+    return work_id("oncejob.run", 1, {"name": name, "pipeline": pipeline, "model_profile": model_profile,
+                                      "params": params or {}, "labels": labels or {}})
+
+
+def create_run_request(name, pipeline, model_profile, params, labels):
+    req = run_pb2.CreateRunRequest(name=name, pipeline=pipeline, model_profile=model_profile, labels=labels or {})
+    if params:
+        req.params.update(params)
+    return req

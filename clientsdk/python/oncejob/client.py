@@ -9,7 +9,7 @@ import grpc
 from . import _core
 from ._core import Budget, Reconnects, SubmitResult
 from .retry import RetryPolicy
-from .v1 import job_pb2, job_pb2_grpc
+from .v1 import job_pb2, job_pb2_grpc, run_pb2, run_pb2_grpc
 
 __all__ = ["Client", "SubmitResult"]
 
@@ -38,6 +38,7 @@ class Client:
             channel = grpc.secure_channel(t, creds, opts) if creds else grpc.insecure_channel(t, opts)
         self._channel = channel
         self._stub = job_pb2_grpc.JobServiceStub(channel)
+        self._runs = run_pb2_grpc.RunServiceStub(channel)
         self._metadata = (("authorization", f"Bearer {api_key}"),) if api_key else ()
         self._timeout = timeout
         self._retry = retry or RetryPolicy()
@@ -109,6 +110,66 @@ class Client:
     def approve(self, job_id: str, *, approve: bool = True, reason: str = "", key: Optional[str] = None) -> job_pb2.Job:
         req = job_pb2.ApproveJobRequest(job_id=job_id, approve=approve, reason=reason)
         return self._unary(self._stub.ApproveJob, req, _core.operator_key(key)).job
+
+    def submit_many(self, items, *, run_id: str = "", batch_size: int = _core.MAX_BATCH,
+                    timeout: Optional[float] = None) -> list:
+        """Submits items (dicts: document, and optionally pipeline,
+        media_type, name, params, labels, model_profile, key) with SubmitJobs,
+        in calls of at most batch_size (<= 1000), into the run run_id if
+        given, and answers each item in order (ItemResult). Every item's key
+        is fixed before the first call (its own, or submit_key of its
+        request), and a failed call is retried with the same keys: a retry,
+        or the program run again, never makes a second job."""
+        batch_size = max(1, min(batch_size, _core.MAX_BATCH))
+        reqs = _core.submit_items(items)
+        out = []
+        for i in range(0, len(reqs), batch_size):
+            batch = reqs[i:i + batch_size]
+            resp = self._unary(self._stub.SubmitJobs, job_pb2.SubmitJobsRequest(items=batch, run_id=run_id), timeout=timeout)
+            out.extend(_core.item_results(batch, resp))
+        return out
+
+    def create_run(self, name: str, *, pipeline: str = "", model_profile: str = "", params: Optional[dict] = None,
+                   labels: Optional[dict] = None, key: Optional[str] = None) -> run_pb2.Run:
+        """Creates a run, or returns the one its key (the caller's, or
+        run_key of the request) created."""
+        req = _core.create_run_request(name, pipeline, model_profile, params, labels)
+        key = key or _core.run_key(name, pipeline, model_profile, params, labels)
+        return self._unary(self._runs.CreateRun, req, key).run
+
+    def get_run(self, run_id: str) -> run_pb2.Run:
+        return self._unary(self._runs.GetRun, run_pb2.GetRunRequest(run_id=run_id)).run
+
+    def list_runs(self) -> Iterator[run_pb2.Run]:
+        req = run_pb2.ListRunsRequest()
+        while True:
+            page = self._unary(self._runs.ListRuns, req)
+            yield from page.runs
+            if not page.next_page_token:
+                return
+            req.page_token = page.next_page_token
+
+    def retry_run_failures(self, run_id: str, *, reason: str = "", key: Optional[str] = None) -> run_pb2.RetryRunFailuresResponse:
+        """Replays every FAILED and DEAD_LETTERED job of the run from its
+        checkpoint; the same key again replays nothing more."""
+        req = run_pb2.RetryRunFailuresRequest(run_id=run_id, reason=reason)
+        return self._unary(self._runs.RetryRunFailures, req, _core.operator_key(key))
+
+    def cancel_run(self, run_id: str, *, reason: str = "") -> run_pb2.CancelRunResponse:
+        return self._unary(self._runs.CancelRun, run_pb2.CancelRunRequest(run_id=run_id, reason=reason))
+
+    def watch_run(self, run_id: str, *, after_seq: int = 0, timeout: Optional[float] = None) -> Iterator[run_pb2.Run]:
+        """Snapshots of the run's progress, each with a larger seq, until
+        every item is terminal; a broken stream resumes after the last seq."""
+        last = after_seq
+
+        def open_stream(t):
+            return self._runs.WatchRun(run_pb2.WatchRunRequest(run_id=run_id, after_seq=last), metadata=self._metadata, timeout=t)
+
+        for resp in self._resuming(open_stream, timeout):
+            if resp.run.progress.seq > last:
+                last = resp.run.progress.seq
+                yield resp.run
 
     # Delivery RPCs (an outbox event's deliveries, retrying a dead delivery)
     # are wrapped here, like the operator calls, once the server has them.

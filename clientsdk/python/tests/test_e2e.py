@@ -165,3 +165,29 @@ def test_random_work_ids_match_go():
     assert len(items) >= 1000
     for item in items:
         assert work_id("random.case", 1, json.loads(item["payload"])) == item["work_id"], item["payload"]
+
+
+def test_submit_many_into_a_run():
+    from oncejob import InvalidRequestError, run_key
+    with Client(os.environ["ONCEJOB_ADDR"]) as c:
+        name = unique("py-run")
+        run = c.create_run(name, pipeline="summarize", labels={"sdk": "python"})
+        assert c.create_run(name, pipeline="summarize", labels={"sdk": "python"}).id == run.id
+        items = [{"document": unique(f"page {i}"), "pipeline": "summarize"} for i in range(5)]
+        items.append({"document": "", "pipeline": "summarize"})  # empty: refused alone
+        first = c.submit_many(items, run_id=run.id, batch_size=2)
+        assert [r.outcome for r in first[:5]] == [job_pb2.SUBMIT_OUTCOME_CREATED] * 5
+        assert isinstance(first[5].error, InvalidRequestError) and first[5].job is None
+        again = c.submit_many(items[:5], run_id=run.id)
+        assert all(r.already_in_run and r.job.id == f.job.id for r, f in zip(again, first))
+        last = None
+        for snapshot in c.watch_run(run.id, timeout=60):
+            assert last is None or snapshot.progress.seq > last.progress.seq
+            last = snapshot
+        assert last.progress.complete and last.progress.succeeded == 5 and last.progress.items == 5
+        got = c.get_run(run.id)
+        assert got.progress.computed == 5 and got.labels["sdk"] == "python"
+        assert c.retry_run_failures(run.id, key="py-retry-" + run.id).replayed == 0
+        assert run.id in {r.id for r in c.list_runs()}
+        assert c.cancel_run(run.id).run.state == 2  # RUN_STATE_CANCELLED
+        assert run_key("nightly", "summarize") == "4a0fb4ae1b214ea8fc5e9eb0a1784ec727fc18d9eef3e4f0ebaadcd8680b040e"
