@@ -380,3 +380,42 @@ sinks:
 	e.screenshot("delivery-retried")
 	require.EqualValues(t, 1, received.Load(), "delivered once")
 }
+
+// The runs page lists a run with its progress; the run's page lists its
+// dead-lettered items, replays one with its button, and the others with
+// Retry failures, until the run is complete.
+func TestConsoleRunsPageReplaysAndRetriesFailures(t *testing.T) {
+	e := startConsole(t, "")
+	e.sim.setFaults(t, `{"unavailable": {}}`) // every call 503: each item's one attempt fails
+	run := e.api("POST", "/v1/runs", map[string]any{"name": "console run", "pipeline": "fragile"})["run"].(map[string]any)["id"].(string)
+	var items []any
+	for i := range 3 {
+		items = append(items, map[string]any{"idempotency_key": fmt.Sprintf("console-run-%d", i), "request": map[string]any{"document": map[string]any{"text": fmt.Sprintf("item %d", i), "name": fmt.Sprintf("item-%d.txt", i)}}})
+	}
+	results := e.api("POST", "/v1/jobs:batchSubmit", map[string]any{"run_id": run, "items": items})["results"].([]any)
+	var ids []string
+	for _, r := range results {
+		id := r.(map[string]any)["job"].(map[string]any)["id"].(string)
+		ids = append(ids, id)
+		e.waitStatus(id, "DEAD_LETTERED")
+	}
+	e.sim.setFaults(t, `{}`) // the provider is back
+
+	row := `#runs-body tr[data-run-id="` + run + `"]`
+	e.do(chromedp.Navigate(e.base+"/#/runs"), chromedp.WaitVisible(css(row)))
+	require.Equal(t, "3", evaluate[string](e, `document.querySelector('`+row+` [data-field="items"]').textContent`))
+	require.Equal(t, "3", evaluate[string](e, `document.querySelector('`+row+` [data-field="failed"]').textContent`))
+	e.screenshot("runs")
+
+	e.do(chromedp.Click(css(row+` a.run-link`)), chromedp.WaitVisible(css(`#failed-body tr[data-job-id="`+ids[0]+`"]`)))
+	e.do(chromedp.Click(css(`#failed-body tr[data-job-id="` + ids[0] + `"] button[data-action="replay"]`)))
+	e.waitStatus(ids[0], "SUCCEEDED")
+	e.do(chromedp.Poll[chromedp.Void](`document.querySelector('#failed-body tr[data-job-id="` + ids[0] + `"] .status.st-SUCCEEDED') !== null`))
+	e.do(chromedp.Click(css(`#retry-failures`)))
+	e.do(chromedp.Poll[chromedp.Void](`document.getElementById('retry-result').textContent === 'replayed 2 jobs'`))
+	e.waitStatus(ids[1], "SUCCEEDED")
+	e.waitStatus(ids[2], "SUCCEEDED")
+	e.do(chromedp.Poll[chromedp.Void](`document.querySelector('#run-facts [data-field="succeeded"]').textContent === '3'`))
+	e.screenshot("run-retried")
+	require.Zero(t, e.dialogs.Load())
+}

@@ -5,6 +5,7 @@ import { forgetApiKey, setApiKey, setUnauthenticatedHandler, apiKey } from './ap
 import { jobsPage } from './jobs.js';
 import { jobPage } from './job.js';
 import { approvalsPage, deadLettersPage, unknownPage } from './queues.js';
+import { runPage, runsPage } from './runs.js';
 
 const main = document.getElementById('main');
 const liveEl = document.getElementById('live');
@@ -32,6 +33,8 @@ function route() {
   const section = parts[0] || 'jobs';
   for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.dataset.nav === section);
   if (section === 'jobs' && parts[1]) dispose = jobPage(main, decodeURIComponent(parts[1]), setLive);
+  else if (section === 'runs' && parts[1]) dispose = runPage(main, decodeURIComponent(parts[1]), setLive);
+  else if (section === 'runs') dispose = runsPage(main, setLive);
   else if (section === 'dead-letters') dispose = deadLettersPage(main, setLive);
   else if (section === 'approvals') dispose = approvalsPage(main, setLive);
   else if (section === 'unknown') dispose = unknownPage(main, setLive);
