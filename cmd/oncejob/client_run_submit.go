@@ -96,7 +96,7 @@ skipped; the exit status is then 1.`, 0)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
+	defer func() { _ = in.Close() }() // read only: nothing to lose
 
 	sum := &runSubmitSummary{RunID: run.GetId()}
 	show := newRunProgress(os.Stdout, cmd.cf.json)

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -23,7 +24,8 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		return out.String(), errOut.String(), ee.ExitCode()
 	}
 	require.NoError(t, err)
