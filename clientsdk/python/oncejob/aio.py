@@ -10,7 +10,7 @@ import grpc.aio
 from . import _core
 from ._core import Budget, Reconnects, SubmitResult
 from .retry import RetryPolicy
-from .v1 import job_pb2, job_pb2_grpc
+from .v1 import job_pb2, job_pb2_grpc, run_pb2, run_pb2_grpc
 
 __all__ = ["AsyncClient"]
 
@@ -31,6 +31,7 @@ class AsyncClient:
             channel = grpc.aio.secure_channel(t, creds, opts) if creds else grpc.aio.insecure_channel(t, opts)
         self._channel = channel
         self._stub = job_pb2_grpc.JobServiceStub(channel)
+        self._runs = run_pb2_grpc.RunServiceStub(channel)
         self._metadata = (("authorization", f"Bearer {api_key}"),) if api_key else ()
         self._timeout = timeout
         self._retry = retry or RetryPolicy()
@@ -94,6 +95,48 @@ class AsyncClient:
     async def approve(self, job_id: str, *, approve: bool = True, reason: str = "", key: Optional[str] = None) -> job_pb2.Job:
         req = job_pb2.ApproveJobRequest(job_id=job_id, approve=approve, reason=reason)
         return (await self._unary(self._stub.ApproveJob, req, _core.operator_key(key))).job
+
+    async def submit_many(self, items, *, run_id: str = "", batch_size: int = _core.MAX_BATCH,
+                          timeout: Optional[float] = None) -> list:
+        """As Client.submit_many."""
+        batch_size = max(1, min(batch_size, _core.MAX_BATCH))
+        reqs = _core.submit_items(items)
+        out = []
+        for i in range(0, len(reqs), batch_size):
+            batch = reqs[i:i + batch_size]
+            resp = await self._unary(self._stub.SubmitJobs, job_pb2.SubmitJobsRequest(items=batch, run_id=run_id), timeout=timeout)
+            out.extend(_core.item_results(batch, resp))
+        return out
+
+    async def create_run(self, name: str, *, pipeline: str = "", model_profile: str = "", params: Optional[dict] = None,
+                         labels: Optional[dict] = None, key: Optional[str] = None) -> run_pb2.Run:
+        """As Client.create_run."""
+        req = _core.create_run_request(name, pipeline, model_profile, params, labels)
+        key = key or _core.run_key(name, pipeline, model_profile, params, labels)
+        return (await self._unary(self._runs.CreateRun, req, key)).run
+
+    async def get_run(self, run_id: str) -> run_pb2.Run:
+        return (await self._unary(self._runs.GetRun, run_pb2.GetRunRequest(run_id=run_id))).run
+
+    async def retry_run_failures(self, run_id: str, *, reason: str = "", key: Optional[str] = None) -> run_pb2.RetryRunFailuresResponse:
+        """As Client.retry_run_failures."""
+        req = run_pb2.RetryRunFailuresRequest(run_id=run_id, reason=reason)
+        return await self._unary(self._runs.RetryRunFailures, req, _core.operator_key(key))
+
+    async def cancel_run(self, run_id: str, *, reason: str = "") -> run_pb2.CancelRunResponse:
+        return await self._unary(self._runs.CancelRun, run_pb2.CancelRunRequest(run_id=run_id, reason=reason))
+
+    async def watch_run(self, run_id: str, *, after_seq: int = 0, timeout: Optional[float] = None) -> AsyncIterator[run_pb2.Run]:
+        """As Client.watch_run."""
+        last = after_seq
+
+        def open_stream(t):
+            return self._runs.WatchRun(run_pb2.WatchRunRequest(run_id=run_id, after_seq=last), metadata=self._metadata, timeout=t)
+
+        async for resp in self._resuming(open_stream, timeout):
+            if resp.run.progress.seq > last:
+                last = resp.run.progress.seq
+                yield resp.run
 
     async def watch(self, job_id: str, *, after_seq: int = 0, timeout: Optional[float] = None) -> AsyncIterator[job_pb2.JobEvent]:
         """As Client.watch."""

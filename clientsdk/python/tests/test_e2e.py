@@ -191,3 +191,16 @@ def test_submit_many_into_a_run():
         assert run.id in {r.id for r in c.list_runs()}
         assert c.cancel_run(run.id).run.state == 2  # RUN_STATE_CANCELLED
         assert run_key("nightly", "summarize") == "4a0fb4ae1b214ea8fc5e9eb0a1784ec727fc18d9eef3e4f0ebaadcd8680b040e"
+
+
+def test_async_submit_many_into_a_run():
+    async def run():
+        async with AsyncClient(os.environ["ONCEJOB_ADDR"]) as c:
+            r = await c.create_run(unique("py-async-run"), pipeline="summarize")
+            results = await c.submit_many([{"document": unique(f"async page {i}")} for i in range(3)], run_id=r.id)
+            snapshots = [s async for s in c.watch_run(r.id, timeout=60)]
+            return r, results, snapshots, await c.get_run(r.id)
+
+    r, results, snapshots, got = asyncio.run(run())
+    assert all(x.outcome == job_pb2.SUBMIT_OUTCOME_CREATED and x.job.pipeline == "summarize" for x in results)
+    assert snapshots[-1].progress.complete and got.progress.succeeded == 3
