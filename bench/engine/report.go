@@ -1,0 +1,164 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+)
+
+// Targets of issue 12 (docs/performance.md, "Engine").
+const (
+	targetLightOverDurable  = 1.5
+	targetLightOverNoop     = 0.1
+	targetRealisticOverLite = 0.4
+	targetStatementsPerJob  = 4
+	targetWALSyncsPerJob    = 2
+	targetWALFraction       = 1.0 / 3
+	targetInflightRatio     = 0.9
+	targetInflightBytes     = 64 << 10
+	targetEmbeddedRate      = 1000
+)
+
+type report struct {
+	c                     config
+	results               []result
+	stats                 []stmtStats
+	costs                 []costSample
+	inflight              *inflightResult
+	loadBefore, loadAfter string
+}
+
+// verdict prints one target line and adds it to missed when not met.
+type verdicts struct {
+	w      io.Writer
+	missed []string
+}
+
+func (v *verdicts) check(name string, got string, met bool, target string) {
+	s := "MET"
+	if !met {
+		s = "NOT MET"
+		v.missed = append(v.missed, name)
+	}
+	fmt.Fprintf(v.w, "  %-44s %-22s target %-16s %s\n", name, got, target, s)
+}
+
+// print writes the tables and the targets; it returns the targets missed.
+func (r *report) print(w io.Writer) []string {
+	c := r.c
+	fmt.Fprintf(w, "\nengine: `oncejob worker` x processes, --workers %d each, --poll-interval %s, pool_max_conns %s; simulator latency %s\n",
+		c.workers, c.pollInterval, poolDesc(c.poolMaxConns), c.simLatency)
+	fmt.Fprintf(w, "River %s: riverpgxv5, FetchCooldown 2ms, FetchPollInterval 20ms, MaxWorkers %d, pgxpool defaults;\n",
+		riverVersion(), c.riverMaxWorkers)
+	fmt.Fprintf(w, "  no-op: Work returns nil; durable: Work inserts a result row and an outbox row and calls JobCompleteTx, one transaction\n\n")
+
+	rate := map[string]float64{} // best rate per system and scenario
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
+	fmt.Fprintln(tw, "scenario\t system\t processes\t jobs\t time\t jobs/s\t")
+	for _, x := range r.results {
+		procs := strconv.Itoa(x.processes)
+		if x.system == sysRiver || x.system == sysRiverDurable {
+			procs = "in-process"
+		}
+		fmt.Fprintf(tw, "%s\t %s\t %s\t %d\t %s\t %.0f\t\n", x.scenario, x.system, procs, x.jobs,
+			x.elapsed.Round(time.Millisecond), x.rate)
+		k := x.system + "/" + x.scenario
+		rate[k] = max(rate[k], x.rate)
+	}
+	tw.Flush()
+
+	if c.statementsReport && len(r.stats) > 0 {
+		fmt.Fprintf(w, "\nthroughput phases, what Postgres counted per engine job (commits of the database, bench polls and autovacuum included; WAL cluster-wide) and CPU:\n\n")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
+		fmt.Fprintln(tw, "scenario\t processes\t commits/job\t rows ins/job\t rows upd/job\t WAL rec/job\t WAL bytes/job\t machine busy\t CPU/job: worker\t postgres\t simulator\t rest of machine\t")
+		for _, s := range r.stats {
+			n := float64(s.jobs)
+			busy := s.cpu.machineBusy / max(s.cpu.machineTotal, 1)
+			// jiffies are 1/100 s on Linux (USER_HZ).
+			machineCPU := time.Duration(s.cpu.machineBusy * float64(10*time.Millisecond))
+			other := machineCPU - s.cpu.workers - s.cpu.postgres - s.cpu.sim
+			per := func(d time.Duration) string { return (d / time.Duration(s.jobs)).Round(10 * time.Microsecond).String() }
+			fmt.Fprintf(tw, "%s\t %d\t %.1f\t %.1f\t %.1f\t %.0f\t %.0f\t %.0f%%\t %s\t %s\t %s\t %s\t\n", s.scenario, s.processes,
+				float64(s.commits)/n, float64(s.rowsIns)/n, float64(s.rowsUpd)/n, float64(s.walRecords)/n, float64(s.walBytes)/n,
+				100*busy, per(s.cpu.workers), per(s.cpu.postgres), per(s.cpu.sim), per(other))
+		}
+		tw.Flush()
+	}
+
+	costs := map[string]perJob{}
+	if len(r.costs) > 0 {
+		bySys := map[string][]costSample{}
+		var order []string
+		for _, s := range r.costs {
+			if _, ok := bySys[s.system]; !ok {
+				order = append(order, s.system)
+			}
+			bySys[s.system] = append(bySys[s.system], s)
+		}
+		fmt.Fprintf(w, "\nper job costs, light job, median of %d phase(s) of %d jobs per system (clients through a counting proxy):\n", c.costRepeats, c.costJobs)
+		fmt.Fprintf(w, "  statements = Query + Execute messages sent (pg_stat_statements is not loaded); round trips = Sync + Query;\n")
+		fmt.Fprintf(w, "  commits = pg_stat_database.xact_commit of the phase's own database (read-only ones too) less the bench's polls;\n")
+		fmt.Fprintf(w, "  rows written = tup_inserted + tup_updated + tup_deleted; WAL = pg_stat_wal and pg_current_wal_lsn(), CLUSTER-WIDE:\n")
+		fmt.Fprintf(w, "  other databases on this server (other engineers' tests) add to them; 'bg' is what the cluster wrote in a quiet\n")
+		fmt.Fprintf(w, "  second before the phase, scaled to the phase's time, per job\n\n")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
+		fmt.Fprintln(tw, "system\t phases\t statements/job\t round trips/job\t commits/job\t rollbacks/job\t rows written/job\t WAL records/job\t WAL bytes/job (LSN)\t (pg_stat_wal)\t WAL writes/job\t WAL flushes/job\t bg bytes/job\t bg flushes/job\t jobs/s via proxy\t")
+		for _, sys := range order {
+			m := medianPerJob(bySys[sys])
+			costs[sys] = m
+			fmt.Fprintf(tw, "%s\t %d\t %.2f\t %.2f\t %.2f\t %.3f\t %.1f\t %.1f\t %.0f\t %.0f\t %.3f\t %.3f\t %.0f\t %.3f\t %.0f\t\n", sys, len(bySys[sys]),
+				m.statements, m.roundTrips, m.commits, m.rollbacks, m.rowsWritten, m.walRecords, m.lsnBytes, m.walBytes,
+				m.walWrites, m.walSyncs, m.bgBytes, m.bgSyncs, m.rate)
+		}
+		tw.Flush()
+	}
+
+	if in := r.inflight; in != nil {
+		fmt.Fprintf(w, "\nin flight: %d light jobs, one worker process, --workers %d, --lease-duration %s, every LLM call %s\n\n",
+			in.jobs, in.workers, c.inflightLease, in.latency)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
+		fmt.Fprintln(tw, "time\t jobs/s\t ideal min(jobs, workers)/latency\t peak RUNNING\t LLM calls in flight: peak\t mean\t RSS idle\t RSS at peak\t VmHWM\t RSS/in-flight job\t Go heap+stacks/in-flight job\t")
+		heap := "n/a"
+		if in.peakHeap > 0 {
+			heap = fmt.Sprintf("%.1f KiB", in.perJobHeap()/1024)
+		}
+		fmt.Fprintf(tw, "%s\t %.0f\t %.0f\t %d\t %d\t %.0f\t %.1f MiB\t %.1f MiB\t %.1f MiB\t %.1f KiB\t %s\t\n",
+			in.elapsed.Round(time.Millisecond), in.rate, in.ideal, in.peakRunning, in.peakSimCalls, in.meanSimCalls,
+			float64(in.idleRSS)/(1<<20), float64(in.rssAtPeak)/(1<<20), float64(in.hwm)/(1<<20), in.perJobRSS()/1024, heap)
+		tw.Flush()
+		fmt.Fprintf(w, "  RSS/in-flight job = (VmRSS at the sample with the most jobs RUNNING - VmRSS of the same worker idle) / that number;\n")
+		fmt.Fprintf(w, "  Go heap = live heap after the run's largest GC plus goroutine stacks (GODEBUG=gctrace=1), less the idle worker's\n")
+	}
+
+	fmt.Fprintf(w, "\ntargets (issue 12):\n")
+	v := &verdicts{w: w}
+	light := rate[sysEngine+"/light"]
+	if light > 0 {
+		if d := rate[sysRiverDurable+"/light"]; d > 0 {
+			v.check("light / River durable", fmt.Sprintf("%.3fx (%.0f / %.0f)", light/d, light, d), light/d >= targetLightOverDurable, fmt.Sprintf(">= %.1fx", targetLightOverDurable))
+		}
+		if n := rate[sysRiver+"/light"]; n > 0 {
+			v.check("light / River no-op", fmt.Sprintf("%.3fx (%.0f / %.0f)", light/n, light, n), light/n >= targetLightOverNoop, fmt.Sprintf(">= %.1fx", targetLightOverNoop))
+		}
+		if re := rate[sysEngine+"/realistic"]; re > 0 {
+			v.check("realistic / light", fmt.Sprintf("%.3fx (%.0f / %.0f)", re/light, re, light), re/light >= targetRealisticOverLite, fmt.Sprintf(">= %.1fx", targetRealisticOverLite))
+		}
+	}
+	if m, ok := costs[sysEngine]; ok {
+		v.check("statements per light job", fmt.Sprintf("%.2f", m.statements), m.statements <= targetStatementsPerJob, fmt.Sprintf("<= %d", targetStatementsPerJob))
+		v.check("WAL flushes per light job (cluster-wide)", fmt.Sprintf("%.2f", m.walSyncs), m.walSyncs <= targetWALSyncsPerJob, fmt.Sprintf("<= %d", targetWALSyncsPerJob))
+		v.check("WAL bytes per light job (cluster-wide)", fmt.Sprintf("%.0f (%.2f of %.0f)", m.lsnBytes, m.lsnBytes/c.walBaseline, c.walBaseline),
+			m.lsnBytes <= c.walBaseline*targetWALFraction, fmt.Sprintf("<= %.0f", c.walBaseline*targetWALFraction))
+	}
+	if in := r.inflight; in != nil {
+		v.check("in-flight throughput / (in-flight / latency)", fmt.Sprintf("%.3f (%.0f / %.0f)", in.rate/in.ideal, in.rate, in.ideal), in.rate/in.ideal >= targetInflightRatio, fmt.Sprintf(">= %.1f", targetInflightRatio))
+		v.check("memory (RSS) per in-flight job", fmt.Sprintf("%.1f KiB", in.perJobRSS()/1024), in.perJobRSS() <= targetInflightBytes, "<= 64 KiB")
+	}
+	if e := rate[sysEmbedded+"/light"]; e > 0 {
+		v.check("embedded light jobs/s", fmt.Sprintf("%.0f", e), e >= targetEmbeddedRate, fmt.Sprintf(">= %d", targetEmbeddedRate))
+	}
+	fmt.Fprintln(w)
+	return v.missed
+}

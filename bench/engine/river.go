@@ -1,0 +1,306 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+)
+
+// benchArgs and benchWorker are riverbench's BenchmarkArgs and
+// BenchmarkWorker: a no-op job.
+type benchArgs struct {
+	Num int `json:"num"`
+}
+
+func (benchArgs) Kind() string { return "benchmark" }
+
+type benchWorker struct {
+	river.WorkerDefaults[benchArgs]
+}
+
+func (w *benchWorker) Work(ctx context.Context, j *river.Job[benchArgs]) error { return nil }
+
+// durableArgs is the River durable peer's job: a document, as the light
+// job's.
+type durableArgs struct {
+	Num      int    `json:"num"`
+	Document string `json:"document"`
+}
+
+func (durableArgs) Kind() string { return "durable" }
+
+// durableSchema is the River durable peer's own tables: the job's result
+// and an outbox row, as oncejob's light job writes its output and its
+// published event's outbox row.
+const durableSchema = `
+CREATE TABLE bench_results (
+	job_id     bigint PRIMARY KEY,
+	output     jsonb NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE bench_outbox (
+	id         bigserial PRIMARY KEY,
+	job_id     bigint NOT NULL,
+	topic      text NOT NULL,
+	payload    jsonb NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now()
+);`
+
+// durableWorker writes the job's result row and an outbox row and
+// completes the job, all in one transaction (river.JobCompleteTx): the
+// effect and the completion commit together, once.
+type durableWorker struct {
+	river.WorkerDefaults[durableArgs]
+	pool *pgxpool.Pool
+}
+
+func (w *durableWorker) Work(ctx context.Context, j *river.Job[durableArgs]) error {
+	out, err := json.Marshal(map[string]any{"summary": "summary of " + j.Args.Document, "chars": len(j.Args.Document)})
+	if err != nil {
+		return err
+	}
+	tx, err := w.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, `INSERT INTO bench_results (job_id, output) VALUES ($1, $2)`, j.ID, out); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO bench_outbox (job_id, topic, payload) VALUES ($1, 'job.succeeded', $2)`, j.ID, out); err != nil {
+		return err
+	}
+	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, j); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+func riverPhaseName(durable bool) string {
+	if durable {
+		return "riverdurable"
+	}
+	return "river"
+}
+
+func riverSystem(durable bool) string {
+	if durable {
+		return sysRiverDurable
+	}
+	return sysRiver
+}
+
+// riverPhase works n River jobs (no-op, or durable) in this process and
+// returns the rate from client.Start to the last completion. With cost, the
+// working client's pool connects through the counting proxy and the
+// database's counters are read around the run.
+func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n int, durable, cost bool) (result, costSample, error) {
+	tag := riverPhaseName(durable) + "-" + name
+	if err := recreateDB(ctx, admin, c.riverDB); err != nil {
+		return result{}, costSample{}, err
+	}
+	dbURL := c.pgURL + "/" + c.riverDB + "?sslmode=disable"
+	// Migrate, insert and settle on a pool of their own, closed before the
+	// measured run.
+	setup, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return result{}, costSample{}, err
+	}
+	defer setup.Close()
+	migrator, err := rivermigrate.New(riverpgxv5.New(setup), nil)
+	if err != nil {
+		return result{}, costSample{}, err
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return result{}, costSample{}, fmt.Errorf("river migrate: %w", err)
+	}
+	if durable {
+		if _, err := setup.Exec(ctx, durableSchema); err != nil {
+			return result{}, costSample{}, err
+		}
+	}
+	inserter, err := river.NewClient(riverpgxv5.New(setup), &river.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return result{}, costSample{}, err
+	}
+	logf("%s: inserting %d jobs (InsertMany, batches of 5,000)", tag, n)
+	for inserted := 0; inserted < n; {
+		batch := make([]river.InsertManyParams, min(5000, n-inserted))
+		for i := range batch {
+			inserted++
+			var args river.JobArgs = benchArgs{Num: inserted}
+			if durable {
+				args = durableArgs{Num: inserted, Document: fmt.Sprintf("%d a one-chunk document for the light pipeline", inserted)}
+			}
+			batch[i] = river.InsertManyParams{Args: args}
+		}
+		if _, err := inserter.InsertMany(ctx, batch); err != nil {
+			return result{}, costSample{}, fmt.Errorf("river insert: %w", err)
+		}
+	}
+	if err := settle(ctx, setup); err != nil {
+		return result{}, costSample{}, err
+	}
+	setup.Close()
+
+	var (
+		proxy  *pgCounter
+		before dbSnap
+		bg     background
+	)
+	workURL := dbURL
+	if cost {
+		if before, bg, err = quietWindow(ctx, dbURL); err != nil {
+			return result{}, costSample{}, err
+		}
+		upstream, err := pgHostPort(c.pgURL)
+		if err != nil {
+			return result{}, costSample{}, err
+		}
+		if proxy, err = startPGCounter(upstream); err != nil {
+			return result{}, costSample{}, err
+		}
+		defer proxy.close()
+		if workURL, err = viaProxy(c.pgURL, proxy.addr(), c.riverDB); err != nil {
+			return result{}, costSample{}, err
+		}
+	}
+	// As the river CLI opens its pool: pgxpool defaults.
+	pool, err := pgxpool.New(ctx, workURL)
+	if err != nil {
+		return result{}, costSample{}, err
+	}
+	defer pool.Close()
+
+	workers := river.NewWorkers()
+	if durable {
+		river.AddWorker(workers, &durableWorker{pool: pool})
+	} else {
+		river.AddWorker(workers, &benchWorker{})
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		// cmd/river/riverbench's settings.
+		FetchCooldown:     2 * time.Millisecond,
+		FetchPollInterval: 20 * time.Millisecond,
+		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: c.riverMaxWorkers}},
+		Workers:           workers,
+	})
+	if err != nil {
+		return result{}, costSample{}, err
+	}
+	events, cancelSub := client.SubscribeConfig(&river.SubscribeConfig{
+		ChanSize: max(n, 1000),
+		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled},
+	})
+	defer cancelSub()
+
+	logf("%s: starting the client, MaxWorkers %d", tag, c.riverMaxWorkers)
+	t0 := time.Now()
+	if err := client.Start(ctx); err != nil {
+		return result{}, costSample{}, err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		_ = client.Stop(stopCtx)
+	}()
+	deadline := time.NewTimer(c.phaseTimeout)
+	defer deadline.Stop()
+	var last time.Time
+	for done := 0; done < n; {
+		select {
+		case <-ctx.Done():
+			return result{}, costSample{}, ctx.Err()
+		case <-deadline.C:
+			return result{}, costSample{}, fmt.Errorf("%d of %d completed after %s", done, n, c.phaseTimeout)
+		case ev := <-events:
+			if ev == nil {
+				return result{}, costSample{}, errors.New("river subscription closed")
+			}
+			if ev.Kind != river.EventKindJobCompleted {
+				return result{}, costSample{}, fmt.Errorf("river job %d: %s", ev.Job.ID, ev.Kind)
+			}
+			last = time.Now()
+			done++
+		}
+	}
+	elapsed := last.Sub(t0)
+	stopCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	err = client.Stop(stopCtx)
+	cancel()
+	if err != nil {
+		return result{}, costSample{}, fmt.Errorf("river stop: %w", err)
+	}
+	pool.Close()
+	var counts protoCounts
+	if proxy != nil {
+		counts = proxy.counts()
+	}
+
+	// Checked on a connection of its own, after the counters (cost).
+	var after dbSnap
+	if cost {
+		time.Sleep(1100 * time.Millisecond) // the closed backends report
+		if after, err = takeSnap(ctx, dbURL); err != nil {
+			return result{}, costSample{}, err
+		}
+	}
+	check, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return result{}, costSample{}, err
+	}
+	defer check.Close(context.WithoutCancel(ctx))
+	var completed, results, outbox int
+	if err := check.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'completed'`).Scan(&completed); err != nil {
+		return result{}, costSample{}, err
+	}
+	if completed != n {
+		return result{}, costSample{}, fmt.Errorf("river: %d jobs completed in the table, want %d", completed, n)
+	}
+	if durable {
+		if err := check.QueryRow(ctx, `SELECT (SELECT count(DISTINCT job_id) FROM bench_results), (SELECT count(DISTINCT job_id) FROM bench_outbox)`).Scan(&results, &outbox); err != nil {
+			return result{}, costSample{}, err
+		}
+		if results != n || outbox != n {
+			return result{}, costSample{}, fmt.Errorf("river durable: %d result rows and %d outbox rows, want %d each", results, outbox, n)
+		}
+	}
+	sys := riverSystem(durable)
+	r := result{scenario: "light", system: sys, processes: 1, jobs: n, elapsed: elapsed, rate: float64(n) / elapsed.Seconds()}
+	if name == "steady" {
+		r.scenario = "steady"
+	}
+	logf("%s: %d jobs in %s: %.0f jobs/s", tag, n, elapsed.Round(time.Millisecond), r.rate)
+	var s costSample
+	if cost {
+		// The bench's own transaction on the database: the "before" reading.
+		s = costBetween(sys, n, elapsed, counts, before, after, 1, bg)
+		pj := s.perJob()
+		logf("%s: %.2f statements, %.2f commits, %.3f WAL syncs, %.0f WAL bytes per job (background %.0f B/s)",
+			tag, pj.statements, pj.commits, pj.walSyncs, pj.lsnBytes, bg.lsnPerSec)
+	}
+	return r, s, nil
+}
+
+func riverVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/riverqueue/river" {
+				return d.Version
+			}
+		}
+	}
+	return ""
+}
