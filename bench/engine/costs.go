@@ -6,9 +6,11 @@ import (
 	"net"
 	"net/url"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Per job costs.
@@ -41,6 +43,8 @@ type dbSnap struct {
 	walRecords, walFPI, walBytes               int64
 	walWrite, walSync, lsn                     int64
 	otherActive                                int64 // active client backends in other databases
+	lsnText                                    string
+	dbOID                                      uint32
 }
 
 func takeSnap(ctx context.Context, dbURL string) (dbSnap, error) {
@@ -52,12 +56,12 @@ func takeSnap(ctx context.Context, dbURL string) (dbSnap, error) {
 	s := dbSnap{at: time.Now()}
 	err = conn.QueryRow(ctx, `SELECT d.xact_commit, d.xact_rollback, d.tup_inserted, d.tup_updated, d.tup_deleted,
 			w.wal_records, w.wal_fpi, w.wal_bytes::bigint, w.wal_write, w.wal_sync,
-			pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint,
+			pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, pg_current_wal_lsn()::text, d.datid,
 			(SELECT count(*) FROM pg_stat_activity a WHERE a.state = 'active' AND a.backend_type = 'client backend'
 				AND a.datname IS DISTINCT FROM current_database() AND a.pid <> pg_backend_pid())
 		FROM pg_stat_database d, pg_stat_wal w WHERE d.datname = current_database()`).
 		Scan(&s.commits, &s.rollbacks, &s.tupIns, &s.tupUpd, &s.tupDel,
-			&s.walRecords, &s.walFPI, &s.walBytes, &s.walWrite, &s.walSync, &s.lsn, &s.otherActive)
+			&s.walRecords, &s.walFPI, &s.walBytes, &s.walWrite, &s.walSync, &s.lsn, &s.lsnText, &s.dbOID, &s.otherActive)
 	return s, err
 }
 
@@ -103,6 +107,7 @@ type costSample struct {
 	walRecords, walFPI, walBytes               int64
 	walWrite, walSync, lsnBytes                int64
 	bg                                         background
+	db                                         dbWAL // this database's share of the WAL
 }
 
 // costBetween is the sample of a phase between before and after, less
@@ -128,6 +133,7 @@ func costBetween(system string, jobs int, elapsed time.Duration, proto protoCoun
 type perJob struct {
 	statements, roundTrips, commits, rollbacks, rowsWritten float64
 	walRecords, walBytes, lsnBytes, walWrites, walSyncs     float64
+	dbRecords, dbBytes, dbFPIBytes, dbWriteCommits          float64 // this database's WAL (pg_walinspect); -1: not read
 	bgBytes, bgSyncs                                        float64 // the background rate over the phase's time, per job
 	rate                                                    float64 // jobs/s through the proxy (reference)
 }
@@ -135,21 +141,32 @@ type perJob struct {
 func (s costSample) perJob() perJob {
 	n := float64(s.jobs)
 	sec := s.elapsed.Seconds()
-	return perJob{
-		statements:  float64(s.proto.statements()) / n,
-		roundTrips:  float64(s.proto.roundTrips()) / n,
-		commits:     float64(s.commits) / n,
-		rollbacks:   float64(s.rollbacks) / n,
-		rowsWritten: float64(s.tupIns+s.tupUpd+s.tupDel) / n,
-		walRecords:  float64(s.walRecords) / n,
-		walBytes:    float64(s.walBytes) / n,
-		lsnBytes:    float64(s.lsnBytes) / n,
-		walWrites:   float64(s.walWrite) / n,
-		walSyncs:    float64(s.walSync) / n,
-		bgBytes:     s.bg.lsnPerSec * sec / n,
-		bgSyncs:     s.bg.syncPerSec * sec / n,
-		rate:        n / sec,
+	pj := perJob{
+		statements:     float64(s.proto.statements()) / n,
+		roundTrips:     float64(s.proto.roundTrips()) / n,
+		commits:        float64(s.commits) / n,
+		rollbacks:      float64(s.rollbacks) / n,
+		rowsWritten:    float64(s.tupIns+s.tupUpd+s.tupDel) / n,
+		walRecords:     float64(s.walRecords) / n,
+		walBytes:       float64(s.walBytes) / n,
+		lsnBytes:       float64(s.lsnBytes) / n,
+		walWrites:      float64(s.walWrite) / n,
+		walSyncs:       float64(s.walSync) / n,
+		dbRecords:      -1,
+		dbBytes:        -1,
+		dbFPIBytes:     -1,
+		dbWriteCommits: -1,
+		bgBytes:        s.bg.lsnPerSec * sec / n,
+		bgSyncs:        s.bg.syncPerSec * sec / n,
+		rate:           n / sec,
 	}
+	if s.db.ok {
+		pj.dbRecords = float64(s.db.records) / n
+		pj.dbBytes = float64(s.db.bytes) / n
+		pj.dbFPIBytes = float64(s.db.fpiBytes) / n
+		pj.dbWriteCommits = float64(s.db.writeCommits) / n
+	}
+	return pj
 }
 
 // medianPerJob is the per-field median of the samples of one system.
@@ -166,19 +183,23 @@ func medianPerJob(samples []costSample) perJob {
 		return median(v)
 	}
 	return perJob{
-		statements:  m(func(r perJob) float64 { return r.statements }),
-		roundTrips:  m(func(r perJob) float64 { return r.roundTrips }),
-		commits:     m(func(r perJob) float64 { return r.commits }),
-		rollbacks:   m(func(r perJob) float64 { return r.rollbacks }),
-		rowsWritten: m(func(r perJob) float64 { return r.rowsWritten }),
-		walRecords:  m(func(r perJob) float64 { return r.walRecords }),
-		walBytes:    m(func(r perJob) float64 { return r.walBytes }),
-		lsnBytes:    m(func(r perJob) float64 { return r.lsnBytes }),
-		walWrites:   m(func(r perJob) float64 { return r.walWrites }),
-		walSyncs:    m(func(r perJob) float64 { return r.walSyncs }),
-		bgBytes:     m(func(r perJob) float64 { return r.bgBytes }),
-		bgSyncs:     m(func(r perJob) float64 { return r.bgSyncs }),
-		rate:        m(func(r perJob) float64 { return r.rate }),
+		statements:     m(func(r perJob) float64 { return r.statements }),
+		roundTrips:     m(func(r perJob) float64 { return r.roundTrips }),
+		commits:        m(func(r perJob) float64 { return r.commits }),
+		rollbacks:      m(func(r perJob) float64 { return r.rollbacks }),
+		rowsWritten:    m(func(r perJob) float64 { return r.rowsWritten }),
+		walRecords:     m(func(r perJob) float64 { return r.walRecords }),
+		walBytes:       m(func(r perJob) float64 { return r.walBytes }),
+		lsnBytes:       m(func(r perJob) float64 { return r.lsnBytes }),
+		walWrites:      m(func(r perJob) float64 { return r.walWrites }),
+		walSyncs:       m(func(r perJob) float64 { return r.walSyncs }),
+		dbRecords:      m(func(r perJob) float64 { return r.dbRecords }),
+		dbBytes:        m(func(r perJob) float64 { return r.dbBytes }),
+		dbFPIBytes:     m(func(r perJob) float64 { return r.dbFPIBytes }),
+		dbWriteCommits: m(func(r perJob) float64 { return r.dbWriteCommits }),
+		bgBytes:        m(func(r perJob) float64 { return r.bgBytes }),
+		bgSyncs:        m(func(r perJob) float64 { return r.bgSyncs }),
+		rate:           m(func(r perJob) float64 { return r.rate }),
 	}
 }
 
@@ -235,6 +256,7 @@ func (e *engineBench) costPhase(ctx context.Context, i int) (costSample, error) 
 		return costSample{}, err
 	}
 	callsBefore := p.callsBefore
+	inspect := enableWALInspect(ctx, p.pool)
 	p.pool.Close() // its backends exit and report their statistics
 	dbURL := c.pgURL + "/" + c.db + "?sslmode=disable"
 	upstream, err := pgHostPort(c.pgURL)
@@ -277,8 +299,66 @@ func (e *engineBench) costPhase(ctx context.Context, i int) (costSample, error) 
 	}
 	// The bench's own transactions: its polls, and the "before" reading.
 	s := costBetween(sysEngine, sc.jobs, elapsed, counts, before, after, int64(polls)+1, bg)
+	if inspect {
+		s.db = readDBWAL(ctx, dbURL, before, after)
+	}
 	pj := s.perJob()
-	logf("%s: %.1f statements, %.1f commits, %.2f WAL syncs, %.0f WAL bytes per job (background %.0f B/s)",
-		tag, pj.statements, pj.commits, pj.walSyncs, pj.lsnBytes, bg.lsnPerSec)
+	logf("%s: %.1f statements, %.1f commits, %.2f WAL syncs (cluster), %.0f WAL bytes (this database) per job",
+		tag, pj.statements, pj.commits, pj.walSyncs, pj.dbBytes)
 	return s, nil
+}
+
+// dbWAL is one database's share of a range of WAL, read with pg_walinspect
+// (PostgreSQL 15 contrib): the records whose block references name the
+// database (rel <tablespace>/<database oid>/<relation>), and the
+// records, commits included, of the transactions that wrote them. Records
+// of the cluster (checkpoints, running transactions) and of other
+// databases are left out, so other engineers' work on the same server does
+// not count. writeCommits is the number of those transactions' commit
+// records: each one, with synchronous_commit on, waited for a WAL flush
+// (its own, or one that covered several commits).
+type dbWAL struct {
+	ok                                     bool
+	records, bytes, fpiBytes, writeCommits int64
+}
+
+// walInspectSQL reads the WAL between two LSNs for the database oid $3.
+const walInspectSQL = `WITH r AS (
+	SELECT xid::text AS xid, record_length, fpi_length, resource_manager, record_type,
+		coalesce(block_ref, '') ~ ('rel [0-9]+/' || $3::text || '/') AS ours
+	FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn)
+), x AS (
+	SELECT DISTINCT xid FROM r WHERE ours AND xid <> '0'
+)
+SELECT count(*), coalesce(sum(record_length), 0), coalesce(sum(fpi_length), 0),
+	count(*) FILTER (WHERE resource_manager = 'Transaction' AND record_type LIKE 'COMMIT%')
+FROM r WHERE ours OR (xid <> '0' AND xid IN (SELECT xid FROM x))`
+
+// enableWALInspect creates pg_walinspect in the phase's database; false if
+// the server does not have it (the per-database WAL columns are then n/a).
+func enableWALInspect(ctx context.Context, q interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}) bool {
+	_, err := q.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_walinspect`)
+	if err != nil {
+		logf("pg_walinspect: %v (per-database WAL not measured)", err)
+	}
+	return err == nil
+}
+
+// readDBWAL is the database's share of the WAL from before to after.
+func readDBWAL(ctx context.Context, dbURL string, before, after dbSnap) dbWAL {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return dbWAL{}
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var w dbWAL
+	if err := conn.QueryRow(ctx, walInspectSQL, before.lsnText, after.lsnText, strconv.FormatUint(uint64(before.dbOID), 10)).
+		Scan(&w.records, &w.bytes, &w.fpiBytes, &w.writeCommits); err != nil {
+		logf("pg_walinspect: %v (per-database WAL not measured)", err)
+		return dbWAL{}
+	}
+	w.ok = true
+	return w
 }

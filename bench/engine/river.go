@@ -149,6 +149,7 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 			return result{}, costSample{}, fmt.Errorf("river insert: %w", err)
 		}
 	}
+	inspect := cost && enableWALInspect(ctx, setup)
 	if err := settle(ctx, setup); err != nil {
 		return result{}, costSample{}, err
 	}
@@ -287,9 +288,12 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 	if cost {
 		// The bench's own transaction on the database: the "before" reading.
 		s = costBetween(sys, n, elapsed, counts, before, after, 1, bg)
+		if inspect {
+			s.db = readDBWAL(ctx, dbURL, before, after)
+		}
 		pj := s.perJob()
-		logf("%s: %.2f statements, %.2f commits, %.3f WAL syncs, %.0f WAL bytes per job (background %.0f B/s)",
-			tag, pj.statements, pj.commits, pj.walSyncs, pj.lsnBytes, bg.lsnPerSec)
+		logf("%s: %.2f statements, %.2f commits, %.3f WAL syncs (cluster), %.0f WAL bytes (this database) per job",
+			tag, pj.statements, pj.commits, pj.walSyncs, pj.dbBytes)
 	}
 	return r, s, nil
 }
