@@ -210,8 +210,8 @@ type workerRun struct {
 	env     []string      // added to each process's environment
 	total   int           // succeeded jobs that end the run
 	// poll, if set, is called after every poll of the database with the
-	// worker processes and the number of jobs running.
-	poll func(workers []*proc, running int)
+	// worker processes and the numbers of jobs running and queued.
+	poll func(workers []*proc, running, queued int)
 }
 
 // querier is a *pgxpool.Pool or a *pgx.Conn.
@@ -265,20 +265,21 @@ func (e *engineBench) runWorkers(ctx context.Context, q querier, wr workerRun) (
 	for {
 		// Index-only scans of jobs_tenant_status_created_idx: the poll
 		// costs the database little while the workers run.
-		var done, bad, running int
+		var done, bad, running, queued int
 		queries++
 		if err := q.QueryRow(ctx, `SELECT
 			(SELECT count(*) FROM jobs WHERE tenant = 'default' AND status = 'succeeded'),
 			(SELECT count(*) FROM jobs WHERE tenant = 'default'
 				AND status IN ('failed', 'dead_lettered', 'cancelled', 'outcome_unknown', 'awaiting_approval')),
-			(SELECT count(*) FROM jobs WHERE tenant = 'default' AND status = 'running')`).Scan(&done, &bad, &running); err != nil {
+			(SELECT count(*) FROM jobs WHERE tenant = 'default' AND status = 'running'),
+			(SELECT count(*) FROM jobs WHERE tenant = 'default' AND status = 'queued')`).Scan(&done, &bad, &running, &queued); err != nil {
 			return 0, queries, err
 		}
 		if bad > 0 {
 			return 0, queries, fmt.Errorf("%d jobs ended other than succeeded (see the worker logs with -keep)", bad)
 		}
 		if wr.poll != nil {
-			wr.poll(workers, running)
+			wr.poll(workers, running, queued)
 		}
 		if done == wr.total {
 			break

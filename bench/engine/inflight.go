@@ -22,17 +22,20 @@ type inflightResult struct {
 	jobs, workers int
 	latency       time.Duration
 	elapsed       time.Duration
-	rate          float64
-	ideal         float64 // min(jobs, workers) / latency: every slot busy with a call
-	peakRunning   int     // jobs RUNNING in the database (claimed by the worker), highest sample
-	peakSimCalls  int64   // calls the simulator held at once, highest sample
-	meanSimCalls  float64 // calls the simulator held, mean over the samples
-	idleRSS       int64   // bytes, the same worker on an empty queue
-	rssAtPeak     int64   // bytes, the sample at peakRunning
-	hwm           int64   // bytes, VmHWM at the end
-	idleHeap      float64 // MB live heap after the idle worker's last GC (gctrace); -1: no GC ran
-	peakHeap      float64 // MB, highest live heap after a GC during the run
-	peakStacks    float64 // MB of goroutine stacks at that GC
+	rate          float64       // jobs / elapsed
+	ideal         float64       // workers / latency: every slot busy with a call
+	meanRunning   float64       // jobs RUNNING, mean of the polls (every 50 ms)
+	claimed       time.Duration // meanRunning / rate: the time a job spends claimed (Little's law)
+	littleRatio   float64       // latency / claimed: 1 when the engine adds nothing to the LLM's wait
+	peakRunning   int           // jobs RUNNING in the database (claimed by the worker), highest sample
+	peakSimCalls  int64         // calls the simulator held at once, highest sample
+	meanSimCalls  float64       // calls the simulator held, mean over the samples
+	idleRSS       int64         // bytes, the same worker on an empty queue
+	rssAtPeak     int64         // bytes, the sample at peakRunning
+	hwm           int64         // bytes, VmHWM at the end
+	idleHeap      float64       // MB live heap after the idle worker's last GC (gctrace); -1: no GC ran
+	peakHeap      float64       // MB, highest live heap after a GC during the run
+	peakStacks    float64       // MB of goroutine stacks at that GC
 }
 
 // perJobRSS is (RSS at peak in-flight - idle RSS) / peak in-flight, bytes.
@@ -41,6 +44,15 @@ func (r inflightResult) perJobRSS() float64 {
 		return 0
 	}
 	return float64(r.rssAtPeak-r.idleRSS) / float64(r.peakRunning)
+}
+
+// perJobHWM is (VmHWM - idle RSS) / peak in-flight, bytes: the peak of the
+// whole run, GC garbage and connections to the LLM included.
+func (r inflightResult) perJobHWM() float64 {
+	if r.peakRunning == 0 {
+		return 0
+	}
+	return float64(r.hwm-r.idleRSS) / float64(r.peakRunning)
 }
 
 // perJobHeap is (peak live heap + stacks - idle heap) / peak in-flight, bytes.
@@ -59,7 +71,7 @@ func (e *engineBench) inflightPhase(ctx context.Context) (inflightResult, error)
 	c := e.c
 	tag := "inflight"
 	r := inflightResult{jobs: c.inflightJobs, workers: c.inflightWorkers, latency: c.inflightLatency, idleHeap: -1}
-	r.ideal = float64(min(r.jobs, r.workers)) / r.latency.Seconds()
+	r.ideal = float64(r.workers) / r.latency.Seconds()
 	env := []string{"GODEBUG=gctrace=1"} // the runtime's GC lines: live heap and stacks
 	dbURL := c.pgURL + "/" + c.db + "?sslmode=disable"
 
@@ -124,12 +136,18 @@ func (e *engineBench) inflightPhase(ctx context.Context) (inflightResult, error)
 		}
 	}()
 
+	type sample struct {
+		running int
+		queued  int
+	}
+	var samples []sample
 	logPath := filepath.Join(e.tmp, "worker-inflight-0.log")
 	logf("%s: one worker process, --workers %d, LLM latency %s, %d jobs", tag, c.inflightWorkers, c.inflightLatency, c.inflightJobs)
 	elapsed, _, err := e.runWorkers(ctx, p.pool, workerRun{
 		tag: tag, procs: 1, workers: c.inflightWorkers, lease: c.inflightLease, env: env,
 		total: c.warmupJobs + c.inflightJobs,
-		poll: func(ws []*proc, running int) {
+		poll: func(ws []*proc, running, queued int) {
+			samples = append(samples, sample{running, queued})
 			if len(ws) == 0 {
 				return
 			}
@@ -156,6 +174,19 @@ func (e *engineBench) inflightPhase(ctx context.Context) (inflightResult, error)
 	}
 	r.elapsed = elapsed
 	r.rate = float64(r.jobs) / elapsed.Seconds()
+
+	// Little's law over the run: jobs claimed on average / jobs done per
+	// second is the time a job spends claimed; the LLM's latency of it is
+	// the ratio (1: the engine adds nothing to the wait).
+	var sumRunning float64
+	for _, s := range samples {
+		sumRunning += float64(s.running)
+	}
+	if len(samples) > 0 && sumRunning > 0 {
+		r.meanRunning = sumRunning / float64(len(samples))
+		r.claimed = time.Duration(r.meanRunning / r.rate * float64(time.Second))
+		r.littleRatio = r.latency.Seconds() / r.claimed.Seconds()
+	}
 	var sum float64
 	for _, n := range simSamples {
 		r.peakSimCalls = max(r.peakSimCalls, n)
@@ -169,7 +200,7 @@ func (e *engineBench) inflightPhase(ctx context.Context) (inflightResult, error)
 			r.peakHeap, r.peakStacks = g.liveMB, g.stacksMB
 		}
 	}
-	logf("%s: %d jobs in %s: %.0f jobs/s (ideal %.0f); peak %d running, RSS %.1f MiB at peak (idle %.1f)",
+	logf("%s: %d jobs in %s: %.0f jobs/s (workers / latency %.0f); peak %d running, RSS %.1f MiB at peak (idle %.1f)",
 		tag, r.jobs, elapsed.Round(time.Millisecond), r.rate, r.ideal, r.peakRunning,
 		float64(r.rssAtPeak)/(1<<20), float64(r.idleRSS)/(1<<20))
 	return r, nil

@@ -185,7 +185,7 @@ func main() {
 	flag.IntVar(&c.warmupJobs, "warmup-jobs", 200, "jobs the workers run before each measured engine phase, then VACUUM ANALYZE: the measured run starts on tables with history and statistics (0: a fresh database)")
 	flag.IntVar(&c.costRepeats, "cost-repeats", 3, "per job costs: phases per system (light engine, River, River durable, as selected), the median printed; 0: none")
 	flag.IntVar(&c.costJobs, "cost-jobs", 500, "jobs per cost phase")
-	flag.IntVar(&c.inflightJobs, "inflight-jobs", 10000, "jobs of the in-flight phase")
+	flag.IntVar(&c.inflightJobs, "inflight-jobs", 10000, "jobs of the in-flight phase (a multiple of -inflight-workers: an engine that adds nothing to the wait does them at workers / latency)")
 	flag.IntVar(&c.inflightWorkers, "inflight-workers", 10000, "--workers of the in-flight phase's one worker process")
 	flag.DurationVar(&c.inflightLatency, "inflight-latency", 2*time.Second, "simulated LLM latency of the in-flight phase")
 	flag.DurationVar(&c.inflightLease, "inflight-lease", 2*time.Minute, "--lease-duration of the in-flight phase (longer than the time a claimed job may wait for a connection)")
