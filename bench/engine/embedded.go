@@ -87,7 +87,7 @@ func (e *engineBench) embeddedPhase(ctx context.Context) (result, error) {
 	}
 
 	logf("embedded: serve --workers %d", c.embeddedWorkers)
-	t0 := time.Now()
+	t0, busy0 := time.Now(), readCPU()
 	srv, _, api, err := serve("run", c.embeddedWorkers)
 	if err != nil {
 		return result{}, err
@@ -98,6 +98,8 @@ func (e *engineBench) embeddedPhase(ctx context.Context) (result, error) {
 		return result{}, err
 	}
 	elapsed := done.Sub(t0)
+	cpu := procCPU(srv.cmd.Process.Pid) // the one process: API, store and workers (its start included)
+	busy := readCPU()
 	billed, err := simBilled(ctx, e.simURL)
 	if err != nil {
 		return result{}, err
@@ -106,8 +108,9 @@ func (e *engineBench) embeddedPhase(ctx context.Context) (result, error) {
 		return result{}, fmt.Errorf("the simulator billed %d calls, want %d", billed, sc.jobs)
 	}
 	r := result{scenario: "light", system: sysEmbedded, processes: 1, jobs: sc.jobs, elapsed: elapsed,
-		rate: float64(sc.jobs) / elapsed.Seconds()}
-	logf("embedded: %d jobs in %s: %.0f jobs/s", sc.jobs, elapsed.Round(time.Millisecond), r.rate)
+		rate: float64(sc.jobs) / elapsed.Seconds(), cpu: cpu, machineBusy: (busy.busy - busy0.busy) / max(busy.total-busy0.total, 1)}
+	logf("embedded: %d jobs in %s: %.0f jobs/s, CPU of serve %s per job, machine %.0f%% busy", sc.jobs, elapsed.Round(time.Millisecond), r.rate,
+		(cpu / time.Duration(sc.jobs)).Round(10*time.Microsecond), 100*r.machineBusy)
 	return r, nil
 }
 

@@ -259,6 +259,10 @@ type result struct {
 	jobs      int
 	elapsed   time.Duration
 	rate      float64
+	// The embedded phase: CPU of the serve process, and how busy the
+	// machine was, during the run.
+	cpu         time.Duration
+	machineBusy float64
 }
 
 func run(ctx context.Context, c config) error {

@@ -56,14 +56,18 @@ func (r *report) print(w io.Writer) []string {
 
 	rate := map[string]float64{} // best rate per system and scenario
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
-	fmt.Fprintln(tw, "scenario\t system\t processes\t jobs\t time\t jobs/s\t")
+	fmt.Fprintln(tw, "scenario\t system\t processes\t jobs\t time\t jobs/s\t CPU/job of the process\t")
 	for _, x := range r.results {
 		procs := strconv.Itoa(x.processes)
 		if x.system == sysRiver || x.system == sysRiverDurable {
 			procs = "in-process"
 		}
-		fmt.Fprintf(tw, "%s\t %s\t %s\t %d\t %s\t %.0f\t\n", x.scenario, x.system, procs, x.jobs,
-			x.elapsed.Round(time.Millisecond), x.rate)
+		cpu := ""
+		if x.cpu > 0 {
+			cpu = fmt.Sprintf("%s (machine %.0f%% busy)", (x.cpu / time.Duration(x.jobs)).Round(10*time.Microsecond), 100*x.machineBusy)
+		}
+		fmt.Fprintf(tw, "%s\t %s\t %s\t %d\t %s\t %.0f\t %s\t\n", x.scenario, x.system, procs, x.jobs,
+			x.elapsed.Round(time.Millisecond), x.rate, cpu)
 		k := x.system + "/" + x.scenario
 		rate[k] = max(rate[k], x.rate)
 	}
