@@ -16,10 +16,11 @@ import (
 // Per job costs.
 //
 // What is measured, exactly (bench/README.md says the same):
-//   - statements: Query and Execute messages the system's clients sent,
-//     counted by pgCounter, a proxy between them and Postgres
-//     (pg_stat_statements is not loaded on the shared server and needs a
-//     restart to be); round trips: Sync and Query messages;
+//   - statements: CommandComplete and ErrorResponse messages the server
+//     sent the system's clients, counted by pgCounter, a proxy between them
+//     and Postgres (pg_stat_statements is not loaded on the shared server
+//     and needs a restart to be); requests: the Query and Execute messages
+//     they sent; round trips: Sync and Query messages;
 //   - commits and rollbacks: pg_stat_database.xact_commit / xact_rollback
 //     of the benchmark's own database, less the bench's own queries on it
 //     (its completion polls, counted); read-only transactions count too;
@@ -131,11 +132,11 @@ func costBetween(system string, jobs int, elapsed time.Duration, proto protoCoun
 
 // perJob are the figures of one sample per job.
 type perJob struct {
-	statements, roundTrips, commits, rollbacks, rowsWritten float64
-	walRecords, walBytes, lsnBytes, walWrites, walSyncs     float64
-	dbRecords, dbBytes, dbFPIBytes, dbWriteCommits          float64 // this database's WAL (pg_walinspect); -1: not read
-	bgBytes, bgSyncs                                        float64 // the background rate over the phase's time, per job
-	rate                                                    float64 // jobs/s through the proxy (reference)
+	statements, requests, roundTrips, commits, rollbacks, rowsWritten float64
+	walRecords, walBytes, lsnBytes, walWrites, walSyncs               float64
+	dbRecords, dbBytes, dbFPIBytes, dbWriteCommits                    float64 // this database's WAL (pg_walinspect); -1: not read
+	bgBytes, bgSyncs                                                  float64 // the background rate over the phase's time, per job
+	rate                                                              float64 // jobs/s through the proxy (reference)
 }
 
 func (s costSample) perJob() perJob {
@@ -143,6 +144,7 @@ func (s costSample) perJob() perJob {
 	sec := s.elapsed.Seconds()
 	pj := perJob{
 		statements:     float64(s.proto.statements()) / n,
+		requests:       float64(s.proto.requests()) / n,
 		roundTrips:     float64(s.proto.roundTrips()) / n,
 		commits:        float64(s.commits) / n,
 		rollbacks:      float64(s.rollbacks) / n,
@@ -184,6 +186,7 @@ func medianPerJob(samples []costSample) perJob {
 	}
 	return perJob{
 		statements:     m(func(r perJob) float64 { return r.statements }),
+		requests:       m(func(r perJob) float64 { return r.requests }),
 		roundTrips:     m(func(r perJob) float64 { return r.roundTrips }),
 		commits:        m(func(r perJob) float64 { return r.commits }),
 		rollbacks:      m(func(r perJob) float64 { return r.rollbacks }),

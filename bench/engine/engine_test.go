@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"sync/atomic"
 	"testing"
 )
 
@@ -42,7 +43,8 @@ func TestPGCounterCountsStatementsAndForwardsEveryByte(t *testing.T) {
 	p := &pgCounter{}
 	var out bytes.Buffer
 	w := bufio.NewWriter(&out)
-	if err := p.forward(bufio.NewReader(&in), w); err != nil {
+	var answers atomic.Int32
+	if err := p.forward(bufio.NewReader(&in), w, &answers); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Flush(); err != nil {
@@ -52,8 +54,41 @@ func TestPGCounterCountsStatementsAndForwardsEveryByte(t *testing.T) {
 		t.Fatalf("forwarded %d bytes, want the %d sent, unchanged", out.Len(), len(want))
 	}
 	c := p.counts()
-	if c.statements() != 4 || c.roundTrips() != 3 || c.parses != 2 {
-		t.Fatalf("counted %+v: statements %d (want 4: BEGIN, 2 executes, COMMIT), round trips %d (want 3)", c, c.statements(), c.roundTrips())
+	if c.requests() != 4 || c.roundTrips() != 3 || c.parses != 2 {
+		t.Fatalf("counted %+v: requests %d (want 4: BEGIN, 2 executes, COMMIT), round trips %d (want 3)", c, c.requests(), c.roundTrips())
+	}
+	if answers.Load() != 1 {
+		t.Fatalf("%d one-byte answers owed by the server, want 1 (the SSL request)", answers.Load())
+	}
+
+	// The server's side: the one-byte answer to the SSL request, then the
+	// startup's messages, then the answers: a simple Query of two
+	// statements completes twice.
+	var srv bytes.Buffer
+	srv.WriteByte('N')
+	srv.Write(msg('R', "\x00\x00\x00\x00"))
+	srv.Write(msg('Z', "I"))
+	srv.Write(msg('C', "BEGIN\x00"))
+	srv.Write(msg('C', "SET\x00"))
+	srv.Write(msg('Z', "T"))
+	srv.Write(msg('E', "SERROR\x00\x00"))
+	srv.Write(msg('N', "Snotice\x00\x00")) // a NoticeResponse, not an answer byte
+	srv.Write(msg('Z', "E"))
+	want = append([]byte(nil), srv.Bytes()...)
+	out.Reset()
+	w = bufio.NewWriter(&out)
+	if err := p.backward(bufio.NewReader(&srv), w, &answers); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out.Bytes(), want) {
+		t.Fatalf("forwarded %d bytes back, want the %d received, unchanged", out.Len(), len(want))
+	}
+	c = p.counts()
+	if c.completes != 2 || c.errs != 1 || c.statements() != 3 {
+		t.Fatalf("counted %+v from the server: want 2 completions and 1 error", c)
 	}
 }
 
@@ -62,7 +97,7 @@ func TestPGCounterRefusesAGarbledStream(t *testing.T) {
 	in.Write(untyped(196608, "user\x00u\x00\x00"))
 	in.Write([]byte{'Q', 0, 0, 0, 2}) // a length shorter than itself
 	p := &pgCounter{}
-	if err := p.forward(bufio.NewReader(&in), bufio.NewWriter(&bytes.Buffer{})); err == nil {
+	if err := p.forward(bufio.NewReader(&in), bufio.NewWriter(&bytes.Buffer{}), &atomic.Int32{}); err == nil {
 		t.Fatal("a message of length 2 was forwarded")
 	}
 }

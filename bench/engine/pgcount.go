@@ -11,15 +11,18 @@ import (
 	"sync/atomic"
 )
 
-// pgCounter is a TCP proxy in front of Postgres that counts the messages of
-// the frontend/backend protocol its clients send (PostgreSQL docs, "Message
-// Flow"): a statement is one Query ('Q', simple protocol) or one Execute
-// ('E', extended protocol, what pgx sends for every statement, batched or
-// not); a round trip is one Sync ('S') or one Query. The server's answers are
-// copied through untouched. pg_stat_statements would count statements on the
-// server, but it must be in shared_preload_libraries, which a shared server
-// cannot be restarted for; the protocol is the same count seen from the
-// client side, and it counts River's statements the same way as oncejob's.
+// pgCounter is a TCP proxy in front of Postgres that counts messages of the
+// frontend/backend protocol (PostgreSQL docs, "Message Flow"), both ways,
+// forwarding every byte unchanged. A statement is one CommandComplete ('C')
+// or ErrorResponse ('E') from the server: one per statement run, whether
+// the client sent it as an Execute of the extended protocol (pgx, batched
+// or not) or inside a simple Query of several statements. From the client:
+// Query ('Q') and Execute ('E') messages, and round trips: one Sync ('S')
+// or one Query. pg_stat_statements would count statements on the server,
+// but it must be in shared_preload_libraries, which a shared server cannot
+// be restarted for; the protocol gives the same count, and counts River's
+// statements the same way as oncejob's. Clients must not use TLS
+// (sslmode=disable).
 type pgCounter struct {
 	upstream string
 	ln       net.Listener
@@ -30,22 +33,33 @@ type pgCounter struct {
 	syncs    atomic.Int64 // 'S'
 	parses   atomic.Int64 // 'P'
 	conns    atomic.Int64
+	// From the server: CommandComplete ('C'), one per statement run, a
+	// Query of several statements included; ErrorResponse ('E').
+	completes atomic.Int64
+	errs      atomic.Int64
 }
 
 // protoCounts is a snapshot of what the proxy counted.
 type protoCounts struct {
 	queries, executes, syncs, parses, conns int64
+	completes, errs                         int64
 }
 
-// statements is every statement the clients asked the server to run.
-func (c protoCounts) statements() int64 { return c.queries + c.executes }
+// statements is every statement the server ran for the clients: one
+// CommandComplete each, or an error.
+func (c protoCounts) statements() int64 { return c.completes + c.errs }
+
+// requests is what the clients sent to be run: Query and Execute
+// messages (a Query may hold several statements).
+func (c protoCounts) requests() int64 { return c.queries + c.executes }
 
 // roundTrips is every time a client waited for the server: a Sync ends an
 // extended-protocol pipeline, a Query is its own.
 func (c protoCounts) roundTrips() int64 { return c.queries + c.syncs }
 
 func (c protoCounts) sub(o protoCounts) protoCounts {
-	return protoCounts{c.queries - o.queries, c.executes - o.executes, c.syncs - o.syncs, c.parses - o.parses, c.conns - o.conns}
+	return protoCounts{c.queries - o.queries, c.executes - o.executes, c.syncs - o.syncs, c.parses - o.parses, c.conns - o.conns,
+		c.completes - o.completes, c.errs - o.errs}
 }
 
 func startPGCounter(upstream string) (*pgCounter, error) {
@@ -63,7 +77,8 @@ func startPGCounter(upstream string) (*pgCounter, error) {
 func (p *pgCounter) addr() string { return p.ln.Addr().String() }
 
 func (p *pgCounter) counts() protoCounts {
-	return protoCounts{p.queries.Load(), p.executes.Load(), p.syncs.Load(), p.parses.Load(), p.conns.Load()}
+	return protoCounts{p.queries.Load(), p.executes.Load(), p.syncs.Load(), p.parses.Load(), p.conns.Load(),
+		p.completes.Load(), p.errs.Load()}
 }
 
 // close stops accepting; connections end when their clients close them.
@@ -91,12 +106,67 @@ func (p *pgCounter) serve(client net.Conn) {
 		return
 	}
 	defer server.Close()
+	var answers atomic.Int32 // one-byte answers the server owes (SSL, GSS requests)
 	go func() {
-		_, _ = io.Copy(client, server)
+		// An error (a stream it cannot read) ends the connection.
+		_ = p.backward(bufio.NewReaderSize(server, 64<<10), bufio.NewWriterSize(client, 64<<10), &answers)
 		_ = client.Close()
+		_ = server.Close()
 	}()
 	w := bufio.NewWriterSize(server, 64<<10)
-	_ = p.forward(bufio.NewReaderSize(client, 64<<10), w)
+	_ = p.forward(bufio.NewReaderSize(client, 64<<10), w, &answers)
+}
+
+// backward copies the server's messages to the client, counting
+// CommandComplete and ErrorResponse. Before the startup the server answers
+// an SSL or GSS encryption request with one untyped byte ('N': go on
+// unencrypted); answers says how many such bytes are owed.
+func (p *pgCounter) backward(r *bufio.Reader, w *bufio.Writer, answers *atomic.Int32) error {
+	var hdr [5]byte
+	for {
+		t, err := r.ReadByte()
+		if err != nil {
+			return nil
+		}
+		if answers.Load() > 0 {
+			answers.Add(-1)
+			if err := w.WriteByte(t); err != nil {
+				return nil
+			}
+			if err := w.Flush(); err != nil {
+				return nil
+			}
+			if t != 'N' {
+				return fmt.Errorf("server accepted encryption (%q): use sslmode=disable", t)
+			}
+			continue
+		}
+		hdr[0] = t
+		if _, err := io.ReadFull(r, hdr[1:]); err != nil {
+			return nil
+		}
+		n := int(binary.BigEndian.Uint32(hdr[1:]))
+		if n < 4 {
+			return fmt.Errorf("server message %q of length %d", t, n)
+		}
+		switch t {
+		case 'C':
+			p.completes.Add(1)
+		case 'E':
+			p.errs.Add(1)
+		}
+		if _, err := w.Write(hdr[:]); err != nil {
+			return nil
+		}
+		if _, err := io.CopyN(w, r, int64(n-4)); err != nil {
+			return nil
+		}
+		if r.Buffered() == 0 {
+			if err := w.Flush(); err != nil {
+				return nil
+			}
+		}
+	}
 }
 
 // Startup-phase request codes (untyped packets: length, code).
@@ -110,7 +180,7 @@ const (
 // untyped startup packets (an SSL or GSS encryption request, answered by
 // the server with one byte before the real startup message; or a cancel
 // request), then typed messages until EOF.
-func (p *pgCounter) forward(r *bufio.Reader, w *bufio.Writer) error {
+func (p *pgCounter) forward(r *bufio.Reader, w *bufio.Writer, answers *atomic.Int32) error {
 	for {
 		var hdr [8]byte
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -119,6 +189,10 @@ func (p *pgCounter) forward(r *bufio.Reader, w *bufio.Writer) error {
 		n := int(binary.BigEndian.Uint32(hdr[:4]))
 		if n < 8 || n > 1<<20 {
 			return fmt.Errorf("startup packet of %d bytes", n)
+		}
+		code := binary.BigEndian.Uint32(hdr[4:])
+		if code == sslRequestCode || code == gssEncRequestCode {
+			answers.Add(1) // before the server can answer it
 		}
 		if _, err := w.Write(hdr[:]); err != nil {
 			return err
@@ -129,7 +203,6 @@ func (p *pgCounter) forward(r *bufio.Reader, w *bufio.Writer) error {
 		if err := w.Flush(); err != nil {
 			return err
 		}
-		code := binary.BigEndian.Uint32(hdr[4:])
 		if code == sslRequestCode || code == gssEncRequestCode {
 			continue // the server answers 'N' (not supported here), then the startup message follows
 		}

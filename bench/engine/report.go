@@ -102,7 +102,8 @@ func (r *report) print(w io.Writer) []string {
 			bySys[s.system] = append(bySys[s.system], s)
 		}
 		fmt.Fprintf(w, "\nper job costs, light job, median of %d phase(s) of %d jobs per system, clients through a counting proxy:\n", c.costRepeats, c.costJobs)
-		fmt.Fprintf(w, "  statements = Query + Execute messages the clients sent (pg_stat_statements is not loaded); round trips = Sync + Query;\n")
+		fmt.Fprintf(w, "  statements = CommandComplete + ErrorResponse messages from the server (pg_stat_statements is not loaded); requests =\n")
+		fmt.Fprintf(w, "  Query + Execute messages the clients sent (a Query may hold several statements); round trips = Sync + Query;\n")
 		fmt.Fprintf(w, "  commits, rows = pg_stat_database of the phase's own database (read-only transactions count; the bench's polls subtracted);\n")
 		fmt.Fprintf(w, "  WAL (this database) = pg_walinspect: records naming the database's relations and their transactions' commits;\n")
 		fmt.Fprintf(w, "  WAL (cluster) = pg_stat_wal and pg_current_wal_lsn(), CLUSTER-WIDE: other databases on this server (other engineers'\n")
@@ -131,6 +132,7 @@ func (r *report) print(w io.Writer) []string {
 			fmt.Fprintln(tw)
 		}
 		row("statements", "%.2f", func(m perJob) float64 { return m.statements })
+		row("requests (Query, Execute)", "%.2f", func(m perJob) float64 { return m.requests })
 		row("round trips", "%.2f", func(m perJob) float64 { return m.roundTrips })
 		row("commits", "%.2f", func(m perJob) float64 { return m.commits })
 		row("rollbacks", "%.3f", func(m perJob) float64 { return m.rollbacks })
