@@ -172,7 +172,9 @@ func (e *engineBench) phase(ctx context.Context, sc scenario, procs int) (result
 	}
 
 	logf("%s: starting %d worker process(es), --workers %d each", tag, procs, c.workers)
+	waits := startWaitSampler(ctx, c.pgURL, c.db)
 	elapsed, _, err := e.runWorkers(ctx, pool, workerRun{tag: tag, procs: procs, workers: c.workers, total: c.warmupJobs + sc.jobs})
+	waitDesc := waits.finish()
 	if err != nil {
 		return result{}, err
 	}
@@ -194,7 +196,7 @@ func (e *engineBench) phase(ctx context.Context, sc scenario, procs int) (result
 		cpu:        e.lastCPU,
 	})
 	r := result{scenario: sc.name, system: sysEngine, processes: procs, jobs: sc.jobs, elapsed: elapsed,
-		rate: float64(sc.jobs) / elapsed.Seconds()}
+		rate: float64(sc.jobs) / elapsed.Seconds(), waits: waitDesc}
 	logf("%s: %d jobs in %s: %.0f jobs/s", tag, sc.jobs, elapsed.Round(time.Millisecond), r.rate)
 	return r, nil
 }

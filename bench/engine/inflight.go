@@ -27,6 +27,7 @@ type inflightResult struct {
 	meanRunning   float64       // jobs RUNNING, mean of the polls (every 50 ms)
 	claimed       time.Duration // meanRunning / rate: the time a job spends claimed (Little's law)
 	littleRatio   float64       // latency / claimed: 1 when the engine adds nothing to the LLM's wait
+	waits         string        // what the database's active backends waited on
 	peakRunning   int           // jobs RUNNING in the database (claimed by the worker), highest sample
 	peakSimCalls  int64         // calls the simulator held at once, highest sample
 	meanSimCalls  float64       // calls the simulator held, mean over the samples
@@ -143,6 +144,7 @@ func (e *engineBench) inflightPhase(ctx context.Context) (inflightResult, error)
 	var samples []sample
 	logPath := filepath.Join(e.tmp, "worker-inflight-0.log")
 	logf("%s: one worker process, --workers %d, LLM latency %s, %d jobs", tag, c.inflightWorkers, c.inflightLatency, c.inflightJobs)
+	waits := startWaitSampler(ctx, c.pgURL, c.db)
 	elapsed, _, err := e.runWorkers(ctx, p.pool, workerRun{
 		tag: tag, procs: 1, workers: c.inflightWorkers, lease: c.inflightLease, env: env,
 		total: c.warmupJobs + c.inflightJobs,
@@ -166,6 +168,7 @@ func (e *engineBench) inflightPhase(ctx context.Context) (inflightResult, error)
 	})
 	stopSim()
 	simWG.Wait()
+	r.waits = waits.finish()
 	if err != nil {
 		return r, err
 	}

@@ -263,6 +263,8 @@ type result struct {
 	// machine was, during the run.
 	cpu         time.Duration
 	machineBusy float64
+	// waits: what the database's active backends waited on (engine phases).
+	waits string
 }
 
 func run(ctx context.Context, c config) error {

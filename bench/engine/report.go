@@ -73,6 +73,18 @@ func (r *report) print(w io.Writer) []string {
 	}
 	tw.Flush()
 
+	first := true
+	for _, x := range r.results {
+		if x.waits == "" {
+			continue
+		}
+		if first {
+			fmt.Fprintf(w, "\nwait events of the database's active client backends during each phase (pg_stat_activity every 50 ms; CPU: none):\n")
+			first = false
+		}
+		fmt.Fprintf(w, "  %s, %s: %s\n", x.scenario, x.system, x.waits)
+	}
+
 	if c.statementsReport && len(r.stats) > 0 {
 		fmt.Fprintf(w, "\nthroughput phases, what Postgres counted per engine job (commits of the database, bench polls and autovacuum included; WAL cluster-wide) and CPU:\n\n")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
@@ -176,6 +188,7 @@ func (r *report) print(w io.Writer) []string {
 		fmt.Fprintf(w, "  per in-flight job: (VmRSS at the poll with the most jobs RUNNING, or VmHWM, the run's peak - VmRSS of the same\n")
 		fmt.Fprintf(w, "  worker idle) / the most jobs RUNNING; the target is judged on VmHWM, the larger;\n")
 		fmt.Fprintf(w, "  Go heap = live heap after the run's largest GC plus goroutine stacks (GODEBUG=gctrace=1), less the idle worker's\n")
+		fmt.Fprintf(w, "  wait events of the database's active client backends (pg_stat_activity every 50 ms; CPU: none): %s\n", in.waits)
 	}
 
 	fmt.Fprintf(w, "\ntargets (issue 12):\n")

@@ -208,6 +208,12 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 	defer cancelSub()
 
 	logf("%s: starting the client, MaxWorkers %d", tag, c.riverMaxWorkers)
+	var waits *waitSampler
+	if !cost {
+		waits = startWaitSampler(ctx, c.pgURL, c.riverDB)
+		defer waits.finish() // on an error; finishing twice is harmless
+	}
+	waitDesc := ""
 	t0 := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return result{}, costSample{}, err
@@ -238,6 +244,9 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 		}
 	}
 	elapsed := last.Sub(t0)
+	if waits != nil {
+		waitDesc = waits.finish()
+	}
 	stopCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	err = client.Stop(stopCtx)
 	cancel()
@@ -279,7 +288,7 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 		}
 	}
 	sys := riverSystem(durable)
-	r := result{scenario: "light", system: sys, processes: 1, jobs: n, elapsed: elapsed, rate: float64(n) / elapsed.Seconds()}
+	r := result{scenario: "light", system: sys, processes: 1, jobs: n, elapsed: elapsed, rate: float64(n) / elapsed.Seconds(), waits: waitDesc}
 	if name == "steady" {
 		r.scenario = "steady"
 	}
