@@ -175,7 +175,7 @@ func main() {
 	flag.IntVar(&c.realisticJobs, "realistic-jobs", 500, "jobs per phase of the realistic scenario")
 	flag.StringVar(&c.processes, "processes", "1", "numbers of `oncejob worker` processes, one phase each, comma-separated (the targets are for one)")
 	flag.IntVar(&c.workers, "workers", 32, "--workers of each engine process (jobs run at once per process) in the light, realistic and cost phases")
-	flag.IntVar(&c.poolMaxConns, "pool-max-conns", 0, "if > 0, pool_max_conns=N on each worker's --database-url (pgx default: max(4, GOMAXPROCS), as River's pool here)")
+	flag.IntVar(&c.poolMaxConns, "pool-max-conns", 0, "if > 0, pool_max_conns=N on each worker's --database-url (default: the store's, 16 at the time of writing; River's pool here: pgxpool's max(4, GOMAXPROCS))")
 	flag.DurationVar(&c.pollInterval, "poll-interval", 20*time.Millisecond, "--poll-interval of the workers (River's FetchPollInterval is 20ms)")
 	flag.DurationVar(&c.leaseDuration, "lease-duration", 30*time.Second, "--lease-duration of the workers")
 	flag.DurationVar(&c.simLatency, "sim-latency", 0, "latency of every simulated LLM call (all phases but inflight)")
