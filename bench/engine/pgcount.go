@@ -57,11 +57,6 @@ func (c protoCounts) requests() int64 { return c.queries + c.executes }
 // extended-protocol pipeline, a Query is its own.
 func (c protoCounts) roundTrips() int64 { return c.queries + c.syncs }
 
-func (c protoCounts) sub(o protoCounts) protoCounts {
-	return protoCounts{c.queries - o.queries, c.executes - o.executes, c.syncs - o.syncs, c.parses - o.parses, c.conns - o.conns,
-		c.completes - o.completes, c.errs - o.errs}
-}
-
 func startPGCounter(upstream string) (*pgCounter, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
