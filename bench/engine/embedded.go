@@ -28,7 +28,8 @@ func (e *engineBench) embeddedPhase(ctx context.Context) (result, error) {
 	if err := setSimLatency(ctx, e.simURL, c.simLatency); err != nil {
 		return result{}, err
 	}
-	serve := func(tag string, workers int) (*proc, string, string, error) {
+	// workers: the --workers arguments (none: the binary's default).
+	serve := func(tag string, workers []string) (*proc, string, string, error) {
 		addr, err := freeAddr()
 		if err != nil {
 			return nil, "", "", err
@@ -37,11 +38,15 @@ func (e *engineBench) embeddedPhase(ctx context.Context) (result, error) {
 		if err != nil {
 			return nil, "", "", err
 		}
-		p, err := startProc(ctx, "serve", filepath.Join(e.tmp, "serve-embedded-"+tag+".log"), e.bin, "serve",
-			"--data-dir", dataDir, "--workers", strconv.Itoa(workers), "--grpc-addr", addr, "--http-addr", httpAddr,
-			"--pipelines", e.pipelines, "--llm-base-url", e.simURL+"/v1", "--llm-lookup-path", "/oncejob/calls",
+		args := append([]string{"serve",
+			"--data-dir", dataDir, "--grpc-addr", addr, "--http-addr", httpAddr,
+			"--pipelines", e.pipelines, "--llm-base-url", e.simURL + "/v1", "--llm-lookup-path", "/oncejob/calls",
 			"--poll-interval", c.pollInterval.String(), "--lease-duration", c.leaseDuration.String(),
-			"--log-level", c.logLevel)
+			"--log-level", c.logLevel}, workers...)
+		if len(workers) == 0 || workers[len(workers)-1] != "0" {
+			args = append(args, c.workerArgs...)
+		}
+		p, err := startProc(ctx, "serve", filepath.Join(e.tmp, "serve-embedded-"+tag+".log"), e.bin, args...)
 		if err != nil {
 			return nil, "", "", err
 		}
@@ -58,7 +63,7 @@ func (e *engineBench) embeddedPhase(ctx context.Context) (result, error) {
 
 	if c.warmupJobs > 0 {
 		logf("embedded: warmup: %d jobs through the workers (not measured)", c.warmupJobs)
-		srv, addr, api, err := serve("warmup", c.embeddedWorkers)
+		srv, addr, api, err := serve("warmup", workersArgs(c.embeddedWorkers))
 		if err != nil {
 			return result{}, err
 		}
@@ -72,7 +77,7 @@ func (e *engineBench) embeddedPhase(ctx context.Context) (result, error) {
 		}
 	}
 
-	srv, addr, _, err := serve("fill", 0)
+	srv, addr, _, err := serve("fill", []string{"--workers", "0"})
 	if err != nil {
 		return result{}, err
 	}
@@ -88,7 +93,7 @@ func (e *engineBench) embeddedPhase(ctx context.Context) (result, error) {
 
 	logf("embedded: serve --workers %d", c.embeddedWorkers)
 	t0, busy0 := time.Now(), readCPU()
-	srv, _, api, err := serve("run", c.embeddedWorkers)
+	srv, _, api, err := serve("run", workersArgs(c.embeddedWorkers))
 	if err != nil {
 		return result{}, err
 	}

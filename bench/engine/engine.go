@@ -249,11 +249,14 @@ func (e *engineBench) runWorkers(ctx context.Context, q querier, wr workerRun) (
 		}
 	}()
 	for i := range wr.procs {
-		w, err := startProcEnv(ctx, "worker", filepath.Join(e.tmp, fmt.Sprintf("worker-%s-%d.log", wr.tag, i)), wr.env, e.bin, "worker",
+		args := append([]string{"worker",
 			"--database-url", workerURL, "--pipelines", e.pipelines,
-			"--llm-base-url", e.simURL+"/v1", "--llm-lookup-path", "/oncejob/calls",
-			"--workers", strconv.Itoa(wr.workers), "--poll-interval", c.pollInterval.String(),
-			"--lease-duration", lease.String(), "--log-level", c.logLevel)
+			"--llm-base-url", e.simURL + "/v1", "--llm-lookup-path", "/oncejob/calls",
+			"--poll-interval", c.pollInterval.String(),
+			"--lease-duration", lease.String(), "--log-level", c.logLevel},
+			workersArgs(wr.workers)...)
+		args = append(args, c.workerArgs...)
+		w, err := startProcEnv(ctx, "worker", filepath.Join(e.tmp, fmt.Sprintf("worker-%s-%d.log", wr.tag, i)), wr.env, e.bin, args...)
 		if err != nil {
 			return 0, queries, err
 		}
@@ -498,4 +501,12 @@ func submit(ctx context.Context, root, addr string, conc uint, sc scenario, n in
 		return fmt.Errorf("SubmitJob errors: %s", strings.Join(bad, ", "))
 	}
 	return nil
+}
+
+// workersArgs is --workers n, or nothing for n <= 0: the binary's default.
+func workersArgs(n int) []string {
+	if n <= 0 {
+		return nil
+	}
+	return []string{"--workers", strconv.Itoa(n)}
 }

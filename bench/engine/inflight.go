@@ -79,11 +79,13 @@ func (e *engineBench) inflightPhase(ctx context.Context) (inflightResult, error)
 	// The same worker, idle: on the empty queue after the warmup.
 	idle := func(pool *pgxpool.Pool) error {
 		logPath := filepath.Join(e.tmp, "worker-inflight-idle.log")
-		w, err := startProcEnv(ctx, "worker", logPath, env, e.bin, "worker",
+		args := append([]string{"worker",
 			"--database-url", dbURL, "--pipelines", e.pipelines,
-			"--llm-base-url", e.simURL+"/v1", "--llm-lookup-path", "/oncejob/calls",
+			"--llm-base-url", e.simURL + "/v1", "--llm-lookup-path", "/oncejob/calls",
 			"--workers", strconv.Itoa(c.inflightWorkers), "--poll-interval", c.pollInterval.String(),
-			"--lease-duration", c.inflightLease.String(), "--log-level", c.logLevel)
+			"--lease-duration", c.inflightLease.String(), "--log-level", c.logLevel},
+			c.workerArgs...)
+		w, err := startProcEnv(ctx, "worker", logPath, env, e.bin, args...)
 		if err != nil {
 			return err
 		}

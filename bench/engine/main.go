@@ -141,6 +141,7 @@ type config struct {
 	inflightLease    time.Duration
 	embeddedJobs     int
 	embeddedWorkers  int
+	workerArgs       []string
 	walBaseline      float64
 	phaseTimeout     time.Duration
 	logLevel         string
@@ -174,7 +175,7 @@ func main() {
 	flag.IntVar(&c.lightJobs, "light-jobs", 2000, "jobs per phase of the light scenario (River and River durable work as many)")
 	flag.IntVar(&c.realisticJobs, "realistic-jobs", 500, "jobs per phase of the realistic scenario")
 	flag.StringVar(&c.processes, "processes", "1", "numbers of `oncejob worker` processes, one phase each, comma-separated (the targets are for one)")
-	flag.IntVar(&c.workers, "workers", 32, "--workers of each engine process (jobs run at once per process) in the light, realistic and cost phases")
+	flag.IntVar(&c.workers, "workers", 32, "--workers of each engine process (jobs run at once per process) in the light, realistic and cost phases; 0: the binary's default")
 	flag.IntVar(&c.poolMaxConns, "pool-max-conns", 0, "if > 0, pool_max_conns=N on each worker's --database-url (default: the store's, 16 at the time of writing; River's pool here: pgxpool's max(4, GOMAXPROCS))")
 	flag.DurationVar(&c.pollInterval, "poll-interval", 20*time.Millisecond, "--poll-interval of the workers (River's FetchPollInterval is 20ms)")
 	flag.DurationVar(&c.leaseDuration, "lease-duration", 30*time.Second, "--lease-duration of the workers")
@@ -190,7 +191,9 @@ func main() {
 	flag.DurationVar(&c.inflightLatency, "inflight-latency", 2*time.Second, "simulated LLM latency of the in-flight phase")
 	flag.DurationVar(&c.inflightLease, "inflight-lease", 2*time.Minute, "--lease-duration of the in-flight phase (longer than the time a claimed job may wait for a connection)")
 	flag.IntVar(&c.embeddedJobs, "embedded-jobs", 2000, "light jobs of the embedded phase")
-	flag.IntVar(&c.embeddedWorkers, "embedded-workers", 32, "--workers of the embedded server")
+	flag.IntVar(&c.embeddedWorkers, "embedded-workers", 32, "--workers of the embedded server; 0: the binary's default")
+	var workerArgs string
+	flag.StringVar(&workerArgs, "worker-args", "", "more flags for every `oncejob worker` and the embedded serve that runs jobs, space-separated (e.g. \"--publish-linger 2ms\")")
 	flag.Float64Var(&c.walBaseline, "wal-baseline", 16000, "WAL bytes per light job before issue 12 (the median of this bench's cost phases on main, 2026-12-03); target: <= 1/3 of it")
 	flag.DurationVar(&c.phaseTimeout, "phase-timeout", 5*time.Minute, "fail a phase that has not finished by then")
 	flag.StringVar(&c.logLevel, "log-level", "warn", "--log-level of the oncejob processes (their logs go to files in the temp dir)")
@@ -208,6 +211,7 @@ func main() {
 			}
 		}
 	}
+	c.workerArgs = strings.Fields(workerArgs)
 	var err error
 	if c.phases, err = parsePhases(phases); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: -phases:", err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -48,8 +49,12 @@ func (v *verdicts) check(name string, got string, met bool, target string) {
 // print writes the tables and the targets; it returns the targets missed.
 func (r *report) print(w io.Writer) []string {
 	c := r.c
-	fmt.Fprintf(w, "\nengine: `oncejob worker` x processes, --workers %d each, --poll-interval %s, pool_max_conns %s; simulator latency %s\n",
-		c.workers, c.pollInterval, poolDesc(c.poolMaxConns), c.simLatency)
+	workers := "--workers " + strconv.Itoa(c.workers)
+	if c.workers <= 0 {
+		workers = "--workers the binary's default"
+	}
+	fmt.Fprintf(w, "\nengine: `oncejob worker` x processes, %s each, --poll-interval %s, pool_max_conns %s; simulator latency %s; more flags: %q\n",
+		workers, c.pollInterval, poolDesc(c.poolMaxConns), c.simLatency, strings.Join(c.workerArgs, " "))
 	fmt.Fprintf(w, "River %s: riverpgxv5, FetchCooldown 2ms, FetchPollInterval 20ms, MaxWorkers %d, pgxpool defaults;\n",
 		riverVersion(), c.riverMaxWorkers)
 	fmt.Fprintf(w, "  no-op: Work returns nil; durable: Work inserts a result row and an outbox row and calls JobCompleteTx, one transaction\n\n")
