@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
@@ -65,23 +64,10 @@ type Config struct {
 	// UNIMPLEMENTED. The caller runs it (Hub.Run) and, before GracefulStop,
 	// shuts it down (Hub.Shutdown) so open streams end with where to resume.
 	Watch *watch.Hub
+	// Transport are the connections' limits and TLS; zero fields take
+	// their defaults (see Transport).
+	Transport Transport
 }
-
-// Keepalive of the server's connections. Watch streams stay open for long
-// and may carry nothing for minutes, so the server pings an idle connection
-// and drops a peer that does not answer, which ends its streams; and it lets
-// clients ping it as often as every 10s, with or without streams, to keep
-// NATs and load balancers from dropping quiet watches.
-var (
-	keepaliveParams = keepalive.ServerParameters{
-		Time:    30 * time.Second,
-		Timeout: 10 * time.Second,
-	}
-	keepalivePolicy = keepalive.EnforcementPolicy{
-		MinTime:             10 * time.Second,
-		PermitWithoutStream: true,
-	}
-)
 
 // DefaultMaxDocumentBytes is the default document size limit.
 const DefaultMaxDocumentBytes = 8 << 20
@@ -106,6 +92,7 @@ func (c Config) WithDefaults() Config {
 	if c.MaxDocumentBytes == 0 {
 		c.MaxDocumentBytes = DefaultMaxDocumentBytes
 	}
+	c.Transport = c.Transport.WithDefaults()
 	return c
 }
 
@@ -119,7 +106,7 @@ func (c Config) validate() error {
 	if c.StoreTimeout < 0 {
 		return errors.New("server: Config.StoreTimeout must not be negative")
 	}
-	return nil
+	return c.Transport.validate()
 }
 
 // Server is a JobService: the gRPC server (with health and reflection), its
@@ -183,8 +170,10 @@ func New(cfg Config) (*Server, error) {
 
 	srv := grpc.NewServer(
 		grpc.MaxRecvMsgSize(cfg.MaxDocumentBytes+maxMessageOverhead),
-		grpc.KeepaliveParams(keepaliveParams),
-		grpc.KeepaliveEnforcementPolicy(keepalivePolicy),
+		grpc.KeepaliveParams(cfg.Transport.keepaliveParams()),
+		grpc.KeepaliveEnforcementPolicy(cfg.Transport.enforcementPolicy()),
+		grpc.MaxConcurrentStreams(cfg.Transport.MaxConcurrentStreams),
+		grpc.Creds(cfg.Transport.creds()), // nil: plaintext
 		grpc.ChainUnaryInterceptor(
 			withLogHolder,
 			requestid.UnaryServerInterceptor(),
