@@ -1,8 +1,18 @@
 // Package config reads oncejob's config file (--config FILE): one YAML
-// document whose top-level sections each configure one part of the server.
-// Today it has one section, `sinks:` (where the tenants' events go); others
-// are meant to join it, so unknown sections are refused rather than ignored:
-// a typo must not silently drop a sink.
+// document holding the flags of serve, worker and relay by name, and the
+// `sinks:` section (where the tenants' events go).
+//
+// Every key other than `sinks` names a flag: `workers: 8` is --workers 8.
+// Sections nest for readability, their names joined by dashes, so
+//
+//	tls:
+//	  cert: /etc/oncejob/tls.crt
+//
+// is --tls-cert; underscores read as dashes. A list of scalars is the
+// comma-separated value. Which names are flags is the command's business
+// (Settings are checked against its flag sets), so a typo is an error there,
+// never silently dropped; a key of the sinks section that is not known is
+// an error here.
 package config
 
 import (
@@ -11,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -19,8 +30,20 @@ import (
 
 // File is the config file.
 type File struct {
+	// Path is the file read; empty for a document parsed from memory.
+	Path string
 	// Sinks are where the tenants' events are delivered; see relay.SinkConfig.
-	Sinks []relay.SinkConfig `yaml:"sinks"`
+	Sinks []relay.SinkConfig
+	// Settings are the flag values of the file, by flag name, in the
+	// file's order.
+	Settings []Setting
+}
+
+// Setting is one flag's value in the file.
+type Setting struct {
+	Name  string // the flag's name: the key, with its sections, dashed
+	Value string
+	Line  int // in the file, for errors
 }
 
 // Load reads and validates the file at path; an empty path is an empty
@@ -34,19 +57,104 @@ func Load(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return Parse(data)
+	f, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	f.Path = path
+	return f, nil
 }
 
 // Parse reads and validates a config document.
 func Parse(data []byte) (*File, error) {
-	var f File
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("config: %w", err)
+	}
+	f := &File{}
+	if len(doc.Content) == 0 {
+		return f, nil
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("config: line %d: want a mapping of flag names and sections", root.Line)
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if k.Value == "sinks" {
+			sinks, err := decodeSinks(v)
+			if err != nil {
+				return nil, err
+			}
+			f.Sinks = sinks
+			continue
+		}
+		if err := flatten(k, v, "", &f.Settings); err != nil {
+			return nil, err
+		}
+	}
+	seen := map[string]int{}
+	for _, s := range f.Settings {
+		if line, dup := seen[s.Name]; dup {
+			return nil, fmt.Errorf("config: line %d: %q is set twice (first on line %d)", s.Line, s.Name, line)
+		}
+		seen[s.Name] = s.Line
 	}
 	if err := relay.ValidateSinks(f.Sinks); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return &f, nil
+	return f, nil
+}
+
+// decodeSinks decodes the sinks section strictly: an unknown field is an
+// error (a typo must not silently drop a sink's setting). yaml.Node.Decode
+// has no strict mode, so the section is decoded again from its text.
+func decodeSinks(n *yaml.Node) ([]relay.SinkConfig, error) {
+	text, err := yaml.Marshal(n)
+	if err != nil {
+		return nil, fmt.Errorf("config: sinks: %w", err)
+	}
+	var sinks []relay.SinkConfig
+	dec := yaml.NewDecoder(bytes.NewReader(text))
+	dec.KnownFields(true)
+	if err := dec.Decode(&sinks); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("config: sinks (line %d): %w", n.Line, err)
+	}
+	return sinks, nil
+}
+
+// flatten appends the settings of key k with value v under prefix.
+func flatten(k, v *yaml.Node, prefix string, out *[]Setting) error {
+	if k.Kind != yaml.ScalarNode || k.Value == "" {
+		return fmt.Errorf("config: line %d: a key must be a name", k.Line)
+	}
+	name := prefix + strings.ReplaceAll(k.Value, "_", "-")
+	switch v.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			if err := flatten(v.Content[i], v.Content[i+1], name+"-", out); err != nil {
+				return err
+			}
+		}
+		return nil
+	case yaml.SequenceNode:
+		items := make([]string, 0, len(v.Content))
+		for _, item := range v.Content {
+			if item.Kind != yaml.ScalarNode {
+				return fmt.Errorf("config: line %d: %q: a list holds plain values only", item.Line, name)
+			}
+			items = append(items, item.Value)
+		}
+		*out = append(*out, Setting{Name: name, Value: strings.Join(items, ","), Line: k.Line})
+		return nil
+	case yaml.ScalarNode:
+		value := v.Value
+		if v.Tag == "!!null" {
+			value = ""
+		}
+		*out = append(*out, Setting{Name: name, Value: value, Line: k.Line})
+		return nil
+	default:
+		return fmt.Errorf("config: line %d: %q: want a value, a list or a section", k.Line, name)
+	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 // httpOpts is serve's HTTP face: the HTTP/JSON API and the console.
 type httpOpts struct {
 	addr string
+	tls  *tls.Config // nil: plaintext (listenFlags sets it)
 }
 
 func httpFlags(fs *flag.FlagSet) *httpOpts {
@@ -70,8 +72,13 @@ func (o *httpOpts) start(ctx context.Context, srv *server.Server, probe *readine
 		// No write timeout: watches stream for as long as clients stay.
 		srv: &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
 	}
+	serve := f.srv.Serve
+	if o.tls != nil {
+		f.srv.TLSConfig = o.tls
+		serve = func(l net.Listener) error { return f.srv.ServeTLS(l, "", "") }
+	}
 	go func() {
-		if err := f.srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("http server stopped", "error", err)
 		}
 	}()

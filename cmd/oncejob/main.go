@@ -7,6 +7,7 @@
 //	oncejob reconcile compare deliveries with the target systems
 //	oncejob deliveries list|retry   deliveries, through a server
 //	oncejob migrate   apply database migrations
+//	oncejob config check  validate a config file, print the effective configuration
 //	oncejob llm-sim   serve the LLM simulator
 //	oncejob hash-key  print the sha256 of an API key for the keys file
 //	oncejob submit|get|list|watch|wait|cancel|replay|resolve|approve
@@ -17,8 +18,9 @@
 //	                  jobs submitted on a cron expression or an interval
 //
 // Every flag can also be set by an ONCEJOB_* environment variable (the flag
-// name upper-cased, dashes as underscores); a flag given on the command line
-// wins.
+// name upper-cased, dashes as underscores), and those of serve, worker and
+// relay in the config file (--config): a flag given on the command line
+// wins over the variable, which wins over the file (settings.go).
 package main
 
 import (
@@ -28,7 +30,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	_ "time/tzdata" // schedules' time zones, whatever the host has installed
 )
@@ -46,6 +47,7 @@ var commands = []command{
 	{"reconcile", "compare deliveries with their sinks, repair what a stream lost, report", runReconcile},
 	{"deliveries", "list or retry deliveries of events to sinks (a client of a running server)", runDeliveries},
 	{"migrate", "apply database migrations and exit", runMigrate},
+	{"config", "check a config file: print the effective configuration, secrets masked", runConfig},
 	{"llm-sim", "serve the deterministic LLM simulator (OpenAI protocol) on loopback", runLLMSim},
 	{"hash-key", "print the sha256 of an API key (read from stdin) for --api-keys", runHashKey},
 	{"submit", "submit a document once (the same command again is a replay); --wait to follow it", runSubmit},
@@ -91,22 +93,4 @@ func usage() {
 	for _, c := range commands {
 		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.short)
 	}
-}
-
-// parseFlags parses args, first taking each flag's value from its ONCEJOB_*
-// environment variable when set.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		env := "ONCEJOB_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(env); ok && envErr == nil {
-			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", env, v, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return envErr
-	}
-	return fs.Parse(args)
 }

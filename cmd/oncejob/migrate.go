@@ -12,6 +12,7 @@ import (
 func runMigrate(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	stf := storeFlags(fs, false)
+	configFlag(fs) // --database-url from the file
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

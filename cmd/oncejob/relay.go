@@ -115,12 +115,6 @@ func runRelay(ctx context.Context, args []string) error {
 	return nil
 }
 
-// configFlag declares --config, the config file shared by serve, relay and
-// reconcile.
-func configFlag(fs *flag.FlagSet) *string {
-	return fs.String("config", "", "config file (YAML); its sinks: section says where the tenants' events go")
-}
-
 // poke wakes a relay without ever blocking: one pending wake-up is enough.
 func poke(wake chan<- struct{}) {
 	select {

@@ -35,6 +35,7 @@ func runServe(ctx context.Context, args []string) error {
 	sched := schedulerFlags(fs)
 	storeTimeout := fs.Duration("store-timeout", server.DefaultStoreTimeout, "longest a unary call waits on the store; then UNAVAILABLE (store unavailable)")
 	httpCfg := httpFlags(fs)
+	lo := listenFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -61,6 +62,11 @@ func runServe(ctx context.Context, args []string) error {
 		return errors.New("--submit-max-batch must be at least 1")
 	}
 
+	lis0, err := lo.listeners(logger)
+	if err != nil {
+		return err
+	}
+	httpCfg.tls = lis0.httpTLS
 	pipelines, err := eng.pipelines()
 	if err != nil {
 		return err
@@ -101,6 +107,7 @@ func runServe(ctx context.Context, args []string) error {
 		SubmitLinger:     *linger,
 		SubmitMaxBatch:   *maxBatch,
 		Watch:            hub,
+		Transport:        lis0.transport,
 	})
 	if err != nil {
 		return err
@@ -133,8 +140,8 @@ func runServe(ctx context.Context, args []string) error {
 	if keys.DevMode() {
 		logger.Warn("DEV MODE: no --api-keys configured; every caller is tenant \"default\" and nothing is authenticated. Do not expose this server.")
 	}
-	logger.Info("oncejob serving", "grpc_addr", lis.Addr().String(), "http_addr", httpFace.addr, "store", where, "pipelines", pipelines.Names(), "idempotency_window", window.String())
-	printBanner(lis.Addr().String(), httpFace.addr, where, eng)
+	logger.Info("oncejob serving", "tls", lis0.tls(), "grpc_addr", lis.Addr().String(), "http_addr", httpFace.addr, "store", where, "pipelines", pipelines.Names(), "idempotency_window", window.String())
+	printBanner(lis.Addr().String(), httpFace.addr, where, eng, lis0.tls())
 
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()
@@ -192,14 +199,18 @@ func runServe(ctx context.Context, args []string) error {
 
 // printBanner tells a person at a terminal where the server is and how to
 // try it.
-func printBanner(addr, httpAddr, where string, eng *engineOpts) {
+func printBanner(addr, httpAddr, where string, eng *engineOpts, useTLS bool) {
 	provider := eng.llmBaseURL
 	if provider == "" {
 		provider = "the built-in LLM simulator (no API key needed)"
 	}
 	console := "off (--http-addr is empty)"
+	scheme, grpcurlTLS := "http", "-plaintext"
+	if useTLS {
+		scheme, grpcurlTLS = "https", "-cacert ca.pem" // and -cert, -key under --tls-client-ca
+	}
 	if httpAddr != "" {
-		console = "http://" + httpAddr + "/  (HTTP/JSON API under /v1/)"
+		console = scheme + "://" + httpAddr + "/  (HTTP/JSON API under /v1/)"
 	}
 	fmt.Fprintf(os.Stderr, `
 oncejob is serving gRPC on %[1]s
@@ -209,9 +220,9 @@ oncejob is serving gRPC on %[1]s
   workers:  %[4]d in this process
 
 Submit a job:
-  grpcurl -plaintext -H 'idempotency-key: hello-1' -d '{"pipeline": "summarize", "document": {"text": "oncejob runs LLM document jobs so that every effect happens once."}}' %[1]s oncejob.v1.JobService/SubmitJob
+  grpcurl %[6]s -H 'idempotency-key: hello-1' -d '{"pipeline": "summarize", "document": {"text": "oncejob runs LLM document jobs so that every effect happens once."}}' %[1]s oncejob.v1.JobService/SubmitJob
 Watch it (use the id from the answer):
-  grpcurl -plaintext -d '{"job_id": "<id>"}' %[1]s oncejob.v1.JobService/WatchJob
+  grpcurl %[6]s -d '{"job_id": "<id>"}' %[1]s oncejob.v1.JobService/WatchJob
 
-`, addr, where, provider, eng.workers, console)
+`, addr, where, provider, eng.workers, console, grpcurlTLS)
 }

@@ -13,6 +13,7 @@ func runWorker(ctx context.Context, args []string) error {
 	stf := storeFlags(fs, false)
 	eng := engineFlags(fs)
 	lf := logFlags(fs)
+	configFlag(fs) // flags from the file; a worker has no sinks
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
