@@ -2,7 +2,9 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -284,4 +286,24 @@ func TestSubmitJobsOverHTTP(t *testing.T) {
 		require.Equal(t, decode(t, first)["job"].(map[string]any)["id"], results[1].(map[string]any)["job"].(map[string]any)["id"])
 		require.NotNil(t, results[2].(map[string]any)["error"])
 	})
+}
+
+// TestHTTP2RequestWithoutBody: over HTTP/2 (as a TLS listener serves it) a
+// GET carries no body, and is not refused for not being JSON.
+func TestHTTP2RequestWithoutBody(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	h2 := httptest.NewUnstartedServer(b.handler)
+	h2.EnableHTTP2 = true
+	h2.StartTLS()
+	t.Cleanup(h2.Close)
+	req, err := http.NewRequest(http.MethodGet, h2.URL+"/v1/jobs", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", bearer(keyAcme))
+	resp, err := h2.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	require.Equal(t, 2, resp.ProtoMajor)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
 }

@@ -47,6 +47,8 @@ type testBundle struct {
 	store testStore
 	hub   *watch.Hub
 	base  string // http://127.0.0.1:port
+	// handler is the gateway, for a test that serves it otherwise.
+	handler http.Handler
 }
 
 type setupOpts struct {
@@ -102,7 +104,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		<-hubDone
 		http.DefaultClient.CloseIdleConnections()
 	})
-	return &testBundle{store: st, hub: hub, base: "http://" + lis.Addr().String()}
+	return &testBundle{store: st, hub: hub, base: "http://" + lis.Addr().String(), handler: gw}
 }
 
 // forEachStore runs fn on a fresh Postgres schema and on a fresh embedded
