@@ -37,6 +37,14 @@ type Transport struct {
 	// stream open for this long. Default DefaultMaxConnectionIdle (15m);
 	// negative: never.
 	MaxConnectionIdle time.Duration
+	// MaxConnectionAge, when positive, sends GOAWAY to a connection this
+	// old (with a jitter of 10%), so clients reconnect and spread over the
+	// replicas a load balancer put behind one address; its calls and
+	// streams then have MaxConnectionAgeGrace to end (0: as long as they
+	// take) before they are cut, and the SDKs resume cut watches. Default
+	// 0: never.
+	MaxConnectionAge      time.Duration
+	MaxConnectionAgeGrace time.Duration
 	// MaxConcurrentStreams bounds the calls (unary and streams) open at
 	// once on one connection; the client queues those over it. Default
 	// DefaultMaxConcurrentStreams (1000).
@@ -87,6 +95,12 @@ func (t Transport) keepaliveParams() keepalive.ServerParameters {
 	p := keepalive.ServerParameters{Time: t.KeepaliveTime, Timeout: t.KeepaliveTimeout}
 	if t.MaxConnectionIdle > 0 {
 		p.MaxConnectionIdle = t.MaxConnectionIdle
+	}
+	if t.MaxConnectionAge > 0 {
+		p.MaxConnectionAge = t.MaxConnectionAge
+		if t.MaxConnectionAgeGrace > 0 {
+			p.MaxConnectionAgeGrace = t.MaxConnectionAgeGrace
+		}
 	}
 	return p
 }

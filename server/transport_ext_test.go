@@ -107,3 +107,13 @@ func TestTransportMaxConnectionIdle(t *testing.T) {
 	g := c.goAway()
 	require.Equal(t, http2.ErrCodeNo, g.ErrCode)
 }
+
+// TestTransportMaxConnectionAge: a connection older than MaxConnectionAge
+// is sent GOAWAY, so clients reconnect (and spread over the replicas);
+// with no call open it then closes.
+func TestTransportMaxConnectionAge(t *testing.T) {
+	t.Parallel()
+	c := dialH2(t, startTransport(t, server.Transport{MaxConnectionAge: 200 * time.Millisecond, MaxConnectionAgeGrace: 100 * time.Millisecond}))
+	g := c.goAway()
+	require.Equal(t, http2.ErrCodeNo, g.ErrCode)
+}

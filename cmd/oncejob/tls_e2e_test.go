@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -256,4 +258,50 @@ func TestMutualTLS(t *testing.T) {
 	strangerNow := client{name: "the other CA's client after rotation", ca: ca.CertFile, cert: stranger.CertFile, key: stranger.KeyFile}
 	expect(t, s, strangerNow, true)
 	expect(t, s, client{name: "the old CA's client after rotation", ca: ca.CertFile, cert: member.CertFile, key: member.KeyFile}, false)
+}
+
+// TestServeConnectionLimitsFromConfig: the gRPC limits set in the config
+// file reach the server: its HTTP/2 SETTINGS announce the stream limit,
+// and a client pinging more often than the keepalive minimum is sent
+// GOAWAY ENHANCE_YOUR_CALM.
+func TestServeConnectionLimitsFromConfig(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	cfg := writeFile(t, "oncejob.yaml", "grpc:\n  addr: "+addr+"\n  max-concurrent-streams: 7\n  keepalive:\n    min-time: 1m\n")
+	p := start(t, "serve-limits", nil, "serve", "--data-dir", t.TempDir(), "--config", cfg)
+	t.Cleanup(p.stop)
+	waitHealthy(t, p, addr)
+
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	_, err = conn.Write([]byte(http2.ClientPreface))
+	require.NoError(t, err)
+	fr := http2.NewFramer(conn, conn)
+	require.NoError(t, fr.WriteSettings())
+	f, err := fr.ReadFrame()
+	require.NoError(t, err)
+	settings, ok := f.(*http2.SettingsFrame)
+	require.True(t, ok, "first frame %T", f)
+	streams, ok := settings.Value(http2.SettingMaxConcurrentStreams)
+	require.True(t, ok)
+	require.Equal(t, uint32(7), streams)
+	require.NoError(t, fr.WriteSettingsAck())
+	go func() {
+		for i := range 10 {
+			if fr.WritePing(false, [8]byte{byte(i)}) != nil {
+				return
+			}
+		}
+	}()
+	for {
+		f, err := fr.ReadFrame()
+		require.NoError(t, err, "the connection ended without GOAWAY")
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			require.Equal(t, http2.ErrCodeEnhanceYourCalm, g.ErrCode)
+			require.Equal(t, "too_many_pings", string(g.DebugData()))
+			return
+		}
+	}
 }

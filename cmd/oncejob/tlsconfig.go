@@ -18,7 +18,7 @@ type listenOpts struct {
 	tlsCert, tlsKey, tlsClientCA string
 
 	keepaliveTime, keepaliveTimeout, keepaliveMinTime time.Duration
-	maxConnectionIdle                                 time.Duration
+	maxConnectionIdle, maxConnectionAge, ageGrace     time.Duration
 	maxConcurrentStreams                              uint
 }
 
@@ -31,6 +31,8 @@ func listenFlags(fs *flag.FlagSet) *listenOpts {
 	fs.DurationVar(&o.keepaliveTimeout, "grpc-keepalive-timeout", server.DefaultKeepaliveTimeout, "close a gRPC connection whose ping is unanswered this long (ends its watches)")
 	fs.DurationVar(&o.keepaliveMinTime, "grpc-keepalive-min-time", server.DefaultKeepaliveMinTime, "shortest interval between a client's pings; a client pinging more often gets GOAWAY too_many_pings")
 	fs.DurationVar(&o.maxConnectionIdle, "grpc-max-connection-idle", server.DefaultMaxConnectionIdle, "close a gRPC connection with no call or stream open for this long (0: never)")
+	fs.DurationVar(&o.maxConnectionAge, "grpc-max-connection-age", 0, "send GOAWAY to a gRPC connection this old, so clients reconnect and spread over replicas behind one address (0: never)")
+	fs.DurationVar(&o.ageGrace, "grpc-max-connection-age-grace", 0, "after --grpc-max-connection-age, cut the calls and streams still open this much later (0: let them end; the SDKs resume cut watches)")
 	fs.UintVar(&o.maxConcurrentStreams, "grpc-max-concurrent-streams", server.DefaultMaxConcurrentStreams, "most calls and streams open at once on one gRPC connection; clients queue the rest")
 	return o
 }
@@ -50,11 +52,13 @@ func (o *listenOpts) listeners(logger *slog.Logger) (*listeners, error) {
 		return nil, errors.New("--grpc-max-concurrent-streams must be between 1 and 2^31")
 	}
 	l := &listeners{transport: server.Transport{
-		KeepaliveTime:        o.keepaliveTime,
-		KeepaliveTimeout:     o.keepaliveTimeout,
-		KeepaliveMinTime:     o.keepaliveMinTime,
-		MaxConnectionIdle:    o.maxConnectionIdle,
-		MaxConcurrentStreams: uint32(o.maxConcurrentStreams),
+		KeepaliveTime:         o.keepaliveTime,
+		KeepaliveTimeout:      o.keepaliveTimeout,
+		KeepaliveMinTime:      o.keepaliveMinTime,
+		MaxConnectionIdle:     o.maxConnectionIdle,
+		MaxConnectionAge:      o.maxConnectionAge,
+		MaxConnectionAgeGrace: o.ageGrace,
+		MaxConcurrentStreams:  uint32(o.maxConcurrentStreams),
 	}}
 	if l.transport.MaxConnectionIdle == 0 {
 		l.transport.MaxConnectionIdle = -1 // server.Transport: zero is the default, negative never
