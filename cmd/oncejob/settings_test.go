@@ -5,10 +5,13 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/oncejob/oncejob/config"
 )
 
 func writeConfig(t *testing.T, text string) string {
@@ -139,4 +142,30 @@ sinks:
 	require.NoError(t, yaml.Unmarshal(out.Bytes(), &back))
 	require.Contains(t, back, "tls-cert")
 	require.Contains(t, back, "sinks")
+}
+
+// TestOperationsConfigExample: the config file of docs/operations.md is
+// one that serve, worker and relay take.
+func TestOperationsConfigExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operations.md")
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(doc), "<!-- e2e: config example -->\n```yaml\n")
+	require.True(t, ok, "the marked example")
+	example, _, ok := strings.Cut(rest, "```")
+	require.True(t, ok)
+	file, err := config.Parse([]byte(example))
+	require.NoError(t, err)
+	require.Len(t, file.Sinks, 1)
+	for _, c := range configCommands() {
+		fs, err := commandFlags(c.run)
+		require.NoError(t, err)
+		_, err = applyFile(fs, file)
+		require.NoError(t, err, c.name)
+	}
+	fs, err := commandFlags(runServe)
+	require.NoError(t, err)
+	_, err = applyFile(fs, file)
+	require.NoError(t, err)
+	require.Equal(t, "0.0.0.0:7071", flagValue(t, fs, "http-addr"))
+	require.Equal(t, "/etc/oncejob/tls/clients.pem", flagValue(t, fs, "tls-client-ca"))
 }
