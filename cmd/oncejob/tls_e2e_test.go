@@ -177,13 +177,28 @@ func viaCurl(t *testing.T, s *tlsServer, c client, _ string) (string, bool) {
 	return string(out), err == nil && strings.Contains(string(out), `"jobs"`)
 }
 
+// viaCLI submits a job with the oncejob CLI, its connection settings in
+// the environment (ONCEJOB_CA_FILE, ...) as an operator's shell would hold
+// them.
+func viaCLI(t *testing.T, s *tlsServer, c client, key string) (string, bool) {
+	t.Helper()
+	env := []string{"ONCEJOB_ADDR=" + s.addr}
+	if !c.plaintext {
+		env = append(env, "ONCEJOB_TLS=true", "ONCEJOB_CA_FILE="+c.ca, "ONCEJOB_CERT_FILE="+c.cert, "ONCEJOB_KEY_FILE="+c.key)
+	}
+	cmd := exec.Command(filepath.Join(binDir, "oncejob"), "submit", writeFile(t, "doc.txt", "over TLS"), "--key", key, "--json", "--timeout", "3s")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err == nil && strings.Contains(string(out), `"id"`)
+}
+
 type via func(t *testing.T, s *tlsServer, c client, key string) (string, bool)
 
 var clients = []struct {
 	name string
 	do   via
 }{
-	{"grpcurl", viaGrpcurl}, {"go-sdk", viaGoSDK}, {"python-sdk", viaPython}, {"curl", viaCurl},
+	{"grpcurl", viaGrpcurl}, {"go-sdk", viaGoSDK}, {"python-sdk", viaPython}, {"curl", viaCurl}, {"cli", viaCLI},
 }
 
 // expect runs every client with c and requires each to connect (ok) or be
@@ -213,7 +228,7 @@ func requireTLSTools(t *testing.T) {
 }
 
 // TestTLS: serve with --tls-cert and --tls-key (from the config file):
-// grpcurl, the Go SDK, the Python SDK and curl connect when they trust the
+// grpcurl, the Go SDK, the Python SDK, curl and the CLI connect when they trust the
 // server's CA, and are refused in plaintext and when they trust only the
 // system's roots. Then the certificate files are replaced by ones of
 // another CA, and the next connections present the new certificate, with
