@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"slices"
@@ -13,7 +14,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/oncejob/oncejob/config"
-	"github.com/oncejob/oncejob/internal/certreload"
 )
 
 // mask replaces a secret when the effective configuration is shown.
@@ -120,11 +120,8 @@ func (e *effective) value(name string) string {
 
 // checkTLS loads the TLS files as serve would at start.
 func (e *effective) checkTLS() error {
-	cert, key, ca := e.value("tls-cert"), e.value("tls-key"), e.value("tls-client-ca")
-	if cert == "" && key == "" && ca == "" {
-		return nil
-	}
-	_, err := certreload.New(certreload.Files{Cert: cert, Key: key, ClientCA: ca}, nil)
+	o := &tlsOpts{cert: e.value("tls-cert"), key: e.value("tls-key"), clientCA: e.value("tls-client-ca")}
+	_, err := o.reloader(slog.New(slog.DiscardHandler))
 	return err
 }
 

@@ -62,11 +62,11 @@ func runServe(ctx context.Context, args []string) error {
 		return errors.New("--submit-max-batch must be at least 1")
 	}
 
-	lis0, err := lo.listeners(logger)
+	listen, err := lo.listeners(logger)
 	if err != nil {
 		return err
 	}
-	httpCfg.tls = lis0.httpTLS
+	httpCfg.tls = listen.httpTLS
 	pipelines, err := eng.pipelines()
 	if err != nil {
 		return err
@@ -107,7 +107,7 @@ func runServe(ctx context.Context, args []string) error {
 		SubmitLinger:     *linger,
 		SubmitMaxBatch:   *maxBatch,
 		Watch:            hub,
-		Transport:        lis0.transport,
+		Transport:        listen.transport,
 	})
 	if err != nil {
 		return err
@@ -140,8 +140,8 @@ func runServe(ctx context.Context, args []string) error {
 	if keys.DevMode() {
 		logger.Warn("DEV MODE: no --api-keys configured; every caller is tenant \"default\" and nothing is authenticated. Do not expose this server.")
 	}
-	logger.Info("oncejob serving", "tls", lis0.tls(), "grpc_addr", lis.Addr().String(), "http_addr", httpFace.addr, "store", where, "pipelines", pipelines.Names(), "idempotency_window", window.String())
-	printBanner(lis.Addr().String(), httpFace.addr, where, eng, lis0.tls())
+	logger.Info("oncejob serving", "tls", listen.tls(), "grpc_addr", lis.Addr().String(), "http_addr", httpFace.addr, "store", where, "pipelines", pipelines.Names(), "idempotency_window", window.String())
+	printBanner(lis.Addr().String(), httpFace.addr, where, eng, listen.tls())
 
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()

@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/oncejob/oncejob/config"
+	"github.com/oncejob/oncejob/internal/testcert"
 )
 
 func writeConfig(t *testing.T, text string) string {
@@ -168,4 +169,18 @@ func TestOperationsConfigExample(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "0.0.0.0:7071", flagValue(t, fs, "http-addr"))
 	require.Equal(t, "/etc/oncejob/tls/clients.pem", flagValue(t, fs, "tls-client-ca"))
+}
+
+// TestConfigCheckLoadsTLSFiles: config check loads the TLS files as serve
+// would at start: a key that is not the certificate's, or a certificate
+// without a key, is refused.
+func TestConfigCheckLoadsTLSFiles(t *testing.T) {
+	ca := testcert.NewCA(t, "CA")
+	a, b := ca.Server(t, "a"), ca.Server(t, "b")
+	_, err := effectiveConfig(writeConfig(t, "tls:\n  cert: "+a.CertFile+"\n  key: "+a.KeyFile+"\n  client-ca: "+ca.CertFile+"\n"))
+	require.NoError(t, err)
+	_, err = effectiveConfig(writeConfig(t, "tls:\n  cert: "+a.CertFile+"\n  key: "+b.KeyFile+"\n"))
+	require.ErrorContains(t, err, a.CertFile)
+	_, err = effectiveConfig(writeConfig(t, "tls-cert: "+a.CertFile+"\n"))
+	require.ErrorContains(t, err, "needs both --tls-cert and --tls-key")
 }

@@ -11,11 +11,39 @@ import (
 	"github.com/oncejob/oncejob/server"
 )
 
+// tlsOpts are --tls-cert, --tls-key and --tls-client-ca: TLS (and mutual
+// TLS) on every listener of the process, certificates re-read when their
+// files change (docs/operations.md, "TLS and certificate rotation"). A
+// command with an HTTP listener adds them with tlsFlags and serves
+// tlsOpts.reloader's ServerConfig("h2", "http/1.1").
+type tlsOpts struct {
+	cert, key, clientCA string
+}
+
+func tlsFlags(fs *flag.FlagSet) *tlsOpts {
+	o := &tlsOpts{}
+	fs.StringVar(&o.cert, "tls-cert", "", "PEM certificate chain of the listeners (gRPC and HTTP); with --tls-key, serve TLS (the files are read again when they change: rotate them in place)")
+	fs.StringVar(&o.key, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&o.clientCA, "tls-client-ca", "", "PEM CA bundle: require a client certificate it signed (mutual TLS); re-read when it changes")
+	return o
+}
+
+// reloader returns the certificates of the flags, nil when TLS is off.
+func (o *tlsOpts) reloader(logger *slog.Logger) (*certreload.Reloader, error) {
+	switch {
+	case o.cert == "" && o.key == "" && o.clientCA == "":
+		return nil, nil
+	case o.cert == "" || o.key == "":
+		return nil, errors.New("TLS needs both --tls-cert and --tls-key (--tls-client-ca adds client certificates to them)")
+	}
+	return certreload.New(certreload.Files{Cert: o.cert, Key: o.key, ClientCA: o.clientCA}, logger)
+}
+
 // listenOpts are the flags of serve's listeners: TLS on gRPC and HTTP, and
-// the gRPC connection limits (docs/operations.md, "TLS" and "Connections
-// and streams").
+// the gRPC connection limits (docs/operations.md, "Connections and
+// streams").
 type listenOpts struct {
-	tlsCert, tlsKey, tlsClientCA string
+	tls *tlsOpts
 
 	keepaliveTime, keepaliveTimeout, keepaliveMinTime time.Duration
 	maxConnectionIdle, maxConnectionAge, ageGrace     time.Duration
@@ -23,10 +51,7 @@ type listenOpts struct {
 }
 
 func listenFlags(fs *flag.FlagSet) *listenOpts {
-	o := &listenOpts{}
-	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate chain of the gRPC and HTTP listeners; with --tls-key, serve TLS (the files are read again when they change: rotate them in place)")
-	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
-	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "PEM CA bundle: require a client certificate it signed on gRPC and HTTP (mutual TLS); re-read when it changes")
+	o := &listenOpts{tls: tlsFlags(fs)}
 	fs.DurationVar(&o.keepaliveTime, "grpc-keepalive-time", server.DefaultKeepaliveTime, "ping a gRPC connection quiet for this long")
 	fs.DurationVar(&o.keepaliveTimeout, "grpc-keepalive-timeout", server.DefaultKeepaliveTimeout, "close a gRPC connection whose ping is unanswered this long (ends its watches)")
 	fs.DurationVar(&o.keepaliveMinTime, "grpc-keepalive-min-time", server.DefaultKeepaliveMinTime, "shortest interval between a client's pings; a client pinging more often gets GOAWAY too_many_pings")
@@ -63,15 +88,12 @@ func (o *listenOpts) listeners(logger *slog.Logger) (*listeners, error) {
 	if l.transport.MaxConnectionIdle == 0 {
 		l.transport.MaxConnectionIdle = -1 // server.Transport: zero is the default, negative never
 	}
-	switch {
-	case o.tlsCert == "" && o.tlsKey == "" && o.tlsClientCA == "":
-		return l, nil
-	case o.tlsCert == "" || o.tlsKey == "":
-		return nil, errors.New("TLS needs both --tls-cert and --tls-key (--tls-client-ca adds client certificates to them)")
-	}
-	r, err := certreload.New(certreload.Files{Cert: o.tlsCert, Key: o.tlsKey, ClientCA: o.tlsClientCA}, logger)
+	r, err := o.tls.reloader(logger)
 	if err != nil {
 		return nil, err
+	}
+	if r == nil {
+		return l, nil
 	}
 	l.transport.TLS = r.ServerConfig("h2")
 	l.httpTLS = r.ServerConfig("h2", "http/1.1")
