@@ -2,7 +2,7 @@
 // document holding the flags of serve, worker and relay by name, and the
 // `sinks:` section (where the tenants' events go).
 //
-// Every key other than `sinks` names a flag: `workers: 8` is --workers 8.
+// Every key other than a section (`sinks`; see File.sections) names a flag: `workers: 8` is --workers 8.
 // Sections nest for readability, their names joined by dashes, so
 //
 //	tls:
@@ -79,14 +79,13 @@ func Parse(data []byte) (*File, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("config: line %d: want a mapping of flag names and sections", root.Line)
 	}
+	sections := f.sections()
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
-		if k.Value == "sinks" {
-			sinks, err := decodeSinks(v)
-			if err != nil {
+		if target, ok := sections[k.Value]; ok {
+			if err := decodeStrict(k.Value, v, target); err != nil {
 				return nil, err
 			}
-			f.Sinks = sinks
 			continue
 		}
 		if err := flatten(k, v, "", &f.Settings); err != nil {
@@ -106,21 +105,27 @@ func Parse(data []byte) (*File, error) {
 	return f, nil
 }
 
-// decodeSinks decodes the sinks section strictly: an unknown field is an
-// error (a typo must not silently drop a sink's setting). yaml.Node.Decode
-// has no strict mode, so the section is decoded again from its text.
-func decodeSinks(n *yaml.Node) ([]relay.SinkConfig, error) {
+// sections are the top-level keys that are not flags, each decoded into
+// its field of f.
+func (f *File) sections() map[string]any {
+	return map[string]any{"sinks": &f.Sinks}
+}
+
+// decodeStrict decodes a section into target strictly: an unknown field
+// is an error (a typo must not silently drop a sink's setting).
+// yaml.Node.Decode has no strict mode, so the section is decoded again
+// from its text.
+func decodeStrict(name string, n *yaml.Node, target any) error {
 	text, err := yaml.Marshal(n)
 	if err != nil {
-		return nil, fmt.Errorf("config: sinks: %w", err)
+		return fmt.Errorf("config: %s: %w", name, err)
 	}
-	var sinks []relay.SinkConfig
 	dec := yaml.NewDecoder(bytes.NewReader(text))
 	dec.KnownFields(true)
-	if err := dec.Decode(&sinks); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("config: sinks (line %d): %w", n.Line, err)
+	if err := dec.Decode(target); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("config: %s (line %d): %w", name, n.Line, err)
 	}
-	return sinks, nil
+	return nil
 }
 
 // flatten appends the settings of key k with value v under prefix.
