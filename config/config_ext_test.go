@@ -48,10 +48,10 @@ sinks:
 func TestParseRefuses(t *testing.T) {
 	t.Parallel()
 	for doc, want := range map[string]string{
-		"workers: 1\nworkers: 2\n":               `line 2: "workers" is set twice (first on line 1)`,
-		"grpc-addr: a\ngrpc:\n  addr: b\n":       `"grpc-addr" is set twice`,
-		"pipelines:\n  - {name: x}\n":            "a list holds plain values only",
-		"- workers\n":                            "want a mapping",
+		"workers: 1\nworkers: 2\n":              `line 2: "workers" is set twice (first on line 1)`,
+		"grpc-addr: a\ngrpc:\n  addr: b\n":      `"grpc-addr" is set twice`,
+		"pipelines:\n  - {name: x}\n":           "a list holds plain values only",
+		"- workers\n":                           "want a mapping",
 		"sinks:\n  - name: a\n    tenantt: t\n": "field tenantt not found",
 		"sinks:\n  - name: a\n    tenant: t\n":  "config:",
 	} {
