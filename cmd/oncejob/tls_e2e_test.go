@@ -186,7 +186,7 @@ func viaCLI(t *testing.T, s *tlsServer, c client, key string) (string, bool) {
 	if !c.plaintext {
 		env = append(env, "ONCEJOB_TLS=true", "ONCEJOB_CA_FILE="+c.ca, "ONCEJOB_CERT_FILE="+c.cert, "ONCEJOB_KEY_FILE="+c.key)
 	}
-	cmd := exec.Command(filepath.Join(binDir, "oncejob"), "submit", writeFile(t, "doc.txt", "over TLS"), "--key", key, "--json", "--timeout", "3s")
+	cmd := exec.Command(filepath.Join(binDir, "oncejob"), "submit", writeFile(t, "doc.txt", "over TLS"), "--key", key, "--json", "--timeout", "15s")
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err == nil && strings.Contains(string(out), `"id"`)
@@ -233,7 +233,7 @@ func requireTLSTools(t *testing.T) {
 // system's roots. Then the certificate files are replaced by ones of
 // another CA, and the next connections present the new certificate, with
 // no restart: clients trusting the old CA are refused, those trusting the
-// new one connect.
+// new one connect, while a connection made before goes on.
 func TestTLS(t *testing.T) {
 	requireTLSTools(t)
 	ca := testcert.NewCA(t, "oncejob test CA")
@@ -245,10 +245,20 @@ func TestTLS(t *testing.T) {
 	expect(t, s, client{name: "plaintext", plaintext: true}, false)
 	expect(t, s, client{name: "the system's roots"}, false)
 
+	// A connection open before the rotation keeps the certificate it was
+	// made with.
+	open, err := clientsdk.Dial(s.addr, clientsdk.WithTLS(trusting.tlsConfig(t)), clientsdk.WithRetryPolicy(clientsdk.RetryPolicy{MaxAttempts: 1}))
+	require.NoError(t, err)
+	defer open.Close()
+	_, err = open.Get(context.Background(), "00000000-0000-4000-8000-000000000000")
+	require.ErrorContains(t, err, "NotFound")
+
 	rotated := testcert.NewCA(t, "oncejob rotated CA")
 	rotated.Server(t, "oncejob-rotated").Install(t, s.certFile, s.keyFile)
 	expect(t, s, client{name: "the rotated CA", ca: rotated.CertFile}, true)
 	expect(t, s, client{name: "the old CA after rotation", ca: ca.CertFile}, false)
+	_, err = open.Get(context.Background(), "00000000-0000-4000-8000-000000000000")
+	require.ErrorContains(t, err, "NotFound", "the connection made before the rotation still works")
 }
 
 // TestMutualTLS: with --tls-client-ca the server requires a client
