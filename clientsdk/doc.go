@@ -36,6 +36,12 @@
 // caller sees every event once and in order; WatchJobs does the same with
 // the tenant-wide cursor. Wait returns the job once it is terminal.
 //
+// # TLS
+//
+// WithTLS(cfg) connects over TLS; TLSConfig(caFile, certFile, keyFile)
+// makes cfg trusting a custom CA and presenting a client certificate, for
+// a server run with --tls-cert and --tls-client-ca (docs/operations.md).
+//
 // # Errors
 //
 // Errors from the server keep their gRPC status (status.Code works) and
