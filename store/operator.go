@@ -9,6 +9,12 @@ import "context"
 // transition the job's status does not allow is a *TransitionRefusedError
 // (ErrTransitionRefused) naming the status, and writes nothing, the key
 // included. Another tenant's job is ErrNotFound.
+//
+// With an Actor, the event the call appends names it, in the same
+// transaction. A cancel asked of a running job, which moves no status,
+// then appends an event of its own (the job as it is, with the message and
+// the actor), so every operator action leaves its audit record in the
+// job's events. Without an Actor that cancel appends nothing.
 type OperatorStore interface {
 	// JobCancel cancels a job. A job that no worker holds (queued,
 	// retry_wait, awaiting_approval, outcome_unknown) becomes cancelled at
@@ -53,6 +59,9 @@ type JobCancelParams struct {
 	ID          string
 	Message     string
 	Idempotency *IdempotencyParams // optional
+	// Actor, when set, is recorded on the event the call appends (see
+	// OperatorStore).
+	Actor *Actor
 }
 
 type JobReplayParams struct {
@@ -61,6 +70,7 @@ type JobReplayParams struct {
 	FromStage   JobStage // empty: resume from the last good checkpoint
 	Message     string
 	Idempotency *IdempotencyParams
+	Actor       *Actor
 }
 
 type JobResolveParams struct {
@@ -70,6 +80,7 @@ type JobResolveParams struct {
 	Error       *JobError // with To failed
 	Message     string
 	Idempotency *IdempotencyParams
+	Actor       *Actor
 }
 
 type JobApproveParams struct {
@@ -78,4 +89,5 @@ type JobApproveParams struct {
 	Approve     bool
 	Message     string
 	Idempotency *IdempotencyParams
+	Actor       *Actor
 }

@@ -316,6 +316,8 @@ type JobEvent struct {
 	Attempt   int32
 	Message   string
 	CreatedAt time.Time
+	// Actor is who made the event by an operator RPC; nil otherwise.
+	Actor *Actor
 }
 
 // JobEventListParams selects the events of one job after a seq.

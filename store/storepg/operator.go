@@ -40,6 +40,9 @@ type operation struct {
 	tenant string
 	id     string
 	idem   *store.IdempotencyParams
+	actor  *store.Actor
+	// message is the event's, for the audit event of a cancel request.
+	message string
 	// apply is the conditional UPDATE; pgx.ErrNoRows when it matched no row.
 	apply func(ctx context.Context, tx pgx.Tx, id pgtype.UUID) (dbsqlc.Job, error)
 }
@@ -53,6 +56,8 @@ func (s *Store) JobCancel(ctx context.Context, params *store.JobCancelParams) (*
 		tenant:             params.Tenant,
 		id:                 params.ID,
 		idem:               params.Idempotency,
+		actor:              params.Actor,
+		message:            params.EventMessage(),
 		apply: func(ctx context.Context, tx pgx.Tx, id pgtype.UUID) (dbsqlc.Job, error) {
 			row, err := s.q.JobCancel(ctx, tx, dbsqlc.JobCancelParams{
 				Tenant:       params.Tenant,
@@ -77,6 +82,7 @@ func (s *Store) JobReplay(ctx context.Context, params *store.JobReplayParams) (*
 		tenant:             params.Tenant,
 		id:                 params.ID,
 		idem:               params.Idempotency,
+		actor:              params.Actor,
 		apply: func(ctx context.Context, tx pgx.Tx, id pgtype.UUID) (dbsqlc.Job, error) {
 			row, err := s.q.JobReplay(ctx, tx, dbsqlc.JobReplayParams{
 				ResetStages:  w.ResetStages,
@@ -97,21 +103,22 @@ func (s *Store) JobResolve(ctx context.Context, params *store.JobResolveParams) 
 	if err != nil {
 		return nil, err
 	}
-	return s.settle(ctx, params.Tenant, params.ID, params.Idempotency, w)
+	return s.settle(ctx, params.Tenant, params.ID, params.Idempotency, params.Actor, w)
 }
 
 // JobApprove implements store.OperatorStore.
 func (s *Store) JobApprove(ctx context.Context, params *store.JobApproveParams) (*store.OperatorResult, error) {
-	return s.settle(ctx, params.Tenant, params.ID, params.Idempotency, params.Write())
+	return s.settle(ctx, params.Tenant, params.ID, params.Idempotency, params.Actor, params.Write())
 }
 
 // settle runs JobSettle as an operation.
-func (s *Store) settle(ctx context.Context, tenant, id string, idem *store.IdempotencyParams, w *store.JobSettleWrite) (*store.OperatorResult, error) {
+func (s *Store) settle(ctx context.Context, tenant, id string, idem *store.IdempotencyParams, actor *store.Actor, w *store.JobSettleWrite) (*store.OperatorResult, error) {
 	return s.operate(ctx, operation{
 		OperatorTransition: w.OperatorTransition,
 		tenant:             tenant,
 		id:                 id,
 		idem:               idem,
+		actor:              actor,
 		apply: func(ctx context.Context, tx pgx.Tx, id pgtype.UUID) (dbsqlc.Job, error) {
 			row, err := s.q.JobSettle(ctx, tx, dbsqlc.JobSettleParams{
 				Status:       string(w.To),
@@ -152,7 +159,13 @@ func (s *Store) operate(ctx context.Context, op operation) (*store.OperatorResul
 				return err
 			}
 		}
-		row, appended, err = s.operateApply(ctx, tx, op, id)
+		var applied bool
+		row, appended, applied, err = s.operateApply(ctx, tx, op, id)
+		if err != nil || !applied || op.actor == nil {
+			return err
+		}
+		row, err = s.audit(ctx, tx, op, row, appended)
+		appended = true
 		return err
 	})
 	switch {
@@ -213,28 +226,51 @@ func (s *Store) operatorKeyTake(ctx context.Context, tx pgx.Tx, tenant string, i
 // as it is; any other status is refused. appended reports whether an event
 // was appended: not for a job returned as it is, nor for a cancel request
 // to a running job (no transition).
-func (s *Store) operateApply(ctx context.Context, tx pgx.Tx, op operation, id pgtype.UUID) (row dbsqlc.Job, appended bool, err error) {
+func (s *Store) operateApply(ctx context.Context, tx pgx.Tx, op operation, id pgtype.UUID) (row dbsqlc.Job, appended, applied bool, err error) {
 	for range 2 {
 		row, err := op.apply(ctx, tx, id)
 		if err == nil {
-			return row, row.Status != string(store.JobStatusRunning), nil
+			return row, row.Status != string(store.JobStatusRunning), true, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return dbsqlc.Job{}, false, err
+			return dbsqlc.Job{}, false, false, err
 		}
 		// No row, so no such job: ErrNotFound by interpretError.
 		current, err := s.q.JobGetByIDForUpdate(ctx, tx, dbsqlc.JobGetByIDForUpdateParams{Tenant: op.tenant, ID: id})
 		if err != nil {
-			return dbsqlc.Job{}, false, err
+			return dbsqlc.Job{}, false, false, err
 		}
 		switch refusal, err := op.Refuse(store.JobStatus(current.Status)); refusal {
 		case store.RefusalRaced:
 			continue
 		case store.RefusalSettled:
-			return current, false, nil
+			return current, false, false, nil
 		default:
-			return dbsqlc.Job{}, false, err
+			return dbsqlc.Job{}, false, false, err
 		}
 	}
-	return dbsqlc.Job{}, false, errors.New("operator transition matched no row under the job's lock")
+	return dbsqlc.Job{}, false, false, errors.New("operator transition matched no row under the job's lock")
+}
+
+// audit records op's actor, in op's transaction: on the event the
+// transition appended, or, when it appended none (a cancel asked of a
+// running job), on an event of its own.
+func (s *Store) audit(ctx context.Context, tx pgx.Tx, op operation, row dbsqlc.Job, appended bool) (dbsqlc.Job, error) {
+	if !appended {
+		r, err := s.q.JobEventAppendAudit(ctx, tx, dbsqlc.JobEventAppendAuditParams{
+			JobID:     row.ID,
+			Message:   op.message,
+			ActorKey:  op.actor.KeyPrefix,
+			ActorRole: string(op.actor.Role),
+			ActorRpc:  op.actor.RPC,
+		})
+		return dbsqlc.Job(r), err
+	}
+	return row, s.q.JobEventSetActor(ctx, tx, dbsqlc.JobEventSetActorParams{
+		ActorKey:  op.actor.KeyPrefix,
+		ActorRole: string(op.actor.Role),
+		ActorRpc:  op.actor.RPC,
+		JobID:     row.ID,
+		Seq:       row.LastEventSeq,
+	})
 }

@@ -55,5 +55,6 @@ func jobEventFromRow(r dbsqlc.JobEvent) *store.JobEvent {
 		Attempt:   r.Attempt,
 		Message:   r.Message,
 		CreatedAt: r.CreatedAt,
+		Actor:     store.ActorFrom(r.ActorKey, r.ActorRole, r.ActorRpc),
 	}
 }

@@ -35,6 +35,9 @@ type operation struct {
 	tenant string
 	id     string
 	idem   *store.IdempotencyParams
+	actor  *store.Actor
+	// message is the event's, for the audit event of a cancel request.
+	message string
 	// apply is the conditional UPDATE; sql.ErrNoRows when it matched no row.
 	apply func(ctx context.Context, tx *writeTx, id string, now int64) (dbsqlite.Job, error)
 	// record writes what goes with the transition applied to row: its event
@@ -51,6 +54,8 @@ func (s *Store) JobCancel(ctx context.Context, params *store.JobCancelParams) (*
 		tenant:             params.Tenant,
 		id:                 params.ID,
 		idem:               params.Idempotency,
+		actor:              params.Actor,
+		message:            params.EventMessage(),
 		apply: func(ctx context.Context, tx *writeTx, id string, now int64) (dbsqlite.Job, error) {
 			return s.q.JobCancel(ctx, tx, dbsqlite.JobCancelParams{
 				Now:          now,
@@ -81,6 +86,7 @@ func (s *Store) JobReplay(ctx context.Context, params *store.JobReplayParams) (*
 		tenant:             params.Tenant,
 		id:                 params.ID,
 		idem:               params.Idempotency,
+		actor:              params.Actor,
 		apply: func(ctx context.Context, tx *writeTx, id string, now int64) (dbsqlite.Job, error) {
 			return s.q.JobReplay(ctx, tx, dbsqlite.JobReplayParams{
 				ResetStages:   reset,
@@ -110,21 +116,22 @@ func (s *Store) JobResolve(ctx context.Context, params *store.JobResolveParams) 
 	if err != nil {
 		return nil, err
 	}
-	return s.settle(ctx, params.Tenant, params.ID, params.Idempotency, w)
+	return s.settle(ctx, params.Tenant, params.ID, params.Idempotency, params.Actor, w)
 }
 
 // JobApprove implements store.OperatorStore.
 func (s *Store) JobApprove(ctx context.Context, params *store.JobApproveParams) (*store.OperatorResult, error) {
-	return s.settle(ctx, params.Tenant, params.ID, params.Idempotency, params.Write())
+	return s.settle(ctx, params.Tenant, params.ID, params.Idempotency, params.Actor, params.Write())
 }
 
 // settle runs JobSettle as an operation.
-func (s *Store) settle(ctx context.Context, tenant, id string, idem *store.IdempotencyParams, w *store.JobSettleWrite) (*store.OperatorResult, error) {
+func (s *Store) settle(ctx context.Context, tenant, id string, idem *store.IdempotencyParams, actor *store.Actor, w *store.JobSettleWrite) (*store.OperatorResult, error) {
 	return s.operate(ctx, operation{
 		OperatorTransition: w.OperatorTransition,
 		tenant:             tenant,
 		id:                 id,
 		idem:               idem,
+		actor:              actor,
 		apply: func(ctx context.Context, tx *writeTx, id string, now int64) (dbsqlite.Job, error) {
 			var finishedAt *int64
 			if w.Finished {
@@ -221,7 +228,13 @@ func (s *Store) operatorKeyTake(ctx context.Context, tx *writeTx, tenant, id str
 func (s *Store) operateApply(ctx context.Context, tx *writeTx, op operation, id string, now int64) (dbsqlite.Job, error) {
 	row, err := op.apply(ctx, tx, id, now)
 	if err == nil {
-		return row, op.record(ctx, tx, row)
+		if err := op.record(ctx, tx, row); err != nil {
+			return dbsqlite.Job{}, err
+		}
+		if op.actor == nil {
+			return row, nil
+		}
+		return s.audit(ctx, tx, op, row, now)
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
 		return dbsqlite.Job{}, interpretError(err)
@@ -238,6 +251,30 @@ func (s *Store) operateApply(ctx context.Context, tx *writeTx, op operation, id 
 	default:
 		return dbsqlite.Job{}, err
 	}
+}
+
+// audit records op's actor, in op's transaction: on the event the
+// transition appended, or, when it appended none (a cancel asked of a
+// running job), on an event of its own.
+func (s *Store) audit(ctx context.Context, tx *writeTx, op operation, row dbsqlite.Job, now int64) (dbsqlite.Job, error) {
+	if row.Status == string(store.JobStatusRunning) {
+		seq, err := s.q.JobEventSeqBump(ctx, tx, dbsqlite.JobEventSeqBumpParams{Now: now, JobID: row.ID})
+		if err != nil {
+			return dbsqlite.Job{}, interpretError(err)
+		}
+		row.LastEventSeq, row.UpdatedAt = seq, now
+		if err := s.jobEventAppend(ctx, tx, row.ID, op.message); err != nil {
+			return dbsqlite.Job{}, err
+		}
+	}
+	err := s.q.JobEventSetActor(ctx, tx, dbsqlite.JobEventSetActorParams{
+		ActorKey:  op.actor.KeyPrefix,
+		ActorRole: string(op.actor.Role),
+		ActorRpc:  op.actor.RPC,
+		JobID:     row.ID,
+		Seq:       row.LastEventSeq,
+	})
+	return row, interpretError(err)
 }
 
 // jsonList is a list as the JSON array the queries read with json_each (see

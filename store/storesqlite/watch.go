@@ -57,5 +57,6 @@ func jobEventFromRow(r dbsqlite.JobEvent) *store.JobEvent {
 		Attempt:   int32(r.Attempt),
 		Message:   r.Message,
 		CreatedAt: timeFrom(r.CreatedAt),
+		Actor:     store.ActorFrom(r.ActorKey, r.ActorRole, r.ActorRpc),
 	}
 }

@@ -10,6 +10,17 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type ApiKey struct {
+	ID         string
+	Tenant     string
+	Role       string
+	Name       string
+	Sha256     string
+	CreatedAt  time.Time
+	RevokedAt  *time.Time
+	LastUsedAt *time.Time
+}
+
 type Delivery struct {
 	ID              int64
 	OutboxID        int64
@@ -132,6 +143,9 @@ type JobEvent struct {
 	Tenant    string
 	Tx        int64
 	ID        int64
+	ActorKey  string
+	ActorRole string
+	ActorRpc  string
 }
 
 type LlmAttempt struct {

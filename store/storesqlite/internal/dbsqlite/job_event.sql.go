@@ -35,7 +35,7 @@ func (q *Queries) JobEventAppend(ctx context.Context, db DBTX, arg JobEventAppen
 }
 
 const jobEventList = `-- name: JobEventList :many
-SELECT job_events.job_id, job_events.seq, job_events.status, job_events.stage, job_events.attempt, job_events.message, job_events.created_at, job_events.tenant, job_events.id
+SELECT job_events.job_id, job_events.seq, job_events.status, job_events.stage, job_events.attempt, job_events.message, job_events.created_at, job_events.tenant, job_events.id, job_events.actor_key, job_events.actor_role, job_events.actor_rpc
 FROM job_events
 JOIN jobs ON jobs.id = job_events.job_id
 WHERE jobs.tenant = ?1
@@ -76,6 +76,9 @@ func (q *Queries) JobEventList(ctx context.Context, db DBTX, arg JobEventListPar
 			&i.CreatedAt,
 			&i.Tenant,
 			&i.ID,
+			&i.ActorKey,
+			&i.ActorRole,
+			&i.ActorRpc,
 		); err != nil {
 			return nil, err
 		}

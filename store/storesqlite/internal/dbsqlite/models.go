@@ -4,6 +4,17 @@
 
 package dbsqlite
 
+type ApiKey struct {
+	ID         string
+	Tenant     string
+	Role       string
+	Name       string
+	Sha256     string
+	CreatedAt  int64
+	RevokedAt  *int64
+	LastUsedAt *int64
+}
+
 type Delivery struct {
 	ID              int64
 	OutboxID        int64
@@ -125,6 +136,9 @@ type JobEvent struct {
 	CreatedAt int64
 	Tenant    string
 	ID        int64
+	ActorKey  string
+	ActorRole string
+	ActorRpc  string
 }
 
 type LlmAttempt struct {

@@ -1,0 +1,91 @@
+package storepg
+
+import (
+	"context"
+	"time"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
+)
+
+var (
+	_ store.APIKeyStore = (*Store)(nil)
+	_ store.UsageStore  = (*Store)(nil)
+)
+
+// APIKeyCreate implements store.APIKeyStore.
+func (s *Store) APIKeyCreate(ctx context.Context, params *store.APIKeyCreateParams) (*store.APIKey, error) {
+	row, err := s.q.APIKeyInsert(ctx, s.pool, dbsqlc.APIKeyInsertParams{
+		ID:     params.ID,
+		Tenant: params.Tenant,
+		Role:   string(params.Role),
+		Name:   params.Name,
+		Sha256: params.SHA256,
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return apiKeyFromRow(row), nil
+}
+
+// APIKeyGetByID implements store.APIKeyStore.
+func (s *Store) APIKeyGetByID(ctx context.Context, id string) (*store.APIKey, error) {
+	row, err := s.q.APIKeyGetByID(ctx, s.pool, id)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return apiKeyFromRow(row), nil
+}
+
+// APIKeyList implements store.APIKeyStore.
+func (s *Store) APIKeyList(ctx context.Context, params *store.APIKeyListParams) ([]*store.APIKey, error) {
+	rows, err := s.q.APIKeyList(ctx, s.pool, dbsqlc.APIKeyListParams{
+		Tenant:         params.Tenant,
+		IncludeRevoked: params.IncludeRevoked,
+		Max:            int32(params.PageLimit()), //nolint:gosec // PageLimit is small
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	keys := make([]*store.APIKey, len(rows))
+	for i, r := range rows {
+		keys[i] = apiKeyFromRow(r)
+	}
+	return keys, nil
+}
+
+// APIKeyRevoke implements store.APIKeyStore.
+func (s *Store) APIKeyRevoke(ctx context.Context, id string) (*store.APIKey, error) {
+	row, err := s.q.APIKeyRevoke(ctx, s.pool, id)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return apiKeyFromRow(row), nil
+}
+
+// APIKeyTouch implements store.APIKeyStore.
+func (s *Store) APIKeyTouch(ctx context.Context, id string, every time.Duration) error {
+	return interpretError(s.q.APIKeyTouch(ctx, s.pool, dbsqlc.APIKeyTouchParams{ID: id, Every: interval(every)}))
+}
+
+// TenantUsage implements store.UsageStore.
+func (s *Store) TenantUsage(ctx context.Context, params *store.TenantUsageParams) (*store.TenantUsage, error) {
+	row, err := s.q.TenantUsage(ctx, s.pool, dbsqlc.TenantUsageParams{Tenant: params.Tenant, Since: params.Since})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return &store.TenantUsage{InFlight: row.InFlight, DocumentBytes: row.DocumentBytes}, nil
+}
+
+func apiKeyFromRow(r dbsqlc.ApiKey) *store.APIKey {
+	return &store.APIKey{
+		ID:         r.ID,
+		Tenant:     r.Tenant,
+		Role:       store.Role(r.Role),
+		Name:       r.Name,
+		SHA256:     r.Sha256,
+		CreatedAt:  r.CreatedAt,
+		RevokedAt:  r.RevokedAt,
+		LastUsedAt: r.LastUsedAt,
+	}
+}
