@@ -50,7 +50,7 @@ func (s *jobService) CancelJob(ctx context.Context, req *oncejobv1.CancelJobRequ
 	if err != nil {
 		return nil, err
 	}
-	res, err := ops.JobCancel(ctx, &store.JobCancelParams{Tenant: t, ID: req.GetJobId(), Message: req.GetReason(), Idempotency: idem})
+	res, err := ops.JobCancel(ctx, &store.JobCancelParams{Tenant: t, ID: req.GetJobId(), Message: req.GetReason(), Idempotency: idem, Actor: actor(ctx)})
 	job, err := s.operatorResult(ctx, res, err, req.GetJobId())
 	if err != nil {
 		return nil, err
@@ -75,7 +75,7 @@ func (s *jobService) ReplayJob(ctx context.Context, req *oncejobv1.ReplayJobRequ
 	if err != nil {
 		return nil, err
 	}
-	res, err := ops.JobReplay(ctx, &store.JobReplayParams{Tenant: t, ID: req.GetJobId(), FromStage: stageFromProto[req.GetFromStage()], Message: req.GetReason(), Idempotency: idem})
+	res, err := ops.JobReplay(ctx, &store.JobReplayParams{Tenant: t, ID: req.GetJobId(), FromStage: stageFromProto[req.GetFromStage()], Message: req.GetReason(), Idempotency: idem, Actor: actor(ctx)})
 	job, err := s.operatorResult(ctx, res, err, req.GetJobId())
 	if err != nil {
 		return nil, err
@@ -97,7 +97,7 @@ func (s *jobService) ResolveJob(ctx context.Context, req *oncejobv1.ResolveJobRe
 	if err != nil {
 		return nil, err
 	}
-	params := &store.JobResolveParams{Tenant: t, ID: req.GetJobId(), To: store.JobStatusQueued, Message: req.GetReason(), Idempotency: idem}
+	params := &store.JobResolveParams{Tenant: t, ID: req.GetJobId(), To: store.JobStatusQueued, Message: req.GetReason(), Idempotency: idem, Actor: actor(ctx)}
 	if req.GetResolution() == oncejobv1.Resolution_RESOLUTION_FAIL {
 		params.To = store.JobStatusFailed
 		params.Error = &store.JobError{Code: "RESOLVED_FAILED", Message: "failed by ResolveJob: " + req.GetReason()}
@@ -124,7 +124,7 @@ func (s *jobService) ApproveJob(ctx context.Context, req *oncejobv1.ApproveJobRe
 	if err != nil {
 		return nil, err
 	}
-	res, err := ops.JobApprove(ctx, &store.JobApproveParams{Tenant: t, ID: req.GetJobId(), Approve: req.GetApprove(), Message: req.GetReason(), Idempotency: idem})
+	res, err := ops.JobApprove(ctx, &store.JobApproveParams{Tenant: t, ID: req.GetJobId(), Approve: req.GetApprove(), Message: req.GetReason(), Idempotency: idem, Actor: actor(ctx)})
 	job, err := s.operatorResult(ctx, res, err, req.GetJobId())
 	if err != nil {
 		return nil, err

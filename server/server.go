@@ -27,6 +27,7 @@ import (
 	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/server/groupcommit"
 	"github.com/oncejob/oncejob/server/idempotency"
+	"github.com/oncejob/oncejob/server/limits"
 	"github.com/oncejob/oncejob/server/requestid"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
@@ -43,6 +44,15 @@ type Config struct {
 	// Keys authenticates callers. Default: none, dev mode: every caller is
 	// tenant "default".
 	Keys *tenant.Keys
+	// KeyStore holds the keys `oncejob keys create` made; they add to Keys.
+	// Default: none.
+	KeyStore store.APIKeyStore
+	// KeyCacheTTL bounds how long a store key is trusted before it is read
+	// again, so a revocation reaches every replica within it. Default
+	// tenant.DefaultCacheTTL (1s).
+	KeyCacheTTL time.Duration
+	// Limits are the per-tenant limits. Default: none.
+	Limits *limits.Limits
 	// Logger receives one line per RPC. Default: slog.Default().
 	Logger *slog.Logger
 	// MaxDocumentBytes bounds a submitted document. Default:
@@ -116,13 +126,19 @@ type Server struct {
 	GRPC   *grpc.Server
 	Health *health.Server
 	Local  *Local
+	// Auth authenticates callers; DevMode says whether it lets anyone in.
+	Auth *tenant.Authenticator
 }
 
 // New returns a gRPC server with JobService, health and reflection
 // registered, behind the interceptor chain, in this order:
 //
-//	request id -> logging -> recovery -> auth (not on health or reflection)
-//	-> request validation -> idempotency key -> store timeout
+//	request id -> logging -> recovery -> auth and role (not on health or
+//	reflection) -> tenant limits -> request validation -> idempotency key
+//	-> store timeout
+//
+// Limits sit after auth (they are per tenant) and before validation and
+// the store, so a tenant over its rate costs the server a map lookup.
 //
 // Streams run the same chain up to auth; their request is validated as the
 // handler receives it.
@@ -158,13 +174,20 @@ func New(cfg Config) (*Server, error) {
 			c.Service != "grpc.reflection.v1.ServerReflection" &&
 			c.Service != "grpc.reflection.v1alpha.ServerReflection"
 	})
-	authFunc := withLogTenant(cfg.Keys.AuthFunc())
+	authn := tenant.NewAuthenticator(tenant.AuthConfig{File: cfg.Keys, Store: cfg.KeyStore, CacheTTL: cfg.KeyCacheTTL, Logger: cfg.Logger})
+	authFunc := withLogTenant(authn.AuthFunc())
+	lim := cfg.Limits
+	if lim == nil {
+		lim = limits.None()
+	}
 	streamChain := chainStream(
 		withLogHolderStream,
 		requestid.StreamServerInterceptor(),
 		logging.StreamServerInterceptor(slogAdapter(cfg.Logger), logOpts...),
 		recovery.StreamServerInterceptor(recoveryOpt),
 		selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFunc), needsAuth),
+		selector.StreamServerInterceptor(authzStreamInterceptor(cfg.Logger), needsAuth),
+		selector.StreamServerInterceptor(lim.StreamServerInterceptor(), needsAuth),
 		validationStreamInterceptor(svc.validate),
 	)
 
@@ -180,6 +203,8 @@ func New(cfg Config) (*Server, error) {
 			logging.UnaryServerInterceptor(slogAdapter(cfg.Logger), logOpts...),
 			recovery.UnaryServerInterceptor(recoveryOpt),
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFunc), needsAuth),
+			selector.UnaryServerInterceptor(authzUnaryInterceptor(cfg.Logger), needsAuth),
+			selector.UnaryServerInterceptor(lim.UnaryServerInterceptor(), needsAuth),
 			validationInterceptor(svc.validateAll),
 			idempotency.UnaryServerInterceptor(slices.Concat([]string{oncejobv1.JobService_SubmitJob_FullMethodName}, operatorMethods, runMethods, scheduleMethods)...),
 			storeTimeoutInterceptor(cfg.StoreTimeout), // a no-op when 0
@@ -204,7 +229,7 @@ func New(cfg Config) (*Server, error) {
 	hs.SetServingStatus(oncejobv1.JobService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)
-	return &Server{GRPC: srv, Health: hs, Local: newLocal(svc, streamChain)}, nil
+	return &Server{GRPC: srv, Health: hs, Local: newLocal(svc, streamChain), Auth: authn}, nil
 }
 
 func slogAdapter(l *slog.Logger) logging.Logger {

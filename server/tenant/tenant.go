@@ -1,46 +1,92 @@
-// Package tenant authenticates callers and carries their tenant in the
-// context. API keys map to tenants; the server keeps only the sha256 of each
-// key, so a leaked keys file does not leak keys.
+// Package tenant authenticates callers and carries who they are in the
+// context: their tenant, their role and the display prefix of their key.
+// Keys come from a keys file (LoadKeys) and from the store
+// (store.APIKeyStore, `oncejob keys create`); the server keeps only the
+// sha256 of each key, so a leaked keys file or table does not leak keys.
 package tenant
 
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
 	"os"
 	"regexp"
 
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"go.yaml.in/yaml/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+
+	"github.com/oncejob/oncejob/store"
 )
 
 // DevTenant is the tenant of every caller when no keys are configured.
 const DevTenant = "default"
 
+// DevKeyPrefix names the caller in dev mode, where there is no key.
+const DevKeyPrefix = "dev-mode"
+
+// Principal is an authenticated caller.
+type Principal struct {
+	Tenant string
+	Role   store.Role
+	// KeyPrefix names the key for people (audit events, logs, `oncejob keys
+	// list`): ojk_<id> for a store key, sha256:<8 hex> for a file key. It
+	// never holds the secret.
+	KeyPrefix string
+}
+
 type ctxKey struct{}
 
 // FromContext returns the authenticated tenant.
 func FromContext(ctx context.Context) (string, bool) {
-	t, ok := ctx.Value(ctxKey{}).(string)
-	return t, ok
+	p, ok := ctx.Value(ctxKey{}).(Principal)
+	return p.Tenant, ok
 }
 
-// NewContext returns ctx carrying tenant.
+// PrincipalFromContext returns the authenticated caller.
+func PrincipalFromContext(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(ctxKey{}).(Principal)
+	return p, ok
+}
+
+// NewContext returns ctx carrying an operator of tenant (the dev-mode
+// caller, and in-process callers that act for a tenant).
 func NewContext(ctx context.Context, tenant string) context.Context {
-	return context.WithValue(ctx, ctxKey{}, tenant)
+	return WithPrincipal(ctx, Principal{Tenant: tenant, Role: store.RoleOperator, KeyPrefix: DevKeyPrefix})
 }
 
-// Keys maps the sha256 of API keys to tenants. The zero value has no keys:
-// dev mode, every caller is DevTenant.
+// WithPrincipal returns ctx carrying p.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, ctxKey{}, p)
+}
+
+// Keys are the keys of a keys file: the sha256 of each, its tenant and
+// role. The zero value has no keys.
 type Keys struct {
-	byHash map[[sha256.Size]byte]string
+	entries []fileKey
 }
 
-// DevMode reports whether no keys are configured.
-func (k *Keys) DevMode() bool { return len(k.byHash) == 0 }
+type fileKey struct {
+	hash      [sha256.Size]byte
+	principal Principal
+}
+
+// DevMode reports whether the file has no keys.
+func (k *Keys) DevMode() bool { return k == nil || len(k.entries) == 0 }
+
+// lookup finds the key whose sha256 is hash. It compares with every entry,
+// in constant time each, so its time says nothing about which entry (or
+// how much of one) matched.
+func (k *Keys) lookup(hash [sha256.Size]byte) (Principal, bool) {
+	var found Principal
+	ok := 0
+	for i := range k.entries {
+		if subtle.ConstantTimeCompare(hash[:], k.entries[i].hash[:]) == 1 {
+			found, ok = k.entries[i].principal, 1
+		}
+	}
+	return found, ok == 1
+}
 
 // HashKey returns the hex sha256 of an API key, the form a keys file holds.
 func HashKey(key string) string {
@@ -53,11 +99,15 @@ var (
 	hashRE   = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
+// ValidTenant reports whether name is a tenant name keys may carry.
+func ValidTenant(name string) bool { return tenantRE.MatchString(name) }
+
 // LoadKeys reads a keys file:
 //
 //	keys:
 //	  - tenant: acme
 //	    sha256: <hex sha256 of the key>   # oncejob hash-key prints it
+//	    role: submitter                   # or operator, the default
 func LoadKeys(path string) (*Keys, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -67,12 +117,13 @@ func LoadKeys(path string) (*Keys, error) {
 		Keys []struct {
 			Tenant string `yaml:"tenant"`
 			SHA256 string `yaml:"sha256"`
+			Role   string `yaml:"role"`
 		} `yaml:"keys"`
 	}
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	k := &Keys{byHash: map[[sha256.Size]byte]string{}}
+	k := &Keys{}
 	for i, e := range doc.Keys {
 		if !tenantRE.MatchString(e.Tenant) {
 			return nil, fmt.Errorf("%s: keys[%d]: tenant must match %s", path, i, tenantRE)
@@ -80,32 +131,19 @@ func LoadKeys(path string) (*Keys, error) {
 		if !hashRE.MatchString(e.SHA256) {
 			return nil, fmt.Errorf("%s: keys[%d]: sha256 must be 64 lowercase hex digits", path, i)
 		}
+		role := store.Role(e.Role)
+		if e.Role == "" {
+			role = store.RoleOperator // keys files predate roles: their keys could do everything
+		}
+		if !role.Valid() {
+			return nil, fmt.Errorf("%s: keys[%d]: role must be submitter or operator", path, i)
+		}
 		var h [sha256.Size]byte
 		_, _ = hex.Decode(h[:], []byte(e.SHA256))
-		k.byHash[h] = e.Tenant
+		k.entries = append(k.entries, fileKey{hash: h, principal: Principal{Tenant: e.Tenant, Role: role, KeyPrefix: "sha256:" + e.SHA256[:8]}})
 	}
-	if len(k.byHash) == 0 {
+	if len(k.entries) == 0 {
 		return nil, fmt.Errorf("%s: no keys", path)
 	}
 	return k, nil
-}
-
-// AuthFunc returns the go-grpc-middleware auth function: it reads
-// `authorization: Bearer <key>` and puts the key's tenant in the context. In
-// dev mode every caller is DevTenant.
-func (k *Keys) AuthFunc() auth.AuthFunc {
-	return func(ctx context.Context) (context.Context, error) {
-		if k.DevMode() {
-			return NewContext(ctx, DevTenant), nil
-		}
-		key, err := auth.AuthFromMD(ctx, "bearer")
-		if err != nil {
-			return nil, err // already an Unauthenticated status
-		}
-		tenant, ok := k.byHash[sha256.Sum256([]byte(key))]
-		if !ok {
-			return nil, status.Error(codes.Unauthenticated, "unknown API key")
-		}
-		return NewContext(ctx, tenant), nil
-	}
 }
