@@ -113,7 +113,15 @@ func eventToProto(e *store.JobEvent) *oncejobv1.JobEvent {
 		Attempt: e.Attempt,
 		Time:    timestamppb.New(e.CreatedAt),
 		Message: e.Message,
+		Actor:   actorToProto(e.Actor),
 	}
+}
+
+func actorToProto(a *store.Actor) *oncejobv1.Actor {
+	if a == nil {
+		return nil
+	}
+	return &oncejobv1.Actor{KeyPrefix: a.KeyPrefix, Role: string(a.Role), Rpc: a.RPC}
 }
 
 // validationStreamInterceptor validates the request of a server stream as

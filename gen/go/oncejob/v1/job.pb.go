@@ -2490,7 +2490,11 @@ type JobEvent struct {
 	// When the transition was committed.
 	Time *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=time,proto3" json:"time,omitempty"`
 	// A short human-readable note, e.g. "submitted", "claimed", "published".
-	Message       string `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
+	// Who made the event, when an operator RPC did (CancelJob, ReplayJob,
+	// ResolveJob, ApproveJob): the audit record, written in the transaction
+	// of the action. Unset on events of submits and workers.
+	Actor         *Actor `protobuf:"bytes,8,opt,name=actor,proto3" json:"actor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2574,6 +2578,79 @@ func (x *JobEvent) GetMessage() string {
 	return ""
 }
 
+func (x *JobEvent) GetActor() *Actor {
+	if x != nil {
+		return x.Actor
+	}
+	return nil
+}
+
+// Actor is the caller of an operator RPC.
+type Actor struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key's display prefix (ojk_<id> for a key of `oncejob keys`,
+	// sha256:<8 hex digits> for a key of the --api-keys file, dev-mode with
+	// no keys). Never the secret.
+	KeyPrefix string `protobuf:"bytes,1,opt,name=key_prefix,json=keyPrefix,proto3" json:"key_prefix,omitempty"`
+	// The key's role: "submitter" or "operator".
+	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// The full gRPC method, e.g. "/oncejob.v1.JobService/CancelJob".
+	Rpc           string `protobuf:"bytes,3,opt,name=rpc,proto3" json:"rpc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Actor) Reset() {
+	*x = Actor{}
+	mi := &file_oncejob_v1_job_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Actor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Actor) ProtoMessage() {}
+
+func (x *Actor) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_job_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Actor.ProtoReflect.Descriptor instead.
+func (*Actor) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *Actor) GetKeyPrefix() string {
+	if x != nil {
+		return x.KeyPrefix
+	}
+	return ""
+}
+
+func (x *Actor) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *Actor) GetRpc() string {
+	if x != nil {
+		return x.Rpc
+	}
+	return ""
+}
+
 // WatchJobsRequest selects the caller's changes to stream and where to start.
 type WatchJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2591,7 +2668,7 @@ type WatchJobsRequest struct {
 
 func (x *WatchJobsRequest) Reset() {
 	*x = WatchJobsRequest{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[30]
+	mi := &file_oncejob_v1_job_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +2680,7 @@ func (x *WatchJobsRequest) String() string {
 func (*WatchJobsRequest) ProtoMessage() {}
 
 func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[30]
+	mi := &file_oncejob_v1_job_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +2693,7 @@ func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{30}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WatchJobsRequest) GetStatus() JobStatus {
@@ -2656,7 +2733,7 @@ type WatchJobsResponse struct {
 
 func (x *WatchJobsResponse) Reset() {
 	*x = WatchJobsResponse{}
-	mi := &file_oncejob_v1_job_proto_msgTypes[31]
+	mi := &file_oncejob_v1_job_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2668,7 +2745,7 @@ func (x *WatchJobsResponse) String() string {
 func (*WatchJobsResponse) ProtoMessage() {}
 
 func (x *WatchJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_job_proto_msgTypes[31]
+	mi := &file_oncejob_v1_job_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2681,7 +2758,7 @@ func (x *WatchJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobsResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{31}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WatchJobsResponse) GetCursor() string {
@@ -2871,7 +2948,7 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1b\n" +
 	"\tafter_seq\x18\x02 \x01(\x05R\bafterSeq\">\n" +
 	"\x10WatchJobResponse\x12*\n" +
-	"\x05event\x18\x01 \x01(\v2\x14.oncejob.v1.JobEventR\x05event\"\xf2\x01\n" +
+	"\x05event\x18\x01 \x01(\v2\x14.oncejob.v1.JobEventR\x05event\"\x9b\x02\n" +
 	"\bJobEvent\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x05R\x03seq\x12-\n" +
@@ -2879,7 +2956,13 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\x05stage\x18\x04 \x01(\x0e2\x14.oncejob.v1.JobStageR\x05stage\x12\x18\n" +
 	"\aattempt\x18\x05 \x01(\x05R\aattempt\x12.\n" +
 	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
-	"\amessage\x18\a \x01(\tR\amessage\"\x80\x01\n" +
+	"\amessage\x18\a \x01(\tR\amessage\x12'\n" +
+	"\x05actor\x18\b \x01(\v2\x11.oncejob.v1.ActorR\x05actor\"L\n" +
+	"\x05Actor\x12\x1d\n" +
+	"\n" +
+	"key_prefix\x18\x01 \x01(\tR\tkeyPrefix\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x10\n" +
+	"\x03rpc\x18\x03 \x01(\tR\x03rpc\"\x80\x01\n" +
 	"\x10WatchJobsRequest\x12-\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x15.oncejob.v1.JobStatusR\x06status\x12\x1a\n" +
 	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12!\n" +
@@ -2964,7 +3047,7 @@ func file_oncejob_v1_job_proto_rawDescGZIP() []byte {
 }
 
 var file_oncejob_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_oncejob_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_oncejob_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_oncejob_v1_job_proto_goTypes = []any{
 	(JobStatus)(0),                // 0: oncejob.v1.JobStatus
 	(JobStage)(0),                 // 1: oncejob.v1.JobStage
@@ -3002,18 +3085,19 @@ var file_oncejob_v1_job_proto_goTypes = []any{
 	(*WatchJobRequest)(nil),       // 33: oncejob.v1.WatchJobRequest
 	(*WatchJobResponse)(nil),      // 34: oncejob.v1.WatchJobResponse
 	(*JobEvent)(nil),              // 35: oncejob.v1.JobEvent
-	(*WatchJobsRequest)(nil),      // 36: oncejob.v1.WatchJobsRequest
-	(*WatchJobsResponse)(nil),     // 37: oncejob.v1.WatchJobsResponse
-	nil,                           // 38: oncejob.v1.SubmitJobRequest.LabelsEntry
-	nil,                           // 39: oncejob.v1.Job.LabelsEntry
-	(*structpb.Struct)(nil),       // 40: google.protobuf.Struct
-	(*status.Status)(nil),         // 41: google.rpc.Status
-	(*timestamppb.Timestamp)(nil), // 42: google.protobuf.Timestamp
+	(*Actor)(nil),                 // 36: oncejob.v1.Actor
+	(*WatchJobsRequest)(nil),      // 37: oncejob.v1.WatchJobsRequest
+	(*WatchJobsResponse)(nil),     // 38: oncejob.v1.WatchJobsResponse
+	nil,                           // 39: oncejob.v1.SubmitJobRequest.LabelsEntry
+	nil,                           // 40: oncejob.v1.Job.LabelsEntry
+	(*structpb.Struct)(nil),       // 41: google.protobuf.Struct
+	(*status.Status)(nil),         // 42: google.rpc.Status
+	(*timestamppb.Timestamp)(nil), // 43: google.protobuf.Timestamp
 }
 var file_oncejob_v1_job_proto_depIdxs = []int32{
 	6,  // 0: oncejob.v1.SubmitJobRequest.document:type_name -> oncejob.v1.Document
-	40, // 1: oncejob.v1.SubmitJobRequest.params:type_name -> google.protobuf.Struct
-	38, // 2: oncejob.v1.SubmitJobRequest.labels:type_name -> oncejob.v1.SubmitJobRequest.LabelsEntry
+	41, // 1: oncejob.v1.SubmitJobRequest.params:type_name -> google.protobuf.Struct
+	39, // 2: oncejob.v1.SubmitJobRequest.labels:type_name -> oncejob.v1.SubmitJobRequest.LabelsEntry
 	28, // 3: oncejob.v1.SubmitJobResponse.job:type_name -> oncejob.v1.Job
 	2,  // 4: oncejob.v1.SubmitJobResponse.outcome:type_name -> oncejob.v1.SubmitOutcome
 	10, // 5: oncejob.v1.SubmitJobsRequest.items:type_name -> oncejob.v1.SubmitJobsItem
@@ -3021,7 +3105,7 @@ var file_oncejob_v1_job_proto_depIdxs = []int32{
 	12, // 7: oncejob.v1.SubmitJobsResponse.results:type_name -> oncejob.v1.SubmitJobsResult
 	28, // 8: oncejob.v1.SubmitJobsResult.job:type_name -> oncejob.v1.Job
 	2,  // 9: oncejob.v1.SubmitJobsResult.outcome:type_name -> oncejob.v1.SubmitOutcome
-	41, // 10: oncejob.v1.SubmitJobsResult.error:type_name -> google.rpc.Status
+	42, // 10: oncejob.v1.SubmitJobsResult.error:type_name -> google.rpc.Status
 	3,  // 11: oncejob.v1.GetJobRequest.view:type_name -> oncejob.v1.JobView
 	28, // 12: oncejob.v1.GetJobResponse.job:type_name -> oncejob.v1.Job
 	0,  // 13: oncejob.v1.ListJobsRequest.status:type_name -> oncejob.v1.JobStatus
@@ -3036,55 +3120,56 @@ var file_oncejob_v1_job_proto_depIdxs = []int32{
 	28, // 22: oncejob.v1.ApproveJobResponse.job:type_name -> oncejob.v1.Job
 	0,  // 23: oncejob.v1.Job.status:type_name -> oncejob.v1.JobStatus
 	1,  // 24: oncejob.v1.Job.stage:type_name -> oncejob.v1.JobStage
-	40, // 25: oncejob.v1.Job.output:type_name -> google.protobuf.Struct
+	41, // 25: oncejob.v1.Job.output:type_name -> google.protobuf.Struct
 	31, // 26: oncejob.v1.Job.error:type_name -> oncejob.v1.JobError
 	32, // 27: oncejob.v1.Job.usage:type_name -> oncejob.v1.JobUsage
-	42, // 28: oncejob.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	42, // 29: oncejob.v1.Job.update_time:type_name -> google.protobuf.Timestamp
-	42, // 30: oncejob.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
-	40, // 31: oncejob.v1.Job.params:type_name -> google.protobuf.Struct
-	39, // 32: oncejob.v1.Job.labels:type_name -> oncejob.v1.Job.LabelsEntry
+	43, // 28: oncejob.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	43, // 29: oncejob.v1.Job.update_time:type_name -> google.protobuf.Timestamp
+	43, // 30: oncejob.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
+	41, // 31: oncejob.v1.Job.params:type_name -> google.protobuf.Struct
+	40, // 32: oncejob.v1.Job.labels:type_name -> oncejob.v1.Job.LabelsEntry
 	29, // 33: oncejob.v1.Job.checkpoints:type_name -> oncejob.v1.StageCheckpoint
 	30, // 34: oncejob.v1.Job.llm_attempts:type_name -> oncejob.v1.LlmAttempt
 	1,  // 35: oncejob.v1.StageCheckpoint.stage:type_name -> oncejob.v1.JobStage
-	42, // 36: oncejob.v1.StageCheckpoint.create_time:type_name -> google.protobuf.Timestamp
+	43, // 36: oncejob.v1.StageCheckpoint.create_time:type_name -> google.protobuf.Timestamp
 	1,  // 37: oncejob.v1.LlmAttempt.stage:type_name -> oncejob.v1.JobStage
 	5,  // 38: oncejob.v1.LlmAttempt.outcome:type_name -> oncejob.v1.LlmOutcome
-	42, // 39: oncejob.v1.LlmAttempt.create_time:type_name -> google.protobuf.Timestamp
+	43, // 39: oncejob.v1.LlmAttempt.create_time:type_name -> google.protobuf.Timestamp
 	35, // 40: oncejob.v1.WatchJobResponse.event:type_name -> oncejob.v1.JobEvent
 	0,  // 41: oncejob.v1.JobEvent.status:type_name -> oncejob.v1.JobStatus
 	1,  // 42: oncejob.v1.JobEvent.stage:type_name -> oncejob.v1.JobStage
-	42, // 43: oncejob.v1.JobEvent.time:type_name -> google.protobuf.Timestamp
-	0,  // 44: oncejob.v1.WatchJobsRequest.status:type_name -> oncejob.v1.JobStatus
-	35, // 45: oncejob.v1.WatchJobsResponse.event:type_name -> oncejob.v1.JobEvent
-	28, // 46: oncejob.v1.WatchJobsResponse.job:type_name -> oncejob.v1.Job
-	7,  // 47: oncejob.v1.JobService.SubmitJob:input_type -> oncejob.v1.SubmitJobRequest
-	9,  // 48: oncejob.v1.JobService.SubmitJobs:input_type -> oncejob.v1.SubmitJobsRequest
-	13, // 49: oncejob.v1.JobService.GetJob:input_type -> oncejob.v1.GetJobRequest
-	15, // 50: oncejob.v1.JobService.ListJobs:input_type -> oncejob.v1.ListJobsRequest
-	17, // 51: oncejob.v1.JobService.CountJobs:input_type -> oncejob.v1.CountJobsRequest
-	20, // 52: oncejob.v1.JobService.CancelJob:input_type -> oncejob.v1.CancelJobRequest
-	22, // 53: oncejob.v1.JobService.ReplayJob:input_type -> oncejob.v1.ReplayJobRequest
-	24, // 54: oncejob.v1.JobService.ResolveJob:input_type -> oncejob.v1.ResolveJobRequest
-	26, // 55: oncejob.v1.JobService.ApproveJob:input_type -> oncejob.v1.ApproveJobRequest
-	33, // 56: oncejob.v1.JobService.WatchJob:input_type -> oncejob.v1.WatchJobRequest
-	36, // 57: oncejob.v1.JobService.WatchJobs:input_type -> oncejob.v1.WatchJobsRequest
-	8,  // 58: oncejob.v1.JobService.SubmitJob:output_type -> oncejob.v1.SubmitJobResponse
-	11, // 59: oncejob.v1.JobService.SubmitJobs:output_type -> oncejob.v1.SubmitJobsResponse
-	14, // 60: oncejob.v1.JobService.GetJob:output_type -> oncejob.v1.GetJobResponse
-	16, // 61: oncejob.v1.JobService.ListJobs:output_type -> oncejob.v1.ListJobsResponse
-	18, // 62: oncejob.v1.JobService.CountJobs:output_type -> oncejob.v1.CountJobsResponse
-	21, // 63: oncejob.v1.JobService.CancelJob:output_type -> oncejob.v1.CancelJobResponse
-	23, // 64: oncejob.v1.JobService.ReplayJob:output_type -> oncejob.v1.ReplayJobResponse
-	25, // 65: oncejob.v1.JobService.ResolveJob:output_type -> oncejob.v1.ResolveJobResponse
-	27, // 66: oncejob.v1.JobService.ApproveJob:output_type -> oncejob.v1.ApproveJobResponse
-	34, // 67: oncejob.v1.JobService.WatchJob:output_type -> oncejob.v1.WatchJobResponse
-	37, // 68: oncejob.v1.JobService.WatchJobs:output_type -> oncejob.v1.WatchJobsResponse
-	58, // [58:69] is the sub-list for method output_type
-	47, // [47:58] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	43, // 43: oncejob.v1.JobEvent.time:type_name -> google.protobuf.Timestamp
+	36, // 44: oncejob.v1.JobEvent.actor:type_name -> oncejob.v1.Actor
+	0,  // 45: oncejob.v1.WatchJobsRequest.status:type_name -> oncejob.v1.JobStatus
+	35, // 46: oncejob.v1.WatchJobsResponse.event:type_name -> oncejob.v1.JobEvent
+	28, // 47: oncejob.v1.WatchJobsResponse.job:type_name -> oncejob.v1.Job
+	7,  // 48: oncejob.v1.JobService.SubmitJob:input_type -> oncejob.v1.SubmitJobRequest
+	9,  // 49: oncejob.v1.JobService.SubmitJobs:input_type -> oncejob.v1.SubmitJobsRequest
+	13, // 50: oncejob.v1.JobService.GetJob:input_type -> oncejob.v1.GetJobRequest
+	15, // 51: oncejob.v1.JobService.ListJobs:input_type -> oncejob.v1.ListJobsRequest
+	17, // 52: oncejob.v1.JobService.CountJobs:input_type -> oncejob.v1.CountJobsRequest
+	20, // 53: oncejob.v1.JobService.CancelJob:input_type -> oncejob.v1.CancelJobRequest
+	22, // 54: oncejob.v1.JobService.ReplayJob:input_type -> oncejob.v1.ReplayJobRequest
+	24, // 55: oncejob.v1.JobService.ResolveJob:input_type -> oncejob.v1.ResolveJobRequest
+	26, // 56: oncejob.v1.JobService.ApproveJob:input_type -> oncejob.v1.ApproveJobRequest
+	33, // 57: oncejob.v1.JobService.WatchJob:input_type -> oncejob.v1.WatchJobRequest
+	37, // 58: oncejob.v1.JobService.WatchJobs:input_type -> oncejob.v1.WatchJobsRequest
+	8,  // 59: oncejob.v1.JobService.SubmitJob:output_type -> oncejob.v1.SubmitJobResponse
+	11, // 60: oncejob.v1.JobService.SubmitJobs:output_type -> oncejob.v1.SubmitJobsResponse
+	14, // 61: oncejob.v1.JobService.GetJob:output_type -> oncejob.v1.GetJobResponse
+	16, // 62: oncejob.v1.JobService.ListJobs:output_type -> oncejob.v1.ListJobsResponse
+	18, // 63: oncejob.v1.JobService.CountJobs:output_type -> oncejob.v1.CountJobsResponse
+	21, // 64: oncejob.v1.JobService.CancelJob:output_type -> oncejob.v1.CancelJobResponse
+	23, // 65: oncejob.v1.JobService.ReplayJob:output_type -> oncejob.v1.ReplayJobResponse
+	25, // 66: oncejob.v1.JobService.ResolveJob:output_type -> oncejob.v1.ResolveJobResponse
+	27, // 67: oncejob.v1.JobService.ApproveJob:output_type -> oncejob.v1.ApproveJobResponse
+	34, // 68: oncejob.v1.JobService.WatchJob:output_type -> oncejob.v1.WatchJobResponse
+	38, // 69: oncejob.v1.JobService.WatchJobs:output_type -> oncejob.v1.WatchJobsResponse
+	59, // [59:70] is the sub-list for method output_type
+	48, // [48:59] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_oncejob_v1_job_proto_init() }
@@ -3102,7 +3187,7 @@ func file_oncejob_v1_job_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_oncejob_v1_job_proto_rawDesc), len(file_oncejob_v1_job_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   34,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

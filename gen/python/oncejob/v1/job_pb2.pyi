@@ -44,6 +44,16 @@ SUBMIT_OUTCOME_DEDUPLICATED: SubmitOutcome
 SUBMIT_OUTCOME_EXISTING: SubmitOutcome
 SUBMIT_OUTCOME_UNSPECIFIED: SubmitOutcome
 
+class Actor(_message.Message):
+    __slots__ = ["key_prefix", "role", "rpc"]
+    KEY_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    RPC_FIELD_NUMBER: _ClassVar[int]
+    key_prefix: str
+    role: str
+    rpc: str
+    def __init__(self, key_prefix: _Optional[str] = ..., role: _Optional[str] = ..., rpc: _Optional[str] = ...) -> None: ...
+
 class ApproveJobRequest(_message.Message):
     __slots__ = ["approve", "job_id", "reason"]
     APPROVE_FIELD_NUMBER: _ClassVar[int]
@@ -186,7 +196,8 @@ class JobError(_message.Message):
     def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., retryable: bool = ...) -> None: ...
 
 class JobEvent(_message.Message):
-    __slots__ = ["attempt", "job_id", "message", "seq", "stage", "status", "time"]
+    __slots__ = ["actor", "attempt", "job_id", "message", "seq", "stage", "status", "time"]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -194,6 +205,7 @@ class JobEvent(_message.Message):
     STAGE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
+    actor: Actor
     attempt: int
     job_id: str
     message: str
@@ -201,7 +213,7 @@ class JobEvent(_message.Message):
     stage: JobStage
     status: JobStatus
     time: _timestamp_pb2.Timestamp
-    def __init__(self, job_id: _Optional[str] = ..., seq: _Optional[int] = ..., status: _Optional[_Union[JobStatus, str]] = ..., stage: _Optional[_Union[JobStage, str]] = ..., attempt: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[str] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[str] = ..., seq: _Optional[int] = ..., status: _Optional[_Union[JobStatus, str]] = ..., stage: _Optional[_Union[JobStage, str]] = ..., attempt: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[str] = ..., actor: _Optional[_Union[Actor, _Mapping]] = ...) -> None: ...
 
 class JobStatusCount(_message.Message):
     __slots__ = ["count", "status"]
