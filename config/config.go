@@ -1,8 +1,10 @@
 // Package config reads oncejob's config file (--config FILE): one YAML
 // document holding the flags of serve, worker and relay by name, and the
-// `sinks:` section (where the tenants' events go).
+// sections `sinks:` (where the tenants' events go) and `limits:` (per-tenant
+// limits).
 //
-// Every key other than a section (`sinks`; see File.sections) names a flag: `workers: 8` is --workers 8.
+// Every key other than a section (`sinks`, `limits`; see File.sections)
+// names a flag: `workers: 8` is --workers 8.
 // Sections nest for readability, their names joined by dashes, so
 //
 //	tls:
@@ -26,6 +28,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/oncejob/oncejob/relay"
+	"github.com/oncejob/oncejob/server/limits"
 )
 
 // File is the config file.
@@ -34,6 +37,9 @@ type File struct {
 	Path string
 	// Sinks are where the tenants' events are delivered; see relay.SinkConfig.
 	Sinks []relay.SinkConfig
+	// Limits are per-tenant limits: defaults that replace the --limit-*
+	// flags they set, and tenants' own; see limits.Section.
+	Limits *limits.Section
 	// Settings are the flag values of the file, by flag name, in the
 	// file's order.
 	Settings []Setting
@@ -102,13 +108,18 @@ func Parse(data []byte) (*File, error) {
 	if err := relay.ValidateSinks(f.Sinks); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	if f.Limits != nil {
+		if _, err := limits.New(limits.Config{Section: f.Limits, Usage: limits.AnyUsage}); err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+	}
 	return f, nil
 }
 
 // sections are the top-level keys that are not flags, each decoded into
 // its field of f.
 func (f *File) sections() map[string]any {
-	return map[string]any{"sinks": &f.Sinks}
+	return map[string]any{"sinks": &f.Sinks, "limits": &f.Limits}
 }
 
 // decodeStrict decodes a section into target strictly: an unknown field

@@ -10,6 +10,7 @@
 //	oncejob config check  validate a config file, print the effective configuration
 //	oncejob llm-sim   serve the LLM simulator
 //	oncejob hash-key  print the sha256 of an API key for the keys file
+//	oncejob keys create|list|revoke   API keys in the store
 //	oncejob submit|get|list|watch|wait|cancel|replay|resolve|approve
 //	                  client commands, on the Go SDK (clientsdk)
 //	oncejob run submit|status|watch|list|retry-failures|cancel
@@ -50,6 +51,7 @@ var commands = []command{
 	{"config", "check a config file: print the effective configuration, secrets masked", runConfig},
 	{"llm-sim", "serve the deterministic LLM simulator (OpenAI protocol) on loopback", runLLMSim},
 	{"hash-key", "print the sha256 of an API key (read from stdin) for --api-keys", runHashKey},
+	{"keys", "API keys in the store: create (shown once), list, revoke", runKeys},
 	{"submit", "submit a document once (the same command again is a replay); --wait to follow it", runSubmit},
 	{"get", "show a job", runGet},
 	{"list", "list jobs, newest first", runList},

@@ -36,6 +36,8 @@ func runServe(ctx context.Context, args []string) error {
 	storeTimeout := fs.Duration("store-timeout", server.DefaultStoreTimeout, "longest a unary call waits on the store; then UNAVAILABLE (store unavailable)")
 	httpCfg := httpFlags(fs)
 	lo := listenFlags(fs)
+	limitsFlags := limitFlags(fs)
+	keyCacheTTL := fs.Duration("key-cache-ttl", tenant.DefaultCacheTTL, "how long a key of `oncejob keys` is trusted before it is read again: a revocation reaches every replica within it")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -87,6 +89,13 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
+	lim, err := newLimits(limitsFlags, cfg, st, logger)
+	if err != nil {
+		return err
+	}
+	if *keyCacheTTL <= 0 {
+		return errors.New("--key-cache-ttl must be positive")
+	}
 
 	wake := make(chan struct{}, 1) // the relay's, poked by the hub's notifications
 	hub, err := watch.New(watch.Config{Store: wakeOnListen{WatchStore: st, wake: wake}, Logger: logger})
@@ -101,6 +110,9 @@ func runServe(ctx context.Context, args []string) error {
 		Store:            st,
 		Pipelines:        pipelines,
 		Keys:             keys,
+		KeyStore:         st,
+		KeyCacheTTL:      *keyCacheTTL,
+		Limits:           lim,
 		Logger:           logger,
 		MaxDocumentBytes: *maxDoc,
 		StoreTimeout:     *storeTimeout,
@@ -131,14 +143,15 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	httpFace, err := httpCfg.start(ctx, s, probe, *maxDoc, keys.DevMode(), logger)
+	devMode := s.Auth.DevMode(ctx)
+	httpFace, err := httpCfg.start(ctx, s, probe, *maxDoc, devMode, logger)
 	if err != nil {
 		_ = lis.Close()
 		return err
 	}
 
-	if keys.DevMode() {
-		logger.Warn("DEV MODE: no --api-keys configured; every caller is tenant \"default\" and nothing is authenticated. Do not expose this server.")
+	if devMode {
+		logger.Warn("DEV MODE: no --api-keys configured and no key in the store; every caller is tenant \"default\" and nothing is authenticated. Do not expose this server. (It leaves dev mode by itself once `oncejob keys create` makes a key.)")
 	}
 	logger.Info("oncejob serving", "tls", listen.tls(), "grpc_addr", lis.Addr().String(), "http_addr", httpFace.addr, "store", where, "pipelines", pipelines.Names(), "idempotency_window", window.String())
 	printBanner(lis.Addr().String(), httpFace.addr, where, eng, listen.tls())

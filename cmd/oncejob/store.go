@@ -25,6 +25,8 @@ type appStore interface {
 	store.ViewStore
 	store.RunStore
 	store.ScheduleStore
+	store.APIKeyStore
+	store.UsageStore
 }
 
 var (

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/oncejob/oncejob/server/tenant"
+	"github.com/oncejob/oncejob/store"
+)
+
+// runKeys manages the API keys kept in the store. It opens the store
+// itself, as migrate does (keys are the operator's, not a tenant's, so no
+// API key could be trusted to make them): on Postgres beside running
+// servers, which see a new or revoked key within --key-cache-ttl; the
+// embedded store is one process's, so there it runs while serve is stopped.
+func runKeys(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return errors.New("usage: oncejob keys create|list|revoke [flags]")
+	}
+	switch args[0] {
+	case "create":
+		return runKeysCreate(ctx, args[1:])
+	case "list":
+		return runKeysList(ctx, args[1:])
+	case "revoke":
+		return runKeysRevoke(ctx, args[1:])
+	}
+	return fmt.Errorf("unknown keys command %q: create, list or revoke", args[0])
+}
+
+func runKeysCreate(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("keys create", flag.ContinueOnError)
+	stf := storeFlags(fs, true)
+	tenantName := fs.String("tenant", "", "the key's tenant (required)")
+	role := fs.String("role", string(store.RoleSubmitter), "submitter (submit, get, list, watch) or operator (also cancel, replay, resolve, approve, deliveries, run and schedule changes)")
+	name := fs.String("name", "", "a note for people: who or what uses the key")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if !tenant.ValidTenant(*tenantName) {
+		return errors.New("--tenant is required: letters, digits, '_', '.', '-', at most 63")
+	}
+	if !store.Role(*role).Valid() {
+		return fmt.Errorf("--role %q: submitter or operator", *role)
+	}
+	if len(*name) > 200 {
+		return errors.New("--name: at most 200 bytes")
+	}
+	st, _, err := stf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	key, id, prefix := tenant.NewStoreKey()
+	if _, err := st.APIKeyCreate(ctx, &store.APIKeyCreateParams{
+		ID: id, Tenant: *tenantName, Role: store.Role(*role), Name: *name, SHA256: tenant.HashKey(key),
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "created %s key %s for tenant %s; the key is shown once, below:\n", *role, prefix, *tenantName)
+	fmt.Println(key)
+	return nil
+}
+
+func runKeysList(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("keys list", flag.ContinueOnError)
+	stf := storeFlags(fs, true)
+	tenantName := fs.String("tenant", "", "only this tenant's keys; empty: every tenant's")
+	all := fs.Bool("all", false, "include revoked keys")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	st, _, err := stf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	keys, err := st.APIKeyList(ctx, &store.APIKeyListParams{Tenant: *tenantName, IncludeRevoked: *all})
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "KEY\tTENANT\tROLE\tCREATED\tLAST USED\tREVOKED\tNAME")
+	for _, k := range keys {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tenant.StoreKeyPrefix(k.ID), k.Tenant, k.Role,
+			k.CreatedAt.UTC().Format(time.RFC3339), timeOrDash(k.LastUsedAt), timeOrDash(k.RevokedAt), k.Name)
+	}
+	return w.Flush()
+}
+
+func runKeysRevoke(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("keys revoke", flag.ContinueOnError)
+	stf := storeFlags(fs, true)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: oncejob keys revoke [flags] ojk_<id>")
+	}
+	id, ok := tenant.ParseKeyID(fs.Arg(0))
+	if !ok {
+		return fmt.Errorf("%q is not a key's prefix (ojk_ and 12 characters, as keys list shows)", fs.Arg(0))
+	}
+	st, _, err := stf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	k, err := st.APIKeyRevoke(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("no key %s", tenant.StoreKeyPrefix(id))
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Printf("revoked %s (tenant %s, %s) at %s; servers refuse it within --key-cache-ttl\n",
+		tenant.StoreKeyPrefix(k.ID), k.Tenant, k.Role, k.RevokedAt.UTC().Format(time.RFC3339))
+	return nil
+}
+
+func timeOrDash(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}

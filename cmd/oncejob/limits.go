@@ -1,0 +1,28 @@
+package main
+
+import (
+	"flag"
+	"log/slog"
+
+	"github.com/oncejob/oncejob/config"
+	"github.com/oncejob/oncejob/server/limits"
+	"github.com/oncejob/oncejob/store"
+)
+
+// limitFlags are the per-tenant limits every tenant gets; the config
+// file's `limits:` section overrides them and names tenants' own. Zero is
+// no limit: a server starts with none.
+func limitFlags(fs *flag.FlagSet) *limits.Tenant {
+	t := &limits.Tenant{}
+	fs.Float64Var(&t.SubmitRate, "limit-submit-rate", 0, "per tenant: submissions a second (SubmitJobs counts each item), per serve process; 0: no limit")
+	fs.IntVar(&t.SubmitBurst, "limit-submit-burst", 0, "per tenant: submissions at once above the rate; 0: the rate rounded up")
+	fs.Int64Var(&t.JobsInFlight, "limit-jobs-in-flight", 0, "per tenant: jobs not finished (queued, running, waiting); 0: no limit")
+	fs.IntVar(&t.WatchStreams, "limit-watch-streams", 0, "per tenant: watch streams open at once, per serve process; 0: no limit")
+	fs.Int64Var(&t.DocumentBytesPerDay, "limit-document-bytes-per-day", 0, "per tenant: document bytes of the jobs created in a UTC day; 0: no limit")
+	return t
+}
+
+// newLimits makes the server's limits from the flags and the config file.
+func newLimits(flags *limits.Tenant, cfg *config.File, usage store.UsageStore, logger *slog.Logger) (*limits.Limits, error) {
+	return limits.New(limits.Config{Default: *flags, Section: cfg.Limits, Usage: usage, Logger: logger})
+}
