@@ -65,8 +65,8 @@ func TestMigrationWatchOrdersExistingEvents(t *testing.T) {
 	_, err = db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT`)
 	require.NoError(t, err)
 	for _, m := range all {
-		if m.Version == 3 {
-			continue
+		if m.Version >= 3 {
+			break // what a store of 0001 and 0002 left; Open applies the rest
 		}
 		_, err := db.ExecContext(ctx, m.SQL)
 		require.NoError(t, err, m.Name)

@@ -31,6 +31,8 @@ type Store interface {
 	store.DeliveryStore
 	store.RunStore
 	store.ScheduleStore
+	store.APIKeyStore
+	store.UsageStore
 }
 
 // Exercise runs the suite. newStore returns an empty, migrated store that
@@ -607,6 +609,11 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Run("Schedule", func(t *testing.T) {
 		t.Parallel()
 		exerciseSchedule(t, newStore)
+	})
+
+	t.Run("APIKey", func(t *testing.T) {
+		t.Parallel()
+		exerciseAPIKey(t, newStore)
 	})
 }
 
