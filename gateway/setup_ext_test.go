@@ -17,6 +17,7 @@ import (
 
 	"github.com/oncejob/oncejob/gateway"
 	"github.com/oncejob/oncejob/server"
+	"github.com/oncejob/oncejob/server/limits"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
@@ -55,6 +56,7 @@ type setupOpts struct {
 	store        testStore // default: a fresh Postgres schema
 	maxBodyBytes int64
 	heartbeat    time.Duration
+	limits       *limits.Limits
 }
 
 // setup runs the gRPC server (with a watch hub) and the gateway on it, in
@@ -79,7 +81,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	hubDone := make(chan struct{})
 	go func() { hub.Run(hubCtx); close(hubDone) }()
 
-	s, err := server.New(server.Config{Store: st, Keys: keys, Logger: logger, Watch: hub})
+	s, err := server.New(server.Config{Store: st, Keys: keys, Logger: logger, Watch: hub, Limits: opts.limits})
 	require.NoError(t, err)
 	srv := s.GRPC
 	conn, stopConn, err := gateway.InProcess(srv)
