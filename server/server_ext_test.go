@@ -26,6 +26,7 @@ import (
 	"github.com/oncejob/oncejob/maintenance"
 	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/server"
+	"github.com/oncejob/oncejob/server/limits"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
@@ -49,6 +50,7 @@ type setupOpts struct {
 	store          store.Store
 	submitLinger   time.Duration
 	submitMaxBatch int
+	limits         *limits.Limits
 }
 
 func setup(t *testing.T, opts setupOpts) *testBundle {
@@ -72,6 +74,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		MaxDocumentBytes: opts.maxDoc,
 		SubmitLinger:     opts.submitLinger,
 		SubmitMaxBatch:   opts.submitMaxBatch,
+		Limits:           opts.limits,
 	})
 	require.NoError(t, err)
 	srv := s.GRPC
