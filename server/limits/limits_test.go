@@ -1,0 +1,179 @@
+package limits_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"go.yaml.in/yaml/v3"
+
+	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/server/limits"
+	"github.com/oncejob/oncejob/server/tenant"
+	"github.com/oncejob/oncejob/store"
+)
+
+// usage is a store.UsageStore whose answer the test sets.
+type usage struct {
+	mu    sync.Mutex
+	by    map[string]store.TenantUsage
+	err   error
+	reads int
+}
+
+func (u *usage) TenantUsage(_ context.Context, p *store.TenantUsageParams) (*store.TenantUsage, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.reads++
+	if u.err != nil {
+		return nil, u.err
+	}
+	v := u.by[p.Tenant]
+	return &v, nil
+}
+
+func doc(n int) *oncejobv1.SubmitJobRequest {
+	return &oncejobv1.SubmitJobRequest{Pipeline: "summarize", Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: strings.Repeat("x", n)}}}
+}
+
+// call runs the unary interceptor for tenant name on req.
+func call(l *limits.Limits, name string, req any) error {
+	ctx := tenant.NewContext(context.Background(), name)
+	_, err := l.UnaryServerInterceptor()(ctx, req, &grpc.UnaryServerInfo{}, func(context.Context, any) (any, error) { return nil, nil })
+	return err
+}
+
+func requireExhausted(t *testing.T, err error, reason string) time.Duration {
+	t.Helper()
+	st := status.Convert(err)
+	require.Equal(t, codes.ResourceExhausted, st.Code(), "%v", err)
+	var info *errdetails.ErrorInfo
+	var retry *errdetails.RetryInfo
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			info = d
+		case *errdetails.RetryInfo:
+			retry = d
+		}
+	}
+	require.NotNil(t, info)
+	require.Equal(t, reason, info.GetReason())
+	require.NotNil(t, retry)
+	return retry.GetRetryDelay().AsDuration()
+}
+
+func TestSection(t *testing.T) {
+	t.Parallel()
+	var s limits.Section
+	require.NoError(t, yaml.Unmarshal([]byte(`
+default:
+  submit_rate: 5
+  jobs_in_flight: 100
+tenants:
+  acme:
+    submit_rate: 50
+    submit_burst: 80
+  globex:
+    jobs_in_flight: 0
+`), &s))
+	l, err := limits.New(limits.Config{Default: limits.Tenant{SubmitRate: 1, WatchStreams: 7}, Section: &s, Usage: &usage{}})
+	require.NoError(t, err)
+	require.Equal(t, limits.Tenant{SubmitRate: 5, JobsInFlight: 100, WatchStreams: 7}, l.For("initech"), "the section's default replaces the flags it sets")
+	require.Equal(t, limits.Tenant{SubmitRate: 50, SubmitBurst: 80, JobsInFlight: 100, WatchStreams: 7}, l.For("acme"))
+	require.Equal(t, limits.Tenant{SubmitRate: 5, WatchStreams: 7}, l.For("globex"), "0 in an override is no limit")
+
+	for body, want := range map[string]string{
+		"default: {submit_rate: -1}":            "submit_rate must be",
+		"tenants: {acme: {jobs_in_flight: -2}}": "acme: jobs_in_flight",
+		"tenants: {'bad name': {}}":             "not a tenant name",
+	} {
+		var s limits.Section
+		require.NoError(t, yaml.Unmarshal([]byte(body), &s))
+		_, err := limits.New(limits.Config{Section: &s, Usage: &usage{}})
+		require.ErrorContains(t, err, want, body)
+	}
+	_, err = limits.New(limits.Config{Default: limits.Tenant{JobsInFlight: 1}})
+	require.ErrorContains(t, err, "need a store")
+}
+
+func TestSubmitRate(t *testing.T) {
+	t.Parallel()
+	l, err := limits.New(limits.Config{Default: limits.Tenant{SubmitRate: 0.001, SubmitBurst: 3}})
+	require.NoError(t, err)
+
+	many := &oncejobv1.SubmitJobsRequest{Items: make([]*oncejobv1.SubmitJobsItem, 4)}
+	delay := requireExhausted(t, call(l, "acme", many), limits.ReasonSubmitRate)
+	require.Positive(t, delay)
+	require.NoError(t, call(l, "acme", &oncejobv1.SubmitJobsRequest{Items: make([]*oncejobv1.SubmitJobsItem, 2)}), "a call of 2 items takes 2 tokens")
+	require.NoError(t, call(l, "acme", doc(1)))
+	delay = requireExhausted(t, call(l, "acme", doc(1)), limits.ReasonSubmitRate)
+	require.Greater(t, delay, 900*time.Second, "a token every 1000s")
+	require.NoError(t, call(l, "globex", doc(1)), "each tenant has its own bucket")
+	require.NoError(t, call(l, "acme", &oncejobv1.GetJobRequest{}), "reads are not limited")
+}
+
+func TestJobsInFlightAndDocumentBytes(t *testing.T) {
+	t.Parallel()
+	u := &usage{by: map[string]store.TenantUsage{"acme": {InFlight: 8, DocumentBytes: 900}}}
+	l, err := limits.New(limits.Config{Default: limits.Tenant{JobsInFlight: 10, DocumentBytesPerDay: 1000}, Usage: u})
+	require.NoError(t, err)
+
+	require.NoError(t, call(l, "acme", doc(50)))
+	require.NoError(t, call(l, "acme", doc(50)), "9 + 1 in flight, 950 + 50 bytes: at the limits")
+	requireExhausted(t, call(l, "acme", doc(0)), limits.ReasonJobsInFlight)
+	require.Equal(t, 1, u.reads, "the usage is read once a second, this process's admissions added")
+
+	u2 := &usage{by: map[string]store.TenantUsage{"acme": {DocumentBytes: 990}}}
+	l, err = limits.New(limits.Config{Default: limits.Tenant{DocumentBytesPerDay: 1000}, Usage: u2})
+	require.NoError(t, err)
+	delay := requireExhausted(t, call(l, "acme", doc(11)), limits.ReasonDocumentBytes)
+	require.LessOrEqual(t, delay, 24*time.Hour, "retry at midnight UTC")
+	require.NoError(t, call(l, "acme", doc(10)))
+
+	u3 := &usage{err: errors.New("store down")}
+	l, err = limits.New(limits.Config{Default: limits.Tenant{JobsInFlight: 1}, Usage: u3})
+	require.NoError(t, err)
+	require.NoError(t, call(l, "acme", doc(1)), "a store that cannot say lets the call through to fail on its own")
+}
+
+type stream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s stream) Context() context.Context { return s.ctx }
+
+func TestWatchStreams(t *testing.T) {
+	t.Parallel()
+	l, err := limits.New(limits.Config{Default: limits.Tenant{WatchStreams: 2}})
+	require.NoError(t, err)
+	intercept := l.StreamServerInterceptor()
+	info := &grpc.StreamServerInfo{FullMethod: oncejobv1.JobService_WatchJob_FullMethodName}
+	acme := stream{ctx: tenant.NewContext(context.Background(), "acme")}
+
+	release := make(chan struct{})
+	opened := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			_ = intercept(nil, acme, info, func(any, grpc.ServerStream) error { opened <- struct{}{}; <-release; return nil })
+		})
+	}
+	<-opened
+	<-opened
+	requireExhausted(t, intercept(nil, acme, info, func(any, grpc.ServerStream) error { return nil }), limits.ReasonWatchStreams)
+	globex := stream{ctx: tenant.NewContext(context.Background(), "globex")}
+	require.NoError(t, intercept(nil, globex, info, func(any, grpc.ServerStream) error { return nil }))
+	close(release)
+	wg.Wait()
+	require.NoError(t, intercept(nil, acme, info, func(any, grpc.ServerStream) error { return nil }), "closed streams free their places")
+}

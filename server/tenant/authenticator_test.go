@@ -1,0 +1,178 @@
+package tenant_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/oncejob/oncejob/server/tenant"
+	"github.com/oncejob/oncejob/store"
+)
+
+// keyStore is an in-memory store.APIKeyStore.
+type keyStore struct {
+	mu    sync.Mutex
+	keys  map[string]*store.APIKey
+	err   error
+	reads int
+}
+
+func (s *keyStore) APIKeyCreate(_ context.Context, p *store.APIKeyCreateParams) (*store.APIKey, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := &store.APIKey{ID: p.ID, Tenant: p.Tenant, Role: p.Role, SHA256: p.SHA256, CreatedAt: time.Now()}
+	s.keys[p.ID] = k
+	return k, nil
+}
+
+func (s *keyStore) APIKeyGetByID(_ context.Context, id string) (*store.APIKey, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reads++
+	if s.err != nil {
+		return nil, s.err
+	}
+	k, ok := s.keys[id]
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	c := *k
+	return &c, nil
+}
+
+func (s *keyStore) APIKeyList(context.Context, *store.APIKeyListParams) ([]*store.APIKey, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*store.APIKey
+	for _, k := range s.keys {
+		if k.RevokedAt == nil {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+func (s *keyStore) APIKeyRevoke(_ context.Context, id string) (*store.APIKey, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	s.keys[id].RevokedAt = &now
+	return s.keys[id], nil
+}
+
+func (s *keyStore) APIKeyTouch(context.Context, string, time.Duration) error { return nil }
+
+func principalOf(a *tenant.Authenticator, key string) (tenant.Principal, error) {
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+key))
+	ctx, err := a.AuthFunc()(ctx)
+	if err != nil {
+		return tenant.Principal{}, err
+	}
+	p, _ := tenant.PrincipalFromContext(ctx)
+	return p, nil
+}
+
+func create(t *testing.T, s *keyStore, tenantName string, role store.Role) (key, id string) {
+	t.Helper()
+	key, id, prefix := tenant.NewStoreKey()
+	require.Equal(t, "ojk_"+id, prefix)
+	_, err := s.APIKeyCreate(context.Background(), &store.APIKeyCreateParams{ID: id, Tenant: tenantName, Role: role, SHA256: tenant.HashKey(key)})
+	require.NoError(t, err)
+	return key, id
+}
+
+func TestAuthenticator(t *testing.T) {
+	t.Parallel()
+
+	t.Run("StoreKeysAddToTheFile", func(t *testing.T) {
+		t.Parallel()
+		s := &keyStore{keys: map[string]*store.APIKey{}}
+		file, err := tenant.LoadKeys(writeKeys(t, fmt.Sprintf("keys:\n  - tenant: globex\n    sha256: %s\n    role: submitter\n", tenant.HashKey("globex-file-key"))))
+		require.NoError(t, err)
+		a := tenant.NewAuthenticator(tenant.AuthConfig{File: file, Store: s, CacheTTL: time.Hour})
+		key, id := create(t, s, "acme", store.RoleOperator)
+
+		p, err := principalOf(a, key)
+		require.NoError(t, err)
+		require.Equal(t, tenant.Principal{Tenant: "acme", Role: store.RoleOperator, KeyPrefix: "ojk_" + id}, p)
+		p, err = principalOf(a, "globex-file-key")
+		require.NoError(t, err)
+		require.Equal(t, tenant.Principal{Tenant: "globex", Role: store.RoleSubmitter, KeyPrefix: "sha256:" + tenant.HashKey("globex-file-key")[:8]}, p)
+
+		for _, bad := range []string{key[:len(key)-1] + "x", "ojk_" + id + "_", "ojk_aaaaaaaaaaaa_secret", tenant.HashKey(key)} {
+			_, err := principalOf(a, bad)
+			require.Equal(t, codes.Unauthenticated, status.Code(err), bad)
+		}
+	})
+
+	t.Run("RevocationTakesEffectWithinTheTTL", func(t *testing.T) {
+		t.Parallel()
+		s := &keyStore{keys: map[string]*store.APIKey{}}
+		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: 50 * time.Millisecond})
+		key, id := create(t, s, "acme", store.RoleSubmitter)
+		_, err := principalOf(a, key)
+		require.NoError(t, err)
+		_, err = s.APIKeyRevoke(context.Background(), id)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			_, err := principalOf(a, key)
+			return status.Code(err) == codes.Unauthenticated
+		}, 5*time.Second, 10*time.Millisecond)
+	})
+
+	t.Run("AnUnreadableStoreIsUnavailableUnlessTheKeyWasReadLately", func(t *testing.T) {
+		t.Parallel()
+		s := &keyStore{keys: map[string]*store.APIKey{}}
+		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: time.Millisecond})
+		known, _ := create(t, s, "acme", store.RoleSubmitter)
+		other, _ := create(t, s, "acme", store.RoleSubmitter)
+		_, err := principalOf(a, known)
+		require.NoError(t, err)
+		s.mu.Lock()
+		s.err = errors.New("connection refused")
+		s.mu.Unlock()
+		require.Eventually(t, func() bool { _, err := principalOf(a, other); return status.Code(err) == codes.Unavailable }, 5*time.Second, 5*time.Millisecond)
+		_, err = principalOf(a, known)
+		require.NoError(t, err, "a key read within the minute is still known: the store cannot revoke it now either")
+	})
+
+	t.Run("DevModeEndsWhenTheFirstKeyIsCreated", func(t *testing.T) {
+		t.Parallel()
+		s := &keyStore{keys: map[string]*store.APIKey{}}
+		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: 20 * time.Millisecond})
+		require.True(t, a.DevMode(context.Background()))
+		p, err := principalOf(a, "anything")
+		require.NoError(t, err)
+		require.Equal(t, tenant.DevTenant, p.Tenant)
+
+		key, _ := create(t, s, "acme", store.RoleSubmitter)
+		require.Eventually(t, func() bool { return !a.DevMode(context.Background()) }, 5*time.Second, 5*time.Millisecond)
+		_, err = principalOf(a, "anything")
+		require.Equal(t, codes.Unauthenticated, status.Code(err))
+		p, err = principalOf(a, key)
+		require.NoError(t, err)
+		require.Equal(t, "acme", p.Tenant)
+	})
+
+	t.Run("ParseKeyID", func(t *testing.T) {
+		t.Parallel()
+		key, id, prefix := tenant.NewStoreKey()
+		for _, s := range []string{key, prefix, id} {
+			got, ok := tenant.ParseKeyID(s)
+			require.True(t, ok, s)
+			require.Equal(t, id, got)
+		}
+		for _, s := range []string{"", "ojk_", "ojk_short", "ojk_ABCDEFGHIJKL", "ojk_aaaaaaaaaaaa1"} {
+			_, ok := tenant.ParseKeyID(s)
+			require.False(t, ok, s)
+		}
+	})
+}
