@@ -85,9 +85,9 @@ func runKeysList(ctx context.Context, args []string) error {
 		return err
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "KEY\tTENANT\tROLE\tCREATED\tLAST USED\tREVOKED\tNAME")
+	say(w, "KEY\tTENANT\tROLE\tCREATED\tLAST USED\tREVOKED\tNAME\n")
 	for _, k := range keys {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tenant.StoreKeyPrefix(k.ID), k.Tenant, k.Role,
+		say(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tenant.StoreKeyPrefix(k.ID), k.Tenant, k.Role,
 			k.CreatedAt.UTC().Format(time.RFC3339), timeOrDash(k.LastUsedAt), timeOrDash(k.RevokedAt), k.Name)
 	}
 	return w.Flush()

@@ -84,7 +84,7 @@ func TestKeys(t *testing.T) {
 			"keys:\n  - tenant: -acme\n    sha256: " + hash + "\n":             "tenant must match",
 			"keys: [\n": "yaml",
 			"keys:\n  - tenant: acme\n    sha256: " + hash + "\n    role: admin\n": "role must be submitter or operator",
-			"keys:\n  - tenant: acme\n    sha256: " + hash[:63] + "A\n": "sha256 must be",
+			"keys:\n  - tenant: acme\n    sha256: " + hash[:63] + "A\n":            "sha256 must be",
 		} {
 			_, err := tenant.LoadKeys(writeKeys(t, body))
 			require.ErrorContains(t, err, want, "file %q", body)
