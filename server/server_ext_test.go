@@ -51,6 +51,7 @@ type setupOpts struct {
 	submitLinger   time.Duration
 	submitMaxBatch int
 	limits         *limits.Limits
+	quiet          bool // log warnings only, not every call
 }
 
 func setup(t *testing.T, opts setupOpts) *testBundle {
@@ -65,12 +66,16 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		tenant.HashKey(keyAcme), tenant.HashKey(keyGlobex))), 0o600))
 	keys, err := tenant.LoadKeys(keysFile)
 	require.NoError(t, err)
+	logOpts := &slog.HandlerOptions{}
+	if opts.quiet {
+		logOpts.Level = slog.LevelWarn
+	}
 
 	s, err := server.New(server.Config{
 		Store:            st,
 		Pipelines:        opts.pipelines,
 		Keys:             keys,
-		Logger:           slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		Logger:           slog.New(slog.NewTextHandler(testWriter{t}, logOpts)),
 		MaxDocumentBytes: opts.maxDoc,
 		SubmitLinger:     opts.submitLinger,
 		SubmitMaxBatch:   opts.submitMaxBatch,
