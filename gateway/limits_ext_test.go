@@ -43,3 +43,26 @@ func TestSubmitOverTheTenantRateIs429WithRetryAfter(t *testing.T) {
 		require.Equal(t, http.StatusOK, r.status, "another tenant is not limited: %s", r.body)
 	}
 }
+
+// A submitter key on an operator route is 403 with ROLE_NOT_PERMITTED; the
+// same tenant's operator key is let through.
+func TestSubmitterOnAnOperatorRouteIs403(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	sub := goClient{}.do(t, "POST", b.base+"/v1/jobs", map[string]string{
+		"Authorization": bearer(keyAcmeSubmitter), "Content-Type": "application/json", "Idempotency-Key": uuid.NewString(),
+	}, []byte(submitBody))
+	require.Equal(t, http.StatusOK, sub.status, "body %s", sub.body)
+	id := decode(t, sub)["job"].(map[string]any)["id"].(string)
+
+	cancel := func(key string) response {
+		return goClient{}.do(t, "POST", b.base+"/v1/jobs/"+id+":cancel", map[string]string{
+			"Authorization": bearer(key), "Content-Type": "application/json",
+		}, []byte(`{"reason": "not needed"}`))
+	}
+	p := requireProblem(t, cancel(keyAcmeSubmitter), http.StatusForbidden, "ROLE_NOT_PERMITTED")
+	require.Equal(t, "PERMISSION_DENIED", p["code"])
+	require.Equal(t, "operator", p["metadata"].(map[string]any)["required_role"])
+	r := cancel(keyAcme)
+	require.Equal(t, http.StatusOK, r.status, "body %s", r.body)
+}

@@ -33,6 +33,8 @@ func TestMain(m *testing.M) {
 const (
 	keyAcme   = "acme-secret-key"
 	keyGlobex = "globex-secret-key"
+	// keyAcmeSubmitter is acme's, with the submitter role: no operator RPCs.
+	keyAcmeSubmitter = "acme-submitter-key"
 )
 
 // testStore is what the tests drive: both stores implement it.
@@ -69,8 +71,8 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	}
 	keysFile := filepath.Join(t.TempDir(), "keys.yaml")
 	require.NoError(t, os.WriteFile(keysFile, []byte(fmt.Sprintf(
-		"keys:\n  - tenant: acme\n    sha256: %s\n  - tenant: globex\n    sha256: %s\n",
-		tenant.HashKey(keyAcme), tenant.HashKey(keyGlobex))), 0o600))
+		"keys:\n  - tenant: acme\n    sha256: %s\n  - tenant: globex\n    sha256: %s\n  - tenant: acme\n    sha256: %s\n    role: submitter\n",
+		tenant.HashKey(keyAcme), tenant.HashKey(keyGlobex), tenant.HashKey(keyAcmeSubmitter))), 0o600))
 	keys, err := tenant.LoadKeys(keysFile)
 	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
