@@ -176,6 +176,7 @@ func (s *runService) RetryRunFailures(ctx context.Context, req *oncejobv1.RetryR
 	res, err := s.store.RunRetryFailures(ctx, &store.RunRetryFailuresParams{
 		Tenant: key.Tenant, RunID: req.GetRunId(), Message: store.RunRetryMessage(req.GetReason()),
 		Idempotency: store.IdempotencyParams{Method: key.Method, Key: key.Value, Fingerprint: fp},
+		Actor:       actor(ctx),
 	})
 	if err != nil {
 		return nil, s.jobs.storeError(ctx, err, "run "+req.GetRunId())
@@ -199,7 +200,7 @@ func (s *runService) RetryRunFailures(ctx context.Context, req *oncejobv1.RetryR
 //     so a repeat has nothing new to cancel.
 func (s *runService) CancelRun(ctx context.Context, req *oncejobv1.CancelRunRequest) (*oncejobv1.CancelRunResponse, error) {
 	t, _ := tenant.FromContext(ctx)
-	res, err := s.store.RunCancel(ctx, &store.RunCancelParams{Tenant: t, RunID: req.GetRunId(), Message: store.RunCancelMessage(req.GetReason())})
+	res, err := s.store.RunCancel(ctx, &store.RunCancelParams{Tenant: t, RunID: req.GetRunId(), Message: store.RunCancelMessage(req.GetReason()), Actor: actor(ctx)})
 	if err != nil {
 		return nil, s.jobs.storeError(ctx, err, "run "+req.GetRunId())
 	}

@@ -107,3 +107,26 @@ func ActorFrom(keyPrefix, role, rpc string) *Actor {
 	}
 	return &Actor{KeyPrefix: keyPrefix, Role: Role(role), RPC: rpc}
 }
+
+// KeyPrefixOrEmpty, RoleOrEmpty and RPCOrEmpty read a possibly nil Actor as
+// the columns store it: empty for no actor.
+func (a *Actor) KeyPrefixOrEmpty() string {
+	if a == nil {
+		return ""
+	}
+	return a.KeyPrefix
+}
+
+func (a *Actor) RoleOrEmpty() string {
+	if a == nil {
+		return ""
+	}
+	return string(a.Role)
+}
+
+func (a *Actor) RPCOrEmpty() string {
+	if a == nil {
+		return ""
+	}
+	return a.RPC
+}

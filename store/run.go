@@ -173,6 +173,7 @@ type RunRetryFailuresParams struct {
 	RunID       string
 	Message     string // the replayed jobs' event message
 	Idempotency IdempotencyParams
+	Actor       *Actor // when set, named on each replayed job's event
 }
 
 // RunCancelParams is the input of RunCancel.
@@ -180,6 +181,7 @@ type RunCancelParams struct {
 	Tenant  string
 	RunID   string
 	Message string // the cancelled jobs' event message
+	Actor   *Actor // when set, named on each cancelled job's event
 }
 
 // RunOperationResult is a run-wide call's result: the jobs it moved.

@@ -139,6 +139,7 @@ func (s *Store) RunRetryFailures(ctx context.Context, params *store.RunRetryFail
 		}
 		replayed, err = s.q.RunReplayFailures(ctx, tx, dbsqlc.RunReplayFailuresParams{
 			RunID: id, Tenant: params.Tenant, FromStatuses: store.ReplayTransition.FromStrings(), Message: params.Message,
+			ActorKey: params.Actor.KeyPrefixOrEmpty(), ActorRole: params.Actor.RoleOrEmpty(), ActorRpc: params.Actor.RPCOrEmpty(),
 		})
 		if err != nil {
 			return err
@@ -173,6 +174,7 @@ func (s *Store) RunCancel(ctx context.Context, params *store.RunCancelParams) (*
 		}
 		cancelled, err = s.q.RunCancelJobs(ctx, tx, dbsqlc.RunCancelJobsParams{
 			RunID: id, Tenant: params.Tenant, FromStatuses: store.CancelTransition.FromStrings(), Message: params.Message,
+			ActorKey: params.Actor.KeyPrefixOrEmpty(), ActorRole: params.Actor.RoleOrEmpty(), ActorRpc: params.Actor.RPCOrEmpty(),
 		})
 		return err
 	})

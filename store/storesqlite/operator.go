@@ -267,14 +267,22 @@ func (s *Store) audit(ctx context.Context, tx *writeTx, op operation, row dbsqli
 			return dbsqlite.Job{}, err
 		}
 	}
-	err := s.q.JobEventSetActor(ctx, tx, dbsqlite.JobEventSetActorParams{
-		ActorKey:  op.actor.KeyPrefix,
-		ActorRole: string(op.actor.Role),
-		ActorRpc:  op.actor.RPC,
+	return row, s.jobEventSetActor(ctx, tx, row, op.actor)
+}
+
+// jobEventSetActor names actor, if any, on the event row's job has just
+// appended.
+func (s *Store) jobEventSetActor(ctx context.Context, tx *writeTx, row dbsqlite.Job, actor *store.Actor) error {
+	if actor == nil {
+		return nil
+	}
+	return interpretError(s.q.JobEventSetActor(ctx, tx, dbsqlite.JobEventSetActorParams{
+		ActorKey:  actor.KeyPrefix,
+		ActorRole: string(actor.Role),
+		ActorRpc:  actor.RPC,
 		JobID:     row.ID,
 		Seq:       row.LastEventSeq,
-	})
-	return row, interpretError(err)
+	}))
 }
 
 // jsonList is a list as the JSON array the queries read with json_each (see

@@ -163,6 +163,9 @@ func (s *Store) RunRetryFailures(ctx context.Context, params *store.RunRetryFail
 			if err := s.jobEventAppend(ctx, tx, row.ID, params.Message); err != nil {
 				return err
 			}
+			if err := s.jobEventSetActor(ctx, tx, row, params.Actor); err != nil {
+				return err
+			}
 		}
 		res = &store.RunOperationResult{Count: len(ids)}
 		return interpretError(s.q.RunOperationSetResult(ctx, tx, dbsqlite.RunOperationSetResultParams{
@@ -203,6 +206,9 @@ func (s *Store) RunCancel(ctx context.Context, params *store.RunCancelParams) (*
 			}
 			if row.Status == string(store.JobStatusCancelled) {
 				if err := s.jobEventAppend(ctx, tx, row.ID, params.Message); err != nil {
+					return err
+				}
+				if err := s.jobEventSetActor(ctx, tx, row, params.Actor); err != nil {
 					return err
 				}
 			}

@@ -236,7 +236,8 @@ func exerciseRun(t *testing.T, newStore func(t *testing.T) Store) {
 		outsider := jobIn(t, b.store, store.JobStatusFailed) // not in the run
 
 		idem := newIdempotency(t, "RetryRunFailures")
-		params := &store.RunRetryFailuresParams{Tenant: run.Tenant, RunID: run.ID, Message: store.RunRetryMessage("provider back"), Idempotency: *idem}
+		who := &store.Actor{KeyPrefix: "ojk_aaaaaaaaaaaa", Role: store.RoleOperator, RPC: "/oncejob.v1.RunService/RetryRunFailures"}
+		params := &store.RunRetryFailuresParams{Tenant: run.Tenant, RunID: run.ID, Message: store.RunRetryMessage("provider back"), Idempotency: *idem, Actor: who}
 		res, err := b.store.RunRetryFailures(b.ctx, params)
 		require.NoError(t, err)
 		require.Equal(t, 6, res.Count)
@@ -249,6 +250,7 @@ func exerciseRun(t *testing.T, newStore func(t *testing.T) Store) {
 			require.Nil(t, got.Error)
 			events := requireConsecutiveEvents(t, b.store, got)
 			require.Equal(t, "replayed by RetryRunFailures: provider back", events[len(events)-1].Message)
+			require.Equal(t, who, events[len(events)-1].Actor, "the audit record, on each job's event")
 		}
 		for _, j := range append(slices.Clone(others), outsider) {
 			got, err := b.store.JobGetByID(b.ctx, &store.JobGetByIDParams{Tenant: j.Tenant, ID: j.ID})
@@ -290,9 +292,12 @@ func exerciseRun(t *testing.T, newStore func(t *testing.T) Store) {
 		reuse.IdempotencyKey, reuse.Fingerprint = outside.IdempotencyKey, "fp-"+outside.IdempotencyKey[len("key-"):]
 		require.Equal(t, store.OutcomeExisting, submitMany(t, b, reuse)[0].Outcome)
 
-		res, err := b.store.RunCancel(b.ctx, &store.RunCancelParams{Tenant: run.Tenant, RunID: run.ID, Message: store.RunCancelMessage("")})
+		who := &store.Actor{KeyPrefix: "sha256:0123abcd", Role: store.RoleOperator, RPC: "/oncejob.v1.RunService/CancelRun"}
+		res, err := b.store.RunCancel(b.ctx, &store.RunCancelParams{Tenant: run.Tenant, RunID: run.ID, Message: store.RunCancelMessage(""), Actor: who})
 		require.NoError(t, err)
 		require.Equal(t, 2, res.Count)
+		cancelledEvents := requireConsecutiveEvents(t, b.store, queued)
+		require.Equal(t, who, cancelledEvents[len(cancelledEvents)-1].Actor)
 		got, err := b.store.RunGet(b.ctx, &store.RunGetParams{Tenant: run.Tenant, ID: run.ID})
 		require.NoError(t, err)
 		require.NotNil(t, got.CancelledAt)

@@ -104,8 +104,9 @@ WITH job AS (
     RETURNING jobs.*
 ),
 event AS (
-    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
-    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, @message::text
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message, actor_key, actor_role, actor_rpc)
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, @message::text,
+        @actor_key::text, @actor_role::text, @actor_rpc::text
     FROM job
 )
 SELECT job.id, job.tenant, job.last_event_seq FROM job;
@@ -139,8 +140,9 @@ WITH job AS (
     RETURNING jobs.*
 ),
 event AS (
-    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
-    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, @message::text
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message, actor_key, actor_role, actor_rpc)
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, @message::text,
+        @actor_key::text, @actor_role::text, @actor_rpc::text
     FROM job
     WHERE job.status = 'cancelled'
 )

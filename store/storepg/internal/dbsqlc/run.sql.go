@@ -33,8 +33,9 @@ WITH job AS (
     RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation
 ),
 event AS (
-    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
-    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, $4::text
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message, actor_key, actor_role, actor_rpc)
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, $4::text,
+        $5::text, $6::text, $7::text
     FROM job
     WHERE job.status = 'cancelled'
 )
@@ -46,6 +47,9 @@ type RunCancelJobsParams struct {
 	Tenant       string
 	FromStatuses []string
 	Message      string
+	ActorKey     string
+	ActorRole    string
+	ActorRpc     string
 }
 
 type RunCancelJobsRow struct {
@@ -63,6 +67,9 @@ func (q *Queries) RunCancelJobs(ctx context.Context, db DBTX, arg RunCancelJobsP
 		arg.Tenant,
 		arg.FromStatuses,
 		arg.Message,
+		arg.ActorKey,
+		arg.ActorRole,
+		arg.ActorRpc,
 	)
 	if err != nil {
 		return nil, err
@@ -563,8 +570,9 @@ WITH job AS (
     RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation
 ),
 event AS (
-    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
-    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, $4::text
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message, actor_key, actor_role, actor_rpc)
+    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, $4::text,
+        $5::text, $6::text, $7::text
     FROM job
 )
 SELECT job.id, job.tenant, job.last_event_seq FROM job
@@ -575,6 +583,9 @@ type RunReplayFailuresParams struct {
 	Tenant       string
 	FromStatuses []string
 	Message      string
+	ActorKey     string
+	ActorRole    string
+	ActorRpc     string
 }
 
 type RunReplayFailuresRow struct {
@@ -592,6 +603,9 @@ func (q *Queries) RunReplayFailures(ctx context.Context, db DBTX, arg RunReplayF
 		arg.Tenant,
 		arg.FromStatuses,
 		arg.Message,
+		arg.ActorKey,
+		arg.ActorRole,
+		arg.ActorRpc,
 	)
 	if err != nil {
 		return nil, err
