@@ -2492,8 +2492,9 @@ type JobEvent struct {
 	// A short human-readable note, e.g. "submitted", "claimed", "published".
 	Message string `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
 	// Who made the event, when an operator RPC did (CancelJob, ReplayJob,
-	// ResolveJob, ApproveJob): the audit record, written in the transaction
-	// of the action. Unset on events of submits and workers.
+	// ResolveJob, ApproveJob, RetryRunFailures, CancelRun): the audit record,
+	// written in the transaction of the action. Unset on events of submits
+	// and workers.
 	Actor         *Actor `protobuf:"bytes,8,opt,name=actor,proto3" json:"actor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
