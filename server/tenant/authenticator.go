@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
@@ -57,18 +58,29 @@ type AuthConfig struct {
 type Authenticator struct {
 	cfg AuthConfig
 
-	mu       sync.Mutex
-	cache    map[string]*cachedKey // by key id
-	keysMode bool                  // a key exists: dev mode is over
-	devUntil time.Time             // dev mode known until then
-	now      func() time.Time
+	keysMode atomic.Bool // a key exists: dev mode is over, for good
+
+	mu          sync.Mutex
+	cache       map[string]*cachedKey // by key id
+	devUntil    time.Time             // dev mode known until then
+	devChecking bool                  // a caller is asking the store
+	now         func() time.Time
 }
 
 type cachedKey struct {
-	key       *store.APIKey // nil: no such key
-	readAt    time.Time
-	touchedAt time.Time
+	key        *store.APIKey // nil: no such key
+	readAt     time.Time
+	touchedAt  time.Time
+	refreshing bool // a caller is reading it again; the others use this
 }
+
+// lookupTimeout bounds a read of the store on the authentication path,
+// which runs before the server's store timeout applies.
+const lookupTimeout = 2 * time.Second
+
+// devCheckTimeout bounds the dev-mode caller's look for a first key: at
+// most one caller a CacheTTL waits for it.
+const devCheckTimeout = 500 * time.Millisecond
 
 // NewAuthenticator returns an Authenticator.
 func NewAuthenticator(cfg AuthConfig) *Authenticator {
@@ -78,35 +90,42 @@ func NewAuthenticator(cfg AuthConfig) *Authenticator {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Authenticator{cfg: cfg, cache: map[string]*cachedKey{}, keysMode: !cfg.File.DevMode(), now: time.Now}
+	a := &Authenticator{cfg: cfg, cache: map[string]*cachedKey{}, now: time.Now}
+	a.keysMode.Store(!cfg.File.DevMode())
+	return a
 }
 
-// DevMode reports whether the authenticator lets every caller in.
+// DevMode reports whether the authenticator lets every caller in. In dev
+// mode one caller a CacheTTL looks for a first key in the store (bounded by
+// devCheckTimeout); the others go on meanwhile. A store that cannot be
+// read leaves dev mode as it is: a dev server serves loopback only, and a
+// store that cannot be read answers nothing anyway.
 func (a *Authenticator) DevMode(ctx context.Context) bool {
-	a.mu.Lock()
-	if a.keysMode {
-		a.mu.Unlock()
+	if a.keysMode.Load() {
 		return false
 	}
-	if a.cfg.Store == nil || a.now().Before(a.devUntil) {
+	if a.cfg.Store == nil {
+		return true
+	}
+	a.mu.Lock()
+	if a.devChecking || a.now().Before(a.devUntil) {
 		a.mu.Unlock()
 		return true
 	}
+	a.devChecking = true
 	a.mu.Unlock()
-	keys, err := a.cfg.Store.APIKeyList(ctx, &store.APIKeyListParams{Limit: 1})
+	checkCtx, cancel := context.WithTimeout(ctx, devCheckTimeout)
+	keys, err := a.cfg.Store.APIKeyList(checkCtx, &store.APIKeyListParams{Limit: 1})
+	cancel()
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err != nil {
-		// Stay in dev mode: a dev server serves loopback only, and a store
-		// that cannot be read answers nothing anyway.
-		return !a.keysMode
-	}
-	if len(keys) > 0 {
-		a.keysMode = true
+	a.devChecking = false
+	a.devUntil = a.now().Add(a.cfg.CacheTTL)
+	a.mu.Unlock()
+	if err == nil && len(keys) > 0 {
+		a.keysMode.Store(true)
 		return false
 	}
-	a.devUntil = a.now().Add(a.cfg.CacheTTL)
-	return !a.keysMode
+	return true
 }
 
 // AuthFunc returns the go-grpc-middleware auth function: it reads
@@ -153,20 +172,33 @@ func (a *Authenticator) Authenticate(ctx context.Context, key string) (Principal
 }
 
 // storeKey returns the row of key id (nil when there is none), from the
-// cache while it is fresh.
+// cache while it is fresh. One caller at a time reads a key again; the
+// others use what was read before, for at most staleFor.
 func (a *Authenticator) storeKey(ctx context.Context, id string) (*cachedAPIKey, error) {
 	now := a.now()
 	a.mu.Lock()
 	c := a.cache[id]
-	a.mu.Unlock()
-	if c != nil && now.Sub(c.readAt) < a.cfg.CacheTTL {
-		return (*cachedAPIKey)(c.key), nil
-	}
-	k, err := a.cfg.Store.APIKeyGetByID(ctx, id)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-		k = nil
-	case err != nil:
+	case c != nil && now.Sub(c.readAt) < a.cfg.CacheTTL:
+		a.mu.Unlock()
+		return (*cachedAPIKey)(c.key), nil
+	case c != nil && c.refreshing && now.Sub(c.readAt) < staleFor:
+		a.mu.Unlock()
+		return (*cachedAPIKey)(c.key), nil
+	case c != nil:
+		c.refreshing = true
+	}
+	a.mu.Unlock()
+
+	readCtx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	k, err := a.cfg.Store.APIKeyGetByID(readCtx, id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		a.mu.Lock()
+		if c != nil {
+			c.refreshing = false
+		}
+		a.mu.Unlock()
 		if c != nil && now.Sub(c.readAt) < staleFor {
 			return (*cachedAPIKey)(c.key), nil
 		}
@@ -175,6 +207,9 @@ func (a *Authenticator) storeKey(ctx context.Context, id string) (*cachedAPIKey,
 			WithDetails(&errdetails.ErrorInfo{Reason: "STORE_UNAVAILABLE", Domain: "oncejob.dev"})
 		return nil, st.Err()
 	}
+	if err != nil {
+		k = nil // no such key: remembered as such for the TTL too
+	}
 	fresh := &cachedKey{key: k, readAt: now}
 	if c != nil {
 		fresh.touchedAt = c.touchedAt
@@ -182,7 +217,7 @@ func (a *Authenticator) storeKey(ctx context.Context, id string) (*cachedAPIKey,
 	if k != nil && k.RevokedAt == nil && now.Sub(fresh.touchedAt) >= touchEvery {
 		// One write a minute per key and replica, and the store skips it
 		// when another replica wrote within the minute.
-		if err := a.cfg.Store.APIKeyTouch(ctx, id, touchEvery); err == nil {
+		if err := a.cfg.Store.APIKeyTouch(readCtx, id, touchEvery); err == nil {
 			fresh.touchedAt = now
 		}
 	}
