@@ -41,8 +41,9 @@ type Config struct {
 	// Pipelines are the pipelines jobs may name. Default:
 	// pipeline.Builtin().
 	Pipelines *pipeline.Registry
-	// Keys authenticates callers. Default: none, dev mode: every caller is
-	// tenant "default".
+	// Keys are the keys of the --api-keys file. With none here and none in
+	// KeyStore the server is in dev mode: every caller is an operator of
+	// tenant "default". Default: none.
 	Keys *tenant.Keys
 	// KeyStore holds the keys `oncejob keys create` made; they add to Keys.
 	// Default: none.
