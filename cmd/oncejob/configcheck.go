@@ -149,6 +149,14 @@ func (e *effective) write(w io.Writer) error {
 		pruneZero(&sinks)
 		doc.Content = append(doc.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "sinks"}, &sinks)
 	}
+	if e.file.Limits != nil {
+		// Not pruned: an override's 0 is "no limit", not a default.
+		var lim yaml.Node
+		if err := lim.Encode(e.file.Limits); err != nil {
+			return err
+		}
+		doc.Content = append(doc.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "limits"}, &lim)
+	}
 	enc := yaml.NewEncoder(w)
 	enc.SetIndent(2)
 	if err := enc.Encode(doc); err != nil {

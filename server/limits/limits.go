@@ -102,11 +102,11 @@ func (t Tenant) burst() int {
 // Override is a tenant's entry of the `limits:` section: the fields it
 // sets replace the defaults; 0 sets no limit.
 type Override struct {
-	SubmitRate          *float64 `yaml:"submit_rate"`
-	SubmitBurst         *int     `yaml:"submit_burst"`
-	JobsInFlight        *int64   `yaml:"jobs_in_flight"`
-	WatchStreams        *int     `yaml:"watch_streams"`
-	DocumentBytesPerDay *int64   `yaml:"document_bytes_per_day"`
+	SubmitRate          *float64 `yaml:"submit_rate,omitempty"`
+	SubmitBurst         *int     `yaml:"submit_burst,omitempty"`
+	JobsInFlight        *int64   `yaml:"jobs_in_flight,omitempty"`
+	WatchStreams        *int     `yaml:"watch_streams,omitempty"`
+	DocumentBytesPerDay *int64   `yaml:"document_bytes_per_day,omitempty"`
 }
 
 func (o Override) apply(t Tenant) Tenant {
@@ -138,8 +138,8 @@ func (o Override) apply(t Tenant) Tenant {
 //	      submit_rate: 200
 //	      jobs_in_flight: 0   # no limit for acme
 type Section struct {
-	Default Override            `yaml:"default"`
-	Tenants map[string]Override `yaml:"tenants"`
+	Default Override            `yaml:"default,omitempty"`
+	Tenants map[string]Override `yaml:"tenants,omitempty"`
 }
 
 // Config is what New needs.
