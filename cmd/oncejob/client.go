@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -79,6 +80,7 @@ type clientFlags struct {
 	caFile, certFile, keyFile string
 	json                      bool
 	timeout                   time.Duration
+	attempts                  int
 }
 
 var connectionFlags = []string{"addr", "api-key", "tls", "ca-file", "cert-file", "key-file"}
@@ -92,6 +94,7 @@ func (c *clientFlags) register(fs *flag.FlagSet, timeout time.Duration) {
 	fs.StringVar(&c.keyFile, "key-file", "", "PEM client key (implies --tls)")
 	fs.BoolVar(&c.json, "json", false, "print JSON instead of text")
 	fs.DurationVar(&c.timeout, "timeout", timeout, "give up after this long (0: never)")
+	fs.IntVar(&c.attempts, "max-attempts", clientsdk.DefaultRetryPolicy.MaxAttempts, "attempts per call while the server is unavailable (backoff with jitter, within --timeout)")
 }
 
 // parse reads the connection flags' environment variables, then args.
@@ -143,6 +146,13 @@ func newClientCommand(name, synopsis, about string, timeout time.Duration) *clie
 	return c
 }
 
+// retryLonger raises --max-attempts' default, for a command whose work outlives
+// a server's restart (a run of thousands of items).
+func (c *clientCommand) retryLonger(attempts int) {
+	c.cf.attempts = attempts
+	c.fs.Lookup("max-attempts").DefValue = strconv.Itoa(attempts)
+}
+
 // start parses args, which must hold exactly one positional argument named
 // arg (none when arg is empty), and connects. It returns the argument.
 func (c *clientCommand) start(args []string, arg string) (string, *clientsdk.Client, error) {
@@ -165,7 +175,10 @@ func (c *clientCommand) start(args []string, arg string) (string, *clientsdk.Cli
 
 // dial connects with the flags' settings.
 func (c *clientFlags) dial() (*clientsdk.Client, error) {
-	opts := []clientsdk.Option{clientsdk.WithUserAgent("oncejob-cli"), clientsdk.WithTimeout(c.timeout)}
+	opts := []clientsdk.Option{
+		clientsdk.WithUserAgent("oncejob-cli"), clientsdk.WithTimeout(c.timeout),
+		clientsdk.WithRetryPolicy(clientsdk.RetryPolicy{MaxAttempts: c.attempts}),
+	}
 	if c.apiKey != "" {
 		opts = append(opts, clientsdk.WithAPIKey(c.apiKey))
 	}

@@ -59,6 +59,8 @@ command again - after a kill, a crash, a lost connection - finishes the
 run: items already submitted are answered from the run, only the others
 are new work. A line that is not an item is reported with its number and
 skipped; the exit status is then 1.`, 0)
+	// A run outlives a server's restart: about a minute of retries.
+	cmd.retryLonger(20)
 	fs := cmd.fs
 	pipeline := fs.String("pipeline", "summarize", "the pipeline of the run's items")
 	runName := fs.String("run", "", "the run's name (required); the same name, pipeline, params and labels are the same run")
