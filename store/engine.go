@@ -99,6 +99,43 @@ type EngineStore interface {
 	// too, so it never returns ErrDuplicateComputation for them.
 	JobPublish(ctx context.Context, params *JobPublishParams) (*Job, error)
 
+	// JobPublishMany is the completer's write: each job as JobPublish would
+	// publish it, its Checkpoints written first (as CheckpointWriteMany
+	// would), all in one statement on Postgres and one write transaction on
+	// SQLite. Each job is fenced on its own lease: a job whose lease is gone
+	// is answered ErrLeaseLost and writes nothing, and the others commit. A
+	// job the store refuses for another reason fails alone too. Items answer
+	// Jobs in order; the error is the batch's (the store is down), and then
+	// none was written. A job may appear once in a batch.
+	JobPublishMany(ctx context.Context, params *JobPublishManyParams) (*JobPublishManyResult, error)
+
+	// JobClaimWork is JobClaim that also returns what a claimed job's first
+	// stages need: its document's bytes, read in the claim's statement, so
+	// that the deterministic stages run without a round trip of their own.
+	JobClaimWork(ctx context.Context, params *JobClaimParams) ([]*JobWork, error)
+
+	// CheckpointGetByStageKeys is CheckpointGetByStageKey for many keys in
+	// one read: for each key that has a succeeded checkpoint in any job of
+	// the tenant, the newest one, keyed by stage key. Keys without one are
+	// absent.
+	CheckpointGetByStageKeys(ctx context.Context, params *CheckpointGetByStageKeysParams) (map[string]*Checkpoint, error)
+
+	// CheckpointWriteMany writes several checkpoints of one job, in order,
+	// fenced by the lease, in one statement (Postgres) or one write
+	// transaction (SQLite): each as CheckpointWrite would, an advancing one
+	// with its event. When Attempt is set it is journaled in the same
+	// statement exactly as LLMAttemptRecord journals it, and, like that
+	// method, unfenced: with the lease lost the attempt is still journaled
+	// (its billed usage added), no checkpoint is written, and the answer is
+	// ErrLeaseLost. So an LLM answer and its chunk's checkpoint commit
+	// together: the journal is never behind a checkpoint that trusts a bill.
+	CheckpointWriteMany(ctx context.Context, params *CheckpointWriteManyParams) error
+
+	// JobHeartbeatMany extends every lease of Leases in one statement, as
+	// JobHeartbeat does one. Lost lists the leases no longer held;
+	// CancelRequested the jobs (by id) whose cancel was requested.
+	JobHeartbeatMany(ctx context.Context, params *JobHeartbeatManyParams) (*JobHeartbeatManyResult, error)
+
 	// JobTransition moves a running job to To (retry_wait, failed,
 	// dead_lettered, outcome_unknown, awaiting_approval, cancelled), fenced by
 	// the lease, appending its event; it clears the lease. Any other To is
@@ -251,6 +288,69 @@ type JobPublishParams struct {
 	Lease   Lease
 	Output  []byte
 	Message string
+	// Checkpoints are written, fenced by Lease, before the job is
+	// published, with their events before the published one
+	// (JobPublishMany; JobPublish takes none).
+	Checkpoints []StageCheckpoint
+}
+
+type JobPublishManyParams struct {
+	Jobs []*JobPublishParams
+}
+
+type JobPublishManyResult struct {
+	Items []JobPublishItem // one per job, in order
+}
+
+// JobPublishItem answers one job of a JobPublishMany call.
+type JobPublishItem struct {
+	Job *Job  // the published job; nil when Err is set
+	Err error // ErrLeaseLost, or why the store refused this job alone
+}
+
+// JobWork is a claimed job with what its first stages read.
+type JobWork struct {
+	Job      *Job
+	Document []byte
+}
+
+type CheckpointGetByStageKeysParams struct {
+	Tenant    string
+	StageKeys []string
+}
+
+// StageCheckpoint is one checkpoint written with another fenced write
+// (CheckpointWriteMany, JobPublishMany): CheckpointWriteParams without the
+// lease.
+type StageCheckpoint struct {
+	Stage        JobStage
+	Chunk        int32 // -1 for the stage as a whole
+	StageKey     string
+	CodeVersion  string
+	Output       []byte
+	ReusedFrom   string
+	AdvanceStage bool
+	Message      string // of the event when AdvanceStage
+}
+
+type CheckpointWriteManyParams struct {
+	Lease       Lease
+	Checkpoints []StageCheckpoint
+	// Attempt, when set, is journaled in the same write, unfenced
+	// (LLMAttemptRecord).
+	Attempt *LLMAttempt
+}
+
+type JobHeartbeatManyParams struct {
+	Leases        []Lease
+	LeaseDuration time.Duration
+	// Now: see JobHeartbeatParams.Now.
+	Now *time.Time
+}
+
+type JobHeartbeatManyResult struct {
+	Lost            []Lease
+	CancelRequested []string // job ids
 }
 
 type JobTransitionParams struct {

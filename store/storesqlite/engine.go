@@ -139,50 +139,59 @@ func (s *Store) CheckpointWrite(ctx context.Context, params *store.CheckpointWri
 		return store.ErrLeaseLost
 	}
 	return s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
-		job, err := s.checkpointFence(ctx, tx, params, id, now)
-		if err != nil {
-			return interpretLeaseError(err)
-		}
-		err = s.q.CheckpointUpsert(ctx, tx, dbsqlite.CheckpointUpsertParams{
-			JobID:       id,
-			Tenant:      job.Tenant,
-			Stage:       string(params.Stage),
-			Chunk:       int64(params.Chunk),
-			StageKey:    params.StageKey,
-			CodeVersion: params.CodeVersion,
-			Attempt:     job.Attempt,
-			Output:      nonNilBytes(params.Output),
-			CreatedAt:   now,
-			ReusedFrom:  params.ReusedFrom,
+		return s.checkpointWriteTx(ctx, tx, now, params.Lease, id, store.StageCheckpoint{
+			Stage: params.Stage, Chunk: params.Chunk, StageKey: params.StageKey, CodeVersion: params.CodeVersion,
+			Output: params.Output, ReusedFrom: params.ReusedFrom, AdvanceStage: params.AdvanceStage, Message: params.Message,
 		})
-		if err != nil {
-			return interpretError(err)
-		}
-		if !params.AdvanceStage {
-			return nil
-		}
-		return s.jobEventAppend(ctx, tx, id, params.Message)
 	})
+}
+
+// checkpointWriteTx writes one checkpoint of job id in tx, fenced by lease:
+// the fence (advancing the stage when asked to), the checkpoint, its event.
+func (s *Store) checkpointWriteTx(ctx context.Context, tx *writeTx, now int64, lease store.Lease, id string, cp store.StageCheckpoint) error {
+	job, err := s.checkpointFence(ctx, tx, lease, cp, id, now)
+	if err != nil {
+		return interpretLeaseError(err)
+	}
+	err = s.q.CheckpointUpsert(ctx, tx, dbsqlite.CheckpointUpsertParams{
+		JobID:       id,
+		Tenant:      job.Tenant,
+		Stage:       string(cp.Stage),
+		Chunk:       int64(cp.Chunk),
+		StageKey:    cp.StageKey,
+		CodeVersion: cp.CodeVersion,
+		Attempt:     job.Attempt,
+		Output:      nonNilBytes(cp.Output),
+		CreatedAt:   now,
+		ReusedFrom:  cp.ReusedFrom,
+	})
+	if err != nil {
+		return interpretError(err)
+	}
+	if !cp.AdvanceStage {
+		return nil
+	}
+	return s.jobEventAppend(ctx, tx, id, cp.Message)
 }
 
 // checkpointFence checks the lease of a checkpoint write in the UPDATE of its
 // job, advancing the job's stage when asked to.
-func (s *Store) checkpointFence(ctx context.Context, tx *writeTx, params *store.CheckpointWriteParams, id string, now int64) (dbsqlite.JobCheckpointFenceRow, error) {
-	if params.AdvanceStage {
+func (s *Store) checkpointFence(ctx context.Context, tx *writeTx, lease store.Lease, cp store.StageCheckpoint, id string, now int64) (dbsqlite.JobCheckpointFenceRow, error) {
+	if cp.AdvanceStage {
 		row, err := s.q.JobStageAdvance(ctx, tx, dbsqlite.JobStageAdvanceParams{
-			Stage:   string(params.Stage),
+			Stage:   string(cp.Stage),
 			Now:     now,
 			ID:      id,
-			Owner:   new(params.Lease.Owner),
-			Attempt: int64(params.Lease.Attempt),
+			Owner:   new(lease.Owner),
+			Attempt: int64(lease.Attempt),
 		})
 		return dbsqlite.JobCheckpointFenceRow(row), err
 	}
 	return s.q.JobCheckpointFence(ctx, tx, dbsqlite.JobCheckpointFenceParams{
 		Now:     now,
 		ID:      id,
-		Owner:   new(params.Lease.Owner),
-		Attempt: int64(params.Lease.Attempt),
+		Owner:   new(lease.Owner),
+		Attempt: int64(lease.Attempt),
 	})
 }
 
@@ -199,37 +208,42 @@ func (s *Store) LLMAttemptRecord(ctx context.Context, params *store.LLMAttemptRe
 		return store.ErrNotFound
 	}
 	return s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
-		attempt, err := s.q.LLMAttemptInsert(ctx, tx, dbsqlite.LLMAttemptInsertParams{
-			JobAttempt:        int64(a.JobAttempt),
-			Stage:             string(a.Stage),
-			Chunk:             int64(a.Chunk),
-			ProviderKey:       a.ProviderKey,
-			Outcome:           string(a.Outcome),
-			Billed:            boolInt(a.Billed),
-			PromptTokens:      a.PromptTokens,
-			CompletionTokens:  a.CompletionTokens,
-			CostMicros:        a.CostMicros,
-			LatencyMs:         a.LatencyMillis,
-			ProviderRequestID: a.ProviderRequestID,
-			Error:             a.Error,
-			CreatedAt:         now,
-			Model:             a.Model,
-			JobID:             id,
-		})
-		if err != nil {
-			return interpretError(err) // no row: no such job
-		}
-		if attempt.Billed == 0 {
-			return nil
-		}
-		return interpretError(s.q.JobUsageAdd(ctx, tx, dbsqlite.JobUsageAddParams{
-			PromptTokens:     a.PromptTokens,
-			CompletionTokens: a.CompletionTokens,
-			CostMicros:       a.CostMicros,
-			Now:              now,
-			ID:               id,
-		}))
+		return s.llmAttemptRecordTx(ctx, tx, now, id, a)
 	})
+}
+
+// llmAttemptRecordTx journals a in tx and adds its usage when billed.
+func (s *Store) llmAttemptRecordTx(ctx context.Context, tx *writeTx, now int64, id string, a *store.LLMAttempt) error {
+	attempt, err := s.q.LLMAttemptInsert(ctx, tx, dbsqlite.LLMAttemptInsertParams{
+		JobAttempt:        int64(a.JobAttempt),
+		Stage:             string(a.Stage),
+		Chunk:             int64(a.Chunk),
+		ProviderKey:       a.ProviderKey,
+		Outcome:           string(a.Outcome),
+		Billed:            boolInt(a.Billed),
+		PromptTokens:      a.PromptTokens,
+		CompletionTokens:  a.CompletionTokens,
+		CostMicros:        a.CostMicros,
+		LatencyMs:         a.LatencyMillis,
+		ProviderRequestID: a.ProviderRequestID,
+		Error:             a.Error,
+		CreatedAt:         now,
+		Model:             a.Model,
+		JobID:             id,
+	})
+	if err != nil {
+		return interpretError(err) // no row: no such job
+	}
+	if attempt.Billed == 0 {
+		return nil
+	}
+	return interpretError(s.q.JobUsageAdd(ctx, tx, dbsqlite.JobUsageAddParams{
+		PromptTokens:     a.PromptTokens,
+		CompletionTokens: a.CompletionTokens,
+		CostMicros:       a.CostMicros,
+		Now:              now,
+		ID:               id,
+	}))
 }
 
 // LLMAttemptList implements store.EngineStore.
@@ -290,34 +304,11 @@ func (s *Store) JobPublish(ctx context.Context, params *store.JobPublishParams) 
 	if !ok {
 		return nil, store.ErrLeaseLost
 	}
-	var output *string // nil output, NULL column, as in Postgres
-	if params.Output != nil {
-		output = new(string(params.Output))
-	}
 	var row dbsqlite.Job
 	publish := func(ctx context.Context, tx *writeTx, now int64) error {
-		args := dbsqlite.JobPublishParams{
-			Output:  output,
-			Now:     now,
-			ID:      id,
-			Owner:   new(params.Lease.Owner),
-			Attempt: int64(params.Lease.Attempt),
-		}
-		source, err := s.q.JobPublishSource(ctx, tx, id)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
-			return interpretError(err)
-		default:
-			args.DeduplicatedFrom = &source.ID
-			if source.Output != nil {
-				args.Output = source.Output
-			}
-		}
-		if row, err = s.q.JobPublish(ctx, tx, args); err != nil {
-			return interpretLeaseError(err)
-		}
-		return s.jobEventAppend(ctx, tx, row.ID, store.PublishMessage(params.Message, deref(row.DeduplicatedFrom)))
+		var err error
+		row, err = s.publishTx(ctx, tx, now, id, params)
+		return err
 	}
 	err := s.inWriteTx(ctx, publish)
 	if errors.Is(err, store.ErrDuplicateComputation) {
@@ -327,6 +318,43 @@ func (s *Store) JobPublish(ctx context.Context, params *store.JobPublishParams) 
 		return nil, err
 	}
 	return jobFromRow(row)
+}
+
+// publishTx publishes job id in tx, fenced by params.Lease, after writing
+// params.Checkpoints: the published stage of JobPublish and JobPublishMany.
+func (s *Store) publishTx(ctx context.Context, tx *writeTx, now int64, id string, params *store.JobPublishParams) (dbsqlite.Job, error) {
+	for _, cp := range params.Checkpoints {
+		if err := s.checkpointWriteTx(ctx, tx, now, params.Lease, id, cp); err != nil {
+			return dbsqlite.Job{}, err
+		}
+	}
+	var output *string // nil output, NULL column, as in Postgres
+	if params.Output != nil {
+		output = new(string(params.Output))
+	}
+	args := dbsqlite.JobPublishParams{
+		Output:  output,
+		Now:     now,
+		ID:      id,
+		Owner:   new(params.Lease.Owner),
+		Attempt: int64(params.Lease.Attempt),
+	}
+	source, err := s.q.JobPublishSource(ctx, tx, id)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return dbsqlite.Job{}, interpretError(err)
+	default:
+		args.DeduplicatedFrom = &source.ID
+		if source.Output != nil {
+			args.Output = source.Output
+		}
+	}
+	row, err := s.q.JobPublish(ctx, tx, args)
+	if err != nil {
+		return dbsqlite.Job{}, interpretLeaseError(err)
+	}
+	return row, s.jobEventAppend(ctx, tx, row.ID, store.PublishMessage(params.Message, deref(row.DeduplicatedFrom)))
 }
 
 // JobTransition implements store.EngineStore.

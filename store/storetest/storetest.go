@@ -581,6 +581,11 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 		exerciseEngine(t, newStore)
 	})
 
+	t.Run("EngineBatch", func(t *testing.T) {
+		t.Parallel()
+		exerciseEngineBatch(t, newStore)
+	})
+
 	t.Run("Operator", func(t *testing.T) {
 		t.Parallel()
 		exerciseOperator(t, newStore)

@@ -1,0 +1,206 @@
+package storesqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
+)
+
+// The batched engine (docs/architecture.md, "The batched engine"). SQLite
+// has no round trips to save, but a write transaction is an fsync: each
+// method below is one write transaction on the single writer (which also
+// joins it to whatever else is queued), and the reads run on the read pool.
+
+// Savepoint of one job inside a batch's write, so a job refused rolls back
+// alone (the writer's own savepoint, write_op, holds the whole batch).
+const (
+	sqlSavepointJob         = "SAVEPOINT batch_job"
+	sqlRollbackSavepointJob = "ROLLBACK TO batch_job"
+	sqlReleaseSavepointJob  = "RELEASE batch_job"
+)
+
+// JobClaimWork implements store.EngineStore.
+func (s *Store) JobClaimWork(ctx context.Context, params *store.JobClaimParams) ([]*store.JobWork, error) {
+	jobs, err := s.JobClaim(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	work := make([]*store.JobWork, len(jobs))
+	for i, j := range jobs {
+		work[i] = &store.JobWork{Job: j}
+		// A read that fails leaves the document to the job's first stage.
+		work[i].Document, _ = s.DocumentGet(ctx, &store.DocumentGetParams{Tenant: j.Tenant, SHA256: j.DocumentSHA256})
+	}
+	return work, nil
+}
+
+// CheckpointGetByStageKeys implements store.EngineStore: one indexed
+// lookup per key on a read connection, no round trip.
+func (s *Store) CheckpointGetByStageKeys(ctx context.Context, params *store.CheckpointGetByStageKeysParams) (map[string]*store.Checkpoint, error) {
+	found := make(map[string]*store.Checkpoint, len(params.StageKeys))
+	for _, key := range params.StageKeys {
+		cp, err := s.CheckpointGetByStageKey(ctx, &store.CheckpointGetByStageKeyParams{Tenant: params.Tenant, StageKey: key})
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			found[key] = cp
+		}
+	}
+	return found, nil
+}
+
+// JobHeartbeatMany implements store.EngineStore.
+func (s *Store) JobHeartbeatMany(ctx context.Context, params *store.JobHeartbeatManyParams) (*store.JobHeartbeatManyResult, error) {
+	var res *store.JobHeartbeatManyResult
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
+		res = &store.JobHeartbeatManyResult{}
+		for _, l := range params.Leases {
+			id, ok := canonicalUUID(l.JobID)
+			if !ok {
+				res.Lost = append(res.Lost, l)
+				continue
+			}
+			cancelRequested, err := s.q.JobHeartbeat(ctx, tx, dbsqlite.JobHeartbeatParams{
+				LeaseUntil: new(nowOr(params.Now, now) + params.LeaseDuration.Microseconds()),
+				ID:         id,
+				Owner:      new(l.Owner),
+				Attempt:    int64(l.Attempt),
+			})
+			switch err := interpretLeaseError(err); {
+			case errors.Is(err, store.ErrLeaseLost):
+				res.Lost = append(res.Lost, l)
+			case err != nil:
+				return err
+			case cancelRequested != 0:
+				res.CancelRequested = append(res.CancelRequested, l.JobID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// CheckpointWriteMany implements store.EngineStore: the attempt first,
+// unfenced, then the checkpoints in a savepoint that a lost lease rolls
+// back alone, so the journal stays.
+func (s *Store) CheckpointWriteMany(ctx context.Context, params *store.CheckpointWriteManyParams) error {
+	id, ok := canonicalUUID(params.Lease.JobID)
+	if !ok {
+		if params.Attempt != nil {
+			return store.ErrNotFound
+		}
+		return store.ErrLeaseLost
+	}
+	var fenceErr error
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
+		if params.Attempt != nil {
+			if err := s.llmAttemptRecordTx(ctx, tx, now, id, params.Attempt); err != nil {
+				return err
+			}
+		}
+		fenceErr = s.inJobSavepoint(ctx, tx, func() error {
+			for _, cp := range params.Checkpoints {
+				if err := s.checkpointWriteTx(ctx, tx, now, params.Lease, id, cp); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if fenceErr != nil && !errors.Is(fenceErr, store.ErrLeaseLost) {
+			return fenceErr // not the fence: nothing of this write commits
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return fenceErr
+}
+
+// JobPublishMany implements store.EngineStore: one write transaction, each
+// job in a savepoint of its own, so a job refused (its lease lost) rolls
+// back alone. Writes take turns, so a later job of a dedup key sees an
+// earlier one's success in the same transaction and publishes as
+// deduplicated.
+func (s *Store) JobPublishMany(ctx context.Context, params *store.JobPublishManyParams) (*store.JobPublishManyResult, error) {
+	items := make([]store.JobPublishItem, len(params.Jobs))
+	rows := make([]*dbsqlite.Job, len(params.Jobs))
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
+		seen := make(map[string]bool, len(params.Jobs))
+		for i, p := range params.Jobs {
+			rows[i], items[i] = nil, store.JobPublishItem{}
+			id, ok := canonicalUUID(p.Lease.JobID)
+			switch {
+			case !ok:
+				items[i].Err = store.ErrLeaseLost
+				continue
+			case seen[id]:
+				items[i].Err = fmt.Errorf("storesqlite: job %s twice in one publish batch: %w", id, store.ErrLeaseLost)
+				continue
+			}
+			seen[id] = true
+			publish := func() error {
+				row, err := s.publishTx(ctx, tx, now, id, p)
+				if err == nil {
+					rows[i] = &row
+				}
+				return err
+			}
+			err := s.inJobSavepoint(ctx, tx, publish)
+			if errors.Is(err, store.ErrDuplicateComputation) {
+				err = s.inJobSavepoint(ctx, tx, publish) // as JobPublish's retry
+			}
+			if err != nil && !isRefusal(err) {
+				return err // the transaction itself failed
+			}
+			items[i].Err = err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, row := range rows {
+		if row == nil {
+			continue
+		}
+		if items[i].Job, err = jobFromRow(*row); err != nil {
+			items[i].Err = err
+		}
+	}
+	return &store.JobPublishManyResult{Items: items}, nil
+}
+
+// isRefusal: an error of one job's write that leaves the transaction
+// usable (its savepoint rolled back), not one of the store.
+func isRefusal(err error) bool {
+	return !errors.Is(err, store.ErrUnavailable) && !errors.Is(err, errSavepoint)
+}
+
+var errSavepoint = errors.New("storesqlite: job savepoint")
+
+// inJobSavepoint runs fn in a savepoint of tx that an error of fn rolls
+// back, and returns fn's error.
+func (s *Store) inJobSavepoint(ctx context.Context, tx *writeTx, fn func() error) error {
+	if _, err := tx.ExecContext(ctx, sqlSavepointJob); err != nil {
+		return fmt.Errorf("%w: %w", errSavepoint, err)
+	}
+	ferr := fn()
+	if ferr != nil {
+		if _, err := tx.ExecContext(ctx, sqlRollbackSavepointJob); err != nil {
+			return fmt.Errorf("%w: %w", errSavepoint, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, sqlReleaseSavepointJob); err != nil {
+		return fmt.Errorf("%w: %w", errSavepoint, err)
+	}
+	return ferr
+}
