@@ -30,6 +30,9 @@ const (
 	BeforeCheckpointWrite = "before_checkpoint_write"
 	AfterCheckpointWrite  = "after_checkpoint_write"
 	AfterPublishCommit    = "after_publish_commit"
+	// PublishBatchInFlight: the completer's batch of publishes committed,
+	// none of its jobs has been answered yet.
+	PublishBatchInFlight = "publish_batch_in_flight"
 )
 
 // The named failpoints of the relay.

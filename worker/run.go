@@ -55,6 +55,20 @@ type run struct {
 	lastKey  string // the provider key of the last call made
 	stageKey string // the key of the stage being computed
 
+	// document is the job's document as the claim read it; nil: read it.
+	document []byte
+	// decisions holds the decision cache's answers read ahead (one read
+	// for every stage key known before the first LLM call); a key in
+	// known but not in decisions has no cached result.
+	decisions map[string]*store.Checkpoint
+	known     map[string]bool
+	// pending are checkpoints computed but not written yet: they go with
+	// the attempt's next durable write (an LLM answer's, the publish, or
+	// the settling transition), fenced like it.
+	pending []store.StageCheckpoint
+	// computed are the deterministic stages computed ahead, by key.
+	computed []computedStage
+
 	// What earlier attempts journaled per provider key; loaded on a
 	// job's second attempt or later.
 	journal map[string]keyHistory
@@ -70,16 +84,21 @@ type cpKey struct {
 	chunk int32
 }
 
-func (w *Worker) work(ctx context.Context, job *store.Job) {
+func (w *Worker) work(ctx context.Context, claimed *store.JobWork) {
+	job := claimed.Job
 	r := &run{
-		w:     w,
-		job:   job,
-		lease: store.Lease{JobID: job.ID, Owner: w.cfg.Owner, Attempt: job.Attempt},
-		log:   w.log.With("job_id", job.ID, "attempt", job.Attempt),
+		w:         w,
+		job:       job,
+		lease:     store.Lease{JobID: job.ID, Owner: w.cfg.Owner, Attempt: job.Attempt},
+		log:       w.log.With("job_id", job.ID, "attempt", job.Attempt),
+		document:  claimed.Document,
+		decisions: map[string]*store.Checkpoint{},
+		known:     map[string]bool{},
 	}
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	go r.heartbeat(jobCtx, cancel)
+	w.heartbeater.add(r.lease, cancel)
+	defer w.heartbeater.remove(job.ID)
 
 	err := r.prepare()
 	if err == nil {
@@ -147,33 +166,12 @@ func (r *run) checkBudget() error {
 	return nil
 }
 
-func (r *run) heartbeat(ctx context.Context, cancel context.CancelCauseFunc) {
-	t := time.NewTicker(r.w.cfg.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		res, err := r.w.cfg.Store.JobHeartbeat(ctx, &store.JobHeartbeatParams{Lease: r.lease, LeaseDuration: r.w.cfg.LeaseDuration})
-		r.w.signals.Heartbeat.Signal(HeartbeatSignal{JobID: r.job.ID, CancelRequested: err == nil && res.CancelRequested, Err: err})
-		switch {
-		case errors.Is(err, store.ErrLeaseLost):
-			cancel(errLeaseLost)
-			return
-		case err != nil:
-			if ctx.Err() == nil {
-				r.log.Warn("heartbeat failed; the lease may expire", "error", err)
-			}
-		case res.CancelRequested:
-			cancel(errCancelRequested)
-			return
-		}
-	}
-}
-
-// stages runs every stage not yet checkpointed, then publishes.
+// stages runs every stage not yet checkpointed, then publishes. The
+// deterministic stages (text_extracted, chunks_ready, the merge) are
+// computed in memory, and every stage key known before the first LLM call
+// is looked up in the decision cache in one read; their checkpoints go
+// with the next durable write: an LLM answer's (with its journal row), or
+// the publish. See docs/architecture.md, "The batched engine".
 func (r *run) stages(ctx context.Context) error {
 	r.cps = map[cpKey]*store.Checkpoint{}
 	if r.job.Attempt > 1 { // a first attempt has no checkpoints yet
@@ -186,31 +184,35 @@ func (r *run) stages(ctx context.Context) error {
 		}
 	}
 
-	text, err := r.stage(ctx, stageSpec{
+	textSpec := stageSpec{
 		stage: store.JobStageTextExtracted, chunk: -1, version: extractVersion, advance: true,
 		inputs: map[string]any{"document_sha256": r.job.DocumentSHA256, "media_type": r.job.DocumentMedia},
-		compute: func(ctx context.Context) ([]byte, error) {
-			data, err := r.w.cfg.Store.DocumentGet(ctx, &store.DocumentGetParams{Tenant: r.job.Tenant, SHA256: r.job.DocumentSHA256})
-			if err != nil {
+	}
+	text, err := r.deterministic(textSpec, func() ([]byte, error) {
+		data := r.document
+		if data == nil {
+			var err error
+			if data, err = r.w.cfg.Store.DocumentGet(ctx, &store.DocumentGetParams{Tenant: r.job.Tenant, SHA256: r.job.DocumentSHA256}); err != nil {
 				return nil, err
 			}
-			t, err := extractText(data, r.job.DocumentMedia)
-			if err != nil {
-				return nil, permanent("UNSUPPORTED_MEDIA_TYPE", "%w", err)
-			}
-			return []byte(t), nil
-		},
+		}
+		t, err := extractText(data, r.job.DocumentMedia)
+		if err != nil {
+			return nil, permanent("UNSUPPORTED_MEDIA_TYPE", "%w", err)
+		}
+		return []byte(t), nil
 	})
 	if err != nil {
 		return err
 	}
+	r.document = nil // not needed any more: an in-flight job keeps little
 
-	chunksJSON, err := r.stage(ctx, stageSpec{
+	chunksSpec := stageSpec{
 		stage: store.JobStageChunksReady, chunk: -1, version: chunkVersion, advance: true,
 		inputs: map[string]any{"text_sha256": sha256Hex(text), "size": r.p.Chunking.Size, "overlap": r.p.Chunking.Overlap},
-		compute: func(context.Context) ([]byte, error) {
-			return json.Marshal(chunkText(string(text), r.p.Chunking.Size, r.p.Chunking.Overlap))
-		},
+	}
+	chunksJSON, err := r.deterministic(chunksSpec, func() ([]byte, error) {
+		return json.Marshal(chunkText(string(text), r.p.Chunking.Size, r.p.Chunking.Overlap))
 	})
 	if err != nil {
 		return err
@@ -221,10 +223,10 @@ func (r *run) stages(ctx context.Context) error {
 	}
 
 	responseFormat := r.p.ResponseFormatJSON()
-	outputs := make([][]byte, len(chunks))
+	chunkSpecs := make([]stageSpec, len(chunks))
 	chunkKeys := make([]any, len(chunks))
 	for i, chunk := range chunks {
-		spec := stageSpec{
+		chunkSpecs[i] = stageSpec{
 			stage: store.JobStageLLMDone, chunk: int32(i), version: llmVersion,
 			inputs: map[string]any{
 				"model":           r.profile.Model,
@@ -234,34 +236,48 @@ func (r *run) stages(ctx context.Context) error {
 				"chunk_sha256":    sha256Hex([]byte(chunk)),
 				"params":          string(r.job.Params),
 			},
-			compute: func(ctx context.Context) ([]byte, error) {
+			compute: func(ctx context.Context) ([]byte, *store.LLMAttempt, error) {
 				return r.generate(ctx, int32(i), len(chunks), chunk, responseFormat)
 			},
 		}
-		chunkKeys[i] = spec.key()
+		chunkKeys[i] = chunkSpecs[i].key()
+	}
+	mergeSpec := stageSpec{
+		stage: store.JobStageLLMDone, chunk: -1, version: mergeVersion, advance: true,
+		inputs: map[string]any{"chunk_keys": chunkKeys},
+	}
+	if err := r.readDecisions(ctx, append([]stageSpec{textSpec, chunksSpec, mergeSpec}, chunkSpecs...)); err != nil {
+		return err
+	}
+
+	if _, err := r.stage(ctx, textSpec); err != nil {
+		return err
+	}
+	if _, err := r.stage(ctx, chunksSpec); err != nil {
+		return err
+	}
+	outputs := make([][]byte, len(chunks))
+	for i, spec := range chunkSpecs {
 		if outputs[i], err = r.stage(ctx, spec); err != nil {
 			return err
 		}
 	}
 
-	merged, err := r.stage(ctx, stageSpec{
-		stage: store.JobStageLLMDone, chunk: -1, version: mergeVersion, advance: true,
-		inputs: map[string]any{"chunk_keys": chunkKeys},
-		compute: func(context.Context) ([]byte, error) {
-			m, err := mergeOutputs(outputs)
-			if err != nil {
-				// Not JSON: validation rejects it and asks for a repair.
-				return bytes.Join(outputs, []byte("\n")), nil
-			}
-			return m, nil
-		},
-	})
+	mergeSpec.compute = func(context.Context) ([]byte, *store.LLMAttempt, error) {
+		m, err := mergeOutputs(outputs)
+		if err != nil {
+			// Not JSON: validation rejects it and asks for a repair.
+			return bytes.Join(outputs, []byte("\n")), nil, nil
+		}
+		return m, nil, nil
+	}
+	merged, err := r.stage(ctx, mergeSpec)
 	if err != nil {
 		return err
 	}
 
 	schemaJSON := r.p.OutputSchemaJSON()
-	validated, err := r.stage(ctx, stageSpec{
+	validSpec := stageSpec{
 		stage: store.JobStageValidated, chunk: -1, version: validateVersion, advance: true,
 		inputs: map[string]any{
 			"validator_sha256": sha256Hex(schemaJSON),
@@ -269,8 +285,17 @@ func (r *run) stages(ctx context.Context) error {
 			"model":            r.profile.Model,
 			"output_sha256":    sha256Hex(merged),
 		},
-		compute: func(ctx context.Context) ([]byte, error) { return r.validate(ctx, schemaJSON, merged) },
-	})
+		compute: func(ctx context.Context) ([]byte, *store.LLMAttempt, error) {
+			out, err := r.validate(ctx, schemaJSON, merged)
+			return out, nil, err
+		},
+	}
+	if schema, err := r.w.schema(schemaJSON); err == nil && validateJSON(schema, merged) == nil {
+		// Valid as it is: validating costs nothing, so the decision cache
+		// is not asked (it is for the repairs, which cost LLM calls).
+		r.known[validSpec.key()] = true
+	}
+	validated, err := r.stage(ctx, validSpec)
 	if err != nil {
 		return err
 	}
@@ -278,6 +303,49 @@ func (r *run) stages(ctx context.Context) error {
 		return errAwaitApproval{output: validated}
 	}
 	return r.publish(ctx, validated)
+}
+
+// deterministic returns a deterministic stage's output without writing
+// anything: this job's checkpoint when its key matches, else computed in
+// memory. stage() then decides what is checkpointed (the decision cache's
+// answer, when it has one, names the job it came from).
+func (r *run) deterministic(s stageSpec, compute func() ([]byte, error)) ([]byte, error) {
+	if cp, ok := r.cps[cpKey{s.stage, s.chunk}]; ok && cp.StageKey == s.key() {
+		return cp.Output, nil
+	}
+	out, err := compute()
+	if err != nil {
+		return nil, err
+	}
+	r.computed = append(r.computed, computedStage{key: s.key(), output: out})
+	return out, nil
+}
+
+// readDecisions asks the decision cache, in one read, for every stage of
+// specs this job has no checkpoint of.
+func (r *run) readDecisions(ctx context.Context, specs []stageSpec) error {
+	var keys []string
+	for _, s := range specs {
+		key := s.key()
+		if cp, ok := r.cps[cpKey{s.stage, s.chunk}]; ok && cp.StageKey == key {
+			continue
+		}
+		keys = append(keys, key)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	found, err := r.w.cfg.Store.CheckpointGetByStageKeys(ctx, &store.CheckpointGetByStageKeysParams{Tenant: r.job.Tenant, StageKeys: keys})
+	if err != nil {
+		return err
+	}
+	for _, key := range keys {
+		r.known[key] = true
+		if cp, ok := found[key]; ok {
+			r.decisions[key] = cp
+		}
+	}
+	return nil
 }
 
 // errAwaitApproval stops a job whose pipeline asks for review before its
@@ -292,35 +360,41 @@ type stageSpec struct {
 	version string
 	inputs  map[string]any
 	advance bool
-	compute func(context.Context) ([]byte, error)
+	// compute returns the stage's output and, for an LLM answer, the
+	// attempt to journal with its checkpoint.
+	compute func(context.Context) ([]byte, *store.LLMAttempt, error)
 }
 
 func (s stageSpec) key() string { return stageKey(s.stage, s.version, s.inputs) }
 
 // stage returns a stage's output: from this job's checkpoint when its key
 // matches, else from the decision cache (any job of the tenant with the same
-// stage key), else computed; the last two are checkpointed, fenced.
+// stage key), else computed. The last two are checkpointed, fenced: an LLM
+// answer at once, with its journal row and the checkpoints pending before
+// it, in one write; any other stage with the next such write.
 func (r *run) stage(ctx context.Context, s stageSpec) ([]byte, error) {
 	key := s.key()
 	if cp, ok := r.cps[cpKey{s.stage, s.chunk}]; ok && cp.StageKey == key {
 		return cp.Output, nil
 	}
-	out, message, reusedFrom := []byte(nil), "computed", ""
-	cached, err := r.w.cfg.Store.CheckpointGetByStageKey(ctx, &store.CheckpointGetByStageKeyParams{Tenant: r.job.Tenant, StageKey: key})
+	var (
+		out                 []byte
+		message, reusedFrom = "computed", ""
+		attempt             *store.LLMAttempt
+	)
+	cached, err := r.decision(ctx, key)
 	switch {
 	case err == nil:
 		out, message, reusedFrom = cached.Output, "reused from job "+cached.JobID, cached.JobID
 	case errors.Is(err, store.ErrNotFound):
 		r.stageKey = key
-		if out, err = s.compute(ctx); err != nil {
+		if out, attempt, err = r.compute(ctx, s); err != nil {
 			return nil, err
 		}
 	default:
 		return nil, err
 	}
-	failpoint.Inject(failpoint.BeforeCheckpointWrite)
-	if err := r.w.cfg.Store.CheckpointWrite(ctx, &store.CheckpointWriteParams{
-		Lease:        r.lease,
+	r.pending = append(r.pending, store.StageCheckpoint{
 		Stage:        s.stage,
 		Chunk:        s.chunk,
 		StageKey:     key,
@@ -329,11 +403,65 @@ func (r *run) stage(ctx context.Context, s stageSpec) ([]byte, error) {
 		ReusedFrom:   reusedFrom,
 		AdvanceStage: s.advance,
 		Message:      string(s.stage) + ": " + message,
-	}); err != nil {
-		return nil, err
+	})
+	if attempt != nil {
+		if err := r.flush(ctx, attempt); err != nil {
+			return nil, err
+		}
 	}
-	failpoint.Inject(failpoint.AfterCheckpointWrite)
 	return out, nil
+}
+
+// compute runs s, or takes what deterministic computed of it already.
+func (r *run) compute(ctx context.Context, s stageSpec) ([]byte, *store.LLMAttempt, error) {
+	key := s.key()
+	for _, c := range r.computed {
+		if c.key == key {
+			return c.output, nil, nil
+		}
+	}
+	return s.compute(ctx)
+}
+
+// computedStage is a deterministic stage's output computed ahead.
+type computedStage struct {
+	key    string
+	output []byte
+}
+
+// decision is the decision cache's answer for key: read ahead, or read now.
+func (r *run) decision(ctx context.Context, key string) (*store.Checkpoint, error) {
+	if cp, ok := r.decisions[key]; ok {
+		return cp, nil
+	}
+	if r.known[key] {
+		return nil, store.ErrNotFound
+	}
+	return r.w.cfg.Store.CheckpointGetByStageKey(ctx, &store.CheckpointGetByStageKeyParams{Tenant: r.job.Tenant, StageKey: key})
+}
+
+// flush writes the pending checkpoints, fenced, and journals attempt with
+// them in the same write when set. The journal outlives the lease: it is
+// written even when the job's context is gone or its lease lost.
+func (r *run) flush(ctx context.Context, attempt *store.LLMAttempt) error {
+	if len(r.pending) == 0 && attempt == nil {
+		return nil
+	}
+	failpoint.Inject(failpoint.BeforeCheckpointWrite)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := r.w.cfg.Store.CheckpointWriteMany(wctx, &store.CheckpointWriteManyParams{
+		Lease: r.lease, Checkpoints: r.pending, Attempt: attempt,
+	})
+	if err != nil {
+		if attempt != nil && !errors.Is(err, store.ErrLeaseLost) {
+			r.log.Error("journal write failed", "error", err, "provider_key", attempt.ProviderKey)
+		}
+		return err // unjournaled usage is not checkpointed: neither was written
+	}
+	r.pending = nil
+	failpoint.Inject(failpoint.AfterCheckpointWrite)
+	return nil
 }
 
 type promptData struct {
@@ -345,31 +473,34 @@ type promptData struct {
 
 // generate makes one chunk's LLM call, after checking again that no other
 // job has computed the result meanwhile.
-func (r *run) generate(ctx context.Context, chunk int32, chunks int, text string, responseFormat []byte) ([]byte, error) {
+func (r *run) generate(ctx context.Context, chunk int32, chunks int, text string, responseFormat []byte) ([]byte, *store.LLMAttempt, error) {
 	if other, err := r.w.cfg.Store.JobComputedSuccessGet(ctx, &store.JobComputedSuccessGetParams{Tenant: r.job.Tenant, DedupKey: r.job.DedupKey}); err == nil && other.ID != r.job.ID {
-		return nil, errAlreadyComputed
+		return nil, nil, errAlreadyComputed
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, err
+		return nil, nil, err
 	}
 	tmpl, err := r.w.template(r.p)
 	if err != nil {
-		return nil, permanent("PROMPT_TEMPLATE_INVALID", "%w", err)
+		return nil, nil, permanent("PROMPT_TEMPLATE_INVALID", "%w", err)
 	}
 	var params map[string]any
 	_ = json.Unmarshal(r.job.Params, &params)
 	var prompt strings.Builder
 	if err := tmpl.Execute(&prompt, promptData{Text: text, Chunk: int(chunk) + 1, Chunks: chunks, Params: params}); err != nil {
-		return nil, permanent("PROMPT_TEMPLATE_INVALID", "%w", err)
+		return nil, nil, permanent("PROMPT_TEMPLATE_INVALID", "%w", err)
 	}
-	resp, err := r.call(ctx, store.JobStageLLMDone, chunk, 0, []llm.Message{{Role: "user", Content: prompt.String()}}, responseFormat)
+	resp, attempt, err := r.call(ctx, store.JobStageLLMDone, chunk, 0, []llm.Message{{Role: "user", Content: prompt.String()}}, responseFormat, true)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return []byte(resp.Content), nil
+	return []byte(resp.Content), attempt, nil
 }
 
-// call makes one LLM call and journals it, whatever happened.
-func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round int, messages []llm.Message, responseFormat []byte) (*llm.Response, error) {
+// call makes one LLM call and journals it, whatever happened. With
+// deferJournal, a successful call's attempt is returned instead, to be
+// journaled in the write of the checkpoint that trusts it (flush); any
+// other outcome is journaled here.
+func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round int, messages []llm.Message, responseFormat []byte, deferJournal bool) (*llm.Response, *store.LLMAttempt, error) {
 	req := &llm.Request{
 		Model:          r.profile.Model,
 		Messages:       messages,
@@ -380,7 +511,7 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 	r.lastKey = req.ProviderKey
 	history, err := r.history(ctx, req.ProviderKey)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	start := time.Now()
 	// Asking the provider about a call it may have finished costs nothing,
@@ -388,7 +519,7 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 	resp, err, lookedUp := r.lookup(ctx, req.ProviderKey, history)
 	if !lookedUp {
 		if err := r.checkBudget(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		start = time.Now()
 		resp, err = r.w.cfg.Provider.Generate(ctx, req)
@@ -428,6 +559,9 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 	default:
 		attempt.Outcome, attempt.Error = store.LLMOutcomeUnavailable, err.Error()
 	}
+	if err == nil && deferJournal {
+		return resp, &attempt, nil
+	}
 	// The journal outlives the lease: record even when the job's context is
 	// gone.
 	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -435,10 +569,10 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 	if jerr := r.w.cfg.Store.LLMAttemptRecord(jctx, &store.LLMAttemptRecordParams{Attempt: attempt}); jerr != nil {
 		r.log.Error("journal write failed", "error", jerr, "provider_key", req.ProviderKey)
 		if err == nil {
-			return nil, jerr // unjournaled usage must not be checkpointed
+			return nil, nil, jerr // unjournaled usage must not be checkpointed
 		}
 	}
-	return resp, err
+	return resp, nil, err
 }
 
 // history returns what earlier attempts of the job journaled under key.
@@ -506,7 +640,7 @@ func (r *run) validate(ctx context.Context, schemaJSON, output []byte) ([]byte, 
 			return nil, permanent("INVALID_OUTPUT", "output does not satisfy the pipeline's schema after %d repair attempts: %v", round, verr)
 		}
 		prompt := fmt.Sprintf("Your previous answer does not satisfy the required JSON Schema.\n\nErrors:\n%v\n\nSchema:\n%s\n\nPrevious answer:\n%s\n\nAnswer again with only the corrected JSON object.", verr, schemaJSON, output)
-		resp, err := r.call(ctx, store.JobStageValidated, -1, round+1, []llm.Message{{Role: "user", Content: prompt}}, r.p.ResponseFormatJSON())
+		resp, _, err := r.call(ctx, store.JobStageValidated, -1, round+1, []llm.Message{{Role: "user", Content: prompt}}, r.p.ResponseFormatJSON(), false)
 		if err != nil {
 			return nil, err
 		}

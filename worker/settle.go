@@ -16,18 +16,22 @@ import (
 // unknownOutcomeCode is the job error of a call whose outcome is unknown.
 const unknownOutcomeCode = "PROVIDER_OUTCOME_UNKNOWN"
 
-// publish is the published stage: the output, SUCCEEDED, its event and its
-// outbox event (the store writes it) commit in one transaction. A nil output
-// publishes the result another job computed for the same dedup key.
-func (r *run) publish(ctx context.Context, output []byte) error {
-	_, err := r.w.cfg.Store.JobPublish(ctx, &store.JobPublishParams{
-		Lease:   r.lease,
-		Output:  output,
-		Message: "published",
+// publish is the published stage: the pending checkpoints, the output,
+// SUCCEEDED, its event and its outbox event (the store writes it) commit in
+// one transaction, which the completer shares with the other jobs ready to
+// publish. A nil output publishes the result another job computed for the
+// same dedup key.
+func (r *run) publish(_ context.Context, output []byte) error {
+	_, err := r.w.completer.publish(&store.JobPublishParams{
+		Lease:       r.lease,
+		Output:      output,
+		Message:     "published",
+		Checkpoints: r.pending,
 	})
 	if err != nil {
 		return err
 	}
+	r.pending = nil
 	failpoint.Inject(failpoint.AfterPublishCommit)
 	return nil
 }
@@ -44,10 +48,19 @@ func (r *run) settle(ctx, jobCtx context.Context, err error) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 
-	switch {
-	case errors.Is(err, store.ErrLeaseLost) || errors.Is(cause, errLeaseLost):
+	if errors.Is(err, store.ErrLeaseLost) || errors.Is(cause, errLeaseLost) {
 		r.log.Warn("lease lost: another worker holds the job; stopping without writing")
 		return
+	}
+	if !errors.Is(err, errAlreadyComputed) {
+		// What the attempt computed is kept, before it settles: the stages
+		// done need not run again.
+		if ferr := r.flush(wctx, nil); errors.Is(ferr, store.ErrLeaseLost) {
+			r.log.Warn("lease lost: another worker holds the job; stopping without writing")
+			return
+		}
+	}
+	switch {
 	case errors.Is(err, errAlreadyComputed):
 		err = r.publish(wctx, nil)
 		if err != nil {

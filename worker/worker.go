@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"runtime"
 	"sync"
 	"text/template"
 	"time"
@@ -38,8 +37,12 @@ const (
 	PollIntervalDefault  = 200 * time.Millisecond
 )
 
-// ConcurrencyDefault is the default of Config.Concurrency: one job per CPU.
-func ConcurrencyDefault() int { return runtime.NumCPU() }
+// ConcurrencyDefault is the default of Config.Concurrency. A job spends
+// nearly all its time waiting on its LLM calls (seconds each), on a
+// goroutine that costs a few KiB, so a worker process keeps a real provider
+// busy only with thousands of jobs in flight; the store's work per job is
+// batched (claims, heartbeats, publishes), so they cost few connections.
+func ConcurrencyDefault() int { return 2000 }
 
 // Config configures a Worker. Zero fields take the defaults stated.
 type Config struct {
@@ -64,6 +67,13 @@ type Config struct {
 	// PollInterval is the wait between claims when the queue is empty,
 	// jittered. Default: PollIntervalDefault.
 	PollInterval time.Duration
+	// PublishLinger is how long the completer waits after a job's publish
+	// for others to join its batch (see completer.go). Default:
+	// PublishLingerDefault; negative: no wait, a batch is what was queued.
+	PublishLinger time.Duration
+	// PublishMaxBatch bounds the jobs one publish write carries. Default:
+	// PublishMaxBatchDefault.
+	PublishMaxBatch int
 	// Logger. Default: slog.Default().
 	Logger *slog.Logger
 	// Now is the clock due times are computed on: a retry's backoff, the
@@ -95,6 +105,12 @@ func (c Config) WithDefaults() Config {
 	if c.PollInterval == 0 {
 		c.PollInterval = PollIntervalDefault
 	}
+	if c.PublishLinger == 0 {
+		c.PublishLinger = PublishLingerDefault
+	}
+	if c.PublishMaxBatch == 0 {
+		c.PublishMaxBatch = PublishMaxBatchDefault
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -114,6 +130,8 @@ func (c Config) validate() error {
 		return errors.New("worker: Config.Concurrency must be positive")
 	case c.HeartbeatInterval >= c.LeaseDuration:
 		return errors.New("worker: HeartbeatInterval must be shorter than LeaseDuration")
+	case c.PublishMaxBatch < 1:
+		return errors.New("worker: Config.PublishMaxBatch must be positive")
 	}
 	return nil
 }
@@ -124,6 +142,10 @@ type Worker struct {
 	log *slog.Logger
 
 	signals TestSignals
+
+	// Set while Run runs.
+	completer   *completer
+	heartbeater *heartbeater
 
 	mu        sync.Mutex
 	schemas   map[string]*jsonschema.Schema // by schema hash
@@ -151,16 +173,30 @@ func (w *Worker) Owner() string { return w.cfg.Owner }
 // runs to stop. A job interrupted by the shutdown goes back to the queue
 // (RETRY_WAIT, due at once).
 func (w *Worker) Run(ctx context.Context) error {
+	linger := max(w.cfg.PublishLinger, 0)
+	w.completer = newCompleter(w.cfg.Store, linger, w.cfg.PublishMaxBatch)
+	w.heartbeater = newHeartbeater(w)
+	beatCtx, stopBeats := context.WithCancel(context.WithoutCancel(ctx))
+	beatsDone := make(chan struct{})
+	go func() { defer close(beatsDone); w.heartbeater.run(beatCtx) }()
+
 	slots := make(chan struct{}, w.cfg.Concurrency)
 	freed := make(chan struct{}, 1)
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		// The jobs settle first: they may still publish and need their
+		// leases beaten until they have.
+		wg.Wait()
+		w.completer.close()
+		stopBeats()
+		<-beatsDone
+	}()
 	failedClaims := 0 // in a row: the store is down or unreachable
 	for {
 		free := cap(slots) - len(slots)
 		var claimed int
 		if free > 0 {
-			jobs, err := w.cfg.Store.JobClaim(ctx, &store.JobClaimParams{
+			jobs, err := w.cfg.Store.JobClaimWork(ctx, &store.JobClaimParams{
 				Owner:         w.cfg.Owner,
 				Limit:         free,
 				LeaseDuration: w.cfg.LeaseDuration,
@@ -228,10 +264,10 @@ func claimBackoff(poll time.Duration, failures int) time.Duration {
 	return time.Duration(rand.Int64N(int64(ceiling))) + time.Millisecond
 }
 
-func jobIDs(jobs []*store.Job) []string {
+func jobIDs(jobs []*store.JobWork) []string {
 	ids := make([]string, len(jobs))
 	for i, j := range jobs {
-		ids[i] = j.ID
+		ids[i] = j.Job.ID
 	}
 	return ids
 }

@@ -199,7 +199,7 @@ func (k *keyedJobs) jobs() []*oncejobv1.Job {
 // store: the process that is killed is the whole server (API, workers and
 // store), restarted on the same data directory until every job is done.
 func TestEmbeddedKillAtFailpoints(t *testing.T) {
-	for _, fp := range []string{"after_llm_response", "before_checkpoint_write", "after_checkpoint_write", "after_publish_commit"} {
+	for _, fp := range []string{"after_llm_response", "before_checkpoint_write", "after_checkpoint_write", "after_publish_commit", "publish_batch_in_flight"} {
 		t.Run(fp, func(t *testing.T) {
 			t.Parallel()
 			sim := startSim(t) // its own process: billing survives the server

@@ -25,6 +25,8 @@ type engineOpts struct {
 	llmLookupPath string
 	leaseDuration time.Duration
 	pollInterval  time.Duration
+	publishLinger time.Duration
+	publishBatch  int
 }
 
 func engineFlags(fs *flag.FlagSet) *engineOpts {
@@ -37,6 +39,8 @@ func engineFlags(fs *flag.FlagSet) *engineOpts {
 	fs.StringVar(&o.llmLookupPath, "llm-lookup-path", "", "path under --llm-base-url to look a call up by provider key (GET <path>/<key>); empty: the provider has none, and an unknown outcome waits for ResolveJob")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", worker.LeaseDurationDefault, "how long a claim holds without a heartbeat (heartbeats every third of it)")
 	fs.DurationVar(&o.pollInterval, "poll-interval", worker.PollIntervalDefault, "wait between claims when the queue is empty")
+	fs.DurationVar(&o.publishLinger, "publish-linger", worker.PublishLingerDefault, "how long a finished job waits for others to share its publishing commit (negative: no wait)")
+	fs.IntVar(&o.publishBatch, "publish-max-batch", worker.PublishMaxBatchDefault, "most jobs published in one commit")
 	return o
 }
 
@@ -74,13 +78,15 @@ func (o *engineOpts) startWorkers(ctx context.Context, st worker.Store, pipeline
 		return nil, err
 	}
 	w, err := worker.New(worker.Config{
-		Store:         st,
-		Provider:      provider,
-		Pipelines:     pipelines,
-		Concurrency:   o.workers,
-		LeaseDuration: o.leaseDuration,
-		PollInterval:  o.pollInterval,
-		Logger:        logger,
+		Store:           st,
+		Provider:        provider,
+		Pipelines:       pipelines,
+		Concurrency:     o.workers,
+		LeaseDuration:   o.leaseDuration,
+		PollInterval:    o.pollInterval,
+		PublishLinger:   o.publishLinger,
+		PublishMaxBatch: o.publishBatch,
+		Logger:          logger,
 	})
 	if err != nil {
 		stopProvider()

@@ -165,7 +165,7 @@ func requireExactlyOnce(t *testing.T, db exactlyOnceStore, sim *simProc, jobs []
 // TestKillAtFailpoints kills the real worker with SIGKILL at each named
 // failpoint, at random hits, and restarts it until every job is done.
 func TestKillAtFailpoints(t *testing.T) {
-	for _, fp := range []string{"after_llm_response", "before_checkpoint_write", "after_checkpoint_write", "after_publish_commit"} {
+	for _, fp := range []string{"after_llm_response", "before_checkpoint_write", "after_checkpoint_write", "after_publish_commit", "publish_batch_in_flight"} {
 		t.Run(fp, func(t *testing.T) {
 			c := newCluster(t)
 			jobs := c.submit(t, 8)
@@ -202,6 +202,41 @@ func TestKillAtFailpoints(t *testing.T) {
 			require.Positive(t, kills, "the failpoint never fired")
 			c.requireExactlyOnce(t, jobs)
 		})
+	}
+}
+
+// TestKillWhileABatchedPublishIsInFlight SIGKILLs the worker once the
+// completer's first batch - several jobs published in one commit, none of
+// them answered yet - has committed, then restarts it: every job is
+// published once, none is lost, and the batch that was in flight is not
+// published again.
+func TestKillWhileABatchedPublishIsInFlight(t *testing.T) {
+	c := newCluster(t)
+	jobs := c.submit(t, 12)
+	// A long linger gathers the jobs that finish together into one batch.
+	args := workerArgs(c.dbURL, c.sim, c.pipes, "--workers", "12", "--publish-linger", "300ms")
+	w := start(t, "worker-killed", []string{"ONCEJOB_FAILPOINTS=publish_batch_in_flight=kill"}, args...)
+	<-w.exited
+	require.Contains(t, w.logs.String(), "failpoint: publish_batch_in_flight", "the worker died, but not at the failpoint")
+
+	var inFlight []*store.Job
+	for _, j := range jobs {
+		got, err := c.store.JobGetByID(context.Background(), &store.JobGetByIDParams{Tenant: "default", ID: j.GetId()})
+		require.NoError(t, err)
+		if got.Status == store.JobStatusSucceeded {
+			inFlight = append(inFlight, got)
+		}
+	}
+	require.Greater(t, len(inFlight), 1, "the batch in flight carried several jobs, and committed")
+
+	again := start(t, "worker-again", nil, args...)
+	require.Eventually(t, func() bool { return c.allTerminal(t, jobs) }, 60*time.Second, 50*time.Millisecond)
+	again.stop()
+	c.requireExactlyOnce(t, jobs)
+	for _, j := range inFlight {
+		got, err := c.store.JobGetByID(context.Background(), &store.JobGetByIDParams{Tenant: "default", ID: j.ID})
+		require.NoError(t, err)
+		require.Equal(t, j.Attempt, got.Attempt, "job %s of the batch in flight was not run again", j.ID)
 	}
 }
 
@@ -247,12 +282,12 @@ func TestPausedWorkerWritesNothing(t *testing.T) {
 
 	a := start(t, "worker-a", nil, workerArgs(c.dbURL, c.sim, c.pipes, "--workers", "1")...)
 	var held *store.Job
-	require.Eventually(t, func() bool {
-		j, err := c.store.JobGetByID(ctx, &store.JobGetByIDParams{Tenant: "default", ID: jobs[0].GetId()})
-		require.NoError(t, err)
-		held = j
-		return j.Status == store.JobStatusRunning && j.Stage == store.JobStageChunksReady
-	}, 20*time.Second, 10*time.Millisecond, "worker A never reached the LLM call")
+	// The stages before the call are checkpointed with its answer, so
+	// the call itself, reaching the simulator, says A is inside it.
+	require.Eventually(t, func() bool { return c.sim.stats(t).Requests >= 1 }, 20*time.Second, 10*time.Millisecond, "worker A never reached the LLM call")
+	held, err := c.store.JobGetByID(ctx, &store.JobGetByIDParams{Tenant: "default", ID: jobs[0].GetId()})
+	require.NoError(t, err)
+	require.Equal(t, store.JobStatusRunning, held.Status)
 	a.signal(syscall.SIGSTOP)
 
 	// B claims the job as soon as A's lease (1s, no more heartbeats)
