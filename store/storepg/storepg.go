@@ -49,6 +49,18 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	if !strings.Contains(databaseURL, "pool_max_conns") {
 		config.MaxConns = DefaultMaxConns
 	}
+	if _, set := config.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
+		// The generic-plan trap (docs/performance.md, "Generic plans on
+		// fresh tables"): after five executions of a prepared statement
+		// Postgres may switch to a generic plan made with the statistics of
+		// the moment, and keeps it for the connection. On a new deployment
+		// the engine's tables are empty then, and the decision-cache and
+		// journal lookups keep a sequential scan that grows with every job
+		// (quadratic in the run) until autovacuum analyzes the table. Custom
+		// plans cost a plan per execution of these short statements, and
+		// never go stale. A URL that sets plan_cache_mode keeps its own.
+		config.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, config)
 	if err != nil {
 		return nil, fmt.Errorf("storepg: open: %w", err)
