@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -68,7 +70,7 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, params *store.JobHeartbeat
 	res := &store.JobHeartbeatManyResult{}
 	args := dbsqlc.JobHeartbeatManyParams{Now: params.Now, LeaseDuration: interval(params.LeaseDuration)}
 	held := make(map[pgtype.UUID]store.Lease, len(params.Leases))
-	for _, l := range params.Leases {
+	for _, l := range byJobID(params.Leases, func(l store.Lease) string { return l.JobID }) {
 		id, err := parseUUID(l.JobID)
 		if err != nil {
 			res.Lost = append(res.Lost, l)
@@ -258,7 +260,7 @@ func (s *Store) JobPublishMany(ctx context.Context, params *store.JobPublishMany
 func (s *Store) publishBatch(ctx context.Context, jobs []*store.JobPublishParams, batch []int, items []store.JobPublishItem) error {
 	records := make([]publishRecord, 0, len(batch))
 	var cps []checkpointRecord
-	for _, i := range batch {
+	for _, i := range byJobID(batch, func(i int) string { return jobs[i].Lease.JobID }) {
 		p := jobs[i]
 		rs, advances, _ := checkpointRecords(p.Lease.JobID, p.Checkpoints)
 		cps = append(cps, rs...)
@@ -302,6 +304,18 @@ func (s *Store) publishBatch(ctx context.Context, jobs []*store.JobPublishParams
 		}
 	}
 	return nil
+}
+
+// byJobID returns s sorted by job id. The batched statements' plans (a
+// nested loop over their input, probing jobs_pkey) lock the jobs' rows in
+// input order, so two of them over the same jobs (a worker's heartbeat and
+// its completer's publish) take the locks in one order. Should a plan not,
+// Postgres's deadlock check ends one statement: a heartbeat is tried again
+// at the next beat, a publish batch goes job by job.
+func byJobID[T any](s []T, id func(T) string) []T {
+	sorted := slices.Clone(s)
+	slices.SortFunc(sorted, func(a, b T) int { return strings.Compare(id(a), id(b)) })
+	return sorted
 }
 
 // nonNilSlice makes a nil slice encode as [] rather than null.
