@@ -2,6 +2,7 @@ package storesqlite
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -37,18 +38,26 @@ func (s *Store) JobClaimWork(ctx context.Context, params *store.JobClaimParams) 
 	return work, nil
 }
 
-// CheckpointGetByStageKeys implements store.EngineStore: one indexed
-// lookup per key on a read connection, no round trip.
+// CheckpointGetByStageKeys implements store.EngineStore: one read, the
+// keys a JSON array.
 func (s *Store) CheckpointGetByStageKeys(ctx context.Context, params *store.CheckpointGetByStageKeysParams) (map[string]*store.Checkpoint, error) {
 	found := make(map[string]*store.Checkpoint, len(params.StageKeys))
-	for _, key := range params.StageKeys {
-		cp, err := s.CheckpointGetByStageKey(ctx, &store.CheckpointGetByStageKeyParams{Tenant: params.Tenant, StageKey: key})
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-		case err != nil:
-			return nil, err
-		default:
-			found[key] = cp
+	if len(params.StageKeys) == 0 {
+		return found, nil
+	}
+	keys, err := json.Marshal(params.StageKeys)
+	if err != nil {
+		return nil, fmt.Errorf("storesqlite: stage keys: %w", err)
+	}
+	rows, err := s.q.CheckpointGetByStageKeys(ctx, s.read, dbsqlite.CheckpointGetByStageKeysParams{
+		Tenant: params.Tenant, StageKeys: string(keys),
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	for _, row := range rows { // newest first: the first of a key wins
+		if _, ok := found[row.StageKey]; !ok {
+			found[row.StageKey] = checkpointFromRow(row)
 		}
 	}
 	return found, nil

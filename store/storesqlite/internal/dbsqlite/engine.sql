@@ -222,3 +222,11 @@ RETURNING *;
 SELECT * FROM outbox
 WHERE job_id = @job_id
 ORDER BY id;
+
+-- name: CheckpointGetByStageKeys :many
+-- The decision cache for many keys (@stage_keys, a JSON array) in one read;
+-- the caller keeps the newest of each key.
+SELECT * FROM job_checkpoints
+WHERE tenant = @tenant
+    AND stage_key IN (SELECT value FROM json_each(@stage_keys))
+ORDER BY created_at DESC;

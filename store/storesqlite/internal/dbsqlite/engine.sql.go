@@ -40,6 +40,54 @@ func (q *Queries) CheckpointGetByStageKey(ctx context.Context, db DBTX, arg Chec
 	return i, err
 }
 
+const checkpointGetByStageKeys = `-- name: CheckpointGetByStageKeys :many
+SELECT job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, created_at, reused_from FROM job_checkpoints
+WHERE tenant = ?1
+    AND stage_key IN (SELECT value FROM json_each(?2))
+ORDER BY created_at DESC
+`
+
+type CheckpointGetByStageKeysParams struct {
+	Tenant    string
+	StageKeys interface{}
+}
+
+// The decision cache for many keys (@stage_keys, a JSON array) in one read;
+// the caller keeps the newest of each key.
+func (q *Queries) CheckpointGetByStageKeys(ctx context.Context, db DBTX, arg CheckpointGetByStageKeysParams) ([]JobCheckpoint, error) {
+	rows, err := db.QueryContext(ctx, checkpointGetByStageKeys, arg.Tenant, arg.StageKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobCheckpoint
+	for rows.Next() {
+		var i JobCheckpoint
+		if err := rows.Scan(
+			&i.JobID,
+			&i.Tenant,
+			&i.Stage,
+			&i.Chunk,
+			&i.StageKey,
+			&i.CodeVersion,
+			&i.Attempt,
+			&i.Output,
+			&i.CreatedAt,
+			&i.ReusedFrom,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const checkpointList = `-- name: CheckpointList :many
 SELECT job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, created_at, reused_from FROM job_checkpoints
 WHERE job_id = ?1
