@@ -116,9 +116,10 @@ type EngineStore interface {
 
 	// CheckpointGetByStageKeys is CheckpointGetByStageKey for many keys in
 	// one read: for each key that has a succeeded checkpoint in any job of
-	// the tenant, the newest one, keyed by stage key. Keys without one are
-	// absent.
-	CheckpointGetByStageKeys(ctx context.Context, params *CheckpointGetByStageKeysParams) (map[string]*Checkpoint, error)
+	// the tenant, the newest one, keyed by stage key (keys without one are
+	// absent); and, when DedupKey is set, JobComputedSuccessGet's answer
+	// in the same read: the id of the job that computed it, or "".
+	CheckpointGetByStageKeys(ctx context.Context, params *CheckpointGetByStageKeysParams) (*CheckpointGetByStageKeysResult, error)
 
 	// CheckpointWriteMany writes several checkpoints of one job, in order,
 	// fenced by the lease, in one statement (Postgres) or one write
@@ -317,6 +318,12 @@ type JobWork struct {
 type CheckpointGetByStageKeysParams struct {
 	Tenant    string
 	StageKeys []string
+	DedupKey  string // optional
+}
+
+type CheckpointGetByStageKeysResult struct {
+	Checkpoints map[string]*Checkpoint // by stage key
+	ComputedBy  string                 // the job that computed DedupKey's success; "": none
 }
 
 // StageCheckpoint is one checkpoint written with another fenced write

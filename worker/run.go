@@ -68,6 +68,10 @@ type run struct {
 	pending []store.StageCheckpoint
 	// computed are the deterministic stages computed ahead, by key.
 	computed []computedStage
+	// dedupChecked: the read-ahead just checked the dedup key (computedBy
+	// its answer), so the next LLM call need not read it again.
+	dedupChecked bool
+	computedBy   string
 
 	// What earlier attempts journaled per provider key; loaded on a
 	// job's second attempt or later.
@@ -335,13 +339,18 @@ func (r *run) readDecisions(ctx context.Context, specs []stageSpec) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	found, err := r.w.cfg.Store.CheckpointGetByStageKeys(ctx, &store.CheckpointGetByStageKeysParams{Tenant: r.job.Tenant, StageKeys: keys})
+	found, err := r.w.cfg.Store.CheckpointGetByStageKeys(ctx, &store.CheckpointGetByStageKeysParams{
+		Tenant: r.job.Tenant, StageKeys: keys, DedupKey: r.job.DedupKey,
+	})
 	if err != nil {
 		return err
 	}
+	// The dedup re-check of the first LLM call is this read: nothing but
+	// work in memory comes between.
+	r.dedupChecked, r.computedBy = true, found.ComputedBy
 	for _, key := range keys {
 		r.known[key] = true
-		if cp, ok := found[key]; ok {
+		if cp, ok := found.Checkpoints[key]; ok {
 			r.decisions[key] = cp
 		}
 	}
@@ -474,7 +483,12 @@ type promptData struct {
 // generate makes one chunk's LLM call, after checking again that no other
 // job has computed the result meanwhile.
 func (r *run) generate(ctx context.Context, chunk int32, chunks int, text string, responseFormat []byte) ([]byte, *store.LLMAttempt, error) {
-	if other, err := r.w.cfg.Store.JobComputedSuccessGet(ctx, &store.JobComputedSuccessGetParams{Tenant: r.job.Tenant, DedupKey: r.job.DedupKey}); err == nil && other.ID != r.job.ID {
+	if r.dedupChecked { // by the decision cache's read-ahead
+		r.dedupChecked = false
+		if r.computedBy != "" && r.computedBy != r.job.ID {
+			return nil, nil, errAlreadyComputed
+		}
+	} else if other, err := r.w.cfg.Store.JobComputedSuccessGet(ctx, &store.JobComputedSuccessGetParams{Tenant: r.job.Tenant, DedupKey: r.job.DedupKey}); err == nil && other.ID != r.job.ID {
 		return nil, nil, errAlreadyComputed
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, nil, err

@@ -48,21 +48,36 @@ func (s *Store) JobClaimWork(ctx context.Context, params *store.JobClaimParams) 
 }
 
 // CheckpointGetByStageKeys implements store.EngineStore.
-func (s *Store) CheckpointGetByStageKeys(ctx context.Context, params *store.CheckpointGetByStageKeysParams) (map[string]*store.Checkpoint, error) {
-	if len(params.StageKeys) == 0 {
-		return map[string]*store.Checkpoint{}, nil
+func (s *Store) CheckpointGetByStageKeys(ctx context.Context, params *store.CheckpointGetByStageKeysParams) (*store.CheckpointGetByStageKeysResult, error) {
+	res := &store.CheckpointGetByStageKeysResult{Checkpoints: map[string]*store.Checkpoint{}}
+	if len(params.StageKeys) == 0 && params.DedupKey == "" {
+		return res, nil
 	}
 	rows, err := s.q.CheckpointGetByStageKeys(ctx, s.pool, dbsqlc.CheckpointGetByStageKeysParams{
-		Tenant: params.Tenant, StageKeys: params.StageKeys,
+		Tenant: params.Tenant, StageKeys: nonNilSlice(params.StageKeys), DedupKey: params.DedupKey,
 	})
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	found := make(map[string]*store.Checkpoint, len(rows))
 	for _, row := range rows {
-		found[row.StageKey] = checkpointFromRow(row)
+		if row.StageKey == "" { // the computed success of the dedup key
+			res.ComputedBy = row.JobID.String()
+			continue
+		}
+		res.Checkpoints[row.StageKey] = &store.Checkpoint{
+			JobID:       row.JobID.String(),
+			Tenant:      params.Tenant,
+			Stage:       store.JobStage(row.Stage),
+			Chunk:       row.Chunk,
+			StageKey:    row.StageKey,
+			CodeVersion: row.CodeVersion,
+			Attempt:     row.Attempt,
+			Output:      row.Output,
+			ReusedFrom:  row.ReusedFrom,
+			CreatedAt:   row.CreatedAt,
+		}
 	}
-	return found, nil
+	return res, nil
 }
 
 // JobHeartbeatMany implements store.EngineStore.

@@ -38,12 +38,23 @@ func (s *Store) JobClaimWork(ctx context.Context, params *store.JobClaimParams) 
 	return work, nil
 }
 
-// CheckpointGetByStageKeys implements store.EngineStore: one read, the
-// keys a JSON array.
-func (s *Store) CheckpointGetByStageKeys(ctx context.Context, params *store.CheckpointGetByStageKeysParams) (map[string]*store.Checkpoint, error) {
-	found := make(map[string]*store.Checkpoint, len(params.StageKeys))
+// CheckpointGetByStageKeys implements store.EngineStore: one read of the
+// decision cache, the keys a JSON array, and one of the computed success.
+// SQLite has no round trips to save by joining them.
+func (s *Store) CheckpointGetByStageKeys(ctx context.Context, params *store.CheckpointGetByStageKeysParams) (*store.CheckpointGetByStageKeysResult, error) {
+	res := &store.CheckpointGetByStageKeysResult{Checkpoints: make(map[string]*store.Checkpoint, len(params.StageKeys))}
+	if params.DedupKey != "" {
+		job, err := s.JobComputedSuccessGet(ctx, &store.JobComputedSuccessGetParams{Tenant: params.Tenant, DedupKey: params.DedupKey})
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			res.ComputedBy = job.ID
+		}
+	}
 	if len(params.StageKeys) == 0 {
-		return found, nil
+		return res, nil
 	}
 	keys, err := json.Marshal(params.StageKeys)
 	if err != nil {
@@ -56,11 +67,11 @@ func (s *Store) CheckpointGetByStageKeys(ctx context.Context, params *store.Chec
 		return nil, interpretError(err)
 	}
 	for _, row := range rows { // newest first: the first of a key wins
-		if _, ok := found[row.StageKey]; !ok {
-			found[row.StageKey] = checkpointFromRow(row)
+		if _, ok := res.Checkpoints[row.StageKey]; !ok {
+			res.Checkpoints[row.StageKey] = checkpointFromRow(row)
 		}
 	}
-	return found, nil
+	return res, nil
 }
 
 // JobHeartbeatMany implements store.EngineStore.

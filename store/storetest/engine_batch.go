@@ -200,15 +200,27 @@ func exerciseEngineBatch(t *testing.T, newStore func(t *testing.T) Store) {
 			require.Equal(t, job.Tenant, journal[0].Tenant)
 
 			found, err := s.CheckpointGetByStageKeys(ctx, &store.CheckpointGetByStageKeysParams{
-				Tenant: job.Tenant, StageKeys: []string{"stage:v1:t", "stage:v1:l", "stage:v1:none"},
+				Tenant: job.Tenant, StageKeys: []string{"stage:v1:t", "stage:v1:l", "stage:v1:none"}, DedupKey: job.DedupKey,
 			})
 			require.NoError(t, err)
-			require.Len(t, found, 2)
-			require.Equal(t, []byte("text"), found["stage:v1:t"].Output)
-			require.Equal(t, job.ID, found["stage:v1:l"].JobID)
+			require.Len(t, found.Checkpoints, 2)
+			require.Equal(t, []byte("text"), found.Checkpoints["stage:v1:t"].Output)
+			require.Equal(t, store.JobStageTextExtracted, found.Checkpoints["stage:v1:t"].Stage)
+			require.Equal(t, job.ID, found.Checkpoints["stage:v1:l"].JobID)
+			require.Equal(t, job.Tenant, found.Checkpoints["stage:v1:l"].Tenant)
+			require.Empty(t, found.ComputedBy, "nothing published yet")
 			other, err := s.CheckpointGetByStageKeys(ctx, &store.CheckpointGetByStageKeysParams{Tenant: "tenant-b", StageKeys: []string{"stage:v1:t"}})
 			require.NoError(t, err)
-			require.Empty(t, other, "the decision cache never crosses tenants")
+			require.Empty(t, other.Checkpoints, "the decision cache never crosses tenants")
+
+			// Published, the job is its dedup key's computed success.
+			res, err := s.JobPublishMany(ctx, &store.JobPublishManyParams{Jobs: []*store.JobPublishParams{{Lease: leaseOf(job), Output: []byte(`{}`), Message: "published"}}})
+			require.NoError(t, err)
+			require.NoError(t, res.Items[0].Err)
+			found, err = s.CheckpointGetByStageKeys(ctx, &store.CheckpointGetByStageKeysParams{Tenant: job.Tenant, StageKeys: []string{"stage:v1:t"}, DedupKey: job.DedupKey})
+			require.NoError(t, err)
+			require.Equal(t, job.ID, found.ComputedBy)
+			require.Len(t, found.Checkpoints, 1)
 		})
 
 		t.Run("ALostLeaseJournalsTheAttemptAndWritesNoCheckpoint", func(t *testing.T) {

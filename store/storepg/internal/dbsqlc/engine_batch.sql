@@ -5,10 +5,22 @@ WHERE (tenant, sha256) IN (
     SELECT unnest(@tenants::text[]), unnest(@sha256s::text[]));
 
 -- name: CheckpointGetByStageKeys :many
--- The decision cache for many keys: the newest result of each key found.
-SELECT DISTINCT ON (stage_key) * FROM job_checkpoints
+-- The decision cache for many keys, the newest result of each key found,
+-- and, in the same read, the computed success of @dedup_key in the tenant
+-- (when not empty): that row has an empty stage key and the computing job's
+-- id as its job_id.
+(SELECT DISTINCT ON (stage_key) job_id, stage_key, stage, chunk, code_version, attempt, output, reused_from, created_at
+FROM job_checkpoints
 WHERE tenant = @tenant::text AND stage_key = ANY(@stage_keys::text[])
-ORDER BY stage_key, created_at DESC;
+ORDER BY stage_key, created_at DESC)
+UNION ALL
+(SELECT id, '', 'published', -1, '', attempt, ''::bytea, '', created_at
+FROM jobs
+WHERE tenant = @tenant::text
+    AND dedup_key = @dedup_key::text
+    AND @dedup_key::text <> ''
+    AND status = 'succeeded'
+    AND deduplicated_from IS NULL);
 
 -- name: JobHeartbeatMany :many
 -- Extends every lease still held, from @now or the database's clock. A

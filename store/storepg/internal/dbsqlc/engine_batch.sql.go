@@ -13,37 +13,61 @@ import (
 )
 
 const checkpointGetByStageKeys = `-- name: CheckpointGetByStageKeys :many
-SELECT DISTINCT ON (stage_key) job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, created_at, reused_from FROM job_checkpoints
+(SELECT DISTINCT ON (stage_key) job_id, stage_key, stage, chunk, code_version, attempt, output, reused_from, created_at
+FROM job_checkpoints
 WHERE tenant = $1::text AND stage_key = ANY($2::text[])
-ORDER BY stage_key, created_at DESC
+ORDER BY stage_key, created_at DESC)
+UNION ALL
+(SELECT id, '', 'published', -1, '', attempt, ''::bytea, '', created_at
+FROM jobs
+WHERE tenant = $1::text
+    AND dedup_key = $3::text
+    AND $3::text <> ''
+    AND status = 'succeeded'
+    AND deduplicated_from IS NULL)
 `
 
 type CheckpointGetByStageKeysParams struct {
 	Tenant    string
 	StageKeys []string
+	DedupKey  string
 }
 
-// The decision cache for many keys: the newest result of each key found.
-func (q *Queries) CheckpointGetByStageKeys(ctx context.Context, db DBTX, arg CheckpointGetByStageKeysParams) ([]JobCheckpoint, error) {
-	rows, err := db.Query(ctx, checkpointGetByStageKeys, arg.Tenant, arg.StageKeys)
+type CheckpointGetByStageKeysRow struct {
+	JobID       pgtype.UUID
+	StageKey    string
+	Stage       string
+	Chunk       int32
+	CodeVersion string
+	Attempt     int32
+	Output      []byte
+	ReusedFrom  string
+	CreatedAt   time.Time
+}
+
+// The decision cache for many keys, the newest result of each key found,
+// and, in the same read, the computed success of @dedup_key in the tenant
+// (when not empty): that row has an empty stage key and the computing job's
+// id as its job_id.
+func (q *Queries) CheckpointGetByStageKeys(ctx context.Context, db DBTX, arg CheckpointGetByStageKeysParams) ([]CheckpointGetByStageKeysRow, error) {
+	rows, err := db.Query(ctx, checkpointGetByStageKeys, arg.Tenant, arg.StageKeys, arg.DedupKey)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []JobCheckpoint
+	var items []CheckpointGetByStageKeysRow
 	for rows.Next() {
-		var i JobCheckpoint
+		var i CheckpointGetByStageKeysRow
 		if err := rows.Scan(
 			&i.JobID,
-			&i.Tenant,
+			&i.StageKey,
 			&i.Stage,
 			&i.Chunk,
-			&i.StageKey,
 			&i.CodeVersion,
 			&i.Attempt,
 			&i.Output,
-			&i.CreatedAt,
 			&i.ReusedFrom,
+			&i.CreatedAt,
 		); err != nil {
 			return nil, err
 		}
