@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -110,8 +112,9 @@ type EngineStore interface {
 	JobPublishMany(ctx context.Context, params *JobPublishManyParams) (*JobPublishManyResult, error)
 
 	// JobClaimWork is JobClaim that also returns what a claimed job's first
-	// stages need: its document's bytes, read in the claim's statement, so
-	// that the deterministic stages run without a round trip of their own.
+	// stages need: its document's bytes and, for a job that ran before
+	// (attempt > 1), its checkpoints, each read once for the whole batch, so
+	// that the stages start without a round trip of their own.
 	JobClaimWork(ctx context.Context, params *JobClaimParams) ([]*JobWork, error)
 
 	// CheckpointGetByStageKeys is CheckpointGetByStageKey for many keys in
@@ -312,7 +315,11 @@ type JobPublishItem struct {
 // JobWork is a claimed job with what its first stages read.
 type JobWork struct {
 	Job      *Job
-	Document []byte
+	Document []byte // nil: not read, the worker reads it
+	// Checkpoints of the job, in CheckpointList's order, when
+	// CheckpointsRead; a first attempt has none and reads none.
+	Checkpoints     []*Checkpoint
+	CheckpointsRead bool
 }
 
 type CheckpointGetByStageKeysParams struct {
@@ -376,4 +383,13 @@ type JobTransitionParams struct {
 
 type OutboxListParams struct {
 	JobID string
+}
+
+// CheckpointsInOrder sorts cps as CheckpointList returns them: in lifecycle
+// order of their stage, then by chunk (-1 first).
+func CheckpointsInOrder(cps []*Checkpoint) []*Checkpoint {
+	slices.SortFunc(cps, func(a, b *Checkpoint) int {
+		return cmp.Or(cmp.Compare(slices.Index(stageOrder, a.Stage), slices.Index(stageOrder, b.Stage)), cmp.Compare(a.Chunk, b.Chunk))
+	})
+	return cps
 }

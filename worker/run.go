@@ -57,6 +57,10 @@ type run struct {
 
 	// document is the job's document as the claim read it; nil: read it.
 	document []byte
+	// The job's checkpoints as the claim read them, when checkpointsRead
+	// (a first attempt has none).
+	claimedCheckpoints []*store.Checkpoint
+	checkpointsRead    bool
 	// decisions holds the decision cache's answers read ahead (one read
 	// for every stage key known before the first LLM call); a key in
 	// known but not in decisions has no cached result.
@@ -91,13 +95,16 @@ type cpKey struct {
 func (w *Worker) work(ctx context.Context, claimed *store.JobWork) {
 	job := claimed.Job
 	r := &run{
-		w:         w,
-		job:       job,
-		lease:     store.Lease{JobID: job.ID, Owner: w.cfg.Owner, Attempt: job.Attempt},
-		log:       w.log.With("job_id", job.ID, "attempt", job.Attempt),
-		document:  claimed.Document,
-		decisions: map[string]*store.Checkpoint{},
-		known:     map[string]bool{},
+		w:        w,
+		job:      job,
+		lease:    store.Lease{JobID: job.ID, Owner: w.cfg.Owner, Attempt: job.Attempt},
+		log:      w.log.With("job_id", job.ID, "attempt", job.Attempt),
+		document: claimed.Document,
+
+		claimedCheckpoints: claimed.Checkpoints,
+		checkpointsRead:    claimed.CheckpointsRead,
+		decisions:          map[string]*store.Checkpoint{},
+		known:              map[string]bool{},
 	}
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -178,15 +185,17 @@ func (r *run) checkBudget() error {
 // the publish. See docs/architecture.md, "The batched engine".
 func (r *run) stages(ctx context.Context) error {
 	r.cps = map[cpKey]*store.Checkpoint{}
-	if r.job.Attempt > 1 { // a first attempt has no checkpoints yet
-		cps, err := r.w.cfg.Store.CheckpointList(ctx, &store.CheckpointListParams{JobID: r.job.ID})
-		if err != nil {
+	cps := r.claimedCheckpoints
+	if !r.checkpointsRead { // the claim did not read them
+		var err error
+		if cps, err = r.w.cfg.Store.CheckpointList(ctx, &store.CheckpointListParams{JobID: r.job.ID}); err != nil {
 			return err
 		}
-		for _, cp := range cps {
-			r.cps[cpKey{cp.Stage, cp.Chunk}] = cp
-		}
 	}
+	for _, cp := range cps {
+		r.cps[cpKey{cp.Stage, cp.Chunk}] = cp
+	}
+	r.claimedCheckpoints = nil
 
 	textSpec := stageSpec{
 		stage: store.JobStageTextExtracted, chunk: -1, version: extractVersion, advance: true,

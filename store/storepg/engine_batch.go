@@ -41,8 +41,30 @@ func (s *Store) JobClaimWork(ctx context.Context, params *store.JobClaimParams) 
 		byKey[docKey{d.Tenant, d.Sha256}] = d.Data
 	}
 	work := make([]*store.JobWork, len(jobs))
+	var again []pgtype.UUID
 	for i, j := range jobs {
-		work[i] = &store.JobWork{Job: j, Document: byKey[docKey{j.Tenant, j.DocumentSHA256}]}
+		work[i] = &store.JobWork{Job: j, Document: byKey[docKey{j.Tenant, j.DocumentSHA256}], CheckpointsRead: j.Attempt <= 1}
+		if j.Attempt > 1 {
+			if id, err := parseUUID(j.ID); err == nil {
+				again = append(again, id)
+			}
+		}
+	}
+	if len(again) > 0 {
+		rows, err := s.q.CheckpointListMany(ctx, s.pool, again)
+		if err != nil {
+			return work, nil // the jobs read their checkpoints themselves
+		}
+		byJob := map[string][]*store.Checkpoint{}
+		for _, row := range rows {
+			cp := checkpointFromRow(row)
+			byJob[cp.JobID] = append(byJob[cp.JobID], cp)
+		}
+		for _, w := range work {
+			if w.Job.Attempt > 1 {
+				w.Checkpoints, w.CheckpointsRead = store.CheckpointsInOrder(byJob[w.Job.ID]), true
+			}
+		}
 	}
 	return work, nil
 }

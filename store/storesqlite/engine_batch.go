@@ -31,9 +31,14 @@ func (s *Store) JobClaimWork(ctx context.Context, params *store.JobClaimParams) 
 	}
 	work := make([]*store.JobWork, len(jobs))
 	for i, j := range jobs {
-		work[i] = &store.JobWork{Job: j}
-		// A read that fails leaves the document to the job's first stage.
+		work[i] = &store.JobWork{Job: j, CheckpointsRead: j.Attempt <= 1}
+		// A read that fails leaves it to the job's first stage.
 		work[i].Document, _ = s.DocumentGet(ctx, &store.DocumentGetParams{Tenant: j.Tenant, SHA256: j.DocumentSHA256})
+		if j.Attempt > 1 {
+			if cps, err := s.CheckpointList(ctx, &store.CheckpointListParams{JobID: j.ID}); err == nil {
+				work[i].Checkpoints, work[i].CheckpointsRead = cps, true
+			}
+		}
 	}
 	return work, nil
 }

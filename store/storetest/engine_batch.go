@@ -295,6 +295,27 @@ func exerciseEngineBatch(t *testing.T, newStore func(t *testing.T) Store) {
 		require.Len(t, work, 1)
 		require.Equal(t, params.ID, work[0].Job.ID)
 		require.Equal(t, params.Document, work[0].Document)
+		require.True(t, work[0].CheckpointsRead)
+		require.Empty(t, work[0].Checkpoints, "a first attempt has none")
+
+		// Taken over after its checkpoints: the claim returns them, in
+		// CheckpointList's order.
+		job := work[0].Job
+		require.NoError(t, s.CheckpointWriteMany(t.Context(), &store.CheckpointWriteManyParams{Lease: leaseOf(job), Checkpoints: []store.StageCheckpoint{
+			{Stage: store.JobStageLLMDone, Chunk: 0, StageKey: "stage:v1:l", CodeVersion: "1", Output: []byte(`{}`)},
+			{Stage: store.JobStageTextExtracted, Chunk: -1, StageKey: "stage:v1:t", CodeVersion: "1", Output: []byte("t"), AdvanceStage: true, Message: "m"},
+		}}))
+		want, err := s.CheckpointList(t.Context(), &store.CheckpointListParams{JobID: job.ID})
+		require.NoError(t, err)
+		require.Len(t, want, 2)
+		at := *job.LeaseUntil
+		again, err := s.JobClaimWork(t.Context(), &store.JobClaimParams{Owner: "w2", Limit: 5, LeaseDuration: engineLease, Now: &at})
+		require.NoError(t, err)
+		require.Len(t, again, 1)
+		require.Equal(t, int32(2), again[0].Job.Attempt)
+		require.True(t, again[0].CheckpointsRead)
+		require.Equal(t, want, again[0].Checkpoints)
+		require.Equal(t, params.Document, again[0].Document)
 	})
 }
 

@@ -197,3 +197,8 @@ event AS (
         job_id uuid, owner text, attempt integer, output jsonb, message text, advances integer) ON batch.job_id = job.id
 )
 SELECT * FROM job;
+
+-- name: CheckpointListMany :many
+-- The checkpoints of a claimed batch's jobs that ran before, in one read.
+SELECT * FROM job_checkpoints
+WHERE job_id = ANY(@job_ids::uuid[]);

@@ -79,6 +79,43 @@ func (q *Queries) CheckpointGetByStageKeys(ctx context.Context, db DBTX, arg Che
 	return items, nil
 }
 
+const checkpointListMany = `-- name: CheckpointListMany :many
+SELECT job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, created_at, reused_from FROM job_checkpoints
+WHERE job_id = ANY($1::uuid[])
+`
+
+// The checkpoints of a claimed batch's jobs that ran before, in one read.
+func (q *Queries) CheckpointListMany(ctx context.Context, db DBTX, jobIds []pgtype.UUID) ([]JobCheckpoint, error) {
+	rows, err := db.Query(ctx, checkpointListMany, jobIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobCheckpoint
+	for rows.Next() {
+		var i JobCheckpoint
+		if err := rows.Scan(
+			&i.JobID,
+			&i.Tenant,
+			&i.Stage,
+			&i.Chunk,
+			&i.StageKey,
+			&i.CodeVersion,
+			&i.Attempt,
+			&i.Output,
+			&i.CreatedAt,
+			&i.ReusedFrom,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const checkpointWriteMany = `-- name: CheckpointWriteMany :one
 WITH attempt AS (
     INSERT INTO llm_attempts (
