@@ -269,6 +269,7 @@ func (r *run) stages(ctx context.Context) error {
 	if _, err := r.stage(ctx, chunksSpec); err != nil {
 		return err
 	}
+	r.computed = nil // taken: the pending checkpoints hold them
 	outputs := make([][]byte, len(chunks))
 	for i, spec := range chunkSpecs {
 		if outputs[i], err = r.stage(ctx, spec); err != nil {
