@@ -366,16 +366,19 @@ func TestConnectionFaults(t *testing.T) {
 	}{
 		{"ClaimCutAfterCommit", pgproxy.Fault{Statement: "JobClaim", Action: pgproxy.CutAfter}},
 		{"ClaimCutBefore", pgproxy.Fault{Statement: "JobClaim", Action: pgproxy.CutBefore, Times: 3}},
-		{"CheckpointCutAfterCommit", pgproxy.Fault{Statement: "CheckpointWrite", Action: pgproxy.CutAfter, Times: 3}},
-		{"CheckpointCutBefore", pgproxy.Fault{Statement: "CheckpointWrite", Action: pgproxy.CutBefore, Times: 3}},
-		{"JournalCutAfterCommit", pgproxy.Fault{Statement: "LLMAttemptRecord", Action: pgproxy.CutAfter, Times: 2}},
-		{"PublishCutAfterCommit", pgproxy.Fault{Statement: "JobPublish", Action: pgproxy.CutAfter, Times: 2}},
-		{"PublishCutBefore", pgproxy.Fault{Statement: "JobPublish", Action: pgproxy.CutBefore, Times: 2}},
-		{"PublishStalled", pgproxy.Fault{Statement: "JobPublish", Action: pgproxy.StallBefore, Duration: 1500 * time.Millisecond}},
-		{"HeartbeatCut", pgproxy.Fault{Statement: "JobHeartbeat", Action: pgproxy.CutBefore, Times: 3}},
+		// An LLM answer's journal row and its checkpoint are one statement
+		// (CheckpointWriteMany), and the completer publishes in batches
+		// (JobPublishMany): docs/architecture.md, "The batched engine".
+		{"CheckpointCutAfterCommit", pgproxy.Fault{Statement: "CheckpointWriteMany", Action: pgproxy.CutAfter, Times: 3}},
+		{"CheckpointCutBefore", pgproxy.Fault{Statement: "CheckpointWriteMany", Action: pgproxy.CutBefore, Times: 3}},
+		{"JournalCutAfterCommit", pgproxy.Fault{Statement: "CheckpointWriteMany", Action: pgproxy.CutAfter, Times: 2}},
+		{"PublishCutAfterCommit", pgproxy.Fault{Statement: "JobPublishMany", Action: pgproxy.CutAfter, Times: 2}},
+		{"PublishCutBefore", pgproxy.Fault{Statement: "JobPublishMany", Action: pgproxy.CutBefore, Times: 2}},
+		{"PublishStalled", pgproxy.Fault{Statement: "JobPublishMany", Action: pgproxy.StallBefore, Duration: 1500 * time.Millisecond}},
+		{"HeartbeatCut", pgproxy.Fault{Statement: "JobHeartbeatMany", Action: pgproxy.CutBefore, Times: 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.fault.Statement == "JobHeartbeat" {
+			if tc.fault.Statement == "JobHeartbeatMany" {
 				// Jobs that run long enough to heartbeat (every lease/3).
 				e.sim.setFaults(t, `{"latency": "400ms"}`)
 				defer e.sim.setFaults(t, `{}`)
@@ -401,7 +404,7 @@ func TestConnectionFaults(t *testing.T) {
 		// over meanwhile: the row lock fences it out, and A's commit lands.
 		id := e.submit(t, client, "stalled-commit", 1)[0]
 		pa := e.proxy(t)
-		in := pa.Inject(pgproxy.Fault{Statement: "JobPublish", Action: pgproxy.StallCommit, Duration: 3 * time.Second})
+		in := pa.Inject(pgproxy.Fault{Statement: "JobPublishMany", Action: pgproxy.StallCommit, Duration: 3 * time.Second})
 		a := e.worker(t, "worker-a", pa, 1)
 		waitFired(t, in)
 		b := e.worker(t, "worker-b", e.proxy(t), 1)
@@ -421,7 +424,7 @@ func TestConnectionFaults(t *testing.T) {
 		// must be refused by the fence.
 		id := e.submit(t, client, "partitioned", 1)[0]
 		pa := e.proxy(t)
-		in := pa.Inject(pgproxy.Fault{Statement: "JobPublish", Action: pgproxy.Partition, Duration: 4 * time.Second})
+		in := pa.Inject(pgproxy.Fault{Statement: "JobPublishMany", Action: pgproxy.Partition, Duration: 4 * time.Second})
 		a := e.worker(t, "worker-a", pa, 1)
 		waitFired(t, in)
 		b := e.worker(t, "worker-b", e.proxy(t), 1)
