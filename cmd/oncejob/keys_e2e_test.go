@@ -53,7 +53,8 @@ func TestKeysCLI(t *testing.T) {
 	require.NotContains(t, list, operator)
 
 	addr := freeAddr(t)
-	p := start(t, "serve-keys", nil, "serve", "--database-url", url, "--grpc-addr", addr)
+	// No workers: the job stays QUEUED, so the operator's cancel applies.
+	p := start(t, "serve-keys", nil, "serve", "--database-url", url, "--grpc-addr", addr, "--workers", "0")
 	t.Cleanup(p.stop)
 	waitHealthy(t, p, addr)
 	require.NotContains(t, p.logs.String(), "DEV MODE", "the store's keys end dev mode")
