@@ -425,6 +425,10 @@ func (r *run) stage(ctx context.Context, s stageSpec) ([]byte, error) {
 	})
 	if attempt != nil {
 		if err := r.flush(ctx, attempt); err != nil {
+			// The output rests on a call the journal does not hold: the
+			// settling flush must not checkpoint it (its usage would never
+			// be counted). The next attempt asks the provider again.
+			r.pending = r.pending[:len(r.pending)-1]
 			return nil, err
 		}
 	}
