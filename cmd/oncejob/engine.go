@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -56,7 +57,17 @@ func (o *engineOpts) provider(logger *slog.Logger) (llm.Provider, func(), error)
 		baseURL, lookupPath, stop = sim.URL, llmsim.LookupPath, func() { _ = sim.Close() }
 		logger.Info("no --llm-base-url: using the built-in LLM simulator", "url", sim.URL)
 	}
-	p, err := llm.NewOpenAI(llm.Config{BaseURL: baseURL, APIKey: o.llmAPIKey, Timeout: o.llmTimeout, LookupPath: lookupPath})
+	// Every worker calls the one provider host. net/http keeps 2 idle
+	// connections per host by default: after a burst of calls all but two
+	// are closed and the next calls dial again (a TCP handshake, or a TLS
+	// one, per call). Keep as many as jobs run at once.
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = max(o.workers, 2)
+	transport.MaxIdleConns = max(o.workers, transport.MaxIdleConns)
+	p, err := llm.NewOpenAI(llm.Config{
+		BaseURL: baseURL, APIKey: o.llmAPIKey, Timeout: o.llmTimeout, LookupPath: lookupPath,
+		HTTPClient: &http.Client{Transport: transport},
+	})
 	if err != nil {
 		stop()
 		return nil, nil, err
