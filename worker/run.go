@@ -471,7 +471,10 @@ func (r *run) flush(ctx context.Context, attempt *store.LLMAttempt) error {
 		return nil
 	}
 	failpoint.Inject(failpoint.BeforeCheckpointWrite)
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	// Bounded by the lease, not less: thousands of calls that return
+	// together queue their writes for the pool's connections, and a write
+	// given up sends its job to wait for its lease to expire.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(10*time.Second, r.w.cfg.LeaseDuration))
 	defer cancel()
 	err := r.w.cfg.Store.CheckpointWriteMany(wctx, &store.CheckpointWriteManyParams{
 		Lease: r.lease, Checkpoints: r.pending, Attempt: attempt,
