@@ -189,6 +189,12 @@ type Job struct {
 	// Approved: an operator approved the job's planned output (pipelines
 	// with require_approval); the next run publishes it.
 	Approved bool
+	// Traceparent is the W3C trace context the job was submitted under
+	// (JobSubmitParams.Traceparent).
+	Traceparent string
+	// ClaimedFrom is set by JobClaim only: the status the job was claimed
+	// from. Running is a lease takeover.
+	ClaimedFrom JobStatus
 }
 
 // JobError is the last error of a job.
@@ -231,6 +237,11 @@ type JobSubmitParams struct {
 	// write that answers it, so a created job is never outside its run. An
 	// item already in the run keeps its first record.
 	RunID string
+	// Traceparent is the W3C trace context of the submitting call, kept on
+	// the job so the work it causes joins the submitter's trace; empty:
+	// none. Not part of the fingerprint: a replay from another trace is the
+	// same request.
+	Traceparent string
 }
 
 // JobSubmitResult is the job and what JobSubmit did.

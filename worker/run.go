@@ -77,6 +77,11 @@ type run struct {
 	dedupChecked bool
 	computedBy   string
 
+	// How the attempt ended, for the Observer: the status it wrote, and
+	// the budget a dead letter spent.
+	settled store.JobStatus
+	budget  string
+
 	// What earlier attempts journaled per provider key; loaded on a
 	// job's second attempt or later.
 	journal map[string]keyHistory
@@ -106,6 +111,8 @@ func (w *Worker) work(ctx context.Context, claimed *store.JobWork) {
 		decisions:          map[string]*store.Checkpoint{},
 		known:              map[string]bool{},
 	}
+	ctx, end := w.cfg.Observer.JobStarted(ctx, job)
+	defer func() { end(r.settled, r.budget) }()
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	w.heartbeater.add(r.lease, cancel)
@@ -146,7 +153,7 @@ func (r *run) prepare() error {
 	// attempts budget does not stop them; it stops crash loops.
 	released := r.job.Approved || (r.job.Error != nil && r.job.Error.Code == unknownOutcomeCode)
 	if !released && r.job.BudgetAttempts > int32(p.Retry.MaxAttempts) {
-		return &budgetError{fmt.Sprintf("attempts spent: %d of %d (workers died or lost their leases)", r.job.BudgetAttempts-1, p.Retry.MaxAttempts)}
+		return &budgetError{"attempts", fmt.Sprintf("attempts spent: %d of %d (workers died or lost their leases)", r.job.BudgetAttempts-1, p.Retry.MaxAttempts)}
 	}
 	return nil
 }
@@ -160,8 +167,9 @@ type retryableError struct {
 
 func (e *retryableError) Error() string { return e.code + ": " + e.err.Error() }
 
-// budgetError dead-letters a job.
-type budgetError struct{ reason string }
+// budgetError dead-letters a job. kind names the budget spent: attempts,
+// deadline or tokens.
+type budgetError struct{ kind, reason string }
 
 func (e *budgetError) Error() string { return "budget spent: " + e.reason }
 
@@ -169,10 +177,10 @@ func (e *budgetError) Error() string { return "budget spent: " + e.reason }
 func (r *run) checkBudget() error {
 	policy := r.p.Retry
 	if d := time.Since(r.job.BudgetStartedAt); d > policy.Deadline {
-		return &budgetError{fmt.Sprintf("deadline of %s passed", policy.Deadline)}
+		return &budgetError{"deadline", fmt.Sprintf("deadline of %s passed", policy.Deadline)}
 	}
 	if used := r.job.BudgetTokens + r.tokens; used >= policy.MaxCostTokens {
-		return &budgetError{fmt.Sprintf("%d of %d tokens used", used, policy.MaxCostTokens)}
+		return &budgetError{"tokens", fmt.Sprintf("%d of %d tokens used", used, policy.MaxCostTokens)}
 	}
 	return nil
 }
@@ -391,11 +399,14 @@ func (s stageSpec) key() string { return stageKey(s.stage, s.version, s.inputs) 
 // stage key), else computed. The last two are checkpointed, fenced: an LLM
 // answer at once, with its journal row and the checkpoints pending before
 // it, in one write; any other stage with the next such write.
-func (r *run) stage(ctx context.Context, s stageSpec) ([]byte, error) {
+func (r *run) stage(ctx context.Context, s stageSpec) (_ []byte, err error) {
 	key := s.key()
 	if cp, ok := r.cps[cpKey{s.stage, s.chunk}]; ok && cp.StageKey == key {
 		return cp.Output, nil
 	}
+	ctx, end := r.w.cfg.Observer.StageStarted(ctx, r.job, s.stage, s.chunk)
+	source := "computed"
+	defer func() { end(source, err) }()
 	var (
 		out                 []byte
 		message, reusedFrom = "computed", ""
@@ -404,6 +415,7 @@ func (r *run) stage(ctx context.Context, s stageSpec) ([]byte, error) {
 	cached, err := r.decision(ctx, key)
 	switch {
 	case err == nil:
+		source = "cache"
 		out, message, reusedFrom = cached.Output, "reused from job "+cached.JobID, cached.JobID
 	case errors.Is(err, store.ErrNotFound):
 		r.stageKey = key
@@ -544,6 +556,9 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 	if err != nil {
 		return nil, nil, err
 	}
+	ctx, end := r.w.cfg.Observer.LLMCallStarted(ctx, r.job, req.Model)
+	var attempt store.LLMAttempt
+	defer func() { end(&attempt) }()
 	start := time.Now()
 	// Asking the provider about a call it may have finished costs nothing,
 	// so it comes before the budget; a new call does not.
@@ -560,7 +575,7 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 		failpoint.Inject(failpoint.AfterLLMResponse)
 	}
 
-	attempt := store.LLMAttempt{
+	attempt = store.LLMAttempt{
 		JobID:         r.job.ID,
 		Tenant:        r.job.Tenant,
 		JobAttempt:    r.job.Attempt,

@@ -21,8 +21,10 @@ const unknownOutcomeCode = "PROVIDER_OUTCOME_UNKNOWN"
 // one transaction, which the completer shares with the other jobs ready to
 // publish. A nil output publishes the result another job computed for the
 // same dedup key.
-func (r *run) publish(_ context.Context, output []byte) error {
-	_, err := r.w.completer.publish(&store.JobPublishParams{
+func (r *run) publish(ctx context.Context, output []byte) (err error) {
+	_, end := r.w.cfg.Observer.StageStarted(ctx, r.job, store.JobStagePublished, -1)
+	defer func() { end("computed", err) }()
+	_, err = r.w.completer.publish(&store.JobPublishParams{
 		Lease:       r.lease,
 		Output:      output,
 		Message:     "published",
@@ -32,6 +34,7 @@ func (r *run) publish(_ context.Context, output []byte) error {
 		return err
 	}
 	r.pending = nil
+	r.settled = store.JobStatusSucceeded
 	failpoint.Inject(failpoint.AfterPublishCommit)
 	return nil
 }
@@ -80,7 +83,9 @@ func (r *run) settle(ctx, jobCtx context.Context, err error) {
 		})
 		if err != nil {
 			r.log.Warn("requeueing on shutdown failed; the lease will expire", "error", err)
+			return
 		}
+		r.settled = store.JobStatusRetryWait
 		return
 	}
 
@@ -92,12 +97,15 @@ func (r *run) settle(ctx, jobCtx context.Context, err error) {
 		})
 		if terr != nil {
 			r.settle(ctx, jobCtx, terr)
+			return
 		}
+		r.settled = store.JobStatusAwaitingApproval
 		return
 	}
 
 	var budget *budgetError
 	if errors.As(err, &budget) {
+		r.budget = budget.kind
 		r.transition(wctx, store.JobStatusDeadLettered, &store.JobError{Code: "BUDGET_SPENT", Message: budget.reason}, nil, "dead-lettered: "+budget.reason)
 		return
 	}
@@ -158,6 +166,7 @@ func (r *run) retryOrDeadLetter(ctx context.Context, err error, jobErr *store.Jo
 	policy := r.p.Retry
 	if r.job.BudgetAttempts >= int32(policy.MaxAttempts) {
 		reason := fmt.Sprintf("attempts spent: %d of %d; last error: %s", r.job.BudgetAttempts, policy.MaxAttempts, jobErr.Message)
+		r.budget = "attempts"
 		r.transition(ctx, store.JobStatusDeadLettered, &store.JobError{Code: "BUDGET_SPENT", Message: reason, Retryable: true}, nil, "dead-lettered: "+reason)
 		return
 	}
@@ -169,6 +178,7 @@ func (r *run) retryOrDeadLetter(ctx context.Context, err error, jobErr *store.Jo
 	at := r.w.cfg.Now().Add(backoff(policy, r.job.BudgetAttempts, retryAfter))
 	if deadline := r.job.BudgetStartedAt.Add(policy.Deadline); at.After(deadline) {
 		reason := fmt.Sprintf("the next retry (%s) would pass the deadline of %s; last error: %s", at.Format(time.RFC3339), policy.Deadline, jobErr.Message)
+		r.budget = "deadline"
 		r.transition(ctx, store.JobStatusDeadLettered, &store.JobError{Code: "BUDGET_SPENT", Message: reason, Retryable: true}, nil, "dead-lettered: "+reason)
 		return
 	}
@@ -183,6 +193,7 @@ func (r *run) transition(ctx context.Context, to store.JobStatus, jobErr *store.
 	case err != nil:
 		r.log.Error("settling the job failed; the lease will expire", "to", to, "error", err)
 	default:
+		r.settled = to
 		r.log.Info("job settled", "status", to, "message", message)
 	}
 }

@@ -76,6 +76,9 @@ type Config struct {
 	PublishMaxBatch int
 	// Logger. Default: slog.Default().
 	Logger *slog.Logger
+	// Observer is told of claims, stages and LLM calls (metrics, traces).
+	// Default: none.
+	Observer Observer
 	// Now is the clock due times are computed on: a retry's backoff, the
 	// reconciler's next look-up. Claims and heartbeats run on the
 	// database's clock, shared by every process. Default: time.Now.
@@ -116,6 +119,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
 	}
 	return c
 }

@@ -39,11 +39,57 @@ func (s *Store) JobClaim(ctx context.Context, params *store.JobClaimParams) ([]*
 	jobs := make([]*store.Job, len(rows))
 	for i, row := range rows {
 		s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
-		if jobs[i], err = jobFromRow(dbsqlc.Job(row)); err != nil {
+		if jobs[i], err = jobFromRow(jobFromClaimRow(row)); err != nil {
 			return nil, err
 		}
+		jobs[i].ClaimedFrom = store.JobStatus(row.ClaimedFrom)
 	}
 	return jobs, nil
+}
+
+// jobFromClaimRow is the job of a claimed row, which carries the status it
+// was claimed from beside the job's columns.
+func jobFromClaimRow(row dbsqlc.JobClaimRow) dbsqlc.Job {
+	return dbsqlc.Job{
+		ID:                row.ID,
+		Tenant:            row.Tenant,
+		IdempotencyKey:    row.IdempotencyKey,
+		DedupKey:          row.DedupKey,
+		Pipeline:          row.Pipeline,
+		PipelineVersion:   row.PipelineVersion,
+		PromptVersion:     row.PromptVersion,
+		ModelProfile:      row.ModelProfile,
+		Status:            row.Status,
+		Stage:             row.Stage,
+		Attempt:           row.Attempt,
+		Output:            row.Output,
+		Error:             row.Error,
+		DeduplicatedFrom:  row.DeduplicatedFrom,
+		DocumentSha256:    row.DocumentSha256,
+		DocumentMediaType: row.DocumentMediaType,
+		DocumentName:      row.DocumentName,
+		DocumentSizeBytes: row.DocumentSizeBytes,
+		Params:            row.Params,
+		Labels:            row.Labels,
+		PromptTokens:      row.PromptTokens,
+		CompletionTokens:  row.CompletionTokens,
+		CostMicros:        row.CostMicros,
+		LlmCalls:          row.LlmCalls,
+		LastEventSeq:      row.LastEventSeq,
+		LeaseOwner:        row.LeaseOwner,
+		LeaseUntil:        row.LeaseUntil,
+		CreatedAt:         row.CreatedAt,
+		UpdatedAt:         row.UpdatedAt,
+		FinishedAt:        row.FinishedAt,
+		RunAfter:          row.RunAfter,
+		CancelRequested:   row.CancelRequested,
+		BudgetStartedAt:   row.BudgetStartedAt,
+		BudgetAttempts:    row.BudgetAttempts,
+		BudgetTokens:      row.BudgetTokens,
+		Approved:          row.Approved,
+		Generation:        row.Generation,
+		Traceparent:       row.Traceparent,
+	}
 }
 
 // JobHeartbeat implements store.EngineStore.

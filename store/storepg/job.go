@@ -97,6 +97,7 @@ func jobFromRow(r dbsqlc.Job) (*store.Job, error) {
 		Attempt:          r.Attempt,
 		Output:           r.Output,
 		DeduplicatedFrom: r.DeduplicatedFrom.String(),
+		Traceparent:      r.Traceparent,
 		Usage: store.JobUsage{
 			PromptTokens:     r.PromptTokens,
 			CompletionTokens: r.CompletionTokens,

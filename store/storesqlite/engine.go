@@ -58,6 +58,7 @@ func (s *Store) JobClaim(ctx context.Context, params *store.JobClaimParams) ([]*
 			if err != nil {
 				return err
 			}
+			job.ClaimedFrom = store.JobStatus(c.Status)
 			jobs = append(jobs, job)
 		}
 		return nil

@@ -131,6 +131,7 @@ func jobInsertArgs(p *store.JobSubmitParams) (dbsqlite.JobInsertParams, error) {
 		DocumentSizeBytes: int64(len(p.Document)),
 		Params:            jobParams,
 		Labels:            string(labels),
+		Traceparent:       p.Traceparent,
 	}, nil
 }
 
@@ -225,6 +226,7 @@ func jobFromRow(r dbsqlite.Job) (*store.Job, error) {
 		Status:          store.JobStatus(r.Status),
 		Stage:           store.JobStage(r.Stage),
 		Attempt:         int32(r.Attempt),
+		Traceparent:     r.Traceparent,
 		Usage: store.JobUsage{
 			PromptTokens:     r.PromptTokens,
 			CompletionTokens: r.CompletionTokens,

@@ -110,6 +110,8 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 
 				got, err := b.store.JobGetByID(b.ctx, &store.JobGetByIDParams{Tenant: job.Tenant, ID: id})
 				require.NoError(t, err)
+				require.Equal(t, store.JobStatusQueued, job.ClaimedFrom)
+				got.ClaimedFrom = job.ClaimedFrom // the claim's, not the job's
 				require.Equal(t, job, got)
 
 				events := requireConsecutiveEvents(t, b.store, job)
@@ -255,6 +257,9 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 			require.Len(t, takenOver, 1)
 			taken := takenOver[0]
 			require.Equal(t, first.ID, taken.ID)
+			require.Equal(t, store.JobStatusQueued, first.ClaimedFrom)
+			require.Equal(t, store.JobStatusRunning, taken.ClaimedFrom, "a takeover is a claim from running")
+			taken.ClaimedFrom = "" // a claim's alone, not the job's
 			require.Equal(t, store.JobStatusRunning, taken.Status)
 			require.Equal(t, int32(2), taken.Attempt)
 			require.Equal(t, int32(2), taken.BudgetAttempts)
@@ -903,6 +908,7 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 			require.Equal(t, 5, refused) // queued, running, succeeded, "", bogus
 			got, err := b.store.JobGetByID(b.ctx, &store.JobGetByIDParams{Tenant: job.Tenant, ID: job.ID})
 			require.NoError(t, err)
+			got.ClaimedFrom = job.ClaimedFrom // the claim's, not the job's
 			require.Equal(t, job, got)
 			require.Len(t, requireConsecutiveEvents(t, b.store, job), 2)
 		})

@@ -33,6 +33,7 @@ type Store interface {
 	store.ScheduleStore
 	store.APIKeyStore
 	store.UsageStore
+	store.StatsStore
 }
 
 // Exercise runs the suite. newStore returns an empty, migrated store that
@@ -619,6 +620,11 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Run("APIKey", func(t *testing.T) {
 		t.Parallel()
 		exerciseAPIKey(t, newStore)
+	})
+
+	t.Run("Stats", func(t *testing.T) {
+		t.Parallel()
+		exerciseStats(t, newStore)
 	})
 }
 

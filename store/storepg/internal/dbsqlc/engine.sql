@@ -4,7 +4,8 @@
 -- stay identical to the index's) and locks rows as LIMIT takes them, skipping
 -- rows another claimer holds; a row changed since the snapshot is rechecked
 -- against the WHERE clause when locked, so a job just claimed elsewhere is
--- passed over. The candidate keeps the old status and owner for the event.
+-- passed over. The candidate keeps the old status and owner for the event,
+-- and the status is returned too (a takeover is a claim from running).
 -- An outcome_unknown job sorts at its run_after; without one its key is NULL
 -- and it is never claimed (only ResolveJob settles it). @now, when not NULL,
 -- is the time the claim runs at (tests); NULL is the database's clock.
@@ -46,8 +47,9 @@ event AS (
     FROM job
     JOIN candidate ON candidate.id = job.id
 )
-SELECT * FROM job
-ORDER BY created_at, id;
+SELECT job.*, candidate.old_status::text AS claimed_from
+FROM job JOIN candidate ON candidate.id = job.id
+ORDER BY job.created_at, job.id;
 
 -- name: JobHeartbeat :one
 -- Extends a lease while (owner, attempt) still hold it, from @now or, when

@@ -209,7 +209,7 @@ job AS (
         updated_at = now()
     FROM candidate
     WHERE jobs.id = candidate.id
-    RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation
+    RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
@@ -222,8 +222,9 @@ event AS (
     FROM job
     JOIN candidate ON candidate.id = job.id
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM job
-ORDER BY created_at, id
+SELECT job.id, job.tenant, job.idempotency_key, job.dedup_key, job.pipeline, job.pipeline_version, job.prompt_version, job.model_profile, job.status, job.stage, job.attempt, job.output, job.error, job.deduplicated_from, job.document_sha256, job.document_media_type, job.document_name, job.document_size_bytes, job.params, job.labels, job.prompt_tokens, job.completion_tokens, job.cost_micros, job.llm_calls, job.last_event_seq, job.lease_owner, job.lease_until, job.created_at, job.updated_at, job.finished_at, job.run_after, job.cancel_requested, job.budget_started_at, job.budget_attempts, job.budget_tokens, job.approved, job.generation, job.traceparent, candidate.old_status::text AS claimed_from
+FROM job JOIN candidate ON candidate.id = job.id
+ORDER BY job.created_at, job.id
 `
 
 type JobClaimParams struct {
@@ -274,6 +275,8 @@ type JobClaimRow struct {
 	BudgetTokens      int64
 	Approved          bool
 	Generation        int32
+	Traceparent       string
+	ClaimedFrom       string
 }
 
 // Claims up to @max jobs in one statement. The candidate scan walks
@@ -281,7 +284,8 @@ type JobClaimRow struct {
 // stay identical to the index's) and locks rows as LIMIT takes them, skipping
 // rows another claimer holds; a row changed since the snapshot is rechecked
 // against the WHERE clause when locked, so a job just claimed elsewhere is
-// passed over. The candidate keeps the old status and owner for the event.
+// passed over. The candidate keeps the old status and owner for the event,
+// and the status is returned too (a takeover is a claim from running).
 // An outcome_unknown job sorts at its run_after; without one its key is NULL
 // and it is never claimed (only ResolveJob settles it). @now, when not NULL,
 // is the time the claim runs at (tests); NULL is the database's clock.
@@ -340,6 +344,8 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 			&i.BudgetTokens,
 			&i.Approved,
 			&i.Generation,
+			&i.Traceparent,
+			&i.ClaimedFrom,
 		); err != nil {
 			return nil, err
 		}
@@ -352,7 +358,7 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 }
 
 const jobComputedSuccessGet = `-- name: JobComputedSuccessGet :one
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM jobs
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM jobs
 WHERE tenant = $1::text
     AND dedup_key = $2::text
     AND status = 'succeeded'
@@ -405,6 +411,7 @@ func (q *Queries) JobComputedSuccessGet(ctx context.Context, db DBTX, arg JobCom
 		&i.BudgetTokens,
 		&i.Approved,
 		&i.Generation,
+		&i.Traceparent,
 	)
 	return i, err
 }
@@ -467,7 +474,7 @@ job AS (
         AND lease_owner = $3::text
         AND attempt = $4::integer
         AND status = 'running'
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
@@ -476,7 +483,7 @@ event AS (
             ELSE $5::text || ' (deduplicated from ' || job.deduplicated_from::text || ')' END
     FROM job
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM job
 `
 
 type JobPublishParams struct {
@@ -525,6 +532,7 @@ type JobPublishRow struct {
 	BudgetTokens      int64
 	Approved          bool
 	Generation        int32
+	Traceparent       string
 }
 
 // The published stage in one statement, fenced like CheckpointWrite (the
@@ -581,6 +589,7 @@ func (q *Queries) JobPublish(ctx context.Context, db DBTX, arg JobPublishParams)
 		&i.BudgetTokens,
 		&i.Approved,
 		&i.Generation,
+		&i.Traceparent,
 	)
 	return i, err
 }
@@ -602,7 +611,7 @@ WITH job AS (
         AND lease_owner = $9::text
         AND attempt = $10::integer
         AND status = 'running'
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
@@ -610,7 +619,7 @@ event AS (
         CASE WHEN job.status <> $2::text THEN $11::text ELSE $12::text END
     FROM job
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM job
 `
 
 type JobTransitionParams struct {
@@ -666,6 +675,7 @@ type JobTransitionRow struct {
 	BudgetTokens      int64
 	Approved          bool
 	Generation        int32
+	Traceparent       string
 }
 
 // Moves a running job to @status, fenced like CheckpointWrite, clearing the
@@ -729,6 +739,7 @@ func (q *Queries) JobTransition(ctx context.Context, db DBTX, arg JobTransitionP
 		&i.BudgetTokens,
 		&i.Approved,
 		&i.Generation,
+		&i.Traceparent,
 	)
 	return i, err
 }

@@ -26,14 +26,14 @@ WITH job AS (
     WHERE tenant = $2::text
         AND id = $3::uuid
         AND status NOT IN ('succeeded', 'failed', 'cancelled', 'dead_lettered')
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
     SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, 'published'
     FROM job
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM job
 `
 
 type JobCompleteParams struct {
@@ -80,6 +80,7 @@ type JobCompleteRow struct {
 	BudgetTokens      int64
 	Approved          bool
 	Generation        int32
+	Traceparent       string
 }
 
 // Publishes a job's output and appends its event in one statement. The
@@ -125,12 +126,13 @@ func (q *Queries) JobComplete(ctx context.Context, db DBTX, arg JobCompleteParam
 		&i.BudgetTokens,
 		&i.Approved,
 		&i.Generation,
+		&i.Traceparent,
 	)
 	return i, err
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM jobs
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM jobs
 WHERE tenant = $1::text AND id = $2::uuid
 `
 
@@ -180,12 +182,13 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, arg JobGetByIDParams)
 		&i.BudgetTokens,
 		&i.Approved,
 		&i.Generation,
+		&i.Traceparent,
 	)
 	return i, err
 }
 
 const jobGetByIdempotencyKey = `-- name: JobGetByIdempotencyKey :one
-SELECT idempotency_keys.fingerprint, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation
+SELECT idempotency_keys.fingerprint, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent
 FROM idempotency_keys
 JOIN jobs ON jobs.id = idempotency_keys.job_id
 WHERE idempotency_keys.tenant = $1::text
@@ -248,12 +251,13 @@ func (q *Queries) JobGetByIdempotencyKey(ctx context.Context, db DBTX, arg JobGe
 		&i.Job.BudgetTokens,
 		&i.Job.Approved,
 		&i.Job.Generation,
+		&i.Job.Traceparent,
 	)
 	return i, err
 }
 
 const jobGetByIdempotencyKeyMany = `-- name: JobGetByIdempotencyKeyMany :many
-SELECT input.ord, idempotency_keys.fingerprint, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation
+SELECT input.ord, idempotency_keys.fingerprint, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent
 FROM (
     SELECT unnest($1::text[]) AS tenant,
         unnest($2::text[]) AS method,
@@ -330,6 +334,7 @@ func (q *Queries) JobGetByIdempotencyKeyMany(ctx context.Context, db DBTX, arg J
 			&i.Job.BudgetTokens,
 			&i.Job.Approved,
 			&i.Job.Generation,
+			&i.Job.Traceparent,
 		); err != nil {
 			return nil, err
 		}
@@ -342,7 +347,7 @@ func (q *Queries) JobGetByIdempotencyKeyMany(ctx context.Context, db DBTX, arg J
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM jobs
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM jobs
 WHERE tenant = $1::text
     AND ($2::text IS NULL OR status = $2::text)
     AND ($3::text IS NULL OR pipeline = $3::text)
@@ -420,6 +425,7 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 			&i.BudgetTokens,
 			&i.Approved,
 			&i.Generation,
+			&i.Traceparent,
 		); err != nil {
 			return nil, err
 		}
@@ -451,7 +457,8 @@ WITH input AS (
         unnest($14::text[]) AS document_name,
         unnest($15::jsonb[]) AS params,
         unnest($16::jsonb[]) AS labels,
-        unnest($17::uuid[]) AS run_id
+        unnest($17::uuid[]) AS run_id,
+        unnest($18::text[]) AS traceparent
 ),
 idem AS (
     INSERT INTO idempotency_keys (tenant, method, idem_key, fingerprint, job_id)
@@ -462,7 +469,7 @@ idem AS (
     RETURNING job_id
 ),
 created AS (
-    SELECT input.id, input.tenant, input.method, input.idem_key, input.fingerprint, input.dedup_key, input.pipeline, input.pipeline_version, input.prompt_version, input.model_profile, input.document_sha256, input.document_media_type, input.document_data, input.document_name, input.params, input.labels, input.run_id
+    SELECT input.id, input.tenant, input.method, input.idem_key, input.fingerprint, input.dedup_key, input.pipeline, input.pipeline_version, input.prompt_version, input.model_profile, input.document_sha256, input.document_media_type, input.document_data, input.document_name, input.params, input.labels, input.run_id, input.traceparent
     FROM input
     JOIN idem ON idem.job_id = input.id
 ),
@@ -479,7 +486,7 @@ job AS (
         id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version,
         prompt_version, model_profile, status, stage, output, deduplicated_from,
         document_sha256, document_media_type, document_name, document_size_bytes,
-        params, labels, finished_at
+        params, labels, finished_at, traceparent
     )
     SELECT created.id, created.tenant, created.idem_key, created.dedup_key,
         created.pipeline, created.pipeline_version, created.prompt_version,
@@ -489,7 +496,8 @@ job AS (
         source.output, source.id,
         created.document_sha256, created.document_media_type, created.document_name,
         length(created.document_data), created.params, created.labels,
-        CASE WHEN source.id IS NULL THEN NULL ELSE now() END
+        CASE WHEN source.id IS NULL THEN NULL ELSE now() END,
+        created.traceparent
     FROM created
     LEFT JOIN LATERAL (
         SELECT jobs.id, jobs.output
@@ -499,7 +507,7 @@ job AS (
             AND jobs.status = 'succeeded'
             AND jobs.deduplicated_from IS NULL
     ) AS source ON true
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
@@ -517,7 +525,7 @@ run_item AS (
     WHERE created.run_id IS NOT NULL
     ON CONFLICT DO NOTHING
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM job
 `
 
 type JobSubmitManyParams struct {
@@ -538,6 +546,7 @@ type JobSubmitManyParams struct {
 	Params            [][]byte
 	Labels            [][]byte
 	RunID             []pgtype.UUID
+	Traceparent       []string
 }
 
 type JobSubmitManyRow struct {
@@ -578,6 +587,7 @@ type JobSubmitManyRow struct {
 	BudgetTokens      int64
 	Approved          bool
 	Generation        int32
+	Traceparent       string
 }
 
 // Creates a job for every submission whose idempotency key is new, in one
@@ -613,6 +623,7 @@ func (q *Queries) JobSubmitMany(ctx context.Context, db DBTX, arg JobSubmitManyP
 		arg.Params,
 		arg.Labels,
 		arg.RunID,
+		arg.Traceparent,
 	)
 	if err != nil {
 		return nil, err
@@ -659,6 +670,7 @@ func (q *Queries) JobSubmitMany(ctx context.Context, db DBTX, arg JobSubmitManyP
 			&i.BudgetTokens,
 			&i.Approved,
 			&i.Generation,
+			&i.Traceparent,
 		); err != nil {
 			return nil, err
 		}

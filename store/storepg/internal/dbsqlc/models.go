@@ -117,6 +117,7 @@ type Job struct {
 	BudgetTokens      int64
 	Approved          bool
 	Generation        int32
+	Traceparent       string
 }
 
 type JobCheckpoint struct {

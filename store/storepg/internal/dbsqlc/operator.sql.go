@@ -86,7 +86,7 @@ WITH job AS (
     WHERE tenant = $1::text
         AND id = $2::uuid
         AND status = ANY($3::text[])
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
@@ -94,7 +94,7 @@ event AS (
     FROM job
     WHERE job.status = 'cancelled'
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM job
 `
 
 type JobCancelParams struct {
@@ -142,6 +142,7 @@ type JobCancelRow struct {
 	BudgetTokens      int64
 	Approved          bool
 	Generation        int32
+	Traceparent       string
 }
 
 // Cancels a job no worker holds at once, with its event. A running job only
@@ -193,12 +194,13 @@ func (q *Queries) JobCancel(ctx context.Context, db DBTX, arg JobCancelParams) (
 		&i.BudgetTokens,
 		&i.Approved,
 		&i.Generation,
+		&i.Traceparent,
 	)
 	return i, err
 }
 
 const jobGetByIDForUpdate = `-- name: JobGetByIDForUpdate :one
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM jobs
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM jobs
 WHERE tenant = $1::text AND id = $2::uuid
 FOR UPDATE
 `
@@ -251,6 +253,7 @@ func (q *Queries) JobGetByIDForUpdate(ctx context.Context, db DBTX, arg JobGetBy
 		&i.BudgetTokens,
 		&i.Approved,
 		&i.Generation,
+		&i.Traceparent,
 	)
 	return i, err
 }
@@ -275,7 +278,7 @@ WITH job AS (
     WHERE tenant = $3::text
         AND id = $4::uuid
         AND status = ANY($5::text[])
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
 ),
 checkpoints AS (
     DELETE FROM job_checkpoints
@@ -288,7 +291,7 @@ event AS (
     SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, $6::text
     FROM job
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM job
 `
 
 type JobReplayParams struct {
@@ -338,6 +341,7 @@ type JobReplayRow struct {
 	BudgetTokens      int64
 	Approved          bool
 	Generation        int32
+	Traceparent       string
 }
 
 // Queues a finished job again with a fresh budget and its error cleared. The
@@ -393,6 +397,7 @@ func (q *Queries) JobReplay(ctx context.Context, db DBTX, arg JobReplayParams) (
 		&i.BudgetTokens,
 		&i.Approved,
 		&i.Generation,
+		&i.Traceparent,
 	)
 	return i, err
 }
@@ -415,14 +420,14 @@ WITH job AS (
     WHERE tenant = $6::text
         AND id = $7::uuid
         AND status = ANY($8::text[])
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
     SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, $9::text
     FROM job
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM job
 `
 
 type JobSettleParams struct {
@@ -475,6 +480,7 @@ type JobSettleRow struct {
 	BudgetTokens      int64
 	Approved          bool
 	Generation        int32
+	Traceparent       string
 }
 
 // Moves a job no worker holds to @status, with its event: ResolveJob
@@ -532,6 +538,7 @@ func (q *Queries) JobSettle(ctx context.Context, db DBTX, arg JobSettleParams) (
 		&i.BudgetTokens,
 		&i.Approved,
 		&i.Generation,
+		&i.Traceparent,
 	)
 	return i, err
 }

@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 )
 
 const jobCountByStatus = `-- name: JobCountByStatus :many
@@ -47,4 +48,67 @@ func (q *Queries) JobCountByStatus(ctx context.Context, db DBTX, arg JobCountByS
 		return nil, err
 	}
 	return items, nil
+}
+
+const jobStatsActive = `-- name: JobStatsActive :many
+SELECT status, pipeline, count(*)::bigint AS jobs
+FROM jobs
+WHERE status IN ('queued', 'running', 'retry_wait', 'awaiting_approval', 'outcome_unknown')
+GROUP BY status, pipeline
+`
+
+type JobStatsActiveRow struct {
+	Status   string
+	Pipeline string
+	Jobs     int64
+}
+
+// The unfinished jobs by status and pipeline, from the partial index
+// jobs_active_status_pipeline_idx (an index-only scan).
+func (q *Queries) JobStatsActive(ctx context.Context, db DBTX) ([]JobStatsActiveRow, error) {
+	rows, err := db.Query(ctx, jobStatsActive)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobStatsActiveRow
+	for rows.Next() {
+		var i JobStatsActiveRow
+		if err := rows.Scan(&i.Status, &i.Pipeline, &i.Jobs); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobStatsClaimable = `-- name: JobStatsClaimable :one
+SELECT count(*)::bigint AS claimable,
+    coalesce(min(CASE WHEN status = 'running' THEN lease_until
+        WHEN status = 'outcome_unknown' THEN run_after
+        ELSE coalesce(run_after, created_at) END), 'epoch')::timestamptz AS oldest
+FROM jobs
+WHERE status IN ('queued', 'retry_wait', 'running', 'outcome_unknown')
+    AND (CASE WHEN status = 'running' THEN lease_until
+        WHEN status = 'outcome_unknown' THEN run_after
+        ELSE coalesce(run_after, created_at) END) <= now()
+`
+
+type JobStatsClaimableRow struct {
+	Claimable int64
+	Oldest    time.Time
+}
+
+// The claimable queue: how many jobs a claim could take now, and since when
+// the oldest has waited. Both walk jobs_claimable_idx: the expression and
+// the status terms must stay identical to JobClaim's.
+// With none claimable, oldest is the epoch.
+func (q *Queries) JobStatsClaimable(ctx context.Context, db DBTX) (JobStatsClaimableRow, error) {
+	row := db.QueryRow(ctx, jobStatsClaimable)
+	var i JobStatsClaimableRow
+	err := row.Scan(&i.Claimable, &i.Oldest)
+	return i, err
 }

@@ -23,12 +23,14 @@ INSERT INTO jobs (
     id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version,
     prompt_version, model_profile, status, stage, output, deduplicated_from,
     document_sha256, document_media_type, document_name, document_size_bytes,
-    params, labels, created_at, updated_at, finished_at, budget_started_at
+    params, labels, created_at, updated_at, finished_at, budget_started_at,
+    traceparent
 ) VALUES (
     @id, @tenant, @idempotency_key, @dedup_key, @pipeline, @pipeline_version,
     @prompt_version, @model_profile, @status, @stage, @output, @deduplicated_from,
     @document_sha256, @document_media_type, @document_name, @document_size_bytes,
-    @params, @labels, @created_at, @updated_at, @finished_at, @created_at
+    @params, @labels, @created_at, @updated_at, @finished_at, @created_at,
+    @traceparent
 )
 RETURNING *;
 

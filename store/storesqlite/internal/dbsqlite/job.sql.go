@@ -22,7 +22,7 @@ SET status = 'succeeded',
 WHERE tenant = ?3
     AND id = ?4
     AND status NOT IN ('succeeded', 'failed', 'cancelled', 'dead_lettered')
-RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
+RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
 `
 
 type JobCompleteParams struct {
@@ -80,12 +80,13 @@ func (q *Queries) JobComplete(ctx context.Context, db DBTX, arg JobCompleteParam
 		&i.BudgetTokens,
 		&i.Approved,
 		&i.Generation,
+		&i.Traceparent,
 	)
 	return i, err
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM jobs
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM jobs
 WHERE tenant = ?1 AND id = ?2
 `
 
@@ -135,12 +136,13 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, arg JobGetByIDParams)
 		&i.BudgetTokens,
 		&i.Approved,
 		&i.Generation,
+		&i.Traceparent,
 	)
 	return i, err
 }
 
 const jobGetByIdempotencyKey = `-- name: JobGetByIdempotencyKey :one
-SELECT idempotency_keys.fingerprint, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation
+SELECT idempotency_keys.fingerprint, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent
 FROM idempotency_keys
 JOIN jobs ON jobs.id = idempotency_keys.job_id
 WHERE idempotency_keys.tenant = ?1
@@ -202,6 +204,7 @@ func (q *Queries) JobGetByIdempotencyKey(ctx context.Context, db DBTX, arg JobGe
 		&i.Job.BudgetTokens,
 		&i.Job.Approved,
 		&i.Job.Generation,
+		&i.Job.Traceparent,
 	)
 	return i, err
 }
@@ -239,14 +242,16 @@ INSERT INTO jobs (
     id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version,
     prompt_version, model_profile, status, stage, output, deduplicated_from,
     document_sha256, document_media_type, document_name, document_size_bytes,
-    params, labels, created_at, updated_at, finished_at, budget_started_at
+    params, labels, created_at, updated_at, finished_at, budget_started_at,
+    traceparent
 ) VALUES (
     ?1, ?2, ?3, ?4, ?5, ?6,
     ?7, ?8, ?9, ?10, ?11, ?12,
     ?13, ?14, ?15, ?16,
-    ?17, ?18, ?19, ?20, ?21, ?19
+    ?17, ?18, ?19, ?20, ?21, ?19,
+    ?22
 )
-RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
+RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
 `
 
 type JobInsertParams struct {
@@ -271,6 +276,7 @@ type JobInsertParams struct {
 	CreatedAt         int64
 	UpdatedAt         int64
 	FinishedAt        *int64
+	Traceparent       string
 }
 
 // The retry budget counts from the job's creation.
@@ -297,6 +303,7 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 		arg.CreatedAt,
 		arg.UpdatedAt,
 		arg.FinishedAt,
+		arg.Traceparent,
 	)
 	var i Job
 	err := row.Scan(
@@ -337,12 +344,13 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 		&i.BudgetTokens,
 		&i.Approved,
 		&i.Generation,
+		&i.Traceparent,
 	)
 	return i, err
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation FROM jobs
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM jobs
 WHERE jobs.tenant = ?1
     AND (jobs.status = ?2 OR ?2 = '')
     AND (jobs.pipeline = ?3 OR ?3 = '')
@@ -425,6 +433,7 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 			&i.BudgetTokens,
 			&i.Approved,
 			&i.Generation,
+			&i.Traceparent,
 		); err != nil {
 			return nil, err
 		}

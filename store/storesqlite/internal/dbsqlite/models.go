@@ -111,6 +111,7 @@ type Job struct {
 	BudgetTokens      int64
 	Approved          int64
 	Generation        int64
+	Traceparent       string
 }
 
 type JobCheckpoint struct {

@@ -77,7 +77,7 @@ SET status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,
 WHERE tenant = ?2
     AND id = ?3
     AND status IN (SELECT value FROM json_each(CAST(?4 AS TEXT)))
-RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
+RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
 `
 
 type JobCancelParams struct {
@@ -138,6 +138,7 @@ func (q *Queries) JobCancel(ctx context.Context, db DBTX, arg JobCancelParams) (
 		&i.BudgetTokens,
 		&i.Approved,
 		&i.Generation,
+		&i.Traceparent,
 	)
 	return i, err
 }
@@ -161,7 +162,7 @@ SET status = 'queued',
 WHERE tenant = ?5
     AND id = ?6
     AND status IN (SELECT value FROM json_each(CAST(?7 AS TEXT)))
-RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
+RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
 `
 
 type JobReplayParams struct {
@@ -229,6 +230,7 @@ func (q *Queries) JobReplay(ctx context.Context, db DBTX, arg JobReplayParams) (
 		&i.BudgetTokens,
 		&i.Approved,
 		&i.Generation,
+		&i.Traceparent,
 	)
 	return i, err
 }
@@ -250,7 +252,7 @@ SET status = ?1,
 WHERE tenant = ?7
     AND id = ?8
     AND status IN (SELECT value FROM json_each(CAST(?9 AS TEXT)))
-RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation
+RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
 `
 
 type JobSettleParams struct {
@@ -321,6 +323,7 @@ func (q *Queries) JobSettle(ctx context.Context, db DBTX, arg JobSettleParams) (
 		&i.BudgetTokens,
 		&i.Approved,
 		&i.Generation,
+		&i.Traceparent,
 	)
 	return i, err
 }

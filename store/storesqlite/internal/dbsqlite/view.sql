@@ -5,3 +5,26 @@ FROM jobs
 WHERE tenant = @tenant
     AND (pipeline = @pipeline OR @pipeline = '')
 GROUP BY status;
+
+-- name: JobStatsActive :many
+-- The unfinished jobs by status and pipeline, from the partial index
+-- jobs_active_status_pipeline_idx (a covering index scan).
+SELECT status, pipeline, count(*) AS jobs
+FROM jobs
+WHERE status IN ('queued', 'running', 'retry_wait', 'awaiting_approval', 'outcome_unknown')
+GROUP BY status, pipeline;
+
+-- name: JobStatsClaimable :one
+-- The claimable queue at @now (unix microseconds): how many jobs a claim
+-- could take, and since when the oldest has waited (0 when none). A range on
+-- jobs_claimable_idx: the expression, the status terms and the unary + must
+-- stay identical to JobClaimCandidates'.
+SELECT count(*) AS claimable,
+    CAST(coalesce(min(CASE WHEN status = 'running' THEN lease_until
+        WHEN status = 'outcome_unknown' THEN run_after
+        ELSE coalesce(run_after, created_at) END), 0) AS INTEGER) AS oldest
+FROM jobs
+WHERE status IN ('queued', 'retry_wait', 'running', 'outcome_unknown')
+    AND (CASE WHEN status = 'running' THEN lease_until
+        WHEN status = 'outcome_unknown' THEN run_after
+        ELSE coalesce(run_after, created_at) END) <= +CAST(@now AS INTEGER);

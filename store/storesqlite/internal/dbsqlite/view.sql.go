@@ -50,3 +50,69 @@ func (q *Queries) JobCountByStatus(ctx context.Context, db DBTX, arg JobCountByS
 	}
 	return items, nil
 }
+
+const jobStatsActive = `-- name: JobStatsActive :many
+SELECT status, pipeline, count(*) AS jobs
+FROM jobs
+WHERE status IN ('queued', 'running', 'retry_wait', 'awaiting_approval', 'outcome_unknown')
+GROUP BY status, pipeline
+`
+
+type JobStatsActiveRow struct {
+	Status   string
+	Pipeline string
+	Jobs     int64
+}
+
+// The unfinished jobs by status and pipeline, from the partial index
+// jobs_active_status_pipeline_idx (a covering index scan).
+func (q *Queries) JobStatsActive(ctx context.Context, db DBTX) ([]JobStatsActiveRow, error) {
+	rows, err := db.QueryContext(ctx, jobStatsActive)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobStatsActiveRow
+	for rows.Next() {
+		var i JobStatsActiveRow
+		if err := rows.Scan(&i.Status, &i.Pipeline, &i.Jobs); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobStatsClaimable = `-- name: JobStatsClaimable :one
+SELECT count(*) AS claimable,
+    CAST(coalesce(min(CASE WHEN status = 'running' THEN lease_until
+        WHEN status = 'outcome_unknown' THEN run_after
+        ELSE coalesce(run_after, created_at) END), 0) AS INTEGER) AS oldest
+FROM jobs
+WHERE status IN ('queued', 'retry_wait', 'running', 'outcome_unknown')
+    AND (CASE WHEN status = 'running' THEN lease_until
+        WHEN status = 'outcome_unknown' THEN run_after
+        ELSE coalesce(run_after, created_at) END) <= +CAST(?1 AS INTEGER)
+`
+
+type JobStatsClaimableRow struct {
+	Claimable int64
+	Oldest    int64
+}
+
+// The claimable queue at @now (unix microseconds): how many jobs a claim
+// could take, and since when the oldest has waited (0 when none). A range on
+// jobs_claimable_idx: the expression, the status terms and the unary + must
+// stay identical to JobClaimCandidates'.
+func (q *Queries) JobStatsClaimable(ctx context.Context, db DBTX, now int64) (JobStatsClaimableRow, error) {
+	row := db.QueryRowContext(ctx, jobStatsClaimable, now)
+	var i JobStatsClaimableRow
+	err := row.Scan(&i.Claimable, &i.Oldest)
+	return i, err
+}

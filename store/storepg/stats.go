@@ -1,0 +1,31 @@
+package storepg
+
+import (
+	"context"
+
+	"github.com/oncejob/oncejob/store"
+)
+
+var _ store.StatsStore = (*Store)(nil)
+
+// JobStats implements store.StatsStore: two index scans, read outside any
+// transaction (the counts need not agree to the row).
+func (s *Store) JobStats(ctx context.Context, _ *store.JobStatsParams) (*store.JobStats, error) {
+	rows, err := s.q.JobStatsActive(ctx, s.pool)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	stats := &store.JobStats{Active: make([]store.JobStatusCount, len(rows))}
+	for i, r := range rows {
+		stats.Active[i] = store.JobStatusCount{Status: store.JobStatus(r.Status), Pipeline: r.Pipeline, Jobs: r.Jobs}
+	}
+	q, err := s.q.JobStatsClaimable(ctx, s.pool)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	stats.Claimable = q.Claimable
+	if q.Claimable > 0 {
+		stats.OldestClaimableAt = &q.Oldest
+	}
+	return stats, nil
+}

@@ -1,0 +1,56 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncejob/oncejob/store"
+)
+
+// exerciseStats is the conformance suite of store.StatsStore.
+func exerciseStats(t *testing.T, newStore func(t *testing.T) Store) {
+	t.Helper()
+
+	t.Run("CountsUnfinishedJobsAndTheClaimableQueue", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := t.Context()
+
+		empty, err := s.JobStats(ctx, &store.JobStatsParams{})
+		require.NoError(t, err)
+		require.Empty(t, empty.Active)
+		require.Zero(t, empty.Claimable)
+		require.Nil(t, empty.OldestClaimableAt)
+
+		// Three queued jobs of two pipelines; one claimed (running), one
+		// published (finished: not counted).
+		before := time.Now().Add(-time.Second)
+		var jobs []*store.Job
+		for _, pipeline := range []string{"invoice", "invoice", "summarize", "invoice"} {
+			p := newSubmitParams(t)
+			p.Pipeline = pipeline
+			p.Traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+			jobs = append(jobs, submit(t, s, p))
+		}
+		require.Equal(t, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", jobs[0].Traceparent, "the job keeps its submitter's trace context")
+		claimed, err := s.JobClaim(ctx, &store.JobClaimParams{Owner: "w", Limit: 2, LeaseDuration: engineLease})
+		require.NoError(t, err)
+		require.Len(t, claimed, 2)
+		_, err = s.JobPublish(ctx, &store.JobPublishParams{Lease: leaseOf(claimed[1]), Output: []byte(`{}`), Message: "published"})
+		require.NoError(t, err)
+
+		stats, err := s.JobStats(ctx, &store.JobStatsParams{})
+		require.NoError(t, err)
+		require.ElementsMatch(t, []store.JobStatusCount{
+			{Status: store.JobStatusRunning, Pipeline: "invoice", Jobs: 1},
+			{Status: store.JobStatusQueued, Pipeline: "invoice", Jobs: 1},
+			{Status: store.JobStatusQueued, Pipeline: "summarize", Jobs: 1},
+		}, stats.Active)
+		require.EqualValues(t, 2, stats.Claimable, "the two queued jobs; the running one holds its lease")
+		require.NotNil(t, stats.OldestClaimableAt)
+		require.WithinDuration(t, jobs[2].CreatedAt, *stats.OldestClaimableAt, time.Millisecond, "the oldest queued job")
+		require.True(t, stats.OldestClaimableAt.After(before))
+	})
+}
