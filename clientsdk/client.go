@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -105,6 +106,11 @@ func Dial(addr string, opts ...Option) (*Client, error) {
 		// Watches are long and may be quiet: ping an idle connection so a
 		// NAT or load balancer does not drop it (the server allows 10s+).
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		// Every call is a span of the caller's OpenTelemetry tracer provider,
+		// its trace context sent along: the job a SubmitJob creates joins
+		// the caller's trace. With no provider set (OpenTelemetry's no-op
+		// default) nothing is recorded or sent.
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
 	}
 	if cfg.useTLS {
 		tc := cfg.tls

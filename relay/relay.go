@@ -63,7 +63,20 @@ type Config struct {
 	Reconcile ReconcileOptions
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Observer is told of every delivery attempt (metrics, traces);
+	// default none.
+	Observer Observer
 }
+
+// Observer is told of each delivery attempt as its result is decided,
+// before the result is journaled. It must be quick and must not block.
+type Observer interface {
+	Delivered(ctx context.Context, d *store.Delivery, res *store.DeliveryResult)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Delivered(context.Context, *store.Delivery, *store.DeliveryResult) {}
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
@@ -88,6 +101,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
 	}
 	return c
 }
@@ -242,6 +258,7 @@ func (r *Relay) deliver(ctx context.Context, batch []*store.Delivery) []store.De
 				StartedAt: started, FinishedAt: finished,
 			}
 			r.logResult(d, results[i])
+			r.cfg.Observer.Delivered(ctx, d, &results[i])
 		})
 	}
 	wg.Wait()

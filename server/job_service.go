@@ -15,6 +15,7 @@ import (
 	"github.com/oncejob/oncejob/server/idempotency"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/telemetry"
 )
 
 type jobService struct {
@@ -47,7 +48,7 @@ func (s *jobService) SubmitJob(ctx context.Context, req *oncejobv1.SubmitJobRequ
 	if !ok {
 		return nil, status.Error(codes.Internal, "idempotency key missing after interceptor")
 	}
-	params, err := s.submitParams(key, req)
+	params, err := s.submitParams(ctx, key, req)
 	if err != nil {
 		return nil, err
 	}
@@ -70,9 +71,15 @@ func (s *jobService) SubmitJob(ctx context.Context, req *oncejobv1.SubmitJobRequ
 }
 
 // submitParams is what the store needs to submit req under key: see
-// SubmitParams.
-func (s *jobService) submitParams(key idempotency.Key, req *oncejobv1.SubmitJobRequest) (*store.JobSubmitParams, error) {
-	return SubmitParams(s.cfg.Pipelines, key.Tenant, key.Method, key.Value, req)
+// SubmitParams. The job keeps the trace context of the call (when it is
+// traced), so the work it causes joins the caller's trace.
+func (s *jobService) submitParams(ctx context.Context, key idempotency.Key, req *oncejobv1.SubmitJobRequest) (*store.JobSubmitParams, error) {
+	p, err := SubmitParams(s.cfg.Pipelines, key.Tenant, key.Method, key.Value, req)
+	if err != nil {
+		return nil, err
+	}
+	p.Traceparent = telemetry.Traceparent(ctx)
+	return p, nil
 }
 
 // SubmitParams is what the store needs to submit req under the tenant's

@@ -11,11 +11,13 @@ import (
 	"slices"
 	"time"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -78,6 +80,13 @@ type Config struct {
 	// Transport are the connections' limits and TLS; zero fields take
 	// their defaults (see Transport).
 	Transport Transport
+	// Metrics, when set, counts and times every RPC, first in the chain
+	// (go-grpc-middleware's Prometheus provider). Default: none.
+	Metrics *grpcprom.ServerMetrics
+	// Tracing traces every RPC (otelgrpc, with the process's tracer
+	// provider and propagator: see telemetry.StartTracing), and a job
+	// created by SubmitJob keeps the call's trace context. Default: off.
+	Tracing bool
 }
 
 // DefaultMaxDocumentBytes is the default document size limit.
@@ -134,9 +143,9 @@ type Server struct {
 // New returns a gRPC server with JobService, health and reflection
 // registered, behind the interceptor chain, in this order:
 //
-//	request id -> logging -> recovery -> auth and role (not on health or
-//	reflection) -> tenant limits -> request validation -> idempotency key
-//	-> store timeout
+//	[metrics] -> request id -> logging -> recovery -> auth and role (not on
+//	health or reflection) -> tenant limits -> request validation ->
+//	idempotency key -> store timeout
 //
 // Limits sit after auth (they are per tenant) and before validation and
 // the store, so a tenant over its rate costs the server a map lookup.
@@ -181,7 +190,19 @@ func New(cfg Config) (*Server, error) {
 	if lim == nil {
 		lim = limits.None()
 	}
-	streamChain := chainStream(
+	var (
+		firstUnary  []grpc.UnaryServerInterceptor
+		firstStream []grpc.StreamServerInterceptor
+		serverOpts  []grpc.ServerOption
+	)
+	if cfg.Metrics != nil {
+		firstUnary = append(firstUnary, cfg.Metrics.UnaryServerInterceptor())
+		firstStream = append(firstStream, cfg.Metrics.StreamServerInterceptor())
+	}
+	if cfg.Tracing {
+		serverOpts = append(serverOpts, grpc.StatsHandler(otelgrpc.NewServerHandler()))
+	}
+	streamChain := chainStream(append(firstStream,
 		withLogHolderStream,
 		requestid.StreamServerInterceptor(),
 		logging.StreamServerInterceptor(slogAdapter(cfg.Logger), logOpts...),
@@ -190,15 +211,15 @@ func New(cfg Config) (*Server, error) {
 		selector.StreamServerInterceptor(authzStreamInterceptor(cfg.Logger), needsAuth),
 		selector.StreamServerInterceptor(lim.StreamServerInterceptor(), needsAuth),
 		validationStreamInterceptor(svc.validate),
-	)
+	)...)
 
-	srv := grpc.NewServer(
+	srv := grpc.NewServer(append(serverOpts,
 		grpc.MaxRecvMsgSize(cfg.MaxDocumentBytes+maxMessageOverhead),
 		grpc.KeepaliveParams(cfg.Transport.keepaliveParams()),
 		grpc.KeepaliveEnforcementPolicy(cfg.Transport.enforcementPolicy()),
 		grpc.MaxConcurrentStreams(cfg.Transport.MaxConcurrentStreams),
 		grpc.Creds(cfg.Transport.creds()), // nil: plaintext
-		grpc.ChainUnaryInterceptor(
+		grpc.ChainUnaryInterceptor(append(firstUnary,
 			withLogHolder,
 			requestid.UnaryServerInterceptor(),
 			logging.UnaryServerInterceptor(slogAdapter(cfg.Logger), logOpts...),
@@ -209,9 +230,9 @@ func New(cfg Config) (*Server, error) {
 			validationInterceptor(svc.validateAll),
 			idempotency.UnaryServerInterceptor(slices.Concat([]string{oncejobv1.JobService_SubmitJob_FullMethodName}, operatorMethods, runMethods, scheduleMethods)...),
 			storeTimeoutInterceptor(cfg.StoreTimeout), // a no-op when 0
-		),
+		)...),
 		grpc.StreamInterceptor(streamChain),
-	)
+	)...)
 	oncejobv1.RegisterJobServiceServer(srv, svc)
 	// The delivery RPCs need a store that keeps deliveries; without one they
 	// are UNIMPLEMENTED.
@@ -230,6 +251,9 @@ func New(cfg Config) (*Server, error) {
 	hs.SetServingStatus(oncejobv1.JobService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)
+	if cfg.Metrics != nil {
+		cfg.Metrics.InitializeMetrics(srv) // every method's series from the start, at zero
+	}
 	return &Server{GRPC: srv, Health: hs, Local: newLocal(svc, streamChain), Auth: authn}, nil
 }
 

@@ -58,7 +58,7 @@ func (s *jobService) SubmitJobs(ctx context.Context, req *oncejobv1.SubmitJobsRe
 		if run != nil {
 			withRunDefaults(item.GetRequest(), run)
 		}
-		p, st := s.submitJobsItem(t, i, item)
+		p, st := s.submitJobsItem(ctx, t, i, item)
 		if st != nil {
 			results[i] = &oncejobv1.SubmitJobsResult{Error: st.Proto()}
 			continue
@@ -89,7 +89,7 @@ func (s *jobService) SubmitJobs(ctx context.Context, req *oncejobv1.SubmitJobsRe
 
 // submitJobsItem validates item i and makes its store params, or returns
 // its error.
-func (s *jobService) submitJobsItem(tenant string, i int, item *oncejobv1.SubmitJobsItem) (*store.JobSubmitParams, *status.Status) {
+func (s *jobService) submitJobsItem(ctx context.Context, tenant string, i int, item *oncejobv1.SubmitJobsItem) (*store.JobSubmitParams, *status.Status) {
 	var v, request violations
 	if msg := idempotency.Check(item.GetIdempotencyKey()); msg != "" {
 		v.add("idempotency_key", "%s", msg)
@@ -104,7 +104,7 @@ func (s *jobService) submitJobsItem(tenant string, i int, item *oncejobv1.Submit
 		return nil, status.Convert(err)
 	}
 	key := idempotency.Key{Tenant: tenant, Method: oncejobv1.JobService_SubmitJob_FullMethodName, Value: item.GetIdempotencyKey()}
-	p, err := s.submitParams(key, item.GetRequest())
+	p, err := s.submitParams(ctx, key, item.GetRequest())
 	if err != nil {
 		return nil, status.Convert(err)
 	}
