@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -75,9 +76,21 @@ func (o *engineOpts) provider(logger *slog.Logger) (llm.Provider, func(), error)
 	return p, stop, nil
 }
 
+// providerName is the LLM provider in the metrics' provider label: the
+// host of --llm-base-url, or "llmsim" for the built-in simulator.
+func (o *engineOpts) providerName() string {
+	if o.llmBaseURL == "" {
+		return "llmsim"
+	}
+	if u, err := url.Parse(o.llmBaseURL); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return o.llmBaseURL
+}
+
 // startWorkers runs the engine in the background until ctx is done; wait
 // blocks until it stopped.
-func (o *engineOpts) startWorkers(ctx context.Context, st worker.Store, pipelines *pipeline.Registry, logger *slog.Logger) (wait func(), err error) {
+func (o *engineOpts) startWorkers(ctx context.Context, st worker.Store, pipelines *pipeline.Registry, obs *observability, logger *slog.Logger) (wait func(), err error) {
 	if o.workers < 0 {
 		return nil, errors.New("--workers must not be negative")
 	}
@@ -98,6 +111,7 @@ func (o *engineOpts) startWorkers(ctx context.Context, st worker.Store, pipeline
 		PublishLinger:   o.publishLinger,
 		PublishMaxBatch: o.publishBatch,
 		Logger:          logger,
+		Observer:        obs.workerObserver(o.providerName()),
 	})
 	if err != nil {
 		stopProvider()

@@ -35,10 +35,11 @@ type httpFace struct {
 	stopRPC func()
 }
 
-// start serves the gateway (on srv, in process) and the console on o.addr,
+// start serves the gateway (on srv, in process), the console and GET
+// /metrics on o.addr,
 // unless it is empty. A dev-mode server (no API keys) answers only
 // requests addressed to an IP or localhost.
-func (o *httpOpts) start(ctx context.Context, srv *server.Server, probe *readiness.Probe, maxDocumentBytes int, devMode bool, logger *slog.Logger) (*httpFace, error) {
+func (o *httpOpts) start(ctx context.Context, srv *server.Server, probe *readiness.Probe, metrics http.Handler, maxDocumentBytes int, devMode bool, logger *slog.Logger) (*httpFace, error) {
 	if o.addr == "" {
 		return &httpFace{}, nil
 	}
@@ -61,6 +62,7 @@ func (o *httpOpts) start(ctx context.Context, srv *server.Server, probe *readine
 	mux.Handle("/v1/", gw)
 	mux.Handle("/healthz", gw)
 	probe.Mount(mux) // GET /readyz follows the store, GET /livez the process
+	mux.Handle("GET /metrics", metrics)
 	mux.Handle("/", web.Handler())
 	var handler http.Handler = mux
 	if devMode {

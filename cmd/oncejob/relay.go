@@ -36,13 +36,14 @@ func relayFlags(fs *flag.FlagSet, defaultRelays int) *relayOpts {
 type relayStore interface {
 	relay.Store
 	store.WatchStore
+	store.Store // the job of a delivery, for its trace
 }
 
 // startRelays runs the relay in the background until ctx is done; wait
 // blocks until it stopped. Committed events wake it: through wake when the
 // caller already listens to the store's notifications (serve's watch hub,
 // see wakeOnListen), else through a notification source of its own.
-func (o *relayOpts) startRelays(ctx context.Context, st relayStore, cfg *config.File, wake chan struct{}, logger *slog.Logger) (wait func(), err error) {
+func (o *relayOpts) startRelays(ctx context.Context, st relayStore, cfg *config.File, wake chan struct{}, obs *observability, logger *slog.Logger) (wait func(), err error) {
 	if o.relays < 0 {
 		return nil, errors.New("--relays must not be negative")
 	}
@@ -65,7 +66,7 @@ func (o *relayOpts) startRelays(ctx context.Context, st relayStore, cfg *config.
 	r, err := relay.New(ctx, relay.Config{
 		Store: st, Sinks: cfg.Sinks, BatchSize: o.batchSize, Loops: o.relays,
 		LeaseDuration: o.leaseDuration, PollInterval: o.pollInterval, ReconcileInterval: o.reconcile,
-		Wake: wake, Logger: logger,
+		Wake: wake, Logger: logger, Observer: obs.relayObserver(st),
 	})
 	if err != nil {
 		return nil, err
@@ -86,6 +87,7 @@ func runRelay(ctx context.Context, args []string) error {
 	cfgPath := configFlag(fs)
 	lf := logFlags(fs)
 	rel := relayFlags(fs, 1)
+	tf := telemetryFlags(fs, "")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -93,6 +95,11 @@ func runRelay(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	obs, err := tf.start(ctx, "oncejob-relay", logger)
+	if err != nil {
+		return err
+	}
+	defer obs.stop()
 	if rel.relays < 1 {
 		return errors.New("--relays must be at least 1")
 	}
@@ -105,7 +112,7 @@ func runRelay(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	wait, err := rel.startRelays(ctx, st, cfg, nil, logger)
+	wait, err := rel.startRelays(ctx, st, cfg, nil, obs, logger)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/oncejob/oncejob/server/groupcommit"
 	"github.com/oncejob/oncejob/server/readiness"
 	"github.com/oncejob/oncejob/server/tenant"
+	"github.com/oncejob/oncejob/telemetry"
 	"github.com/oncejob/oncejob/watch"
 )
 
@@ -38,6 +39,7 @@ func runServe(ctx context.Context, args []string) error {
 	lo := listenFlags(fs)
 	limitsFlags := limitFlags(fs)
 	keyCacheTTL := fs.Duration("key-cache-ttl", tenant.DefaultCacheTTL, "how long a key of `oncejob keys` is trusted before it is read again: a revocation reaches every replica within it")
+	tf := telemetryFlags(fs, "the HTTP address serves GET /metrics too")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -45,6 +47,11 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	obs, err := tf.start(ctx, "oncejob", logger)
+	if err != nil {
+		return err
+	}
+	defer obs.stop()
 	if *window <= 0 {
 		return errors.New("--idempotency-window must be positive")
 	}
@@ -105,6 +112,7 @@ func runServe(ctx context.Context, args []string) error {
 	hubCtx, stopHub := context.WithCancel(ctx)
 	defer stopHub()
 	go hub.Run(hubCtx)
+	obs.metrics.Register(telemetry.NewStatsCollector(st, logger), telemetry.WatchersOpen(hub.Active))
 
 	s, err := server.New(server.Config{
 		Store:            st,
@@ -120,6 +128,8 @@ func runServe(ctx context.Context, args []string) error {
 		SubmitMaxBatch:   *maxBatch,
 		Watch:            hub,
 		Transport:        listen.transport,
+		Metrics:          obs.metrics.GRPC,
+		Tracing:          obs.tracing,
 	})
 	if err != nil {
 		return err
@@ -144,7 +154,7 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	devMode := s.Auth.DevMode(ctx)
-	httpFace, err := httpCfg.start(ctx, s, probe, *maxDoc, devMode, logger)
+	httpFace, err := httpCfg.start(ctx, s, probe, obs.metrics.Handler(), *maxDoc, devMode, logger)
 	if err != nil {
 		_ = lis.Close()
 		return err
@@ -162,7 +172,7 @@ func runServe(ctx context.Context, args []string) error {
 
 	workersCtx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWorkers()
-	waitWorkers, err := eng.startWorkers(workersCtx, st, pipelines, logger)
+	waitWorkers, err := eng.startWorkers(workersCtx, st, pipelines, obs, logger)
 	if err != nil {
 		return err
 	}
@@ -171,7 +181,7 @@ func runServe(ctx context.Context, args []string) error {
 
 	relaysCtx, stopRelays := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRelays()
-	waitRelays, err := rel.startRelays(relaysCtx, st, cfg, wake, logger)
+	waitRelays, err := rel.startRelays(relaysCtx, st, cfg, wake, obs, logger)
 	if err != nil {
 		return err
 	}

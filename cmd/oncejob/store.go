@@ -27,6 +27,7 @@ type appStore interface {
 	store.ScheduleStore
 	store.APIKeyStore
 	store.UsageStore
+	store.StatsStore
 }
 
 var (

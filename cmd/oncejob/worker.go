@@ -14,6 +14,7 @@ func runWorker(ctx context.Context, args []string) error {
 	eng := engineFlags(fs)
 	lf := logFlags(fs)
 	configFlag(fs) // flags from the file; a worker has no sinks
+	tf := telemetryFlags(fs, "")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -21,6 +22,11 @@ func runWorker(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	obs, err := tf.start(ctx, "oncejob-worker", logger)
+	if err != nil {
+		return err
+	}
+	defer obs.stop()
 	if eng.workers < 1 {
 		return errors.New("--workers must be at least 1")
 	}
@@ -33,7 +39,7 @@ func runWorker(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	wait, err := eng.startWorkers(ctx, st, pipelines, logger)
+	wait, err := eng.startWorkers(ctx, st, pipelines, obs, logger)
 	if err != nil {
 		return err
 	}
