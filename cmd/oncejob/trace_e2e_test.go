@@ -3,6 +3,7 @@ package main_test
 import (
 	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"encoding/hex"
 	"io"
 	"net/http"
@@ -90,17 +91,32 @@ func (c *otlpCollector) trace(traceID []byte) map[string][]*tracepb.Span {
 
 // TestTraceSpansSubmitToPublish follows one job through one trace: the Go
 // SDK's call under the caller's span, SubmitJob on the server, the claim,
-// the attempt, each stage, the LLM call and the publish, exported by the
-// real binary over OTLP/HTTP to a collector in the test, each span under
-// the one that caused it.
+// the attempt, each stage, the LLM call, the publish and the delivery of
+// its event to a webhook, exported by the real binary over OTLP/HTTP to a
+// collector in the test, each span under the one that caused it. The
+// delivery is counted on serve's /metrics by sink and outcome.
 func TestTraceSpansSubmitToPublish(t *testing.T) {
 	collector := startOTLPCollector(t)
-	addr := freeAddr(t)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	t.Cleanup(hook.Close)
+	config := writeFile(t, "oncejob.yaml", `
+sinks:
+  - name: hooks
+    tenant: default
+    events: [job.succeeded]
+    webhook:
+      url: `+hook.URL+`/hook
+      secret: {env: HOOK_SECRET}
+      allow_private_network: true
+`)
+	addr, httpAddr := freeAddr(t), freeAddr(t)
 	srv := start(t, "serve", []string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL,
 		"OTEL_BSP_SCHEDULE_DELAY=50",
 		"OTEL_SERVICE_NAME=oncejob-trace-test",
-	}, "serve", "--data-dir", t.TempDir(), "--grpc-addr", addr, "--workers", "2")
+		"HOOK_SECRET=whsec_" + base64.StdEncoding.EncodeToString([]byte("a secret of twenty-four!")),
+	}, "serve", "--data-dir", t.TempDir(), "--grpc-addr", addr, "--http-addr", httpAddr, "--workers", "2",
+		"--config", config, "--relay-poll-interval", "50ms")
 	waitHealthy(t, srv, addr)
 	require.Contains(t, srv.logs.String(), "tracing on")
 
@@ -132,7 +148,7 @@ func TestTraceSpansSubmitToPublish(t *testing.T) {
 	var spans map[string][]*tracepb.Span
 	require.Eventually(t, func() bool {
 		spans = collector.trace(traceID[:])
-		return len(spans["oncejob.stage published"]) == 1
+		return len(spans["oncejob.stage published"]) == 1 && len(spans["oncejob.deliver hooks"]) == 1
 	}, 20*time.Second, 50*time.Millisecond, "the publish never reached the collector in the caller's trace %s", traceID)
 
 	one := func(name string) *tracepb.Span {
@@ -174,7 +190,16 @@ func TestTraceSpansSubmitToPublish(t *testing.T) {
 	require.Equal(t, one("oncejob.stage llm_done chunk 0").GetSpanId(), llm.GetParentSpanId(), "the LLM call is its chunk's child")
 	require.Equal(t, tracepb.Span_SPAN_KIND_CLIENT, llm.GetKind())
 	published := one("oncejob.stage published")
-	require.GreaterOrEqual(t, published.GetEndTimeUnixNano(), llm.GetEndTimeUnixNano(), "the publish ends the trace's work")
+	require.GreaterOrEqual(t, published.GetEndTimeUnixNano(), llm.GetEndTimeUnixNano(), "the publish follows the LLM call")
+	deliver := one("oncejob.deliver hooks")
+	require.Equal(t, submit.GetSpanId(), deliver.GetParentSpanId(), "the delivery joins the job's trace")
+	require.GreaterOrEqual(t, deliver.GetStartTimeUnixNano(), published.GetStartTimeUnixNano())
+	require.Equal(t, tracepb.Span_SPAN_KIND_PRODUCER, deliver.GetKind())
+
+	fams := scrape(t, "http://"+httpAddr+"/metrics")
+	require.EqualValues(t, 1, sumByLabel(fams, "oncejob_deliveries_total", "sink", "hooks"))
+	require.EqualValues(t, 1, histogramCount(fams, "oncejob_outbox_lag_seconds"))
+	requireBoundedLabels(t, fams, []*oncejobv1.Job{job})
 	srv.stop()
 }
 
