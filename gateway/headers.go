@@ -13,18 +13,27 @@ const (
 	replayedHeader       = "Idempotent-Replayed"
 	requestIDHeader      = "X-Request-Id"
 	lastEventIDHeader    = "Last-Event-ID"
+	// The W3C trace context, so an HTTP caller's trace continues in the
+	// server and in the job it submits.
+	traceparentHeader = "Traceparent"
+	tracestateHeader  = "Tracestate"
 )
 
 // incomingHeader maps the request headers the server reads to its
 // metadata: Idempotency-Key to idempotency-key and X-Request-Id to
-// x-request-id (Authorization passes as authorization on its own). Nothing
-// else is forwarded, so no client header can pose as other metadata.
+// x-request-id, Traceparent and Tracestate to their lower-case selves
+// (Authorization passes as authorization on its own). Nothing else is
+// forwarded, so no client header can pose as other metadata.
 func incomingHeader(key string) (string, bool) {
 	switch textproto.CanonicalMIMEHeaderKey(key) {
 	case idempotencyKeyHeader:
 		return idempotency.MetadataKey, true
 	case requestIDHeader:
 		return requestid.MetadataKey, true
+	case traceparentHeader:
+		return "traceparent", true
+	case tracestateHeader:
+		return "tracestate", true
 	}
 	return "", false
 }
