@@ -1,0 +1,47 @@
+package storesqlite_test
+
+import (
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestJobStatsReadOnlyTheUnfinishedJobs guards what view.sql says in
+// comments: the stats a /metrics scrape asks for read the partial indexes of
+// the unfinished jobs, never the table, so millions of finished jobs cost a
+// scrape nothing.
+func TestJobStatsReadOnlyTheUnfinishedJobs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	openTestStore(t, dir)
+	queries, err := os.ReadFile(filepath.Join("internal", "dbsqlite", "view.sql"))
+	require.NoError(t, err)
+	db, err := sql.Open("sqlite", filepath.Join(dir, "oncejob.db"))
+	require.NoError(t, err)
+	defer db.Close()
+
+	plan := func(name string) []string {
+		_, query, ok := strings.Cut(string(queries), "-- name: "+name+" ")
+		require.True(t, ok, "%s not in view.sql", name)
+		_, query, _ = strings.Cut(query, "\n")
+		query, _, _ = strings.Cut(query, "-- name:")
+		rows, err := db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+query, sql.Named("now", 0))
+		require.NoError(t, err)
+		defer rows.Close()
+		var details []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
+			details = append(details, detail)
+		}
+		require.NoError(t, rows.Err())
+		return details
+	}
+	require.Equal(t, []string{"SEARCH jobs USING COVERING INDEX jobs_active_status_pipeline_idx (status=?)"}, plan("JobStatsActive"))
+	require.Equal(t, []string{"SEARCH jobs USING INDEX jobs_claimable_idx (<expr><?)"}, plan("JobStatsClaimable"))
+}
