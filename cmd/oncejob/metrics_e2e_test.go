@@ -66,7 +66,6 @@ func TestMetricsScrapedDuringKill(t *testing.T) {
 
 	t.Logf("takeovers %v, unknown outcomes %v, settled %v", counter(fams, "oncejob_lease_takeovers_total"),
 		counter(fams, "oncejob_llm_unknown_outcomes_total"), counter(fams, "oncejob_jobs_settled_total"))
-	require.LessOrEqual(t, counter(fams, "oncejob_lease_takeovers_total"), 4.0, "at most the jobs worker A held")
 	require.Equal(t, counter(fams, "oncejob_llm_unknown_outcomes_total"),
 		sumByLabel(fams, "oncejob_llm_calls_total", "outcome", "outcome_unknown"), "every unknown outcome is a journaled call")
 	require.Positive(t, sumByLabel(fams, "oncejob_jobs_settled_total", "status", "succeeded"))
