@@ -13,6 +13,33 @@ type StatsStore interface {
 	// measures the claimable queue: the jobs a claim could take now (as
 	// JobClaim sees them) and when the oldest of them became claimable.
 	JobStats(ctx context.Context, params *JobStatsParams) (*JobStats, error)
+
+	// OutboxStats measures what the relay has still to do: events no relay
+	// has routed to their sinks yet, and deliveries routed but not landed,
+	// by sink (dead-lettered ones are not counted: nothing will retry them
+	// by itself).
+	OutboxStats(ctx context.Context, params *OutboxStatsParams) (*OutboxStats, error)
+}
+
+type OutboxStatsParams struct{}
+
+// OutboxStats is a snapshot of the relay's backlog.
+type OutboxStats struct {
+	// Unrouted is how many committed events no relay has routed yet; with
+	// no relay running it only grows.
+	Unrouted int64
+	// OldestUnroutedAt is the commit of the oldest of them; nil when none.
+	OldestUnroutedAt *time.Time
+	// Pending are the deliveries not yet landed, per sink that has any.
+	Pending []SinkPending
+}
+
+// SinkPending is the backlog of one sink.
+type SinkPending struct {
+	Sink       string
+	Deliveries int64
+	// OldestAt is when the oldest of them was routed.
+	OldestAt time.Time
 }
 
 type JobStatsParams struct{}

@@ -40,6 +40,15 @@ func (f *fakeStats) JobStats(context.Context, *store.JobStatsParams) (*store.Job
 	}, nil
 }
 
+func (f *fakeStats) OutboxStats(context.Context, *store.OutboxStatsParams) (*store.OutboxStats, error) {
+	unrouted := time.Now().Add(-10 * time.Second)
+	return &store.OutboxStats{
+		Unrouted:         3,
+		OldestUnroutedAt: &unrouted,
+		Pending:          []store.SinkPending{{Sink: "billing", Deliveries: 4, OldestAt: time.Now().Add(-time.Hour)}},
+	}, nil
+}
+
 func TestStatsCollectorAsksTheStoreOncePerSecond(t *testing.T) {
 	t.Parallel()
 	st := &fakeStats{}
@@ -54,6 +63,9 @@ func TestStatsCollectorAsksTheStoreOncePerSecond(t *testing.T) {
 		require.Contains(t, body, "oncejob_queue_depth 7")
 		require.Contains(t, body, "oncejob_store_stats_up 1")
 		require.Regexp(t, `oncejob_queue_oldest_age_seconds (8\d|9\d)\.`, body)
+		require.Contains(t, body, "oncejob_outbox_unrouted 3")
+		require.Contains(t, body, `oncejob_deliveries_pending{sink="billing"} 4`)
+		require.Regexp(t, `oncejob_outbox_oldest_pending_age_seconds 360\d\.`, body, "the oldest of unrouted and pending")
 	}
 	require.EqualValues(t, 1, st.calls.Load(), "scrapes within a second share one question")
 }

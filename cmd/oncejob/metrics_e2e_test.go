@@ -159,16 +159,34 @@ func requireBoundedLabels(t *testing.T, fams map[string]*dto.MetricFamily, jobs 
 	}
 }
 
-// TestRelayServesMetrics: `oncejob relay --metrics-addr` counts each
-// delivery by sink and outcome and measures the outbox's lag, with no
-// tenant or job in any label.
+// TestRelayServesMetrics: with no relay running, serve's /metrics shows the
+// events waiting and how long the oldest has; `oncejob relay --metrics-addr`
+// then counts each delivery by sink and outcome and measures the outbox's
+// lag, the backlog drops to nothing, and no label holds a tenant or a job.
 func TestRelayServesMetrics(t *testing.T) {
 	e := newEffects(t)
 	config := e.config(t, "")
 	ids := e.announce(t, 5)
+	httpAddr := freeAddr(t)
+	api := start(t, "serve-metrics", nil, "serve", "--database-url", e.dbURL, "--workers", "0", "--relays", "0",
+		"--grpc-addr", freeAddr(t), "--http-addr", httpAddr, "--config", config)
+	var served map[string]*dto.MetricFamily
+	require.Eventually(t, func() bool {
+		served = scrape(t, "http://"+httpAddr+"/metrics")
+		return served != nil
+	}, 30*time.Second, 50*time.Millisecond)
+	require.EqualValues(t, 2*len(ids), gauge(served, "oncejob_outbox_unrouted"), "no relay runs: every event waits")
+	require.Positive(t, gauge(served, "oncejob_outbox_oldest_pending_age_seconds"))
+
 	metricsAddr := freeAddr(t)
 	r := start(t, "relay", nil, relayArgs(e.dbURL, config, "--metrics-addr", metricsAddr)...)
 	require.Eventually(t, func() bool { return e.allDelivered(t, 2*len(ids)) }, 60*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		served = scrape(t, "http://"+httpAddr+"/metrics")
+		return gauge(served, "oncejob_outbox_unrouted") == 0 && gauge(served, "oncejob_deliveries_pending") == 0 &&
+			gauge(served, "oncejob_outbox_oldest_pending_age_seconds") == 0
+	}, 10*time.Second, 100*time.Millisecond, "the backlog never emptied on serve's /metrics")
+	api.stop()
 	fams := scrape(t, "http://"+metricsAddr+"/metrics")
 	require.NotNil(t, fams)
 	require.GreaterOrEqual(t, sumByLabel(fams, "oncejob_deliveries_total", "outcome", "delivered"), float64(2*len(ids)))

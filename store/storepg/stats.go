@@ -29,3 +29,24 @@ func (s *Store) JobStats(ctx context.Context, _ *store.JobStatsParams) (*store.J
 	}
 	return stats, nil
 }
+
+// OutboxStats implements store.StatsStore: two walks of partial indexes
+// (the unrouted events, the pending deliveries).
+func (s *Store) OutboxStats(ctx context.Context, _ *store.OutboxStatsParams) (*store.OutboxStats, error) {
+	u, err := s.q.OutboxStatsUnrouted(ctx, s.pool)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	stats := &store.OutboxStats{Unrouted: u.Events}
+	if u.Events > 0 {
+		stats.OldestUnroutedAt = &u.Oldest
+	}
+	rows, err := s.q.OutboxStatsPending(ctx, s.pool)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	for _, r := range rows {
+		stats.Pending = append(stats.Pending, store.SinkPending{Sink: r.Sink, Deliveries: r.Deliveries, OldestAt: r.Oldest})
+	}
+	return stats, nil
+}

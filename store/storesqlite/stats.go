@@ -29,3 +29,25 @@ func (s *Store) JobStats(ctx context.Context, _ *store.JobStatsParams) (*store.J
 	}
 	return stats, nil
 }
+
+// OutboxStats implements store.StatsStore: two walks of partial indexes
+// (the unrouted events, the pending deliveries) on the read pool.
+func (s *Store) OutboxStats(ctx context.Context, _ *store.OutboxStatsParams) (*store.OutboxStats, error) {
+	u, err := s.q.OutboxStatsUnrouted(ctx, s.read)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	stats := &store.OutboxStats{Unrouted: u.Events}
+	if u.Events > 0 {
+		oldest := timeFrom(u.Oldest)
+		stats.OldestUnroutedAt = &oldest
+	}
+	rows, err := s.q.OutboxStatsPending(ctx, s.read)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	for _, r := range rows {
+		stats.Pending = append(stats.Pending, store.SinkPending{Sink: r.Sink, Deliveries: r.Deliveries, OldestAt: timeFrom(r.Oldest)})
+	}
+	return stats, nil
+}

@@ -53,4 +53,46 @@ func exerciseStats(t *testing.T, newStore func(t *testing.T) Store) {
 		require.WithinDuration(t, jobs[2].CreatedAt, *stats.OldestClaimableAt, time.Millisecond, "the oldest queued job")
 		require.True(t, stats.OldestClaimableAt.After(before))
 	})
+
+	t.Run("MeasuresTheRelaysBacklog", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := t.Context()
+
+		empty, err := s.OutboxStats(ctx, &store.OutboxStatsParams{})
+		require.NoError(t, err)
+		require.Zero(t, empty.Unrouted)
+		require.Nil(t, empty.OldestUnroutedAt)
+		require.Empty(t, empty.Pending)
+
+		// Two published jobs: two job.succeeded events, not routed yet.
+		before := time.Now().Add(-time.Second)
+		for range 2 {
+			submit(t, s, newSubmitParams(t))
+			job := claimOne(t, s, "w", engineLease)
+			_, err := s.JobPublish(ctx, &store.JobPublishParams{Lease: leaseOf(job), Output: []byte(`{}`), Message: "published"})
+			require.NoError(t, err)
+		}
+		unrouted, err := s.OutboxStats(ctx, &store.OutboxStatsParams{})
+		require.NoError(t, err)
+		require.EqualValues(t, 2, unrouted.Unrouted)
+		require.NotNil(t, unrouted.OldestUnroutedAt)
+		require.True(t, unrouted.OldestUnroutedAt.After(before))
+		require.Empty(t, unrouted.Pending)
+
+		// Routed to two sinks each: four pending deliveries, none unrouted.
+		n, err := s.OutboxRoute(ctx, &store.OutboxRouteParams{Route: func(*store.OutboxEvent) []string { return []string{"hook", "stream"} }})
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+		routed, err := s.OutboxStats(ctx, &store.OutboxStatsParams{})
+		require.NoError(t, err)
+		require.Zero(t, routed.Unrouted)
+		require.Nil(t, routed.OldestUnroutedAt)
+		require.Len(t, routed.Pending, 2)
+		for _, p := range routed.Pending {
+			require.Contains(t, []string{"hook", "stream"}, p.Sink)
+			require.EqualValues(t, 2, p.Deliveries)
+			require.True(t, p.OldestAt.After(before), "sink %s: oldest %s", p.Sink, p.OldestAt)
+		}
+	})
 }

@@ -29,3 +29,19 @@ WHERE status IN ('queued', 'retry_wait', 'running', 'outcome_unknown')
     AND (CASE WHEN status = 'running' THEN lease_until
         WHEN status = 'outcome_unknown' THEN run_after
         ELSE coalesce(run_after, created_at) END) <= now();
+
+-- name: OutboxStatsPending :many
+-- Deliveries not yet landed, by sink, and when the oldest was routed: a
+-- walk of deliveries_due_idx, the pending ones alone.
+SELECT sink, count(*)::bigint AS deliveries, min(created_at)::timestamptz AS oldest
+FROM deliveries
+WHERE status = 'pending'
+GROUP BY sink;
+
+-- name: OutboxStatsUnrouted :one
+-- Events no relay has routed yet (none runs, or it falls behind), and the
+-- oldest one's commit (the epoch when there is none): a walk of
+-- outbox_unrouted_idx.
+SELECT count(*)::bigint AS events, coalesce(min(created_at), 'epoch')::timestamptz AS oldest
+FROM outbox
+WHERE routed_at IS NULL;

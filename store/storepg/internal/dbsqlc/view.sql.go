@@ -112,3 +112,59 @@ func (q *Queries) JobStatsClaimable(ctx context.Context, db DBTX) (JobStatsClaim
 	err := row.Scan(&i.Claimable, &i.Oldest)
 	return i, err
 }
+
+const outboxStatsPending = `-- name: OutboxStatsPending :many
+SELECT sink, count(*)::bigint AS deliveries, min(created_at)::timestamptz AS oldest
+FROM deliveries
+WHERE status = 'pending'
+GROUP BY sink
+`
+
+type OutboxStatsPendingRow struct {
+	Sink       string
+	Deliveries int64
+	Oldest     time.Time
+}
+
+// Deliveries not yet landed, by sink, and when the oldest was routed: a
+// walk of deliveries_due_idx, the pending ones alone.
+func (q *Queries) OutboxStatsPending(ctx context.Context, db DBTX) ([]OutboxStatsPendingRow, error) {
+	rows, err := db.Query(ctx, outboxStatsPending)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OutboxStatsPendingRow
+	for rows.Next() {
+		var i OutboxStatsPendingRow
+		if err := rows.Scan(&i.Sink, &i.Deliveries, &i.Oldest); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const outboxStatsUnrouted = `-- name: OutboxStatsUnrouted :one
+SELECT count(*)::bigint AS events, coalesce(min(created_at), 'epoch')::timestamptz AS oldest
+FROM outbox
+WHERE routed_at IS NULL
+`
+
+type OutboxStatsUnroutedRow struct {
+	Events int64
+	Oldest time.Time
+}
+
+// Events no relay has routed yet (none runs, or it falls behind), and the
+// oldest one's commit (the epoch when there is none): a walk of
+// outbox_unrouted_idx.
+func (q *Queries) OutboxStatsUnrouted(ctx context.Context, db DBTX) (OutboxStatsUnroutedRow, error) {
+	row := db.QueryRow(ctx, outboxStatsUnrouted)
+	var i OutboxStatsUnroutedRow
+	err := row.Scan(&i.Events, &i.Oldest)
+	return i, err
+}

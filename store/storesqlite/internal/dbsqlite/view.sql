@@ -28,3 +28,18 @@ WHERE status IN ('queued', 'retry_wait', 'running', 'outcome_unknown')
     AND (CASE WHEN status = 'running' THEN lease_until
         WHEN status = 'outcome_unknown' THEN run_after
         ELSE coalesce(run_after, created_at) END) <= +CAST(@now AS INTEGER);
+
+-- name: OutboxStatsPending :many
+-- Deliveries not yet landed, by sink, and when the oldest was routed: the
+-- pending ones alone, through deliveries_due_idx.
+SELECT sink, count(*) AS deliveries, CAST(min(created_at) AS INTEGER) AS oldest
+FROM deliveries
+WHERE status = 'pending'
+GROUP BY sink;
+
+-- name: OutboxStatsUnrouted :one
+-- Events no relay has routed yet, and the oldest one's commit (0 when there
+-- is none), through outbox_unrouted_idx.
+SELECT count(*) AS events, CAST(coalesce(min(created_at), 0) AS INTEGER) AS oldest
+FROM outbox
+WHERE routed_at IS NULL;

@@ -116,3 +116,61 @@ func (q *Queries) JobStatsClaimable(ctx context.Context, db DBTX, now int64) (Jo
 	err := row.Scan(&i.Claimable, &i.Oldest)
 	return i, err
 }
+
+const outboxStatsPending = `-- name: OutboxStatsPending :many
+SELECT sink, count(*) AS deliveries, CAST(min(created_at) AS INTEGER) AS oldest
+FROM deliveries
+WHERE status = 'pending'
+GROUP BY sink
+`
+
+type OutboxStatsPendingRow struct {
+	Sink       string
+	Deliveries int64
+	Oldest     int64
+}
+
+// Deliveries not yet landed, by sink, and when the oldest was routed: the
+// pending ones alone, through deliveries_due_idx.
+func (q *Queries) OutboxStatsPending(ctx context.Context, db DBTX) ([]OutboxStatsPendingRow, error) {
+	rows, err := db.QueryContext(ctx, outboxStatsPending)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OutboxStatsPendingRow
+	for rows.Next() {
+		var i OutboxStatsPendingRow
+		if err := rows.Scan(&i.Sink, &i.Deliveries, &i.Oldest); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const outboxStatsUnrouted = `-- name: OutboxStatsUnrouted :one
+SELECT count(*) AS events, CAST(coalesce(min(created_at), 0) AS INTEGER) AS oldest
+FROM outbox
+WHERE routed_at IS NULL
+`
+
+type OutboxStatsUnroutedRow struct {
+	Events int64
+	Oldest int64
+}
+
+// Events no relay has routed yet, and the oldest one's commit (0 when there
+// is none), through outbox_unrouted_idx.
+func (q *Queries) OutboxStatsUnrouted(ctx context.Context, db DBTX) (OutboxStatsUnroutedRow, error) {
+	row := db.QueryRowContext(ctx, outboxStatsUnrouted)
+	var i OutboxStatsUnroutedRow
+	err := row.Scan(&i.Events, &i.Oldest)
+	return i, err
+}
