@@ -12,8 +12,8 @@ import (
 
 // TestJobStatsReadOnlyTheUnfinishedJobs guards what view.sql says in
 // comments: the stats a /metrics scrape asks for read the partial indexes of
-// the unfinished jobs, never the table, so millions of finished jobs cost a
-// scrape nothing.
+// the unfinished jobs and the undelivered events, never a whole table, so
+// millions of finished jobs and delivered events cost a scrape nothing.
 func TestJobStatsReadOnlyTheUnfinishedJobs(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -44,4 +44,6 @@ func TestJobStatsReadOnlyTheUnfinishedJobs(t *testing.T) {
 	}
 	require.Equal(t, []string{"SEARCH jobs USING COVERING INDEX jobs_active_status_pipeline_idx (status=?)"}, plan("JobStatsActive"))
 	require.Equal(t, []string{"SEARCH jobs USING INDEX jobs_claimable_idx (<expr><?)"}, plan("JobStatsClaimable"))
+	require.Equal(t, []string{"SCAN outbox USING INDEX outbox_unrouted_idx"}, plan("OutboxStatsUnrouted"))
+	require.Equal(t, []string{"SCAN deliveries USING INDEX deliveries_due_idx", "USE TEMP B-TREE FOR GROUP BY"}, plan("OutboxStatsPending"))
 }
