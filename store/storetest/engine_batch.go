@@ -110,6 +110,8 @@ func exerciseEngineBatch(t *testing.T, newStore func(t *testing.T) Store) {
 			// The refused job: untouched, still the thief's.
 			got, err := s.JobGetByID(ctx, &store.JobGetByIDParams{Tenant: taken.Tenant, ID: taken.ID})
 			require.NoError(t, err)
+			require.Equal(t, store.JobStatusRunning, taken.ClaimedFrom, "the thief took it over")
+			got.ClaimedFrom = taken.ClaimedFrom // the claim's, not the job's
 			require.Equal(t, taken, got)
 			require.Equal(t, takenEvents, requireConsecutiveEvents(t, s, taken))
 			cps, err := s.CheckpointList(ctx, &store.CheckpointListParams{JobID: taken.ID})
