@@ -69,7 +69,9 @@ func TestWebhookRetriesThenDeadLettersAndRetryBringsItHome(t *testing.T) {
 	addr := lis.Addr().String()
 	require.NoError(t, lis.Close())
 
-	policy := relay.RetryPolicy{MaxAttempts: 8, InitialBackoff: 40 * time.Millisecond, MaxBackoff: 160 * time.Millisecond, MaxAge: time.Minute}
+	// Attempts enough for the refused ones, however long a loaded machine
+	// takes to dead-letter the hasty sink's before the receiver starts.
+	policy := relay.RetryPolicy{MaxAttempts: 1000, InitialBackoff: 40 * time.Millisecond, MaxBackoff: 160 * time.Millisecond, MaxAge: time.Minute}
 	patient := webhookSink("patient", "acme", "http://"+addr, ref, "job.failed")
 	patient.Retry = policy
 	hasty := webhookSink("hasty", "acme", "http://"+addr, ref, "job.failed")

@@ -233,7 +233,8 @@ func TestRelayKillAtFailpoints(t *testing.T) {
 					time.Sleep(20 * time.Millisecond)
 				}
 				if !r.done() {
-					r.stop()
+					// Still armed: it may hit its failpoint while it drains.
+					r.stopOrDieAt("failpoint: " + fp)
 					break
 				}
 				require.Contains(t, r.logs.String(), "failpoint: "+fp, "the relay died, but not at the failpoint")
