@@ -38,10 +38,14 @@ func (h *heartbeater) add(lease store.Lease, cancel context.CancelCauseFunc) {
 	h.jobs[lease.JobID] = &beating{lease: lease, cancel: cancel}
 }
 
-func (h *heartbeater) remove(jobID string) {
+// remove stops beating for lease, and only for it: this worker may have
+// claimed the job again, under a new attempt, before the old run ended.
+func (h *heartbeater) remove(lease store.Lease) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.jobs, jobID)
+	if b, ok := h.jobs[lease.JobID]; ok && b.lease == lease {
+		delete(h.jobs, lease.JobID)
+	}
 }
 
 // run beats every interval until ctx is done.
@@ -87,8 +91,10 @@ func (h *heartbeater) beat(ctx context.Context) error {
 		return err
 	}
 	stop := map[string]error{}
+	lost := map[string]store.Lease{}
 	for _, l := range res.Lost {
 		stop[l.JobID] = errLeaseLost
+		lost[l.JobID] = l
 	}
 	for _, id := range res.CancelRequested {
 		if _, lost := stop[id]; !lost {
@@ -97,10 +103,15 @@ func (h *heartbeater) beat(ctx context.Context) error {
 	}
 	h.mu.Lock()
 	for id, cause := range stop {
-		if b, ok := h.jobs[id]; ok {
-			b.cancel(cause)
-			delete(h.jobs, id)
+		b, ok := h.jobs[id]
+		if !ok {
+			continue
 		}
+		if l, wasLost := lost[id]; wasLost && b.lease != l {
+			continue // an earlier attempt's lease: the job runs again under a new one
+		}
+		b.cancel(cause)
+		delete(h.jobs, id)
 	}
 	h.mu.Unlock()
 	for _, l := range leases {

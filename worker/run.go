@@ -116,7 +116,7 @@ func (w *Worker) work(ctx context.Context, claimed *store.JobWork) {
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	w.heartbeater.add(r.lease, cancel)
-	defer w.heartbeater.remove(job.ID)
+	defer w.heartbeater.remove(r.lease)
 
 	err := r.prepare()
 	if err == nil {
