@@ -67,12 +67,7 @@ type APIKeyListParams struct {
 }
 
 // PageLimit is Limit with its default.
-func (p *APIKeyListParams) PageLimit() int {
-	if p.Limit <= 0 {
-		return 1000
-	}
-	return p.Limit
-}
+func (p *APIKeyListParams) PageLimit() int { return pageLimit(p.Limit, 1000) }
 
 // Actor is who asked for an operator transition: recorded on the event it
 // appends, in its transaction (the audit trail).

@@ -89,6 +89,9 @@ func (p RunProgress) Terminal() int64 {
 	return n
 }
 
+// Complete says whether the run has items and every one is terminal.
+func (p RunProgress) Complete() bool { return p.Items > 0 && p.Terminal() == p.Items }
+
 // RunItemOutcome is how an item joined its run.
 type RunItemOutcome string
 
@@ -144,6 +147,10 @@ type RunGetParams struct {
 	Tenant      string
 	ID          string
 	RecentSince time.Time // see RunProgress.FinishedRecently
+	// WithoutProgress reads the run's row only (Progress stays zero): what
+	// SubmitJobs needs, its defaults and whether it is cancelled, without
+	// adding up every item of the run on every batch.
+	WithoutProgress bool
 }
 
 // RunListParams selects one page of runs, newest first.
@@ -213,15 +220,7 @@ func RunListPage(runs []*Run, limit int) *RunListResult {
 }
 
 // RunListLimit is the page size of params: 20 by default, at most 100.
-func (p *RunListParams) RunListLimit() int {
-	switch {
-	case p.Limit <= 0:
-		return 20
-	case p.Limit > 100:
-		return 100
-	}
-	return p.Limit
-}
+func (p *RunListParams) RunListLimit() int { return min(pageLimit(p.Limit, 20), 100) }
 
 // RunCreateExisting answers a RunCreate whose key is bound to run.
 func RunCreateExisting(fingerprint string, run *Run) (*RunCreateResult, error) {

@@ -218,23 +218,10 @@ func DecideSlot(policy OverlapPolicy, lastJobID string, lastRunning bool, buffer
 }
 
 // ScheduleListLimit is the page size of params: 20 by default, at most 100.
-func (p *ScheduleListParams) ScheduleListLimit() int {
-	switch {
-	case p.Limit <= 0:
-		return 20
-	case p.Limit > 100:
-		return 100
-	}
-	return p.Limit
-}
+func (p *ScheduleListParams) ScheduleListLimit() int { return min(pageLimit(p.Limit, 20), 100) }
 
 // ScheduleClaimLimit is the most schedules one claim takes.
-func (p *ScheduleClaimParams) ScheduleClaimLimit() int {
-	if p.Limit <= 0 {
-		return 100
-	}
-	return p.Limit
-}
+func (p *ScheduleClaimParams) ScheduleClaimLimit() int { return pageLimit(p.Limit, 100) }
 
 // ScheduleCreateExisting answers a ScheduleCreate whose key is bound to s.
 func ScheduleCreateExisting(fingerprint string, s *Schedule) (*ScheduleCreateResult, error) {

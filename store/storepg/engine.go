@@ -198,8 +198,7 @@ func (s *Store) LLMAttemptRecord(ctx context.Context, params *store.LLMAttemptRe
 		JobID:             id,
 	}
 	_, err = s.q.LLMAttemptRecord(ctx, s.pool, args)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == pgUniqueViolation && pgErr.ConstraintName == "llm_attempts_billed_once" {
+	if isBilledOnceViolation(err) {
 		// A concurrent attempt counted this key's bill first.
 		args.Billed = false
 		_, err = s.q.LLMAttemptRecord(ctx, s.pool, args)
@@ -279,6 +278,13 @@ func (s *Store) JobPublish(ctx context.Context, params *store.JobPublishParams) 
 	}
 	s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
 	return jobFromRow(dbsqlc.Job(row))
+}
+
+// isBilledOnceViolation: another attempt journaled this provider call's
+// bill first (the llm_attempts_billed_once index).
+func isBilledOnceViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == pgUniqueViolation && pgErr.ConstraintName == "llm_attempts_billed_once"
 }
 
 func isComputedSuccessViolation(err error) bool {

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncejob/oncejob/store"
@@ -207,8 +206,7 @@ func (s *Store) CheckpointWriteMany(ctx context.Context, params *store.Checkpoin
 		args.CostMicros, args.LatencyMs, args.Error, args.Model = a.CostMicros, a.LatencyMillis, a.Error, a.Model
 	}
 	row, err := s.q.CheckpointWriteMany(ctx, s.pool, args)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == pgUniqueViolation && pgErr.ConstraintName == "llm_attempts_billed_once" {
+	if isBilledOnceViolation(err) {
 		// A concurrent attempt counted this bill first (LLMAttemptRecord).
 		args.Billed = false
 		row, err = s.q.CheckpointWriteMany(ctx, s.pool, args)
@@ -316,9 +314,6 @@ func (s *Store) publishBatch(ctx context.Context, jobs []*store.JobPublishParams
 	}
 	rows, err := s.q.JobPublishMany(ctx, s.pool, dbsqlc.JobPublishManyParams{Jobs: jobsJSON, Checkpoints: cpsJSON})
 	if err != nil {
-		if isComputedSuccessViolation(err) {
-			return err
-		}
 		if ierr := interpretError(err); errors.Is(ierr, store.ErrUnavailable) {
 			return ierr
 		}
