@@ -139,7 +139,7 @@ func (s *runService) WatchRun(req *oncejobv1.WatchRunRequest, stream grpc.Server
 			}
 			last = p.Seq
 		}
-		return p.Items > 0 && p.Terminal() == p.Items, nil
+		return p.Complete(), nil
 	})
 	switch {
 	case err == nil:
@@ -240,7 +240,7 @@ func (s *runService) runToProto(r *store.Run) *oncejobv1.Run {
 			DeadLettered:     p.ByStatus[store.JobStatusDeadLettered],
 			Usage: &oncejobv1.JobUsage{PromptTokens: p.Usage.PromptTokens, CompletionTokens: p.Usage.CompletionTokens,
 				CostMicros: p.Usage.CostMicros, LlmCalls: p.Usage.LLMCalls},
-			Complete: p.Items > 0 && p.Terminal() == p.Items,
+			Complete: p.Complete(),
 		},
 	}
 	if len(r.Params) > 0 {
@@ -269,7 +269,7 @@ func (s *jobService) submitRun(ctx context.Context, t, id string) (*store.Run, e
 	if !ok {
 		return nil, status.Error(codes.Unimplemented, "this store does not keep runs")
 	}
-	run, err := runs.RunGet(ctx, &store.RunGetParams{Tenant: t, ID: id, RecentSince: time.Now()})
+	run, err := runs.RunGet(ctx, &store.RunGetParams{Tenant: t, ID: id, WithoutProgress: true})
 	if err != nil {
 		return nil, s.storeError(ctx, err, "run "+id)
 	}
@@ -281,9 +281,24 @@ func (s *jobService) submitRun(ctx context.Context, t, id string) (*store.Run, e
 	return run, nil
 }
 
+// runParams is a run's params as a struct, nil when it has none (or they do
+// not decode).
+func runParams(r *store.Run) *structpb.Struct {
+	if len(r.Params) <= 2 { // "{}"
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(r.Params, &m) != nil {
+		return nil
+	}
+	st, _ := structpb.NewStruct(m)
+	return st
+}
+
 // withRunDefaults fills req's empty pipeline and model profile with the
-// run's, and puts the run's params and labels under req's own.
-func withRunDefaults(req *oncejobv1.SubmitJobRequest, run *store.Run) {
+// run's, and puts the run's params (decoded once per call: runParams) and
+// labels under req's own.
+func withRunDefaults(req *oncejobv1.SubmitJobRequest, run *store.Run, params *structpb.Struct) {
 	if req == nil {
 		return
 	}
@@ -293,15 +308,11 @@ func withRunDefaults(req *oncejobv1.SubmitJobRequest, run *store.Run) {
 	if req.ModelProfile == "" {
 		req.ModelProfile = run.ModelProfile
 	}
-	if len(run.Params) > 2 { // not "{}"
-		var defaults map[string]any
-		if json.Unmarshal(run.Params, &defaults) == nil {
-			merged, _ := structpb.NewStruct(defaults)
-			if merged != nil {
-				maps.Copy(merged.Fields, req.GetParams().GetFields())
-				req.Params = merged
-			}
-		}
+	if params != nil {
+		// The values are shared between items, read only from here on.
+		merged := &structpb.Struct{Fields: maps.Clone(params.Fields)}
+		maps.Copy(merged.Fields, req.GetParams().GetFields())
+		req.Params = merged
 	}
 	if len(run.Labels) > 0 {
 		labels := maps.Clone(run.Labels)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/server/idempotency"
@@ -41,12 +42,16 @@ const maxSubmitJobsItems = 1000
 // fails another.
 func (s *jobService) SubmitJobs(ctx context.Context, req *oncejobv1.SubmitJobsRequest) (*oncejobv1.SubmitJobsResponse, error) {
 	t, _ := tenant.FromContext(ctx)
-	var run *store.Run
+	var (
+		run         *store.Run
+		runDefaults *structpb.Struct
+	)
 	if req.GetRunId() != "" {
 		var err error
 		if run, err = s.submitRun(ctx, t, req.GetRunId()); err != nil {
 			return nil, err
 		}
+		runDefaults = runParams(run)
 	}
 	items := req.GetItems()
 	results := make([]*oncejobv1.SubmitJobsResult, len(items))
@@ -56,7 +61,7 @@ func (s *jobService) SubmitJobs(ctx context.Context, req *oncejobv1.SubmitJobsRe
 	)
 	for i, item := range items {
 		if run != nil {
-			withRunDefaults(item.GetRequest(), run)
+			withRunDefaults(item.GetRequest(), run, runDefaults)
 		}
 		p, st := s.submitJobsItem(ctx, t, i, item)
 		if st != nil {

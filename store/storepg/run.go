@@ -58,6 +58,9 @@ func (s *Store) RunGet(ctx context.Context, params *store.RunGetParams) (*store.
 	if err != nil {
 		return nil, interpretError(err)
 	}
+	if params.WithoutProgress {
+		return runFromRow(row)
+	}
 	return s.runWithProgress(ctx, row, params.RecentSince)
 }
 

@@ -70,6 +70,9 @@ func (s *Store) RunGet(ctx context.Context, params *store.RunGetParams) (*store.
 	if err != nil {
 		return nil, interpretError(err)
 	}
+	if params.WithoutProgress {
+		return runFromRow(row)
+	}
 	return s.runWithProgress(ctx, row, params.RecentSince)
 }
 
@@ -249,17 +252,9 @@ func (s *Store) runItemRecord(ctx context.Context, tx *writeTx, p *store.JobSubm
 
 // runWithProgress is the run of row with its progress.
 func (s *Store) runWithProgress(ctx context.Context, row dbsqlite.Run, recentSince time.Time) (*store.Run, error) {
-	run := &store.Run{
-		ID: row.ID, Tenant: row.Tenant, IdempotencyKey: row.IdemKey, Fingerprint: row.Fingerprint,
-		Name: row.Name, Pipeline: row.Pipeline, ModelProfile: row.ModelProfile, Params: []byte(row.Params),
-		CreatedAt: timeFrom(row.CreatedAt),
-	}
-	if row.CancelledAt != nil {
-		t := timeFrom(*row.CancelledAt)
-		run.CancelledAt = &t
-	}
-	if err := json.Unmarshal([]byte(row.Labels), &run.Labels); err != nil {
-		return nil, fmt.Errorf("storesqlite: run %s: labels column: %w", run.ID, err)
+	run, err := runFromRow(row)
+	if err != nil {
+		return nil, err
 	}
 	since := recentSince.UnixMicro()
 	rows, err := s.q.RunProgress(ctx, s.read, dbsqlite.RunProgressParams{RecentSince: &since, RunID: row.ID})
@@ -276,6 +271,23 @@ func (s *Store) runWithProgress(ctx context.Context, row dbsqlite.Run, recentSin
 		}
 	}
 	run.Progress = store.RunProgressOf(groups)
+	return run, nil
+}
+
+// runFromRow is the run of row, without its progress.
+func runFromRow(row dbsqlite.Run) (*store.Run, error) {
+	run := &store.Run{
+		ID: row.ID, Tenant: row.Tenant, IdempotencyKey: row.IdemKey, Fingerprint: row.Fingerprint,
+		Name: row.Name, Pipeline: row.Pipeline, ModelProfile: row.ModelProfile, Params: []byte(row.Params),
+		CreatedAt: timeFrom(row.CreatedAt),
+	}
+	if row.CancelledAt != nil {
+		t := timeFrom(*row.CancelledAt)
+		run.CancelledAt = &t
+	}
+	if err := json.Unmarshal([]byte(row.Labels), &run.Labels); err != nil {
+		return nil, fmt.Errorf("storesqlite: run %s: labels column: %w", run.ID, err)
+	}
 	return run, nil
 }
 
