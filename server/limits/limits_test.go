@@ -126,6 +126,8 @@ func TestJobsInFlightAndDocumentBytes(t *testing.T) {
 	u := &usage{by: map[string]store.TenantUsage{"acme": {InFlight: 8, DocumentBytes: 900}}}
 	l, err := limits.New(limits.Config{Default: limits.Tenant{JobsInFlight: 10, DocumentBytesPerDay: 1000}, Usage: u})
 	require.NoError(t, err)
+	now := time.Date(2026, 12, 3, 18, 30, 0, 0, time.UTC)
+	limits.SetNow(l, func() time.Time { return now })
 
 	require.NoError(t, call(l, "acme", doc(50)))
 	require.NoError(t, call(l, "acme", doc(50)), "9 + 1 in flight, 950 + 50 bytes: at the limits")
@@ -135,8 +137,9 @@ func TestJobsInFlightAndDocumentBytes(t *testing.T) {
 	u2 := &usage{by: map[string]store.TenantUsage{"acme": {DocumentBytes: 990}}}
 	l, err = limits.New(limits.Config{Default: limits.Tenant{DocumentBytesPerDay: 1000}, Usage: u2})
 	require.NoError(t, err)
+	limits.SetNow(l, func() time.Time { return now })
 	delay := requireExhausted(t, call(l, "acme", doc(11)), limits.ReasonDocumentBytes)
-	require.LessOrEqual(t, delay, 24*time.Hour, "retry at midnight UTC")
+	require.Equal(t, 5*time.Hour+30*time.Minute, delay, "retry at midnight UTC")
 	require.NoError(t, call(l, "acme", doc(10)))
 
 	u3 := &usage{err: errors.New("store down")}

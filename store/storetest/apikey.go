@@ -135,13 +135,16 @@ func exerciseAPIKey(t *testing.T, newStore func(t *testing.T) Store) {
 		queued := jobIn(t, s, store.JobStatusQueued)
 		idem := newIdempotency(t, "/oncejob.v1.JobService/CancelJob")
 		var wg sync.WaitGroup
-		for range 4 {
+		errs := make([]error, 4)
+		for i := range errs {
 			wg.Go(func() {
-				_, err := s.JobCancel(ctx, &store.JobCancelParams{Tenant: queued.Tenant, ID: queued.ID, Idempotency: idem, Actor: cancelBy})
-				require.NoError(t, err)
+				_, errs[i] = s.JobCancel(ctx, &store.JobCancelParams{Tenant: queued.Tenant, ID: queued.ID, Idempotency: idem, Actor: cancelBy})
 			})
 		}
 		wg.Wait()
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
 		events = requireConsecutiveEvents(t, s, queued)
 		require.Len(t, events, 2, "submitted, then one cancel")
 		require.Equal(t, cancelBy, events[1].Actor)
