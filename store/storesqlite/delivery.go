@@ -61,7 +61,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 	var out []*store.Delivery
 	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		ids, err := s.q.DeliveryClaimCandidates(ctx, tx, dbsqlite.DeliveryClaimCandidatesParams{
-			Now: now, Sinks: params.Sinks, Max: int64(params.Limit),
+			Now: now, Sinks: jsonList(params.Sinks), Max: int64(params.Limit),
 		})
 		if err != nil {
 			return interpretError(err)

@@ -423,6 +423,8 @@ func exerciseDelivery(t *testing.T, newStore func(t *testing.T) Store) {
 		require.True(t, slices.Contains(ids, ds[1].ID) && slices.Contains(ids, ds[2].ID), "retried deliveries are due")
 	})
 
+	t.Run("MultiSink", func(t *testing.T) { exerciseMultiSink(t, newStore) })
+
 	t.Run("SentMessages", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

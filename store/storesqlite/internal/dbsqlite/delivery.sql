@@ -31,12 +31,14 @@ LIMIT @max;
 -- name: DeliveryClaimCandidates :many
 -- Due deliveries in due order, as DeliveryClaim on Postgres chooses them: a
 -- delivery waits while an earlier one of its job to its sink is pending, or
--- while its sink is disabled.
+-- while its sink is disabled. @sinks is a JSON array (json_each, as in
+-- operator.sql: never sqlc.slice, whose expansion shifts the numbered
+-- parameters after it).
 SELECT d.id
 FROM deliveries d
 WHERE d.status = 'pending'
     AND d.due_at <= CAST(@now AS INTEGER)
-    AND d.sink IN (sqlc.slice('sinks'))
+    AND d.sink IN (SELECT value FROM json_each(CAST(@sinks AS TEXT)))
     AND NOT EXISTS (SELECT 1 FROM sink_states s WHERE s.sink = d.sink)
     AND NOT EXISTS (
         SELECT 1 FROM deliveries e

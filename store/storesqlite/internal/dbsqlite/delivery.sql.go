@@ -7,7 +7,6 @@ package dbsqlite
 
 import (
 	"context"
-	"strings"
 )
 
 const deliveryAttemptInsert = `-- name: DeliveryAttemptInsert :exec
@@ -154,7 +153,7 @@ SELECT d.id
 FROM deliveries d
 WHERE d.status = 'pending'
     AND d.due_at <= CAST(?1 AS INTEGER)
-    AND d.sink IN (/*SLICE:sinks*/?)
+    AND d.sink IN (SELECT value FROM json_each(CAST(?2 AS TEXT)))
     AND NOT EXISTS (SELECT 1 FROM sink_states s WHERE s.sink = d.sink)
     AND NOT EXISTS (
         SELECT 1 FROM deliveries e
@@ -166,27 +165,17 @@ LIMIT ?3
 
 type DeliveryClaimCandidatesParams struct {
 	Now   int64
-	Sinks []string
+	Sinks string
 	Max   int64
 }
 
 // Due deliveries in due order, as DeliveryClaim on Postgres chooses them: a
 // delivery waits while an earlier one of its job to its sink is pending, or
-// while its sink is disabled.
+// while its sink is disabled. @sinks is a JSON array (json_each, as in
+// operator.sql: never sqlc.slice, whose expansion shifts the numbered
+// parameters after it).
 func (q *Queries) DeliveryClaimCandidates(ctx context.Context, db DBTX, arg DeliveryClaimCandidatesParams) ([]int64, error) {
-	query := deliveryClaimCandidates
-	var queryParams []interface{}
-	queryParams = append(queryParams, arg.Now)
-	if len(arg.Sinks) > 0 {
-		for _, v := range arg.Sinks {
-			queryParams = append(queryParams, v)
-		}
-		query = strings.Replace(query, "/*SLICE:sinks*/?", strings.Repeat(",?", len(arg.Sinks))[1:], 1)
-	} else {
-		query = strings.Replace(query, "/*SLICE:sinks*/?", "NULL", 1)
-	}
-	queryParams = append(queryParams, arg.Max)
-	rows, err := db.QueryContext(ctx, query, queryParams...)
+	rows, err := db.QueryContext(ctx, deliveryClaimCandidates, arg.Now, arg.Sinks, arg.Max)
 	if err != nil {
 		return nil, err
 	}
