@@ -69,14 +69,19 @@ type Config struct {
 }
 
 // Observer is told of each delivery attempt as its result is decided,
-// before the result is journaled. It must be quick and must not block.
+// before the result is journaled, and of each round that failed. It must be
+// quick and must not block.
 type Observer interface {
 	Delivered(ctx context.Context, d *store.Delivery, res *store.DeliveryResult)
+	// RoundFailed: a round's step - "route", "claim" or "settle" - failed
+	// with err; the relay tries again after PollInterval.
+	RoundFailed(ctx context.Context, step string, err error)
 }
 
 type nopObserver struct{}
 
 func (nopObserver) Delivered(context.Context, *store.Delivery, *store.DeliveryResult) {}
+func (nopObserver) RoundFailed(context.Context, string, error)                        {}
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
@@ -113,7 +118,23 @@ type Relay struct {
 	cfg   Config
 	sinks *Sinks
 	log   *slog.Logger
+
+	failMu  sync.Mutex
+	failing *roundError // the failure of the last round; nil after one that worked
 }
+
+// roundError is a step that failed in every round since the first.
+type roundError struct {
+	step  string
+	since time.Time
+	err   error
+}
+
+func (e *roundError) Error() string {
+	return fmt.Sprintf("%s failed in every round since %s: %v", e.step, e.since.UTC().Format(time.RFC3339), e.err)
+}
+
+func (e *roundError) Unwrap() error { return e.err }
 
 // New connects the sinks (a JetStream sink creates its stream if asked) and
 // returns a relay ready to Run.
@@ -164,7 +185,7 @@ func (r *Relay) loop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if err != nil {
+		if err := r.recordRound(ctx, err); err != nil {
 			r.log.Error("relay round failed; trying again", "error", err)
 			worked = false
 		}
@@ -190,6 +211,45 @@ func (r *Relay) loop(ctx context.Context) {
 	}
 }
 
+// recordRound counts a failed round (Observer.RoundFailed) and keeps what
+// Health reports: the failure of the last round, dated from the first of
+// the failures in a row of the same step, and returns that.
+func (r *Relay) recordRound(ctx context.Context, err error) error {
+	var re *roundError
+	if err != nil && !errors.As(err, &re) {
+		re = &roundError{step: "round", err: err}
+	}
+	if re != nil {
+		r.cfg.Observer.RoundFailed(ctx, re.step, re.err)
+	}
+	r.failMu.Lock()
+	defer r.failMu.Unlock()
+	switch {
+	case re == nil:
+		r.failing = nil
+		return nil
+	case r.failing == nil || r.failing.step != re.step:
+		re.since = time.Now()
+		r.failing = re
+	default:
+		r.failing = &roundError{step: re.step, since: r.failing.since, err: re.err}
+	}
+	return r.failing
+}
+
+// Health is nil while the relay's rounds work, else the error of the last
+// one, dated from the first of the failures in a row (readiness shows it:
+// docs/operations.md, "Readiness"). A relay that cannot claim delivers
+// nothing, however healthy the rest of the process is.
+func (r *Relay) Health() error {
+	r.failMu.Lock()
+	defer r.failMu.Unlock()
+	if r.failing == nil {
+		return nil
+	}
+	return r.failing
+}
+
 // wakeCoalesce is how long a woken relay waits for more wake-ups before its
 // round: a small part of the delivery lag, a large cut of empty rounds.
 const wakeCoalesce = 5 * time.Millisecond
@@ -198,13 +258,13 @@ const wakeCoalesce = 5 * time.Millisecond
 func (r *Relay) round(ctx context.Context) (bool, error) {
 	routed, err := r.cfg.Store.OutboxRoute(ctx, &store.OutboxRouteParams{Route: r.sinks.Route, Limit: r.cfg.BatchSize * 5})
 	if err != nil {
-		return false, fmt.Errorf("route: %w", err)
+		return false, &roundError{step: "route", err: err}
 	}
 	batch, err := r.cfg.Store.DeliveryClaim(ctx, &store.DeliveryClaimParams{
 		Owner: r.cfg.Owner, Sinks: r.sinks.Names(), Limit: r.cfg.BatchSize, LeaseDuration: r.cfg.LeaseDuration,
 	})
 	if err != nil {
-		return routed > 0, fmt.Errorf("claim: %w", err)
+		return routed > 0, &roundError{step: "claim", err: err}
 	}
 	if len(batch) == 0 {
 		return routed > 0, nil
@@ -216,7 +276,7 @@ func (r *Relay) round(ctx context.Context) (bool, error) {
 	defer cancel()
 	res, err := r.cfg.Store.DeliverySettle(sctx, &store.DeliverySettleParams{Owner: r.cfg.Owner, Results: results})
 	if err != nil {
-		return true, fmt.Errorf("settle: %w (the deliveries go out again when their lease expires)", err)
+		return true, &roundError{step: "settle", err: fmt.Errorf("%w (the deliveries go out again when their lease expires)", err)}
 	}
 	failpoint.Inject(failpoint.RelayAfterJournal)
 	for _, id := range res.LeaseLost {

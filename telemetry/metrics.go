@@ -51,6 +51,7 @@ type Metrics struct {
 	llmUnknown       *prometheus.CounterVec
 	deliveries       *prometheus.CounterVec
 	outboxLag        *prometheus.HistogramVec
+	relayFailures    *prometheus.CounterVec
 }
 
 // NewMetrics returns the metrics, registered.
@@ -117,13 +118,17 @@ func NewMetrics() *Metrics {
 			Help:    "Time from an event's commit in the outbox to its delivery to a sink.",
 			Buckets: waitBuckets,
 		}, []string{"sink"}),
+		relayFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "oncejob_relay_round_failures_total",
+			Help: "Relay rounds that failed, by step: route, claim or settle. A relay whose claims fail delivers nothing.",
+		}, []string{"step"}),
 	}
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.GRPC, m.jobStartLatency, m.leaseTakeovers, m.jobsSettled, m.deadLetters, m.budgetsExhausted,
 		m.stageDuration, m.llmCalls, m.llmDuration, m.llmTokens, m.llmCost, m.llmUnknown,
-		m.deliveries, m.outboxLag,
+		m.deliveries, m.outboxLag, m.relayFailures,
 	)
 	return m
 }

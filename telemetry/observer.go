@@ -173,3 +173,10 @@ func (o *RelayObserver) Delivered(ctx context.Context, d *store.Delivery, res *s
 	}
 	span.End(trace.WithTimestamp(res.FinishedAt))
 }
+
+// RoundFailed implements relay.Observer.
+func (o *RelayObserver) RoundFailed(_ context.Context, step string, _ error) {
+	if m := o.Metrics; m != nil {
+		m.relayFailures.WithLabelValues(step).Inc()
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/oncejob/oncejob/config"
 	"github.com/oncejob/oncejob/relay"
+	"github.com/oncejob/oncejob/server/readiness"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -40,22 +41,23 @@ type relayStore interface {
 }
 
 // startRelays runs the relay in the background until ctx is done; wait
-// blocks until it stopped. Committed events wake it: through wake when the
+// blocks until it stopped; health is the relay's Health (nil with no relay),
+// for readiness. Committed events wake it: through wake when the
 // caller already listens to the store's notifications (serve's watch hub,
 // see wakeOnListen), else through a notification source of its own.
-func (o *relayOpts) startRelays(ctx context.Context, st relayStore, cfg *config.File, wake chan struct{}, obs *observability, logger *slog.Logger) (wait func(), err error) {
+func (o *relayOpts) startRelays(ctx context.Context, st relayStore, cfg *config.File, wake chan struct{}, obs *observability, logger *slog.Logger) (wait func(), health func() error, err error) {
 	if o.relays < 0 {
-		return nil, errors.New("--relays must not be negative")
+		return nil, nil, errors.New("--relays must not be negative")
 	}
 	if o.relays == 0 {
-		return func() {}, nil
+		return func() {}, nil, nil
 	}
 	var wg sync.WaitGroup
 	if wake == nil {
 		wake = make(chan struct{}, 1)
 		notes, err := st.JobEventListen(ctx, &store.JobEventListenParams{Logger: logger})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		wg.Go(func() {
 			for range notes {
@@ -69,14 +71,14 @@ func (o *relayOpts) startRelays(ctx context.Context, st relayStore, cfg *config.
 		Wake: wake, Logger: logger, Observer: obs.relayObserver(st),
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	wg.Go(func() {
 		defer func() { _ = r.Close() }()
 		_ = r.Run(ctx)
 	})
 	logger.Info("relay running", "owner", r.Owner(), "loops", o.relays, "sinks", len(cfg.Sinks))
-	return wg.Wait, nil
+	return wg.Wait, r.Health, nil
 }
 
 // runRelay runs the relay only, beside any number of serve, worker and
@@ -87,7 +89,7 @@ func runRelay(ctx context.Context, args []string) error {
 	cfgPath := configFlag(fs)
 	lf := logFlags(fs)
 	rel := relayFlags(fs, 1)
-	tf := telemetryFlags(fs, "")
+	tf := telemetryFlags(fs, "and GET /readyz, GET /livez: ready while the store answers and the relay's rounds work")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -112,10 +114,19 @@ func runRelay(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	wait, err := rel.startRelays(ctx, st, cfg, nil, obs, logger)
+	wait, health, err := rel.startRelays(ctx, st, cfg, nil, obs, logger)
 	if err != nil {
 		return err
 	}
+	// Readiness, on the --metrics-addr listener: the store answers and the
+	// relay's rounds work (docs/operations.md, "Readiness").
+	probe, err := readiness.New(readiness.Config{Store: st, Logger: logger})
+	if err != nil {
+		return err
+	}
+	probe.AddCheck(readiness.Check{Name: "relay", Err: health})
+	go probe.Run(ctx)
+	obs.mount(probe.Mount)
 	<-ctx.Done()
 	logger.Info("relay shutting down")
 	wait()

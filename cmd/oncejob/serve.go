@@ -181,9 +181,12 @@ func runServe(ctx context.Context, args []string) error {
 
 	relaysCtx, stopRelays := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRelays()
-	waitRelays, err := rel.startRelays(relaysCtx, st, cfg, wake, obs, logger)
+	waitRelays, relayHealth, err := rel.startRelays(relaysCtx, st, cfg, wake, obs, logger)
 	if err != nil {
 		return err
+	}
+	if relayHealth != nil {
+		probe.AddCheck(readiness.Check{Name: "relay", Err: relayHealth})
 	}
 	defer waitRelays()
 	defer stopRelays()

@@ -35,6 +35,7 @@ type observability struct {
 	metrics *telemetry.Metrics
 	tracing bool
 	addr    string // where --metrics-addr listens; empty when off
+	mux     *http.ServeMux
 	srv     *http.Server
 	stopTr  func(context.Context) error
 }
@@ -58,10 +59,10 @@ func (o *telemetryOpts) start(ctx context.Context, service string, logger *slog.
 		_ = stopTr(ctx)
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", obs.metrics.Handler())
+	obs.mux = http.NewServeMux()
+	obs.mux.Handle("GET /metrics", obs.metrics.Handler())
 	obs.addr = lis.Addr().String()
-	obs.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	obs.srv = &http.Server{Handler: obs.mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := obs.srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("metrics server stopped", "error", err)
@@ -69,6 +70,14 @@ func (o *telemetryOpts) start(ctx context.Context, service string, logger *slog.
 	}()
 	logger.Info("metrics served", "metrics_addr", obs.addr)
 	return obs, nil
+}
+
+// mount adds routes to the --metrics-addr listener (a relay's /readyz);
+// without one it does nothing.
+func (obs *observability) mount(routes func(*http.ServeMux)) {
+	if obs.mux != nil {
+		routes(obs.mux)
+	}
 }
 
 // stop closes the metrics listener and flushes the spans still buffered.

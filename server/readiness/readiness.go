@@ -2,7 +2,9 @@
 // can do its work right now. A Probe pings the store periodically; while the
 // store does not answer, the gRPC health status of the served services is
 // NOT_SERVING and HTTP /readyz answers 503, and both come back by
-// themselves once it answers again. Liveness is apart: the overall health
+// themselves once it answers again. Checks added with AddCheck (a relay
+// that cannot claim) hold readiness down the same way while they fail, and
+// /readyz names the failing one with its error. Liveness is apart: the overall health
 // service ("") and /livez stay SERVING while the process runs, so an
 // orchestrator takes the replica out of rotation during a database outage
 // instead of restarting it, which would not bring the database back.
@@ -12,7 +14,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,10 +58,30 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// Check is a part of the process that must work for it to be ready besides
+// the store, e.g. the relay's claims (docs/operations.md, "Readiness").
+type Check struct {
+	// Name prefixes the error in /readyz and the log.
+	Name string
+	// Err returns nil while the part works, else why it does not. It must
+	// be quick and must not block.
+	Err func() error
+}
+
 // Probe checks the store and publishes the answer.
 type Probe struct {
-	cfg   Config
-	ready atomic.Bool
+	cfg     Config
+	ready   atomic.Bool
+	reason  atomic.Pointer[string] // why not ready, for /readyz
+	checkMu sync.Mutex
+	checks  []Check
+}
+
+// AddCheck adds a check to every following Check.
+func (p *Probe) AddCheck(c Check) {
+	p.checkMu.Lock()
+	defer p.checkMu.Unlock()
+	p.checks = append(p.checks, c)
 }
 
 // New returns a Probe that reports ready until its first check says
@@ -86,8 +110,8 @@ func (p *Probe) Run(ctx context.Context) {
 	}
 }
 
-// Check pings the store once, publishes the result and returns the ping's
-// error.
+// Check pings the store once, asks the added checks, publishes the result
+// and returns the ping's error, or else the first failing check's.
 func (p *Probe) Check(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	err := p.cfg.Store.Ping(pctx)
@@ -95,12 +119,19 @@ func (p *Probe) Check(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return ctx.Err() // shutting down: say nothing
 	}
+	reason := ""
+	if err != nil {
+		reason = "the job store does not answer"
+	} else if err = p.failingCheck(); err != nil {
+		reason = err.Error()
+	}
 	ready := err == nil
-	if p.ready.Swap(ready) != ready {
+	old := p.reason.Swap(&reason)
+	if p.ready.Swap(ready) != ready || (old != nil && *old != reason) {
 		if ready {
-			p.cfg.Logger.Info("readiness: the store answers again; serving")
+			p.cfg.Logger.Info("readiness: ready again; serving")
 		} else {
-			p.cfg.Logger.Warn("readiness: the store does not answer; not serving until it does", "error", err)
+			p.cfg.Logger.Warn("readiness: not serving until this is resolved: "+reason, "error", err)
 		}
 	}
 	if p.cfg.Health != nil {
@@ -115,17 +146,34 @@ func (p *Probe) Check(ctx context.Context) error {
 	return err
 }
 
+func (p *Probe) failingCheck() error {
+	p.checkMu.Lock()
+	checks := p.checks
+	p.checkMu.Unlock()
+	for _, c := range checks {
+		if err := c.Err(); err != nil {
+			return fmt.Errorf("%s: %w", c.Name, err)
+		}
+	}
+	return nil
+}
+
 // Ready reports the last check's answer.
 func (p *Probe) Ready() bool { return p.ready.Load() }
 
-// ReadyzHandler answers 200 while the last check succeeded, else 503.
+// ReadyzHandler answers 200 while the last check succeeded, else 503 with
+// the reason.
 func (p *Probe) ReadyzHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
 		if !p.Ready() {
+			reason := "the job store does not answer"
+			if r := p.reason.Load(); r != nil && *r != "" {
+				reason = *r
+			}
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte("not ready: the job store does not answer\n"))
+			_, _ = w.Write([]byte("not ready: " + reason + "\n"))
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))

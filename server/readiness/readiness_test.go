@@ -2,6 +2,7 @@ package readiness_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -98,4 +99,52 @@ func TestCheckReturnsThePingError(t *testing.T) {
 
 	_, err = readiness.New(readiness.Config{})
 	require.Error(t, err, "a store is required")
+}
+
+// TestAddedCheckHoldsReadinessDown: a failing check (a relay that cannot
+// claim) makes the process not ready while the store answers - health
+// NOT_SERVING, /readyz 503 naming the check and its error - and ready again
+// once it passes; the store's own failure is reported first.
+func TestAddedCheckHoldsReadinessDown(t *testing.T) {
+	st := &flakyStore{}
+	hs := health.NewServer()
+	p, err := readiness.New(readiness.Config{Store: st, Health: hs, Services: []string{svc}, Timeout: 10 * time.Millisecond})
+	require.NoError(t, err)
+	var failing atomic.Pointer[error]
+	p.AddCheck(readiness.Check{Name: "relay", Err: func() error {
+		if e := failing.Load(); e != nil {
+			return *e
+		}
+		return nil
+	}})
+	body := func() (int, string) {
+		rec := httptest.NewRecorder()
+		p.ReadyzHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return rec.Code, rec.Body.String()
+	}
+
+	require.NoError(t, p.Check(context.Background()))
+	require.Equal(t, healthpb.HealthCheckResponse_SERVING, status(t, hs, svc))
+
+	claimErr := errors.New("claim failed in every round since 2026-12-03T00:00:00Z: datatype mismatch")
+	failing.Store(&claimErr)
+	require.ErrorIs(t, p.Check(context.Background()), claimErr)
+	require.False(t, p.Ready())
+	require.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, status(t, hs, svc))
+	code, text := body()
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Equal(t, "not ready: relay: "+claimErr.Error()+"\n", text)
+
+	st.down.Store(true)
+	require.ErrorIs(t, p.Check(context.Background()), context.DeadlineExceeded)
+	_, text = body()
+	require.Equal(t, "not ready: the job store does not answer\n", text)
+
+	st.down.Store(false)
+	failing.Store(nil)
+	require.NoError(t, p.Check(context.Background()))
+	require.True(t, p.Ready())
+	require.Equal(t, healthpb.HealthCheckResponse_SERVING, status(t, hs, svc))
+	code, _ = body()
+	require.Equal(t, http.StatusOK, code)
 }
