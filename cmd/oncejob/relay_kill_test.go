@@ -85,18 +85,29 @@ sinks:
 
 // announce makes n jobs announce job.failed, then (replayed) job.succeeded,
 // straight through the store: 2n events.
-func (e *effects) announce(t *testing.T, n int) []string {
+func (e *effects) announce(t *testing.T, n int) []string { return announceOn(t, e.store, n) }
+
+// announcer is a store that jobs can be made to announce events through.
+type announcer interface {
+	store.Store
+	store.EngineStore
+	store.OperatorStore
+}
+
+// announceOn is announce on any store (the embedded one too): 2n events,
+// each job's failure before its success.
+func announceOn(t *testing.T, st announcer, n int) []string {
 	t.Helper()
 	ctx := context.Background()
 	ids := make([]string, n)
 	for i := range n {
-		ids[i] = e.newJob(t)
-		lease := e.claim(t, ids[i])
-		_, err := e.store.JobTransition(ctx, &store.JobTransitionParams{Lease: lease, To: store.JobStatusFailed, Error: &store.JobError{Code: "BAD", Message: "bad"}})
+		ids[i] = newJobOn(t, st)
+		lease := claimOn(t, st, ids[i])
+		_, err := st.JobTransition(ctx, &store.JobTransitionParams{Lease: lease, To: store.JobStatusFailed, Error: &store.JobError{Code: "BAD", Message: "bad"}})
 		require.NoError(t, err)
-		_, err = e.store.JobReplay(ctx, &store.JobReplayParams{Tenant: "default", ID: ids[i]})
+		_, err = st.JobReplay(ctx, &store.JobReplayParams{Tenant: "default", ID: ids[i]})
 		require.NoError(t, err)
-		_, err = e.store.JobPublish(ctx, &store.JobPublishParams{Lease: e.claim(t, ids[i]), Output: []byte(`{"n": 1}`), Message: "published"})
+		_, err = st.JobPublish(ctx, &store.JobPublishParams{Lease: claimOn(t, st, ids[i]), Output: []byte(`{"n": 1}`), Message: "published"})
 		require.NoError(t, err)
 	}
 	return ids
@@ -114,12 +125,17 @@ func (e *effects) deadLetter(t *testing.T, n int) {
 	}
 }
 
-func (e *effects) newJob(t *testing.T) string {
+func (e *effects) newJob(t *testing.T) string { return newJobOn(t, e.store) }
+
+func (e *effects) claim(t *testing.T, id string) store.Lease { return claimOn(t, e.store, id) }
+
+// newJobOn submits a queued job of tenant default.
+func newJobOn(t *testing.T, st store.Store) string {
 	t.Helper()
 	doc := []byte("doc " + uuid.NewString())
 	sum := sha256.Sum256(doc)
 	key := uuid.NewString()
-	res, err := e.store.JobSubmit(context.Background(), &store.JobSubmitParams{
+	res, err := st.JobSubmit(context.Background(), &store.JobSubmitParams{
 		ID: uuid.NewString(), Tenant: "default", Method: "/oncejob.v1.JobService/SubmitJob", IdempotencyKey: key,
 		Fingerprint: "fp-" + key, DedupKey: "dedup:v1:" + key, Pipeline: "summarize", PipelineVersion: 1,
 		PromptVersion: "1", ModelProfile: "default", Document: doc, DocumentSHA256: hex.EncodeToString(sum[:]),
@@ -129,9 +145,10 @@ func (e *effects) newJob(t *testing.T) string {
 	return res.Job.ID
 }
 
-func (e *effects) claim(t *testing.T, id string) store.Lease {
+// claimOn claims the one runnable job, which must be id.
+func claimOn(t *testing.T, st store.EngineStore, id string) store.Lease {
 	t.Helper()
-	jobs, err := e.store.JobClaim(context.Background(), &store.JobClaimParams{Owner: "test", Limit: 1, LeaseDuration: time.Minute})
+	jobs, err := st.JobClaim(context.Background(), &store.JobClaimParams{Owner: "test", Limit: 1, LeaseDuration: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	require.Equal(t, id, jobs[0].ID)
