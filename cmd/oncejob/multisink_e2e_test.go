@@ -8,7 +8,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -360,4 +362,52 @@ func allDeliveredRPC(t *testing.T, c oncejobv1.DeliveryServiceClient, n int) boo
 			return total == n
 		}
 	}
+}
+
+// TestRelayThatCannotClaimIsNotReady: a relay process whose claims fail
+// (here its store lost the table the claim reads, while pings still
+// succeed) says so where an operator looks - /readyz on --metrics-addr
+// answers 503 with the claim's error, oncejob_relay_round_failures_total
+// {step="claim"} counts the rounds - and, once the claims work again, it
+// delivers and /readyz answers 200.
+func TestRelayThatCannotClaimIsNotReady(t *testing.T) {
+	e := newEffects(t)
+	config := e.config(t, "")
+	ids := e.announce(t, 1)
+	ctx := context.Background()
+	_, err := e.store.Pool().Exec(ctx, `ALTER TABLE sink_states RENAME TO sink_states_away`)
+	require.NoError(t, err)
+
+	metricsAddr := freeAddr(t)
+	r := start(t, "relay", nil, relayArgs(e.dbURL, config, "--metrics-addr", metricsAddr)...)
+	readyz := func() (int, string) {
+		resp, err := http.Get("http://" + metricsAddr + "/readyz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	var code int
+	var body string
+	require.Eventually(t, func() bool {
+		code, body = readyz()
+		return code == http.StatusServiceUnavailable
+	}, 30*time.Second, 20*time.Millisecond, "readyz: %d %s", code, body)
+	require.Contains(t, body, "not ready: relay: claim failed in every round since ")
+	require.Contains(t, body, "sink_states", "the store's error, not only that it failed")
+	require.Eventually(t, func() bool {
+		return sumByLabel(scrape(t, "http://"+metricsAddr+"/metrics"), "oncejob_relay_round_failures_total", "step", "claim") >= 2
+	}, 30*time.Second, 20*time.Millisecond)
+	require.False(t, e.allDelivered(t, 2*len(ids)))
+
+	_, err = e.store.Pool().Exec(ctx, `ALTER TABLE sink_states_away RENAME TO sink_states`)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return e.allDelivered(t, 2*len(ids)) }, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		code, body = readyz()
+		return code == http.StatusOK
+	}, 30*time.Second, 20*time.Millisecond, "readyz: %d %s", code, body)
+	r.stop()
 }
