@@ -622,6 +622,11 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 		exerciseAPIKey(t, newStore)
 	})
 
+	t.Run("Lists", func(t *testing.T) {
+		t.Parallel()
+		exerciseLists(t, newStore)
+	})
+
 	t.Run("Stats", func(t *testing.T) {
 		t.Parallel()
 		exerciseStats(t, newStore)
