@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	_ "modernc.org/sqlite"
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
@@ -364,50 +365,79 @@ func allDeliveredRPC(t *testing.T, c oncejobv1.DeliveryServiceClient, n int) boo
 	}
 }
 
-// TestRelayThatCannotClaimIsNotReady: a relay process whose claims fail
-// (here its store lost the table the claim reads, while pings still
-// succeed) says so where an operator looks - /readyz on --metrics-addr
-// answers 503 with the claim's error, oncejob_relay_round_failures_total
-// {step="claim"} counts the rounds - and, once the claims work again, it
-// delivers and /readyz answers 200.
+// TestRelayThatCannotClaimIsNotReady: a relay whose claims fail (here its
+// store lost the table the claim reads, while pings still succeed) says so
+// where an operator looks - /readyz answers 503 with the claim's error,
+// oncejob_relay_round_failures_total{step="claim"} counts the rounds, and
+// serve's JobService health is NOT_SERVING - and, once the claims work
+// again, it delivers and is ready again: the relay process on its
+// --metrics-addr, and serve on its HTTP address.
 func TestRelayThatCannotClaimIsNotReady(t *testing.T) {
-	e := newEffects(t)
-	config := e.config(t, "")
-	ids := e.announce(t, 1)
-	ctx := context.Background()
-	_, err := e.store.Pool().Exec(ctx, `ALTER TABLE sink_states RENAME TO sink_states_away`)
-	require.NoError(t, err)
+	for _, kind := range []string{"relay", "serve"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEffects(t)
+			config := e.config(t, "")
+			ids := e.announce(t, 1)
+			ctx := context.Background()
+			_, err := e.store.Pool().Exec(ctx, `ALTER TABLE sink_states RENAME TO sink_states_away`)
+			require.NoError(t, err)
 
-	metricsAddr := freeAddr(t)
-	r := start(t, "relay", nil, relayArgs(e.dbURL, config, "--metrics-addr", metricsAddr)...)
-	readyz := func() (int, string) {
-		resp, err := http.Get("http://" + metricsAddr + "/readyz")
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
+			httpAddr, grpcAddr := freeAddr(t), freeAddr(t)
+			var p *proc
+			if kind == "relay" {
+				p = start(t, "relay", nil, relayArgs(e.dbURL, config, "--metrics-addr", httpAddr)...)
+			} else {
+				p = start(t, "serve", nil, "serve", "--database-url", e.dbURL, "--workers", "0", "--grpc-addr", grpcAddr,
+					"--http-addr", httpAddr, "--config", config, "--relay-poll-interval", "20ms")
+			}
+			readyz := func() (int, string) {
+				resp, err := http.Get("http://" + httpAddr + "/readyz")
+				if err != nil {
+					return 0, err.Error()
+				}
+				defer resp.Body.Close()
+				body, _ := io.ReadAll(resp.Body)
+				return resp.StatusCode, string(body)
+			}
+			var code int
+			var body string
+			require.Eventually(t, func() bool {
+				code, body = readyz()
+				return code == http.StatusServiceUnavailable
+			}, 30*time.Second, 20*time.Millisecond, "readyz: %d %s", code, body)
+			require.Contains(t, body, "not ready: relay: claim failed in every round since ")
+			require.Contains(t, body, "sink_states", "the store's error, not only that it failed")
+			require.Eventually(t, func() bool {
+				return sumByLabel(scrape(t, "http://"+httpAddr+"/metrics"), "oncejob_relay_round_failures_total", "step", "claim") >= 2
+			}, 30*time.Second, 20*time.Millisecond)
+			if kind == "serve" {
+				require.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, jobServiceHealth(t, grpcAddr))
+			}
+			require.False(t, e.allDelivered(t, 2*len(ids)))
+
+			_, err = e.store.Pool().Exec(ctx, `ALTER TABLE sink_states_away RENAME TO sink_states`)
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return e.allDelivered(t, 2*len(ids)) }, 30*time.Second, 20*time.Millisecond)
+			require.Eventually(t, func() bool {
+				code, body = readyz()
+				return code == http.StatusOK
+			}, 30*time.Second, 20*time.Millisecond, "readyz: %d %s", code, body)
+			if kind == "serve" {
+				require.Eventually(t, func() bool { return jobServiceHealth(t, grpcAddr) == healthpb.HealthCheckResponse_SERVING }, 30*time.Second, 20*time.Millisecond)
+			}
+			p.stop()
+		})
 	}
-	var code int
-	var body string
-	require.Eventually(t, func() bool {
-		code, body = readyz()
-		return code == http.StatusServiceUnavailable
-	}, 30*time.Second, 20*time.Millisecond, "readyz: %d %s", code, body)
-	require.Contains(t, body, "not ready: relay: claim failed in every round since ")
-	require.Contains(t, body, "sink_states", "the store's error, not only that it failed")
-	require.Eventually(t, func() bool {
-		return sumByLabel(scrape(t, "http://"+metricsAddr+"/metrics"), "oncejob_relay_round_failures_total", "step", "claim") >= 2
-	}, 30*time.Second, 20*time.Millisecond)
-	require.False(t, e.allDelivered(t, 2*len(ids)))
+}
 
-	_, err = e.store.Pool().Exec(ctx, `ALTER TABLE sink_states_away RENAME TO sink_states`)
+func jobServiceHealth(t *testing.T, addr string) healthpb.HealthCheckResponse_ServingStatus {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return e.allDelivered(t, 2*len(ids)) }, 30*time.Second, 20*time.Millisecond)
-	require.Eventually(t, func() bool {
-		code, body = readyz()
-		return code == http.StatusOK
-	}, 30*time.Second, 20*time.Millisecond, "readyz: %d %s", code, body)
-	r.stop()
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: oncejobv1.JobService_ServiceDesc.ServiceName})
+	require.NoError(t, err)
+	return resp.GetStatus()
 }
