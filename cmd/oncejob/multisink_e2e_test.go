@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -143,23 +144,35 @@ func (s *streamReceiver) applied(t *testing.T) *appliedLog {
 }
 
 // multiSink is three sinks of tenant default - two webhooks to two example
-// receivers and a JetStream stream - and the config that names them.
+// receivers and a JetStream stream - and a fourth, "gone", whose receiver
+// answers 410 Gone, so the relay disables it; and the config that names
+// them.
 type multiSink struct {
 	hooks  map[string]*hookReceiver
 	stream *streamReceiver
+	gone   *httptest.Server
 	config string
 }
+
+// goneSink is the sink the relay disables.
+const goneSink = "gone"
 
 func newMultiSink(t *testing.T) *multiSink {
 	t.Helper()
 	m := &multiSink{hooks: map[string]*hookReceiver{}, stream: newStreamReceiver(t)}
+	m.gone = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusGone) }))
+	t.Cleanup(m.gone.Close)
 	key := make([]byte, 24)
 	_, _ = rand.Read(key)
 	secret := "whsec_" + base64.StdEncoding.EncodeToString(key)
 	secretPath := writeFile(t, "secret", secret)
 	cfg := "sinks:\n"
+	urls := map[string]string{goneSink: m.gone.URL}
 	for _, name := range []string{"hook-a", "hook-b"} {
 		m.hooks[name] = startHookReceiver(t, name, secret)
+		urls[name] = m.hooks[name].url
+	}
+	for _, name := range []string{"hook-a", "hook-b", goneSink} {
 		cfg += fmt.Sprintf(`  - name: %s
     tenant: default
     events: [job.succeeded, job.failed]
@@ -169,7 +182,7 @@ func newMultiSink(t *testing.T) *multiSink {
       secret: {file: %s}
       timeout: 5s
       allow_private_network: true
-`, name, m.hooks[name].url, secretPath)
+`, name, urls[name], secretPath)
 	}
 	cfg += fmt.Sprintf(`  - name: stream
     tenant: default
@@ -186,8 +199,32 @@ func newMultiSink(t *testing.T) *multiSink {
 	return m
 }
 
-// sinks is how many sinks every event goes to.
-func (m *multiSink) sinks() int { return len(m.hooks) + 1 }
+// enabledSinks: the two webhooks and the stream.
+const enabledSinks = 3
+
+// deliveryState is what the tests read of a delivery, from the store or
+// from ListDeliveries.
+type deliveryState struct {
+	sink      string
+	delivered bool
+}
+
+// allDelivered reports whether every one of events is delivered to every
+// enabled sink, and to the disabled one not at all.
+func allDelivered(ds []deliveryState, events int) bool {
+	delivered := 0
+	for _, d := range ds {
+		switch {
+		case d.sink == goneSink && d.delivered:
+			return false
+		case d.sink != goneSink && !d.delivered:
+			return false
+		case d.delivered:
+			delivered++
+		}
+	}
+	return delivered == enabledSinks*events && len(ds) == (enabledSinks+1)*events
+}
 
 // requireAppliedOnce: each receiver applied every event of jobs exactly
 // once, each job's failure before its success.
@@ -210,15 +247,25 @@ func (m *multiSink) requireAppliedOnce(t *testing.T, jobs []string) {
 	}
 }
 
-// requireJournaled: every delivery of the store delivered, its journal
-// holding a landed attempt with the sink's reference.
-func requireJournaled(t *testing.T, st store.DeliveryStore, n int) {
+// requireJournaled: every delivery to an enabled sink delivered, its
+// journal holding a landed attempt with the sink's reference; the gone sink
+// disabled, its deliveries waiting.
+func requireJournaled(t *testing.T, st store.DeliveryStore, events int) {
 	t.Helper()
 	ctx := context.Background()
 	list, err := st.DeliveryList(ctx, &store.DeliveryListParams{Tenant: "default", Limit: 10000})
 	require.NoError(t, err)
-	require.Len(t, list.Deliveries, n)
+	require.Len(t, list.Deliveries, (enabledSinks+1)*events, "one delivery per event and sink")
+	states, err := st.SinkStateList(ctx, &store.SinkStateListParams{Tenant: "default"})
+	require.NoError(t, err)
+	require.Len(t, states, 1)
+	require.Equal(t, goneSink, states[0].Sink)
+	require.Contains(t, states[0].Reason, "410 Gone")
 	for _, d := range list.Deliveries {
+		if d.Sink == goneSink {
+			require.Equal(t, store.DeliveryStatusPending, d.Status, "a disabled sink's deliveries wait")
+			continue
+		}
 		require.Equal(t, store.DeliveryStatusDelivered, d.Status, "delivery %d to %s", d.ID, d.Sink)
 		require.NotEmpty(t, d.ExternalRef, "delivery %d to %s", d.ID, d.Sink)
 		journal, err := st.DeliveryAttemptList(ctx, &store.DeliveryAttemptListParams{DeliveryID: d.ID})
@@ -271,11 +318,13 @@ func killRelayUntilDelivered(t *testing.T, start relayUnderTest) int {
 
 // TestMultiSinkDeliveryOnceAcrossKills is issue 19's end to end: three
 // sinks of one tenant - two webhooks to two example receivers, a JetStream
-// stream - on Postgres (the relay process) and on the embedded default
-// store (the relay inside serve). The relay is SIGKILLed after the sinks
-// answered and before it journaled, again and again, and restarted: every
-// event reaches every sink, each receiver applies each event once, each
-// job's events in order, and the journal shows every delivery delivered.
+// stream - and a fourth whose receiver answers 410 Gone, on Postgres (the
+// relay process) and on the embedded default store (the relay inside
+// serve). The relay is SIGKILLed after the sinks answered and before it
+// journaled, again and again, and restarted: every event reaches every
+// enabled sink, each receiver applies each event once, each job's events
+// in order, and the journal shows every such delivery delivered; the gone
+// sink is disabled and its deliveries wait.
 func TestMultiSinkDeliveryOnceAcrossKills(t *testing.T) {
 	const jobs = 6
 
@@ -287,16 +336,16 @@ func TestMultiSinkDeliveryOnceAcrossKills(t *testing.T) {
 		t.Cleanup(st.Close)
 		require.NoError(t, storepg.Migrate(context.Background(), st.Pool()))
 		ids := announceOn(t, st, jobs)
-		n := 2 * jobs * m.sinks()
+		events := 2 * jobs
 
 		kills := killRelayUntilDelivered(t, func(t *testing.T, name string, env []string) (*proc, func() bool) {
 			p := start(t, name, env, relayArgs(dbURL, m.config)...)
-			return p, func() bool { return allDeliveredOn(t, st, n) }
+			return p, func() bool { return allDeliveredOn(t, st, events) }
 		})
 		t.Logf("%d kills", kills)
 		require.Positive(t, kills)
 		m.requireAppliedOnce(t, ids)
-		requireJournaled(t, st, n)
+		requireJournaled(t, st, events)
 	})
 
 	t.Run("Embedded", func(t *testing.T) {
@@ -306,7 +355,7 @@ func TestMultiSinkDeliveryOnceAcrossKills(t *testing.T) {
 		require.NoError(t, err)
 		ids := announceOn(t, st, jobs)
 		st.Close() // serve locks the data directory
-		n := 2 * jobs * m.sinks()
+		events := 2 * jobs
 
 		kills := killRelayUntilDelivered(t, func(t *testing.T, name string, env []string) (*proc, func() bool) {
 			addr := freeAddr(t)
@@ -315,37 +364,33 @@ func TestMultiSinkDeliveryOnceAcrossKills(t *testing.T) {
 			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = conn.Close() })
-			return p, func() bool { return allDeliveredRPC(t, oncejobv1.NewDeliveryServiceClient(conn), n) }
+			return p, func() bool { return allDeliveredRPC(t, oncejobv1.NewDeliveryServiceClient(conn), events) }
 		})
 		t.Logf("%d kills", kills)
 		require.Positive(t, kills)
 		m.requireAppliedOnce(t, ids)
-		requireJournaled(t, openEmbedded(t, dir), n)
+		requireJournaled(t, openEmbedded(t, dir), events)
 	})
 }
 
-// allDeliveredOn reports whether tenant default has n deliveries, all
-// delivered.
-func allDeliveredOn(t *testing.T, st store.DeliveryStore, n int) bool {
+// allDeliveredOn is allDelivered of tenant default's deliveries in st.
+func allDeliveredOn(t *testing.T, st store.DeliveryStore, events int) bool {
 	t.Helper()
 	list, err := st.DeliveryList(context.Background(), &store.DeliveryListParams{Tenant: "default", Limit: 10000})
 	require.NoError(t, err)
-	if len(list.Deliveries) != n {
-		return false
-	}
+	var ds []deliveryState
 	for _, d := range list.Deliveries {
-		if d.Status != store.DeliveryStatusDelivered {
-			return false
-		}
+		ds = append(ds, deliveryState{sink: d.Sink, delivered: d.Status == store.DeliveryStatusDelivered})
 	}
-	return true
+	return allDelivered(ds, events)
 }
 
-// allDeliveredRPC is allDeliveredOn through ListDeliveries; a server not
+// allDeliveredRPC is allDelivered through ListDeliveries; a server not
 // serving (yet) answers false.
-func allDeliveredRPC(t *testing.T, c oncejobv1.DeliveryServiceClient, n int) bool {
+func allDeliveredRPC(t *testing.T, c oncejobv1.DeliveryServiceClient, events int) bool {
 	t.Helper()
-	total, token := 0, ""
+	var ds []deliveryState
+	token := ""
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		resp, err := c.ListDeliveries(ctx, &oncejobv1.ListDeliveriesRequest{PageSize: 500, PageToken: token})
@@ -354,17 +399,13 @@ func allDeliveredRPC(t *testing.T, c oncejobv1.DeliveryServiceClient, n int) boo
 			return false
 		}
 		for _, d := range resp.GetDeliveries() {
-			if d.GetStatus() != oncejobv1.DeliveryStatus_DELIVERY_STATUS_DELIVERED {
-				return false
-			}
-			total++
+			ds = append(ds, deliveryState{sink: d.GetSink(), delivered: d.GetStatus() == oncejobv1.DeliveryStatus_DELIVERY_STATUS_DELIVERED})
 		}
 		if token = resp.GetNextPageToken(); token == "" {
-			return total == n
+			return allDelivered(ds, events)
 		}
 	}
 }
-
 // TestRelayThatCannotClaimIsNotReady: a relay whose claims fail (here its
 // store lost the table the claim reads, while pings still succeed) says so
 // where an operator looks - /readyz answers 503 with the claim's error,
