@@ -406,6 +406,7 @@ func allDeliveredRPC(t *testing.T, c oncejobv1.DeliveryServiceClient, events int
 		}
 	}
 }
+
 // TestRelayThatCannotClaimIsNotReady: a relay whose claims fail (here its
 // store lost the table the claim reads, while pings still succeed) says so
 // where an operator looks - /readyz answers 503 with the claim's error,
