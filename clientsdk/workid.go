@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/oncejob/oncejob/jobkey"
 )
@@ -93,6 +95,14 @@ func jsonValue(payload any) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oncejob: WorkID payload: %w", err)
 	}
+	if _, raw := payload.(json.RawMessage); !raw && bytes.Contains(b, []byte(`\ufffd`)) {
+		// encoding/json writes invalid UTF-8 in a Go string as this
+		// escape; a real U+FFFD it writes as itself.
+		return nil, fmt.Errorf("oncejob: WorkID payload: a string is not valid UTF-8")
+	}
+	if err := checkJSONText(b); err != nil {
+		return nil, fmt.Errorf("oncejob: WorkID payload: %w", err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	var v any
@@ -100,6 +110,69 @@ func jsonValue(payload any) (any, error) {
 		return nil, fmt.Errorf("oncejob: WorkID payload: %w", err)
 	}
 	return v, nil
+}
+
+// MaxWorkIDDepth is how deeply arrays and objects may nest in a WorkID
+// payload: deeper is refused, in every language, rather than crash one of
+// them (docs/keys.md).
+const MaxWorkIDDepth = 128
+
+// checkJSONText refuses JSON text that WorkID cannot hash faithfully in
+// every language: nesting deeper than MaxWorkIDDepth, invalid UTF-8, and a
+// \u escape of a lone surrogate (not a Unicode scalar value: a Go string
+// cannot carry it, Python's would, so both refuse it).
+func checkJSONText(b []byte) error {
+	if !utf8.Valid(b) {
+		return fmt.Errorf("a string is not valid UTF-8")
+	}
+	depth, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if !inString {
+			switch c {
+			case '"':
+				inString = true
+			case '[', '{':
+				if depth++; depth > MaxWorkIDDepth {
+					return fmt.Errorf("arrays and objects nest deeper than %d", MaxWorkIDDepth)
+				}
+			case ']', '}':
+				depth--
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = false
+		case '\\':
+			if b[i+1] != 'u' {
+				i++
+				continue
+			}
+			r := hexRune(b[i+2 : i+6])
+			i += 5
+			if !utf16.IsSurrogate(r) {
+				continue
+			}
+			if r < 0xDC00 && i+6 < len(b) && b[i+1] == '\\' && b[i+2] == 'u' {
+				if low := hexRune(b[i+3 : i+7]); low >= 0xDC00 && low <= 0xDFFF {
+					i += 6
+					continue
+				}
+			}
+			return fmt.Errorf("a string holds a lone surrogate \\u%04x", r)
+		}
+	}
+	return nil
+}
+
+// hexRune reads the four hex digits of a \u escape in valid JSON text.
+func hexRune(h []byte) rune {
+	var r rune
+	for _, c := range h {
+		r = r<<4 | rune(unhex(c))
+	}
+	return r
 }
 
 // parsePointer splits an RFC 6901 JSON Pointer into its unescaped tokens.
