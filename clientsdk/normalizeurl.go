@@ -160,10 +160,11 @@ func splitHostPort(hostport string) (host, port string, err error) {
 }
 
 // idnaProfile is UTS #46 processing, non-transitional, with the STD3 rules,
-// hyphen, joiner, bidi and DNS length checks: what the Python SDK gets from
-// the idna package's encode(uts46=True, std3_rules=True).
+// joiner, bidi and DNS length checks: what the Python SDK gets from the idna
+// package's encode(uts46=True, std3_rules=True). Hyphens are checked apart
+// (checkHyphens), by character: the package counts bytes.
 var idnaProfile = idna.New(idna.MapForLookup(), idna.Transitional(false), idna.StrictDomainName(true),
-	idna.VerifyDNSLength(true), idna.BidiRule(), idna.CheckHyphens(true), idna.CheckJoiners(true))
+	idna.VerifyDNSLength(true), idna.BidiRule(), idna.CheckHyphens(false), idna.CheckJoiners(true))
 
 // normalizeHost returns the one form of a host: see NormalizeURL.
 func normalizeHost(host string) (string, error) {
@@ -211,6 +212,9 @@ func normalizeLabel(label string) (string, error) {
 	u, err := idnaProfile.ToUnicode(a)
 	if err != nil {
 		return "", fmt.Errorf("host label %q: %w", label, err)
+	}
+	if r := []rune(u); r[0] == '-' || r[len(r)-1] == '-' || len(r) >= 4 && r[2] == '-' && r[3] == '-' {
+		return "", fmt.Errorf("host label %q: a hyphen at its start or end, or in its 3rd and 4th places", label)
 	}
 	for _, r := range u {
 		if !idnaLetterDigit(r) {
