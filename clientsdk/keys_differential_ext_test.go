@@ -88,9 +88,12 @@ func TestKeysDifferential(t *testing.T) {
 		inputs = append(inputs, g.input())
 	}
 
+	start := time.Now()
 	answers := runPythonOracle(t, inputs)
+	pyTime := time.Since(start)
 	counts, refusedBy := map[string]int{}, map[string]int{}
 	var failures []string
+	start = time.Now()
 	for i, in := range inputs {
 		goOut, goErr := goAnswer(in)
 		py := answers[i]
@@ -110,7 +113,8 @@ func TestKeysDifferential(t *testing.T) {
 		failures = append(failures, fmt.Sprintf("%s input %d: Go %q (err %v), Python %q (err %q)\n  corpus entry: %s",
 			where, i, goOut, goErr, py.Out, py.Err, entry))
 	}
-	t.Logf("%d inputs (%d from the corpus) %v, refused by both %v", len(inputs), len(corpus), counts, refusedBy)
+	t.Logf("%d inputs (%d from the corpus) %v, refused by both %v; Python took %v, Go %v",
+		len(inputs), len(corpus), counts, refusedBy, pyTime.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	if len(failures) > 0 {
 		if len(failures) > 20 {
 			failures = append(failures[:20], fmt.Sprintf("... and %d more", len(failures)-20))

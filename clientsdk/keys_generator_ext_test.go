@@ -78,7 +78,7 @@ var hostLabels = []string{
 	"\u4f8b\u3048", "\u30c6\u30b9\u30c8", "\u043f\u0440\u0438\u043c\u0435\u0440", "\u041f\u0420\u0418\u041c\u0415\u0420",
 	"\u0645\u062b\u0627\u0644", "\u05d0\u05d1", "a\u05d0", "\u2603", "\U0001F600", "a\u200db", "a\u200cb",
 	"-\u00fc", "\u00fc-", "\u00fc--x", "ab--\u00fc", "\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45", "\u0130stanbul",
-	"\u00bd", "\u24d0\u24d1", "\u00fc_x", "\u0661\u0662", "\u06f1", "\u0640\u0628", "\u1100\u1161", "\u00b7",
+	"\u00bd", "\u24d0\u24d1", "\u00fc_x", "\u0661\u0662", "\u06f1", "\u0661\u06f1", "\u0628\u0661", "\u0628\u06f1\u0661", "\u0640\u0628", "\u1100\u1161", "\u00b7",
 	"l\u00b7l", "\u00e9", "e\u0301", "\u0301e", "\u00ad\u00fc", "\u2488", "\u00fc" + strings.Repeat("x", 62),
 	"\u00fc" + strings.Repeat("x", 70), "\u00fcx%41", "\u00fc%C3%BC", "%C3%BC", "%c3%bc", "ex%41mple", "%zz", "%",
 	"ex%2Fample", "ex%00", "%FF", "a b", "\u0131", "\u1e9e", "\u2126", "\u212a",

@@ -86,7 +86,7 @@ func TestKeysBracketsInPathEncoded(t *testing.T) {
 
 func TestKeysDeepNestingRefused(t *testing.T) {
 	t.Parallel()
-	for _, depth := range []int{clientsdk.MaxWorkIDDepth + 1, 1000, 10000, 100000} {
+	for _, depth := range []int{clientsdk.MaxWorkIDDepth + 1, 1000, 10000} {
 		text := strings.Repeat("[", depth) + strings.Repeat("]", depth)
 		_, err := clientsdk.WorkID("k", 1, json.RawMessage(text))
 		require.Error(t, err, depth) // past 10,000 encoding/json's own bound says so

@@ -216,6 +216,11 @@ func normalizeLabel(label string) (string, error) {
 	if r := []rune(u); r[0] == '-' || r[len(r)-1] == '-' || len(r) >= 4 && r[2] == '-' && r[3] == '-' {
 		return "", fmt.Errorf("host label %q: a hyphen at its start or end, or in its 3rd and 4th places", label)
 	}
+	if strings.ContainsFunc(u, isArabicIndicDigit) && strings.ContainsFunc(u, isExtendedArabicIndicDigit) {
+		// RFC 5892 Appendix A.8 and A.9 (CONTEXTO), which Python's idna
+		// checks and Go's does not.
+		return "", fmt.Errorf("host label %q mixes Arabic-Indic and extended Arabic-Indic digits", label)
+	}
 	for _, r := range u {
 		if !idnaLetterDigit(r) {
 			return "", fmt.Errorf("host label %q: %U is not a letter, mark or digit (IDNA2008)", label, r)
@@ -238,6 +243,9 @@ func idnaLetterDigit(r rune) bool {
 	}
 	return unicode.In(r, unicode.Ll, unicode.Lu, unicode.Lo, unicode.Lm, unicode.Mn, unicode.Mc, unicode.Nd)
 }
+
+func isArabicIndicDigit(r rune) bool         { return r >= 0x0660 && r <= 0x0669 }
+func isExtendedArabicIndicDigit(r rune) bool { return r >= 0x06F0 && r <= 0x06F9 }
 
 // normalizeQuery returns the query's pairs without tracking parameters,
 // sorted by name, each form-decoded and re-encoded; "" when none is left.

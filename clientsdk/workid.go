@@ -39,6 +39,10 @@ import (
 // volatile members, such as "/received_at" or "/meta/trace_id", removed
 // before hashing; a pointer that names nothing is ignored, and an array
 // index removes that element.
+//
+// Refused, in Go and Python alike (docs/keys.md): a lone surrogate escape
+// or invalid UTF-8 in a name or string, and arrays and objects nested
+// deeper than MaxWorkIDDepth.
 func WorkID(kind string, version int, payload any, drop ...string) (string, error) {
 	pre, err := workIDPreimage(kind, version, payload, drop)
 	if err != nil {
