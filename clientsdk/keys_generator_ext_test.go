@@ -119,7 +119,20 @@ func (g *keyGen) host(plausible bool) string {
 	return strings.Join(labels, g.pick(".", ".", ".", ".", "\u3002", "\uff0e", "%2E"))
 }
 
+// anyRune is any Unicode scalar value: string contents and paths depend on
+// no Unicode tables (hosts do, so they draw from hostLabels).
+func (g *keyGen) anyRune() rune {
+	for {
+		if r := rune(g.r.IntN(0x110000)); r < 0xD800 || r > 0xDFFF {
+			return r
+		}
+	}
+}
+
 func (g *keyGen) pathSegment() string {
+	if g.chance(0.05) {
+		return "/" + string(g.anyRune())
+	}
 	return g.pick("/", "/a", "/A", "/Path", "/a%2Fb", "/a%2fb", "/a b", "/a%20b", "/%7e", "/%7E", "/~", "/%41",
 		"/a[1]", "/%5B1%5D", "/\u00fcber", "/%C3%BCber", "/%c3%bcber", "/%zz", "/%", "/%2", "/a;b", "/a=b", "/@", "/a:b",
 		"/a\\b", "/a|b", "/a^b", "/a`b", "/{x}", "/<x>", "/\"", "/.", "/..", "/%00", "/\u2028", "/\U0001F600", "/e\u0301",
@@ -267,6 +280,8 @@ func (g *keyGen) str(structSafe bool) string {
 	for range g.r.IntN(5) {
 		if !structSafe && g.chance(0.04) {
 			b.WriteString(g.pick(unsafePieces...))
+		} else if g.chance(0.1) {
+			b.WriteRune(g.anyRune())
 		} else {
 			b.WriteString(g.pick(strPieces...))
 		}
