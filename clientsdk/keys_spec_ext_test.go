@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncejob/oncejob/clientsdk"
+	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
 
 // The findings of issue 19, one test each, answered as docs/keys.md says.
@@ -123,5 +124,16 @@ func TestKeysLoneSurrogatesRefused(t *testing.T) {
 	require.NoError(t, err)
 	// Only the value counts: a member a later duplicate replaces is gone.
 	_, err = clientsdk.WorkID("k", 1, json.RawMessage(`{"a":"\ud800","a":1}`))
+	require.NoError(t, err)
+}
+
+func TestKeysSubmitKeyRefusesTextThatIsNotUnicode(t *testing.T) {
+	t.Parallel()
+	req := func(text string) *oncejobv1.SubmitJobRequest {
+		return &oncejobv1.SubmitJobRequest{Pipeline: "summarize", Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: text}}}
+	}
+	_, err := clientsdk.SubmitKey(req("caf\xe9"))
+	require.ErrorContains(t, err, "not valid UTF-8")
+	_, err = clientsdk.SubmitKey(req("café"))
 	require.NoError(t, err)
 }

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from oncejob import normalize_url, work_id
+from oncejob import normalize_url, submit_key, work_id
 from oncejob.workid import MAX_DEPTH
 
 
@@ -104,3 +104,9 @@ def test_surrogate_pair_and_replacement_character():
     assert len(work_id("k", 1, {"s": "\ufffd"})) == 64
     # Only the value counts: a member a later duplicate replaces is gone.
     assert len(work_id("k", 1, json.loads('{"a":"\\ud800","a":1}'))) == 64
+
+
+def test_submit_key_refuses_text_that_is_not_unicode():
+    with pytest.raises(ValueError):
+        submit_key("summarize", "caf\udce9")
+    assert len(submit_key("summarize", "café")) == 64
