@@ -2,7 +2,9 @@ package clientsdk
 
 import (
 	"context"
+	"fmt"
 	"iter"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
@@ -82,6 +84,10 @@ func SubmitKey(req *SubmitRequest) (string, error) {
 	doc := req.GetDocument()
 	data := doc.GetData()
 	if _, ok := doc.GetContent().(*oncejobv1.Document_Text); ok {
+		if !utf8.ValidString(doc.GetText()) {
+			// The server refuses it too; Python's str cannot hold it.
+			return "", fmt.Errorf("oncejob: SubmitKey: the text document is not valid UTF-8")
+		}
 		data = []byte(doc.GetText())
 	}
 	params := req.GetParams().AsMap()

@@ -1,9 +1,16 @@
 package clientsdk
 
 import (
+	"bytes"
 	"fmt"
-	"net/url"
+	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/net/idna"
 )
 
 // trackingParams are query parameters that say how a visitor arrived, not
@@ -17,48 +24,377 @@ var trackingParams = map[string]bool{
 var defaultPorts = map[string]string{"http": "80", "https": "443"}
 
 // NormalizeURL returns one spelling of an absolute URL, so that the same
-// page is one intent (one WorkID) however a crawler found it:
+// page is one intent (one WorkID) however a crawler found it. The rules,
+// with examples and the Python SDK's normalize_url that follows them byte
+// for byte, are docs/keys.md's; in short:
 //
-//   - the scheme and host are lower-cased; a default port (80 for http, 443
-//     for https) is dropped; an empty path becomes "/";
+//   - surrounding ASCII white space is trimmed; a control character
+//     (U+0000-U+001F, U+007F-U+009F) anywhere else, or invalid UTF-8, is
+//     refused;
+//   - the scheme is lower-cased; "scheme://" and a host are required;
+//   - the host has one form: an ASCII label is lower-cased, a label with
+//     other characters becomes its lower-case A-label (UTS #46,
+//     non-transitional, STD3 rules, letters, marks and digits only), an
+//     IPv6 literal its RFC 5952 text; percent-escapes in the host are
+//     decoded first;
+//   - a default port (80 for http, 443 for https) and an empty port are
+//     dropped, leading zeros of a port too; a port above 65535 is refused;
+//   - in the user info and the path, percent-escapes get upper-case hex,
+//     an escaped unreserved character is decoded (RFC 3986 §6.2.2), every
+//     other escape (%2F among them) is kept, a '%' that starts no escape is
+//     written %25 and a character RFC 3986 does not allow there (space,
+//     brackets, non-ASCII...) is percent-encoded as UTF-8; an empty path
+//     is "/";
 //   - the fragment is dropped (it never reaches the server);
-//   - tracking parameters are removed: every name starting with "utm_", and
-//     gclid, dclid, gbraid, wbraid, fbclid, msclkid, yclid, igshid, mc_cid,
-//     mc_eid, _hsenc, _hsmi;
-//   - the query is sorted by parameter name (the values of one name keep
-//     their order, which may matter to the page) and re-encoded.
-//
-// The path and user info are kept as they are: their case and encoding can
-// name different pages. It fails on a URL without a scheme or host.
+//   - the query is a list of name=value pairs split at '&' only (';' is
+//     data), each decoded as a form (+ is a space) and re-encoded with
+//     only unreserved characters literal; tracking parameters (utm_*,
+//     gclid, fbclid, ...) are removed, every other pair is kept, sorted by
+//     name (the values of one name keep their order).
 func NormalizeURL(raw string) (string, error) {
-	u, err := url.Parse(strings.TrimSpace(raw))
+	out, err := normalizeURL(raw)
 	if err != nil {
-		return "", fmt.Errorf("oncejob: NormalizeURL: %w", err)
+		return "", fmt.Errorf("oncejob: NormalizeURL %q: %w", raw, err)
 	}
-	if u.Scheme == "" || u.Host == "" {
-		return "", fmt.Errorf("oncejob: NormalizeURL: %q is not an absolute URL", raw)
+	return out, nil
+}
+
+func normalizeURL(raw string) (string, error) {
+	s := strings.Trim(raw, " \t\n\v\f\r")
+	if !utf8.ValidString(s) {
+		return "", fmt.Errorf("invalid UTF-8")
 	}
-	u.Scheme = strings.ToLower(u.Scheme)
-	u.Host = strings.ToLower(u.Host)
-	if port := u.Port(); port != "" && defaultPorts[u.Scheme] == port {
-		u.Host = u.Hostname()
-		if strings.Contains(u.Host, ":") { // an IPv6 literal keeps its brackets
-			u.Host = "[" + u.Host + "]"
-		}
-	} else if port == "" && strings.HasSuffix(u.Host, ":") {
-		u.Host = strings.TrimSuffix(u.Host, ":") // "host:" has an empty port
-	}
-	if u.Path == "" && u.Opaque == "" {
-		u.Path = "/"
-	}
-	u.Fragment, u.RawFragment = "", ""
-	q := u.Query()
-	for name := range q {
-		if strings.HasPrefix(strings.ToLower(name), "utm_") || trackingParams[strings.ToLower(name)] {
-			q.Del(name)
+	for i, r := range s {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+			return "", fmt.Errorf("control character U+%04X at byte %d", r, i)
 		}
 	}
-	u.RawQuery = q.Encode() // sorted by name
-	u.ForceQuery = false
-	return u.String(), nil
+	s, _, _ = strings.Cut(s, "#")
+	scheme, rest, ok := strings.Cut(s, ":")
+	if !ok || !validScheme(scheme) || !strings.HasPrefix(rest, "//") {
+		return "", fmt.Errorf("not an absolute URL (scheme://host...)")
+	}
+	scheme = strings.ToLower(scheme)
+	rest = rest[2:]
+	end := strings.IndexAny(rest, "/?")
+	if end < 0 {
+		end = len(rest)
+	}
+	authority, rest := rest[:end], rest[end:]
+	path, query, _ := strings.Cut(rest, "?")
+
+	var b strings.Builder
+	b.WriteString(scheme + "://")
+	hostport := authority
+	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+		hostport = authority[at+1:]
+		if userinfo := authority[:at]; userinfo != "" {
+			b.WriteString(normalizePercent(userinfo, userinfoChars) + "@")
+		}
+	}
+	host, port, err := splitHostPort(hostport)
+	if err != nil {
+		return "", err
+	}
+	if host, err = normalizeHost(host); err != nil {
+		return "", err
+	}
+	b.WriteString(host)
+	if port != "" && defaultPorts[scheme] != port {
+		b.WriteString(":" + port)
+	}
+	if path == "" {
+		path = "/"
+	}
+	b.WriteString(normalizePercent(path, pathChars))
+	if q := normalizeQuery(query); q != "" {
+		b.WriteString("?" + q)
+	}
+	return b.String(), nil
+}
+
+func validScheme(s string) bool {
+	if s == "" || !isAlpha(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !isAlpha(c) && !isDigit(c) && c != '+' && c != '-' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// splitHostPort returns the host (an IPv6 literal with its brackets) and
+// the port without leading zeros ("" when absent or empty).
+func splitHostPort(hostport string) (host, port string, err error) {
+	if strings.HasPrefix(hostport, "[") {
+		end := strings.IndexByte(hostport, ']')
+		if end < 0 {
+			return "", "", fmt.Errorf("missing ']' in host")
+		}
+		host, port = hostport[:end+1], hostport[end+1:]
+		if port != "" && port[0] != ':' {
+			return "", "", fmt.Errorf("junk after ']' in host")
+		}
+		port = strings.TrimPrefix(port, ":")
+	} else {
+		host, port, _ = strings.Cut(hostport, ":")
+	}
+	if port == "" {
+		return host, "", nil
+	}
+	for i := 0; i < len(port); i++ {
+		if !isDigit(port[i]) {
+			return "", "", fmt.Errorf("invalid port %q", port)
+		}
+	}
+	port = strings.TrimLeft(port, "0")
+	if n, err := strconv.Atoi(port); len(port) > 5 || err == nil && n > 65535 {
+		return "", "", fmt.Errorf("port %s is above 65535", port)
+	}
+	if port == "" {
+		port = "0"
+	}
+	return host, port, nil
+}
+
+// idnaProfile is UTS #46 processing, non-transitional, with the STD3 rules,
+// joiner, bidi and DNS length checks: what the Python SDK gets from the idna
+// package's encode(uts46=True, std3_rules=True). Hyphens are checked apart
+// (checkHyphens), by character: the package counts bytes.
+var idnaProfile = idna.New(idna.MapForLookup(), idna.Transitional(false), idna.StrictDomainName(true),
+	idna.VerifyDNSLength(true), idna.BidiRule(), idna.CheckHyphens(false), idna.CheckJoiners(true))
+
+// normalizeHost returns the one form of a host: see NormalizeURL.
+func normalizeHost(host string) (string, error) {
+	if strings.HasPrefix(host, "[") {
+		addr, err := netip.ParseAddr(host[1 : len(host)-1])
+		if err != nil || !addr.Is6() || addr.Zone() != "" {
+			return "", fmt.Errorf("invalid IPv6 literal %s", host)
+		}
+		return "[" + addr.String() + "]", nil
+	}
+	decoded, ok := percentDecode(host)
+	if !ok {
+		return "", fmt.Errorf("invalid percent-encoding in host")
+	}
+	if !utf8.Valid(decoded) {
+		return "", fmt.Errorf("host is not UTF-8")
+	}
+	if len(decoded) == 0 {
+		return "", fmt.Errorf("not an absolute URL (no host)")
+	}
+	h := strings.NewReplacer("\u3002", ".", "\uff0e", ".", "\uff61", ".").Replace(string(decoded))
+	labels := strings.Split(h, ".")
+	for i, label := range labels {
+		var err error
+		if labels[i], err = normalizeLabel(label); err != nil {
+			return "", err
+		}
+	}
+	return strings.Join(labels, "."), nil
+}
+
+func normalizeLabel(label string) (string, error) {
+	if isASCII(label) {
+		for i := 0; i < len(label); i++ {
+			if c := label[i]; !isUnreserved(c) && !isSubDelim(c) {
+				return "", fmt.Errorf("invalid character %q in host", c)
+			}
+		}
+		return strings.ToLower(label), nil
+	}
+	a, err := idnaProfile.ToASCII(label)
+	if err != nil {
+		return "", fmt.Errorf("host label %q: %w", label, err)
+	}
+	u, err := idnaProfile.ToUnicode(a)
+	if err != nil {
+		return "", fmt.Errorf("host label %q: %w", label, err)
+	}
+	if r := []rune(u); r[0] == '-' || r[len(r)-1] == '-' || len(r) >= 4 && r[2] == '-' && r[3] == '-' {
+		return "", fmt.Errorf("host label %q: a hyphen at its start or end, or in its 3rd and 4th places", label)
+	}
+	if strings.ContainsFunc(u, isArabicIndicDigit) && strings.ContainsFunc(u, isExtendedArabicIndicDigit) {
+		// RFC 5892 Appendix A.8 and A.9 (CONTEXTO), which Python's idna
+		// checks and Go's does not.
+		return "", fmt.Errorf("host label %q mixes Arabic-Indic and extended Arabic-Indic digits", label)
+	}
+	for _, r := range u {
+		if !idnaLetterDigit(r) {
+			return "", fmt.Errorf("host label %q: %U is not a letter, mark or digit (IDNA2008)", label, r)
+		}
+	}
+	return a, nil
+}
+
+// idnaLetterDigit reports whether r may stand in a U-label: IDNA2008's
+// LetterDigits (RFC 5892 §2.1: Ll Lu Lo Lm Mn Mc Nd) and '-', less the
+// exceptions it disallows (§2.6, and old Hangul jamo), plus the exceptions
+// it allows.
+func idnaLetterDigit(r rune) bool {
+	switch {
+	case r == '-' || r == 0x06FD || r == 0x06FE || r == 0x0F0B || r == 0x3007:
+		return true
+	case r == 0x0640 || r == 0x07FA || r == 0x302E || r == 0x302F || r >= 0x3031 && r <= 0x3035 || r == 0x303B,
+		r >= 0x1100 && r <= 0x11FF || r >= 0xA960 && r <= 0xA97F || r >= 0xD7B0 && r <= 0xD7FF:
+		return false
+	}
+	return unicode.In(r, unicode.Ll, unicode.Lu, unicode.Lo, unicode.Lm, unicode.Mn, unicode.Mc, unicode.Nd)
+}
+
+func isArabicIndicDigit(r rune) bool         { return r >= 0x0660 && r <= 0x0669 }
+func isExtendedArabicIndicDigit(r rune) bool { return r >= 0x06F0 && r <= 0x06F9 }
+
+// normalizeQuery returns the query's pairs without tracking parameters,
+// sorted by name, each form-decoded and re-encoded; "" when none is left.
+func normalizeQuery(query string) string {
+	type pair struct{ name, value []byte }
+	var pairs []pair
+	for seg := range strings.SplitSeq(query, "&") {
+		if seg == "" {
+			continue
+		}
+		name, value, _ := strings.Cut(seg, "=")
+		p := pair{formDecode(name), formDecode(value)}
+		low := asciiLower(p.name) // not Unicode's: U+212A KELVIN SIGN is no 'k' here
+		if strings.HasPrefix(low, "utm_") || trackingParams[low] {
+			continue
+		}
+		pairs = append(pairs, p)
+	}
+	slices.SortStableFunc(pairs, func(a, b pair) int { return bytes.Compare(a.name, b.name) })
+	var b strings.Builder
+	for i, p := range pairs {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(formEncode(p.name) + "=" + formEncode(p.value))
+	}
+	return b.String()
+}
+
+// formDecode decodes one name or value of a query: '+' is a space, %XX a
+// byte, and a '%' that starts no escape stands for itself.
+func formDecode(s string) []byte {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '+':
+			out = append(out, ' ')
+		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+			out = append(out, unhex(s[i+1])<<4|unhex(s[i+2]))
+			i += 2
+		default:
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// formEncode writes unreserved bytes as they are, a space as '+' and every
+// other byte as %XX.
+func formEncode(b []byte) string {
+	var out strings.Builder
+	for _, c := range b {
+		switch {
+		case isUnreserved(c):
+			out.WriteByte(c)
+		case c == ' ':
+			out.WriteByte('+')
+		default:
+			fmt.Fprintf(&out, "%%%02X", c)
+		}
+	}
+	return out.String()
+}
+
+// The characters RFC 3986 allows literally, besides unreserved and
+// sub-delims, in the user info and in the path.
+const (
+	userinfoChars = ":"
+	pathChars     = ":@/"
+)
+
+// normalizePercent applies RFC 3986 §6.2.2.1-2 to s: escapes get upper-case
+// hex, escaped unreserved characters are decoded, a '%' that starts no
+// escape is written %25, and a byte that is neither unreserved, a
+// sub-delim nor in extra is percent-encoded.
+func normalizePercent(s, extra string) string {
+	var out strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+			d := unhex(s[i+1])<<4 | unhex(s[i+2])
+			if isUnreserved(d) {
+				out.WriteByte(d)
+			} else {
+				fmt.Fprintf(&out, "%%%02X", d)
+			}
+			i += 2
+		case isUnreserved(c) || isSubDelim(c) || strings.IndexByte(extra, c) >= 0:
+			out.WriteByte(c)
+		default:
+			fmt.Fprintf(&out, "%%%02X", c)
+		}
+	}
+	return out.String()
+}
+
+// percentDecode decodes every %XX of s; false when a '%' starts no escape.
+func percentDecode(s string) ([]byte, bool) {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			out = append(out, s[i])
+			continue
+		}
+		if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+			return nil, false
+		}
+		out = append(out, unhex(s[i+1])<<4|unhex(s[i+2]))
+		i += 2
+	}
+	return out, true
+}
+
+func isAlpha(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+func isHex(c byte) bool   { return isDigit(c) || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+
+func isUnreserved(c byte) bool {
+	return isAlpha(c) || isDigit(c) || c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+func isSubDelim(c byte) bool { return strings.IndexByte("!$&'()*+,;=", c) >= 0 }
+
+func unhex(c byte) byte {
+	switch {
+	case isDigit(c):
+		return c - '0'
+	case c >= 'a':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
+}
+
+func asciiLower(b []byte) string {
+	out := []byte(string(b))
+	for i, c := range out {
+		if c >= 'A' && c <= 'Z' {
+			out[i] = c + 'a' - 'A'
+		}
+	}
+	return string(out)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }

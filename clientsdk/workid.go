@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/oncejob/oncejob/jobkey"
 )
@@ -37,6 +39,10 @@ import (
 // volatile members, such as "/received_at" or "/meta/trace_id", removed
 // before hashing; a pointer that names nothing is ignored, and an array
 // index removes that element.
+//
+// Refused, in Go and Python alike (docs/keys.md): a lone surrogate escape
+// or invalid UTF-8 in a name or string, and arrays and objects nested
+// deeper than MaxWorkIDDepth.
 func WorkID(kind string, version int, payload any, drop ...string) (string, error) {
 	pre, err := workIDPreimage(kind, version, payload, drop)
 	if err != nil {
@@ -93,13 +99,142 @@ func jsonValue(payload any) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oncejob: WorkID payload: %w", err)
 	}
+	if _, raw := payload.(json.RawMessage); !raw && bytes.Contains(b, []byte(`\ufffd`)) {
+		// encoding/json writes invalid UTF-8 in a Go string as this
+		// escape; a real U+FFFD it writes as itself.
+		return nil, fmt.Errorf("oncejob: WorkID payload: a string is not valid UTF-8")
+	}
+	b, mark := markInvalidText(b)
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("oncejob: WorkID payload: %w", err)
 	}
+	if err := checkValue(v, mark, 0); err != nil {
+		return nil, fmt.Errorf("oncejob: WorkID payload: %w", err)
+	}
 	return v, nil
+}
+
+// MaxWorkIDDepth is how deeply arrays and objects may nest in a WorkID
+// payload: deeper is refused, in every language, rather than crash one of
+// them (docs/keys.md).
+const MaxWorkIDDepth = 128
+
+// checkValue refuses a payload WorkID cannot hash the same in every
+// language: arrays and objects nested deeper than MaxWorkIDDepth, and a
+// name or string holding mark, where the JSON text had a lone surrogate or
+// invalid UTF-8 (not Unicode scalar values: a Go string cannot carry them,
+// Python's str would). It looks at the value as decoded, so a member that
+// a later duplicate name replaces counts for nothing, as in Python.
+func checkValue(v any, mark rune, depth int) error {
+	switch x := v.(type) {
+	case string:
+		if mark != 0 && strings.ContainsRune(x, mark) {
+			return errNotUnicode
+		}
+	case map[string]any:
+		if depth++; depth > MaxWorkIDDepth {
+			return fmt.Errorf("arrays and objects nest deeper than %d", MaxWorkIDDepth)
+		}
+		for k, e := range x {
+			if err := checkValue(k, mark, depth); err != nil {
+				return err
+			}
+			if err := checkValue(e, mark, depth); err != nil {
+				return err
+			}
+		}
+	case []any:
+		if depth++; depth > MaxWorkIDDepth {
+			return fmt.Errorf("arrays and objects nest deeper than %d", MaxWorkIDDepth)
+		}
+		for _, e := range x {
+			if err := checkValue(e, mark, depth); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+var errNotUnicode = fmt.Errorf("a string holds a lone surrogate or invalid UTF-8: not valid Unicode")
+
+// markInvalidText returns valid JSON text b with every lone surrogate
+// escape and every byte of invalid UTF-8 replaced by mark, a private-use
+// character found nowhere else in b (encoding/json would silently decode
+// them to U+FFFD), or b and 0 when it has neither.
+func markInvalidText(b []byte) ([]byte, rune) {
+	type span struct{ from, to int }
+	var bad []span
+	inString := false
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				bad = append(bad, span{i, i + 1})
+			}
+			i += size
+			continue
+		}
+		switch {
+		case c == '"':
+			inString = !inString
+		case c == '\\' && inString && b[i+1] == 'u':
+			r := hexRune(b[i+2 : i+6])
+			if utf16.IsSurrogate(r) {
+				if r < 0xDC00 && i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+					if low := hexRune(b[i+8 : i+12]); low >= 0xDC00 && low <= 0xDFFF {
+						i += 12
+						continue
+					}
+				}
+				bad = append(bad, span{i, i + 6})
+			}
+			i += 6
+			continue
+		case c == '\\' && inString:
+			i += 2
+			continue
+		}
+		i++
+	}
+	if len(bad) == 0 {
+		return b, 0
+	}
+	mark := rune(0xF0000)
+	for ; containsRune(b, mark); mark++ {
+	}
+	var out bytes.Buffer
+	last := 0
+	for _, s := range bad {
+		out.Write(b[last:s.from])
+		out.WriteRune(mark)
+		last = s.to
+	}
+	out.Write(b[last:])
+	return out.Bytes(), mark
+}
+
+// containsRune reports whether JSON text b holds r, as itself or as an
+// escaped surrogate pair.
+func containsRune(b []byte, r rune) bool {
+	if bytes.Contains(b, []byte(string(r))) {
+		return true
+	}
+	hi, lo := utf16.EncodeRune(r)
+	return bytes.Contains(bytes.ToLower(b), []byte(fmt.Sprintf(`\u%04x\u%04x`, hi, lo)))
+}
+
+// hexRune reads the four hex digits of a \u escape in valid JSON text.
+func hexRune(h []byte) rune {
+	var r rune
+	for _, c := range h {
+		r = r<<4 | rune(unhex(c))
+	}
+	return r
 }
 
 // parsePointer splits an RFC 6901 JSON Pointer into its unescaped tokens.

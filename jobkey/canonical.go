@@ -25,7 +25,8 @@
 //     below U+0020 and U+2028, U+2029 as \u00xx, \u2028, \u2029 (lower-case
 //     hex), every other character as itself. Invalid UTF-8 in a Go string
 //     is written \ufffd; in JSON text, invalid UTF-8 and a lone surrogate
-//     escape decode to U+FFFD, written as itself (what WorkID hashes). No
+//     escape decode to U+FFFD, written as itself (WorkID refuses both
+//     before it gets here: docs/keys.md). No
 //     Unicode normalisation: "é" and "e\u0301" differ.
 //   - A number: parsed to the nearest IEEE 754 double (integers too, so
 //     2^53+1 is 2^53; overflow, NaN and infinities are refused); zero of

@@ -16,7 +16,8 @@ clientsdk/testdata/workid_vectors.json holds the cases both languages pass:
   as Go's encoding/json does without HTML escaping: ``\\"`` ``\\\\`` ``\\b``
   ``\\f`` ``\\n`` ``\\r`` ``\\t``, other characters below U+0020 and U+2028,
   U+2029 as ``\\u00xx`` / ``\\u2028`` (lower-case hex), everything else as
-  UTF-8; a lone surrogate is U+FFFD;
+  UTF-8; a string or name with a lone surrogate (not a Unicode scalar
+  value: a Go string cannot carry it) is refused;
 * numbers: as IEEE 754 doubles (an integer is rounded to the nearest
   double); 0 and -0 as ``0``; an integral value below 2**53 in magnitude as
   plain digits; anything else as Go's ``strconv.FormatFloat(f, 'g', -1,
@@ -24,7 +25,9 @@ clientsdk/testdata/workid_vectors.json holds the cases both languages pass:
   (``1.2345675e+06``, ``1e-05``, at least two exponent digits) when the
   decimal exponent is below -4 or at least 6, else plain; NaN and infinities
   are refused;
-* arrays in order; true, false, null as such.
+* arrays in order; true, false, null as such;
+* arrays and objects nested deeper than MAX_DEPTH (128) are refused, before
+  anything recurses (docs/keys.md).
 """
 from __future__ import annotations
 
@@ -34,7 +37,10 @@ import math
 import re
 from typing import Any, Iterable
 
-__all__ = ["work_id", "submit_key", "canonical_json"]
+__all__ = ["work_id", "submit_key", "canonical_json", "MAX_DEPTH"]
+
+# Go: clientsdk.MaxWorkIDDepth.
+MAX_DEPTH = 128
 
 # Go's unicode.IsSpace, which strings.TrimSpace trims.
 _GO_SPACE = (
@@ -45,6 +51,7 @@ _GO_SPACE = (
 _SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _KIND = re.compile(r"[A-Za-z0-9._/-]{1,128}")
 _INDEX = re.compile(r"0|[1-9][0-9]*")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def work_id(kind: str, version: int, payload: Any, drop: Iterable[str] = ()) -> str:
@@ -77,6 +84,7 @@ def submit_key(pipeline: str, document: str | bytes, *, media_type: str = "", na
 
 def canonical_json(value: Any) -> str:
     """Returns the server's canonical JSON of value (see the module doc)."""
+    _check(value)
     out: list[str] = []
     _write(out, value)
     return "".join(out)
@@ -88,11 +96,37 @@ def _preimage(kind: str, version: int, payload: Any, drop: Iterable[str]) -> byt
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise ValueError(f"WorkID version must be an int >= 1, got {version!r}")
     pointers = [_parse_pointer(p) for p in drop]
+    _check(payload)
     if pointers:
         payload = copy.deepcopy(payload)
         for tokens in pointers:
             payload = _remove_at(payload, tokens)
     return f"{kind}:{version}:{canonical_json(payload)}".encode("utf-8")
+
+
+def _check(value: Any) -> None:
+    """Refuses, without recursing, nesting deeper than MAX_DEPTH and lone
+    surrogates, in names and strings."""
+    stack = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, str):
+            _check_str(v)
+        elif isinstance(v, (dict, list, tuple)):
+            if depth + 1 > MAX_DEPTH:
+                raise ValueError(f"arrays and objects nest deeper than {MAX_DEPTH}")
+            if isinstance(v, dict):
+                for k in v:
+                    if isinstance(k, str):
+                        _check_str(k)
+                v = v.values()
+            stack.extend((e, depth + 1) for e in v)
+
+
+def _check_str(s: str) -> None:
+    m = _SURROGATE.search(s)
+    if m:
+        raise ValueError(f"a string holds a lone surrogate \\u{ord(m.group()):04x}: not valid Unicode")
 
 
 def _parse_pointer(p: str) -> list[str]:
@@ -139,10 +173,7 @@ def _write(out: list[str], v: Any) -> None:
         for k, e in v.items():
             if not isinstance(k, str):
                 raise TypeError(f"object keys must be str, got {type(k).__name__}")
-            name = _valid_unicode(k)
-            if name in members:
-                raise ValueError(f"two keys are one name after replacing lone surrogates: {name!r}")
-            members[name] = e
+            members[k] = e
         out.append("{")
         for i, name in enumerate(sorted(members, key=lambda s: s.encode("utf-8"))):
             if i:
@@ -164,14 +195,9 @@ def _write(out: list[str], v: Any) -> None:
         raise TypeError(f"cannot canonicalise {type(v).__name__}")
 
 
-def _valid_unicode(s: str) -> str:
-    # Go sees JSON with a lone surrogate escape as U+FFFD.
-    return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in s)
-
-
 def _write_string(out: list[str], s: str) -> None:
     out.append('"')
-    for c in _valid_unicode(s):
+    for c in s:
         if c in _SHORT_ESCAPES:
             out.append(_SHORT_ESCAPES[c])
         elif c < " " or c in "\u2028\u2029":
