@@ -2,6 +2,7 @@ package receiver_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -97,5 +98,38 @@ func TestVerifyLibraryVectors(t *testing.T) {
 	}
 	for verdict := range want {
 		require.Positive(t, seen[verdict], "no vector for %s", verdict)
+	}
+}
+
+// TestParseEventEnvelopes: clientsdk/testdata/webhooks/envelopes.json, the
+// bodies the Python receiver's tests also read, are read as the event it
+// names or refused.
+func TestParseEventEnvelopes(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../testdata/webhooks/envelopes.json")
+	require.NoError(t, err)
+	var file struct {
+		Envelopes []struct {
+			Name       string  `json:"name"`
+			Body       string  `json:"body"`
+			BodyBase64 string  `json:"body_base64"`
+			ID         *string `json:"id"`
+		} `json:"envelopes"`
+	}
+	require.NoError(t, json.Unmarshal(b, &file))
+	require.NotEmpty(t, file.Envelopes)
+	for _, env := range file.Envelopes {
+		body := []byte(env.Body)
+		if env.BodyBase64 != "" {
+			body, err = base64.StdEncoding.DecodeString(env.BodyBase64)
+			require.NoError(t, err)
+		}
+		e, err := receiver.ParseEvent(body)
+		if env.ID == nil {
+			require.Error(t, err, env.Name)
+			continue
+		}
+		require.NoError(t, err, env.Name)
+		require.Equal(t, *env.ID, e.ID, env.Name)
 	}
 }
