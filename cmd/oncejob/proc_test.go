@@ -60,8 +60,14 @@ func start(t *testing.T, name string, env []string, args ...string) *proc {
 // startBinary is start for another binary built by TestMain.
 func startBinary(t *testing.T, name string, env []string, bin string, args ...string) *proc {
 	t.Helper()
+	return startCommand(t, name, env, filepath.Join(binDir, bin), args...)
+}
+
+// startCommand is start for any program (the Python receiver).
+func startCommand(t *testing.T, name string, env []string, path string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, name: name, logs: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(filepath.Join(binDir, bin), args...)
+	p.cmd = exec.Command(path, args...)
 	p.cmd.Env = append(append(os.Environ(), "ONCEJOB_HTTP_ADDR=127.0.0.1:0"), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	require.NoError(t, p.cmd.Start())

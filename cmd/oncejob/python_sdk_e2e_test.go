@@ -24,12 +24,13 @@ import (
 const python = "/usr/bin/python3"
 
 // requirePython skips (or, under CI=true, fails) a test when Debian's
-// python3 lacks grpc, protobuf, idna or pytest, saying how to install them.
+// python3 lacks grpc, protobuf, idna, pytest or psycopg2 (the Python
+// receiver's Postgres tests), saying how to install them.
 func requirePython(t *testing.T) {
 	t.Helper()
-	probe := exec.Command(python, "-c", "import grpc, google.protobuf, idna, pytest")
+	probe := exec.Command(python, "-c", "import grpc, google.protobuf, idna, pytest, psycopg2")
 	if out, err := probe.CombinedOutput(); err != nil {
-		msg := fmt.Sprintf("SKIP: %s cannot import grpc, protobuf, idna and pytest (%v: %s); install with: apt-get install -y python3-grpcio python3-protobuf python3-idna python3-pytest", python, err, strings.TrimSpace(string(out)))
+		msg := fmt.Sprintf("SKIP: %s cannot import grpc, protobuf, idna, pytest and psycopg2 (%v: %s); install with: apt-get install -y python3-grpcio python3-protobuf python3-idna python3-pytest python3-psycopg2", python, err, strings.TrimSpace(string(out)))
 		if os.Getenv("CI") == "true" {
 			t.Fatal(msg)
 		}
