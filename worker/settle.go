@@ -208,4 +208,3 @@ func (r *run) transition(ctx context.Context, to store.JobStatus, jobErr *store.
 		r.log.Info("job settled", "status", to, "message", message)
 	}
 }
-
