@@ -36,6 +36,9 @@ func walkText(m protoreflect.Message, prefix string, v *violations) {
 	ownLimit := isOwnLimit(m.Interface())
 	m.Range(func(fd protoreflect.FieldDescriptor, val protoreflect.Value) bool {
 		path := prefix + string(fd.Name())
+		if ownLimit && !isDocument(m.Interface()) {
+			path = strings.TrimSuffix(prefix, ".") // params.k, not params.fields.k.struct_value
+		}
 		switch {
 		case fd.IsMap():
 			val.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
@@ -76,6 +79,11 @@ func isOwnLimit(m proto.Message) bool {
 		return true
 	}
 	return false
+}
+
+func isDocument(m proto.Message) bool {
+	_, ok := m.(*oncejobv1.Document)
+	return ok
 }
 
 func checkString(s, field string, ownLimit bool, v *violations) {
