@@ -236,7 +236,7 @@ func (tg *target) sendRPC(t *testing.T, g *gen, methods []rpcMethod) (fuzzCase, 
 
 	var callErr error
 	if m.desc.IsStreamingServer() {
-		sctx, scancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		sctx, scancel := context.WithTimeout(ctx, 20*time.Millisecond)
 		defer scancel()
 		stream, err := tg.conn.NewStream(sctx, &grpc.StreamDesc{ServerStreams: true}, m.fullName, grpc.ForceCodec(rawCodec{}))
 		if err == nil {
@@ -513,7 +513,7 @@ func (tg *target) http(t *testing.T, method, path string, header map[string]stri
 	timeout := 10 * time.Second
 	watch := strings.Contains(path, ":watch")
 	if watch {
-		timeout = time.Second // a watch that is valid goes on: its headers are enough
+		timeout = 200 * time.Millisecond // a valid watch goes on: its headers are enough
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

@@ -122,7 +122,7 @@ func (g *gen) value(depth int) *structpb.Value {
 	case 5:
 		return structpb.NewStructValue(g.params(depth + 1))
 	case 6:
-		return structpb.NewStringValue(strings.Repeat("p", 1<<g.pick(21)))
+		return structpb.NewStringValue(strings.Repeat("p", 1<<g.pick(19)))
 	default:
 		return structpb.NewStringValue(g.validUTF8())
 	}

@@ -29,6 +29,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/grpclog"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/oncejob/oncejob/gateway"
@@ -46,6 +47,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// grpc-gateway logs each header it cannot forward; the fuzzer sends
+	// hundreds on purpose.
+	grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, os.Stderr))
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"))
 }
 
