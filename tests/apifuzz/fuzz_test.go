@@ -32,6 +32,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/oncejob/oncejob/gateway"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
 
@@ -231,7 +232,7 @@ func (tg *target) sendRPC(t *testing.T, g *gen, methods []rpcMethod) (fuzzCase, 
 	if len(md.Get("idempotency-key")) > 0 && strings.HasPrefix(m.fullName, "/grpc.health.") {
 		c.kind = "grpc/health-idempotency-key"
 	}
-	ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(context.Background(), md), 5*time.Second)
+	ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(context.Background(), md), 30*time.Second)
 	defer cancel()
 
 	var callErr error
@@ -265,7 +266,10 @@ func (tg *target) sendRPC(t *testing.T, g *gen, methods []rpcMethod) (fuzzCase, 
 	if badGRPC[st.Code()] {
 		return c, true, fmt.Sprintf("answered %s: %s", st.Code(), st.Message())
 	}
-	return c, callErr != nil, ""
+	// The client's own deadline says nothing of what the server did: the
+	// call may have been written after it. Only the server's refusals count.
+	unknown := ctx.Err() != nil
+	return c, callErr != nil && !unknown, ""
 }
 
 func newMessage(md protoreflect.MessageDescriptor) protoreflect.Message {
@@ -392,6 +396,10 @@ func httpRoutes(t *testing.T) []route {
 	return out
 }
 
+// statusUnknown is the answer to a request whose client gave up first:
+// whether the server wrote anything is not known, so it is no refusal.
+const statusUnknown = 0
+
 var pathVar = regexp.MustCompile(`\{[a-z_]+\}`)
 
 // sendHTTP sends one hostile request to a random route.
@@ -463,7 +471,7 @@ func (tg *target) sendHTTP(t *testing.T, g *gen, routes []route) (fuzzCase, bool
 	if code >= 500 || code == http.StatusTooManyRequests && c.kind == "http/body-over-rpc" {
 		return c, true, fmt.Sprintf("answered %d", code)
 	}
-	return c, code >= 400, ""
+	return c, code >= 400 && code != statusUnknown, ""
 }
 
 // httpBody is a hostile JSON body for rt: a reflected hostile message with
@@ -510,7 +518,7 @@ func (g *gen) httpBody(rt route, c *fuzzCase) []byte {
 // read no further.
 func (tg *target) http(t *testing.T, method, path string, header map[string]string, body []byte) int {
 	t.Helper()
-	timeout := 10 * time.Second
+	timeout := 30 * time.Second
 	watch := strings.Contains(path, ":watch")
 	if watch {
 		timeout = 200 * time.Millisecond // a valid watch goes on: its headers are enough
@@ -534,13 +542,19 @@ func (tg *target) http(t *testing.T, method, path string, header map[string]stri
 		req.Header.Set(k, header[k])
 	}
 	resp, err := tg.client.Do(req)
-	if err != nil && watch && ctx.Err() != nil {
+	switch {
+	case err == nil:
+	case watch && ctx.Err() != nil:
 		return http.StatusOK // a valid watch with nothing to say yet
-	}
-	if err != nil {
-		if strings.Contains(err.Error(), "invalid header") || strings.Contains(err.Error(), "invalid method") {
-			return http.StatusBadRequest // refused by the client, never sent
-		}
+	case strings.Contains(err.Error(), "invalid header") || strings.Contains(err.Error(), "invalid method"):
+		return http.StatusBadRequest // refused by the client, never sent
+	case int64(len(body)) > gateway.MaxBodyBytesFor(maxDocumentBytes):
+		// The server answered 413 and closed the connection while the
+		// client was still writing: what the client sees is the reset.
+		return http.StatusRequestEntityTooLarge
+	case ctx.Err() != nil:
+		return statusUnknown
+	default:
 		require.NoError(t, err, "%s %s", method, truncate(path))
 	}
 	defer resp.Body.Close()

@@ -144,6 +144,9 @@ func (g *gen) params(depth int) *structpb.Struct {
 	return s
 }
 
+// maxFillDepth bounds how deep fill goes into messages.
+const maxFillDepth = 4
+
 // fill sets some fields of m to hostile values, by reflection, so every
 // request message of every service is covered as the protos grow.
 func (g *gen) fill(m protoreflect.Message, depth int) {
@@ -176,10 +179,14 @@ func (g *gen) setField(m protoreflect.Message, fd protoreflect.FieldDescriptor, 
 		if g.chance(0.03) {
 			n = 1001
 		}
+		elemDepth := depth + 1
+		if n > 3 {
+			elemDepth = maxFillDepth // a thousand elements: empty ones, or the message is tens of MiB
+		}
 		for range n {
 			if fd.Kind() == protoreflect.MessageKind {
 				e := l.NewElement()
-				g.fillMessage(e.Message(), depth+1)
+				g.fillMessage(e.Message(), elemDepth)
 				l.Append(e)
 			} else if v, ok := g.scalar(fd); ok {
 				l.Append(v)
@@ -205,7 +212,7 @@ func (g *gen) fillMessage(m protoreflect.Message, depth int) {
 	case *timestamppb.Timestamp:
 		v.Seconds = []int64{0, -62135596801, 253402300800, math.MinInt64}[g.pick(4)]
 	default:
-		if depth < 4 {
+		if depth < maxFillDepth {
 			g.fill(m, depth)
 		}
 	}
