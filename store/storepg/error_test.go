@@ -19,7 +19,7 @@ func TestValueErrorsAreInvalidRow(t *testing.T) {
 	st := storepgtest.NewTestStore(t)
 	ctx := context.Background()
 	for name, call := range map[string]func() error{
-		"text that is no uuid (22P02)": func() error {
+		"a cursor id that is no uuid": func() error {
 			_, err := st.JobList(ctx, &store.JobListParams{Tenant: "acme", After: &store.JobCursor{CreatedAt: time.Now(), ID: "not-a-uuid"}})
 			return err
 		},
