@@ -157,6 +157,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(requestIDHeader, id)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Cache-Control", "no-store")
+	if p := invalidURLText(r); p != nil {
+		g.writeProblem(w, r, p)
+		return
+	}
 	// Over HTTP/2 a request without a body still has a Body (empty, with
 	// ContentLength 0): only a body that may hold something must be JSON.
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {

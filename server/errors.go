@@ -78,3 +78,14 @@ func (s *jobService) storeError(ctx context.Context, err error, what string) err
 		WithDetails(&errdetails.ErrorInfo{Reason: "STORE_UNAVAILABLE", Domain: errorDomain, Metadata: map[string]string{"request_id": rid}})
 	return st.Err()
 }
+
+// addOnce adds a violation unless field already has one, so a rule checked
+// both generically and by an RPC's own rules is reported once.
+func (v *violations) addOnce(field, format string, args ...any) {
+	for _, fv := range *v {
+		if fv.Field == field {
+			return
+		}
+	}
+	v.add(field, format, args...)
+}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/google/uuid"
+
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/store"
 )
@@ -21,6 +23,12 @@ type pageToken struct {
 	Pipeline        string `json:"p,omitempty"`
 	RunID           string `json:"r,omitempty"`
 }
+
+// The times a token may hold: years 1 to 9999, what both stores keep.
+var (
+	minTokenMicros = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+	maxTokenMicros = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).UnixMicro()
+)
 
 func encodePageToken(c *store.JobCursor, r *oncejobv1.ListJobsRequest) string {
 	b, _ := json.Marshal(pageToken{
@@ -40,6 +48,11 @@ func decodePageToken(s string, r *oncejobv1.ListJobsRequest) (*store.JobCursor, 
 	}
 	var t pageToken
 	if err := json.Unmarshal(b, &t); err != nil || t.ID == "" {
+		return nil, errors.New("is not a token this server issued")
+	}
+	// Parsed before use: an id that is no UUID would reach the store's uuid
+	// column and fail there, and a time outside the store's range likewise.
+	if _, err := uuid.Parse(t.ID); err != nil || t.CreatedAtMicros < minTokenMicros || t.CreatedAtMicros > maxTokenMicros {
 		return nil, errors.New("is not a token this server issued")
 	}
 	if t.Status != int32(r.GetStatus()) || t.Pipeline != r.GetPipeline() || t.RunID != r.GetRunId() {

@@ -102,6 +102,7 @@ func (s *jobService) submitJobsItem(ctx context.Context, tenant string, i int, i
 	if item.GetRequest() == nil {
 		v.add("request", "is required")
 	} else {
+		validateText(item.GetRequest(), &request)
 		s.validateSubmit(item.GetRequest(), &request)
 	}
 	v = append(v.prefixed(fmt.Sprintf("items[%d].", i)), request.prefixed(fmt.Sprintf("items[%d].request.", i))...)

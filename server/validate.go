@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"math"
 	"strings"
@@ -40,6 +41,9 @@ const (
 
 func (s *jobService) validate(req any) error {
 	var v violations
+	if _, batch := req.(*oncejobv1.SubmitJobsRequest); !batch {
+		validateText(req, &v) // a batch's items are checked one by one (submitJobsItem)
+	}
 	switch r := req.(type) {
 	case *oncejobv1.SubmitJobRequest:
 		s.validateSubmit(r, &v)
@@ -130,8 +134,9 @@ func (s *jobService) validateSubmit(r *oncejobv1.SubmitJobRequest, v *violations
 		}
 		if len(doc.GetName()) > maxNameLen || !utf8.ValidString(doc.GetName()) {
 			v.add("document.name", "must be valid UTF-8 of at most %d characters", maxNameLen)
-		} else if strings.ContainsRune(doc.GetName(), 0) {
-			v.add("document.name", "must not contain NUL characters")
+		}
+		if mt, err := jobkey.NormalizeMediaType(doc.GetMediaType()); err == nil && isTextMedia(mt) && bytes.IndexByte(doc.GetData(), 0) >= 0 {
+			v.add("document.data", "holds a NUL byte; a %s document is text, and text cannot hold NUL", mt)
 		}
 	}
 
@@ -153,13 +158,11 @@ func validateParams(params *structpb.Struct, v *violations) {
 				v.add("params", "keys must be 1-%d characters", maxParamKeyLen)
 			}
 			if !finite(val) {
-				v.add("params."+k, "numbers must be finite")
-			}
-			if strings.ContainsRune(k, 0) || hasNUL(val) {
-				v.add("params."+k, "must not contain NUL characters")
+				v.add("params."+printableKey(k), "numbers must be finite")
 			}
 		}
 	}
+	validateParamsSize(params, v)
 }
 
 // validateLabels checks labels by SubmitJob's rules.
@@ -173,9 +176,6 @@ func validateLabels(labels map[string]string, v *violations) {
 		}
 		if len(val) > maxLabelValLen {
 			v.add("labels."+k, "must be at most %d characters", maxLabelValLen)
-		}
-		if strings.ContainsRune(k, 0) || strings.ContainsRune(val, 0) {
-			v.add("labels", "keys and values must not contain NUL characters")
 		}
 	}
 }
@@ -208,28 +208,6 @@ func documentBytes(d *oncejobv1.Document) []byte {
 	return d.GetData()
 }
 
-// hasNUL reports whether a string in v holds a NUL character, which
-// Postgres's text and jsonb cannot store.
-func hasNUL(v *structpb.Value) bool {
-	switch k := v.GetKind().(type) {
-	case *structpb.Value_StringValue:
-		return strings.ContainsRune(k.StringValue, 0)
-	case *structpb.Value_StructValue:
-		for key, e := range k.StructValue.GetFields() {
-			if strings.ContainsRune(key, 0) || hasNUL(e) {
-				return true
-			}
-		}
-	case *structpb.Value_ListValue:
-		for _, e := range k.ListValue.GetValues() {
-			if hasNUL(e) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // finite reports whether every number in v is finite: JSON has no NaN.
 func finite(v *structpb.Value) bool {
 	switch k := v.GetKind().(type) {
@@ -249,4 +227,11 @@ func finite(v *structpb.Value) bool {
 		}
 	}
 	return true
+}
+
+// isTextMedia reports whether the engine reads a document of media type mt
+// (normalised) as text (worker/extract.go): such a document cannot hold a
+// NUL byte, which no text column holds.
+func isTextMedia(mt string) bool {
+	return strings.HasPrefix(mt, "text/") || mt == "application/json" || strings.HasSuffix(mt, "+json")
 }

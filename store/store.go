@@ -24,10 +24,12 @@ var (
 	// ErrDuplicateComputation: another job of the tenant already computed a
 	// success for the same dedup key; at most one may exist.
 	ErrDuplicateComputation = errors.New("a computed success for this dedup key already exists")
-	// ErrInvalidRow: the database refused a value of the row to write (a
-	// data exception or a check constraint: params that are not JSON, a
-	// NUL byte in a text column). The input is wrong, not the store; the
-	// same write fails again.
+	// ErrInvalidRow: the database refused a value it was given, to write
+	// or to compare (a data exception or a check constraint: params that
+	// are not JSON, a NUL byte in a text column, text that is no uuid). The
+	// input is wrong, not the store; the same statement fails again, so it
+	// is never retried: the server answers INVALID_ARGUMENT and a worker
+	// fails the job whose data it is.
 	ErrInvalidRow = errors.New("the database refused a value of the row")
 )
 

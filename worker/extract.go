@@ -15,6 +15,11 @@ import (
 // errUnsupportedMediaType fails a job: no retry can make it supported.
 var errUnsupportedMediaType = errors.New("unsupported media type")
 
+// errNULInText fails a job: its document is text holding a NUL byte, which
+// no text column holds and no model needs. The server refuses such a
+// document at submit; a job written before that rule fails at once.
+var errNULInText = errors.New("the document's text holds a NUL byte")
+
 // extractText turns a document into the text the model reads.
 //
 //	text/plain, text/markdown  the text itself (UTF-8 required)
@@ -41,6 +46,15 @@ func extractText(data []byte, mediaType string) (string, error) {
 		return buf.String(), nil
 	}
 	return "", fmt.Errorf("%w: %s (supported: text/plain, text/markdown, text/html, application/json)", errUnsupportedMediaType, mt)
+}
+
+// extractChecked is extractText refusing a text that holds NUL.
+func extractChecked(data []byte, mediaType string) (string, error) {
+	t, err := extractText(data, mediaType)
+	if err == nil && strings.IndexByte(t, 0) >= 0 {
+		return "", errNULInText
+	}
+	return t, err
 }
 
 func htmlText(data []byte) (string, error) {

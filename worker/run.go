@@ -217,8 +217,11 @@ func (r *run) stages(ctx context.Context) error {
 				return nil, err
 			}
 		}
-		t, err := extractText(data, r.job.DocumentMedia)
-		if err != nil {
+		t, err := extractChecked(data, r.job.DocumentMedia)
+		switch {
+		case errors.Is(err, errNULInText):
+			return nil, permanent("INVALID_DOCUMENT", "%w", err)
+		case err != nil:
 			return nil, permanent("UNSUPPORTED_MEDIA_TYPE", "%w", err)
 		}
 		return []byte(t), nil

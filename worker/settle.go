@@ -125,6 +125,17 @@ func (r *run) settle(ctx, jobCtx context.Context, err error) {
 		r.requeueAfterOutage(ctx, err)
 		return
 	}
+	if errors.Is(err, store.ErrInvalidRow) {
+		// The store refused a value of this job's own (a model's output
+		// holding \u0000, say): every attempt would write it again, so the
+		// job fails now, with the reason, rather than through lease takeovers.
+		// The database's own words stay in the log, as at the API.
+		r.log.Warn("the store refused a value of the job; failing it", "error", err)
+		r.transition(wctx, store.JobStatusFailed, &store.JobError{
+			Code: "INVALID_DATA", Message: "the store refused a value of this job (see the server log); every attempt would write it again",
+		}, nil, "failed: INVALID_DATA")
+		return
+	}
 
 	class, ok := llm.ClassOf(err)
 	if !ok {

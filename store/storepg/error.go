@@ -35,8 +35,20 @@ func interpretError(err error) error {
 	if errors.As(err, &pgErr) && pgErr.Code == pgUniqueViolation && pgErr.ConstraintName == constraintComputedSuccess {
 		return store.ErrDuplicateComputation
 	}
+	if errors.As(err, &pgErr) && isValueError(pgErr) {
+		return fmt.Errorf("storepg: %w: %s (SQLSTATE %s)", store.ErrInvalidRow, pgErr.Message, pgErr.Code)
+	}
 	if unavailable(err) {
 		return fmt.Errorf("storepg: %w: %w", store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("storepg: %w", err)
+}
+
+// isValueError reports whether Postgres refused a statement for a value it
+// was given, so the same statement fails again whatever the retry: a data
+// exception (class 22: a NUL byte, an invalid byte sequence, text that is
+// no uuid, a number out of range), a NOT NULL or CHECK violation, or a
+// value over a program limit (54000: a row too large for an index).
+func isValueError(e *pgconn.PgError) bool {
+	return e.Code[:2] == "22" || e.Code == "23502" || e.Code == "23514" || e.Code == "54000"
 }

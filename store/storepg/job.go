@@ -45,7 +45,7 @@ func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*stor
 	if params.After != nil {
 		id, err := parseUUID(params.After.ID)
 		if err != nil {
-			return nil, fmt.Errorf("storepg: cursor id: %w", err)
+			return nil, fmt.Errorf("storepg: cursor id: %w: %w", store.ErrInvalidRow, err)
 		}
 		args.AfterCreatedAt = &params.After.CreatedAt
 		args.AfterID = id

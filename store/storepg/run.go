@@ -71,7 +71,7 @@ func (s *Store) RunList(ctx context.Context, params *store.RunListParams) (*stor
 	if params.After != nil {
 		id, err := parseUUID(params.After.ID)
 		if err != nil {
-			return nil, fmt.Errorf("storepg: cursor id: %w", err)
+			return nil, fmt.Errorf("storepg: cursor id: %w: %w", store.ErrInvalidRow, err)
 		}
 		args.AfterCreatedAt, args.AfterID = &params.After.CreatedAt, id
 	}

@@ -61,7 +61,7 @@ func (s *Store) ScheduleList(ctx context.Context, params *store.ScheduleListPara
 	if params.After != nil {
 		id, err := parseUUID(params.After.ID)
 		if err != nil {
-			return nil, fmt.Errorf("storepg: cursor id: %w", err)
+			return nil, fmt.Errorf("storepg: cursor id: %w: %w", store.ErrInvalidRow, err)
 		}
 		args.AfterCreatedAt, args.AfterID = &params.After.CreatedAt, id
 	}

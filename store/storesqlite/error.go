@@ -33,7 +33,22 @@ func interpretError(err error) error {
 		strings.Contains(sqliteErr.Error(), computedSuccessColumns) {
 		return store.ErrDuplicateComputation
 	}
+	if errors.As(err, &sqliteErr) && isValueError(sqliteErr) {
+		return fmt.Errorf("storesqlite: %w: %s", store.ErrInvalidRow, sqliteErr.Error())
+	}
 	return fmt.Errorf("storesqlite: %w", err)
+}
+
+// isValueError reports whether SQLite refused a statement for a value it
+// was given, so the same statement fails again: a string or blob over its
+// length limit, a datatype mismatch, a NOT NULL or CHECK violation (such
+// as json_valid).
+func isValueError(e *sqlite.Error) bool {
+	switch e.Code() {
+	case sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_CONSTRAINT_NOTNULL, sqlite3.SQLITE_CONSTRAINT_CHECK:
+		return true
+	}
+	return false
 }
 
 // interpretLeaseError is interpretError for fenced statements, whose "no

@@ -164,7 +164,7 @@ func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*stor
 	if params.After != nil {
 		id, ok := canonicalUUID(params.After.ID)
 		if !ok {
-			return nil, fmt.Errorf("storesqlite: cursor id %q is not a uuid", params.After.ID)
+			return nil, fmt.Errorf("storesqlite: cursor id %q is not a uuid: %w", params.After.ID, store.ErrInvalidRow)
 		}
 		args.AfterCreatedAt = params.After.CreatedAt.UnixMicro()
 		args.AfterID = id

@@ -83,7 +83,7 @@ func (s *Store) RunList(ctx context.Context, params *store.RunListParams) (*stor
 	if params.After != nil {
 		id, ok := canonicalUUID(params.After.ID)
 		if !ok {
-			return nil, fmt.Errorf("storesqlite: cursor id %q is not a uuid", params.After.ID)
+			return nil, fmt.Errorf("storesqlite: cursor id %q is not a uuid: %w", params.After.ID, store.ErrInvalidRow)
 		}
 		args.AfterCreatedAt, args.AfterID = params.After.CreatedAt.UnixMicro(), id
 	}

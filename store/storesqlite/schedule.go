@@ -68,7 +68,7 @@ func (s *Store) ScheduleList(ctx context.Context, params *store.ScheduleListPara
 	if params.After != nil {
 		id, ok := canonicalUUID(params.After.ID)
 		if !ok {
-			return nil, fmt.Errorf("storesqlite: cursor id %q is not a uuid", params.After.ID)
+			return nil, fmt.Errorf("storesqlite: cursor id %q is not a uuid: %w", params.After.ID, store.ErrInvalidRow)
 		}
 		args.AfterCreatedAt, args.AfterID = params.After.CreatedAt.UnixMicro(), id
 	}
