@@ -151,7 +151,8 @@ type Server struct {
 // the store, so a tenant over its rate costs the server a map lookup.
 //
 // Streams run the same chain up to auth; their request is validated as the
-// handler receives it.
+// handler receives it. An open stream authenticates again every half key
+// cache TTL and ends when its key was revoked (recheckStreamInterceptor).
 //
 // Logging sits outside recovery so a recovered panic is logged as INTERNAL;
 // it never logs metadata or payloads, so API keys never reach the log.
@@ -209,6 +210,7 @@ func New(cfg Config) (*Server, error) {
 		recovery.StreamServerInterceptor(recoveryOpt),
 		selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFunc), needsAuth),
 		selector.StreamServerInterceptor(authzStreamInterceptor(cfg.Logger), needsAuth),
+		selector.StreamServerInterceptor(recheckStreamInterceptor(authn.AuthFunc(), authn.CacheTTL()/2, cfg.Logger), needsAuth),
 		selector.StreamServerInterceptor(lim.StreamServerInterceptor(), needsAuth),
 		validationStreamInterceptor(svc.validate),
 	)...)

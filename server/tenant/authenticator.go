@@ -95,6 +95,10 @@ func NewAuthenticator(cfg AuthConfig) *Authenticator {
 	return a
 }
 
+// CacheTTL is how long a store key's row is trusted before it is read
+// again.
+func (a *Authenticator) CacheTTL() time.Duration { return a.cfg.CacheTTL }
+
 // DevMode reports whether the authenticator lets every caller in. In dev
 // mode one caller a CacheTTL looks for a first key in the store (bounded by
 // devCheckTimeout); the others go on meanwhile. A store that cannot be
