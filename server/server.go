@@ -98,6 +98,10 @@ const DefaultMaxDocumentBytes = 8 << 20
 // a clear error rather than the transport's RESOURCE_EXHAUSTED.
 const maxMessageOverhead = 1 << 20
 
+// MaxMessageBytes is the gRPC receive limit of a server whose document
+// limit is maxDocumentBytes.
+func MaxMessageBytes(maxDocumentBytes int) int { return maxDocumentBytes + maxMessageOverhead }
+
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	if c.Pipelines == nil {
@@ -144,8 +148,8 @@ type Server struct {
 // registered, behind the interceptor chain, in this order:
 //
 //	[metrics] -> request id -> logging -> recovery -> auth and role (not on
-//	health or reflection) -> tenant limits -> request validation ->
-//	idempotency key -> store timeout
+//	health or reflection) -> SubmitJobs batch size -> tenant limits ->
+//	request validation -> idempotency key -> store timeout
 //
 // Limits sit after auth (they are per tenant) and before validation and
 // the store, so a tenant over its rate costs the server a map lookup.
@@ -216,7 +220,7 @@ func New(cfg Config) (*Server, error) {
 	)...)
 
 	srv := grpc.NewServer(append(serverOpts,
-		grpc.MaxRecvMsgSize(cfg.MaxDocumentBytes+maxMessageOverhead),
+		grpc.MaxRecvMsgSize(MaxMessageBytes(cfg.MaxDocumentBytes)),
 		grpc.KeepaliveParams(cfg.Transport.keepaliveParams()),
 		grpc.KeepaliveEnforcementPolicy(cfg.Transport.enforcementPolicy()),
 		grpc.MaxConcurrentStreams(cfg.Transport.MaxConcurrentStreams),
@@ -228,9 +232,12 @@ func New(cfg Config) (*Server, error) {
 			recovery.UnaryServerInterceptor(recoveryOpt),
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFunc), needsAuth),
 			selector.UnaryServerInterceptor(authzUnaryInterceptor(cfg.Logger), needsAuth),
+			batchSizeInterceptor,
 			selector.UnaryServerInterceptor(lim.UnaryServerInterceptor(), needsAuth),
 			validationInterceptor(svc.validateAll),
-			idempotency.UnaryServerInterceptor(slices.Concat([]string{oncejobv1.JobService_SubmitJob_FullMethodName}, operatorMethods, runMethods, scheduleMethods)...),
+			// Health and reflection have no tenant to scope a key by: an
+			// idempotency-key a proxy adds to them is ignored.
+			selector.UnaryServerInterceptor(idempotency.UnaryServerInterceptor(slices.Concat([]string{oncejobv1.JobService_SubmitJob_FullMethodName}, operatorMethods, runMethods, scheduleMethods)...), needsAuth),
 			storeTimeoutInterceptor(cfg.StoreTimeout), // a no-op when 0
 		)...),
 		grpc.StreamInterceptor(streamChain),
