@@ -21,6 +21,7 @@ import (
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
+	"github.com/oncejob/oncejob/store/storesqlite"
 )
 
 // keysCmd runs `oncejob keys args...` on the database at url and returns
@@ -225,4 +226,64 @@ func readSSEEvent(t *testing.T, r *bufio.Reader) (typ, data string) {
 	typ, data, err := nextSSEEvent(r)
 	require.NoError(t, err)
 	return typ, data
+}
+
+// `oncejob keys create|list|revoke` with no database URL and no embedded
+// store where --data-dir points (its default, ./oncejob-data, or one named)
+// exits 1 naming --database-url and the directory, and creates nothing:
+// before, it made an empty store there and answered "no key". On a data
+// directory that holds a store, keys work as before.
+func TestKeysRefuseAStoreThatDoesNotExist(t *testing.T) {
+	t.Parallel()
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ONCEJOB_DATABASE_URL=") && !strings.HasPrefix(kv, "ONCEJOB_DATA_DIR=") {
+			env = append(env, kv)
+		}
+	}
+	run := func(dir string, args ...string) (string, string, int) {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(binDir, "oncejob"), append([]string{"keys"}, args...)...)
+		cmd.Env, cmd.Dir = env, dir
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			require.NoError(t, err)
+		}
+		return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+	}
+	cwd := t.TempDir()
+	named := filepath.Join(t.TempDir(), "data")
+	for _, args := range [][]string{
+		{"revoke", "ojk_aaaaaaaaaaaa"},
+		{"list"},
+		{"create", "--tenant", "acme"},
+		{"revoke", "--data-dir", named, "ojk_aaaaaaaaaaaa"},
+		{"create", "--tenant", "acme", "--data-dir", named},
+	} {
+		out, errOut, code := run(cwd, args...)
+		require.Equal(t, 1, code, "keys %v: %s%s", args, out, errOut)
+		require.Empty(t, out, "keys %v printed no key", args)
+		require.Contains(t, errOut, "--database-url", args)
+		require.Contains(t, errOut, "no embedded store in", args)
+		entries, err := os.ReadDir(cwd)
+		require.NoError(t, err)
+		require.Empty(t, entries, "keys %v created nothing in the working directory", args)
+		require.NoDirExists(t, named, "keys %v created no data directory", args)
+	}
+
+	// A store serve made (opened and closed here, as serve would).
+	require.NoError(t, os.MkdirAll(named, 0o700))
+	st, err := storesqlite.Open(context.Background(), storesqlite.Config{DataDir: named})
+	require.NoError(t, err)
+	st.Close()
+	key, errOut, code := run(cwd, "create", "--tenant", "acme", "--data-dir", named)
+	require.Zero(t, code, errOut)
+	m := storeKeyRE.FindStringSubmatch(strings.TrimSpace(key))
+	require.NotNil(t, m, key)
+	out, errOut, code := run(cwd, "revoke", "--data-dir", named, "ojk_"+m[1])
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "revoked ojk_"+m[1])
 }
