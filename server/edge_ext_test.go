@@ -3,16 +3,24 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/server/limits"
 )
 
@@ -96,4 +104,112 @@ func TestHealthIgnoresUnrelatedMetadata(t *testing.T) {
 		require.Equal(t, healthpb.HealthCheckResponse_SERVING, got.GetStatus())
 		cancel()
 	}
+}
+
+// rawCodec sends the bytes it is given as the request, as a client with a
+// bug or an attacker would.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(v.([]byte))}, nil
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return proto.Unmarshal(data.Materialize(), v.(proto.Message))
+}
+
+func (rawCodec) Name() string { return "proto" }
+
+// deepParams is a SubmitJobRequest whose params nest deeper than
+// protobuf's decoding limit of 10,000.
+func deepParams(t *testing.T) []byte {
+	v := structpb.NewStringValue("bottom")
+	for range 5100 { // a Value and a ListValue per round
+		v = structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{v}})
+	}
+	req := submitReq("deep")
+	req.Params = &structpb.Struct{Fields: map[string]*structpb.Value{"deep": v}}
+	b, err := proto.MarshalOptions{}.Marshal(req)
+	require.NoError(t, err)
+	return b
+}
+
+// A request that is not valid protobuf — garbage, invalid UTF-8 in a
+// string field, nesting beyond 10,000 — is INVALID_ARGUMENT with the
+// ErrorInfo MALFORMED_MESSAGE, on unary calls and streams, authenticated
+// or not (it is refused before authentication), and counted; the server
+// answers normal calls afterwards. Seeded random bytes on every method
+// never get INTERNAL, UNKNOWN or UNAVAILABLE.
+func TestMalformedProtobufIsInvalidArgument(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{quiet: true})
+	invalidUTF8 := []byte{0x0a, 0x03, 'a', 0xff, 0xfe} // GetJobRequest.job_id
+	cases := []struct {
+		name, method string
+		body         []byte
+		stream       bool
+	}{
+		{"garbage", oncejobv1.JobService_GetJob_FullMethodName, []byte{0xff, 0xff, 0xff, 0xff}, false},
+		{"truncated", oncejobv1.JobService_SubmitJob_FullMethodName, []byte{0x0a, 0x7f, 'x'}, false},
+		{"invalid UTF-8", oncejobv1.JobService_GetJob_FullMethodName, invalidUTF8, false},
+		{"too deep", oncejobv1.JobService_SubmitJob_FullMethodName, deepParams(t), false},
+		{"invalid UTF-8, stream", oncejobv1.JobService_WatchJob_FullMethodName, invalidUTF8, true},
+		{"garbage, stream", oncejobv1.JobService_WatchJobs_FullMethodName, []byte{0xff}, true},
+	}
+	call := func(ctx context.Context, method string, body []byte, stream bool) error {
+		if !stream {
+			var reply emptypb.Empty
+			return b.conn.Invoke(ctx, method, body, &reply, grpc.ForceCodecV2(rawCodec{}))
+		}
+		s, err := b.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, method, grpc.ForceCodecV2(rawCodec{}))
+		if err != nil {
+			return err
+		}
+		if err := s.SendMsg(body); err != nil {
+			return err
+		}
+		if err := s.CloseSend(); err != nil {
+			return err
+		}
+		var reply emptypb.Empty
+		return s.RecvMsg(&reply)
+	}
+	before := b.server.MalformedRequests()
+	refused := int64(0)
+	for _, tc := range cases {
+		for _, key := range []string{keyAcme, "nobody"} {
+			ctx, cancel := context.WithTimeout(as(key, "malformed-1"), 10*time.Second)
+			err := call(ctx, tc.method, tc.body, tc.stream)
+			cancel()
+			if key == "nobody" && tc.stream {
+				require.Equal(t, codes.Unauthenticated, status.Code(err), "%s: a stream reads its request after auth", tc.name)
+				continue
+			}
+			requireReason(t, err, codes.InvalidArgument, server.ReasonMalformedMessage)
+			refused++
+		}
+	}
+	require.Equal(t, refused, b.server.MalformedRequests()-before, "each refusal counted")
+
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	methods := oncejobv1.JobService_ServiceDesc.Methods
+	for i := range 300 {
+		body := make([]byte, rng.IntN(64))
+		for j := range body {
+			body[j] = byte(rng.IntN(256))
+		}
+		m := methods[rng.IntN(len(methods))]
+		ctx, cancel := context.WithTimeout(as(keyAcme, fmt.Sprintf("fuzz-%d", i)), 10*time.Second)
+		err := call(ctx, "/"+oncejobv1.JobService_ServiceDesc.ServiceName+"/"+m.MethodName, body, false)
+		cancel()
+		switch status.Code(err) {
+		case codes.Internal, codes.Unknown, codes.Unavailable:
+			t.Fatalf("seed %d: %s with %x: %v", seed, m.MethodName, body, err)
+		}
+	}
+
+	_, err := b.client.SubmitJob(as(keyAcme, "after-malformed"), submitReq("still serving"))
+	require.NoError(t, err)
 }

@@ -142,12 +142,15 @@ type Server struct {
 	Local  *Local
 	// Auth authenticates callers; DevMode says whether it lets anyone in.
 	Auth *tenant.Authenticator
+	// MalformedRequests counts the requests refused with INVALID_ARGUMENT
+	// because they were not valid protobuf (see requestCodec).
+	MalformedRequests func() int64
 }
 
 // New returns a gRPC server with JobService, health and reflection
 // registered, behind the interceptor chain, in this order:
 //
-//	[metrics] -> request id -> logging -> recovery -> auth and role (not on
+//	[metrics] -> malformed request -> request id -> logging -> recovery -> auth and role (not on
 //	health or reflection) -> SubmitJobs batch size -> tenant limits ->
 //	request validation -> idempotency key -> store timeout
 //
@@ -195,15 +198,20 @@ func New(cfg Config) (*Server, error) {
 	if lim == nil {
 		lim = limits.None()
 	}
+	codec := newRequestCodec(cfg.Logger)
 	var (
 		firstUnary  []grpc.UnaryServerInterceptor
 		firstStream []grpc.StreamServerInterceptor
-		serverOpts  []grpc.ServerOption
+		serverOpts  = []grpc.ServerOption{grpc.ForceServerCodecV2(codec)}
 	)
 	if cfg.Metrics != nil {
 		firstUnary = append(firstUnary, cfg.Metrics.UnaryServerInterceptor())
 		firstStream = append(firstStream, cfg.Metrics.StreamServerInterceptor())
 	}
+	// A request that did not decode is refused next, so the metrics count
+	// it and nothing else runs for it.
+	firstUnary = append(firstUnary, codec.malformedUnary)
+	firstStream = append(firstStream, codec.malformedStream)
 	if cfg.Tracing {
 		serverOpts = append(serverOpts, grpc.StatsHandler(otelgrpc.NewServerHandler()))
 	}
@@ -263,7 +271,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics != nil {
 		cfg.Metrics.InitializeMetrics(srv) // every method's series from the start, at zero
 	}
-	return &Server{GRPC: srv, Health: hs, Local: newLocal(svc, streamChain), Auth: authn}, nil
+	return &Server{GRPC: srv, Health: hs, Local: newLocal(svc, streamChain), Auth: authn, MalformedRequests: codec.Malformed}, nil
 }
 
 func slogAdapter(l *slog.Logger) logging.Logger {
