@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	middleware "github.com/grpc-ecosystem/go-grpc-middleware/v2"
@@ -38,22 +39,33 @@ func recheckStreamInterceptor(authFunc auth.AuthFunc, interval time.Duration, lo
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx, cancel := context.WithCancelCause(ss.Context())
 		defer cancel(nil)
-		go func() {
-			t := time.NewTicker(interval)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-				if st := recheck(ctx, authFunc, info.FullMethod); st != nil {
-					p, _ := tenant.PrincipalFromContext(ss.Context())
-					logger.InfoContext(ctx, "stream ended: its key is no longer allowed", "tenant", p.Tenant, "key", p.KeyPrefix, "rpc", info.FullMethod, "code", st.Code().String())
-					cancel(errStreamRevoked{st})
-					return
-				}
+		// A timer rather than a goroutine per stream: a thousand idle
+		// watches hold a thousand timers, and a check runs only when due.
+		var (
+			mu      sync.Mutex
+			stopped bool
+			timer   *time.Timer
+		)
+		mu.Lock() // the callback reads timer
+		timer = time.AfterFunc(interval, func() {
+			if st := recheck(ctx, authFunc, info.FullMethod); st != nil {
+				p, _ := tenant.PrincipalFromContext(ss.Context())
+				logger.InfoContext(ctx, "stream ended: its key is no longer allowed", "tenant", p.Tenant, "key", p.KeyPrefix, "rpc", info.FullMethod, "code", st.Code().String())
+				cancel(errStreamRevoked{st})
+				return
 			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !stopped {
+				timer.Reset(interval)
+			}
+		})
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			stopped = true
+			timer.Stop()
+			mu.Unlock()
 		}()
 		wrapped := middleware.WrapServerStream(ss)
 		wrapped.WrappedContext = ctx
