@@ -3,7 +3,13 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +17,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
@@ -22,6 +29,8 @@ import (
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/server/limits"
+	"github.com/oncejob/oncejob/server/tenant"
+	"github.com/oncejob/oncejob/store/storepg/storepgtest"
 )
 
 // A SubmitJobs call that can never succeed is INVALID_ARGUMENT with a
@@ -212,4 +221,62 @@ func TestMalformedProtobufIsInvalidArgument(t *testing.T) {
 
 	_, err := b.client.SubmitJob(as(keyAcme, "after-malformed"), submitReq("still serving"))
 	require.NoError(t, err)
+}
+
+// lockedBuffer is a log sink safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A flood of refused keys writes at most a log line a second (each saying
+// how many it stands for), while Auth.Refused counts every refusal; other
+// calls are logged as before.
+func TestRefusalsAreLoggedAtABoundedRate(t *testing.T) {
+	t.Parallel()
+	var logs lockedBuffer
+	keysFile := filepath.Join(t.TempDir(), "keys.yaml")
+	require.NoError(t, os.WriteFile(keysFile, []byte("keys:\n  - tenant: acme\n    sha256: "+tenant.HashKey(keyAcme)+"\n"), 0o600))
+	keys, err := tenant.LoadKeys(keysFile)
+	require.NoError(t, err)
+	s, err := server.New(server.Config{Store: storepgtest.NewTestStore(t), Keys: keys, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = s.GRPC.Serve(lis) }()
+	t.Cleanup(s.GRPC.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	client := oncejobv1.NewJobServiceClient(conn)
+
+	const n = 500
+	start := time.Now()
+	for i := range n {
+		_, err := client.GetJob(as(fmt.Sprintf("ojk_made%08d_secret", i), ""), &oncejobv1.GetJobRequest{JobId: "00000000-0000-0000-0000-000000000000"})
+		require.Equal(t, codes.Unauthenticated, status.Code(err))
+	}
+	seconds := int(time.Since(start)/time.Second) + 1
+	_, err = client.GetJob(as(keyAcme, ""), &oncejobv1.GetJobRequest{JobId: "00000000-0000-0000-0000-000000000000"})
+	require.Equal(t, codes.NotFound, status.Code(err))
+
+	lines := strings.Count(logs.String(), "grpc.code=Unauthenticated")
+	t.Logf("%d refusals in %ds: %d log lines", n, seconds, lines)
+	require.GreaterOrEqual(t, lines, 1, "refusals are still logged")
+	require.LessOrEqual(t, lines, seconds, "at most a line a second")
+	require.Contains(t, logs.String(), "refusals_not_logged=")
+	require.Equal(t, 1, strings.Count(logs.String(), "grpc.code=NotFound"), "other calls are logged each")
+	require.EqualValues(t, n, s.Auth.Refused())
 }

@@ -192,6 +192,7 @@ func New(cfg Config) (*Server, error) {
 			c.Service != "grpc.reflection.v1.ServerReflection" &&
 			c.Service != "grpc.reflection.v1alpha.ServerReflection"
 	})
+	callLog := boundRefusals(slogAdapter(cfg.Logger))
 	authn := tenant.NewAuthenticator(tenant.AuthConfig{File: cfg.Keys, Store: cfg.KeyStore, CacheTTL: cfg.KeyCacheTTL, Logger: cfg.Logger})
 	authFunc := withLogTenant(authn.AuthFunc())
 	lim := cfg.Limits
@@ -218,7 +219,7 @@ func New(cfg Config) (*Server, error) {
 	streamChain := chainStream(append(firstStream,
 		withLogHolderStream,
 		requestid.StreamServerInterceptor(),
-		logging.StreamServerInterceptor(slogAdapter(cfg.Logger), logOpts...),
+		logging.StreamServerInterceptor(callLog, logOpts...),
 		recovery.StreamServerInterceptor(recoveryOpt),
 		selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFunc), needsAuth),
 		selector.StreamServerInterceptor(authzStreamInterceptor(cfg.Logger), needsAuth),
@@ -236,7 +237,7 @@ func New(cfg Config) (*Server, error) {
 		grpc.ChainUnaryInterceptor(append(firstUnary,
 			withLogHolder,
 			requestid.UnaryServerInterceptor(),
-			logging.UnaryServerInterceptor(slogAdapter(cfg.Logger), logOpts...),
+			logging.UnaryServerInterceptor(callLog, logOpts...),
 			recovery.UnaryServerInterceptor(recoveryOpt),
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFunc), needsAuth),
 			selector.UnaryServerInterceptor(authzUnaryInterceptor(cfg.Logger), needsAuth),
