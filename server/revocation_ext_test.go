@@ -2,12 +2,14 @@ package server_test
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -17,6 +19,7 @@ import (
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
+	"github.com/oncejob/oncejob/watch"
 )
 
 // Every server stream — WatchJob, WatchJobs, WatchRun — opened with a key
@@ -107,4 +110,50 @@ func TestRevokedKeyEndsEveryStream(t *testing.T) {
 
 func metadataCtx(ctx context.Context, key string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key)
+}
+
+// A dev-mode stream (no key: every caller is the default tenant's
+// operator) ends with UNAUTHENTICATED once the first store key ends dev
+// mode, within twice the key cache TTL.
+func TestDevModeStreamsEndWhenTheFirstKeyIsCreated(t *testing.T) {
+	t.Parallel()
+	pg := storepgtest.NewTestStore(t)
+	hub, err := watch.New(watch.Config{Store: pg, PollInterval: 500 * time.Millisecond})
+	require.NoError(t, err)
+	hubCtx, stopHub := context.WithCancel(context.Background())
+	hubDone := make(chan struct{})
+	go func() { hub.Run(hubCtx); close(hubDone) }()
+	t.Cleanup(func() { stopHub(); <-hubDone })
+	s, err := server.New(server.Config{Store: pg, KeyStore: pg, Watch: hub, KeyCacheTTL: 500 * time.Millisecond})
+	require.NoError(t, err)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = s.GRPC.Serve(lis) }()
+	t.Cleanup(s.GRPC.Stop)
+	t.Cleanup(hub.Shutdown)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.True(t, s.Auth.DevMode(ctx))
+	w, err := oncejobv1.NewJobServiceClient(conn).WatchJobs(ctx, &oncejobv1.WatchJobsRequest{})
+	require.NoError(t, err)
+	_, err = w.Header()
+	require.NoError(t, err, "a dev-mode stream is let in")
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := w.Recv(); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	createKey(t, pg, "acme", store.RoleOperator)
+	createdAt := time.Now()
+	err = <-ended
+	require.Less(t, time.Since(createdAt), time.Second, "within twice the key cache TTL")
+	requireReason(t, err, codes.Unauthenticated, server.ReasonKeyRevoked)
 }
