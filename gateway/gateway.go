@@ -33,6 +33,7 @@ import (
 
 	oncejobgw "github.com/oncejob/oncejob/gen/go/gateway/oncejob/v1"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/server/idempotency"
 	"github.com/oncejob/oncejob/server/requestid"
 )
@@ -46,6 +47,11 @@ type Config struct {
 	// MaxBodyBytes bounds a request body; a larger one is refused with 413
 	// before anything is read into a request. Default 16 MiB + 1 MiB.
 	MaxBodyBytes int64
+	// MaxMessageBytes is the gRPC server's receive limit
+	// (server.MaxMessageBytes); a body that decodes to a larger request is
+	// refused with 413 too. Default: the server's default,
+	// server.MaxMessageBytes(server.DefaultMaxDocumentBytes).
+	MaxMessageBytes int
 	// Heartbeat is how often a quiet watch stream sends a comment (SSE) or
 	// an empty line (NDJSON), so proxies keep it open; default 15s.
 	Heartbeat time.Duration
@@ -68,6 +74,9 @@ func MaxBodyBytesFor(maxDocumentBytes int) int64 {
 func (c Config) WithDefaults() Config {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = server.MaxMessageBytes(server.DefaultMaxDocumentBytes)
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = 15 * time.Second
@@ -106,9 +115,10 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if cfg.Conn == nil || cfg.Streams == nil {
 		return nil, errors.New("gateway: Config.Conn and Config.Streams are required")
 	}
-	if cfg.MaxBodyBytes < 0 {
-		return nil, errors.New("gateway: Config.MaxBodyBytes must not be negative")
+	if cfg.MaxBodyBytes < 0 || cfg.MaxMessageBytes < 0 {
+		return nil, errors.New("gateway: Config.MaxBodyBytes and MaxMessageBytes must not be negative")
 	}
+	cfg.Conn = sizedConn{ClientConnInterface: cfg.Conn, max: cfg.MaxMessageBytes}
 	g := &Gateway{cfg: cfg, client: oncejobv1.NewJobServiceClient(cfg.Conn), marshaler: marshaler, events: newEventCache(eventCacheSize)}
 	g.mux = runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, marshaler),

@@ -155,6 +155,10 @@ func (g *Gateway) writeProblem(w http.ResponseWriter, r *http.Request, p *proble
 
 // errorHandler is the mux's: every gRPC error becomes a problem.
 func (g *Gateway) errorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+	if p, ok := messageTooLarge(err); ok {
+		g.writeProblem(w, r, p)
+		return
+	}
 	g.writeProblem(w, r, problemFromStatus(status.Convert(err)))
 }
 

@@ -98,6 +98,10 @@ const DefaultMaxDocumentBytes = 8 << 20
 // a clear error rather than the transport's RESOURCE_EXHAUSTED.
 const maxMessageOverhead = 1 << 20
 
+// MaxMessageBytes is the gRPC receive limit of a server whose document
+// limit is maxDocumentBytes.
+func MaxMessageBytes(maxDocumentBytes int) int { return maxDocumentBytes + maxMessageOverhead }
+
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	if c.Pipelines == nil {
@@ -138,20 +142,24 @@ type Server struct {
 	Local  *Local
 	// Auth authenticates callers; DevMode says whether it lets anyone in.
 	Auth *tenant.Authenticator
+	// MalformedRequests counts the requests refused with INVALID_ARGUMENT
+	// because they were not valid protobuf (see requestCodec).
+	MalformedRequests func() int64
 }
 
 // New returns a gRPC server with JobService, health and reflection
 // registered, behind the interceptor chain, in this order:
 //
-//	[metrics] -> request id -> logging -> recovery -> auth and role (not on
-//	health or reflection) -> tenant limits -> request validation ->
-//	idempotency key -> store timeout
+//	[metrics] -> malformed request -> request id -> logging -> recovery -> auth and role (not on
+//	health or reflection) -> SubmitJobs batch size -> tenant limits ->
+//	request validation -> idempotency key -> store timeout
 //
 // Limits sit after auth (they are per tenant) and before validation and
 // the store, so a tenant over its rate costs the server a map lookup.
 //
 // Streams run the same chain up to auth; their request is validated as the
-// handler receives it.
+// handler receives it. An open stream authenticates again every half key
+// cache TTL and ends when its key was revoked (recheckStreamInterceptor).
 //
 // Logging sits outside recovery so a recovered panic is logged as INTERNAL;
 // it never logs metadata or payloads, so API keys never reach the log.
@@ -184,37 +192,44 @@ func New(cfg Config) (*Server, error) {
 			c.Service != "grpc.reflection.v1.ServerReflection" &&
 			c.Service != "grpc.reflection.v1alpha.ServerReflection"
 	})
+	callLog := boundRefusals(slogAdapter(cfg.Logger))
 	authn := tenant.NewAuthenticator(tenant.AuthConfig{File: cfg.Keys, Store: cfg.KeyStore, CacheTTL: cfg.KeyCacheTTL, Logger: cfg.Logger})
 	authFunc := withLogTenant(authn.AuthFunc())
 	lim := cfg.Limits
 	if lim == nil {
 		lim = limits.None()
 	}
+	codec := newRequestCodec(cfg.Logger)
 	var (
 		firstUnary  []grpc.UnaryServerInterceptor
 		firstStream []grpc.StreamServerInterceptor
-		serverOpts  []grpc.ServerOption
+		serverOpts  = []grpc.ServerOption{grpc.ForceServerCodecV2(codec)}
 	)
 	if cfg.Metrics != nil {
 		firstUnary = append(firstUnary, cfg.Metrics.UnaryServerInterceptor())
 		firstStream = append(firstStream, cfg.Metrics.StreamServerInterceptor())
 	}
+	// A request that did not decode is refused next, so the metrics count
+	// it and nothing else runs for it.
+	firstUnary = append(firstUnary, codec.malformedUnary)
+	firstStream = append(firstStream, codec.malformedStream)
 	if cfg.Tracing {
 		serverOpts = append(serverOpts, grpc.StatsHandler(otelgrpc.NewServerHandler()))
 	}
 	streamChain := chainStream(append(firstStream,
 		withLogHolderStream,
 		requestid.StreamServerInterceptor(),
-		logging.StreamServerInterceptor(slogAdapter(cfg.Logger), logOpts...),
+		logging.StreamServerInterceptor(callLog, logOpts...),
 		recovery.StreamServerInterceptor(recoveryOpt),
 		selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFunc), needsAuth),
 		selector.StreamServerInterceptor(authzStreamInterceptor(cfg.Logger), needsAuth),
+		selector.StreamServerInterceptor(recheckStreamInterceptor(authn.AuthFunc(), authn.CacheTTL()/2, cfg.Logger), needsAuth),
 		selector.StreamServerInterceptor(lim.StreamServerInterceptor(), needsAuth),
 		validationStreamInterceptor(svc.validate),
 	)...)
 
 	srv := grpc.NewServer(append(serverOpts,
-		grpc.MaxRecvMsgSize(cfg.MaxDocumentBytes+maxMessageOverhead),
+		grpc.MaxRecvMsgSize(MaxMessageBytes(cfg.MaxDocumentBytes)),
 		grpc.KeepaliveParams(cfg.Transport.keepaliveParams()),
 		grpc.KeepaliveEnforcementPolicy(cfg.Transport.enforcementPolicy()),
 		grpc.MaxConcurrentStreams(cfg.Transport.MaxConcurrentStreams),
@@ -222,13 +237,16 @@ func New(cfg Config) (*Server, error) {
 		grpc.ChainUnaryInterceptor(append(firstUnary,
 			withLogHolder,
 			requestid.UnaryServerInterceptor(),
-			logging.UnaryServerInterceptor(slogAdapter(cfg.Logger), logOpts...),
+			logging.UnaryServerInterceptor(callLog, logOpts...),
 			recovery.UnaryServerInterceptor(recoveryOpt),
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFunc), needsAuth),
 			selector.UnaryServerInterceptor(authzUnaryInterceptor(cfg.Logger), needsAuth),
+			batchSizeInterceptor,
 			selector.UnaryServerInterceptor(lim.UnaryServerInterceptor(), needsAuth),
 			validationInterceptor(svc.validateAll),
-			idempotency.UnaryServerInterceptor(slices.Concat([]string{oncejobv1.JobService_SubmitJob_FullMethodName}, operatorMethods, runMethods, scheduleMethods)...),
+			// Health and reflection have no tenant to scope a key by: an
+			// idempotency-key a proxy adds to them is ignored.
+			selector.UnaryServerInterceptor(idempotency.UnaryServerInterceptor(slices.Concat([]string{oncejobv1.JobService_SubmitJob_FullMethodName}, operatorMethods, runMethods, scheduleMethods)...), needsAuth),
 			storeTimeoutInterceptor(cfg.StoreTimeout), // a no-op when 0
 		)...),
 		grpc.StreamInterceptor(streamChain),
@@ -254,7 +272,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics != nil {
 		cfg.Metrics.InitializeMetrics(srv) // every method's series from the start, at zero
 	}
-	return &Server{GRPC: srv, Health: hs, Local: newLocal(svc, streamChain), Auth: authn}, nil
+	return &Server{GRPC: srv, Health: hs, Local: newLocal(svc, streamChain), Auth: authn, MalformedRequests: codec.Malformed}, nil
 }
 
 func slogAdapter(l *slog.Logger) logging.Logger {

@@ -42,6 +42,7 @@ type testBundle struct {
 	store  store.Store
 	client oncejobv1.JobServiceClient
 	conn   *grpc.ClientConn
+	server *server.Server
 }
 
 type setupOpts struct {
@@ -91,7 +92,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
-	return &testBundle{store: st, client: oncejobv1.NewJobServiceClient(conn), conn: conn}
+	return &testBundle{store: st, client: oncejobv1.NewJobServiceClient(conn), conn: conn, server: s}
 }
 
 type testWriter struct{ t *testing.T }

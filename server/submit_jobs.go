@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -131,10 +132,28 @@ func (s *jobService) submitJobsResult(ctx context.Context, i int, item store.Job
 // validateSubmitJobs checks what makes the whole call invalid; each item is
 // checked on its own by the handler.
 func validateSubmitJobs(r *oncejobv1.SubmitJobsRequest, v *violations) {
-	if n := len(r.GetItems()); n == 0 || n > maxSubmitJobsItems {
-		v.add("items", "must hold 1 to %d items, not %d; split larger batches", maxSubmitJobsItems, n)
-	}
+	validateBatchSize(r, v)
 	if r.GetRunId() != "" {
 		validateJobID(r.GetRunId(), "run_id", v)
 	}
+}
+
+func validateBatchSize(r *oncejobv1.SubmitJobsRequest, v *violations) {
+	if n := len(r.GetItems()); n == 0 || n > maxSubmitJobsItems {
+		v.add("items", "must hold 1 to %d items, not %d; split larger batches", maxSubmitJobsItems, n)
+	}
+}
+
+// batchSizeInterceptor refuses a SubmitJobs call of no items or more than
+// maxSubmitJobsItems before the tenant limits see it: such a call can
+// never succeed, so it spends no rate token and gets no retry hint.
+func batchSizeInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if r, ok := req.(*oncejobv1.SubmitJobsRequest); ok {
+		var v violations
+		validateBatchSize(r, &v)
+		if err := v.err(); err != nil {
+			return nil, err
+		}
+	}
+	return handler(ctx, req)
 }

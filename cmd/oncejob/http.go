@@ -52,7 +52,7 @@ func (o *httpOpts) start(ctx context.Context, srv *server.Server, probe *readine
 		_ = lis.Close()
 		return nil, err
 	}
-	gw, err := gateway.New(ctx, gateway.Config{Conn: conn, Streams: srv.Local, MaxBodyBytes: gateway.MaxBodyBytesFor(maxDocumentBytes), Logger: logger})
+	gw, err := gateway.New(ctx, gateway.Config{Conn: conn, Streams: srv.Local, MaxBodyBytes: gateway.MaxBodyBytesFor(maxDocumentBytes), MaxMessageBytes: server.MaxMessageBytes(maxDocumentBytes), Logger: logger})
 	if err != nil {
 		stopRPC()
 		_ = lis.Close()

@@ -36,6 +36,7 @@ func runKeys(ctx context.Context, args []string) error {
 func runKeysCreate(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("keys create", flag.ContinueOnError)
 	stf := storeFlags(fs, true)
+	stf.existing = true // a key in a store nothing serves would be a key for nobody
 	tenantName := fs.String("tenant", "", "the key's tenant (required)")
 	role := fs.String("role", string(store.RoleSubmitter), "submitter (submit, get, list, watch) or operator (also cancel, replay, resolve, approve, deliveries, run and schedule changes)")
 	name := fs.String("name", "", "a note for people: who or what uses the key")
@@ -70,6 +71,7 @@ func runKeysCreate(ctx context.Context, args []string) error {
 func runKeysList(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("keys list", flag.ContinueOnError)
 	stf := storeFlags(fs, true)
+	stf.existing = true // a key in a store nothing serves would be a key for nobody
 	tenantName := fs.String("tenant", "", "only this tenant's keys; empty: every tenant's")
 	all := fs.Bool("all", false, "include revoked keys")
 	if err := parseFlags(fs, args); err != nil {
@@ -96,6 +98,7 @@ func runKeysList(ctx context.Context, args []string) error {
 func runKeysRevoke(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("keys revoke", flag.ContinueOnError)
 	stf := storeFlags(fs, true)
+	stf.existing = true // a key in a store nothing serves would be a key for nobody
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -134,6 +134,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	obs.metrics.Register(telemetry.EdgeRefusals(s.Auth.Refused, s.MalformedRequests)...)
 	srv, health := s.GRPC, s.Health
 	// Readiness: JobService's health follows the store; "" is liveness.
 	probe, err := readiness.New(readiness.Config{

@@ -41,6 +41,9 @@ type storeOpts struct {
 	dataDir     string // only with embedded
 	migrate     bool
 	embedded    bool // the command may run on the embedded store
+	// existing: the embedded store must exist already; the command
+	// refuses to create an empty one (`oncejob keys`).
+	existing bool
 }
 
 // storeFlags declares --database-url and --migrate, and --data-dir when the
@@ -70,11 +73,20 @@ func (o *storeOpts) open(ctx context.Context) (st appStore, where string, err er
 		if !o.embedded {
 			return nil, "", errors.New("--database-url (or ONCEJOB_DATABASE_URL) is required")
 		}
+		abs, _ := filepath.Abs(o.dataDir)
+		if o.existing {
+			ok, err := storesqlite.Exists(o.dataDir)
+			if err != nil {
+				return nil, "", err
+			}
+			if !ok {
+				return nil, "", fmt.Errorf("no embedded store in %s: pass --database-url (or ONCEJOB_DATABASE_URL) for Postgres, or --data-dir of the store `oncejob serve` made", abs)
+			}
+		}
 		s, err := storesqlite.Open(ctx, storesqlite.Config{DataDir: o.dataDir})
 		if err != nil {
 			return nil, "", err
 		}
-		abs, _ := filepath.Abs(o.dataDir)
 		return s, "embedded SQLite in " + abs, nil
 	}
 	s, err := storepg.Open(ctx, o.databaseURL)

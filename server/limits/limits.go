@@ -250,6 +250,22 @@ func exhausted(reason string, retry time.Duration, meta map[string]string, forma
 	return st.Err()
 }
 
+// ReasonBatchOverBurst is the ErrorInfo reason of a SubmitJobs call of
+// more items than the tenant's burst.
+const ReasonBatchOverBurst = "TENANT_SUBMIT_BATCH_OVER_BURST"
+
+// overBurst is INVALID_ARGUMENT, without RetryInfo: a call of more
+// submissions than the burst can never be admitted, whatever the wait.
+func overBurst(name string, n, burst int) error {
+	st, _ := status.Newf(codes.InvalidArgument, "a call of %d submissions is more than tenant %s's submit burst of %d: split it into calls of at most %d", n, name, burst, burst).WithDetails(
+		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{
+			Field: "items", Description: fmt.Sprintf("holds %d items, more than the tenant's submit burst of %d", n, burst),
+		}}},
+		&errdetails.ErrorInfo{Reason: ReasonBatchOverBurst, Domain: idempotency.ErrorDomain, Metadata: map[string]string{"burst": strconv.Itoa(burst), "items": strconv.Itoa(n)}},
+	)
+	return st.Err()
+}
+
 // submission is what a call submits: how many jobs and how many document
 // bytes. Zero for a call that submits nothing.
 func submission(req any) (n int, bytes int64) {
@@ -277,6 +293,9 @@ func (l *Limits) admit(ctx context.Context, name string, n int, bytes int64) err
 	if t.SubmitRate == 0 && t.JobsInFlight == 0 && t.DocumentBytesPerDay == 0 {
 		return nil
 	}
+	if t.SubmitRate > 0 && n > t.burst() {
+		return overBurst(name, n, t.burst()) // no wait lets it through
+	}
 	s := l.stateOf(name, t)
 	now := l.now()
 	if t.JobsInFlight > 0 || t.DocumentBytesPerDay > 0 {
@@ -296,8 +315,7 @@ func (l *Limits) admit(ctx context.Context, name string, n int, bytes int64) err
 	if s.limiter != nil {
 		r := s.limiter.ReserveN(now, n)
 		if !r.OK() {
-			return exhausted(ReasonSubmitRate, time.Second, map[string]string{"burst": strconv.Itoa(t.burst())},
-				"a call of %d submissions is more than tenant %s's burst of %d: split it", n, name, t.burst())
+			return overBurst(name, n, t.burst())
 		}
 		if delay := r.DelayFrom(now); delay > 0 {
 			r.CancelAt(now)

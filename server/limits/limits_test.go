@@ -3,6 +3,7 @@ package limits_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -71,6 +72,33 @@ func requireExhausted(t *testing.T, err error, reason string) time.Duration {
 	return retry.GetRetryDelay().AsDuration()
 }
 
+// requireOverBurst: a call of n submissions over a burst can never be
+// admitted, so it is INVALID_ARGUMENT naming the items and the burst, with
+// no RetryInfo, whatever the bucket holds.
+func requireOverBurst(t *testing.T, err error, n, burst int) {
+	t.Helper()
+	st := status.Convert(err)
+	require.Equal(t, codes.InvalidArgument, st.Code(), "%v", err)
+	require.Contains(t, st.Message(), fmt.Sprintf("burst of %d", burst))
+	var info *errdetails.ErrorInfo
+	var bad *errdetails.BadRequest
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			info = d
+		case *errdetails.BadRequest:
+			bad = d
+		case *errdetails.RetryInfo:
+			t.Fatalf("a call that can never succeed carries a retry hint: %v", d)
+		}
+	}
+	require.NotNil(t, info)
+	require.Equal(t, limits.ReasonBatchOverBurst, info.GetReason())
+	require.Equal(t, fmt.Sprint(n), info.GetMetadata()["items"])
+	require.NotNil(t, bad)
+	require.Equal(t, "items", bad.GetFieldViolations()[0].GetField())
+}
+
 func TestSection(t *testing.T) {
 	t.Parallel()
 	var s limits.Section
@@ -110,12 +138,13 @@ func TestSubmitRate(t *testing.T) {
 	l, err := limits.New(limits.Config{Default: limits.Tenant{SubmitRate: 0.001, SubmitBurst: 3}})
 	require.NoError(t, err)
 
-	many := &oncejobv1.SubmitJobsRequest{Items: make([]*oncejobv1.SubmitJobsItem, 4)}
-	delay := requireExhausted(t, call(l, "acme", many), limits.ReasonSubmitRate)
-	require.Positive(t, delay)
+	for _, n := range []int{4, 5, 1000} {
+		many := &oncejobv1.SubmitJobsRequest{Items: make([]*oncejobv1.SubmitJobsItem, n)}
+		requireOverBurst(t, call(l, "acme", many), n, 3)
+	}
 	require.NoError(t, call(l, "acme", &oncejobv1.SubmitJobsRequest{Items: make([]*oncejobv1.SubmitJobsItem, 2)}), "a call of 2 items takes 2 tokens")
 	require.NoError(t, call(l, "acme", doc(1)))
-	delay = requireExhausted(t, call(l, "acme", doc(1)), limits.ReasonSubmitRate)
+	delay := requireExhausted(t, call(l, "acme", doc(1)), limits.ReasonSubmitRate)
 	require.Greater(t, delay, 900*time.Second, "a token every 1000s")
 	require.NoError(t, call(l, "globex", doc(1)), "each tenant has its own bucket")
 	require.NoError(t, call(l, "acme", &oncejobv1.GetJobRequest{}), "reads are not limited")

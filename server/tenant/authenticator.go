@@ -65,10 +65,13 @@ type Authenticator struct {
 	devUntil    time.Time             // dev mode known until then
 	devChecking bool                  // a caller is asking the store
 	now         func() time.Time
+
+	unknown *unknownKeys
+	refused atomic.Int64
 }
 
 type cachedKey struct {
-	key        *store.APIKey // nil: no such key
+	key        *store.APIKey
 	readAt     time.Time
 	touchedAt  time.Time
 	refreshing bool // a caller is reading it again; the others use this
@@ -90,10 +93,14 @@ func NewAuthenticator(cfg AuthConfig) *Authenticator {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	a := &Authenticator{cfg: cfg, cache: map[string]*cachedKey{}, now: time.Now}
+	a := &Authenticator{cfg: cfg, cache: map[string]*cachedKey{}, now: time.Now, unknown: newUnknownKeys(cfg.CacheTTL)}
 	a.keysMode.Store(!cfg.File.DevMode())
 	return a
 }
+
+// CacheTTL is how long a store key's row is trusted before it is read
+// again.
+func (a *Authenticator) CacheTTL() time.Duration { return a.cfg.CacheTTL }
 
 // DevMode reports whether the authenticator lets every caller in. In dev
 // mode one caller a CacheTTL looks for a first key in the store (bounded by
@@ -137,15 +144,23 @@ func (a *Authenticator) AuthFunc() auth.AuthFunc {
 		}
 		key, err := auth.AuthFromMD(ctx, "bearer")
 		if err != nil {
+			a.refused.Add(1)
 			return nil, err // already an Unauthenticated status
 		}
 		p, err := a.Authenticate(ctx, key)
 		if err != nil {
+			if status.Code(err) == codes.Unauthenticated {
+				a.refused.Add(1)
+			}
 			return nil, err
 		}
 		return WithPrincipal(ctx, p), nil
 	}
 }
+
+// Refused counts the callers refused with UNAUTHENTICATED: no key, or a
+// key nobody knows or that was revoked.
+func (a *Authenticator) Refused() int64 { return a.refused.Load() }
 
 var errUnknownKey = status.Error(codes.Unauthenticated, "unknown or revoked API key")
 
@@ -189,6 +204,10 @@ func (a *Authenticator) storeKey(ctx context.Context, id string) (*cachedAPIKey,
 		c.refreshing = true
 	}
 	a.mu.Unlock()
+	if c == nil && a.unknown.knownMissing(ctx, a.cfg.Store, id, now) {
+		a.unknown.missed(id, now) // keeps a flood known as one
+		return nil, nil
+	}
 
 	readCtx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
@@ -208,7 +227,13 @@ func (a *Authenticator) storeKey(ctx context.Context, id string) (*cachedAPIKey,
 		return nil, st.Err()
 	}
 	if err != nil {
-		k = nil // no such key: remembered as such for the TTL too
+		// No such key: remembered apart from the keys, so made-up ids
+		// cannot push real keys out of the cache.
+		a.unknown.missed(id, now)
+		a.mu.Lock()
+		delete(a.cache, id)
+		a.mu.Unlock()
+		return nil, nil
 	}
 	fresh := &cachedKey{key: k, readAt: now}
 	if c != nil {
@@ -223,7 +248,7 @@ func (a *Authenticator) storeKey(ctx context.Context, id string) (*cachedAPIKey,
 	}
 	a.mu.Lock()
 	if len(a.cache) >= maxCachedKeys {
-		clear(a.cache) // ids made up by a caller must not grow it without bound
+		clear(a.cache) // only ids the store has are cached, but bound it anyway
 	}
 	a.cache[id] = fresh
 	a.mu.Unlock()

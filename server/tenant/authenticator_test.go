@@ -22,7 +22,8 @@ type keyStore struct {
 	mu    sync.Mutex
 	keys  map[string]*store.APIKey
 	err   error
-	reads int
+	reads int // by id
+	lists int
 }
 
 func (s *keyStore) APIKeyCreate(_ context.Context, p *store.APIKeyCreateParams) (*store.APIKey, error) {
@@ -51,6 +52,7 @@ func (s *keyStore) APIKeyGetByID(_ context.Context, id string) (*store.APIKey, e
 func (s *keyStore) APIKeyList(context.Context, *store.APIKeyListParams) ([]*store.APIKey, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.lists++
 	var out []*store.APIKey
 	for _, k := range s.keys {
 		if k.RevokedAt == nil {
