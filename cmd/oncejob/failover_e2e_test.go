@@ -1,0 +1,321 @@
+package main_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+
+	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/llm/llmsim"
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storepg"
+	"github.com/oncejob/oncejob/store/storepg/pgcluster"
+)
+
+// The failover tests: a throwaway primary and streaming standby
+// (pgcluster.Pair), every process on the pair's multi-host URL with
+// target_session_attrs=read-write, the primary SIGKILLed under load and the
+// standby promoted by the test, as an operator or pg_auto_failover would.
+// docs/operations.md, "Failover", reports what they measure.
+
+// failoverEnv is a pair migrated by `oncejob migrate` on its multi-host
+// URL, the test's own store on that URL (it follows the promotion too),
+// and the simulator.
+type failoverEnv struct {
+	faultEnv
+	pair *pgcluster.Pair
+	url  string
+}
+
+func newFailoverEnv(t *testing.T, repl pgcluster.Replication) *failoverEnv {
+	t.Helper()
+	pair := pgcluster.PairForTest(t, repl)
+	url := pair.URL("postgres")
+	m := start(t, "migrate", nil, "migrate", "--database-url", url)
+	select {
+	case <-m.exited:
+		require.NoError(t, m.err, "migrate on the multi-host URL: %s", m.logs)
+	case <-time.After(60 * time.Second):
+		t.Fatal("migrate did not finish")
+	}
+	db, err := storepg.Open(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	return &failoverEnv{
+		faultEnv: faultEnv{db: db, sim: startSim(t), pipes: writeFile(t, "pipelines.yaml", faultPipelines)},
+		pair:     pair, url: url,
+	}
+}
+
+// serve starts `oncejob serve` on the pair with workers in-process.
+func (e *failoverEnv) serve(t *testing.T, workers int, extra ...string) (*proc, string) {
+	t.Helper()
+	addr := freeAddr(t)
+	s := start(t, "serve", nil, append([]string{"serve",
+		"--database-url", e.url, "--grpc-addr", addr,
+		"--pipelines", e.pipes, "--workers", strconv.Itoa(workers),
+		"--llm-base-url", e.sim.base + "/v1", "--llm-lookup-path", llmsim.LookupPath,
+		"--lease-duration", "1s", "--poll-interval", "20ms", "--log-level", "info"}, extra...)...)
+	waitHealthy(t, s, addr)
+	return s, addr
+}
+
+// failover SIGKILLs the primary, leaves the service without a writable
+// database for down (the time a failover manager takes to decide), and
+// promotes the standby. It returns when the kill and the promotion
+// happened.
+func (e *failoverEnv) failover(t *testing.T, down time.Duration) (killed, promoted time.Time) {
+	t.Helper()
+	killed = time.Now()
+	require.NoError(t, e.pair.Primary.Kill())
+	time.Sleep(down) // the outage itself: no decision rests on it
+	require.NoError(t, e.pair.Standby.Promote(context.Background()))
+	return killed, time.Now()
+}
+
+// probeRecovery submits a new key every 20ms from after until one is
+// answered OK, and returns when that was.
+func probeRecovery(t *testing.T, client oncejobv1.JobServiceClient, prefix string) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "idempotency-key", prefix+strconv.Itoa(i)), callDeadline)
+		_, err := client.SubmitJob(ctx, &oncejobv1.SubmitJobRequest{Pipeline: "summarize", Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: prefix + strconv.Itoa(i)}}})
+		cancel()
+		if err == nil {
+			return time.Now()
+		}
+		require.True(t, storeUnavailable(err) || errors.Is(ctx.Err(), context.DeadlineExceeded), "a probe during the failover: %v", err)
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the API never recovered from the failover")
+	return time.Time{}
+}
+
+// changeWatch is a WatchJobs stream from the tenant's first change that
+// resumes with its last cursor on every error, and records the seqs it
+// received per job and every one it received twice. (WatchJobs orders
+// changes by transaction, not by seq: a job's seqs may come out of order,
+// never twice and never missing.)
+type changeWatch struct {
+	mu      sync.Mutex
+	seqs    map[string]map[int32]bool
+	twice   []string
+	resumed int
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func watchChanges(client oncejobv1.JobServiceClient) *changeWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &changeWatch{seqs: map[string]map[int32]bool{}, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		cursor := ""
+		for ctx.Err() == nil {
+			stream, err := client.WatchJobs(ctx, &oncejobv1.WatchJobsRequest{AfterCursor: cursor})
+			for err == nil {
+				var resp *oncejobv1.WatchJobsResponse
+				if resp, err = stream.Recv(); err == nil {
+					w.record(resp.GetJob().GetId(), resp.GetEvent().GetSeq())
+					cursor = resp.GetCursor()
+				}
+			}
+			w.mu.Lock()
+			w.resumed++
+			w.mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	return w
+}
+
+func (w *changeWatch) record(job string, seq int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seqs[job] == nil {
+		w.seqs[job] = map[int32]bool{}
+	}
+	if w.seqs[job][seq] {
+		w.twice = append(w.twice, fmt.Sprintf("job %s: seq %d", job, seq))
+	}
+	w.seqs[job][seq] = true
+}
+
+// missing lists, per job of ids, the seqs of the store's log the watch has
+// not received; empty when it has them all.
+func (w *changeWatch) missing(t *testing.T, db store.Store, ids []string) map[string][]int32 {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string][]int32{}
+	for _, id := range ids {
+		evs, err := db.JobEventList(context.Background(), &store.JobEventListParams{Tenant: "default", JobID: id})
+		require.NoError(t, err)
+		for _, e := range evs {
+			if !w.seqs[id][e.Seq] {
+				out[id] = append(out[id], e.Seq)
+			}
+		}
+	}
+	return out
+}
+
+// stop ends the watch and returns the seqs it received twice and how often
+// it resumed.
+func (w *changeWatch) stop() ([]string, int) {
+	w.cancel()
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.twice, w.resumed
+}
+
+// TestFailoverUnderLoad: serve (with workers), a worker and a relay on the
+// multi-host URL of a primary and a synchronous standby; clients submit at
+// about 200 jobs a second while WatchJob and WatchJobs streams are open;
+// the primary is SIGKILLed and the standby promoted. Every SubmitJob
+// answered OK before the kill exists after it; every job ends SUCCEEDED
+// once with one result and one outbox row, each chunk billed once by the
+// simulator; the receiver applied each job's event once; the watches saw
+// every seq once; serve, worker and relay recovered without a restart.
+func TestFailoverUnderLoad(t *testing.T) {
+	e := newFailoverEnv(t, pgcluster.Synchronous)
+	fx := newEffects(t)
+	fx.store = e.db // the deliveries to check are the pair's
+	// Two relays on the same sinks: serve's own loop and a relay process.
+	config := fx.config(t, "")
+	api, addr := e.serve(t, 2, "--config", config, "--relay-lease-duration", "1s", "--relay-poll-interval", "20ms")
+	w := start(t, "worker", nil, workerArgs(e.url, e.sim, e.pipes, "--workers", "4", "--log-level", "info")...)
+	relay := start(t, "relay", nil, relayArgs(e.url, config, "--log-level", "info")...)
+	client := dialJobs(t, addr)
+	changes := watchChanges(client)
+
+	// 16 clients, each a key every 60ms at best: over 200 a second when
+	// the machine keeps up (the log says what it reached).
+	began := time.Now()
+	load := startSubmitters(t, client, 16, "failover", 60*time.Millisecond)
+	require.Eventually(t, func() bool { return len(load.ackedIDs()) >= 150 }, 60*time.Second, 10*time.Millisecond)
+	watches := map[string]<-chan watchResult{}
+	for _, id := range load.ackedIDs()[:8] {
+		watches[id] = resumingWatch(client, id, 150*time.Second)
+	}
+
+	load.mu.Lock()
+	ackedBefore := maps.Clone(load.acked)
+	load.mu.Unlock()
+	rate := float64(len(ackedBefore)) / time.Since(began).Seconds()
+	killed, promoted := e.failover(t, 500*time.Millisecond)
+	recovered := probeRecovery(t, client, "probe-")
+	t.Logf("failover: %d submits acknowledged before the kill (%.0f/s); promoted %s after the kill; API answering OK %s after the kill, %s after the promotion",
+		len(ackedBefore), rate, promoted.Sub(killed).Round(time.Millisecond), recovered.Sub(killed).Round(time.Millisecond), recovered.Sub(promoted).Round(time.Millisecond))
+	// Load on the new primary before the clients stop.
+	afterKill := len(load.ackedIDs())
+	require.Eventually(t, func() bool { return len(load.ackedIDs()) >= afterKill+100 }, 60*time.Second, 10*time.Millisecond, "the load never resumed")
+	acked, failed := load.stop()
+	t.Logf("failover: %d keys acknowledged in all, %d calls answered with an outage error", len(acked), failed)
+
+	ctx := context.Background()
+	for key, id := range ackedBefore {
+		j, err := e.db.JobGetByID(ctx, &store.JobGetByIDParams{Tenant: "default", ID: id})
+		require.NoError(t, err, "key %s, acknowledged before the kill, lost its job", key)
+		require.Equal(t, key, j.IdempotencyKey)
+	}
+	for key, id := range acked {
+		_, err := e.db.JobGetByID(ctx, &store.JobGetByIDParams{Tenant: "default", ID: id})
+		require.NoError(t, err, "acknowledged key %s lost its job", key)
+	}
+
+	all := e.allJobs(t)
+	e.waitEnded(t, all)
+	drained := time.Now()
+	e.requireOnce(t, all)
+	if !assert.Eventually(t, func() bool { return fx.allDelivered(t, len(all)) }, 90*time.Second, 100*time.Millisecond) {
+		var outbox, unrouted int
+		require.NoError(t, e.db.Pool().QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE routed_at IS NULL) FROM outbox`).Scan(&outbox, &unrouted))
+		rows, err := e.db.Pool().Query(ctx, `SELECT status, count(*) FROM deliveries GROUP BY status`)
+		require.NoError(t, err)
+		byStatus := map[string]int{}
+		for rows.Next() {
+			var st string
+			var n int
+			require.NoError(t, rows.Scan(&st, &n))
+			byStatus[st] = n
+		}
+		t.Fatalf("the relay did not deliver every event: %d jobs, %d outbox rows (%d unrouted), deliveries %v", len(all), outbox, unrouted, byStatus)
+	}
+	t.Logf("failover: %d jobs ended %s after the kill, delivered %s after it", len(all), drained.Sub(killed).Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
+
+	// Recovered without a restart: each process still runs, and stops
+	// cleanly.
+	for _, p := range []*proc{api, w, relay} {
+		require.False(t, p.done(), "%s exited: %v", p.name, p.err)
+	}
+	relay.stop()
+	requireAppliedOnce(t, fx, all)
+
+	resumed := e.requireWatchesSawTheLog(t, watches)
+	require.Eventually(t, func() bool { return len(changes.missing(t, e.db, all)) == 0 }, 60*time.Second, 500*time.Millisecond,
+		"WatchJobs missed changes: %v", changes.missing(t, e.db, all))
+	twice, resumedAll := changes.stop()
+	require.Empty(t, twice, "WatchJobs sent a change twice")
+	t.Logf("failover: WatchJob streams resumed %d times, the WatchJobs stream %d times", resumed, resumedAll)
+	w.stop()
+	api.stop()
+	requireServerAnswered(t, api)
+}
+
+// requireAppliedOnce checks the receiver applied the succeeded event of
+// every job exactly once.
+func requireAppliedOnce(t *testing.T, fx *effects, jobs []string) {
+	t.Helper()
+	rows, err := fx.recvDB.Query(context.Background(), `SELECT event_id, job_id FROM receiver_effects`)
+	require.NoError(t, err)
+	byEvent := map[string]int{}
+	byJob := map[string]int{}
+	for rows.Next() {
+		var event, job string
+		require.NoError(t, rows.Scan(&event, &job))
+		byEvent[event]++
+		byJob[job]++
+	}
+	require.NoError(t, rows.Err())
+	for event, n := range byEvent {
+		require.Equal(t, 1, n, "event %s applied %d times", event, n)
+	}
+	for _, id := range jobs {
+		require.Equal(t, 1, byJob[id], "job %s: its event applied %d times", id, byJob[id])
+	}
+	require.Len(t, byJob, len(jobs))
+}
+
+// TestLinearizabilityFailover checks the idempotency contract on a primary
+// and a synchronous standby while the primary is SIGKILLed and the
+// standby promoted mid-run: the history of submits and reads is
+// linearizable across the failover.
+func TestLinearizabilityFailover(t *testing.T) {
+	e := newFailoverEnv(t, pgcluster.Synchronous)
+	_, addr := e.serve(t, 1, "--idempotency-window", linWindow.String())
+	client := dialJobs(t, addr)
+	runLinearizability(t, client, func(ctx context.Context) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(3 * time.Second):
+		}
+		e.failover(t, 500*time.Millisecond)
+	}, codes.Unavailable, codes.DeadlineExceeded)
+}
