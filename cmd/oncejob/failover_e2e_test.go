@@ -319,3 +319,102 @@ func TestLinearizabilityFailover(t *testing.T) {
 		e.failover(t, 500*time.Millisecond)
 	}, codes.Unavailable, codes.DeadlineExceeded)
 }
+
+// ack is one SubmitJob answered OK.
+type ack struct {
+	key, id string
+	at      time.Time
+}
+
+// TestFailoverAsynchronousLossWindow measures what an asynchronous standby
+// costs: clients submit as fast as the API answers, the primary is
+// SIGKILLed and the standby promoted, and the acknowledged submits missing
+// on the new primary are counted, with how long before the kill the
+// oldest of them was acknowledged (the loss window). docs/operations.md,
+// "Failover", reports it. It requires what holds whatever was lost: every
+// submit acknowledged after the promotion exists, and a lost key, sent
+// again, makes a new job (the key is free on the new primary), never an
+// error.
+func TestFailoverAsynchronousLossWindow(t *testing.T) {
+	e := newFailoverEnv(t, pgcluster.Asynchronous)
+	_, addr := e.serve(t, 0)
+	client := dialJobs(t, addr)
+
+	var mu sync.Mutex
+	var acks []ack
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for c := range 8 {
+		wg.Go(func() {
+			for k := 0; ctx.Err() == nil; k++ {
+				key := fmt.Sprintf("async-%d-%d", c, k)
+				cctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "idempotency-key", key), callDeadline)
+				resp, err := client.SubmitJob(cctx, &oncejobv1.SubmitJobRequest{Pipeline: "summarize", Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: key}}})
+				cancel()
+				if err != nil {
+					time.Sleep(20 * time.Millisecond)
+					continue // this key stays unacknowledged; the next is new
+				}
+				mu.Lock()
+				acks = append(acks, ack{key: key, id: resp.GetJob().GetId(), at: time.Now()})
+				mu.Unlock()
+			}
+		})
+	}
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(acks) >= 300 }, 60*time.Second, 10*time.Millisecond)
+	lag := e.replicationLag(t)
+	killed, promoted := e.failover(t, 500*time.Millisecond)
+	recovered := probeRecovery(t, client, "async-probe-")
+	mu.Lock()
+	n := len(acks)
+	mu.Unlock()
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(acks) >= n+100 }, 60*time.Second, 10*time.Millisecond, "the load never resumed")
+	stop()
+	wg.Wait()
+
+	var before, lost, after int
+	var oldestLost time.Time
+	var lostKeys []string
+	for _, a := range acks {
+		_, err := e.db.JobGetByID(context.Background(), &store.JobGetByIDParams{Tenant: "default", ID: a.id})
+		switch {
+		case a.at.After(promoted):
+			require.NoError(t, err, "key %s, acknowledged after the promotion, lost its job", a.key)
+			after++
+		case err == nil:
+			before++
+		default:
+			require.ErrorIs(t, err, store.ErrNotFound)
+			lost++
+			lostKeys = append(lostKeys, a.key)
+			if oldestLost.IsZero() || a.at.Before(oldestLost) {
+				oldestLost = a.at
+			}
+		}
+	}
+	window := time.Duration(0)
+	if lost > 0 {
+		window = killed.Sub(oldestLost)
+	}
+	t.Logf("asynchronous standby: %d of %d submits acknowledged before the kill lost (window %s before the kill); replication lag at the kill: %s; %d acknowledged after the promotion, all kept; API answering OK %s after the promotion",
+		lost, lost+before, window.Round(time.Microsecond), lag, after, recovered.Sub(promoted).Round(time.Millisecond))
+	for _, key := range lostKeys {
+		resp := submitOne(t, client, key, key)
+		require.Equal(t, oncejobv1.SubmitOutcome_SUBMIT_OUTCOME_CREATED, resp.GetOutcome(), "lost key %s sent again", key)
+	}
+}
+
+// replicationLag is the primary's view of its standby: bytes sent but not
+// yet replayed, and the replay lag it last measured.
+func (e *failoverEnv) replicationLag(t *testing.T) string {
+	t.Helper()
+	var bytes int64
+	var replay *time.Duration
+	err := e.db.Pool().QueryRow(context.Background(),
+		`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)::bigint, replay_lag FROM pg_stat_replication`).Scan(&bytes, &replay)
+	require.NoError(t, err)
+	if replay == nil {
+		return fmt.Sprintf("%d bytes of WAL not replayed", bytes)
+	}
+	return fmt.Sprintf("%d bytes of WAL not replayed, replay lag %s", bytes, *replay)
+}
