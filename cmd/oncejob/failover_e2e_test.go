@@ -77,7 +77,7 @@ func (e *failoverEnv) serve(t *testing.T, workers int, extra ...string) (*proc, 
 func (e *failoverEnv) failover(t *testing.T, down time.Duration) (killed, promoted time.Time) {
 	t.Helper()
 	killed = time.Now()
-	require.NoError(t, e.pair.Primary.Kill())
+	require.NoError(t, e.pair.Primary.Kill(context.Background()))
 	time.Sleep(down) // the outage itself: no decision rests on it
 	require.NoError(t, e.pair.Standby.Promote(context.Background()))
 	return killed, time.Now()

@@ -123,7 +123,7 @@ func (p *Pair) waitStreaming(ctx context.Context, repl Replication) error {
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("pgcluster: the standby never streamed %s (last %q, %v)\n%s", want, state, err, p.Standby.Log())
+			return fmt.Errorf("pgcluster: the standby never streamed %s (last %q, %w)\n%s", want, state, err, p.Standby.Log())
 		}
 		select {
 		case <-time.After(20 * time.Millisecond):
@@ -141,7 +141,7 @@ func (c *Cluster) replicationState(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	var state string
 	err = conn.QueryRow(cctx, `SELECT state || '/' || sync_state FROM pg_stat_replication WHERE application_name = $1`, standbyName).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -168,7 +168,7 @@ func (p *Pair) Close() {
 // once, as if its machine were lost: no shutdown checkpoint, no goodbye to
 // clients or the standby, commits in flight cut wherever they were. Start
 // it again only from a fresh base backup; Close still removes it.
-func (c *Cluster) Kill() error {
+func (c *Cluster) Kill(ctx context.Context) error {
 	pid, err := c.postmasterPID()
 	if err != nil {
 		return err
@@ -187,7 +187,11 @@ func (c *Cluster) Kill() error {
 			if time.Now().After(deadline) {
 				return fmt.Errorf("pgcluster: process %d outlived SIGKILL", p)
 			}
-			time.Sleep(5 * time.Millisecond)
+			select {
+			case <-time.After(5 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}
 	return nil
@@ -213,7 +217,7 @@ func (c *Cluster) Promote(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("pgcluster: the promoted standby on %s never accepted writes (%v)\n%s", c.Addr(), err, c.Log())
+			return fmt.Errorf("pgcluster: the promoted standby on %s never accepted writes (%w)\n%s", c.Addr(), err, c.Log())
 		}
 		select {
 		case <-time.After(20 * time.Millisecond):
