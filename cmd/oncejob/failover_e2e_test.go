@@ -418,3 +418,42 @@ func (e *failoverEnv) replicationLag(t *testing.T) string {
 	}
 	return fmt.Sprintf("%d bytes of WAL not replayed, replay lag %s", bytes, *replay)
 }
+
+// TestFailoverStandbyReads runs serve with --read-database-url on the
+// standby of an asynchronous pair: ListJobs and CountJobs see the jobs
+// (once the standby has replayed them), and when the standby stops they
+// answer UNAVAILABLE while SubmitJob - its idempotency check above all -
+// and GetJob go on on the primary: nothing but those two reads goes to the
+// standby.
+func TestFailoverStandbyReads(t *testing.T) {
+	e := newFailoverEnv(t, pgcluster.Asynchronous)
+	_, addr := e.serve(t, 0, "--read-database-url", e.pair.Standby.URL("postgres"))
+	client := dialJobs(t, addr)
+	ctx := context.Background()
+	ids := e.submit(t, client, "standby-reads", 3)
+	require.Eventually(t, func() bool {
+		list, err := client.ListJobs(ctx, &oncejobv1.ListJobsRequest{})
+		require.NoError(t, err)
+		return len(list.GetJobs()) == len(ids)
+	}, 30*time.Second, 20*time.Millisecond, "the standby never showed the jobs")
+	counts, err := client.CountJobs(ctx, &oncejobv1.CountJobsRequest{})
+	require.NoError(t, err)
+	require.EqualValues(t, len(ids), counts.GetTotal())
+	list, err := client.ListJobs(ctx, &oncejobv1.ListJobsRequest{})
+	require.NoError(t, err)
+	require.NotEmpty(t, list.GetWatchCursor(), "the standby's head is a cursor")
+
+	require.NoError(t, e.pair.Standby.Stop(ctx, pgcluster.Fast))
+	_, err = client.ListJobs(ctx, &oncejobv1.ListJobsRequest{})
+	require.True(t, storeUnavailable(err), "ListJobs with its standby down: %v", err)
+	_, err = client.CountJobs(ctx, &oncejobv1.CountJobsRequest{})
+	require.True(t, storeUnavailable(err), "CountJobs with its standby down: %v", err)
+	replay := submitOne(t, client, "standby-reads-0", submitDoc("standby-reads-0", 0))
+	require.Equal(t, oncejobv1.SubmitOutcome_SUBMIT_OUTCOME_EXISTING, replay.GetOutcome(), "the idempotency check reads the primary")
+	require.Equal(t, ids[0], replay.GetJob().GetId())
+	created := submitOne(t, client, "standby-reads-new", "a new key while the standby is down")
+	require.Equal(t, oncejobv1.SubmitOutcome_SUBMIT_OUTCOME_CREATED, created.GetOutcome())
+	got, err := client.GetJob(ctx, &oncejobv1.GetJobRequest{JobId: created.GetJob().GetId()})
+	require.NoError(t, err)
+	require.Equal(t, created.GetJob().GetId(), got.GetJob().GetId())
+}
