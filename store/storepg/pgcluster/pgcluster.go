@@ -4,6 +4,10 @@
 // schema of the shared server (storepgtest) instead; a test that takes
 // Postgres down must never take down the one every other test uses.
 //
+// StartPair makes a primary and a streaming standby (pair.go) for the
+// failover tests: the primary killed as a lost machine, the standby
+// promoted.
+//
 // It runs Debian's initdb and pg_ctl (found on PATH or under
 // /usr/lib/postgresql/*/bin). As root they run as the postgres user (initdb
 // refuses root), through runuser.
