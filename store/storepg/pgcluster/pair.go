@@ -52,6 +52,13 @@ func StartPair(ctx context.Context, repl Replication) (*Pair, error) {
 	if repl == Synchronous {
 		conf += fmt.Sprintf("synchronous_standby_names = '%s'\nsynchronous_commit = on\n", standbyName)
 	}
+	bin, err := findBinaries()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(bin, "pg_basebackup")); err != nil {
+		return nil, fmt.Errorf("%w (pg_basebackup missing from %s)", ErrNoPostgres, bin)
+	}
 	primary, err := start(ctx, conf)
 	if err != nil {
 		return nil, err
