@@ -204,11 +204,11 @@ func TestFailoverUnderLoad(t *testing.T) {
 	client := dialJobs(t, addr)
 	changes := watchChanges(client)
 
-	// 16 clients, each a key every 60ms at best: over 200 a second when
+	// 40 clients, each a key every 100ms at best: over 200 a second when
 	// the machine keeps up (the log says what it reached).
 	began := time.Now()
-	load := startSubmitters(t, client, 16, "failover", 60*time.Millisecond)
-	require.Eventually(t, func() bool { return len(load.ackedIDs()) >= 150 }, 60*time.Second, 10*time.Millisecond)
+	load := startSubmitters(t, client, 40, "failover", 100*time.Millisecond)
+	require.Eventually(t, func() bool { return len(load.ackedIDs()) >= 300 }, 60*time.Second, 10*time.Millisecond)
 	watches := map[string]<-chan watchResult{}
 	for _, id := range load.ackedIDs()[:8] {
 		watches[id] = resumingWatch(client, id, 150*time.Second)
