@@ -76,8 +76,8 @@ func (e *failoverEnv) serve(t *testing.T, workers int, extra ...string) (*proc, 
 // happened.
 func (e *failoverEnv) failover(t *testing.T, down time.Duration) (killed, promoted time.Time) {
 	t.Helper()
-	killed = time.Now()
-	require.NoError(t, e.pair.Primary.Kill(context.Background()))
+	killed, err := e.pair.Primary.Kill(context.Background())
+	require.NoError(t, err)
 	time.Sleep(down) // the outage itself: no decision rests on it
 	require.NoError(t, e.pair.Standby.Promote(context.Background()))
 	return killed, time.Now()
@@ -392,12 +392,14 @@ func TestFailoverAsynchronousLossWindow(t *testing.T) {
 			}
 		}
 	}
+	// The loss window: from the oldest lost acknowledgement to the
+	// SIGKILL (an answer sent just before it may arrive just after).
 	window := time.Duration(0)
 	if lost > 0 {
 		window = killed.Sub(oldestLost)
 	}
-	t.Logf("asynchronous standby: %d of %d submits acknowledged before the kill lost (window %s before the kill); replication lag at the kill: %s; %d acknowledged after the promotion, all kept; API answering OK %s after the promotion",
-		lost, lost+before, window.Round(time.Microsecond), lag, after, recovered.Sub(promoted).Round(time.Millisecond))
+	t.Logf("asynchronous standby: %d of %d submits acknowledged before the kill lost (the oldest %s before the SIGKILL); replication lag just before the kill: %s; %d acknowledged after the promotion, all kept; API answering OK %s after the promotion (%s after the kill)",
+		lost, lost+before, window.Round(time.Microsecond), lag, after, recovered.Sub(promoted).Round(time.Millisecond), recovered.Sub(killed).Round(time.Millisecond))
 	for _, key := range lostKeys {
 		resp := submitOne(t, client, key, key)
 		require.Equal(t, oncejobv1.SubmitOutcome_SUBMIT_OUTCOME_CREATED, resp.GetOutcome(), "lost key %s sent again", key)

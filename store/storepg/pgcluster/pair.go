@@ -173,17 +173,20 @@ func (p *Pair) Close() {
 
 // Kill SIGKILLs the server's postmaster and every process it started, at
 // once, as if its machine were lost: no shutdown checkpoint, no goodbye to
-// clients or the standby, commits in flight cut wherever they were. Start
-// it again only from a fresh base backup; Close still removes it.
-func (c *Cluster) Kill(ctx context.Context) error {
+// clients or the standby, commits in flight cut wherever they were. It
+// returns when the postmaster was sent SIGKILL, for a test that dates what
+// was lost. Start it again only from a fresh base backup; Close still
+// removes it.
+func (c *Cluster) Kill(ctx context.Context) (time.Time, error) {
 	pid, err := c.postmasterPID()
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	pids := append([]int{pid}, children(pid)...)
+	killed := time.Now()
 	for _, p := range pids {
 		if err := syscall.Kill(p, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("pgcluster: kill %d: %w", p, err)
+			return killed, fmt.Errorf("pgcluster: kill %d: %w", p, err)
 		}
 	}
 	// Wait until the port is closed and every process gone, so the caller
@@ -192,16 +195,16 @@ func (c *Cluster) Kill(ctx context.Context) error {
 	for _, p := range pids {
 		for alive(p) {
 			if time.Now().After(deadline) {
-				return fmt.Errorf("pgcluster: process %d outlived SIGKILL", p)
+				return killed, fmt.Errorf("pgcluster: process %d outlived SIGKILL", p)
 			}
 			select {
 			case <-time.After(5 * time.Millisecond):
 			case <-ctx.Done():
-				return ctx.Err()
+				return killed, ctx.Err()
 			}
 		}
 	}
-	return nil
+	return killed, nil
 }
 
 // Promote ends the standby's recovery (pg_ctl promote) and waits until it

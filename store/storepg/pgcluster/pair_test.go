@@ -35,7 +35,8 @@ func TestFailoverPair(t *testing.T) {
 	require.ErrorContains(t, err, "read-only")
 	require.NoError(t, sconn.Close(ctx))
 
-	require.NoError(t, p.Primary.Kill(ctx))
+	_, err = p.Primary.Kill(ctx)
+	require.NoError(t, err)
 	_, err = conn.Exec(ctx, "INSERT INTO t VALUES (-2)")
 	require.Error(t, err, "the killed primary's connection is dead")
 	cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
