@@ -197,9 +197,11 @@ func TestFailoverUnderLoad(t *testing.T) {
 	fx := newEffects(t)
 	fx.store = e.db // the deliveries to check are the pair's
 	// Two relays on the same sinks: serve's own loop and a relay process.
+	// The engine runs in the worker process alone, so the jobs that end
+	// after the failover show that it recovered.
 	config := fx.config(t, "")
-	api, addr := e.serve(t, 2, "--config", config, "--relay-lease-duration", "1s", "--relay-poll-interval", "20ms")
-	w := start(t, "worker", nil, workerArgs(e.url, e.sim, e.pipes, "--workers", "4", "--log-level", "info")...)
+	api, addr := e.serve(t, 0, "--config", config, "--relay-lease-duration", "1s", "--relay-poll-interval", "20ms")
+	w := start(t, "worker", nil, workerArgs(e.url, e.sim, e.pipes, "--workers", "8", "--log-level", "info")...)
 	relay := start(t, "relay", nil, relayArgs(e.url, config, "--log-level", "info")...)
 	client := dialJobs(t, addr)
 	changes := watchChanges(client)
@@ -260,10 +262,13 @@ func TestFailoverUnderLoad(t *testing.T) {
 	t.Logf("failover: %d jobs ended %s after the kill, delivered %s after it", len(all), drained.Sub(killed).Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
 
 	// Recovered without a restart: each process still runs, and stops
-	// cleanly.
+	// cleanly; both relays delivered after the promotion.
 	for _, p := range []*proc{api, w, relay} {
 		require.False(t, p.done(), "%s exited: %v", p.name, p.err)
 	}
+	var relaysAfter int
+	require.NoError(t, e.db.Pool().QueryRow(ctx, `SELECT count(DISTINCT relay) FROM delivery_attempts WHERE started_at > $1`, promoted).Scan(&relaysAfter))
+	require.Equal(t, 2, relaysAfter, "serve's relay and the relay process both delivered on the new primary")
 	relay.stop()
 	requireAppliedOnce(t, fx, all)
 
