@@ -211,10 +211,19 @@ func TestFailoverUnderLoad(t *testing.T) {
 	began := time.Now()
 	load := startSubmitters(t, client, 40, "failover", 100*time.Millisecond)
 	require.Eventually(t, func() bool { return len(load.ackedIDs()) >= 300 }, 60*time.Second, 10*time.Millisecond)
+	// Watches of jobs still queued: they span the failover.
 	watches := map[string]<-chan watchResult{}
-	for _, id := range load.ackedIDs()[:8] {
-		watches[id] = resumingWatch(client, id, 150*time.Second)
+	for _, id := range load.ackedIDs() {
+		j, err := e.db.JobGetByID(context.Background(), &store.JobGetByIDParams{Tenant: "default", ID: id})
+		require.NoError(t, err)
+		if j.Status == store.JobStatusQueued {
+			watches[id] = resumingWatch(client, id, 150*time.Second)
+		}
+		if len(watches) == 8 {
+			break
+		}
 	}
+	require.NotEmpty(t, watches, "no job left queued to watch")
 
 	load.mu.Lock()
 	ackedBefore := maps.Clone(load.acked)
@@ -273,11 +282,22 @@ func TestFailoverUnderLoad(t *testing.T) {
 	requireAppliedOnce(t, fx, all)
 
 	resumed := e.requireWatchesSawTheLog(t, watches)
-	require.Eventually(t, func() bool { return len(changes.missing(t, e.db, all)) == 0 }, 60*time.Second, 500*time.Millisecond,
-		"WatchJobs missed changes: %v", changes.missing(t, e.db, all))
+	acrossFailover := 0
+	for id := range watches {
+		evs, err := e.db.JobEventList(ctx, &store.JobEventListParams{Tenant: "default", JobID: id})
+		require.NoError(t, err)
+		if evs[len(evs)-1].CreatedAt.After(promoted) {
+			acrossFailover++
+		}
+	}
+	require.Positive(t, acrossFailover, "no watched job had an event on the new primary")
+	var missing map[string][]int32
+	if !assert.Eventually(t, func() bool { missing = changes.missing(t, e.db, all); return len(missing) == 0 }, 60*time.Second, 500*time.Millisecond) {
+		t.Fatalf("WatchJobs missed changes: %v", missing)
+	}
 	twice, resumedAll := changes.stop()
 	require.Empty(t, twice, "WatchJobs sent a change twice")
-	t.Logf("failover: WatchJob streams resumed %d times, the WatchJobs stream %d times", resumed, resumedAll)
+	t.Logf("failover: %d WatchJob streams (%d of them ending on the new primary) resumed %d times, the WatchJobs stream %d times", len(watches), acrossFailover, resumed, resumedAll)
 	w.stop()
 	api.stop()
 	requireServerAnswered(t, api)
