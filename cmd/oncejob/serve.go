@@ -34,6 +34,7 @@ func runServe(ctx context.Context, args []string) error {
 	cfgPath := configFlag(fs)
 	rel := relayFlags(fs, 1)
 	sched := schedulerFlags(fs)
+	readURL := fs.String("read-database-url", "", "Postgres URL (a standby) for ListJobs and CountJobs, which may be stale; empty: the primary. Never the idempotency check, the engine or the relay")
 	storeTimeout := fs.Duration("store-timeout", server.DefaultStoreTimeout, "longest a unary call waits on the store; then UNAVAILABLE (store unavailable)")
 	httpCfg := httpFlags(fs)
 	lo := listenFlags(fs)
@@ -96,6 +97,11 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
+	apiStore, closeReads, err := withStandbyReads(ctx, st, *readURL)
+	if err != nil {
+		return err
+	}
+	defer closeReads()
 	lim, err := newLimits(limitsFlags, cfg, st, logger)
 	if err != nil {
 		return err
@@ -115,7 +121,7 @@ func runServe(ctx context.Context, args []string) error {
 	obs.metrics.Register(telemetry.NewStatsCollector(st, logger), telemetry.WatchersOpen(hub.Active))
 
 	s, err := server.New(server.Config{
-		Store:            st,
+		Store:            apiStore,
 		Pipelines:        pipelines,
 		Keys:             keys,
 		KeyStore:         st,

@@ -38,3 +38,28 @@ func tail(s string, n int) string {
 	}
 	return s[len(s)-n:]
 }
+
+// PairForTest starts a Pair for tb and closes it at cleanup, logging both
+// servers' logs if tb failed; without Postgres it skips or fails as
+// ForTest does.
+func PairForTest(tb testing.TB, repl Replication) *Pair {
+	tb.Helper()
+	p, err := StartPair(context.Background(), repl)
+	if errors.Is(err, ErrNoPostgres) {
+		if os.Getenv("CI") == "true" {
+			tb.Fatalf("%v (CI must run this test: %s)", err, InstallHint)
+		}
+		tb.Skipf("SKIP: %v; install with: %s", err, InstallHint)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			tb.Logf("--- throwaway primary log (last 4000 bytes) ---\n%s", tail(p.Primary.Log(), 4000))
+			tb.Logf("--- throwaway standby log (last 4000 bytes) ---\n%s", tail(p.Standby.Log(), 4000))
+		}
+		p.Close()
+	})
+	return p
+}

@@ -4,6 +4,10 @@
 // schema of the shared server (storepgtest) instead; a test that takes
 // Postgres down must never take down the one every other test uses.
 //
+// StartPair makes a primary and a streaming standby (pair.go) for the
+// failover tests: the primary killed as a lost machine, the standby
+// promoted.
+//
 // It runs Debian's initdb and pg_ctl (found on PATH or under
 // /usr/lib/postgresql/*/bin). As root they run as the postgres user (initdb
 // refuses root), through runuser.
@@ -60,6 +64,11 @@ type Cluster struct {
 // disk (fsync=off): the tests stop the server, never the machine, and
 // the page cache survives an immediate shutdown.
 func Start(ctx context.Context) (*Cluster, error) {
+	return start(ctx, "")
+}
+
+// start is Start with extra lines for postgresql.conf.
+func start(ctx context.Context, conf string) (*Cluster, error) {
 	bin, err := findBinaries()
 	if err != nil {
 		return nil, err
@@ -73,6 +82,10 @@ func Start(ctx context.Context) (*Cluster, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
+	if err := c.appendConf(conf); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
 	if err := c.Start(ctx); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -81,17 +94,8 @@ func Start(ctx context.Context) (*Cluster, error) {
 }
 
 func (c *Cluster) init(ctx context.Context) error {
-	if os.Geteuid() == 0 {
-		c.runAs = "postgres"
-		u, err := user.Lookup(c.runAs)
-		if err != nil {
-			return fmt.Errorf("pgcluster: running as root needs the postgres user: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(c.dir, uid, gid); err != nil {
-			return fmt.Errorf("pgcluster: %w", err)
-		}
+	if err := c.own(); err != nil {
+		return err
 	}
 	if _, err := c.run(ctx, "initdb", "-D", c.data, "-U", "postgres", "--auth=trust", "--no-sync", "--no-instructions", "-E", "UTF8", "--locale=C"); err != nil {
 		return err
@@ -114,12 +118,37 @@ log_min_messages = warning
 	return c.appendConf(conf)
 }
 
+// own gives c.dir to the user the server runs as: postgres when the
+// caller is root (initdb refuses root).
+func (c *Cluster) own() error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	c.runAs = "postgres"
+	u, err := user.Lookup(c.runAs)
+	if err != nil {
+		return fmt.Errorf("pgcluster: running as root needs the postgres user: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := os.Chown(c.dir, uid, gid); err != nil {
+		return fmt.Errorf("pgcluster: %w", err)
+	}
+	return nil
+}
+
 func (c *Cluster) appendConf(conf string) error {
-	f, err := os.OpenFile(filepath.Join(c.data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	return c.appendFile("postgresql.conf", conf)
+}
+
+// appendFile appends text to a file of the data directory; later settings
+// win over earlier ones.
+func (c *Cluster) appendFile(name, text string) error {
+	f, err := os.OpenFile(filepath.Join(c.data, name), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("pgcluster: %w", err)
 	}
-	if _, err := f.WriteString(conf); err != nil {
+	if _, err := f.WriteString(text); err != nil {
 		_ = f.Close()
 		return fmt.Errorf("pgcluster: %w", err)
 	}
