@@ -590,6 +590,10 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 		ProviderKey:   req.ProviderKey,
 		Model:         req.Model,
 		LatencyMillis: latency.Milliseconds(),
+		PriceClass:    store.PriceClassOnline,
+	}
+	if r.profile.ProviderBatch != nil && !lookedUp {
+		attempt.PriceClass = store.PriceClassBatch
 	}
 	switch class, classified := llm.ClassOf(err); {
 	case err == nil:
@@ -602,7 +606,7 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 		if attempt.Billed {
 			attempt.PromptTokens, attempt.CompletionTokens = resp.PromptTokens, resp.CompletionTokens
 			attempt.CostMicros = r.profile.CostMicros(resp.PromptTokens, resp.CompletionTokens)
-			if r.profile.ProviderBatch != nil && !lookedUp {
+			if attempt.PriceClass == store.PriceClassBatch {
 				attempt.CostMicros = r.profile.BatchCostMicros(resp.PromptTokens, resp.CompletionTokens)
 			}
 			r.tokens += resp.PromptTokens + resp.CompletionTokens

@@ -1,12 +1,14 @@
 package main_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncejob/oncejob/llm"
@@ -173,10 +175,11 @@ pipelines:
 // batchServer is serve on Postgres or the embedded store, its provider the
 // simulator process, started again with the same arguments after a kill.
 type batchServer struct {
-	t    *testing.T
-	addr string
-	args []string
-	proc *proc
+	t     *testing.T
+	addr  string
+	args  []string
+	proc  *proc
+	dbURL string // empty on the embedded store
 	// restarts counts the starts after a death.
 	restarts int
 }
@@ -187,12 +190,14 @@ func startBatchServer(t *testing.T, embedded bool, sim *simProc, linger string, 
 	args := []string{"serve", "--grpc-addr", addr, "--pipelines", writeFile(t, "pipelines.yaml", batchPipelines(linger)),
 		"--llm-base-url", sim.base + "/v1", "--llm-batch-api",
 		"--lease-duration", "2s", "--poll-interval", "20ms", "--relays", "0"}
+	s := &batchServer{t: t, addr: addr}
 	if embedded {
 		args = append(args, "--data-dir", t.TempDir())
 	} else {
-		args = append(args, "--database-url", storepgtest.NewSchemaURL(t), "--migrate")
+		s.dbURL = storepgtest.NewSchemaURL(t)
+		args = append(args, "--database-url", s.dbURL, "--migrate")
 	}
-	s := &batchServer{t: t, addr: addr, args: args}
+	s.args = args
 	s.proc = start(t, "serve-1", env, args...)
 	waitHealthy(t, s.proc, addr)
 	return s
@@ -288,6 +293,21 @@ func TestProviderBatchFailedAndExpiredLines(t *testing.T) {
 	for key, c := range st.BatchCallsByKey {
 		require.EqualValues(t, 1, c, "%s billed once", key)
 	}
+
+	// The journal: every bill at the batch price (half of 1000 and 2000
+	// micros per 1,000 tokens), labelled so.
+	conn, err := pgx.Connect(t.Context(), s.dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var batch, other, mispriced int
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT
+		count(*) FILTER (WHERE billed AND price_class = 'batch'),
+		count(*) FILTER (WHERE billed AND price_class <> 'batch'),
+		count(*) FILTER (WHERE billed AND cost_micros <> (prompt_tokens * 1000 + completion_tokens * 2000) / 1000 * 50 / 100)
+		FROM llm_attempts`).Scan(&batch, &other, &mispriced))
+	require.Equal(t, n, batch)
+	require.Zero(t, other)
+	require.Zero(t, mispriced)
 }
 
 // TestProviderBatchCancelRun: cancelling the run while its batch is in
