@@ -333,3 +333,15 @@ func TestProviderBatchCancelRun(t *testing.T) {
 	require.Zero(t, sim.stats(t).BatchBilledCalls)
 	require.Zero(t, sim.stats(t).BilledCalls)
 }
+
+// TestProviderBatchRefusedWithoutBatchAPI: a profile with provider_batch on
+// a provider not said to have the batch API stops serve at start, saying
+// why.
+func TestProviderBatchRefusedWithoutBatchAPI(t *testing.T) {
+	t.Parallel()
+	_, stderr, code := runCLI(t, "serve", "--data-dir", t.TempDir(), "--grpc-addr", freeAddr(t),
+		"--pipelines", writeFile(t, "pipelines.yaml", batchPipelines("1s")), "--llm-base-url", "http://127.0.0.1:9/v1")
+	require.NotZero(t, code)
+	require.Contains(t, stderr, `model profile "batched" has provider_batch`)
+	require.Contains(t, stderr, "no batch API")
+}
