@@ -33,6 +33,15 @@ const (
 	// PublishBatchInFlight: the completer's batch of publishes committed,
 	// none of its jobs has been answered yet.
 	PublishBatchInFlight = "publish_batch_in_flight"
+	// ProviderBatchAfterUpload: a provider batch's input file is uploaded,
+	// the batch not created yet.
+	ProviderBatchAfterUpload = "provider_batch_after_upload"
+	// ProviderBatchAfterCreate: the provider batch is created, its id not
+	// yet polled.
+	ProviderBatchAfterCreate = "provider_batch_after_create"
+	// ProviderBatchApplying: a line's answer is in hand, its checkpoint and
+	// journal row not written yet.
+	ProviderBatchApplying = "provider_batch_applying"
 )
 
 // The named failpoints of the relay.

@@ -41,6 +41,11 @@ type Config struct {
 	// endpoint: leave it empty and Lookup returns ErrLookupUnsupported. Set
 	// it only for a provider that has it, as a 404 means "never billed".
 	LookupPath string
+	// Batches says the provider serves OpenAI's Files and Batches
+	// endpoints under BaseURL (OpenAI and the simulator do; vLLM, llama.cpp
+	// and Ollama do not). Without it the batch methods return
+	// ErrBatchUnsupported and BatchesOf refuses the client.
+	Batches bool
 }
 
 // WithDefaults returns c with zero fields set to their defaults.

@@ -132,11 +132,64 @@ type ModelProfile struct {
 	// Prices in micro-units of currency per 1,000 tokens.
 	PromptMicrosPer1K     int64 `yaml:"prompt_micros_per_1k"`
 	CompletionMicrosPer1K int64 `yaml:"completion_micros_per_1k"`
+	// ProviderBatch, when set, sends the profile's calls through the
+	// provider's batch API (docs/architecture.md, "Provider batches").
+	ProviderBatch *ProviderBatch `yaml:"provider_batch"`
+}
+
+// ProviderBatch bounds the batches a profile's calls are collected into.
+type ProviderBatch struct {
+	// MaxCalls closes a batch at this many calls. Default 1,000.
+	MaxCalls int `yaml:"max_calls"`
+	// Linger closes a batch this long after its first call. Default 1s.
+	Linger time.Duration `yaml:"linger"`
+	// PricePercent is the batch price in percent of the online price.
+	// Default 50 (OpenAI's discount).
+	PricePercent int64 `yaml:"price_percent"`
+}
+
+// WithDefaults returns b with zero fields set to their defaults.
+func (b ProviderBatch) WithDefaults() ProviderBatch {
+	if b.MaxCalls == 0 {
+		b.MaxCalls = 1000
+	}
+	if b.Linger == 0 {
+		b.Linger = time.Second
+	}
+	if b.PricePercent == 0 {
+		b.PricePercent = 50
+	}
+	return b
 }
 
 // CostMicros is the price of one call's tokens.
 func (m ModelProfile) CostMicros(promptTokens, completionTokens int64) int64 {
 	return (promptTokens*m.PromptMicrosPer1K + completionTokens*m.CompletionMicrosPer1K) / 1000
+}
+
+// BatchCostMicros is the price of one call's tokens through the batch API.
+func (m ModelProfile) BatchCostMicros(promptTokens, completionTokens int64) int64 {
+	pct := int64(50)
+	if m.ProviderBatch != nil {
+		pct = m.ProviderBatch.WithDefaults().PricePercent
+	}
+	return m.CostMicros(promptTokens, completionTokens) * pct / 100
+}
+
+// BatchProfiles returns the names of the profiles with a provider batch,
+// sorted.
+func (r *Registry) BatchProfiles() []string {
+	var names []string
+	if r == nil {
+		return nil
+	}
+	for name, m := range r.profiles {
+		if m.ProviderBatch != nil {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
 }
 
 // Registry is an immutable set of pipelines and model profiles by name.
@@ -223,6 +276,9 @@ func Parse(data []byte) (*Registry, error) {
 	for name, m := range doc.ModelProfiles {
 		if name == "" || m.Model == "" || m.PromptMicrosPer1K < 0 || m.CompletionMicrosPer1K < 0 {
 			return nil, fmt.Errorf("model_profiles[%q]: a name, a model and non-negative prices are required", name)
+		}
+		if b := m.ProviderBatch; b != nil && (b.MaxCalls < 0 || b.MaxCalls > 50_000 || b.Linger < 0 || b.PricePercent < 0 || b.PricePercent > 100) {
+			return nil, fmt.Errorf("model_profiles[%q].provider_batch: max_calls 0-50000, linger and price_percent 0-100 not negative", name)
 		}
 		r.profiles[name] = m
 	}

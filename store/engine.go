@@ -257,6 +257,28 @@ type LLMAttempt struct {
 	ProviderRequestID string
 	Error             string
 	CreatedAt         time.Time
+	// PriceClass is the price the call was billed at; empty records
+	// PriceClassOnline.
+	PriceClass PriceClass
+}
+
+// PriceClass is the price a provider bills a call at (docs/architecture.md,
+// "Provider batches").
+type PriceClass string
+
+const (
+	// PriceClassOnline: one HTTP call answered at once, the full price.
+	PriceClassOnline PriceClass = "online"
+	// PriceClassBatch: a line of a provider batch, the batch price.
+	PriceClassBatch PriceClass = "batch"
+)
+
+// Or returns c, or PriceClassOnline when c is empty.
+func (c PriceClass) Or() PriceClass {
+	if c == "" {
+		return PriceClassOnline
+	}
+	return c
 }
 
 type LLMAttemptRecordParams struct {

@@ -90,6 +90,8 @@ type run struct {
 type keyHistory struct {
 	counted bool // a billed call under the key is in the job's usage
 	unknown bool // the last attempt under the key had an unknown outcome
+	// batchTag names the provider batch the last attempt sent the call in.
+	batchTag string
 }
 
 type cpKey struct {
@@ -571,7 +573,11 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 			return nil, nil, err
 		}
 		start = time.Now()
-		resp, err = r.w.cfg.Provider.Generate(ctx, req)
+		if batch := r.profile.ProviderBatch; batch != nil {
+			resp, err = r.w.batcher.call(ctx, r.lease, req, r.attemptOf(req, stage, chunk), batch.WithDefaults(), history.batchTag)
+		} else {
+			resp, err = r.w.cfg.Provider.Generate(ctx, req)
+		}
 	}
 	latency := time.Since(start)
 	if err == nil {
@@ -587,6 +593,10 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 		ProviderKey:   req.ProviderKey,
 		Model:         req.Model,
 		LatencyMillis: latency.Milliseconds(),
+		PriceClass:    store.PriceClassOnline,
+	}
+	if r.profile.ProviderBatch != nil && !lookedUp {
+		attempt.PriceClass = store.PriceClassBatch
 	}
 	switch class, classified := llm.ClassOf(err); {
 	case err == nil:
@@ -599,6 +609,9 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 		if attempt.Billed {
 			attempt.PromptTokens, attempt.CompletionTokens = resp.PromptTokens, resp.CompletionTokens
 			attempt.CostMicros = r.profile.CostMicros(resp.PromptTokens, resp.CompletionTokens)
+			if attempt.PriceClass == store.PriceClassBatch {
+				attempt.CostMicros = r.profile.BatchCostMicros(resp.PromptTokens, resp.CompletionTokens)
+			}
 			r.tokens += resp.PromptTokens + resp.CompletionTokens
 		}
 	case ctx.Err() != nil:
@@ -624,6 +637,14 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 	return resp, nil, err
 }
 
+// attemptOf is the journal row of a call of req, its outcome to be set.
+func (r *run) attemptOf(req *llm.Request, stage store.JobStage, chunk int32) store.LLMAttempt {
+	return store.LLMAttempt{
+		JobID: r.job.ID, Tenant: r.job.Tenant, JobAttempt: r.job.Attempt, Stage: stage, Chunk: chunk,
+		ProviderKey: req.ProviderKey, Model: req.Model,
+	}
+}
+
 // history returns what earlier attempts of the job journaled under key.
 func (r *run) history(ctx context.Context, key string) (keyHistory, error) {
 	if r.job.Attempt <= 1 {
@@ -638,6 +659,17 @@ func (r *run) history(ctx context.Context, key string) (keyHistory, error) {
 		for _, a := range attempts {
 			h := r.journal[a.ProviderKey]
 			h.counted = h.counted || a.Billed
+			if a.Outcome != store.LLMOutcomeCancelled {
+				// A call left by a stopped attempt stays in its batch.
+				h.batchTag = ""
+			}
+			if tag, ok := strings.CutPrefix(a.Error, intentPrefix); ok && a.Outcome == store.LLMOutcomeOutcomeUnknown {
+				// Sent in a batch: its answer comes with the batch, never
+				// by an online lookup.
+				h.batchTag, h.unknown = tag, false
+				r.journal[a.ProviderKey] = h
+				continue
+			}
 			switch a.Outcome {
 			case store.LLMOutcomeSucceeded:
 				h.unknown = false

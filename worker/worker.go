@@ -152,6 +152,7 @@ type Worker struct {
 	// Set while Run runs.
 	completer   *completer
 	heartbeater *heartbeater
+	batcher     *batcher // nil when no profile has a provider_batch
 
 	mu        sync.Mutex
 	schemas   map[string]*jsonschema.Schema // by schema hash
@@ -163,6 +164,11 @@ func New(cfg Config) (*Worker, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	if profiles := cfg.Pipelines.BatchProfiles(); len(profiles) > 0 {
+		if _, err := llm.BatchesOf(cfg.Provider); err != nil {
+			return nil, fmt.Errorf("worker: model profile %q has provider_batch: %w", profiles[0], err)
+		}
 	}
 	return &Worker{
 		cfg:       cfg,
@@ -182,6 +188,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	linger := max(w.cfg.PublishLinger, 0)
 	w.completer = newCompleter(w.cfg.Store, linger, w.cfg.PublishMaxBatch)
 	w.heartbeater = newHeartbeater(w)
+	var err error
+	if w.batcher, err = newBatcher(w, ctx); err != nil {
+		return err
+	}
 	beatCtx, stopBeats := context.WithCancel(context.WithoutCancel(ctx))
 	beatsDone := make(chan struct{})
 	go func() { defer close(beatsDone); w.heartbeater.run(beatCtx) }()

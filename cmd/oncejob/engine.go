@@ -25,6 +25,7 @@ type engineOpts struct {
 	llmAPIKey     string
 	llmTimeout    time.Duration
 	llmLookupPath string
+	llmBatchAPI   bool
 	leaseDuration time.Duration
 	pollInterval  time.Duration
 	publishLinger time.Duration
@@ -39,6 +40,7 @@ func engineFlags(fs *flag.FlagSet) *engineOpts {
 	fs.StringVar(&o.llmAPIKey, "llm-api-key", "", "API key of the LLM provider (prefer ONCEJOB_LLM_API_KEY)")
 	fs.DurationVar(&o.llmTimeout, "llm-timeout", llm.TimeoutDefault, "client timeout of one LLM call; a timeout after sending is an unknown outcome")
 	fs.StringVar(&o.llmLookupPath, "llm-lookup-path", "", "path under --llm-base-url to look a call up by provider key (GET <path>/<key>); empty: the provider has none, and an unknown outcome waits for ResolveJob")
+	fs.BoolVar(&o.llmBatchAPI, "llm-batch-api", false, "the provider serves OpenAI's Files and Batches endpoints under --llm-base-url (OpenAI does; vLLM, llama.cpp and Ollama do not): needed by model profiles with provider_batch; the built-in simulator has them")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", worker.LeaseDurationDefault, "how long a claim holds without a heartbeat (heartbeats every third of it)")
 	fs.DurationVar(&o.pollInterval, "poll-interval", worker.PollIntervalDefault, "wait between claims when the queue is empty")
 	fs.DurationVar(&o.publishLinger, "publish-linger", worker.PublishLingerDefault, "how long a finished job waits for others to share its publishing commit (negative: no wait)")
@@ -49,13 +51,13 @@ func engineFlags(fs *flag.FlagSet) *engineOpts {
 // provider returns the configured provider, or starts the simulator on
 // loopback when none is configured. stop releases what it started.
 func (o *engineOpts) provider(logger *slog.Logger) (llm.Provider, func(), error) {
-	baseURL, lookupPath, stop := o.llmBaseURL, o.llmLookupPath, func() {}
+	baseURL, lookupPath, batches, stop := o.llmBaseURL, o.llmLookupPath, o.llmBatchAPI, func() {}
 	if baseURL == "" {
 		sim, err := llmsim.Start("127.0.0.1:0", llmsim.Config{Logger: logger})
 		if err != nil {
 			return nil, nil, fmt.Errorf("start the LLM simulator: %w", err)
 		}
-		baseURL, lookupPath, stop = sim.URL, llmsim.LookupPath, func() { _ = sim.Close() }
+		baseURL, lookupPath, batches, stop = sim.URL, llmsim.LookupPath, true, func() { _ = sim.Close() }
 		logger.Info("no --llm-base-url: using the built-in LLM simulator", "url", sim.URL)
 	}
 	// Every worker calls the one provider host. net/http keeps 2 idle
@@ -66,7 +68,7 @@ func (o *engineOpts) provider(logger *slog.Logger) (llm.Provider, func(), error)
 	transport.MaxIdleConnsPerHost = max(o.workers, 2)
 	transport.MaxIdleConns = max(o.workers, transport.MaxIdleConns)
 	p, err := llm.NewOpenAI(llm.Config{
-		BaseURL: baseURL, APIKey: o.llmAPIKey, Timeout: o.llmTimeout, LookupPath: lookupPath,
+		BaseURL: baseURL, APIKey: o.llmAPIKey, Timeout: o.llmTimeout, LookupPath: lookupPath, Batches: batches,
 		HTTPClient: &http.Client{Transport: transport},
 	})
 	if err != nil {

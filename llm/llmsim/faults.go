@@ -38,6 +38,27 @@ type Faults struct {
 	// answer back. It sees only calls that are computed, not answers
 	// replayed from the store.
 	BillThenTimeout *BillThenTimeout `json:"bill_then_timeout,omitempty"`
+
+	// The batch faults. Their triggers see batches by input file id and
+	// lines by custom_id.
+
+	// BatchCreateLost creates the batch and then drops the connection
+	// without an answer: the client cannot tell whether it was created.
+	BatchCreateLost *Trigger `json:"batch_create_lost,omitempty"`
+	// BatchLineFail makes a batch line fail with a 500 in the error file,
+	// billing nothing; {"every": 10} fails a tenth of the lines.
+	BatchLineFail *Trigger `json:"batch_line_fail,omitempty"`
+	// BatchExpire makes a batch expire at the end of its delay.
+	BatchExpire *BatchExpire `json:"batch_expire,omitempty"`
+}
+
+// BatchExpire is the expired-window fault.
+type BatchExpire struct {
+	Trigger
+	// Completed is the fraction of the batch's lines, from its first, that
+	// finished and were billed before it expired, 0-1; the others are in
+	// its error file with code "batch_expired".
+	Completed float64 `json:"completed,omitempty"`
 }
 
 // Trigger decides which calls a fault hits. The zero Trigger fires on every
@@ -106,6 +127,9 @@ type armedFaults struct {
 	unavailable     *armed
 	hang            *armed
 	billThenTimeout *armed
+	batchCreateLost *armed
+	batchLineFail   *armed
+	batchExpire     *armed
 }
 
 type armed struct {
@@ -155,6 +179,14 @@ func arm(f Faults) (armedFaults, error) {
 		a.billThenTimeout = arm1("bill_then_timeout", &f.BillThenTimeout.Trigger)
 		if f.BillThenTimeout.Delay < 0 {
 			errs = append(errs, errors.New("bill_then_timeout: delay must not be negative"))
+		}
+	}
+	a.batchCreateLost = arm1("batch_create_lost", f.BatchCreateLost)
+	a.batchLineFail = arm1("batch_line_fail", f.BatchLineFail)
+	if f.BatchExpire != nil {
+		a.batchExpire = arm1("batch_expire", &f.BatchExpire.Trigger)
+		if c := f.BatchExpire.Completed; c < 0 || c > 1 {
+			errs = append(errs, errors.New("batch_expire: completed must be 0-1"))
 		}
 	}
 	return a, errors.Join(errs...)

@@ -25,6 +25,7 @@
 //	POST /oncejob/reset             forget calls and counters, re-arm Config.Faults
 //	GET  /oncejob/faults            the armed Faults
 //	POST /oncejob/faults            replace the Faults (JSON) and restart their counts
+//	/v1/files, /v1/batches          OpenAI's Batch API (batch.go)
 package llmsim
 
 import (
@@ -56,6 +57,12 @@ type Config struct {
 	// Logger receives a debug line per call and an info line per fault
 	// fired. Default: discard.
 	Logger *slog.Logger
+	// BatchDelay is how long a batch takes from creation to completed:
+	// validating for its first tenth, in progress to nine tenths, then
+	// finalizing. Default 0: done at the first look after its creation.
+	BatchDelay time.Duration
+	// Now is the clock batches age by. Default: time.Now.
+	Now func() time.Time
 }
 
 // Stats counts what the simulator received and billed since start or the
@@ -75,6 +82,22 @@ type Stats struct {
 	// RequestsByKey is the number of requests received per key, faults
 	// and replays included.
 	RequestsByKey map[string]int64 `json:"requests_by_key"`
+
+	// FilesUploaded counts POST /v1/files.
+	FilesUploaded int64 `json:"files_uploaded"`
+	// BatchesCreated counts the batches created (POST /v1/batches that
+	// passed its checks, its answer lost or not).
+	BatchesCreated   int64 `json:"batches_created"`
+	BatchesCancelled int64 `json:"batches_cancelled"`
+	BatchesExpired   int64 `json:"batches_expired"`
+	// BatchBilledCalls is the number of batch lines computed and billed at
+	// the batch price; BilledCalls counts online calls only.
+	BatchBilledCalls            int64 `json:"batch_billed_calls"`
+	BatchBilledPromptTokens     int64 `json:"batch_billed_prompt_tokens"`
+	BatchBilledCompletionTokens int64 `json:"batch_billed_completion_tokens"`
+	// BatchCallsByKey is the number of billed batch lines per custom_id:
+	// more than 1 when two batches carried the same call.
+	BatchCallsByKey map[string]int64 `json:"batch_calls_by_key"`
 }
 
 // Server is the simulator as an http.Handler.
@@ -90,6 +113,14 @@ type Server struct {
 	calls  map[string]*storedCall // finished calls by key
 	stats  Stats
 	seq    int64 // numbers requests, for request ids of answers that bill nothing
+
+	files      map[string]*simFile
+	fileOrder  []string // oldest first
+	batches    map[string]*simBatch
+	batchOrder []string // oldest first
+	// fileSeq and batchSeq number ids; a reset keeps them, so an id is
+	// never given twice by one simulator.
+	fileSeq, batchSeq int
 }
 
 // storedCall is a billed completion as it was sent.
@@ -117,6 +148,7 @@ func New(cfg Config) (*Server, error) {
 		s.mux.HandleFunc("GET "+prefix+"/oncejob/faults", s.handleGetFaults)
 		s.mux.HandleFunc("POST "+prefix+"/oncejob/faults", s.handleSetFaults)
 	}
+	s.handleBatchRoutes()
 	return s, nil
 }
 
@@ -135,6 +167,7 @@ func (s *Server) Stats() Stats {
 	st := s.stats
 	st.CallsByKey = maps.Clone(s.stats.CallsByKey)
 	st.RequestsByKey = maps.Clone(s.stats.RequestsByKey)
+	st.BatchCallsByKey = maps.Clone(s.stats.BatchCallsByKey)
 	return st
 }
 
@@ -157,7 +190,7 @@ func (s *Server) Faults() Faults {
 	return s.faults.cfg
 }
 
-// Reset forgets every stored call and counter and re-arms Config.Faults,
+// Reset forgets every stored call, file, batch and counter and re-arms Config.Faults,
 // as a fresh simulator would. Meant for between runs: calls in flight
 // finish against the new state.
 func (s *Server) Reset() {
@@ -166,7 +199,9 @@ func (s *Server) Reset() {
 	defer s.mu.Unlock()
 	s.faults = a
 	s.calls = map[string]*storedCall{}
-	s.stats = Stats{CallsByKey: map[string]int64{}, RequestsByKey: map[string]int64{}}
+	s.stats = Stats{CallsByKey: map[string]int64{}, RequestsByKey: map[string]int64{}, BatchCallsByKey: map[string]int64{}}
+	s.files, s.fileOrder = map[string]*simFile{}, nil
+	s.batches, s.batchOrder = map[string]*simBatch{}, nil
 }
 
 const maxRequestBytes = 8 << 20
@@ -297,12 +332,20 @@ func (s *Server) bill(key string, in *chatInput) *storedCall {
 	sum := sha256.Sum256(append([]byte(idSeed+"\x00"), in.digest[:]...))
 	id := hex.EncodeToString(sum[:12])
 
-	c := in.complete()
+	body, c := completionBody(id, in)
 	s.stats.BilledPromptTokens += c.promptTokens
 	s.stats.BilledCompletionTokens += c.completionTokens
 	if key != "" {
 		s.stats.CallsByKey[key]++
 	}
+	s.log.Debug("llmsim: billed", "key", key, "request_id", "req_"+id)
+	return &storedCall{digest: in.digest, body: body, requestID: "req_" + id}
+}
+
+// completionBody computes the completion of in and writes it as a chat
+// completion object whose id ends in id.
+func completionBody(id string, in *chatInput) ([]byte, completion) {
+	c := in.complete()
 	body, _ := json.Marshal(map[string]any{
 		"id":      "chatcmpl-sim-" + id,
 		"object":  "chat.completion",
@@ -319,8 +362,7 @@ func (s *Server) bill(key string, in *chatInput) *storedCall {
 			"total_tokens":      c.promptTokens + c.completionTokens,
 		},
 	})
-	s.log.Debug("llmsim: billed", "key", key, "request_id", "req_"+id)
-	return &storedCall{digest: in.digest, body: body, requestID: "req_" + id}
+	return body, c
 }
 
 // wait holds a call for d, or until the client goes away or the simulator

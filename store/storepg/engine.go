@@ -195,6 +195,7 @@ func (s *Store) LLMAttemptRecord(ctx context.Context, params *store.LLMAttemptRe
 		ProviderRequestID: a.ProviderRequestID,
 		Error:             a.Error,
 		Model:             a.Model,
+		PriceClass:        string(a.PriceClass.Or()),
 		JobID:             id,
 	}
 	_, err = s.q.LLMAttemptRecord(ctx, s.pool, args)
@@ -236,6 +237,7 @@ func (s *Store) LLMAttemptList(ctx context.Context, params *store.LLMAttemptList
 			ProviderRequestID: r.ProviderRequestID,
 			Error:             r.Error,
 			CreatedAt:         r.CreatedAt,
+			PriceClass:        store.PriceClass(r.PriceClass),
 		}
 	}
 	return attempts, nil

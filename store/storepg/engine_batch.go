@@ -204,6 +204,7 @@ func (s *Store) CheckpointWriteMany(ctx context.Context, params *store.Checkpoin
 		args.ProviderKey, args.Outcome, args.Billed = a.ProviderKey, string(a.Outcome), a.Billed
 		args.ProviderRequestID, args.PromptTokens, args.CompletionTokens = a.ProviderRequestID, a.PromptTokens, a.CompletionTokens
 		args.CostMicros, args.LatencyMs, args.Error, args.Model = a.CostMicros, a.LatencyMillis, a.Error, a.Model
+		args.PriceClass = string(a.PriceClass.Or())
 	}
 	row, err := s.q.CheckpointWriteMany(ctx, s.pool, args)
 	if isBilledOnceViolation(err) {

@@ -230,6 +230,7 @@ func (s *Store) llmAttemptRecordTx(ctx context.Context, tx *writeTx, now int64, 
 		Error:             a.Error,
 		CreatedAt:         now,
 		Model:             a.Model,
+		PriceClass:        string(a.PriceClass.Or()),
 		JobID:             id,
 	})
 	if err != nil {
@@ -277,6 +278,7 @@ func (s *Store) LLMAttemptList(ctx context.Context, params *store.LLMAttemptList
 			ProviderRequestID: r.ProviderRequestID,
 			Error:             r.Error,
 			CreatedAt:         timeFrom(r.CreatedAt),
+			PriceClass:        store.PriceClass(r.PriceClass),
 		}
 	}
 	return attempts, nil

@@ -522,6 +522,7 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 				attempt(store.LLMOutcomeSucceeded, true, 1, 10, 5, 20),
 			}
 			recorded[0].Error = "429 too many requests"
+			recorded[3].PriceClass = store.PriceClassBatch
 			for _, a := range recorded {
 				require.NoError(t, b.engine.LLMAttemptRecord(b.ctx, &store.LLMAttemptRecordParams{Attempt: a}))
 			}
@@ -541,6 +542,7 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 				require.WithinDuration(t, time.Now(), a.CreatedAt, time.Minute)
 				want := recorded[i]
 				want.ID, want.Tenant, want.CreatedAt = a.ID, job.Tenant, a.CreatedAt
+				want.PriceClass = want.PriceClass.Or() // none given is online
 				require.Equal(t, want, *a)
 			}
 
@@ -559,6 +561,27 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 				Attempt: store.LLMAttempt{JobID: newUUID(t), Outcome: store.LLMOutcomeSucceeded, Stage: store.JobStageLLMDone},
 			})
 			require.ErrorIs(t, err, store.ErrNotFound)
+		})
+
+		t.Run("PriceClassIsJournaledWithTheCheckpoint", func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			job, lease := submitAndClaim(t, b, newSubmitParams(t), "w")
+			for i, class := range []store.PriceClass{store.PriceClassBatch, "", store.PriceClassOnline} {
+				require.NoError(t, b.engine.CheckpointWriteMany(b.ctx, &store.CheckpointWriteManyParams{
+					Lease: lease,
+					Attempt: &store.LLMAttempt{
+						JobID: job.ID, JobAttempt: job.Attempt, Stage: store.JobStageLLMDone, Chunk: int32(i),
+						ProviderKey: fmt.Sprintf("pk-class-%d", i), Outcome: store.LLMOutcomeSucceeded, Billed: true,
+						PromptTokens: 10, CompletionTokens: 5, CostMicros: 7, PriceClass: class,
+					},
+				}))
+			}
+			list, err := b.engine.LLMAttemptList(b.ctx, &store.LLMAttemptListParams{JobID: job.ID})
+			require.NoError(t, err)
+			require.Len(t, list, 3)
+			require.Equal(t, []store.PriceClass{store.PriceClassBatch, store.PriceClassOnline, store.PriceClassOnline},
+				[]store.PriceClass{list[0].PriceClass, list[1].PriceClass, list[2].PriceClass})
 		})
 
 		t.Run("ABillIsIdentifiedByTheProvidersRequestID", func(t *testing.T) {

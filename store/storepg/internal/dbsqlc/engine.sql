@@ -134,7 +134,7 @@ WITH attempt AS (
     INSERT INTO llm_attempts (
         job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed,
         prompt_tokens, completion_tokens, cost_micros, latency_ms,
-        provider_request_id, error, model
+        provider_request_id, error, model, price_class
     )
     SELECT jobs.id, jobs.tenant, @job_attempt::integer, @stage::text, @chunk::integer,
         @provider_key::text, @outcome::text,
@@ -146,7 +146,7 @@ WITH attempt AS (
                   = (CASE WHEN @provider_request_id::text <> '' THEN 'req:' || @provider_request_id::text
                     ELSE 'key:' || @provider_key::text END)),
         @prompt_tokens::bigint, @completion_tokens::bigint, @cost_micros::bigint,
-        @latency_ms::bigint, @provider_request_id::text, @error::text, @model::text
+        @latency_ms::bigint, @provider_request_id::text, @error::text, @model::text, @price_class::text
     FROM jobs
     WHERE jobs.id = @job_id::uuid
     RETURNING id, job_id, billed, prompt_tokens, completion_tokens, cost_micros

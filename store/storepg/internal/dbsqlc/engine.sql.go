@@ -745,7 +745,7 @@ func (q *Queries) JobTransition(ctx context.Context, db DBTX, arg JobTransitionP
 }
 
 const lLMAttemptList = `-- name: LLMAttemptList :many
-SELECT id, job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed, prompt_tokens, completion_tokens, cost_micros, latency_ms, provider_request_id, error, created_at, model FROM llm_attempts
+SELECT id, job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed, prompt_tokens, completion_tokens, cost_micros, latency_ms, provider_request_id, error, created_at, model, price_class FROM llm_attempts
 WHERE job_id = $1::uuid
 ORDER BY id
 `
@@ -777,6 +777,7 @@ func (q *Queries) LLMAttemptList(ctx context.Context, db DBTX, jobID pgtype.UUID
 			&i.Error,
 			&i.CreatedAt,
 			&i.Model,
+			&i.PriceClass,
 		); err != nil {
 			return nil, err
 		}
@@ -793,7 +794,7 @@ WITH attempt AS (
     INSERT INTO llm_attempts (
         job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed,
         prompt_tokens, completion_tokens, cost_micros, latency_ms,
-        provider_request_id, error, model
+        provider_request_id, error, model, price_class
     )
     SELECT jobs.id, jobs.tenant, $1::integer, $2::text, $3::integer,
         $4::text, $5::text,
@@ -805,9 +806,9 @@ WITH attempt AS (
                   = (CASE WHEN $7::text <> '' THEN 'req:' || $7::text
                     ELSE 'key:' || $4::text END)),
         $8::bigint, $9::bigint, $10::bigint,
-        $11::bigint, $7::text, $12::text, $13::text
+        $11::bigint, $7::text, $12::text, $13::text, $14::text
     FROM jobs
-    WHERE jobs.id = $14::uuid
+    WHERE jobs.id = $15::uuid
     RETURNING id, job_id, billed, prompt_tokens, completion_tokens, cost_micros
 ),
 usage AS (
@@ -838,6 +839,7 @@ type LLMAttemptRecordParams struct {
 	LatencyMs         int64
 	Error             string
 	Model             string
+	PriceClass        string
 	JobID             pgtype.UUID
 }
 
@@ -861,6 +863,7 @@ func (q *Queries) LLMAttemptRecord(ctx context.Context, db DBTX, arg LLMAttemptR
 		arg.LatencyMs,
 		arg.Error,
 		arg.Model,
+		arg.PriceClass,
 		arg.JobID,
 	)
 	var id int64

@@ -121,7 +121,7 @@ WITH attempt AS (
     INSERT INTO llm_attempts (
         job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed,
         prompt_tokens, completion_tokens, cost_micros, latency_ms,
-        provider_request_id, error, model
+        provider_request_id, error, model, price_class
     )
     SELECT jobs.id, jobs.tenant, $1::integer, $2::text, $3::integer,
         $4::text, $5::text,
@@ -133,9 +133,9 @@ WITH attempt AS (
                   = (CASE WHEN $7::text <> '' THEN 'req:' || $7::text
                     ELSE 'key:' || $4::text END)),
         $8::bigint, $9::bigint, $10::bigint,
-        $11::bigint, $7::text, $12::text, $13::text
+        $11::bigint, $7::text, $12::text, $13::text, $14::text
     FROM jobs
-    WHERE jobs.id = $14::uuid AND $15::boolean
+    WHERE jobs.id = $15::uuid AND $16::boolean
     RETURNING job_id, billed, prompt_tokens, completion_tokens, cost_micros
 ),
 bill AS (
@@ -143,29 +143,29 @@ bill AS (
 ),
 job AS (
     UPDATE jobs
-    SET stage = CASE WHEN jobs.lease_owner = $16::text AND jobs.attempt = $17::integer AND jobs.status = 'running'
-            THEN coalesce($18::text, jobs.stage) ELSE jobs.stage END,
+    SET stage = CASE WHEN jobs.lease_owner = $17::text AND jobs.attempt = $18::integer AND jobs.status = 'running'
+            THEN coalesce($19::text, jobs.stage) ELSE jobs.stage END,
         last_event_seq = jobs.last_event_seq
-            + CASE WHEN jobs.lease_owner = $16::text AND jobs.attempt = $17::integer AND jobs.status = 'running'
-                THEN $19::integer ELSE 0 END,
+            + CASE WHEN jobs.lease_owner = $17::text AND jobs.attempt = $18::integer AND jobs.status = 'running'
+                THEN $20::integer ELSE 0 END,
         prompt_tokens = jobs.prompt_tokens + coalesce((SELECT prompt_tokens FROM bill), 0),
         completion_tokens = jobs.completion_tokens + coalesce((SELECT completion_tokens FROM bill), 0),
         cost_micros = jobs.cost_micros + coalesce((SELECT cost_micros FROM bill), 0),
         llm_calls = jobs.llm_calls + (SELECT count(*) FROM bill)::integer,
         budget_tokens = jobs.budget_tokens + coalesce((SELECT prompt_tokens + completion_tokens FROM bill), 0),
         updated_at = now()
-    WHERE jobs.id = $14::uuid
-        AND ((jobs.lease_owner = $16::text AND jobs.attempt = $17::integer AND jobs.status = 'running')
+    WHERE jobs.id = $15::uuid
+        AND ((jobs.lease_owner = $17::text AND jobs.attempt = $18::integer AND jobs.status = 'running')
             OR EXISTS (SELECT 1 FROM bill))
     RETURNING id, tenant, attempt, last_event_seq,
-        coalesce(lease_owner = $16::text AND attempt = $17::integer AND status = 'running', false) AS fenced
+        coalesce(lease_owner = $17::text AND attempt = $18::integer AND status = 'running', false) AS fenced
 ),
 checkpoint AS (
     INSERT INTO job_checkpoints (job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, reused_from)
     SELECT job.id, job.tenant, c.stage, c.chunk, c.stage_key, c.code_version, job.attempt,
         decode(c.output, 'base64'), c.reused_from
     FROM job
-    JOIN jsonb_to_recordset($20::jsonb) AS c(
+    JOIN jsonb_to_recordset($21::jsonb) AS c(
         stage text, chunk integer, stage_key text, code_version text,
         output text, reused_from text, event_offset integer, events_after integer, message text) ON true
     WHERE job.fenced
@@ -182,7 +182,7 @@ event AS (
     SELECT job.id, job.tenant, job.last_event_seq - c.events_after,
         'running', c.stage, job.attempt, c.message
     FROM job
-    JOIN jsonb_to_recordset($20::jsonb) AS c(
+    JOIN jsonb_to_recordset($21::jsonb) AS c(
         stage text, chunk integer, stage_key text, code_version text,
         output text, reused_from text, event_offset integer, events_after integer, message text) ON true
     WHERE job.fenced AND c.event_offset > 0
@@ -207,6 +207,7 @@ type CheckpointWriteManyParams struct {
 	LatencyMs         int64
 	Error             string
 	Model             string
+	PriceClass        string
 	JobID             pgtype.UUID
 	RecordAttempt     bool
 	Owner             string
@@ -246,6 +247,7 @@ func (q *Queries) CheckpointWriteMany(ctx context.Context, db DBTX, arg Checkpoi
 		arg.LatencyMs,
 		arg.Error,
 		arg.Model,
+		arg.PriceClass,
 		arg.JobID,
 		arg.RecordAttempt,
 		arg.Owner,

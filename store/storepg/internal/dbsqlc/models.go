@@ -167,6 +167,7 @@ type LlmAttempt struct {
 	Error             string
 	CreatedAt         time.Time
 	Model             string
+	PriceClass        string
 }
 
 type Outbox struct {

@@ -121,7 +121,7 @@ SET stage_key = excluded.stage_key,
 INSERT INTO llm_attempts (
     job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed,
     prompt_tokens, completion_tokens, cost_micros, latency_ms,
-    provider_request_id, error, created_at, model
+    provider_request_id, error, created_at, model, price_class
 )
 SELECT jobs.id, jobs.tenant, @job_attempt, @stage, @chunk,
     @provider_key, @outcome,
@@ -133,7 +133,7 @@ SELECT jobs.id, jobs.tenant, @job_attempt, @stage, @chunk,
               = (CASE WHEN @provider_request_id <> '' THEN 'req:' || @provider_request_id
                 ELSE 'key:' || @provider_key END)),
     @prompt_tokens, @completion_tokens, @cost_micros,
-    @latency_ms, @provider_request_id, @error, @created_at, @model
+    @latency_ms, @provider_request_id, @error, @created_at, @model, @price_class
 FROM jobs
 WHERE jobs.id = @job_id
 RETURNING id, billed;

@@ -739,7 +739,7 @@ const lLMAttemptInsert = `-- name: LLMAttemptInsert :one
 INSERT INTO llm_attempts (
     job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed,
     prompt_tokens, completion_tokens, cost_micros, latency_ms,
-    provider_request_id, error, created_at, model
+    provider_request_id, error, created_at, model, price_class
 )
 SELECT jobs.id, jobs.tenant, ?1, ?2, ?3,
     ?4, ?5,
@@ -751,9 +751,9 @@ SELECT jobs.id, jobs.tenant, ?1, ?2, ?3,
               = (CASE WHEN ?7 <> '' THEN 'req:' || ?7
                 ELSE 'key:' || ?4 END)),
     ?8, ?9, ?10,
-    ?11, ?7, ?12, ?13, ?14
+    ?11, ?7, ?12, ?13, ?14, ?15
 FROM jobs
-WHERE jobs.id = ?15
+WHERE jobs.id = ?16
 RETURNING id, billed
 `
 
@@ -772,6 +772,7 @@ type LLMAttemptInsertParams struct {
 	Error             string
 	CreatedAt         int64
 	Model             string
+	PriceClass        string
 	JobID             string
 }
 
@@ -801,6 +802,7 @@ func (q *Queries) LLMAttemptInsert(ctx context.Context, db DBTX, arg LLMAttemptI
 		arg.Error,
 		arg.CreatedAt,
 		arg.Model,
+		arg.PriceClass,
 		arg.JobID,
 	)
 	var i LLMAttemptInsertRow
@@ -809,7 +811,7 @@ func (q *Queries) LLMAttemptInsert(ctx context.Context, db DBTX, arg LLMAttemptI
 }
 
 const lLMAttemptList = `-- name: LLMAttemptList :many
-SELECT id, job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed, prompt_tokens, completion_tokens, cost_micros, latency_ms, provider_request_id, error, created_at, model FROM llm_attempts
+SELECT id, job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed, prompt_tokens, completion_tokens, cost_micros, latency_ms, provider_request_id, error, created_at, model, price_class FROM llm_attempts
 WHERE job_id = ?1
 ORDER BY id
 `
@@ -841,6 +843,7 @@ func (q *Queries) LLMAttemptList(ctx context.Context, db DBTX, jobID string) ([]
 			&i.Error,
 			&i.CreatedAt,
 			&i.Model,
+			&i.PriceClass,
 		); err != nil {
 			return nil, err
 		}

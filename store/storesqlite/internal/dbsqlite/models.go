@@ -160,6 +160,7 @@ type LlmAttempt struct {
 	Error             string
 	CreatedAt         int64
 	Model             string
+	PriceClass        string
 }
 
 type Outbox struct {

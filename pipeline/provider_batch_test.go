@@ -1,0 +1,48 @@
+package pipeline_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncejob/oncejob/pipeline"
+)
+
+const batchProfiles = `
+model_profiles:
+  online: {model: m, prompt_micros_per_1k: 1000, completion_micros_per_1k: 3000}
+  nightly: {model: m, prompt_micros_per_1k: 1000, completion_micros_per_1k: 3000,
+            provider_batch: {max_calls: 200, linger: 250ms, price_percent: 40}}
+  defaults: {model: m, prompt_micros_per_1k: 1000, completion_micros_per_1k: 3000, provider_batch: {}}
+`
+
+func TestProviderBatchProfile(t *testing.T) {
+	t.Parallel()
+	r, err := pipeline.Parse([]byte(batchProfiles))
+	require.NoError(t, err)
+	require.Equal(t, []string{"defaults", "nightly"}, r.BatchProfiles())
+
+	nightly, _ := r.Profile("nightly")
+	require.Equal(t, pipeline.ProviderBatch{MaxCalls: 200, Linger: 250 * time.Millisecond, PricePercent: 40}, nightly.ProviderBatch.WithDefaults())
+	require.EqualValues(t, 5000, nightly.CostMicros(2000, 1000))
+	require.EqualValues(t, 2000, nightly.BatchCostMicros(2000, 1000))
+
+	defaults, _ := r.Profile("defaults")
+	require.Equal(t, pipeline.ProviderBatch{MaxCalls: 1000, Linger: time.Second, PricePercent: 50}, defaults.ProviderBatch.WithDefaults())
+	require.EqualValues(t, 2500, defaults.BatchCostMicros(2000, 1000))
+
+	online, _ := r.Profile("online")
+	require.Nil(t, online.ProviderBatch)
+	require.Empty(t, (*pipeline.Registry)(nil).BatchProfiles())
+}
+
+func TestProviderBatchProfileRefusesBadBounds(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{
+		`{max_calls: -1}`, `{max_calls: 50001}`, `{linger: -1s}`, `{price_percent: 101}`, `{price_percent: -5}`, `{max_bytes: 10}`,
+	} {
+		_, err := pipeline.Parse([]byte("model_profiles:\n  p: {model: m, provider_batch: " + bad + "}\n"))
+		require.Error(t, err, bad)
+	}
+}

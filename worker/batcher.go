@@ -1,0 +1,366 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oncejob/oncejob/failpoint"
+	"github.com/oncejob/oncejob/llm"
+	"github.com/oncejob/oncejob/pipeline"
+	"github.com/oncejob/oncejob/store"
+)
+
+// The batcher sends the calls of profiles with a provider_batch through the
+// provider's batch API (docs/architecture.md, "Provider batches"). Calls of
+// one model are collected into a group until it holds MaxCalls or Linger
+// has passed since its first call. A closed group is named by a tag, the
+// hash of its provider keys, and every member journals an intent row
+// (outcome_unknown, "provider batch <tag>") before anything reaches the
+// provider: so a member taken over after a crash knows which batch its call
+// went into and waits for that batch (found by its tag) instead of sending
+// the call again. A tag whose batch the provider does not hold was never
+// created: its calls are collected again.
+
+// intentPrefix starts the error text of an intent row.
+const intentPrefix = "provider batch "
+
+// errBatchVoid: the tag an intent row names has no batch at the provider.
+var errBatchVoid = errors.New("the provider holds no batch of this tag")
+
+// batchSince bounds the provider lookups of a resumed tag: no batch is
+// older than its 24 h window plus a margin.
+const batchSince = 48 * time.Hour
+
+type batcher struct {
+	w   *Worker
+	bp  llm.BatchProvider
+	log *slog.Logger
+	ctx context.Context // the worker's: groups end with it
+
+	mu    sync.Mutex
+	open  map[string]*batchGroup // collecting, by model
+	byTag map[string]*batchGroup // sent or resumed, by tag
+}
+
+// batchGroup is one batch of calls, collecting or sent.
+type batchGroup struct {
+	b       *batcher
+	tag     string
+	cfg     pipeline.ProviderBatch
+	members []*batchMember
+	full    chan struct{} // closed when MaxCalls joined
+
+	// After the batch finished: its results, by provider key.
+	done    chan struct{}
+	results map[string]llm.BatchResult
+	err     error
+	left    int           // members gone before the results
+	cancels int           // of those, gone because their job was cancelled
+	leaving chan struct{} // wakes the poller when a member leaves
+}
+
+type batchMember struct {
+	req    *llm.Request
+	intent store.LLMAttempt
+	lease  store.Lease
+	ctx    context.Context
+}
+
+func newBatcher(w *Worker, ctx context.Context) (*batcher, error) {
+	if len(w.cfg.Pipelines.BatchProfiles()) == 0 {
+		return nil, nil
+	}
+	bp, err := llm.BatchesOf(w.cfg.Provider)
+	if err != nil {
+		return nil, err
+	}
+	return &batcher{w: w, bp: bp, log: w.log, ctx: ctx, open: map[string]*batchGroup{}, byTag: map[string]*batchGroup{}}, nil
+}
+
+// call answers req through a provider batch: the batch tag names, when an
+// earlier attempt sent the call in one, or a new one. It returns the line's
+// answer, or its classified failure.
+func (b *batcher) call(ctx context.Context, lease store.Lease, req *llm.Request, intent store.LLMAttempt, cfg pipeline.ProviderBatch, tag string) (*llm.Response, error) {
+	if tag != "" {
+		resp, err := b.wait(ctx, b.resume(tag), req.ProviderKey)
+		if !errors.Is(err, errBatchVoid) {
+			return resp, err
+		}
+		b.log.Info("provider batch was never created; collecting the call again", "tag", tag, "provider_key", req.ProviderKey)
+	}
+	return b.wait(ctx, b.join(ctx, lease, req, intent, cfg), req.ProviderKey)
+}
+
+// join adds the call to the open group of its model, opening one if none.
+func (b *batcher) join(ctx context.Context, lease store.Lease, req *llm.Request, intent store.LLMAttempt, cfg pipeline.ProviderBatch) *batchGroup {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g := b.open[req.Model]
+	if g == nil {
+		g = &batchGroup{b: b, cfg: cfg, full: make(chan struct{}), done: make(chan struct{}), leaving: make(chan struct{}, 1)}
+		b.open[req.Model] = g
+		go g.collect(req.Model)
+	}
+	g.members = append(g.members, &batchMember{req: req, intent: intent, lease: lease, ctx: ctx})
+	if len(g.members) == cfg.MaxCalls {
+		delete(b.open, req.Model)
+		close(g.full)
+	}
+	return g
+}
+
+// resume returns the group of tag, following its batch if no member of
+// this process does yet.
+func (b *batcher) resume(tag string) *batchGroup {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if g, ok := b.byTag[tag]; ok {
+		return g
+	}
+	g := &batchGroup{b: b, tag: tag, done: make(chan struct{}), leaving: make(chan struct{}, 1)}
+	b.byTag[tag] = g
+	go g.follow(nil)
+	return g
+}
+
+// wait returns key's result in g, or leaves g when ctx ends first.
+func (b *batcher) wait(ctx context.Context, g *batchGroup, key string) (*llm.Response, error) {
+	select {
+	case <-g.done:
+	case <-ctx.Done():
+		b.mu.Lock()
+		g.left++
+		if errors.Is(context.Cause(ctx), errCancelRequested) {
+			g.cancels++
+		}
+		b.mu.Unlock()
+		select {
+		case g.leaving <- struct{}{}:
+		default:
+		}
+		return nil, context.Cause(ctx)
+	}
+	if g.err != nil {
+		return nil, g.err
+	}
+	r, ok := g.results[key]
+	switch {
+	case !ok:
+		return nil, &llm.Error{Class: llm.ClassUnavailable, Message: "provider batch " + g.tag + " has no result line for the call"}
+	case r.Err != nil:
+		return nil, r.Err
+	}
+	failpoint.Inject(failpoint.ProviderBatchApplying)
+	return r.Response, nil
+}
+
+// collect closes the group when full or after the linger, and sends it.
+func (g *batchGroup) collect(model string) {
+	t := time.NewTimer(g.cfg.Linger)
+	defer t.Stop()
+	select {
+	case <-g.full:
+	case <-t.C:
+	case <-g.b.ctx.Done():
+	}
+	b := g.b
+	if b.ctx.Err() != nil { // shutting down: the calls go with the next process
+		b.mu.Lock()
+		if b.open[model] == g {
+			delete(b.open, model)
+		}
+		b.mu.Unlock()
+		g.finish(nil, context.Cause(b.ctx))
+		return
+	}
+	b.mu.Lock()
+	if b.open[model] == g {
+		delete(b.open, model)
+	}
+	keys := make([]string, len(g.members))
+	for i, m := range g.members {
+		keys[i] = m.req.ProviderKey
+	}
+	slices.Sort(keys)
+	sum := sha256.Sum256([]byte(strings.Join(keys, "\n")))
+	g.tag = "oncejob-" + hex.EncodeToString(sum[:16])
+	b.byTag[g.tag] = g
+	members := g.members
+	b.mu.Unlock()
+
+	calls := g.intents(members)
+	if len(calls) == 0 {
+		g.finish(nil, errors.New("no call of the batch was journaled"))
+		return
+	}
+	g.follow(calls)
+}
+
+// intents journals each member's intent, then checks that the member's
+// job still holds its lease: a member gone, or whose job a later attempt
+// took over (which may have read the journal before the intent), is not
+// sent. A later attempt that reads the intent waits for this group (in
+// this process, by tag) or finds its batch at the provider.
+func (g *batchGroup) intents(members []*batchMember) []*llm.Request {
+	b := g.b
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 30*time.Second)
+	defer cancel()
+	var journaled []*batchMember
+	for _, m := range members {
+		if m.ctx.Err() != nil {
+			continue
+		}
+		m.intent.Outcome, m.intent.Error = store.LLMOutcomeOutcomeUnknown, intentPrefix+g.tag
+		if err := b.w.cfg.Store.LLMAttemptRecord(ctx, &store.LLMAttemptRecordParams{Attempt: m.intent}); err != nil {
+			b.log.Error("provider batch intent not journaled; the call is not sent", "error", err, "provider_key", m.req.ProviderKey)
+			continue
+		}
+		journaled = append(journaled, m)
+	}
+	if len(journaled) == 0 {
+		return nil
+	}
+	leases := make([]store.Lease, len(journaled))
+	for i, m := range journaled {
+		leases[i] = m.lease
+	}
+	beat, err := b.w.cfg.Store.JobHeartbeatMany(ctx, &store.JobHeartbeatManyParams{Leases: leases, LeaseDuration: b.w.cfg.LeaseDuration})
+	if err != nil {
+		b.log.Error("provider batch: leases not confirmed; the calls are not sent", "error", err, "tag", g.tag)
+		return nil
+	}
+	lost := map[store.Lease]bool{}
+	for _, l := range beat.Lost {
+		lost[l] = true
+	}
+	var calls []*llm.Request
+	for _, m := range journaled {
+		if !lost[m.lease] {
+			calls = append(calls, m.req)
+		}
+	}
+	return calls
+}
+
+// follow makes sure the batch of g's tag exists (creating it from calls
+// when given), polls it until it finishes and reads its results.
+func (g *batchGroup) follow(calls []*llm.Request) {
+	b, ctx := g.b, g.b.ctx
+	var batch *llm.Batch
+	err := retry(ctx, func() error {
+		var err error
+		if calls == nil {
+			batch, err = b.bp.FindBatch(ctx, llm.TagKey, g.tag, time.Now().Add(-batchSince))
+			if errors.Is(err, llm.ErrNotFound) {
+				return errBatchVoid
+			}
+			return err
+		}
+		batch, err = llm.EnsureBatch(ctx, b.bp, g.tag, time.Now().Add(-batchSince), calls, nil,
+			llm.EnsureHooks{AfterUpload: func() { failpoint.Inject(failpoint.ProviderBatchAfterUpload) }})
+		if err == nil {
+			failpoint.Inject(failpoint.ProviderBatchAfterCreate)
+			b.log.Info("provider batch sent", "tag", g.tag, "batch", batch.ID, "calls", len(calls))
+		}
+		return err
+	})
+	if err != nil {
+		g.finish(nil, err)
+		return
+	}
+	delay := 100 * time.Millisecond
+	for !batch.Finished() {
+		if g.allCancelled(len(calls)) {
+			if _, err := b.bp.CancelBatch(ctx, batch.ID); err != nil {
+				b.log.Error("cancel provider batch", "batch", batch.ID, "error", err)
+			} else {
+				b.log.Info("provider batch cancelled: every job in it was cancelled", "batch", batch.ID)
+			}
+			g.finish(nil, errCancelRequested)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			g.finish(nil, context.Cause(ctx))
+			return
+		case <-g.leaving:
+			continue
+		case <-time.After(delay/2 + rand.N(delay/2+1)):
+		}
+		delay = min(2*delay, 30*time.Second)
+		next, err := b.bp.GetBatch(ctx, batch.ID)
+		if err != nil {
+			b.log.Warn("poll provider batch", "batch", batch.ID, "error", err)
+			continue
+		}
+		batch = next
+	}
+	var results []llm.BatchResult
+	err = retry(ctx, func() error {
+		var err error
+		results, err = b.bp.BatchResults(ctx, batch)
+		return err
+	})
+	if err != nil {
+		g.finish(nil, err)
+		return
+	}
+	byKey := make(map[string]llm.BatchResult, len(results))
+	for _, r := range results {
+		byKey[r.CustomID] = r
+	}
+	b.log.Info("provider batch finished", "tag", g.tag, "batch", batch.ID, "status", batch.Status, "completed", batch.Completed, "failed", batch.Failed)
+	g.finish(byKey, nil)
+}
+
+// allCancelled reports whether every member of a group of n sent calls
+// (or, resumed, every member that joined) left because its job was
+// cancelled.
+func (g *batchGroup) allCancelled(n int) bool {
+	g.b.mu.Lock()
+	defer g.b.mu.Unlock()
+	if n == 0 {
+		n = len(g.members)
+	}
+	return n > 0 && g.cancels >= n
+}
+
+func (g *batchGroup) finish(results map[string]llm.BatchResult, err error) {
+	g.results, g.err = results, err
+	close(g.done)
+	// Members resumed after this one finished find the results for a while.
+	time.AfterFunc(10*time.Minute, func() {
+		g.b.mu.Lock()
+		defer g.b.mu.Unlock()
+		if g.b.byTag[g.tag] == g {
+			delete(g.b.byTag, g.tag)
+		}
+	})
+}
+
+// retry runs fn until it succeeds, fails with a class that no retry helps,
+// or ctx ends; full-jitter backoff from 100 ms to 10 s.
+func retry(ctx context.Context, fn func() error) error {
+	delay := 100 * time.Millisecond
+	for {
+		err := fn()
+		class, classified := llm.ClassOf(err)
+		if err == nil || !classified || !llm.Retryable(class) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(rand.N(delay) + time.Millisecond):
+		}
+		delay = min(2*delay, 10*time.Second)
+	}
+}
