@@ -106,7 +106,7 @@ func start(t *testing.T, st fuzzStore) *target {
 	inproc, stopInproc, err := gateway.InProcess(s.GRPC)
 	require.NoError(t, err)
 	gw, err := gateway.New(context.Background(), gateway.Config{
-		Conn: inproc, Streams: s.Local, Logger: logger, MaxBodyBytes: gateway.MaxBodyBytesFor(maxDocumentBytes),
+		Conn: inproc, Streams: s.Local, Logger: logger, MaxBodyBytes: gateway.MaxBodyBytesFor(maxDocumentBytes), MaxMessageBytes: server.MaxMessageBytes(maxDocumentBytes),
 	})
 	require.NoError(t, err)
 	httpLis, err := net.Listen("tcp", "127.0.0.1:0")
