@@ -17,12 +17,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,9 +29,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-)
 
-const rootModule = "github.com/oncejob/oncejob"
+	"github.com/oncejob/oncejob/bench/internal/benchkit"
+)
 
 const pipelinesYAML = `
 model_profiles:
@@ -59,7 +57,7 @@ func main() {
 	var c config
 	flag.IntVar(&c.items, "items", 10000, "items in the run")
 	flag.IntVar(&c.workers, "workers", 2000, "the server's --workers (a batch fills only with as many calls in flight)")
-	flag.StringVar(&c.pgURL, "pg", envOr("BENCH_PG", "postgres://postgres@127.0.0.1:5432"), "Postgres server URL (no database)")
+	flag.StringVar(&c.pgURL, "pg", benchkit.EnvOr("BENCH_PG", "postgres://postgres@127.0.0.1:5432"), "Postgres server URL (no database)")
 	flag.StringVar(&c.db, "db", "oncejob_bench_batch", "database to create (dropped and created per phase)")
 	flag.Parse()
 	if err := run(context.Background(), c); err != nil {
@@ -93,7 +91,7 @@ type simStats struct {
 }
 
 func run(ctx context.Context, c config) error {
-	if _, err := findRoot(); err != nil {
+	if _, err := benchkit.FindRoot(); err != nil {
 		return err
 	}
 	tmp, err := os.MkdirTemp("", "oncejob-bench-batch-")
@@ -102,14 +100,14 @@ func run(ctx context.Context, c config) error {
 	}
 	defer os.RemoveAll(tmp)
 	b := &bench{c: c, tmp: tmp, bin: filepath.Join(tmp, "oncejob"), items: filepath.Join(tmp, "items.jsonl"), pipes: filepath.Join(tmp, "pipelines.yaml")}
-	logf("building oncejob")
+	benchkit.Logf("building oncejob")
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", b.bin, "./cmd/oncejob").CombinedOutput(); err != nil {
 		return fmt.Errorf("build: %v\n%s", err, out)
 	}
 	if err := os.WriteFile(b.pipes, []byte(pipelinesYAML), 0o600); err != nil {
 		return err
 	}
-	if err := writeItems(b.items, c.items); err != nil {
+	if err := benchkit.WriteItems(b.items, c.items); err != nil {
 		return err
 	}
 	if b.admin, err = pgx.Connect(ctx, c.pgURL+"/postgres?sslmode=disable"); err != nil {
@@ -118,14 +116,14 @@ func run(ctx context.Context, c config) error {
 	defer b.admin.Close(context.Background())
 	defer b.admin.Exec(context.Background(), fmt.Sprintf(`DROP DATABASE IF EXISTS %q WITH (FORCE)`, c.db)) //nolint:errcheck // best effort
 
-	simAddr := freeAddr()
+	simAddr := benchkit.FreeAddr()
 	sim := exec.Command(b.bin, "llm-sim", "--addr", simAddr)
 	if err := sim.Start(); err != nil {
 		return err
 	}
 	defer func() { _ = sim.Process.Kill(); _ = sim.Wait() }()
 	b.simURL = "http://" + simAddr
-	if err := waitListen(simAddr); err != nil {
+	if err := benchkit.WaitListen(simAddr); err != nil {
 		return err
 	}
 	online, err := b.phase(ctx, "online")
@@ -137,7 +135,7 @@ func run(ctx context.Context, c config) error {
 		return fmt.Errorf("batch: %w", err)
 	}
 	n := float64(c.items)
-	fmt.Printf("run of %d light items, llm-sim (batch delay 0), serve --workers %d, Postgres; %d CPUs, load %s\n", c.items, c.workers, numCPU(), loadavg())
+	fmt.Printf("run of %d light items, llm-sim (batch delay 0), serve --workers %d, Postgres; %d CPUs, load %s\n", c.items, c.workers, benchkit.NumCPU(), benchkit.LoadAvg())
 	for _, r := range []struct {
 		name string
 		r    result
@@ -164,7 +162,7 @@ func (b *bench) phase(ctx context.Context, profile string) (result, error) {
 		return r, err
 	}
 	dbURL := fmt.Sprintf("%s/%s?sslmode=disable", b.c.pgURL, b.c.db)
-	addr := freeAddr()
+	addr := benchkit.FreeAddr()
 	cmd := exec.Command(b.bin, "serve", "--database-url", dbURL, "--migrate", "--grpc-addr", addr, "--pipelines", b.pipes,
 		"--llm-base-url", b.simURL+"/v1", "--llm-batch-api", "--workers", fmt.Sprint(b.c.workers), "--relays", "0", "--scheduler=false", "--log-level", "warn")
 	lf, err := os.Create(filepath.Join(b.tmp, "serve-"+profile+".log"))
@@ -176,11 +174,11 @@ func (b *bench) phase(ctx context.Context, profile string) (result, error) {
 	if err := cmd.Start(); err != nil {
 		return r, err
 	}
-	if err := waitListen(addr); err != nil {
+	if err := benchkit.WaitListen(addr); err != nil {
 		_ = cmd.Process.Kill()
 		return r, err
 	}
-	logf("%s phase", profile)
+	benchkit.Logf("%s phase", profile)
 	start := time.Now()
 	out, err := exec.CommandContext(ctx, b.bin, "run", "submit", b.items, "--run", profile, "--pipeline", "light",
 		"--model-profile", profile, "--wait", "--json", "--addr", addr).CombinedOutput()
@@ -188,7 +186,7 @@ func (b *bench) phase(ctx context.Context, profile string) (result, error) {
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	_ = cmd.Wait()
 	if err != nil {
-		return r, fmt.Errorf("%v\n%s", err, tail(out))
+		return r, fmt.Errorf("%v\n%s", err, benchkit.Tail(out))
 	}
 	r.serverCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 
@@ -253,84 +251,3 @@ func (b *bench) http(path string) ([]byte, error) {
 	}
 	return out, nil
 }
-
-func writeItems(path string, n int) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	for i := range n {
-		fmt.Fprintf(w, `{"text": "item %d of the benchmark run, a short document"}`+"\n", i)
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	return f.Close()
-}
-
-func waitListen(addr string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			return c.Close()
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("nothing listens on %s", addr)
-}
-
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func findRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(b), "module "+rootModule+"\n") {
-			return dir, os.Chdir(dir)
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod of %s above the working directory", rootModule)
-		}
-		dir = parent
-	}
-}
-
-func numCPU() int {
-	b, _ := os.ReadFile("/proc/cpuinfo")
-	return strings.Count(string(b), "processor\t:")
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	return strings.Fields(string(b))[0]
-}
-
-func tail(b []byte) string {
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return string(b)
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }

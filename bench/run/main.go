@@ -18,12 +18,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,9 +30,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-)
 
-const rootModule = "github.com/oncejob/oncejob"
+	"github.com/oncejob/oncejob/bench/internal/benchkit"
+)
 
 const pipelinesYAML = `
 pipelines:
@@ -56,7 +54,7 @@ func main() {
 	var c config
 	flag.IntVar(&c.items, "items", 10000, "items in the run")
 	flag.IntVar(&c.workers, "workers", 16, "the server's --workers")
-	flag.StringVar(&c.pgURL, "pg", envOr("BENCH_PG", "postgres://postgres@127.0.0.1:5432"), "Postgres server URL (no database)")
+	flag.StringVar(&c.pgURL, "pg", benchkit.EnvOr("BENCH_PG", "postgres://postgres@127.0.0.1:5432"), "Postgres server URL (no database)")
 	flag.StringVar(&c.db, "db", "oncejob_bench_run", "database to create (dropped and created per phase)")
 	flag.Parse()
 	if err := run(context.Background(), c); err != nil {
@@ -76,7 +74,7 @@ type bench struct {
 }
 
 func run(ctx context.Context, c config) error {
-	_, err := findRoot() // and work from the module root
+	_, err := benchkit.FindRoot() // and work from the module root
 	if err != nil {
 		return err
 	}
@@ -86,14 +84,14 @@ func run(ctx context.Context, c config) error {
 	}
 	defer os.RemoveAll(tmp)
 	b := &bench{c: c, tmp: tmp, bin: filepath.Join(tmp, "oncejob"), items: filepath.Join(tmp, "items.jsonl"), pipes: filepath.Join(tmp, "pipelines.yaml")}
-	logf("building oncejob")
+	benchkit.Logf("building oncejob")
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", b.bin, "./cmd/oncejob").CombinedOutput(); err != nil {
 		return fmt.Errorf("build: %v\n%s", err, out)
 	}
 	if err := os.WriteFile(b.pipes, []byte(pipelinesYAML), 0o600); err != nil {
 		return err
 	}
-	if err := writeItems(b.items, c.items); err != nil {
+	if err := benchkit.WriteItems(b.items, c.items); err != nil {
 		return err
 	}
 	if b.admin, err = pgx.Connect(ctx, c.pgURL+"/postgres?sslmode=disable"); err != nil {
@@ -102,14 +100,14 @@ func run(ctx context.Context, c config) error {
 	defer b.admin.Close(context.Background())
 	defer b.admin.Exec(context.Background(), fmt.Sprintf(`DROP DATABASE IF EXISTS %q WITH (FORCE)`, c.db)) //nolint:errcheck // best effort
 
-	simAddr := freeAddr()
+	simAddr := benchkit.FreeAddr()
 	sim := exec.Command(b.bin, "llm-sim", "--addr", simAddr)
 	if err := sim.Start(); err != nil {
 		return err
 	}
 	defer func() { _ = sim.Process.Kill(); _ = sim.Wait() }()
 	b.simURL = "http://" + simAddr
-	if err := waitListen(simAddr); err != nil {
+	if err := benchkit.WaitListen(simAddr); err != nil {
 		return err
 	}
 
@@ -127,7 +125,7 @@ func run(ctx context.Context, c config) error {
 	}
 	n := float64(c.items)
 	fmt.Printf("run of %d light items, llm-sim at zero latency, serve --workers %d, Postgres; %d CPUs, load %s\n",
-		c.items, c.workers, numCPU(), loadavg())
+		c.items, c.workers, benchkit.NumCPU(), benchkit.LoadAvg())
 	fmt.Printf("  cli    (submit only, no workers)  wall %7.2fs  %7.0f items/s  CLI CPU %6.2fs\n", cliOnly.wall.Seconds(), n/cliOnly.wall.Seconds(), cliOnly.cliCPU.Seconds())
 	fmt.Printf("  engine (queued items to SUCCEEDED) wall %7.2fs  %7.0f items/s\n", engine.wall.Seconds(), n/engine.wall.Seconds())
 	fmt.Printf("  run    (CLI submit --wait)        wall %7.2fs  %7.0f items/s  CLI CPU %6.2fs\n", full.wall.Seconds(), n/full.wall.Seconds(), full.cliCPU.Seconds())
@@ -157,7 +155,7 @@ func (b *bench) fresh(ctx context.Context) (string, error) {
 // serve starts a server with workers on dbURL and returns its address and
 // a stop function.
 func (b *bench) serve(dbURL string, workers int) (string, func(), error) {
-	addr := freeAddr()
+	addr := benchkit.FreeAddr()
 	cmd := exec.Command(b.bin, "serve", "--database-url", dbURL, "--migrate", "--grpc-addr", addr, "--pipelines", b.pipes,
 		"--llm-base-url", b.simURL+"/v1", "--workers", fmt.Sprint(workers), "--relays", "0", "--scheduler=false", "--log-level", "warn")
 	logPath := filepath.Join(b.tmp, "serve.log")
@@ -170,7 +168,7 @@ func (b *bench) serve(dbURL string, workers int) (string, func(), error) {
 		return "", nil, err
 	}
 	stop := func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait(); lf.Close() }
-	if err := waitListen(addr); err != nil {
+	if err := benchkit.WaitListen(addr); err != nil {
 		stop()
 		return "", nil, err
 	}
@@ -188,7 +186,7 @@ func (b *bench) cli(ctx context.Context, addr, name string, wait bool) (measured
 	out, err := cmd.CombinedOutput()
 	wall := time.Since(start)
 	if err != nil {
-		return measured{}, fmt.Errorf("%v\n%s", err, tail(out))
+		return measured{}, fmt.Errorf("%v\n%s", err, benchkit.Tail(out))
 	}
 	return measured{wall: wall, cliCPU: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}, nil
 }
@@ -203,7 +201,7 @@ func (b *bench) phaseCLI(ctx context.Context) (measured, error) {
 		return measured{}, err
 	}
 	defer stop()
-	logf("cli phase")
+	benchkit.Logf("cli phase")
 	return b.cli(ctx, addr, "cli", false)
 }
 
@@ -221,7 +219,7 @@ func (b *bench) phaseEngine(ctx context.Context) (measured, error) {
 		return measured{}, err
 	}
 	stop()
-	logf("engine phase")
+	benchkit.Logf("engine phase")
 	start := time.Now()
 	_, stop, err = b.serve(db, b.c.workers)
 	if err != nil {
@@ -255,7 +253,7 @@ func (b *bench) phaseRun(ctx context.Context) (measured, error) {
 		return measured{}, err
 	}
 	defer stop()
-	logf("run phase")
+	benchkit.Logf("run phase")
 	m, err := b.cli(ctx, addr, "run", true)
 	if err != nil {
 		return m, err
@@ -287,84 +285,3 @@ func (b *bench) http(path string) ([]byte, error) {
 	}
 	return out, nil
 }
-
-func writeItems(path string, n int) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	for i := range n {
-		fmt.Fprintf(w, `{"text": "item %d of the benchmark run, a short document"}`+"\n", i)
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	return f.Close()
-}
-
-func waitListen(addr string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			return c.Close()
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("nothing listens on %s", addr)
-}
-
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func findRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(b), "module "+rootModule+"\n") {
-			return dir, os.Chdir(dir)
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod of %s above the working directory", rootModule)
-		}
-		dir = parent
-	}
-}
-
-func numCPU() int {
-	b, _ := os.ReadFile("/proc/cpuinfo")
-	return strings.Count(string(b), "processor\t:")
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	return strings.Fields(string(b))[0]
-}
-
-func tail(b []byte) string {
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return string(b)
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
