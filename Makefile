@@ -15,10 +15,12 @@ test: lint check-generate test-go fuzz apifuzz
 # -artifacts keeps what tests save (t.ArtifactDir) under
 # test-artifacts/_artifacts/: the porcupine visualisation of a history that
 # is not linearizable, the browser tests' screenshots (each test logs its
-# path).
+# path). -timeout: the end-to-end package (cmd/oncejob) drives the real
+# binary through kills, failovers and provider batches and runs past go
+# test's default 10 minutes under -race on a 2-core machine.
 test-go:
 	@mkdir -p test-artifacts
-	$(GO) test -race -count=1 -artifacts -outputdir=$(CURDIR)/test-artifacts $$($(GO) list ./... | grep -v /tests/apifuzz)
+	$(GO) test -race -count=1 -timeout 30m -artifacts -outputdir=$(CURDIR)/test-artifacts $$($(GO) list ./... | grep -v /tests/apifuzz)
 
 # The API fuzzer (tests/apifuzz): 5,000 hostile requests a store through the
 # real server. Without -race, which would make it 5-10 times slower for no
