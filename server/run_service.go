@@ -20,6 +20,7 @@ import (
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/jobkey"
 	"github.com/oncejob/oncejob/server/idempotency"
+	"github.com/oncejob/oncejob/server/pagetoken"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/watch"
@@ -99,7 +100,11 @@ func (s *runService) ListRuns(ctx context.Context, req *oncejobv1.ListRunsReques
 	t, _ := tenant.FromContext(ctx)
 	params := &store.RunListParams{Tenant: t, Limit: int(req.GetPageSize()), RecentSince: s.now().Add(-runRateWindow)}
 	if req.GetPageToken() != "" {
-		params.After, _ = decodePageToken(req.GetPageToken(), nil) // validated
+		after, err := decodePageToken(s.jobs.tokens, pagetoken.Runs, t, req.GetPageToken(), nil)
+		if err != nil {
+			return nil, pageTokenError(err)
+		}
+		params.After = after
 	}
 	res, err := s.store.RunList(ctx, params)
 	if err != nil {
@@ -110,7 +115,7 @@ func (s *runService) ListRuns(ctx context.Context, req *oncejobv1.ListRunsReques
 		resp.Runs = append(resp.Runs, s.runToProto(r))
 	}
 	if res.Next != nil {
-		resp.NextPageToken = encodePageToken(res.Next, nil)
+		resp.NextPageToken = encodePageToken(s.jobs.tokens, pagetoken.Runs, t, res.Next, nil)
 	}
 	return resp, nil
 }
@@ -393,11 +398,6 @@ func (s *jobService) validateRunRequest(req any, v *violations) {
 	case *oncejobv1.ListRunsRequest:
 		if r.GetPageSize() < 0 || r.GetPageSize() > 100 {
 			v.add("page_size", "must be between 0 and 100")
-		}
-		if r.GetPageToken() != "" {
-			if _, err := decodePageToken(r.GetPageToken(), nil); err != nil {
-				v.add("page_token", "%s", err)
-			}
 		}
 	}
 }

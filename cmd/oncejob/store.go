@@ -28,6 +28,7 @@ type appStore interface {
 	store.APIKeyStore
 	store.UsageStore
 	store.StatsStore
+	store.SecretStore
 }
 
 var (
