@@ -107,8 +107,9 @@ func main() {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	go func() {
+		// One signal ends the context; later ones are taken too, so a
+		// server's graceful stop is not cut short by a second SIGTERM.
 		sig := <-signals
-		signal.Stop(signals) // a second Ctrl-C kills at once
 		cancel(&signalError{sig: sig.(syscall.Signal)})
 	}()
 	path, err := execute(ctx, os.Args[1:])
@@ -119,6 +120,9 @@ func main() {
 	if errors.As(context.Cause(ctx), &se) {
 		// Stopped by a signal: the command said what it had done; the
 		// status is the shell's for a death by that signal.
+		if !errors.Is(err, context.Canceled) && !errors.As(err, &se) {
+			fmt.Fprintf(os.Stderr, "oncejob %s: %v\n", path, err)
+		}
 		fmt.Fprintf(os.Stderr, "oncejob %s: interrupted (%s)\n", path, se.name())
 		os.Exit(128 + int(se.sig))
 	}
