@@ -145,10 +145,10 @@ func decide(in settleInput) decision {
 		return decision{act: actNone, logError: true, message: "attempt ended by an infrastructure error; the lease will expire"}
 	}
 	jobErr := &store.JobError{Code: "PROVIDER_" + strings.ToUpper(class.String()), Message: err.Error(), Retryable: llm.Retryable(class)}
-	switch {
-	case class == llm.ClassInvalidRequest:
+	switch class {
+	case llm.ClassInvalidRequest:
 		return fail(jobErr)
-	case class == llm.ClassOutcomeUnknown:
+	case llm.ClassOutcomeUnknown:
 		jobErr.Code = unknownOutcomeCode
 		if in.onUnknown == pipeline.OnUnknownReconcile {
 			return awaitReconcile(in, jobErr)
