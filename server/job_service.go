@@ -190,14 +190,11 @@ func (s *jobService) ListJobs(ctx context.Context, req *oncejobv1.ListJobsReques
 	}
 	// The head is read before the page: a change the page misses comes
 	// after it.
-	var head string
-	if vs, ok := s.cfg.Store.(store.ViewStore); ok {
-		c, err := vs.JobChangeHead(ctx, &store.JobChangeHeadParams{})
-		if err != nil {
-			return nil, s.storeError(ctx, err, "jobs")
-		}
-		head = encodeWatchCursor(s.tokens, t, c)
+	c, err := s.cfg.Store.JobChangeHead(ctx, &store.JobChangeHeadParams{})
+	if err != nil {
+		return nil, s.storeError(ctx, err, "jobs")
 	}
+	head := encodeWatchCursor(s.tokens, t, c)
 	res, err := s.cfg.Store.JobList(ctx, params)
 	if err != nil {
 		return nil, s.storeError(ctx, err, "jobs")

@@ -270,11 +270,7 @@ func (s *runService) runToProto(r *store.Run) *oncejobv1.Run {
 // submitRun is the open run items of SubmitJobs join: NOT_FOUND, or
 // FAILED_PRECONDITION (RUN_CANCELLED) for a cancelled run.
 func (s *jobService) submitRun(ctx context.Context, t, id string) (*store.Run, error) {
-	runs, ok := s.cfg.Store.(store.RunStore)
-	if !ok {
-		return nil, status.Error(codes.Unimplemented, "this store does not keep runs")
-	}
-	run, err := runs.RunGet(ctx, &store.RunGetParams{Tenant: t, ID: id, WithoutProgress: true})
+	run, err := s.cfg.Store.RunGet(ctx, &store.RunGetParams{Tenant: t, ID: id, WithoutProgress: true})
 	if err != nil {
 		return nil, s.storeError(ctx, err, "run "+id)
 	}
@@ -338,7 +334,7 @@ func (s *jobService) answerFromRun(ctx context.Context, run *store.Run, params [
 	for j, p := range params {
 		keys[j] = p.IdempotencyKey
 	}
-	found, err := s.cfg.Store.(store.RunStore).RunItemGetMany(ctx, &store.RunItemGetManyParams{Tenant: run.Tenant, RunID: run.ID, Keys: keys})
+	found, err := s.cfg.Store.RunItemGetMany(ctx, &store.RunItemGetManyParams{Tenant: run.Tenant, RunID: run.ID, Keys: keys})
 	if err != nil {
 		return nil, nil, s.storeError(ctx, err, "run "+run.ID)
 	}

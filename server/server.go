@@ -41,7 +41,7 @@ import (
 // Config is what a Server needs. Zero fields take the defaults stated.
 type Config struct {
 	// Store holds jobs. Required.
-	Store store.Store
+	Store Store
 	// Pipelines are the pipelines jobs may name. Default:
 	// pipeline.Builtin().
 	Pipelines *pipeline.Registry
@@ -268,19 +268,9 @@ func New(cfg Config) (*Server, error) {
 		grpc.StreamInterceptor(streamChain),
 	)...)
 	oncejobv1.RegisterJobServiceServer(srv, svc)
-	// The delivery RPCs need a store that keeps deliveries; without one they
-	// are UNIMPLEMENTED.
-	if ds, ok := cfg.Store.(store.DeliveryStore); ok {
-		oncejobv1.RegisterDeliveryServiceServer(srv, &deliveryService{jobs: svc, store: ds})
-	}
-	// Runs need a store that keeps them; without one they are
-	// UNIMPLEMENTED.
-	if rs, ok := cfg.Store.(store.RunStore); ok {
-		oncejobv1.RegisterRunServiceServer(srv, &runService{jobs: svc, store: rs, now: time.Now})
-	}
-	if ss, ok := cfg.Store.(store.ScheduleStore); ok {
-		oncejobv1.RegisterScheduleServiceServer(srv, &scheduleService{jobs: svc, store: ss, now: time.Now})
-	}
+	oncejobv1.RegisterDeliveryServiceServer(srv, &deliveryService{jobs: svc, store: cfg.Store})
+	oncejobv1.RegisterRunServiceServer(srv, &runService{jobs: svc, store: cfg.Store, now: time.Now})
+	oncejobv1.RegisterScheduleServiceServer(srv, &scheduleService{jobs: svc, store: cfg.Store, now: time.Now})
 	hs := health.NewServer()
 	hs.SetServingStatus(oncejobv1.JobService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(srv, hs)
