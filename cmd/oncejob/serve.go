@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/oncejob/oncejob/config"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/maintenance"
+	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/server/groupcommit"
 	"github.com/oncejob/oncejob/server/pagetoken"
@@ -19,16 +21,64 @@ import (
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/telemetry"
 	"github.com/oncejob/oncejob/watch"
+	"google.golang.org/grpc"
 )
+
+// apiFlags are serve's own flags: the API's bounds and its keys.
+type apiFlags struct {
+	grpcAddr, apiKeysPath *string
+	window                *time.Duration
+	maxDoc                *int
+	linger                *time.Duration
+	maxBatch              *int
+	storeTimeout          *time.Duration
+	keyCacheTTL           *time.Duration
+}
+
+func serveAPIFlags(fs *flag.FlagSet) *apiFlags {
+	return &apiFlags{
+		grpcAddr:     fs.String("grpc-addr", "127.0.0.1:7070", "address the gRPC server listens on"),
+		apiKeysPath:  fs.String("api-keys", "", "YAML file of hashed API keys and their tenants; none: dev mode, one tenant \"default\", no auth"),
+		window:       fs.Duration("idempotency-window", maintenance.IdempotencyKeyWindowDefault, "how long an idempotency key is remembered"),
+		maxDoc:       fs.Int("max-document-bytes", server.DefaultMaxDocumentBytes, "largest document accepted"),
+		linger:       fs.Duration("submit-linger", groupcommit.DefaultLinger, "how long a new-key SubmitJob waits for others to be written with it in one store write (group commit); 0 writes each alone"),
+		maxBatch:     fs.Int("submit-max-batch", groupcommit.DefaultMaxBatch, "most SubmitJob calls written in one store write; a full group is written at once"),
+		storeTimeout: fs.Duration("store-timeout", server.DefaultStoreTimeout, "longest a unary call waits on the store; then UNAVAILABLE (store unavailable)"),
+		keyCacheTTL:  fs.Duration("key-cache-ttl", tenant.DefaultCacheTTL, "how long a key of `oncejob keys` is trusted before it is read again: a revocation reaches every replica within it"),
+	}
+}
+
+// validate checks the flags once, before anything starts.
+func (f *apiFlags) validate() error {
+	switch {
+	case *f.window <= 0:
+		return errors.New("--idempotency-window must be positive")
+	case *f.maxDoc <= 0:
+		return errors.New("--max-document-bytes must be positive")
+	case *f.storeTimeout <= 0:
+		return errors.New("--store-timeout must be positive")
+	case *f.linger < 0:
+		return errors.New("--submit-linger must not be negative")
+	case *f.maxBatch < 1:
+		return errors.New("--submit-max-batch must be at least 1")
+	case *f.keyCacheTTL <= 0:
+		return errors.New("--key-cache-ttl must be positive")
+	}
+	return nil
+}
+
+// submitLinger is --submit-linger as server.Config takes it: negative is
+// no linger, zero the default.
+func (f *apiFlags) submitLinger() time.Duration {
+	if *f.linger == 0 {
+		return -1
+	}
+	return *f.linger
+}
 
 func runServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	grpcAddr := fs.String("grpc-addr", "127.0.0.1:7070", "address the gRPC server listens on")
-	apiKeysPath := fs.String("api-keys", "", "YAML file of hashed API keys and their tenants; none: dev mode, one tenant \"default\", no auth")
-	window := fs.Duration("idempotency-window", maintenance.IdempotencyKeyWindowDefault, "how long an idempotency key is remembered")
-	maxDoc := fs.Int("max-document-bytes", server.DefaultMaxDocumentBytes, "largest document accepted")
-	linger := fs.Duration("submit-linger", groupcommit.DefaultLinger, "how long a new-key SubmitJob waits for others to be written with it in one store write (group commit); 0 writes each alone")
-	maxBatch := fs.Int("submit-max-batch", groupcommit.DefaultMaxBatch, "most SubmitJob calls written in one store write; a full group is written at once")
+	api := serveAPIFlags(fs)
 	stf := storeFlags(fs, true)
 	eng := engineFlags(fs)
 	lf := logFlags(fs)
@@ -36,13 +86,14 @@ func runServe(ctx context.Context, args []string) error {
 	rel := relayFlags(fs, 1)
 	sched := schedulerFlags(fs)
 	readURL := fs.String("read-database-url", "", "Postgres URL (a standby) for ListJobs and CountJobs, which may be stale; empty: the primary. Never the idempotency check, the engine or the relay")
-	storeTimeout := fs.Duration("store-timeout", server.DefaultStoreTimeout, "longest a unary call waits on the store; then UNAVAILABLE (store unavailable)")
 	httpCfg := httpFlags(fs)
 	lo := listenFlags(fs)
 	limitsFlags := limitFlags(fs)
-	keyCacheTTL := fs.Duration("key-cache-ttl", tenant.DefaultCacheTTL, "how long a key of `oncejob keys` is trusted before it is read again: a revocation reaches every replica within it")
 	tf := telemetryFlags(fs, "the HTTP address serves GET /metrics too")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := api.validate(); err != nil {
 		return err
 	}
 	logger, err := lf.logger()
@@ -54,24 +105,6 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer obs.stop()
-	if *window <= 0 {
-		return errors.New("--idempotency-window must be positive")
-	}
-	if *maxDoc <= 0 {
-		return errors.New("--max-document-bytes must be positive")
-	}
-	if *storeTimeout <= 0 {
-		return errors.New("--store-timeout must be positive")
-	}
-	if *linger < 0 {
-		return errors.New("--submit-linger must not be negative")
-	}
-	if *linger == 0 {
-		*linger = -1 // server.Config: negative is no linger, zero the default
-	}
-	if *maxBatch < 1 {
-		return errors.New("--submit-max-batch must be at least 1")
-	}
 
 	listen, err := lo.listeners(logger)
 	if err != nil {
@@ -87,8 +120,8 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	keys := &tenant.Keys{}
-	if *apiKeysPath != "" {
-		if keys, err = tenant.LoadKeys(*apiKeysPath); err != nil {
+	if *api.apiKeysPath != "" {
+		if keys, err = tenant.LoadKeys(*api.apiKeysPath); err != nil {
 			return err
 		}
 	}
@@ -106,9 +139,6 @@ func runServe(ctx context.Context, args []string) error {
 	lim, err := newLimits(limitsFlags, cfg, st, logger)
 	if err != nil {
 		return err
-	}
-	if *keyCacheTTL <= 0 {
-		return errors.New("--key-cache-ttl must be positive")
 	}
 
 	wake := make(chan struct{}, 1) // the relay's, poked by the hub's notifications
@@ -132,13 +162,13 @@ func runServe(ctx context.Context, args []string) error {
 		Pipelines:        pipelines,
 		Keys:             keys,
 		KeyStore:         st,
-		KeyCacheTTL:      *keyCacheTTL,
+		KeyCacheTTL:      *api.keyCacheTTL,
 		Limits:           lim,
 		Logger:           logger,
-		MaxDocumentBytes: *maxDoc,
-		StoreTimeout:     *storeTimeout,
-		SubmitLinger:     *linger,
-		SubmitMaxBatch:   *maxBatch,
+		MaxDocumentBytes: *api.maxDoc,
+		StoreTimeout:     *api.storeTimeout,
+		SubmitLinger:     api.submitLinger(),
+		SubmitMaxBatch:   *api.maxBatch,
 		Watch:            hub,
 		Transport:        listen.transport,
 		Metrics:          obs.metrics.GRPC,
@@ -164,12 +194,12 @@ func runServe(ctx context.Context, args []string) error {
 	defer stopProbe()
 	go probe.Run(probeCtx)
 
-	lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *grpcAddr)
+	lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *api.grpcAddr)
 	if err != nil {
 		return err
 	}
 	devMode := s.Auth.DevMode(ctx)
-	httpFace, err := httpCfg.start(ctx, s, probe, obs.metrics.Handler(), *maxDoc, devMode, logger)
+	httpFace, err := httpCfg.start(ctx, s, probe, obs.metrics.Handler(), *api.maxDoc, devMode, logger)
 	if err != nil {
 		_ = lis.Close()
 		return err
@@ -178,42 +208,17 @@ func runServe(ctx context.Context, args []string) error {
 	if devMode {
 		logger.Warn("DEV MODE: no --api-keys configured and no key in the store; every caller is tenant \"default\" and nothing is authenticated. Do not expose this server. (It leaves dev mode by itself once `oncejob keys create` makes a key.)")
 	}
-	logger.Info("oncejob serving", "tls", listen.tls(), "grpc_addr", lis.Addr().String(), "http_addr", httpFace.addr, "store", where, "pipelines", pipelines.Names(), "idempotency_window", window.String())
+	logger.Info("oncejob serving", "tls", listen.tls(), "grpc_addr", lis.Addr().String(), "http_addr", httpFace.addr, "store", where, "pipelines", pipelines.Names(), "idempotency_window", api.window.String())
 	printBanner(lis.Addr().String(), httpFace.addr, where, eng, listen.tls())
 
-	sweepCtx, stopSweep := context.WithCancel(ctx)
-	defer stopSweep()
-	go (&maintenance.IdempotencyKeySweeper{Store: st, Window: *window, Logger: logger}).Run(sweepCtx)
-
-	workersCtx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWorkers()
-	waitWorkers, err := eng.startWorkers(workersCtx, st, pipelines, obs, logger)
+	stopBackground, err := startBackground(ctx, backgroundParts{
+		st: st, window: *api.window, eng: eng, rel: rel, sched: sched, cfg: cfg,
+		wake: wake, pipelines: pipelines, obs: obs, probe: probe, logger: logger,
+	})
 	if err != nil {
 		return err
 	}
-	defer waitWorkers()
-	defer stopWorkers() // runs first: stop the workers, then wait for them
-
-	relaysCtx, stopRelays := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopRelays()
-	waitRelays, relayHealth, err := rel.startRelays(relaysCtx, st, cfg, wake, obs, logger)
-	if err != nil {
-		return err
-	}
-	if relayHealth != nil {
-		probe.AddCheck(readiness.Check{Name: "relay", Err: relayHealth})
-	}
-	defer waitRelays()
-	defer stopRelays()
-
-	schedCtx, stopSched := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopSched()
-	waitSched, err := sched.startScheduler(schedCtx, st, pipelines, logger)
-	if err != nil {
-		return err
-	}
-	defer waitSched()
-	defer stopSched()
+	defer stopBackground()
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
@@ -228,14 +233,19 @@ func runServe(ctx context.Context, args []string) error {
 	// client where to resume, or GracefulStop would wait for them.
 	hub.Shutdown()
 	httpFace.stop(10 * time.Second)
+	gracefulStop(srv, 10*time.Second)
+	return nil
+}
+
+// gracefulStop lets the calls in flight finish, for up to grace.
+func gracefulStop(srv *grpc.Server, grace time.Duration) {
 	stopped := make(chan struct{})
 	go func() { srv.GracefulStop(); close(stopped) }()
 	select {
 	case <-stopped:
-	case <-time.After(10 * time.Second):
+	case <-time.After(grace):
 		srv.Stop()
 	}
-	return nil
 }
 
 // printBanner tells a person at a terminal where the server is and how to
@@ -266,4 +276,73 @@ Watch it (use the id from the answer):
   grpcurl %[6]s -d '{"job_id": "<id>"}' %[1]s oncejob.v1.JobService/WatchJob
 
 `, addr, where, provider, eng.workers, console, grpcurlTLS)
+}
+
+// backgroundParts is what runs beside the API needs.
+type backgroundParts struct {
+	st        appStore
+	window    time.Duration
+	eng       *engineOpts
+	rel       *relayOpts
+	sched     *schedulerOpts
+	cfg       *config.File
+	wake      chan struct{}
+	pipelines *pipeline.Registry
+	obs       *observability
+	probe     *readiness.Probe
+	logger    *slog.Logger
+}
+
+// startBackground starts what runs beside the API: the idempotency key
+// sweeper, the workers, the relays (their health a readiness check) and the
+// scheduler. The workers, relays and scheduler outlive ctx until stop: stop
+// ends each and waits for it, the last started first.
+func startBackground(ctx context.Context, p backgroundParts) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	stops = append(stops, stopSweep)
+	go (&maintenance.IdempotencyKeySweeper{Store: p.st, Window: p.window, Logger: p.logger}).Run(sweepCtx)
+
+	// started runs a part under a context of its own, which ctx's end does
+	// not cancel: a part stops when stop says so, after the API.
+	started := func(start func(ctx context.Context) (wait func(), err error)) error {
+		partCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		wait, err := start(partCtx)
+		if err != nil {
+			cancel()
+			return err
+		}
+		stops = append(stops, func() { cancel(); wait() })
+		return nil
+	}
+	if err := started(func(ctx context.Context) (func(), error) {
+		return p.eng.startWorkers(ctx, p.st, p.pipelines, p.obs, p.logger)
+	}); err != nil {
+		return stop, err
+	}
+	if err := started(func(ctx context.Context) (func(), error) {
+		wait, health, err := p.rel.startRelays(ctx, p.st, p.cfg, p.wake, p.obs, p.logger)
+		if err == nil && health != nil {
+			p.probe.AddCheck(readiness.Check{Name: "relay", Err: health})
+		}
+		return wait, err
+	}); err != nil {
+		return stop, err
+	}
+	if err := started(func(ctx context.Context) (func(), error) {
+		return p.sched.startScheduler(ctx, p.st, p.pipelines, p.logger)
+	}); err != nil {
+		return stop, err
+	}
+	return stop, nil
 }
