@@ -16,6 +16,7 @@ import (
 	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/server/groupcommit"
+	"github.com/oncejob/oncejob/server/limits"
 	"github.com/oncejob/oncejob/server/pagetoken"
 	"github.com/oncejob/oncejob/server/readiness"
 	"github.com/oncejob/oncejob/server/tenant"
@@ -119,13 +120,6 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	keys := &tenant.Keys{}
-	if *api.apiKeysPath != "" {
-		if keys, err = tenant.LoadKeys(*api.apiKeysPath); err != nil {
-			return err
-		}
-	}
-
 	st, where, err := stf.open(ctx)
 	if err != nil {
 		return err
@@ -146,53 +140,25 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	hubCtx, stopHub := context.WithCancel(ctx)
-	defer stopHub()
-	go hub.Run(hubCtx)
+	defer runBeside(ctx, hub.Run)()
 	obs.metrics.Register(telemetry.NewStatsCollector(st, logger), telemetry.WatchersOpen(hub.Active))
 
-	// Every replica of the store reads the one secret, so a page token one
-	// issued pages on another (docs/architecture.md, "Page tokens").
-	tokenSecret, err := pagetoken.LoadSecret(ctx, st)
-	if err != nil {
-		return err
-	}
-	s, err := server.New(server.Config{
-		Store:            apiStore,
-		Pipelines:        pipelines,
-		Keys:             keys,
-		KeyStore:         st,
-		KeyCacheTTL:      *api.keyCacheTTL,
-		Limits:           lim,
-		Logger:           logger,
-		MaxDocumentBytes: *api.maxDoc,
-		StoreTimeout:     *api.storeTimeout,
-		SubmitLinger:     api.submitLinger(),
-		SubmitMaxBatch:   *api.maxBatch,
-		Watch:            hub,
-		Transport:        listen.transport,
-		Metrics:          obs.metrics.GRPC,
-		Tracing:          obs.tracing,
-		PageTokenSecret:  tokenSecret,
-	})
+	s, err := api.newServer(ctx, serverParts{st: st, apiStore: apiStore, pipelines: pipelines, limits: lim, hub: hub, listen: listen, obs: obs, logger: logger})
 	if err != nil {
 		return err
 	}
 	obs.metrics.Register(telemetry.EdgeRefusals(s.Auth.Refused, s.MalformedRequests)...)
-	srv, health := s.GRPC, s.Health
 	// Readiness: JobService's health follows the store; "" is liveness.
 	probe, err := readiness.New(readiness.Config{
 		Store:    st,
-		Health:   health,
+		Health:   s.Health,
 		Services: []string{oncejobv1.JobService_ServiceDesc.ServiceName},
 		Logger:   logger,
 	})
 	if err != nil {
 		return err
 	}
-	probeCtx, stopProbe := context.WithCancel(ctx)
-	defer stopProbe()
-	go probe.Run(probeCtx)
+	defer runBeside(ctx, probe.Run)()
 
 	lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *api.grpcAddr)
 	if err != nil {
@@ -220,20 +186,27 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	defer stopBackground()
 
+	return serveUntilDone(ctx, s, lis, hub, httpFace, logger)
+}
+
+// serveUntilDone serves the API on lis until ctx ends, then stops it:
+// readiness first, then the watch streams, the HTTP face, and the calls in
+// flight, each within its grace.
+func serveUntilDone(ctx context.Context, s *server.Server, lis net.Listener, hub *watch.Hub, httpFace *httpFace, logger *slog.Logger) error {
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(lis) }()
+	go func() { serveErr <- s.GRPC.Serve(lis) }()
 	select {
 	case err := <-serveErr:
 		return err
 	case <-ctx.Done():
 	}
 	logger.Info("shutting down", "watches", hub.Active())
-	health.Shutdown()
+	s.Health.Shutdown()
 	// Watch streams never end on their own: end them, each telling its
 	// client where to resume, or GracefulStop would wait for them.
 	hub.Shutdown()
 	httpFace.stop(10 * time.Second)
-	gracefulStop(srv, 10*time.Second)
+	gracefulStop(s.GRPC, 10*time.Second)
 	return nil
 }
 
@@ -345,4 +318,60 @@ func startBackground(ctx context.Context, p backgroundParts) (stop func(), err e
 		return stop, err
 	}
 	return stop, nil
+}
+
+// serverParts is what the API server is built of beyond serve's flags.
+type serverParts struct {
+	st        appStore
+	apiStore  server.Store // st, or st with its lists on a standby
+	pipelines *pipeline.Registry
+	limits    *limits.Limits
+	hub       *watch.Hub
+	listen    *listeners
+	obs       *observability
+	logger    *slog.Logger
+}
+
+// newServer builds the gRPC API from the flags: the keys of --api-keys
+// beside those of the store, and the page-token secret every replica of
+// the store shares, so a token one issued pages on another
+// (docs/architecture.md, "Page tokens").
+func (f *apiFlags) newServer(ctx context.Context, p serverParts) (*server.Server, error) {
+	keys := &tenant.Keys{}
+	if *f.apiKeysPath != "" {
+		var err error
+		if keys, err = tenant.LoadKeys(*f.apiKeysPath); err != nil {
+			return nil, err
+		}
+	}
+	tokenSecret, err := pagetoken.LoadSecret(ctx, p.st)
+	if err != nil {
+		return nil, err
+	}
+	return server.New(server.Config{
+		Store:            p.apiStore,
+		Pipelines:        p.pipelines,
+		Keys:             keys,
+		KeyStore:         p.st,
+		KeyCacheTTL:      *f.keyCacheTTL,
+		Limits:           p.limits,
+		Logger:           p.logger,
+		MaxDocumentBytes: *f.maxDoc,
+		StoreTimeout:     *f.storeTimeout,
+		SubmitLinger:     f.submitLinger(),
+		SubmitMaxBatch:   *f.maxBatch,
+		Watch:            p.hub,
+		Transport:        p.listen.transport,
+		Metrics:          p.obs.metrics.GRPC,
+		Tracing:          p.obs.tracing,
+		PageTokenSecret:  tokenSecret,
+	})
+}
+
+// runBeside runs run in a goroutine until ctx ends or the returned stop is
+// called.
+func runBeside(ctx context.Context, run func(context.Context)) (stop func()) {
+	ctx, stop = context.WithCancel(ctx)
+	go run(ctx)
+	return stop
 }
