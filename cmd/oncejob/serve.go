@@ -77,23 +77,46 @@ func (f *apiFlags) submitLinger() time.Duration {
 	return *f.linger
 }
 
+// serveOpts are serve's flags, each group validated by its owner.
+type serveOpts struct {
+	api       *apiFlags
+	store     *storeOpts
+	eng       *engineOpts
+	log       *logOpts
+	cfgPath   *string
+	rel       *relayOpts
+	sched     *schedulerOpts
+	readURL   *string
+	http      *httpOpts
+	listen    *listenOpts
+	limits    *limits.Tenant
+	telemetry *telemetryOpts
+}
+
+func serveFlags(fs *flag.FlagSet) *serveOpts {
+	return &serveOpts{
+		api:       serveAPIFlags(fs),
+		store:     storeFlags(fs, true),
+		eng:       engineFlags(fs),
+		log:       logFlags(fs),
+		cfgPath:   configFlag(fs),
+		rel:       relayFlags(fs, 1),
+		sched:     schedulerFlags(fs),
+		readURL:   fs.String("read-database-url", "", "Postgres URL (a standby) for ListJobs and CountJobs, which may be stale; empty: the primary. Never the idempotency check, the engine or the relay"),
+		http:      httpFlags(fs),
+		listen:    listenFlags(fs),
+		limits:    limitFlags(fs),
+		telemetry: telemetryFlags(fs, "the HTTP address serves GET /metrics too"),
+	}
+}
+
 func runServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	api := serveAPIFlags(fs)
-	stf := storeFlags(fs, true)
-	eng := engineFlags(fs)
-	lf := logFlags(fs)
-	cfgPath := configFlag(fs)
-	rel := relayFlags(fs, 1)
-	sched := schedulerFlags(fs)
-	readURL := fs.String("read-database-url", "", "Postgres URL (a standby) for ListJobs and CountJobs, which may be stale; empty: the primary. Never the idempotency check, the engine or the relay")
-	httpCfg := httpFlags(fs)
-	lo := listenFlags(fs)
-	limitsFlags := limitFlags(fs)
-	tf := telemetryFlags(fs, "the HTTP address serves GET /metrics too")
+	o := serveFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	api, stf, eng, lf, rel, sched, httpCfg := o.api, o.store, o.eng, o.log, o.rel, o.sched, o.http
 	if err := api.validate(); err != nil {
 		return err
 	}
@@ -101,13 +124,13 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	obs, err := tf.start(ctx, "oncejob", logger)
+	obs, err := o.telemetry.start(ctx, "oncejob", logger)
 	if err != nil {
 		return err
 	}
 	defer obs.stop()
 
-	listen, err := lo.listeners(logger)
+	listen, err := o.listen.listeners(logger)
 	if err != nil {
 		return err
 	}
@@ -116,7 +139,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := config.Load(*cfgPath)
+	cfg, err := config.Load(*o.cfgPath)
 	if err != nil {
 		return err
 	}
@@ -125,12 +148,12 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	apiStore, closeReads, err := withStandbyReads(ctx, st, *readURL)
+	apiStore, closeReads, err := withStandbyReads(ctx, st, *o.readURL)
 	if err != nil {
 		return err
 	}
 	defer closeReads()
-	lim, err := newLimits(limitsFlags, cfg, st, logger)
+	lim, err := newLimits(o.limits, cfg, st, logger)
 	if err != nil {
 		return err
 	}
@@ -171,11 +194,7 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 
-	if devMode {
-		logger.Warn("DEV MODE: no --api-keys configured and no key in the store; every caller is tenant \"default\" and nothing is authenticated. Do not expose this server. (It leaves dev mode by itself once `oncejob keys create` makes a key.)")
-	}
-	logger.Info("oncejob serving", "tls", listen.tls(), "grpc_addr", lis.Addr().String(), "http_addr", httpFace.addr, "store", where, "pipelines", pipelines.Names(), "idempotency_window", api.window.String())
-	printBanner(lis.Addr().String(), httpFace.addr, where, eng, listen.tls())
+	announce(logger, devMode, lis.Addr().String(), httpFace.addr, where, pipelines, *api.window, eng, listen)
 
 	stopBackground, err := startBackground(ctx, backgroundParts{
 		st: st, window: *api.window, eng: eng, rel: rel, sched: sched, cfg: cfg,
@@ -374,4 +393,14 @@ func runBeside(ctx context.Context, run func(context.Context)) (stop func()) {
 	ctx, stop = context.WithCancel(ctx)
 	go run(ctx)
 	return stop
+}
+
+// announce says the server is up: where it listens, on which store, with
+// which pipelines, and loudly when it runs in dev mode.
+func announce(logger *slog.Logger, devMode bool, grpcAddr, httpAddr, where string, pipelines *pipeline.Registry, window time.Duration, eng *engineOpts, listen *listeners) {
+	if devMode {
+		logger.Warn("DEV MODE: no --api-keys configured and no key in the store; every caller is tenant \"default\" and nothing is authenticated. Do not expose this server. (It leaves dev mode by itself once `oncejob keys create` makes a key.)")
+	}
+	logger.Info("oncejob serving", "tls", listen.tls(), "grpc_addr", grpcAddr, "http_addr", httpAddr, "store", where, "pipelines", pipelines.Names(), "idempotency_window", window.String())
+	printBanner(grpcAddr, httpAddr, where, eng, listen.tls())
 }
