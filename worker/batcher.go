@@ -74,12 +74,16 @@ type batchMember struct {
 	ctx    context.Context
 }
 
+// newBatcher returns the worker's batcher: an error when a configured
+// profile has a provider_batch and the provider no batch API; nil when the
+// provider has none, so a job of a batch twin (a provider_batch run's) is
+// refused by this worker.
 func newBatcher(w *Worker, ctx context.Context) (*batcher, error) {
-	if len(w.cfg.Pipelines.BatchProfiles()) == 0 {
-		return nil, nil
-	}
 	bp, err := llm.BatchesOf(w.cfg.Provider)
 	if err != nil {
+		if len(w.cfg.Pipelines.BatchProfiles()) == 0 {
+			return nil, nil
+		}
 		return nil, err
 	}
 	return &batcher{w: w, bp: bp, log: w.log, ctx: ctx, open: map[string]*batchGroup{}, byTag: map[string]*batchGroup{}}, nil

@@ -152,7 +152,7 @@ type Worker struct {
 	// Set while Run runs.
 	completer   *completer
 	heartbeater *heartbeater
-	batcher     *batcher // nil when no profile has a provider_batch
+	batcher     *batcher // nil when the provider has no batch API
 
 	mu        sync.Mutex
 	schemas   map[string]*jsonschema.Schema // by schema hash

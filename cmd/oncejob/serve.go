@@ -123,6 +123,7 @@ func runServe(ctx context.Context, args []string) error {
 	s, err := server.New(server.Config{
 		Store:            apiStore,
 		Pipelines:        pipelines,
+		ProviderBatches:  eng.hasBatchAPI(),
 		Keys:             keys,
 		KeyStore:         st,
 		KeyCacheTTL:      *keyCacheTTL,

@@ -105,6 +105,28 @@ func exerciseRun(t *testing.T, newStore func(t *testing.T) Store) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 
+	t.Run("ProviderBatchIsKept", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res, err := b.store.RunCreate(b.ctx, &store.RunCreateParams{
+			ID: newUUID(t), Tenant: "tenant-a", IdempotencyKey: "run-batch", Fingerprint: "fp", Name: "n", ProviderBatch: true,
+		})
+		require.NoError(t, err)
+		require.True(t, res.Run.ProviderBatch)
+		got, err := b.store.RunGet(b.ctx, &store.RunGetParams{Tenant: "tenant-a", ID: res.Run.ID, WithoutProgress: true})
+		require.NoError(t, err)
+		require.True(t, got.ProviderBatch)
+		list, err := b.store.RunList(b.ctx, &store.RunListParams{Tenant: "tenant-a"})
+		require.NoError(t, err)
+		require.Len(t, list.Runs, 1)
+		require.True(t, list.Runs[0].ProviderBatch)
+		plain, err := b.store.RunCreate(b.ctx, &store.RunCreateParams{
+			ID: newUUID(t), Tenant: "tenant-a", IdempotencyKey: "run-plain", Fingerprint: "fp", Name: "n",
+		})
+		require.NoError(t, err)
+		require.False(t, plain.Run.ProviderBatch)
+	})
+
 	t.Run("ItemsJoinWithTheirJobAndCountOnce", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

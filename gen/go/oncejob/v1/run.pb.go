@@ -96,7 +96,10 @@ type Run struct {
 	Progress     *RunProgress           `protobuf:"bytes,9,opt,name=progress,proto3" json:"progress,omitempty"`
 	CreateTime   *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// Set when the run was cancelled.
-	CancelTime    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=cancel_time,json=cancelTime,proto3" json:"cancel_time,omitempty"`
+	CancelTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=cancel_time,json=cancelTime,proto3" json:"cancel_time,omitempty"`
+	// The run's LLM calls go through the provider's batch API (as
+	// CreateRunRequest.provider_batch asked).
+	ProviderBatch bool `protobuf:"varint,12,opt,name=provider_batch,json=providerBatch,proto3" json:"provider_batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -208,6 +211,13 @@ func (x *Run) GetCancelTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Run) GetProviderBatch() bool {
+	if x != nil {
+		return x.ProviderBatch
+	}
+	return false
+}
+
 // RunProgress is where a run's items are, read in one snapshot.
 type RunProgress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -242,9 +252,15 @@ type RunProgress struct {
 	// nothing is left.
 	EstimatedTimeLeft *durationpb.Duration `protobuf:"bytes,16,opt,name=estimated_time_left,json=estimatedTimeLeft,proto3" json:"estimated_time_left,omitempty"`
 	// Every item is terminal (and there is at least one).
-	Complete      bool `protobuf:"varint,17,opt,name=complete,proto3" json:"complete,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Complete bool `protobuf:"varint,17,opt,name=complete,proto3" json:"complete,omitempty"`
+	// Set on a provider_batch run with items not terminal: the provider's
+	// batch window (24 h), the longest a batch may take to answer. Items of
+	// such a run finish a batch at a time, so until one has, the rate is
+	// zero and estimated_time_left is this window; after, it is the estimate
+	// of the rate, at most this window.
+	ProviderBatchWindow *durationpb.Duration `protobuf:"bytes,18,opt,name=provider_batch_window,json=providerBatchWindow,proto3" json:"provider_batch_window,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *RunProgress) Reset() {
@@ -396,6 +412,13 @@ func (x *RunProgress) GetComplete() bool {
 	return false
 }
 
+func (x *RunProgress) GetProviderBatchWindow() *durationpb.Duration {
+	if x != nil {
+		return x.ProviderBatchWindow
+	}
+	return nil
+}
+
 type CreateRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required: a display name, 1-255 characters.
@@ -408,7 +431,16 @@ type CreateRunRequest struct {
 	// Optional: default params of the items (SubmitJob's rules).
 	Params *structpb.Struct `protobuf:"bytes,4,opt,name=params,proto3" json:"params,omitempty"`
 	// Optional: default labels of the items (SubmitJob's rules).
-	Labels        map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Optional: send the LLM calls of the run's items through the provider's
+	// batch API (OpenAI's Files and Batches: about half the price, answered
+	// within a 24 h window). Each item's model profile (its own, the run's or
+	// its pipeline's default) is replaced by its batch twin: the profile
+	// itself when it is configured with a provider_batch, else the profile
+	// named with "@batch" appended, the same model sent in batches. Refused
+	// with INVALID_ARGUMENT (ErrorInfo PROVIDER_BATCH_UNSUPPORTED) when the
+	// server's provider has no batch API. Part of the request's fingerprint.
+	ProviderBatch bool `protobuf:"varint,6,opt,name=provider_batch,json=providerBatch,proto3" json:"provider_batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -476,6 +508,13 @@ func (x *CreateRunRequest) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *CreateRunRequest) GetProviderBatch() bool {
+	if x != nil {
+		return x.ProviderBatch
+	}
+	return false
 }
 
 type CreateRunResponse struct {
@@ -1040,7 +1079,7 @@ var File_oncejob_v1_run_proto protoreflect.FileDescriptor
 const file_oncejob_v1_run_proto_rawDesc = "" +
 	"\n" +
 	"\x14oncejob/v1/run.proto\x12\n" +
-	"oncejob.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14oncejob/v1/job.proto\"\x8f\x04\n" +
+	"oncejob.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14oncejob/v1/job.proto\"\xb6\x04\n" +
 	"\x03Run\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12\x12\n" +
@@ -1055,10 +1094,11 @@ const file_oncejob_v1_run_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vcancel_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"cancelTime\x1a9\n" +
+	"cancelTime\x12%\n" +
+	"\x0eprovider_batch\x18\f \x01(\bR\rproviderBatch\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc6\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x05\n" +
 	"\vRunProgress\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x14\n" +
 	"\x05items\x18\x02 \x01(\x03R\x05items\x12\x16\n" +
@@ -1078,13 +1118,15 @@ const file_oncejob_v1_run_proto_rawDesc = "" +
 	"\x05usage\x18\x0e \x01(\v2\x14.oncejob.v1.JobUsageR\x05usage\x12(\n" +
 	"\x10items_per_second\x18\x0f \x01(\x01R\x0eitemsPerSecond\x12I\n" +
 	"\x13estimated_time_left\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\x11estimatedTimeLeft\x12\x1a\n" +
-	"\bcomplete\x18\x11 \x01(\bR\bcomplete\"\x95\x02\n" +
+	"\bcomplete\x18\x11 \x01(\bR\bcomplete\x12M\n" +
+	"\x15provider_batch_window\x18\x12 \x01(\v2\x19.google.protobuf.DurationR\x13providerBatchWindow\"\xbc\x02\n" +
 	"\x10CreateRunRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12#\n" +
 	"\rmodel_profile\x18\x03 \x01(\tR\fmodelProfile\x12/\n" +
 	"\x06params\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06params\x12@\n" +
-	"\x06labels\x18\x05 \x03(\v2(.oncejob.v1.CreateRunRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x05 \x03(\v2(.oncejob.v1.CreateRunRequest.LabelsEntryR\x06labels\x12%\n" +
+	"\x0eprovider_batch\x18\x06 \x01(\bR\rproviderBatch\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"6\n" +
@@ -1180,31 +1222,32 @@ var file_oncejob_v1_run_proto_depIdxs = []int32{
 	18, // 5: oncejob.v1.Run.cancel_time:type_name -> google.protobuf.Timestamp
 	19, // 6: oncejob.v1.RunProgress.usage:type_name -> oncejob.v1.JobUsage
 	20, // 7: oncejob.v1.RunProgress.estimated_time_left:type_name -> google.protobuf.Duration
-	17, // 8: oncejob.v1.CreateRunRequest.params:type_name -> google.protobuf.Struct
-	16, // 9: oncejob.v1.CreateRunRequest.labels:type_name -> oncejob.v1.CreateRunRequest.LabelsEntry
-	1,  // 10: oncejob.v1.CreateRunResponse.run:type_name -> oncejob.v1.Run
-	1,  // 11: oncejob.v1.GetRunResponse.run:type_name -> oncejob.v1.Run
-	1,  // 12: oncejob.v1.ListRunsResponse.runs:type_name -> oncejob.v1.Run
-	1,  // 13: oncejob.v1.WatchRunResponse.run:type_name -> oncejob.v1.Run
-	1,  // 14: oncejob.v1.RetryRunFailuresResponse.run:type_name -> oncejob.v1.Run
-	1,  // 15: oncejob.v1.CancelRunResponse.run:type_name -> oncejob.v1.Run
-	3,  // 16: oncejob.v1.RunService.CreateRun:input_type -> oncejob.v1.CreateRunRequest
-	5,  // 17: oncejob.v1.RunService.GetRun:input_type -> oncejob.v1.GetRunRequest
-	7,  // 18: oncejob.v1.RunService.ListRuns:input_type -> oncejob.v1.ListRunsRequest
-	9,  // 19: oncejob.v1.RunService.WatchRun:input_type -> oncejob.v1.WatchRunRequest
-	11, // 20: oncejob.v1.RunService.RetryRunFailures:input_type -> oncejob.v1.RetryRunFailuresRequest
-	13, // 21: oncejob.v1.RunService.CancelRun:input_type -> oncejob.v1.CancelRunRequest
-	4,  // 22: oncejob.v1.RunService.CreateRun:output_type -> oncejob.v1.CreateRunResponse
-	6,  // 23: oncejob.v1.RunService.GetRun:output_type -> oncejob.v1.GetRunResponse
-	8,  // 24: oncejob.v1.RunService.ListRuns:output_type -> oncejob.v1.ListRunsResponse
-	10, // 25: oncejob.v1.RunService.WatchRun:output_type -> oncejob.v1.WatchRunResponse
-	12, // 26: oncejob.v1.RunService.RetryRunFailures:output_type -> oncejob.v1.RetryRunFailuresResponse
-	14, // 27: oncejob.v1.RunService.CancelRun:output_type -> oncejob.v1.CancelRunResponse
-	22, // [22:28] is the sub-list for method output_type
-	16, // [16:22] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	20, // 8: oncejob.v1.RunProgress.provider_batch_window:type_name -> google.protobuf.Duration
+	17, // 9: oncejob.v1.CreateRunRequest.params:type_name -> google.protobuf.Struct
+	16, // 10: oncejob.v1.CreateRunRequest.labels:type_name -> oncejob.v1.CreateRunRequest.LabelsEntry
+	1,  // 11: oncejob.v1.CreateRunResponse.run:type_name -> oncejob.v1.Run
+	1,  // 12: oncejob.v1.GetRunResponse.run:type_name -> oncejob.v1.Run
+	1,  // 13: oncejob.v1.ListRunsResponse.runs:type_name -> oncejob.v1.Run
+	1,  // 14: oncejob.v1.WatchRunResponse.run:type_name -> oncejob.v1.Run
+	1,  // 15: oncejob.v1.RetryRunFailuresResponse.run:type_name -> oncejob.v1.Run
+	1,  // 16: oncejob.v1.CancelRunResponse.run:type_name -> oncejob.v1.Run
+	3,  // 17: oncejob.v1.RunService.CreateRun:input_type -> oncejob.v1.CreateRunRequest
+	5,  // 18: oncejob.v1.RunService.GetRun:input_type -> oncejob.v1.GetRunRequest
+	7,  // 19: oncejob.v1.RunService.ListRuns:input_type -> oncejob.v1.ListRunsRequest
+	9,  // 20: oncejob.v1.RunService.WatchRun:input_type -> oncejob.v1.WatchRunRequest
+	11, // 21: oncejob.v1.RunService.RetryRunFailures:input_type -> oncejob.v1.RetryRunFailuresRequest
+	13, // 22: oncejob.v1.RunService.CancelRun:input_type -> oncejob.v1.CancelRunRequest
+	4,  // 23: oncejob.v1.RunService.CreateRun:output_type -> oncejob.v1.CreateRunResponse
+	6,  // 24: oncejob.v1.RunService.GetRun:output_type -> oncejob.v1.GetRunResponse
+	8,  // 25: oncejob.v1.RunService.ListRuns:output_type -> oncejob.v1.ListRunsResponse
+	10, // 26: oncejob.v1.RunService.WatchRun:output_type -> oncejob.v1.WatchRunResponse
+	12, // 27: oncejob.v1.RunService.RetryRunFailures:output_type -> oncejob.v1.RetryRunFailuresResponse
+	14, // 28: oncejob.v1.RunService.CancelRun:output_type -> oncejob.v1.CancelRunResponse
+	23, // [23:29] is the sub-list for method output_type
+	17, // [17:23] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_oncejob_v1_run_proto_init() }

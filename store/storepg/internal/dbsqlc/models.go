@@ -183,17 +183,18 @@ type Outbox struct {
 }
 
 type Run struct {
-	ID           pgtype.UUID
-	Tenant       string
-	IdemKey      string
-	Fingerprint  string
-	Name         string
-	Pipeline     string
-	ModelProfile string
-	Params       []byte
-	Labels       []byte
-	CreatedAt    time.Time
-	CancelledAt  *time.Time
+	ID            pgtype.UUID
+	Tenant        string
+	IdemKey       string
+	Fingerprint   string
+	Name          string
+	Pipeline      string
+	ModelProfile  string
+	Params        []byte
+	Labels        []byte
+	CreatedAt     time.Time
+	CancelledAt   *time.Time
+	ProviderBatch bool
 }
 
 type RunItem struct {

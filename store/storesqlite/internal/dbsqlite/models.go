@@ -176,17 +176,18 @@ type Outbox struct {
 }
 
 type Run struct {
-	ID           string
-	Tenant       string
-	IdemKey      string
-	Fingerprint  string
-	Name         string
-	Pipeline     string
-	ModelProfile string
-	Params       string
-	Labels       string
-	CreatedAt    int64
-	CancelledAt  *int64
+	ID            string
+	Tenant        string
+	IdemKey       string
+	Fingerprint   string
+	Name          string
+	Pipeline      string
+	ModelProfile  string
+	Params        string
+	Labels        string
+	CreatedAt     int64
+	CancelledAt   *int64
+	ProviderBatch int64
 }
 
 type RunItem struct {
