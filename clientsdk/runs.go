@@ -111,7 +111,9 @@ func (c *Client) SubmitMany(ctx context.Context, items []SubmitItem, opts ...Sub
 // RunKey derives the idempotency key of a CreateRun request: WorkID of kind
 // "oncejob.run", version 1, over every field of the request. So the same
 // run, asked for again with the same name and defaults (a client started
-// again with the same arguments), is the same run.
+// again with the same arguments), is the same run; the same run with
+// provider_batch (its items' calls through the provider's batch API) is
+// another.
 func RunKey(req *oncejobv1.CreateRunRequest) (string, error) {
 	params := req.GetParams().AsMap()
 	if params == nil {
@@ -121,14 +123,21 @@ func RunKey(req *oncejobv1.CreateRunRequest) (string, error) {
 	for k, v := range req.GetLabels() {
 		labels[k] = v
 	}
-	return WorkID("oncejob.run", 1, map[string]any{
+	fields := map[string]any{
 		"name": req.GetName(), "pipeline": req.GetPipeline(), "model_profile": req.GetModelProfile(),
 		"params": params, "labels": labels,
-	})
+	}
+	if req.GetProviderBatch() { // absent when false: the keys of runs without it stay as they were
+		fields["provider_batch"] = true
+	}
+	return WorkID("oncejob.run", 1, fields)
 }
 
 // CreateRun creates a run, or returns the one its key created. The key is
-// the caller's (WithIdempotencyKey) or RunKey(req).
+// the caller's (WithIdempotencyKey) or RunKey(req). A request with
+// ProviderBatch sends the items' LLM calls through the provider's batch
+// API; a server whose provider has none refuses it (*InvalidRequestError,
+// reason PROVIDER_BATCH_UNSUPPORTED).
 func (c *Client) CreateRun(ctx context.Context, req *oncejobv1.CreateRunRequest, opts ...CallOption) (*Run, error) {
 	o := c.callOptions(opts)
 	key := o.key

@@ -71,6 +71,13 @@ func printRun(run *oncejobv1.Run, asJSON bool) {
 	say(os.Stdout, "run %s (%s), %s, pipeline %s, created %s\n", run.GetId(), run.GetName(),
 		strings.TrimPrefix(run.GetState().String(), "RUN_STATE_"), run.GetPipeline(), when(run.GetCreateTime()))
 	say(os.Stdout, "%s\n", progressLine(p, int(p.GetItems())))
+	if run.GetProviderBatch() {
+		say(os.Stdout, "provider batch: the items' calls go through the provider's batch API")
+		if w := p.GetProviderBatchWindow(); w != nil {
+			say(os.Stdout, ", waiting on batches (window %s)", w.AsDuration())
+		}
+		say(os.Stdout, "\n")
+	}
 	say(os.Stdout, "items %d: queued %d, running %d, retry-wait %d, awaiting approval %d, outcome unknown %d, succeeded %d, failed %d, dead-lettered %d, cancelled %d\n",
 		p.GetItems(), p.GetQueued(), p.GetRunning(), p.GetRetryWait(), p.GetAwaitingApproval(), p.GetOutcomeUnknown(),
 		p.GetSucceeded(), p.GetFailed(), p.GetDeadLettered(), p.GetCancelled())

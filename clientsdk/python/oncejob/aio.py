@@ -109,10 +109,11 @@ class AsyncClient:
         return out
 
     async def create_run(self, name: str, *, pipeline: str = "", model_profile: str = "", params: Optional[dict] = None,
-                         labels: Optional[dict] = None, key: Optional[str] = None) -> run_pb2.Run:
+                         labels: Optional[dict] = None, key: Optional[str] = None,
+                         provider_batch: bool = False) -> run_pb2.Run:
         """As Client.create_run."""
-        req = _core.create_run_request(name, pipeline, model_profile, params, labels)
-        key = key or _core.run_key(name, pipeline, model_profile, params, labels)
+        req = _core.create_run_request(name, pipeline, model_profile, params, labels, provider_batch)
+        key = key or _core.run_key(name, pipeline, model_profile, params, labels, provider_batch)
         return (await self._unary(self._runs.CreateRun, req, key)).run
 
     async def get_run(self, run_id: str) -> run_pb2.Run:

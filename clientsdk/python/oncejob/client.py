@@ -130,11 +130,15 @@ class Client:
         return out
 
     def create_run(self, name: str, *, pipeline: str = "", model_profile: str = "", params: Optional[dict] = None,
-                   labels: Optional[dict] = None, key: Optional[str] = None) -> run_pb2.Run:
+                   labels: Optional[dict] = None, key: Optional[str] = None,
+                   provider_batch: bool = False) -> run_pb2.Run:
         """Creates a run, or returns the one its key (the caller's, or
-        run_key of the request) created."""
-        req = _core.create_run_request(name, pipeline, model_profile, params, labels)
-        key = key or _core.run_key(name, pipeline, model_profile, params, labels)
+        run_key of the request) created. provider_batch sends the items'
+        LLM calls through the provider's batch API (about half the price,
+        answered within 24 h); a server whose provider has none refuses it
+        with InvalidRequestError (reason PROVIDER_BATCH_UNSUPPORTED)."""
+        req = _core.create_run_request(name, pipeline, model_profile, params, labels, provider_batch)
+        key = key or _core.run_key(name, pipeline, model_profile, params, labels, provider_batch)
         return self._unary(self._runs.CreateRun, req, key).run
 
     def get_run(self, run_id: str) -> run_pb2.Run:
