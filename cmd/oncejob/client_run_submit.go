@@ -15,8 +15,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/oncejob/oncejob/clientsdk"
-	"github.com/oncejob/oncejob/llm"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/llm"
 )
 
 // maxItemLine bounds one line of an items file.
