@@ -280,12 +280,14 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 		g.finish(nil, err)
 		return
 	}
+	g.record(batch)
 	delay := 100 * time.Millisecond
 	for !batch.Finished() {
 		if g.allCancelled(len(calls)) {
-			if _, err := b.bp.CancelBatch(ctx, batch.ID); err != nil {
+			if cancelled, err := b.bp.CancelBatch(ctx, batch.ID); err != nil {
 				b.log.Error("cancel provider batch", "batch", batch.ID, "error", err)
 			} else {
+				g.record(cancelled)
 				b.log.Info("provider batch cancelled: every job in it was cancelled", "batch", batch.ID)
 			}
 			g.finish(nil, errCancelRequested)
@@ -305,6 +307,9 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 			b.log.Warn("poll provider batch", "batch", batch.ID, "error", err)
 			continue
 		}
+		if next.Status != batch.Status {
+			g.record(next)
+		}
 		batch = next
 	}
 	var results []llm.BatchResult
@@ -323,6 +328,28 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 	}
 	b.log.Info("provider batch finished", "tag", g.tag, "batch", batch.ID, "status", batch.Status, "completed", batch.Completed, "failed", batch.Failed)
 	g.finish(byKey, nil)
+}
+
+// record keeps the batch's state for the runs whose calls it carries
+// (store.ProviderBatchStore; the console shows it). Losing it loses a view,
+// never a call: an error is only logged.
+func (g *batchGroup) record(batch *llm.Batch) {
+	rec, ok := g.b.w.cfg.Store.(store.ProviderBatchStore)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.b.ctx), 10*time.Second)
+	defer cancel()
+	params := &store.ProviderBatchRecordParams{Tag: g.tag, BatchID: batch.ID, Status: batch.Status, CreatedAt: batch.CreatedAt}
+	if params.CreatedAt.IsZero() {
+		params.CreatedAt = time.Now()
+	}
+	if !batch.ExpiresAt.IsZero() {
+		params.ExpiresAt = &batch.ExpiresAt
+	}
+	if err := rec.ProviderBatchRecord(ctx, params); err != nil {
+		g.b.log.Warn("provider batch: its state not recorded", "batch", batch.ID, "status", batch.Status, "error", err)
+	}
 }
 
 // allCancelled reports whether every member of a group of n sent calls

@@ -182,6 +182,15 @@ type Outbox struct {
 	Pipeline  string
 }
 
+type ProviderBatch struct {
+	Tag       string
+	BatchID   string
+	Status    string
+	CreatedAt time.Time
+	ExpiresAt *time.Time
+	UpdatedAt time.Time
+}
+
 type Run struct {
 	ID            pgtype.UUID
 	Tenant        string

@@ -175,6 +175,15 @@ type Outbox struct {
 	Pipeline  string
 }
 
+type ProviderBatch struct {
+	Tag       string
+	BatchID   string
+	Status    string
+	CreatedAt int64
+	ExpiresAt *int64
+	UpdatedAt int64
+}
+
 type Run struct {
 	ID            string
 	Tenant        string
