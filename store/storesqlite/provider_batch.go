@@ -46,4 +46,3 @@ func (s *Store) RunBatchList(ctx context.Context, params *store.RunBatchListPara
 	}
 	return out, nil
 }
-
