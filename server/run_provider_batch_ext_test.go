@@ -1,7 +1,9 @@
 package server_test
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -104,4 +106,67 @@ func TestRunProviderBatchRefusedWithoutBatchAPI(t *testing.T) {
 
 func textDoc(text string) *oncejobv1.Document {
 	return &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: text}}
+}
+
+// TestListRunBatches: a run's provider batches with its own lines, those
+// answered and their cost; another tenant's run is NOT_FOUND, a bad id
+// INVALID_ARGUMENT.
+func TestListRunBatches(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, st store.Store) {
+		reg, err := pipeline.Parse([]byte(runBatchPipelines))
+		require.NoError(t, err)
+		b := setup(t, setupOpts{store: st, pipelines: reg, providerBatches: true})
+		runs := oncejobv1.NewRunServiceClient(b.conn)
+		run := createRun(t, runs, "run-batches", &oncejobv1.CreateRunRequest{Name: "nightly", Pipeline: "mixed", ProviderBatch: true})
+		resp, err := b.client.SubmitJobs(as(keyAcme, ""), &oncejobv1.SubmitJobsRequest{RunId: run.GetId(), Items: []*oncejobv1.SubmitJobsItem{
+			{IdempotencyKey: "a", Request: &oncejobv1.SubmitJobRequest{Document: textDoc("a")}},
+			{IdempotencyKey: "b", Request: &oncejobv1.SubmitJobRequest{Document: textDoc("b")}},
+		}})
+		require.NoError(t, err)
+
+		empty, err := runs.ListRunBatches(as(keyAcme, ""), &oncejobv1.ListRunBatchesRequest{RunId: run.GetId()})
+		require.NoError(t, err)
+		require.Empty(t, empty.GetBatches(), "no call sent yet")
+
+		engine := st.(interface {
+			store.EngineStore
+			store.ProviderBatchStore
+		})
+		for i, r := range resp.GetResults() {
+			key := fmt.Sprint("pk-", i)
+			require.NoError(t, engine.LLMAttemptRecord(t.Context(), &store.LLMAttemptRecordParams{Attempt: store.LLMAttempt{
+				JobID: r.GetJob().GetId(), JobAttempt: 1, Stage: store.JobStageLLMDone, ProviderKey: key,
+				Outcome: store.LLMOutcomeOutcomeUnknown, Error: "provider batch tag-1", PriceClass: store.PriceClassBatch,
+			}}))
+			if i == 0 {
+				require.NoError(t, engine.LLMAttemptRecord(t.Context(), &store.LLMAttemptRecordParams{Attempt: store.LLMAttempt{
+					JobID: r.GetJob().GetId(), JobAttempt: 1, Stage: store.JobStageLLMDone, ProviderKey: key, Outcome: store.LLMOutcomeSucceeded,
+					Billed: true, PromptTokens: 100, CompletionTokens: 10, CostMicros: 65, ProviderRequestID: "req-1", PriceClass: store.PriceClassBatch,
+				}}))
+			}
+		}
+		created := time.Now().Add(-time.Minute)
+		expires := created.Add(24 * time.Hour)
+		require.NoError(t, engine.ProviderBatchRecord(t.Context(), &store.ProviderBatchRecordParams{
+			Tag: "tag-1", BatchID: "batch_abc", Status: "finalizing", CreatedAt: created, ExpiresAt: &expires,
+		}))
+
+		got, err := runs.ListRunBatches(as(keyAcme, ""), &oncejobv1.ListRunBatchesRequest{RunId: run.GetId()})
+		require.NoError(t, err)
+		require.Len(t, got.GetBatches(), 1)
+		rb := got.GetBatches()[0]
+		require.Equal(t, "batch_abc", rb.GetBatchId())
+		require.Equal(t, "finalizing", rb.GetStatus())
+		require.EqualValues(t, 2, rb.GetLines())
+		require.EqualValues(t, 1, rb.GetAnsweredLines())
+		require.Equal(t, "batch", rb.GetPriceClass())
+		require.EqualValues(t, 65, rb.GetCostMicros())
+		require.WithinDuration(t, expires, rb.GetExpireTime().AsTime(), time.Millisecond)
+
+		_, err = runs.ListRunBatches(as(keyGlobex, ""), &oncejobv1.ListRunBatchesRequest{RunId: run.GetId()})
+		require.Equal(t, codes.NotFound, status.Code(err), "another tenant's run")
+		_, err = runs.ListRunBatches(as(keyAcme, ""), &oncejobv1.ListRunBatchesRequest{RunId: "nope"})
+		requireFieldViolation(t, err, "run_id", "")
+	})
 }

@@ -104,6 +104,37 @@ func (s *runService) GetRun(ctx context.Context, req *oncejobv1.GetRunRequest) (
 	return &oncejobv1.GetRunResponse{Run: s.runToProto(run)}, nil
 }
 
+// ListRunBatches returns the provider batches the run's calls went into,
+// oldest first. Read-only.
+func (s *runService) ListRunBatches(ctx context.Context, req *oncejobv1.ListRunBatchesRequest) (*oncejobv1.ListRunBatchesResponse, error) {
+	batches, ok := s.store.(store.ProviderBatchStore)
+	if !ok {
+		return nil, errUnimplemented("a run's provider batches")
+	}
+	t, _ := tenant.FromContext(ctx)
+	run, err := s.store.RunGet(ctx, &store.RunGetParams{Tenant: t, ID: req.GetRunId(), WithoutProgress: true})
+	if err != nil {
+		return nil, s.jobs.storeError(ctx, err, "run "+req.GetRunId())
+	}
+	list, err := batches.RunBatchList(ctx, &store.RunBatchListParams{Tenant: t, RunID: run.ID})
+	if err != nil {
+		return nil, s.jobs.storeError(ctx, err, "run "+req.GetRunId())
+	}
+	resp := &oncejobv1.ListRunBatchesResponse{Batches: make([]*oncejobv1.RunBatch, len(list))}
+	for i, b := range list {
+		out := &oncejobv1.RunBatch{
+			BatchId: b.BatchID, Status: b.Status, Lines: b.Lines, AnsweredLines: b.AnsweredLines,
+			PriceClass: string(store.PriceClassBatch), CostMicros: b.CostMicros,
+			CreateTime: timestamppb.New(b.CreatedAt), UpdateTime: timestamppb.New(b.UpdatedAt),
+		}
+		if b.ExpiresAt != nil {
+			out.ExpireTime = timestamppb.New(*b.ExpiresAt)
+		}
+		resp.Batches[i] = out
+	}
+	return resp, nil
+}
+
 // ListRuns returns one page of the caller's runs, newest first. Read-only.
 func (s *runService) ListRuns(ctx context.Context, req *oncejobv1.ListRunsRequest) (*oncejobv1.ListRunsResponse, error) {
 	t, _ := tenant.FromContext(ctx)
@@ -426,6 +457,8 @@ func (s *jobService) validateRunRequest(req any, v *violations) {
 		validateParams(r.GetParams(), v)
 		validateLabels(r.GetLabels(), v)
 	case *oncejobv1.GetRunRequest:
+		validateJobID(r.GetRunId(), "run_id", v)
+	case *oncejobv1.ListRunBatchesRequest:
 		validateJobID(r.GetRunId(), "run_id", v)
 	case *oncejobv1.WatchRunRequest:
 		validateJobID(r.GetRunId(), "run_id", v)

@@ -70,6 +70,18 @@ class GetRunResponse(_message.Message):
     run: Run
     def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
 
+class ListRunBatchesRequest(_message.Message):
+    __slots__ = ["run_id"]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class ListRunBatchesResponse(_message.Message):
+    __slots__ = ["batches"]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    batches: _containers.RepeatedCompositeFieldContainer[RunBatch]
+    def __init__(self, batches: _Optional[_Iterable[_Union[RunBatch, _Mapping]]] = ...) -> None: ...
+
 class ListRunsRequest(_message.Message):
     __slots__ = ["page_size", "page_token"]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -136,6 +148,28 @@ class Run(_message.Message):
     provider_batch: bool
     state: RunState
     def __init__(self, id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., name: _Optional[str] = ..., pipeline: _Optional[str] = ..., model_profile: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., state: _Optional[_Union[RunState, str]] = ..., progress: _Optional[_Union[RunProgress, _Mapping]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., provider_batch: bool = ...) -> None: ...
+
+class RunBatch(_message.Message):
+    __slots__ = ["answered_lines", "batch_id", "cost_micros", "create_time", "expire_time", "lines", "price_class", "status", "update_time"]
+    ANSWERED_LINES_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    COST_MICROS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    PRICE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    answered_lines: int
+    batch_id: str
+    cost_micros: int
+    create_time: _timestamp_pb2.Timestamp
+    expire_time: _timestamp_pb2.Timestamp
+    lines: int
+    price_class: str
+    status: str
+    update_time: _timestamp_pb2.Timestamp
+    def __init__(self, batch_id: _Optional[str] = ..., status: _Optional[str] = ..., lines: _Optional[int] = ..., answered_lines: _Optional[int] = ..., price_class: _Optional[str] = ..., cost_micros: _Optional[int] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expire_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RunProgress(_message.Message):
     __slots__ = ["awaiting_approval", "cancelled", "complete", "computed", "dead_lettered", "estimated_time_left", "failed", "items", "items_per_second", "outcome_unknown", "provider_batch_window", "queued", "retry_wait", "reused", "running", "seq", "succeeded", "usage"]
