@@ -159,6 +159,15 @@ func (c *Client) GetRun(ctx context.Context, runID string, opts ...CallOption) (
 	return resp.GetRun(), err
 }
 
+// ListRunBatches returns the provider batches the calls of a run's items
+// went into, oldest first: the provider's status, the run's lines in each,
+// those answered and their cost.
+func (c *Client) ListRunBatches(ctx context.Context, runID string, opts ...CallOption) ([]*oncejobv1.RunBatch, error) {
+	var resp oncejobv1.ListRunBatchesResponse
+	err := c.call(ctx, oncejobv1.RunService_ListRunBatches_FullMethodName, &oncejobv1.ListRunBatchesRequest{RunId: runID}, &resp, "", c.callOptions(opts))
+	return resp.GetBatches(), err
+}
+
 // ListRuns iterates over the caller's runs, newest first.
 func (c *Client) ListRuns(ctx context.Context, opts ...CallOption) iter.Seq2[*Run, error] {
 	o := c.callOptions(opts)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
 
 // onlinePipelines: the pipeline of batchPipelines with a profile of no
@@ -63,6 +65,25 @@ func TestRunProviderBatchFlag(t *testing.T) {
 	out, stderr, code = runCLI(t, "list", "--pipeline", "light", "--json", "--addr", addr)
 	require.Zero(t, code, stderr)
 	require.Equal(t, n, strings.Count(out, `"modelProfile":"online@batch"`), out)
+
+	// The Go SDK: the option on a run, and the run's batches.
+	c := dialSDK(t, addr)
+	batches, err := c.ListRunBatches(t.Context(), sum.RunID)
+	require.NoError(t, err)
+	require.Len(t, batches, 1, "20 calls in one batch (1,000 calls or 1 s)")
+	require.Equal(t, "completed", batches[0].GetStatus())
+	require.EqualValues(t, n, batches[0].GetLines())
+	require.EqualValues(t, n, batches[0].GetAnsweredLines())
+	require.Equal(t, "batch", batches[0].GetPriceClass())
+	run, err := c.GetRun(t.Context(), sum.RunID)
+	require.NoError(t, err)
+	require.Equal(t, run.GetProgress().GetUsage().GetCostMicros(), batches[0].GetCostMicros(), "the run's cost is its batch's")
+	again, err := c.CreateRun(t.Context(), &oncejobv1.CreateRunRequest{Name: "sdk nightly", Pipeline: "light", ProviderBatch: true})
+	require.NoError(t, err)
+	require.True(t, again.GetProviderBatch())
+	plain, err := c.CreateRun(t.Context(), &oncejobv1.CreateRunRequest{Name: "sdk nightly", Pipeline: "light"})
+	require.NoError(t, err)
+	require.NotEqual(t, again.GetId(), plain.GetId(), "the option makes another run")
 }
 
 // TestRunProviderBatchFlagRefused: a server whose provider is not said to

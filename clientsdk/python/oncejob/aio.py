@@ -119,6 +119,10 @@ class AsyncClient:
     async def get_run(self, run_id: str) -> run_pb2.Run:
         return (await self._unary(self._runs.GetRun, run_pb2.GetRunRequest(run_id=run_id))).run
 
+    async def list_run_batches(self, run_id: str) -> list:
+        """As Client.list_run_batches."""
+        return list((await self._unary(self._runs.ListRunBatches, run_pb2.ListRunBatchesRequest(run_id=run_id))).batches)
+
     async def retry_run_failures(self, run_id: str, *, reason: str = "", key: Optional[str] = None) -> run_pb2.RetryRunFailuresResponse:
         """As Client.retry_run_failures."""
         req = run_pb2.RetryRunFailuresRequest(run_id=run_id, reason=reason)

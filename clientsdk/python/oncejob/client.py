@@ -144,6 +144,11 @@ class Client:
     def get_run(self, run_id: str) -> run_pb2.Run:
         return self._unary(self._runs.GetRun, run_pb2.GetRunRequest(run_id=run_id)).run
 
+    def list_run_batches(self, run_id: str) -> list:
+        """The provider batches the run's calls went into, oldest first
+        (RunBatch: status, the run's lines, those answered, their cost)."""
+        return list(self._unary(self._runs.ListRunBatches, run_pb2.ListRunBatchesRequest(run_id=run_id)).batches)
+
     def list_runs(self) -> Iterator[run_pb2.Run]:
         req = run_pb2.ListRunsRequest()
         while True:

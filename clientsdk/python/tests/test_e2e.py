@@ -212,6 +212,10 @@ def test_provider_batch_run():
             last = snapshot
         assert last.progress.complete and last.progress.succeeded == 3
         assert not last.progress.HasField("provider_batch_window"), "nothing left to wait for"
+        batches = c.list_run_batches(run.id)
+        assert sum(b.lines for b in batches) == 3 and sum(b.answered_lines for b in batches) == 3
+        assert all(b.status == "completed" and b.price_class == "batch" for b in batches)
+        assert sum(b.cost_micros for b in batches) == last.progress.usage.cost_micros
         assert run_key(name, "summarize", provider_batch=True) != run_key(name, "summarize")
 
 
