@@ -18,6 +18,7 @@ var runSubcommands = []command{
 	{"status", "show a run's progress", runRunStatus},
 	{"watch", "print a run's progress as it changes, until every item is terminal", runRunWatch},
 	{"list", "list runs, newest first", runRunList},
+	{"batches", "list the provider batches a run's calls went into", runRunBatches},
 	{"retry-failures", "replay every FAILED and DEAD_LETTERED job of a run from its checkpoint", runRunRetryFailures},
 	{"cancel", "cancel a run and the jobs it created", runRunCancel},
 }
@@ -144,6 +145,37 @@ func runRunList(ctx context.Context, args []string) error {
 		p := r.GetProgress()
 		say(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", r.GetId(), r.GetName(), strings.TrimPrefix(r.GetState().String(), "RUN_STATE_"),
 			p.GetItems(), p.GetSucceeded(), p.GetFailed()+p.GetDeadLettered(), p.GetReused(), when(r.GetCreateTime()))
+	}
+	return tw.Flush()
+}
+
+func runRunBatches(ctx context.Context, args []string) error {
+	cmd := newClientCommand("run batches", "[flags] RUN_ID", "Lists the provider batches the LLM calls of a run's items went into, oldest first: the provider's status, the run's lines in each and those answered, the price class and the cost; --json prints them as a JSON array.", 30*time.Second)
+	id, c, err := cmd.start(args, "RUN_ID")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	batches, err := c.ListRunBatches(ctx, id)
+	if err != nil {
+		return err
+	}
+	if cmd.cf.json {
+		say(os.Stdout, "[")
+		for i, b := range batches {
+			if i > 0 {
+				say(os.Stdout, ",")
+			}
+			say(os.Stdout, "%s", protoJSON(b))
+		}
+		say(os.Stdout, "]\n")
+		return nil
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	say(tw, "BATCH\tSTATUS\tLINES\tANSWERED\tPRICE\tCOST_MICROS\tCREATED\tEXPIRES\n")
+	for _, b := range batches {
+		say(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\t%s\n", b.GetBatchId(), b.GetStatus(), b.GetLines(), b.GetAnsweredLines(),
+			b.GetPriceClass(), b.GetCostMicros(), when(b.GetCreateTime()), when(b.GetExpireTime()))
 	}
 	return tw.Flush()
 }

@@ -66,6 +66,10 @@ func TestRunProviderBatchFlag(t *testing.T) {
 	require.Zero(t, code, stderr)
 	require.Equal(t, n, strings.Count(out, `"modelProfile":"online@batch"`), out)
 
+	out, stderr, code = runCLI(t, "run", "batches", sum.RunID, "--addr", addr)
+	require.Zero(t, code, stderr)
+	require.Regexp(t, `(?m)^batch_\S+\s+completed\s+20\s+20\s+batch\s+\d+`, out)
+
 	// The Go SDK: the option on a run, and the run's batches.
 	c := dialSDK(t, addr)
 	batches, err := c.ListRunBatches(t.Context(), sum.RunID)
