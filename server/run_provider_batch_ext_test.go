@@ -170,3 +170,23 @@ func TestListRunBatches(t *testing.T) {
 		requireFieldViolation(t, err, "run_id", "")
 	})
 }
+
+// TestSubmitBatchTwinRefusedWithoutBatchAPI: a job that names a batch twin
+// on a server whose provider has no batch API is refused at once, the
+// same job accepted where it has one.
+func TestSubmitBatchTwinRefusedWithoutBatchAPI(t *testing.T) {
+	t.Parallel()
+	reg, err := pipeline.Parse([]byte(runBatchPipelines))
+	require.NoError(t, err)
+	req := &oncejobv1.SubmitJobRequest{Pipeline: "mixed", ModelProfile: "online@batch", Document: textDoc("a")}
+	without := setup(t, setupOpts{pipelines: reg})
+	_, err = without.client.SubmitJob(as(keyAcme, "twin-1"), req)
+	requireFieldViolation(t, err, "model_profile", "no batch API")
+
+	with := setup(t, setupOpts{pipelines: reg, providerBatches: true})
+	resp, err := with.client.SubmitJob(as(keyAcme, "twin-1"), req)
+	require.NoError(t, err)
+	require.Equal(t, "online@batch", resp.GetJob().GetModelProfile())
+	_, err = with.client.SubmitJob(as(keyAcme, "twin-2"), &oncejobv1.SubmitJobRequest{Pipeline: "mixed", ModelProfile: "other@batch", Document: textDoc("a")})
+	requireFieldViolation(t, err, "model_profile", "allows")
+}
