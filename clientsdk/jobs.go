@@ -43,6 +43,15 @@ func (r *SubmitResult) Replayed() bool {
 	return r.Outcome == oncejobv1.SubmitOutcome_SUBMIT_OUTCOME_EXISTING
 }
 
+// Deduplicated reports whether the job took its result from an identical
+// computation that already existed (the same document through the same
+// pipeline, prompt and model, under another key): no new generation ran,
+// and Job.DeduplicatedFrom names the job that computed it. A replay of
+// such a job reports it too.
+func (r *SubmitResult) Deduplicated() bool {
+	return r.Job.GetDeduplicatedFrom() != ""
+}
+
 // Submit submits a job once. The call's idempotency key is the caller's
 // (WithIdempotencyKey) or SubmitKey(req); it is fixed before the first
 // attempt and sent on every retry, so however often the call is retried —

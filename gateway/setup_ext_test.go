@@ -39,11 +39,9 @@ const (
 
 // testStore is what the tests drive: both stores implement it.
 type testStore interface {
-	store.Store
+	server.Store
 	store.EngineStore
 	store.WatchStore
-	store.OperatorStore
-	store.ViewStore
 }
 
 type testBundle struct {

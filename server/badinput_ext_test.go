@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
-	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/server"
 )
 
 // requireBadInput asserts what any input the server cannot take gets:
@@ -30,7 +30,7 @@ func requireBadInput(t *testing.T, err error, field, says string) {
 // on both stores (issue 20, finding 2).
 func TestNULInADocumentIsRefusedAtSubmit(t *testing.T) {
 	t.Parallel()
-	bothStores(t, func(t *testing.T, st store.Store) {
+	bothStores(t, func(t *testing.T, st server.Store) {
 		b := setup(t, setupOpts{store: st})
 		_, err := b.client.SubmitJob(as(keyAcme, "nul-text"), submitReq("a\x00b"))
 		requireBadInput(t, err, "document.text", "NUL")
@@ -59,7 +59,7 @@ func TestNULInADocumentIsRefusedAtSubmit(t *testing.T) {
 // UNAVAILABLE STORE_UNAVAILABLE, which clients retry (issue 20, finding 3).
 func TestBadTextIsInvalidArgumentNotAnOutage(t *testing.T) {
 	t.Parallel()
-	bothStores(t, func(t *testing.T, st store.Store) {
+	bothStores(t, func(t *testing.T, st server.Store) {
 		b := setup(t, setupOpts{store: st, quiet: true})
 		runs := oncejobv1.NewRunServiceClient(b.conn)
 		schedules := oncejobv1.NewScheduleServiceClient(b.conn)

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"regexp"
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/server/pagetoken"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
 )
@@ -54,9 +54,6 @@ func validateDelivery(req any) error {
 		if r.GetPageSize() < 0 || r.GetPageSize() > maxPageSize {
 			v.add("page_size", "must be between 0 and %d", maxPageSize)
 		}
-		if _, err := decodeDeliveryToken(r.GetPageToken()); err != nil {
-			v.add("page_token", "%s", err)
-		}
 	case *oncejobv1.RetryDeliveryRequest:
 		switch t := r.GetTarget().(type) {
 		case nil:
@@ -82,7 +79,10 @@ func (s *deliveryService) ListDeliveries(ctx context.Context, req *oncejobv1.Lis
 	if limit == 0 {
 		limit = defaultPageSize
 	}
-	after, _ := decodeDeliveryToken(req.GetPageToken()) // validated
+	after, err := decodeDeliveryToken(s.jobs.tokens, t, req.GetPageToken())
+	if err != nil {
+		return nil, pageTokenError(err)
+	}
 	res, err := s.store.DeliveryList(ctx, &store.DeliveryListParams{
 		Tenant: t, JobID: req.GetJobId(), Status: deliveryStatusFromProto[req.GetStatus()], Sink: req.GetSink(),
 		Limit: limit, After: after,
@@ -105,7 +105,7 @@ func (s *deliveryService) ListDeliveries(ctx context.Context, req *oncejobv1.Lis
 		resp.Deliveries = append(resp.Deliveries, pd)
 	}
 	if res.Next != nil {
-		resp.NextPageToken = encodeDeliveryToken(res.Next)
+		resp.NextPageToken = encodeDeliveryToken(s.jobs.tokens, t, res.Next)
 	}
 	sinks, err := s.store.SinkStateList(ctx, &store.SinkStateListParams{Tenant: t})
 	if err != nil {
@@ -148,28 +148,33 @@ func (s *deliveryService) RetryDelivery(ctx context.Context, req *oncejobv1.Retr
 	return resp, nil
 }
 
-// Delivery page tokens name a position in ListDeliveries' order; they are
-// opaque, not signed (every read is tenant-scoped).
-func encodeDeliveryToken(c *store.DeliveryCursor) string {
-	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "d1:%d:%d", c.Rank, c.ID))
+var errDeliveryToken = errors.New("is not a page token this server issued for ListDeliveries (or its secret has changed since); list again from the first page")
+
+// Delivery page tokens name a position in ListDeliveries' order,
+// "d1:<rank>:<id>", sealed by pagetoken for the caller's tenant
+// (docs/architecture.md, "Page tokens").
+func encodeDeliveryToken(sig *pagetoken.Signer, tenant string, c *store.DeliveryCursor) string {
+	return sig.Seal(pagetoken.Deliveries, tenant, fmt.Appendf(nil, "d1:%d:%d", c.Rank, c.ID))
 }
 
-func decodeDeliveryToken(token string) (*store.DeliveryCursor, error) {
+// decodeDeliveryToken checks a token's seal and parses it; empty is the
+// first page.
+func decodeDeliveryToken(sig *pagetoken.Signer, tenant, token string) (*store.DeliveryCursor, error) {
 	if token == "" {
 		return nil, nil
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(token)
+	raw, err := sig.Open(pagetoken.Deliveries, tenant, token)
 	if err != nil {
-		return nil, errors.New("is not a page token of ListDeliveries")
+		return nil, errDeliveryToken
 	}
 	parts := strings.Split(string(raw), ":")
 	if len(parts) != 3 || parts[0] != "d1" {
-		return nil, errors.New("is not a page token of ListDeliveries")
+		return nil, errDeliveryToken
 	}
 	rank, err1 := strconv.Atoi(parts[1])
 	id, err2 := strconv.ParseInt(parts[2], 10, 64)
-	if err1 != nil || err2 != nil || rank < 0 || rank > 2 {
-		return nil, errors.New("is not a page token of ListDeliveries")
+	if err1 != nil || err2 != nil || rank < 0 || rank > 2 || id < 0 {
+		return nil, errDeliveryToken
 	}
 	return &store.DeliveryCursor{Rank: rank, ID: id}, nil
 }

@@ -46,12 +46,6 @@ func (v violations) err() error {
 	return st.Err()
 }
 
-// errUnimplemented is what a server whose store lacks an optional
-// interface answers for a feature that needs it.
-func errUnimplemented(feature string) error {
-	return status.Errorf(codes.Unimplemented, "%s is not available: this server's store does not support it", feature)
-}
-
 // storeError maps a store error to a status. Sentinels become their codes;
 // the caller's cancellation and deadline theirs; anything else — the
 // server's own store timeout included — is UNAVAILABLE with an ErrorInfo

@@ -12,12 +12,8 @@ import (
 // CountJobs counts the caller's jobs per status. Read-only: no
 // idempotency contract.
 func (s *jobService) CountJobs(ctx context.Context, req *oncejobv1.CountJobsRequest) (*oncejobv1.CountJobsResponse, error) {
-	vs, ok := s.cfg.Store.(store.ViewStore)
-	if !ok {
-		return nil, errUnimplemented("CountJobs")
-	}
 	t, _ := tenant.FromContext(ctx)
-	counts, err := vs.JobCountByStatus(ctx, &store.JobCountByStatusParams{Tenant: t, Pipeline: req.GetPipeline()})
+	counts, err := s.cfg.Store.JobCountByStatus(ctx, &store.JobCountByStatusParams{Tenant: t, Pipeline: req.GetPipeline()})
 	if err != nil {
 		return nil, s.storeError(ctx, err, "jobs")
 	}

@@ -9,20 +9,11 @@ import (
 	"github.com/oncejob/oncejob/store"
 )
 
-// detailStore is what JOB_VIEW_FULL reads beyond store.Store. Its lists
-// are by job id alone, so the job is first read scoped by tenant.
-type detailStore interface {
-	CheckpointList(ctx context.Context, params *store.CheckpointListParams) ([]*store.Checkpoint, error)
-	LLMAttemptList(ctx context.Context, params *store.LLMAttemptListParams) ([]*store.LLMAttempt, error)
-}
-
 // addDetail fills the FULL view's checkpoints and attempt journal of pj,
-// a job the caller's tenant owns.
+// a job the caller's tenant owns. The store's lists are by job id alone, so
+// the job was first read scoped by tenant.
 func (s *jobService) addDetail(ctx context.Context, pj *oncejobv1.Job) error {
-	ds, ok := s.cfg.Store.(detailStore)
-	if !ok {
-		return errUnimplemented("JOB_VIEW_FULL")
-	}
+	ds := s.cfg.Store
 	cps, err := ds.CheckpointList(ctx, &store.CheckpointListParams{JobID: pj.GetId()})
 	if err != nil {
 		return s.storeError(ctx, err, "job "+pj.GetId())

@@ -13,6 +13,7 @@ import (
 	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/server/groupcommit"
 	"github.com/oncejob/oncejob/server/idempotency"
+	"github.com/oncejob/oncejob/server/pagetoken"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/telemetry"
@@ -22,6 +23,7 @@ type jobService struct {
 	oncejobv1.UnimplementedJobServiceServer
 	cfg     Config
 	submits *groupcommit.Batcher
+	tokens  *pagetoken.Signer // seals page tokens and watch cursors
 }
 
 // SubmitJob creates a job, or returns the one its idempotency key created.
@@ -180,18 +182,19 @@ func (s *jobService) ListJobs(ctx context.Context, req *oncejobv1.ListJobsReques
 		params.Status = statusFromProto[req.GetStatus()]
 	}
 	if req.GetPageToken() != "" {
-		params.After, _ = decodePageToken(req.GetPageToken(), req) // validated
+		after, err := decodePageToken(s.tokens, pagetoken.Jobs, t, req.GetPageToken(), req)
+		if err != nil {
+			return nil, pageTokenError(err)
+		}
+		params.After = after
 	}
 	// The head is read before the page: a change the page misses comes
 	// after it.
-	var head string
-	if vs, ok := s.cfg.Store.(store.ViewStore); ok {
-		c, err := vs.JobChangeHead(ctx, &store.JobChangeHeadParams{})
-		if err != nil {
-			return nil, s.storeError(ctx, err, "jobs")
-		}
-		head = encodeWatchCursor(c)
+	c, err := s.cfg.Store.JobChangeHead(ctx, &store.JobChangeHeadParams{})
+	if err != nil {
+		return nil, s.storeError(ctx, err, "jobs")
 	}
+	head := encodeWatchCursor(s.tokens, t, c)
 	res, err := s.cfg.Store.JobList(ctx, params)
 	if err != nil {
 		return nil, s.storeError(ctx, err, "jobs")
@@ -201,7 +204,7 @@ func (s *jobService) ListJobs(ctx context.Context, req *oncejobv1.ListJobsReques
 		resp.Jobs[i] = jobToProto(j)
 	}
 	if res.Next != nil {
-		resp.NextPageToken = encodePageToken(res.Next, req)
+		resp.NextPageToken = encodePageToken(s.tokens, pagetoken.Jobs, t, res.Next, req)
 	}
 	return resp, nil
 }

@@ -41,10 +41,7 @@ var stageFromProto = func() map[oncejobv1.JobStage]store.JobStage {
 // Cancelling a cancelled job returns it; another terminal job is
 // FAILED_PRECONDITION.
 func (s *jobService) CancelJob(ctx context.Context, req *oncejobv1.CancelJobRequest) (*oncejobv1.CancelJobResponse, error) {
-	ops, err := s.operator()
-	if err != nil {
-		return nil, err
-	}
+	ops := s.cfg.Store
 	t, _ := tenant.FromContext(ctx)
 	idem, err := operatorIdempotency(ctx, map[string]any{"job_id": req.GetJobId(), "reason": req.GetReason()})
 	if err != nil {
@@ -66,10 +63,7 @@ func (s *jobService) CancelJob(ctx context.Context, req *oncejobv1.CancelJobRequ
 // and queues nothing again; another fingerprint is INVALID_ARGUMENT,
 // IDEMPOTENCY_KEY_REUSED; a job in another status is FAILED_PRECONDITION.
 func (s *jobService) ReplayJob(ctx context.Context, req *oncejobv1.ReplayJobRequest) (*oncejobv1.ReplayJobResponse, error) {
-	ops, err := s.operator()
-	if err != nil {
-		return nil, err
-	}
+	ops := s.cfg.Store
 	t, _ := tenant.FromContext(ctx)
 	idem, err := operatorIdempotency(ctx, map[string]any{"job_id": req.GetJobId(), "from_stage": req.GetFromStage().String(), "reason": req.GetReason()})
 	if err != nil {
@@ -88,10 +82,7 @@ func (s *jobService) ReplayJob(ctx context.Context, req *oncejobv1.ReplayJobRequ
 // Idempotency contract: as ReplayJob's; a job not OUTCOME_UNKNOWN is
 // FAILED_PRECONDITION.
 func (s *jobService) ResolveJob(ctx context.Context, req *oncejobv1.ResolveJobRequest) (*oncejobv1.ResolveJobResponse, error) {
-	ops, err := s.operator()
-	if err != nil {
-		return nil, err
-	}
+	ops := s.cfg.Store
 	t, _ := tenant.FromContext(ctx)
 	idem, err := operatorIdempotency(ctx, map[string]any{"job_id": req.GetJobId(), "resolution": req.GetResolution().String(), "reason": req.GetReason()})
 	if err != nil {
@@ -115,10 +106,7 @@ func (s *jobService) ResolveJob(ctx context.Context, req *oncejobv1.ResolveJobRe
 // Idempotency contract: as ReplayJob's; a job not AWAITING_APPROVAL is
 // FAILED_PRECONDITION.
 func (s *jobService) ApproveJob(ctx context.Context, req *oncejobv1.ApproveJobRequest) (*oncejobv1.ApproveJobResponse, error) {
-	ops, err := s.operator()
-	if err != nil {
-		return nil, err
-	}
+	ops := s.cfg.Store
 	t, _ := tenant.FromContext(ctx)
 	idem, err := operatorIdempotency(ctx, map[string]any{"job_id": req.GetJobId(), "approve": req.GetApprove(), "reason": req.GetReason()})
 	if err != nil {
@@ -130,14 +118,6 @@ func (s *jobService) ApproveJob(ctx context.Context, req *oncejobv1.ApproveJobRe
 		return nil, err
 	}
 	return &oncejobv1.ApproveJobResponse{Job: job}, nil
-}
-
-func (s *jobService) operator() (store.OperatorStore, error) {
-	ops, ok := s.cfg.Store.(store.OperatorStore)
-	if !ok {
-		return nil, status.Error(codes.Unimplemented, "this store does not support operator RPCs yet")
-	}
-	return ops, nil
 }
 
 // operatorIdempotency binds the call to the client's key, if it sent one.

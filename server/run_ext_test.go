@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
-	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/server"
 )
 
 func createRun(t *testing.T, runs oncejobv1.RunServiceClient, key string, req *oncejobv1.CreateRunRequest) *oncejobv1.Run {
@@ -27,7 +27,7 @@ func createRun(t *testing.T, runs oncejobv1.RunServiceClient, key string, req *o
 // item by item.
 func TestRunBatchAnswersEachItem(t *testing.T) {
 	t.Parallel()
-	bothStores(t, func(t *testing.T, st store.Store) {
+	bothStores(t, func(t *testing.T, st server.Store) {
 		b := setup(t, setupOpts{store: st})
 		runs := oncejobv1.NewRunServiceClient(b.conn)
 		params, _ := structpb.NewStruct(map[string]any{"language": "en"})
@@ -104,7 +104,7 @@ func TestRunBatchAnswersEachItem(t *testing.T) {
 // TestRunBadInput: refusals of the whole call write nothing.
 func TestRunBadInput(t *testing.T) {
 	t.Parallel()
-	bothStores(t, func(t *testing.T, st store.Store) {
+	bothStores(t, func(t *testing.T, st server.Store) {
 		b := setup(t, setupOpts{store: st})
 		runs := oncejobv1.NewRunServiceClient(b.conn)
 

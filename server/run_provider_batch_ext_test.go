@@ -12,6 +12,7 @@ import (
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/pipeline"
+	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -34,7 +35,7 @@ pipelines:
 // without the option is another request.
 func TestRunProviderBatch(t *testing.T) {
 	t.Parallel()
-	bothStores(t, func(t *testing.T, st store.Store) {
+	bothStores(t, func(t *testing.T, st server.Store) {
 		reg, err := pipeline.Parse([]byte(runBatchPipelines))
 		require.NoError(t, err)
 		b := setup(t, setupOpts{store: st, pipelines: reg, providerBatches: true})
@@ -113,7 +114,7 @@ func textDoc(text string) *oncejobv1.Document {
 // INVALID_ARGUMENT.
 func TestListRunBatches(t *testing.T) {
 	t.Parallel()
-	bothStores(t, func(t *testing.T, st store.Store) {
+	bothStores(t, func(t *testing.T, st server.Store) {
 		reg, err := pipeline.Parse([]byte(runBatchPipelines))
 		require.NoError(t, err)
 		b := setup(t, setupOpts{store: st, pipelines: reg, providerBatches: true})

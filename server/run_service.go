@@ -22,6 +22,7 @@ import (
 	"github.com/oncejob/oncejob/llm"
 	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/server/idempotency"
+	"github.com/oncejob/oncejob/server/pagetoken"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/watch"
@@ -107,16 +108,12 @@ func (s *runService) GetRun(ctx context.Context, req *oncejobv1.GetRunRequest) (
 // ListRunBatches returns the provider batches the run's calls went into,
 // oldest first. Read-only.
 func (s *runService) ListRunBatches(ctx context.Context, req *oncejobv1.ListRunBatchesRequest) (*oncejobv1.ListRunBatchesResponse, error) {
-	batches, ok := s.store.(store.ProviderBatchStore)
-	if !ok {
-		return nil, errUnimplemented("a run's provider batches")
-	}
 	t, _ := tenant.FromContext(ctx)
 	run, err := s.store.RunGet(ctx, &store.RunGetParams{Tenant: t, ID: req.GetRunId(), WithoutProgress: true})
 	if err != nil {
 		return nil, s.jobs.storeError(ctx, err, "run "+req.GetRunId())
 	}
-	list, err := batches.RunBatchList(ctx, &store.RunBatchListParams{Tenant: t, RunID: run.ID})
+	list, err := s.jobs.cfg.Store.RunBatchList(ctx, &store.RunBatchListParams{Tenant: t, RunID: run.ID})
 	if err != nil {
 		return nil, s.jobs.storeError(ctx, err, "run "+req.GetRunId())
 	}
@@ -140,7 +137,11 @@ func (s *runService) ListRuns(ctx context.Context, req *oncejobv1.ListRunsReques
 	t, _ := tenant.FromContext(ctx)
 	params := &store.RunListParams{Tenant: t, Limit: int(req.GetPageSize()), RecentSince: s.now().Add(-runRateWindow)}
 	if req.GetPageToken() != "" {
-		params.After, _ = decodePageToken(req.GetPageToken(), nil) // validated
+		after, err := decodePageToken(s.jobs.tokens, pagetoken.Runs, t, req.GetPageToken(), nil)
+		if err != nil {
+			return nil, pageTokenError(err)
+		}
+		params.After = after
 	}
 	res, err := s.store.RunList(ctx, params)
 	if err != nil {
@@ -151,7 +152,7 @@ func (s *runService) ListRuns(ctx context.Context, req *oncejobv1.ListRunsReques
 		resp.Runs = append(resp.Runs, s.runToProto(r))
 	}
 	if res.Next != nil {
-		resp.NextPageToken = encodePageToken(res.Next, nil)
+		resp.NextPageToken = encodePageToken(s.jobs.tokens, pagetoken.Runs, t, res.Next, nil)
 	}
 	return resp, nil
 }
@@ -344,11 +345,7 @@ func withBatchTwin(req *oncejobv1.SubmitJobRequest, pipelines *pipeline.Registry
 // submitRun is the open run items of SubmitJobs join: NOT_FOUND, or
 // FAILED_PRECONDITION (RUN_CANCELLED) for a cancelled run.
 func (s *jobService) submitRun(ctx context.Context, t, id string) (*store.Run, error) {
-	runs, ok := s.cfg.Store.(store.RunStore)
-	if !ok {
-		return nil, status.Error(codes.Unimplemented, "this store does not keep runs")
-	}
-	run, err := runs.RunGet(ctx, &store.RunGetParams{Tenant: t, ID: id, WithoutProgress: true})
+	run, err := s.cfg.Store.RunGet(ctx, &store.RunGetParams{Tenant: t, ID: id, WithoutProgress: true})
 	if err != nil {
 		return nil, s.storeError(ctx, err, "run "+id)
 	}
@@ -412,7 +409,7 @@ func (s *jobService) answerFromRun(ctx context.Context, run *store.Run, params [
 	for j, p := range params {
 		keys[j] = p.IdempotencyKey
 	}
-	found, err := s.cfg.Store.(store.RunStore).RunItemGetMany(ctx, &store.RunItemGetManyParams{Tenant: run.Tenant, RunID: run.ID, Keys: keys})
+	found, err := s.cfg.Store.RunItemGetMany(ctx, &store.RunItemGetManyParams{Tenant: run.Tenant, RunID: run.ID, Keys: keys})
 	if err != nil {
 		return nil, nil, s.storeError(ctx, err, "run "+run.ID)
 	}
@@ -474,11 +471,6 @@ func (s *jobService) validateRunRequest(req any, v *violations) {
 	case *oncejobv1.ListRunsRequest:
 		if r.GetPageSize() < 0 || r.GetPageSize() > 100 {
 			v.add("page_size", "must be between 0 and 100")
-		}
-		if r.GetPageToken() != "" {
-			if _, err := decodePageToken(r.GetPageToken(), nil); err != nil {
-				v.add("page_token", "%s", err)
-			}
 		}
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
-	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/server"
 )
 
 // TestScheduleBadInputWritesNothing: an unparseable cron expression, an
@@ -17,7 +17,7 @@ import (
 // schedule is written; a valid one is created once per key.
 func TestScheduleBadInputWritesNothing(t *testing.T) {
 	t.Parallel()
-	bothStores(t, func(t *testing.T, st store.Store) {
+	bothStores(t, func(t *testing.T, st server.Store) {
 		b := setup(t, setupOpts{store: st})
 		schedules := oncejobv1.NewScheduleServiceClient(b.conn)
 		valid := func() *oncejobv1.CreateScheduleRequest {

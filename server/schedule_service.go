@@ -19,6 +19,7 @@ import (
 	"github.com/oncejob/oncejob/jobkey"
 	"github.com/oncejob/oncejob/schedule"
 	"github.com/oncejob/oncejob/server/idempotency"
+	"github.com/oncejob/oncejob/server/pagetoken"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
 )
@@ -116,7 +117,11 @@ func (s *scheduleService) ListSchedules(ctx context.Context, req *oncejobv1.List
 	t, _ := tenant.FromContext(ctx)
 	params := &store.ScheduleListParams{Tenant: t, Limit: int(req.GetPageSize())}
 	if req.GetPageToken() != "" {
-		params.After, _ = decodePageToken(req.GetPageToken(), nil) // validated
+		after, err := decodePageToken(s.jobs.tokens, pagetoken.Schedules, t, req.GetPageToken(), nil)
+		if err != nil {
+			return nil, pageTokenError(err)
+		}
+		params.After = after
 	}
 	res, err := s.store.ScheduleList(ctx, params)
 	if err != nil {
@@ -127,7 +132,7 @@ func (s *scheduleService) ListSchedules(ctx context.Context, req *oncejobv1.List
 		resp.Schedules = append(resp.Schedules, scheduleToProto(sch))
 	}
 	if res.Next != nil {
-		resp.NextPageToken = encodePageToken(res.Next, nil)
+		resp.NextPageToken = encodePageToken(s.jobs.tokens, pagetoken.Schedules, t, res.Next, nil)
 	}
 	return resp, nil
 }
@@ -257,11 +262,6 @@ func (s *jobService) validateScheduleRequest(req any, v *violations) {
 	case *oncejobv1.ListSchedulesRequest:
 		if r.GetPageSize() < 0 || r.GetPageSize() > 100 {
 			v.add("page_size", "must be between 0 and 100")
-		}
-		if r.GetPageToken() != "" {
-			if _, err := decodePageToken(r.GetPageToken(), nil); err != nil {
-				v.add("page_token", "%s", err)
-			}
 		}
 	}
 }

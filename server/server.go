@@ -6,6 +6,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"slices"
@@ -30,6 +31,7 @@ import (
 	"github.com/oncejob/oncejob/server/groupcommit"
 	"github.com/oncejob/oncejob/server/idempotency"
 	"github.com/oncejob/oncejob/server/limits"
+	"github.com/oncejob/oncejob/server/pagetoken"
 	"github.com/oncejob/oncejob/server/requestid"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
@@ -39,7 +41,7 @@ import (
 // Config is what a Server needs. Zero fields take the defaults stated.
 type Config struct {
 	// Store holds jobs. Required.
-	Store store.Store
+	Store Store
 	// Pipelines are the pipelines jobs may name. Default:
 	// pipeline.Builtin().
 	Pipelines *pipeline.Registry
@@ -87,6 +89,13 @@ type Config struct {
 	// Metrics, when set, counts and times every RPC, first in the chain
 	// (go-grpc-middleware's Prometheus provider). Default: none.
 	Metrics *grpcprom.ServerMetrics
+	// PageTokenSecret is the secret page tokens and watch cursors are
+	// sealed under (docs/architecture.md, "Page tokens"). Every replica of
+	// one store needs the same one, so that a token one issued pages on
+	// another: `serve` reads it from the store (pagetoken.LoadSecret). At
+	// least pagetoken.MinSecretBytes. Default: a random secret of this
+	// server, whose tokens no other server takes.
+	PageTokenSecret []byte
 	// Tracing traces every RPC (otelgrpc, with the process's tracer
 	// provider and propagator: see telemetry.StartTracing), and a job
 	// created by SubmitJob keeps the call's trace context. Default: off.
@@ -121,6 +130,9 @@ func (c Config) WithDefaults() Config {
 		c.MaxDocumentBytes = DefaultMaxDocumentBytes
 	}
 	c.Transport = c.Transport.WithDefaults()
+	if len(c.PageTokenSecret) == 0 {
+		c.PageTokenSecret = pagetoken.NewSecret()
+	}
 	return c
 }
 
@@ -133,6 +145,9 @@ func (c Config) validate() error {
 	}
 	if c.StoreTimeout < 0 {
 		return errors.New("server: Config.StoreTimeout must not be negative")
+	}
+	if _, err := pagetoken.New(c.PageTokenSecret); err != nil {
+		return fmt.Errorf("server: Config.PageTokenSecret: %w", err)
 	}
 	return c.Transport.validate()
 }
@@ -181,7 +196,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc := &jobService{cfg: cfg, submits: submits}
+	tokens, _ := pagetoken.New(cfg.PageTokenSecret) // validated
+	svc := &jobService{cfg: cfg, submits: submits, tokens: tokens}
 
 	logOpts := []logging.Option{
 		logging.WithLogOnEvents(logging.FinishCall),
@@ -256,19 +272,9 @@ func New(cfg Config) (*Server, error) {
 		grpc.StreamInterceptor(streamChain),
 	)...)
 	oncejobv1.RegisterJobServiceServer(srv, svc)
-	// The delivery RPCs need a store that keeps deliveries; without one they
-	// are UNIMPLEMENTED.
-	if ds, ok := cfg.Store.(store.DeliveryStore); ok {
-		oncejobv1.RegisterDeliveryServiceServer(srv, &deliveryService{jobs: svc, store: ds})
-	}
-	// Runs need a store that keeps them; without one they are
-	// UNIMPLEMENTED.
-	if rs, ok := cfg.Store.(store.RunStore); ok {
-		oncejobv1.RegisterRunServiceServer(srv, &runService{jobs: svc, store: rs, now: time.Now})
-	}
-	if ss, ok := cfg.Store.(store.ScheduleStore); ok {
-		oncejobv1.RegisterScheduleServiceServer(srv, &scheduleService{jobs: svc, store: ss, now: time.Now})
-	}
+	oncejobv1.RegisterDeliveryServiceServer(srv, &deliveryService{jobs: svc, store: cfg.Store})
+	oncejobv1.RegisterRunServiceServer(srv, &runService{jobs: svc, store: cfg.Store, now: time.Now})
+	oncejobv1.RegisterScheduleServiceServer(srv, &scheduleService{jobs: svc, store: cfg.Store, now: time.Now})
 	hs := health.NewServer()
 	hs.SetServingStatus(oncejobv1.JobService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(srv, hs)

@@ -39,7 +39,7 @@ const (
 )
 
 type testBundle struct {
-	store  store.Store
+	store  server.Store
 	client oncejobv1.JobServiceClient
 	conn   *grpc.ClientConn
 	server *server.Server
@@ -48,7 +48,7 @@ type testBundle struct {
 type setupOpts struct {
 	pipelines      *pipeline.Registry
 	maxDoc         int
-	store          store.Store
+	store          server.Store
 	submitLinger   time.Duration
 	submitMaxBatch int
 	limits         *limits.Limits

@@ -16,13 +16,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
 	"github.com/oncejob/oncejob/store/storesqlite"
 )
 
 // bothStores runs test against a Postgres store and an embedded one.
-func bothStores(t *testing.T, test func(t *testing.T, st store.Store)) {
+func bothStores(t *testing.T, test func(t *testing.T, st server.Store)) {
 	t.Helper()
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
@@ -39,7 +40,7 @@ func bothStores(t *testing.T, test func(t *testing.T, st store.Store)) {
 
 // batchRecorder is a store whose JobSubmitMany calls are counted.
 type batchRecorder struct {
-	store.Store
+	server.Store
 	mu    sync.Mutex
 	sizes []int
 }
@@ -65,7 +66,7 @@ func (r *batchRecorder) batches() []int {
 // before it; each caller gets its own answer.
 func TestSubmitJobGroupCommitAnswersEachCaller(t *testing.T) {
 	t.Parallel()
-	bothStores(t, func(t *testing.T, st store.Store) {
+	bothStores(t, func(t *testing.T, st server.Store) {
 		rec := &batchRecorder{Store: st}
 		const fresh = 5
 		b := setup(t, setupOpts{store: rec, submitLinger: time.Hour, submitMaxBatch: fresh + 2})
@@ -147,7 +148,7 @@ func TestSubmitJobGroupCommitAnswersEachCaller(t *testing.T) {
 // caller of a key answered with it, exactly one CREATED each.
 func TestSubmitJobRacingKeysGetOneJobPerKey(t *testing.T) {
 	t.Parallel()
-	bothStores(t, func(t *testing.T, st store.Store) {
+	bothStores(t, func(t *testing.T, st server.Store) {
 		b := setup(t, setupOpts{store: st})
 		const keys, callersPerKey = 8, 12
 		type answer struct {
@@ -216,7 +217,7 @@ func submitJobsBatch(prefix string, n int) *oncejobv1.SubmitJobsRequest {
 // the same two errors, nothing written.
 func TestSubmitJobsAnswersEachItem(t *testing.T) {
 	t.Parallel()
-	bothStores(t, func(t *testing.T, st store.Store) {
+	bothStores(t, func(t *testing.T, st server.Store) {
 		b := setup(t, setupOpts{store: st})
 		taken, err := b.client.SubmitJob(as(keyAcme, "batch-7"), submitReq("another payload"))
 		require.NoError(t, err)

@@ -75,12 +75,18 @@ func (s *jobService) WatchJobs(req *oncejobv1.WatchJobsRequest, stream grpc.Serv
 	if req.GetStatus() != oncejobv1.JobStatus_JOB_STATUS_UNSPECIFIED {
 		params.Status = statusFromProto[req.GetStatus()]
 	}
-	params.After, _ = decodeWatchCursor(req.GetAfterCursor()) // validated
+	after, err := decodeWatchCursor(s.tokens, t, req.GetAfterCursor())
+	if err != nil {
+		var v violations
+		v.add("after_cursor", "%s", err)
+		return v.err()
+	}
+	params.After = after
 	last := req.GetAfterCursor()
 	sendEstablished(stream) // authenticated and valid
 	var sendErr error
-	err := s.cfg.Watch.WatchJobs(ctx, params, func(c *store.JobChange) error {
-		cursor := encodeWatchCursor(c.Cursor)
+	err = s.cfg.Watch.WatchJobs(ctx, params, func(c *store.JobChange) error {
+		cursor := encodeWatchCursor(s.tokens, t, c.Cursor)
 		if sendErr = stream.Send(&oncejobv1.WatchJobsResponse{Cursor: cursor, Event: eventToProto(c.Event), Job: jobToProto(c.Job)}); sendErr != nil {
 			return sendErr
 		}

@@ -1,34 +1,34 @@
 package server
 
 import (
-	"encoding/base64"
 	"errors"
 	"strconv"
 	"strings"
 
+	"github.com/oncejob/oncejob/server/pagetoken"
 	"github.com/oncejob/oncejob/store"
 )
 
-// A watch cursor is a position in the store's global change order:
-// base64url of "w1:<tx>:<id>". Opaque to clients, neither signed nor
-// secret: it names a position, not data, and every read is tenant-scoped.
-// It does not depend on the filters: a position is a position.
+// A watch cursor is a position in the store's global change order,
+// "w1:<tx>:<id>", sealed by pagetoken for the caller's tenant
+// (docs/architecture.md, "Page tokens"). It does not depend on the
+// filters: a position is a position.
 const watchCursorPrefix = "w1:"
 
-var errWatchCursor = errors.New("is not a cursor this server issued")
+var errWatchCursor = errors.New("is not a cursor this server issued for this tenant (or its secret has changed since); list again for a new watch_cursor")
 
-func encodeWatchCursor(c store.JobChangeCursor) string {
+func encodeWatchCursor(sig *pagetoken.Signer, tenant string, c store.JobChangeCursor) string {
 	s := watchCursorPrefix + strconv.FormatInt(c.Tx, 10) + ":" + strconv.FormatInt(c.ID, 10)
-	return base64.RawURLEncoding.EncodeToString([]byte(s))
+	return sig.Seal(pagetoken.WatchCursor, tenant, []byte(s))
 }
 
-// decodeWatchCursor decodes a cursor; empty is the zero cursor, before the
-// first event.
-func decodeWatchCursor(s string) (store.JobChangeCursor, error) {
+// decodeWatchCursor checks a cursor's seal and parses it; empty is the zero
+// cursor, before the first event.
+func decodeWatchCursor(sig *pagetoken.Signer, tenant, s string) (store.JobChangeCursor, error) {
 	if s == "" {
 		return store.JobChangeCursor{}, nil
 	}
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	b, err := sig.Open(pagetoken.WatchCursor, tenant, s)
 	if err != nil {
 		return store.JobChangeCursor{}, errWatchCursor
 	}

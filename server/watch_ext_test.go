@@ -32,7 +32,7 @@ import (
 
 // watchTestStore is what the watch tests drive: both stores implement it.
 type watchTestStore interface {
-	store.Store
+	server.Store
 	store.EngineStore
 	store.WatchStore
 }

@@ -331,13 +331,9 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 }
 
 // record keeps the batch's state for the runs whose calls it carries
-// (store.ProviderBatchStore; the console shows it). Losing it loses a view,
+// (the console shows it). Losing it loses a view,
 // never a call: an error is only logged.
 func (g *batchGroup) record(batch *llm.Batch) {
-	rec, ok := g.b.w.cfg.Store.(store.ProviderBatchStore)
-	if !ok {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.b.ctx), 10*time.Second)
 	defer cancel()
 	params := &store.ProviderBatchRecordParams{Tag: g.tag, BatchID: batch.ID, Status: batch.Status, CreatedAt: batch.CreatedAt}
@@ -347,7 +343,7 @@ func (g *batchGroup) record(batch *llm.Batch) {
 	if !batch.ExpiresAt.IsZero() {
 		params.ExpiresAt = &batch.ExpiresAt
 	}
-	if err := rec.ProviderBatchRecord(ctx, params); err != nil {
+	if err := g.b.w.cfg.Store.ProviderBatchRecord(ctx, params); err != nil {
 		g.b.log.Warn("provider batch: its state not recorded", "batch", batch.ID, "status", batch.Status, "error", err)
 	}
 }

@@ -16,6 +16,11 @@ import (
 // unknownOutcomeCode is the job error of a call whose outcome is unknown.
 const unknownOutcomeCode = "PROVIDER_OUTCOME_UNKNOWN"
 
+// budgetSpentCode is the job error of a dead letter: a budget (attempts,
+// deadline or tokens) is spent. It is never retryable: the engine will not
+// try the job again; ReplayJob, which grants a fresh budget, may.
+const budgetSpentCode = "BUDGET_SPENT"
+
 // publish is the published stage: the pending checkpoints, the output,
 // SUCCEEDED, its event and its outbox event (the store writes it) commit in
 // one transaction, which the completer shares with the other jobs ready to
@@ -39,123 +44,134 @@ func (r *run) publish(ctx context.Context, output []byte) (err error) {
 	return nil
 }
 
-// settle records how the attempt ended: the job's next status, fenced by the
-// lease. A worker that lost its lease writes nothing.
-func (r *run) settle(ctx, jobCtx context.Context, err error) {
-	if err == nil {
-		return
-	}
-	cause := context.Cause(jobCtx)
-	// The job's own context may be cancelled; the settling write must still
-	// happen, bounded.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
+// settleInput is everything settling an attempt depends on. decide reads
+// only this, so every rule of docs/architecture.md "Failure classes" is a
+// row of a table test.
+type settleInput struct {
+	err   error // how the attempt ended
+	cause error // the cause of the job context's cancellation, if any
+	// shuttingDown: this worker's own context ended (a deploy, a stop).
+	shuttingDown bool
+	now          time.Time
+	retry        pipeline.RetryPolicy
+	onUnknown    string
+	// attempts is the job's attempts budget used so far, this attempt
+	// included; budgetStarted is when its deadline started.
+	attempts      int32
+	budgetStarted time.Time
+	// canLookup: the provider can look a call up by its key (asked only
+	// for an unknown outcome under on_unknown: reconcile).
+	canLookup bool
+	jitter    float64 // in [0, 1): the point of the backoff window
+}
 
-	if errors.Is(err, store.ErrLeaseLost) || errors.Is(cause, errLeaseLost) {
-		r.log.Warn("lease lost: another worker holds the job; stopping without writing")
-		return
-	}
-	if !errors.Is(err, errAlreadyComputed) {
-		// What the attempt computed is kept, before it settles: the stages
-		// done need not run again.
-		if ferr := r.flush(wctx, nil); errors.Is(ferr, store.ErrLeaseLost) {
-			r.log.Warn("lease lost: another worker holds the job; stopping without writing")
-			return
-		}
-	}
+// act is how a decision is carried out.
+type act int
+
+const (
+	// actNone writes nothing: the lease is lost (another worker holds the
+	// job), or an infrastructure error leaves the lease to expire so the
+	// job is taken over with an attempt counted.
+	actNone act = iota
+	// actPublish publishes the result another job computed.
+	actPublish
+	// actTransition writes the decided status, fenced by the lease.
+	actTransition
+	// actRequeueAfterOutage gives the attempt back once the store answers.
+	actRequeueAfterOutage
+)
+
+// decision is what settle writes: the next status, its error, when the job
+// is due again, whether the attempt goes back to the budget, and why.
+type decision struct {
+	act     act
+	to      store.JobStatus
+	err     *store.JobError
+	at      *time.Time
+	refund  bool
+	output  []byte // the planned output an approval waits on
+	message string
+	// budget names the budget a dead letter spent, for the Observer.
+	budget string
+	// leaseLost: another worker holds the job; nothing at all is written.
+	leaseLost bool
+	// logError: nothing is written, and the reason deserves an error log.
+	logError bool
+}
+
+// decide is settlement's decision table: pure, the first matching row wins.
+func decide(in settleInput) decision {
+	err := in.err
+	var (
+		await     errAwaitApproval
+		budget    *budgetError
+		perm      *permanentError
+		retryable *retryableError
+	)
 	switch {
+	case errors.Is(err, store.ErrLeaseLost) || errors.Is(in.cause, errLeaseLost):
+		return decision{act: actNone, leaseLost: true, message: "lease lost: another worker holds the job; stopping without writing"}
 	case errors.Is(err, errAlreadyComputed):
-		err = r.publish(wctx, nil)
-		if err != nil {
-			r.settle(ctx, jobCtx, err)
-		}
-		return
-	case errors.Is(err, errCancelRequested) || errors.Is(cause, errCancelRequested):
-		r.transition(wctx, store.JobStatusCancelled, nil, nil, "cancelled while running")
-		return
-	case ctx.Err() != nil:
+		return decision{act: actPublish}
+	case errors.Is(err, errCancelRequested) || errors.Is(in.cause, errCancelRequested):
+		return decision{act: actTransition, to: store.JobStatusCancelled, message: "cancelled while running"}
+	case in.shuttingDown:
 		// Interrupted by this worker's shutdown, not tried: the attempt goes
 		// back to the budget, so deploys cannot dead-letter a healthy job.
-		now := r.w.cfg.Now()
-		_, err := r.w.cfg.Store.JobTransition(wctx, &store.JobTransitionParams{
-			Lease: r.lease, To: store.JobStatusRetryWait, RunAfter: &now, RefundAttempt: true,
-			Message: "worker shut down; requeued",
-		})
-		if err != nil {
-			r.log.Warn("requeueing on shutdown failed; the lease will expire", "error", err)
-			return
-		}
-		r.settled = store.JobStatusRetryWait
-		return
-	}
-
-	var await errAwaitApproval
-	if errors.As(err, &await) {
-		_, terr := r.w.cfg.Store.JobTransition(wctx, &store.JobTransitionParams{
-			Lease: r.lease, To: store.JobStatusAwaitingApproval, Output: await.output,
-			Message: "awaiting approval: the planned output is on the job",
-		})
-		if terr != nil {
-			r.settle(ctx, jobCtx, terr)
-			return
-		}
-		r.settled = store.JobStatusAwaitingApproval
-		return
-	}
-
-	var budget *budgetError
-	if errors.As(err, &budget) {
-		r.budget = budget.kind
-		r.transition(wctx, store.JobStatusDeadLettered, &store.JobError{Code: "BUDGET_SPENT", Message: budget.reason}, nil, "dead-lettered: "+budget.reason)
-		return
-	}
-	var perm *permanentError
-	if errors.As(err, &perm) {
-		r.transition(wctx, store.JobStatusFailed, &store.JobError{Code: perm.code, Message: perm.err.Error()}, nil, "failed: "+perm.code)
-		return
-	}
-
-	var retryable *retryableError
-	if errors.As(err, &retryable) {
-		r.retryOrDeadLetter(wctx, err, &store.JobError{Code: retryable.code, Message: retryable.err.Error(), Retryable: true})
-		return
-	}
-
-	if errors.Is(err, store.ErrUnavailable) {
-		r.requeueAfterOutage(ctx, err)
-		return
-	}
-	if errors.Is(err, store.ErrInvalidRow) {
+		now := in.now
+		return decision{act: actTransition, to: store.JobStatusRetryWait, at: &now, refund: true, message: "worker shut down; requeued"}
+	case errors.As(err, &await):
+		return decision{act: actTransition, to: store.JobStatusAwaitingApproval, output: await.output, message: "awaiting approval: the planned output is on the job"}
+	case errors.As(err, &budget):
+		return deadLetter(budget.kind, budget.reason)
+	case errors.As(err, &perm):
+		return fail(&store.JobError{Code: perm.code, Message: perm.err.Error()})
+	case errors.As(err, &retryable):
+		return retryOrDeadLetter(in, &store.JobError{Code: retryable.code, Message: retryable.err.Error(), Retryable: true}, 0)
+	case errors.Is(err, store.ErrUnavailable):
+		return decision{act: actRequeueAfterOutage, message: "the store failed under the attempt; requeueing the job once it answers"}
+	case errors.Is(err, store.ErrInvalidRow):
 		// The store refused a value of this job's own (a model's output
 		// holding \u0000, say): every attempt would write it again, so the
-		// job fails now, with the reason, rather than through lease takeovers.
-		// The database's own words stay in the log, as at the API.
-		r.log.Warn("the store refused a value of the job; failing it", "error", err)
-		r.transition(wctx, store.JobStatusFailed, &store.JobError{
-			Code: "INVALID_DATA", Message: "the store refused a value of this job (see the server log); every attempt would write it again",
-		}, nil, "failed: INVALID_DATA")
-		return
+		// job fails now, with the reason, rather than through lease
+		// takeovers. The database's own words stay in the log, as at the API.
+		return fail(&store.JobError{Code: "INVALID_DATA", Message: "the store refused a value of this job (see the server log); every attempt would write it again"})
 	}
-
 	class, ok := llm.ClassOf(err)
 	if !ok {
 		// Another infrastructure error: the lease expires and the job is
 		// taken over, counting an attempt, so a failure this job causes
 		// every time ends in its budget.
-		r.log.Error("attempt ended by an infrastructure error; the lease will expire", "error", err)
-		return
+		return decision{act: actNone, logError: true, message: "attempt ended by an infrastructure error; the lease will expire"}
 	}
 	jobErr := &store.JobError{Code: "PROVIDER_" + strings.ToUpper(class.String()), Message: err.Error(), Retryable: llm.Retryable(class)}
-	if class == llm.ClassOutcomeUnknown {
+	switch class {
+	case llm.ClassInvalidRequest:
+		return fail(jobErr)
+	case llm.ClassOutcomeUnknown:
 		jobErr.Code = unknownOutcomeCode
+		if in.onUnknown == pipeline.OnUnknownReconcile {
+			return awaitReconcile(in, jobErr)
+		}
 	}
-	switch {
-	case class == llm.ClassInvalidRequest:
-		r.transition(wctx, store.JobStatusFailed, jobErr, nil, "failed: "+jobErr.Code)
-	case class == llm.ClassOutcomeUnknown && r.p.OnUnknown == pipeline.OnUnknownReconcile:
-		r.awaitReconcile(wctx, jobErr)
-	default:
-		r.retryOrDeadLetter(wctx, err, jobErr)
+	var retryAfter time.Duration
+	var le *llm.Error
+	if errors.As(err, &le) {
+		retryAfter = le.RetryAfter
+	}
+	return retryOrDeadLetter(in, jobErr, retryAfter)
+}
+
+func fail(jobErr *store.JobError) decision {
+	jobErr.Retryable = false
+	return decision{act: actTransition, to: store.JobStatusFailed, err: jobErr, message: "failed: " + jobErr.Code}
+}
+
+func deadLetter(kind, reason string) decision {
+	return decision{
+		act: actTransition, to: store.JobStatusDeadLettered, budget: kind,
+		err:     &store.JobError{Code: budgetSpentCode, Message: reason},
+		message: "dead-lettered: " + reason,
 	}
 }
 
@@ -163,48 +179,111 @@ func (r *run) settle(ctx, jobCtx context.Context, err error) {
 // the provider can look calls up, the job is due again after a backoff: the
 // next claim is the reconciler, asking by provider key before any new call.
 // Otherwise only ResolveJob settles it.
-func (r *run) awaitReconcile(ctx context.Context, jobErr *store.JobError) {
-	_, err := r.w.cfg.Provider.Lookup(ctx, r.lastKey)
-	if errors.Is(err, llm.ErrLookupUnsupported) {
-		r.transition(ctx, store.JobStatusOutcomeUnknown, jobErr, nil, "outcome unknown: the provider cannot look calls up; settle with ResolveJob")
-		return
+func awaitReconcile(in settleInput, jobErr *store.JobError) decision {
+	d := decision{act: actTransition, to: store.JobStatusOutcomeUnknown, err: jobErr}
+	if !in.canLookup {
+		d.message = "outcome unknown: the provider cannot look calls up; settle with ResolveJob"
+		return d
 	}
-	at := r.w.cfg.Now().Add(backoff(r.p.Retry, r.job.BudgetAttempts, 0))
-	r.transition(ctx, store.JobStatusOutcomeUnknown, jobErr, &at, "outcome unknown: the reconciler asks the provider by key at "+at.Format(time.RFC3339))
+	at := in.now.Add(backoff(in.retry, in.attempts, 0, in.jitter))
+	d.at = &at
+	d.message = "outcome unknown: the reconciler asks the provider by key at " + at.Format(time.RFC3339)
+	return d
 }
 
-func (r *run) retryOrDeadLetter(ctx context.Context, err error, jobErr *store.JobError) {
-	policy := r.p.Retry
-	if r.job.BudgetAttempts >= int32(policy.MaxAttempts) {
-		reason := fmt.Sprintf("attempts spent: %d of %d; last error: %s", r.job.BudgetAttempts, policy.MaxAttempts, jobErr.Message)
-		r.budget = "attempts"
-		r.transition(ctx, store.JobStatusDeadLettered, &store.JobError{Code: "BUDGET_SPENT", Message: reason, Retryable: true}, nil, "dead-lettered: "+reason)
-		return
+// retryOrDeadLetter retries after a backoff inside the attempts and
+// deadline budgets, and dead-letters once either is spent.
+func retryOrDeadLetter(in settleInput, jobErr *store.JobError, retryAfter time.Duration) decision {
+	policy := in.retry
+	if in.attempts >= int32(policy.MaxAttempts) {
+		return deadLetter("attempts", fmt.Sprintf("attempts spent: %d of %d; last error: %s", in.attempts, policy.MaxAttempts, jobErr.Message))
 	}
-	var retryAfter time.Duration
-	var le *llm.Error
-	if errors.As(err, &le) {
-		retryAfter = le.RetryAfter
+	at := in.now.Add(backoff(policy, in.attempts, retryAfter, in.jitter))
+	if deadline := in.budgetStarted.Add(policy.Deadline); at.After(deadline) {
+		return deadLetter("deadline", fmt.Sprintf("the next retry (%s) would pass the deadline of %s; last error: %s", at.Format(time.RFC3339), policy.Deadline, jobErr.Message))
 	}
-	at := r.w.cfg.Now().Add(backoff(policy, r.job.BudgetAttempts, retryAfter))
-	if deadline := r.job.BudgetStartedAt.Add(policy.Deadline); at.After(deadline) {
-		reason := fmt.Sprintf("the next retry (%s) would pass the deadline of %s; last error: %s", at.Format(time.RFC3339), policy.Deadline, jobErr.Message)
-		r.budget = "deadline"
-		r.transition(ctx, store.JobStatusDeadLettered, &store.JobError{Code: "BUDGET_SPENT", Message: reason, Retryable: true}, nil, "dead-lettered: "+reason)
-		return
-	}
-	r.transition(ctx, store.JobStatusRetryWait, jobErr, &at, "retrying after "+jobErr.Code)
+	return decision{act: actTransition, to: store.JobStatusRetryWait, err: jobErr, at: &at, message: "retrying after " + jobErr.Code}
 }
 
-func (r *run) transition(ctx context.Context, to store.JobStatus, jobErr *store.JobError, runAfter *time.Time, message string) {
-	_, err := r.w.cfg.Store.JobTransition(ctx, &store.JobTransitionParams{Lease: r.lease, To: to, Error: jobErr, RunAfter: runAfter, Message: message})
+// settle records how the attempt ended: decide, then write what it decided,
+// fenced by the lease. A write that fails is itself decided on (a publish
+// or an approval that meets an outage, say), a bounded number of times.
+func (r *run) settle(ctx, jobCtx context.Context, err error) {
+	if err == nil {
+		return
+	}
+	// The job's own context may be cancelled; the settling write must still
+	// happen, bounded.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+
+	for range 3 {
+		in := r.settleInput(wctx, jobCtx, ctx.Err() != nil, err)
+		d := decide(in)
+		if d.act != actPublish && !d.leaseLost {
+			// What the attempt computed is kept, before it settles: the
+			// stages done need not run again.
+			if ferr := r.flush(wctx, nil); errors.Is(ferr, store.ErrLeaseLost) {
+				d = decide(r.settleInput(wctx, jobCtx, ctx.Err() != nil, ferr))
+			}
+		}
+		if err = r.apply(ctx, wctx, d, err); err == nil {
+			return
+		}
+	}
+	r.log.Error("settling the job kept failing; the lease will expire", "error", err)
+}
+
+func (r *run) settleInput(ctx, jobCtx context.Context, shuttingDown bool, err error) settleInput {
+	in := settleInput{
+		err: err, cause: context.Cause(jobCtx), shuttingDown: shuttingDown,
+		now:      r.w.cfg.Now(),
+		attempts: r.job.BudgetAttempts, budgetStarted: r.job.BudgetStartedAt,
+		jitter: jitter(),
+	}
+	if r.p != nil {
+		in.retry = r.p.Retry
+		in.onUnknown = r.p.OnUnknown
+	}
+	if class, ok := llm.ClassOf(err); ok && class == llm.ClassOutcomeUnknown && in.onUnknown == pipeline.OnUnknownReconcile {
+		_, lerr := r.w.cfg.Provider.Lookup(ctx, r.lastKey)
+		in.canLookup = !errors.Is(lerr, llm.ErrLookupUnsupported)
+	}
+	return in
+}
+
+// apply writes what decide decided about err. It returns the error of a
+// write that should itself be decided on; the others it logs.
+func (r *run) apply(ctx, wctx context.Context, d decision, err error) error {
+	switch d.act {
+	case actNone:
+		if d.logError {
+			r.log.Error(d.message, "error", err)
+		} else {
+			r.log.Warn(d.message)
+		}
+		return nil
+	case actPublish:
+		return r.publish(wctx, nil)
+	case actRequeueAfterOutage:
+		r.requeueAfterOutage(ctx, err)
+		return nil
+	}
+	_, err = r.w.cfg.Store.JobTransition(wctx, &store.JobTransitionParams{
+		Lease: r.lease, To: d.to, Error: d.err, RunAfter: d.at, RefundAttempt: d.refund,
+		Output: d.output, Message: d.message,
+	})
 	switch {
 	case errors.Is(err, store.ErrLeaseLost):
-		r.log.Warn("lease lost before settling; another worker holds the job", "to", to)
+		r.log.Warn("lease lost before settling; another worker holds the job", "to", d.to)
+	case err != nil && d.to == store.JobStatusAwaitingApproval:
+		return err // the plan is not lost: decide again on the write's error
 	case err != nil:
-		r.log.Error("settling the job failed; the lease will expire", "to", to, "error", err)
+		r.log.Error("settling the job failed; the lease will expire", "to", d.to, "error", err)
 	default:
-		r.settled = to
-		r.log.Info("job settled", "status", to, "message", message)
+		r.settled = d.to
+		r.budget = d.budget
+		r.log.Info("job settled", "status", d.to, "message", d.message)
 	}
+	return nil
 }

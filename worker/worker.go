@@ -29,6 +29,9 @@ import (
 type Store interface {
 	store.Store
 	store.EngineStore
+	// The batcher keeps what it sees of each provider batch (of
+	// store.ProviderBatchStore).
+	ProviderBatchRecord(ctx context.Context, params *store.ProviderBatchRecordParams) error
 }
 
 // Defaults of Config, used by WithDefaults and by the command's flags.

@@ -100,7 +100,6 @@ func (c *clientFlags) register(fs *flag.FlagSet, timeout time.Duration) {
 // parse reads the connection flags' environment variables, then args.
 // Flags may follow positional arguments (`submit invoice.txt --wait`).
 func (c *clientFlags) parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	fs.SetOutput(io.Discard)
 	for _, name := range connectionFlags {
 		env := "ONCEJOB_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 		if v, ok := os.LookupEnv(env); ok {
@@ -111,13 +110,8 @@ func (c *clientFlags) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 	var positional []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fs.SetOutput(os.Stderr)
-				fs.Usage()
-				return nil, &exitCodeError{code: exitUsage, err: err}
-			}
-			return nil, usageError("%v", err)
+		if err := parseArgs(fs, args); err != nil {
+			return nil, err
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -140,7 +134,7 @@ func newClientCommand(name, synopsis, about string, timeout time.Duration) *clie
 	c := &clientCommand{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
 	c.cf.register(c.fs, timeout)
 	c.fs.Usage = func() {
-		say(c.fs.Output(), "usage: oncejob %s %s\n\n%s\n", name, synopsis, about)
+		say(c.fs.Output(), "usage: oncejob %s %s\n\n%s\n\nflags:\n", name, synopsis, about)
 		c.fs.PrintDefaults()
 	}
 	return c

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -11,42 +10,6 @@ import (
 	"github.com/oncejob/oncejob/clientsdk"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
-
-// runSubcommands are `oncejob run ...`.
-var runSubcommands = []command{
-	{"submit", "submit a JSONL file of items into a run (the same command again finishes it)", runRunSubmit},
-	{"status", "show a run's progress", runRunStatus},
-	{"watch", "print a run's progress as it changes, until every item is terminal", runRunWatch},
-	{"list", "list runs, newest first", runRunList},
-	{"batches", "list the provider batches a run's calls went into", runRunBatches},
-	{"retry-failures", "replay every FAILED and DEAD_LETTERED job of a run from its checkpoint", runRunRetryFailures},
-	{"cancel", "cancel a run and the jobs it created", runRunCancel},
-}
-
-// runRun dispatches `oncejob run SUBCOMMAND`.
-func runRun(ctx context.Context, args []string) error {
-	return dispatch(ctx, "run", runSubcommands, args)
-}
-
-// dispatch runs the subcommand args[0] of group.
-func dispatch(ctx context.Context, group string, subs []command, args []string) error {
-	if len(args) > 0 {
-		for _, c := range subs {
-			if c.name == args[0] {
-				return c.run(ctx, args[1:])
-			}
-		}
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "usage: oncejob %s <command> [flags]\n\ncommands:\n", group)
-	for _, c := range subs {
-		fmt.Fprintf(&b, "  %-15s %s\n", c.name, c.short)
-	}
-	if len(args) == 0 {
-		return usageError("%s", b.String())
-	}
-	return usageError("unknown command %q\n\n%s", args[0], b.String())
-}
 
 func runRunStatus(ctx context.Context, args []string) error {
 	cmd := newClientCommand("run status", "[flags] RUN_ID", "Shows a run and its progress; --json prints it as JSON.", 30*time.Second)

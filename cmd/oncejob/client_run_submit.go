@@ -27,6 +27,8 @@ const maxItemLine = 16 << 20
 type runSubmitSummary struct {
 	RunID string `json:"run_id"`
 	Lines int    `json:"lines"`
+	// Sent: items handed to the server (answered or not).
+	Sent int `json:"sent"`
 	// Created: new jobs this invocation made for the run's items.
 	Created int `json:"created"`
 	// AlreadyInRun: items an earlier invocation had submitted.
@@ -36,6 +38,9 @@ type runSubmitSummary struct {
 	AlreadyDone int `json:"already_done"`
 	// Reused: items that joined as no new work (existing or deduplicated).
 	Reused int `json:"reused"`
+	// Deduplicated: of Reused, those whose computation already existed
+	// (another job's result, outcome DEDUPLICATED).
+	Deduplicated int `json:"deduplicated"`
 	// Invalid: lines that are not an item (bad JSON, no document, ...).
 	Invalid int `json:"invalid"`
 	// Refused: items the server refused (their own errors).
@@ -109,13 +114,13 @@ skipped; the exit status is then 1.`, 0)
 	err = submitItems(ctx, c, in, run.GetId(), defaults, *idField, *batch, sum)
 	stop()
 	if err != nil {
-		return err
+		return stopped(ctx, err, sum)
 	}
 	final := run
 	if *wait {
 		for r, err := range c.WatchRun(ctx, run.GetId(), 0) {
 			if err != nil {
-				return err
+				return stopped(ctx, err, sum)
 			}
 			final = r
 			show.update(r, sum)
@@ -131,6 +136,42 @@ skipped; the exit status is then 1.`, 0)
 		return &exitCodeError{code: exitFailed, err: fmt.Errorf("%d items FAILED and %d were DEAD_LETTERED; replay them with: oncejob run retry-failures %s", p.GetFailed(), p.GetDeadLettered(), run.GetId())}
 	}
 	return nil
+}
+
+// stopped is the error of a run submit that ended early. Stopped by a
+// signal (Ctrl-C, SIGTERM), it first prints what was done so far and the
+// command that finishes the run: the same command line, which submits
+// again under the same keys, so the items already in are answered from
+// the run and only the others are new work (main then exits 128+signal).
+func stopped(ctx context.Context, err error, sum *runSubmitSummary) error {
+	se, ok := interrupted(ctx)
+	if !ok {
+		return err
+	}
+	sum.mu.Lock()
+	defer sum.mu.Unlock()
+	accepted := sum.Created + sum.AlreadyInRun + sum.Reused
+	say(os.Stderr, "\ninterrupted (%s): run %s: %d lines read; %d items sent, %d accepted (%d new, %d already in the run, %d reused, of which %d deduplicated), %d failed (%d refused, %d invalid lines), %d unanswered\n",
+		se.name(), sum.RunID, sum.Lines, sum.Sent, accepted, sum.Created, sum.AlreadyInRun, sum.Reused, sum.Deduplicated,
+		sum.Refused+sum.Invalid, sum.Refused, sum.Invalid, sum.Sent-accepted-sum.Refused)
+	say(os.Stderr, "resume with the same command (items already sent are not submitted twice):\n  %s\n", shellCommand(os.Args))
+	return err
+}
+
+// shellCommand quotes args for a POSIX shell.
+func shellCommand(args []string) string {
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = shellQuote(a)
+	}
+	return strings.Join(quoted, " ")
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,@%+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // runDefaults is the request every item starts from.
@@ -173,6 +214,9 @@ func submitItems(ctx context.Context, c *clientsdk.Client, in io.Reader, runID s
 		if len(batch) == 0 {
 			return nil
 		}
+		sum.mu.Lock()
+		sum.Sent += len(batch)
+		sum.mu.Unlock()
 		results, err := c.SubmitMany(ctx, batch, clientsdk.IntoRun(runID))
 		if err != nil {
 			return err
@@ -190,6 +234,9 @@ func submitItems(ctx context.Context, c *clientsdk.Client, in io.Reader, runID s
 				sum.Created++
 			default:
 				sum.Reused++
+				if r.Outcome == oncejobv1.SubmitOutcome_SUBMIT_OUTCOME_DEDUPLICATED {
+					sum.Deduplicated++
+				}
 			}
 			if r.Err == nil && terminal(r.Job.GetStatus()) {
 				sum.AlreadyDone++
@@ -198,10 +245,35 @@ func submitItems(ctx context.Context, c *clientsdk.Client, in io.Reader, runID s
 		batch, lines = batch[:0], lines[:0]
 		return nil
 	}
+	// The file is read beside the submissions, so a signal stops a run
+	// that waits for its input (a pipe, a slow producer) at once.
+	lineCh := make(chan string)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(lineCh)
+		for sc.Scan() {
+			select {
+			case lineCh <- sc.Text():
+			case <-readDone:
+				return
+			}
+		}
+	}()
+	defer close(readDone)
 	n := 0
-	for sc.Scan() {
+	for {
+		var text string
+		var more bool
+		select {
+		case text, more = <-lineCh:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		if !more {
+			break
+		}
 		n++
-		line := strings.TrimSpace(sc.Text())
+		line := strings.TrimSpace(text)
 		if line == "" {
 			continue
 		}

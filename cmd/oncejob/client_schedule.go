@@ -13,19 +13,6 @@ import (
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
 
-// scheduleSubcommands are `oncejob schedule ...`.
-var scheduleSubcommands = []command{
-	{"create", "create a schedule: a job submitted at each slot of a cron expression or an interval", runScheduleCreate},
-	{"list", "list schedules with their latest slots", runScheduleList},
-	{"pause", "stop a schedule firing", runSchedulePause},
-	{"resume", "let a paused schedule fire again", runScheduleResume},
-	{"delete", "delete a schedule (its jobs stay)", runScheduleDelete},
-}
-
-func runSchedule(ctx context.Context, args []string) error {
-	return dispatch(ctx, "schedule", scheduleSubcommands, args)
-}
-
 func runScheduleCreate(ctx context.Context, args []string) error {
 	cmd := newClientCommand("schedule create", "[flags] FILE|-", `Creates a schedule that submits FILE (- for stdin) at each slot of --cron
 (in --tz) or --every. Each slot fires at most once, however many servers

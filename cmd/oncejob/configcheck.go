@@ -19,19 +19,17 @@ import (
 // mask replaces a secret when the effective configuration is shown.
 const mask = "****"
 
-// runConfig is `oncejob config check`: it reads the config file as serve,
+// runConfigCheck is `oncejob config check`: it reads the config file as serve,
 // worker and relay would (file, then ONCEJOB_* variables), refuses what
 // they would refuse (an unknown key, a value a flag does not take, a bad
 // sink, TLS files that do not load), and prints the effective
 // configuration, secrets masked, each value with where it came from.
-func runConfig(_ context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "check" {
-		return usageError("usage: oncejob config check [--config FILE]")
-	}
+func runConfigCheck(_ context.Context, args []string) error {
 	fs := flag.NewFlagSet("config check", flag.ContinueOnError)
 	path := configFlag(fs)
-	if err := fs.Parse(args[1:]); err != nil {
-		return usageError("%v", err)
+	setUsage(fs)
+	if err := parseArgs(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError("no arguments expected, got %q", fs.Args())

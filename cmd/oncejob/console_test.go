@@ -223,6 +223,41 @@ func TestConsoleJobsPageIsLive(t *testing.T) {
 	e.screenshot("jobs-live")
 }
 
+// The count chips follow the stream the rows follow: a job submitted
+// after the page loaded is counted QUEUED, then SUCCEEDED with QUEUED back
+// to 0, with no reload; and a page loaded while a job runs does not keep
+// the status the job had when the counts were read.
+func TestConsoleCountsFollowTheRows(t *testing.T) {
+	e := startConsole(t, "")
+	e.do(chromedp.Navigate(e.base+"/#/jobs"), chromedp.WaitVisible(css(`#counts a[data-status="ALL"]`)))
+	evaluate[chromedp.Void](e, `window.oncejobTestLoad = 'first'`)
+	chip := func(status string) string {
+		return evaluate[string](e, `document.querySelector('#counts a[data-status="`+status+`"]')?.textContent ?? ''`)
+	}
+	require.Equal(t, "QUEUED 0", chip("QUEUED"), "every status has its chip, also at 0")
+
+	id := e.submit("summarize", "counted.txt", "A job whose count follows its row.")
+	e.waitStatus(id, "SUCCEEDED")
+	e.do(chromedp.WaitVisible(css(`#jobs-body tr[data-job-id="` + id + `"][data-status="SUCCEEDED"]`)))
+	e.do(chromedp.Poll[chromedp.Void](`document.querySelector('#counts a[data-status="SUCCEEDED"]')?.textContent === 'SUCCEEDED 1'`))
+	require.Equal(t, "QUEUED 0", chip("QUEUED"))
+	require.Equal(t, "RUNNING 0", chip("RUNNING"))
+	require.Equal(t, "all 1", chip("ALL"))
+	require.Equal(t, "first", evaluate[string](e, `window.oncejobTestLoad`), "no reload happened")
+	e.screenshot("counts-follow")
+
+	// The chips agree with the rows once the rows have settled, on a page
+	// loaded while jobs run: every row's status is counted.
+	for i := range 5 {
+		e.submit("summarize", fmt.Sprintf("busy-%d.txt", i), fmt.Sprintf("Job %d submitted as the page loads.", i))
+	}
+	e.do(chromedp.Navigate(e.base+"/#/jobs"), chromedp.WaitVisible(css(`#counts a[data-status="ALL"]`)))
+	e.do(chromedp.Poll[chromedp.Void](`document.querySelectorAll('#jobs-body tr[data-status="SUCCEEDED"]').length === 6`))
+	e.do(chromedp.Poll[chromedp.Void](`document.querySelector('#counts a[data-status="SUCCEEDED"]')?.textContent === 'SUCCEEDED 6'`))
+	require.Equal(t, "QUEUED 0", chip("QUEUED"))
+	require.Equal(t, "RUNNING 0", chip("RUNNING"))
+}
+
 // A dead-lettered job is replayed with one click and reaches SUCCEEDED on
 // the dead letters page.
 func TestConsoleReplaysADeadLetter(t *testing.T) {

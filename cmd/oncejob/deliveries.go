@@ -11,19 +11,7 @@ import (
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
 
-// runDeliveries is `oncejob deliveries list|retry`, on the Go SDK.
-func runDeliveries(ctx context.Context, args []string) error {
-	if len(args) > 0 {
-		switch args[0] {
-		case "list":
-			return runDeliveriesList(ctx, args[1:])
-		case "retry":
-			return runDeliveriesRetry(ctx, args[1:])
-		}
-	}
-	say(os.Stderr, "usage: oncejob deliveries list [--job ID] [--status pending|delivered|dead_lettered] [--sink NAME] [--attempts]\n       oncejob deliveries retry (--delivery ID | --sink NAME)\n")
-	return usageError("want list or retry")
-}
+// `oncejob deliveries list|retry`, on the Go SDK.
 
 func runDeliveriesList(ctx context.Context, args []string) error {
 	cmd := newClientCommand("deliveries list", "[flags]", "Lists deliveries of events to sinks: dead letters first, then pending, then delivered; and the disabled sinks.", 30*time.Second)

@@ -100,17 +100,34 @@ func TestExamplesAndQuickstarts(t *testing.T) {
 	require.NotNil(t, m, first)
 	id := m[1]
 	require.Equal(t, "false", m[2])
+	require.Contains(t, first, "job "+id+" (replayed: false)\ndeduplicated: false (a new computation)\n")
 	require.Contains(t, first, "JOB_STATUS_SUCCEEDED JOB_STAGE_PUBLISHED")
 	require.Contains(t, first, "summary: Invoice 42")
 
 	again := runIn(t, root, addr, "quickstart")
-	require.Contains(t, again, "job "+id+" (replayed: true)")
+	require.Contains(t, again, "job "+id+" (replayed: true)\ndeduplicated: false (a new computation)\n")
 
 	py := runIn(t, root, addr, python+" examples/python/quickstart.py", "PYTHONPATH="+filepath.Join(root, "clientsdk/python"))
-	require.Contains(t, py, "job "+id+" (replayed: True)", "Python derives Go's key")
+	require.Contains(t, py, "job "+id+" (replayed: True)\ndeduplicated: false (a new computation)\n", "Python derives Go's key")
 	require.Contains(t, py, "JOB_STATUS_SUCCEEDED JOB_STAGE_PUBLISHED")
 	require.Contains(t, py, "summary: Invoice 42")
 
 	watched := runIn(t, root, addr, python+" examples/python/resilient_watch.py 1", "PYTHONPATH="+filepath.Join(root, "clientsdk/python"))
 	require.Contains(t, watched, id+" JOB_STATUS_SUCCEEDED JOB_STAGE_PUBLISHED")
+
+	// On a server where the same computation already ran under another
+	// key, the quick starts say their job is deduplicated, and from which.
+	addr2 := serveEmbedded(t)
+	doc := writeFile(t, "invoice.txt", "Invoice 42: 3 licences, EUR 1,200, due 2026-12-31.")
+	other := runIn(t, root, addr2, "oncejob submit --key another-intent --wait "+doc)
+	m = regexp.MustCompile(`submitted: job ([0-9a-f-]{36})`).FindStringSubmatch(other)
+	require.NotNil(t, m, other)
+	computed := m[1]
+	py = runIn(t, root, addr2, python+" examples/python/quickstart.py", "PYTHONPATH="+filepath.Join(root, "clientsdk/python"))
+	m = regexp.MustCompile(`job ([0-9a-f-]{36}) \(replayed: False\)\ndeduplicated: true \(job ` + computed + ` already computed it; no new generation\)\n`).FindStringSubmatch(py)
+	require.NotNil(t, m, py)
+	require.NotEqual(t, computed, m[1], "a job of its own, with the other's result")
+	require.Contains(t, py, "summary: Invoice 42")
+	goOut := runIn(t, root, addr2, "quickstart")
+	require.Contains(t, goOut, "job "+m[1]+" (replayed: true)\ndeduplicated: true (job "+computed+" already computed it; no new generation)\n", "Go replays Python's job")
 }

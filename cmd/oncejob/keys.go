@@ -13,26 +13,11 @@ import (
 	"github.com/oncejob/oncejob/store"
 )
 
-// runKeys manages the API keys kept in the store. It opens the store
+// `oncejob keys create|list|revoke` manage the API keys kept in the store. They open the store
 // itself, as migrate does (keys are the operator's, not a tenant's, so no
 // API key could be trusted to make them): on Postgres beside running
 // servers, which see a new or revoked key within --key-cache-ttl; the
 // embedded store is one process's, so there it runs while serve is stopped.
-func runKeys(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return errors.New("usage: oncejob keys create|list|revoke [flags]")
-	}
-	switch args[0] {
-	case "create":
-		return runKeysCreate(ctx, args[1:])
-	case "list":
-		return runKeysList(ctx, args[1:])
-	case "revoke":
-		return runKeysRevoke(ctx, args[1:])
-	}
-	return fmt.Errorf("unknown keys command %q: create, list or revoke", args[0])
-}
-
 func runKeysCreate(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("keys create", flag.ContinueOnError)
 	stf := storeFlags(fs, true)
@@ -103,7 +88,9 @@ func runKeysRevoke(ctx context.Context, args []string) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return errors.New("usage: oncejob keys revoke [flags] ojk_<id>")
+		fs.SetOutput(os.Stderr)
+		fs.Usage()
+		return usageError("want exactly one key prefix (ojk_...), got %d arguments", fs.NArg())
 	}
 	id, ok := tenant.ParseKeyID(fs.Arg(0))
 	if !ok {

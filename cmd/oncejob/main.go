@@ -13,10 +13,15 @@
 //	oncejob keys create|list|revoke   API keys in the store
 //	oncejob submit|get|list|watch|wait|cancel|replay|resolve|approve
 //	                  client commands, on the Go SDK (clientsdk)
-//	oncejob run submit|status|watch|list|retry-failures|cancel
+//	oncejob run submit|status|watch|list|batches|retry-failures|cancel
 //	                  runs of many items
 //	oncejob schedule create|list|pause|resume|delete
 //	                  jobs submitted on a cron expression or an interval
+//	oncejob help [COMMAND [SUBCOMMAND]]   a command's usage (or: COMMAND --help)
+//
+// Every command and group answers -h and --help with its usage on stdout
+// and exit status 0; a mistake (an unknown command or flag, a missing
+// subcommand) prints the usage on stderr and exits 2 (help.go).
 //
 // Every flag can also be set by an ONCEJOB_* environment variable (the flag
 // name upper-cased, dashes as underscores), and those of serve, worker and
@@ -27,7 +32,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -35,64 +39,121 @@ import (
 	_ "time/tzdata" // schedules' time zones, whatever the host has installed
 )
 
+// command is one command of the binary: a leaf runs; a group (subs set)
+// dispatches to its subcommands. The table below is the one list of
+// commands: usage, `oncejob help` and the help test all walk it.
 type command struct {
 	name  string
 	short string
 	run   func(ctx context.Context, args []string) error
+	subs  []command
 }
 
-var commands = []command{
-	{"serve", "run the gRPC server", runServe},
-	{"worker", "run workers only, beside serve processes on one Postgres", runWorker},
-	{"relay", "deliver the outbox to the sinks only, beside serve processes on one Postgres", runRelay},
-	{"reconcile", "compare deliveries with their sinks, repair what a stream lost, report", runReconcile},
-	{"deliveries", "list or retry deliveries of events to sinks (a client of a running server)", runDeliveries},
-	{"migrate", "apply database migrations and exit", runMigrate},
-	{"config", "check a config file: print the effective configuration, secrets masked", runConfig},
-	{"llm-sim", "serve the deterministic LLM simulator (OpenAI protocol) on loopback", runLLMSim},
-	{"hash-key", "print the sha256 of an API key (read from stdin) for --api-keys", runHashKey},
-	{"keys", "API keys in the store: create (shown once), list, revoke", runKeys},
-	{"submit", "submit a document once (the same command again is a replay); --wait to follow it", runSubmit},
-	{"get", "show a job", runGet},
-	{"list", "list jobs, newest first", runList},
-	{"watch", "print a job's events as they happen, until it ends", runWatch},
-	{"wait", "wait until a job ends; exit with its status's code", runWait},
-	{"cancel", "cancel a job", runCancel},
-	{"replay", "queue a failed or dead-lettered job again", runReplay},
-	{"resolve", "settle an OUTCOME_UNKNOWN job (--retry or --fail)", runResolve},
-	{"approve", "approve (or --reject) a job awaiting approval", runApprove},
-	{"run", "runs of many items: submit a JSONL file, status, watch, list, retry-failures, cancel", runRun},
-	{"schedule", "schedules: create, list, pause, resume, delete", runSchedule},
+// commands is the command table, filled in init: the commands' own usage
+// reads it, so it cannot be a variable's initial value.
+var commands []command
+
+func init() {
+	commands = []command{
+		{name: "serve", short: "run the gRPC server", run: runServe},
+		{name: "worker", short: "run workers only, beside serve processes on one Postgres", run: runWorker},
+		{name: "relay", short: "deliver the outbox to the sinks only, beside serve processes on one Postgres", run: runRelay},
+		{name: "reconcile", short: "compare deliveries with their sinks, repair what a stream lost, report", run: runReconcile},
+		{name: "deliveries", short: "list or retry deliveries of events to sinks (a client of a running server)", subs: []command{
+			{name: "list", short: "list deliveries: dead letters first, then pending, then delivered; and the disabled sinks", run: runDeliveriesList},
+			{name: "retry", short: "queue a dead-lettered delivery again, or every dead letter of a sink", run: runDeliveriesRetry},
+		}},
+		{name: "migrate", short: "apply database migrations and exit", run: runMigrate},
+		{name: "config", short: "check a config file: print the effective configuration, secrets masked", subs: []command{
+			{name: "check", short: "validate a config file as serve, worker and relay read it; print the effective configuration", run: runConfigCheck},
+		}},
+		{name: "llm-sim", short: "serve the deterministic LLM simulator (OpenAI protocol) on loopback", run: runLLMSim},
+		{name: "hash-key", short: "print the sha256 of an API key (read from stdin) for --api-keys", run: runHashKey},
+		{name: "keys", short: "API keys in the store: create (shown once), list, revoke", subs: []command{
+			{name: "create", short: "create an API key (printed once, on stdout)", run: runKeysCreate},
+			{name: "list", short: "list API keys by their prefixes", run: runKeysList},
+			{name: "revoke", short: "revoke an API key by its prefix", run: runKeysRevoke},
+		}},
+		{name: "submit", short: "submit a document once (the same command again is a replay); --wait to follow it", run: runSubmit},
+		{name: "get", short: "show a job", run: runGet},
+		{name: "list", short: "list jobs, newest first", run: runList},
+		{name: "watch", short: "print a job's events as they happen, until it ends", run: runWatch},
+		{name: "wait", short: "wait until a job ends; exit with its status's code", run: runWait},
+		{name: "cancel", short: "cancel a job", run: runCancel},
+		{name: "replay", short: "queue a failed or dead-lettered job again", run: runReplay},
+		{name: "resolve", short: "settle an OUTCOME_UNKNOWN job (--retry or --fail)", run: runResolve},
+		{name: "approve", short: "approve (or --reject) a job awaiting approval", run: runApprove},
+		{name: "run", short: "runs of many items: submit a JSONL file, status, watch, list, batches, retry-failures, cancel", subs: []command{
+			{name: "submit", short: "submit a JSONL file of items into a run (the same command again finishes it)", run: runRunSubmit},
+			{name: "status", short: "show a run's progress", run: runRunStatus},
+			{name: "watch", short: "print a run's progress as it changes, until every item is terminal", run: runRunWatch},
+			{name: "list", short: "list runs, newest first", run: runRunList},
+			{name: "batches", short: "list the provider batches a run's calls went into", run: runRunBatches},
+			{name: "retry-failures", short: "replay every FAILED and DEAD_LETTERED job of a run from its checkpoint", run: runRunRetryFailures},
+			{name: "cancel", short: "cancel a run and the jobs it created", run: runRunCancel},
+		}},
+		{name: "schedule", short: "schedules: create, list, pause, resume, delete", subs: []command{
+			{name: "create", short: "create a schedule: a job submitted at each slot of a cron expression or an interval", run: runScheduleCreate},
+			{name: "list", short: "list schedules with their latest slots", run: runScheduleList},
+			{name: "pause", short: "stop a schedule firing", run: runSchedulePause},
+			{name: "resume", short: "let a paused schedule fire again", run: runScheduleResume},
+			{name: "delete", short: "delete a schedule (its jobs stay)", run: runScheduleDelete},
+		}},
+	}
 }
 
 func main() {
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-		usage()
-		os.Exit(2)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// One signal ends the context; later ones are taken too, so a
+		// server's graceful stop is not cut short by a second SIGTERM.
+		sig := <-signals
+		cancel(&signalError{sig: sig.(syscall.Signal)})
+	}()
+	path, err := execute(ctx, os.Args[1:])
+	if err == nil || errors.Is(err, errHelpShown) {
+		return // help asked for is no mistake: exit 0
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	for _, c := range commands {
-		if c.name == os.Args[1] {
-			if err := c.run(ctx, os.Args[2:]); err != nil {
-				if errors.Is(err, flag.ErrHelp) {
-					os.Exit(2)
-				}
-				fmt.Fprintf(os.Stderr, "oncejob %s: %v\n", c.name, err)
-				os.Exit(exitCode(err)) // 1, or a client command's documented code
-
-			}
-			return
+	var se *signalError
+	if errors.As(context.Cause(ctx), &se) {
+		// Stopped by a signal: the command said what it had done; the
+		// status is the shell's for a death by that signal.
+		if !errors.Is(err, context.Canceled) && !errors.As(err, &se) {
+			fmt.Fprintf(os.Stderr, "oncejob %s: %v\n", path, err)
 		}
+		fmt.Fprintf(os.Stderr, "oncejob %s: interrupted (%s)\n", path, se.name())
+		os.Exit(128 + int(se.sig))
 	}
-	fmt.Fprintf(os.Stderr, "oncejob: unknown command %q\n\n", os.Args[1])
-	usage()
-	os.Exit(2)
+	if path == "" {
+		fmt.Fprintf(os.Stderr, "oncejob: %v\n", err)
+	} else {
+		fmt.Fprintf(os.Stderr, "oncejob %s: %v\n", path, err)
+	}
+	os.Exit(exitCode(err)) // 1, or a client command's documented code
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: oncejob <command> [flags]\n\ncommands:")
-	for _, c := range commands {
-		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.short)
+// signalError is the cause of the context's end when a signal stopped
+// the command.
+type signalError struct{ sig syscall.Signal }
+
+func (e *signalError) Error() string { return "interrupted by " + e.name() }
+
+func (e *signalError) name() string {
+	switch e.sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
 	}
+	return e.sig.String()
+}
+
+// interrupted reports the signal that ended ctx, if one did.
+func interrupted(ctx context.Context) (*signalError, bool) {
+	var se *signalError
+	ok := errors.As(context.Cause(ctx), &se)
+	return se, ok
 }

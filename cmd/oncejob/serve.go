@@ -14,6 +14,7 @@ import (
 	"github.com/oncejob/oncejob/maintenance"
 	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/server/groupcommit"
+	"github.com/oncejob/oncejob/server/pagetoken"
 	"github.com/oncejob/oncejob/server/readiness"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/telemetry"
@@ -120,6 +121,12 @@ func runServe(ctx context.Context, args []string) error {
 	go hub.Run(hubCtx)
 	obs.metrics.Register(telemetry.NewStatsCollector(st, logger), telemetry.WatchersOpen(hub.Active))
 
+	// Every replica of the store reads the one secret, so a page token one
+	// issued pages on another (docs/architecture.md, "Page tokens").
+	tokenSecret, err := pagetoken.LoadSecret(ctx, st)
+	if err != nil {
+		return err
+	}
 	s, err := server.New(server.Config{
 		Store:            apiStore,
 		Pipelines:        pipelines,
@@ -137,6 +144,7 @@ func runServe(ctx context.Context, args []string) error {
 		Transport:        listen.transport,
 		Metrics:          obs.metrics.GRPC,
 		Tracing:          obs.tracing,
+		PageTokenSecret:  tokenSecret,
 	})
 	if err != nil {
 		return err

@@ -66,7 +66,8 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	if len(args) == 1 && args[0] == captureFlags {
 		return &flagsCaptured{fs: fs}
 	}
-	if fs.Lookup("config") != nil {
+	setUsage(fs)
+	if fs.Lookup("config") != nil && !asksHelp(args) {
 		if path := configPath(args); path != "" {
 			file, err := config.Load(path)
 			if err != nil {
@@ -80,7 +81,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	if _, err := applyEnv(fs); err != nil {
 		return err
 	}
-	return fs.Parse(args)
+	return parseArgs(fs, args)
 }
 
 // configPath is --config's value in args, else ONCEJOB_CONFIG's.

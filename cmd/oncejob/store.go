@@ -29,6 +29,7 @@ type appStore interface {
 	store.APIKeyStore
 	store.UsageStore
 	store.StatsStore
+	store.SecretStore
 }
 
 var (

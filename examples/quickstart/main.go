@@ -35,6 +35,13 @@ func main() {
 		log.Fatal(err)
 	}
 	fmt.Printf("job %s (replayed: %t)\n", res.Job.GetId(), res.Replayed())
+	// Deduplicated: the same computation (document, pipeline, prompt,
+	// model) had already run under another key; its result is reused.
+	if res.Deduplicated() {
+		fmt.Printf("deduplicated: true (job %s already computed it; no new generation)\n", res.Job.GetDeduplicatedFrom())
+	} else {
+		fmt.Println("deduplicated: false (a new computation)")
+	}
 
 	// Every event once, in order, even if the stream breaks on the way.
 	for e, err := range c.Watch(ctx, res.Job.GetId()) {

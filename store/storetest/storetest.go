@@ -35,6 +35,7 @@ type Store interface {
 	store.APIKeyStore
 	store.UsageStore
 	store.StatsStore
+	store.SecretStore
 }
 
 // Exercise runs the suite. newStore returns an empty, migrated store that
@@ -626,6 +627,11 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Run("Lists", func(t *testing.T) {
 		t.Parallel()
 		exerciseLists(t, newStore)
+	})
+
+	t.Run("Secret", func(t *testing.T) {
+		t.Parallel()
+		exerciseSecret(t, newStore)
 	})
 
 	t.Run("Stats", func(t *testing.T) {

@@ -63,10 +63,8 @@ const (
 
 // fuzzStore is what the fuzzer reads its snapshots from: both stores.
 type fuzzStore interface {
-	store.Store
+	server.Store
 	store.WatchStore
-	store.RunStore
-	store.ScheduleStore
 }
 
 type target struct {

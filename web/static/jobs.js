@@ -1,5 +1,12 @@
 // The jobs page: a live list with status and pipeline filters, counts per
 // status, and a submit form.
+//
+// The counts follow the stream the rows follow: a change that moves a row
+// moves its count at once (the row's status before and after), and the
+// counts are read again after the change (at most once a second, the last
+// answer asked for wins) to take in what the loaded rows do not show. They
+// are first read after the list, so a change between the two is never
+// lost: it comes through the watch, which starts at the list's cursor.
 
 import { act, call } from './api.js';
 import { fill, h, jobLink } from './dom.js';
@@ -61,24 +68,55 @@ export function jobsPage(main, params, setLive) {
         else tbody.insertBefore(row, tbody.children[p.index] || null);
       }
       empty.hidden = rows.size > 0;
+      moveCounts(patches);
       refreshCounts();
     },
   });
 
+  // tally is what the chips show: jobs per status and in all.
+  let tally = null;
+  function renderCounts() {
+    if (!tally) return;
+    fill(counts,
+      h('a', { href: '#/jobs', class: `count${status ? '' : ' active'}`, dataset: { status: 'ALL' } }, 'all ', h('b', {}, String(tally.total))),
+      statuses.map((s) => h('a', {
+        href: `#/jobs?${new URLSearchParams({ status: s, ...(pipeline ? { pipeline } : {}) })}`,
+        class: `count st-${s}${s === status ? ' active' : ''}${tally.by[s] ? '' : ' zero'}`, dataset: { status: s },
+      }, `${s} `, h('b', {}, String(tally.by[s] || 0)))));
+  }
+  // moveCounts moves the counts as the rows moved: a new row adds one to
+  // its status, a row that changed status moves one from the old to the
+  // new.
+  function moveCounts(patches) {
+    if (!tally) return;
+    for (const p of patches) {
+      const now = statusName(p.job.status);
+      if (p.kind === 'insert') {
+        if (status) continue; // a job that came into the filter: from where, the next read says
+        tally.by[now] = (tally.by[now] || 0) + 1;
+        tally.total++;
+        continue;
+      }
+      const was = statusName(p.before?.status);
+      if (!p.before || was === now) continue;
+      tally.by[was] = Math.max(0, (tally.by[was] || 0) - 1);
+      tally.by[now] = (tally.by[now] || 0) + 1;
+    }
+    renderCounts();
+  }
+
   let countTimer = null;
   let countAgain = false;
+  let countAsked = 0; // the latest request; an older answer is stale
   async function loadCounts() {
     const q = new URLSearchParams();
     if (pipeline) q.set('pipeline', pipeline);
+    const asked = ++countAsked;
     try {
       const r = await call('GET', `/v1/jobs:count?${q}`);
-      const by = Object.fromEntries((r.counts || []).map((c) => [statusName(c.status), Number(c.count)]));
-      fill(counts,
-        h('a', { href: '#/jobs', class: `count${status ? '' : ' active'}`, dataset: { status: 'ALL' } }, 'all ', h('b', {}, String(Number(r.total || 0)))),
-        statuses.filter((s) => by[s]).map((s) => h('a', {
-          href: `#/jobs?${new URLSearchParams({ status: s, ...(pipeline ? { pipeline } : {}) })}`,
-          class: `count st-${s}${s === status ? ' active' : ''}`, dataset: { status: s },
-        }, `${s} `, h('b', {}, String(by[s])))));
+      if (asked !== countAsked) return; // a later read was asked for: it wins
+      tally = { total: Number(r.total || 0), by: Object.fromEntries((r.counts || []).map((c) => [statusName(c.status), Number(c.count)])) };
+      renderCounts();
     } catch (_) { /* counts are secondary; the next change retries */ }
   }
   // Counts are re-read at most once a second while changes flow.
@@ -95,8 +133,10 @@ export function jobsPage(main, params, setLive) {
   }
 
   (async () => {
-    const counted = loadCounts(); // in parallel with the list
     await live.start();
+    // After the list: every change after its cursor comes through the
+    // watch, so these counts miss nothing the rows show.
+    const counted = loadCounts();
     const frag = document.createDocumentFragment();
     for (const id of live.order) { const r = jobRow(live.jobs.get(id)); rows.set(id, r); frag.appendChild(r); }
     fill(tbody, frag);

@@ -30,6 +30,14 @@ class SubmitResult:
     def replayed(self) -> bool:
         return self.outcome == job_pb2.SUBMIT_OUTCOME_EXISTING
 
+    @property
+    def deduplicated(self) -> bool:
+        """The job took its result from an identical computation that
+        already existed (same document, pipeline, prompt and model, under
+        another key): no new generation ran; job.deduplicated_from names
+        the job that computed it. A replay of such a job says so too."""
+        return bool(self.job.deduplicated_from)
+
 
 def target(addr: str) -> str:
     """A comma-separated list of IPv4 host:port addresses names replicas

@@ -120,6 +120,13 @@ def test_submit_wait_replay_get_list():
         assert job.output["summary"]
         again = c.submit("summarize", text, name="invoice-42.txt", params={"language": "en"}, labels={"team": "other"})
         assert again.replayed and again.job.id == res.job.id and again.key == res.key
+        assert not res.deduplicated and not again.deduplicated, "a computation of its own"
+        # Another key, the same computation: a job of its own with the
+        # first's result, and its replay says so too.
+        other = c.submit("summarize", text, name="invoice-42.txt", params={"language": "en"}, key="py-dedup-" + uuid.uuid4().hex)
+        assert other.outcome == job_pb2.SUBMIT_OUTCOME_DEDUPLICATED and other.deduplicated and not other.replayed
+        assert other.job.id != res.job.id and other.job.deduplicated_from == res.job.id
+        assert c.submit("summarize", text, name="invoice-42.txt", params={"language": "en"}, key=other.key).deduplicated
         assert c.get(res.job.id).labels["team"] == "billing"
         assert res.job.id in {j.id for j in c.list(page_size=2)}
 

@@ -268,6 +268,12 @@ type SentMessage struct {
 	SentAt      time.Time
 }
 
+type ServerSecret struct {
+	Name      string
+	Secret    []byte
+	CreatedAt time.Time
+}
+
 type SinkState struct {
 	Sink       string
 	Tenant     string

@@ -261,6 +261,12 @@ type SentMessage struct {
 	SentAt      int64
 }
 
+type ServerSecret struct {
+	Name      string
+	Secret    []byte
+	CreatedAt int64
+}
+
 type SinkState struct {
 	Sink       string
 	Tenant     string

@@ -1,0 +1,28 @@
+package storesqlite
+
+import (
+	"context"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
+)
+
+var _ store.SecretStore = (*Store)(nil)
+
+// SecretGetOrCreate implements store.SecretStore: the insert and the read
+// are one write transaction, and writes are serialised.
+func (s *Store) SecretGetOrCreate(ctx context.Context, name string, fresh []byte) ([]byte, error) {
+	var secret []byte
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
+		if err := s.q.ServerSecretInsert(ctx, tx, dbsqlite.ServerSecretInsertParams{Name: name, Secret: fresh, CreatedAt: now}); err != nil {
+			return interpretError(err)
+		}
+		var err error
+		secret, err = s.q.ServerSecretGet(ctx, tx, name)
+		return interpretError(err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return secret, nil
+}
