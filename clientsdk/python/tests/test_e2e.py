@@ -201,7 +201,7 @@ def test_submit_many_into_a_run():
 
 
 def test_provider_batch_run():
-    # The embedded server's simulator has a batch API: the run's items take
+    # The server's simulator has a batch API (--llm-batch-api): the run's items take
     # the batch twin of the pipeline's profile and all succeed through it.
     from oncejob import run_key
     with Client(os.environ["ONCEJOB_ADDR"]) as c:
