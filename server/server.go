@@ -198,55 +198,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	tokens, _ := pagetoken.New(cfg.PageTokenSecret) // validated
 	svc := &jobService{cfg: cfg, submits: submits, tokens: tokens}
-
-	logOpts := []logging.Option{
-		logging.WithLogOnEvents(logging.FinishCall),
-		logging.WithFieldsFromContext(logFields),
-	}
-	recoveryOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
-		cfg.Logger.ErrorContext(ctx, "panic in handler", "panic", p, "stack", string(debug.Stack()), "request_id", requestid.FromContext(ctx))
-		return status.Error(codes.Internal, "internal error")
-	})
-	needsAuth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
-		return c.Service != healthpb.Health_ServiceDesc.ServiceName &&
-			c.Service != "grpc.reflection.v1.ServerReflection" &&
-			c.Service != "grpc.reflection.v1alpha.ServerReflection"
-	})
-	callLog := boundRefusals(slogAdapter(cfg.Logger))
 	authn := tenant.NewAuthenticator(tenant.AuthConfig{File: cfg.Keys, Store: cfg.KeyStore, CacheTTL: cfg.KeyCacheTTL, Logger: cfg.Logger})
-	authFunc := withLogTenant(authn.AuthFunc())
-	lim := cfg.Limits
-	if lim == nil {
-		lim = limits.None()
-	}
 	codec := newRequestCodec(cfg.Logger)
-	var (
-		firstUnary  []grpc.UnaryServerInterceptor
-		firstStream []grpc.StreamServerInterceptor
-		serverOpts  = []grpc.ServerOption{grpc.ForceServerCodecV2(codec)}
-	)
-	if cfg.Metrics != nil {
-		firstUnary = append(firstUnary, cfg.Metrics.UnaryServerInterceptor())
-		firstStream = append(firstStream, cfg.Metrics.StreamServerInterceptor())
-	}
-	// A request that did not decode is refused next, so the metrics count
-	// it and nothing else runs for it.
-	firstUnary = append(firstUnary, codec.malformedUnary)
-	firstStream = append(firstStream, codec.malformedStream)
-	if cfg.Tracing {
-		serverOpts = append(serverOpts, grpc.StatsHandler(otelgrpc.NewServerHandler()))
-	}
-	streamChain := chainStream(append(firstStream,
-		withLogHolderStream,
-		requestid.StreamServerInterceptor(),
-		logging.StreamServerInterceptor(callLog, logOpts...),
-		recovery.StreamServerInterceptor(recoveryOpt),
-		selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFunc), needsAuth),
-		selector.StreamServerInterceptor(authzStreamInterceptor(cfg.Logger), needsAuth),
-		selector.StreamServerInterceptor(recheckStreamInterceptor(authn.AuthFunc(), authn.CacheTTL()/2, cfg.Logger), needsAuth),
-		selector.StreamServerInterceptor(lim.StreamServerInterceptor(), needsAuth),
-		validationStreamInterceptor(svc.validate),
-	)...)
+	unary, stream, serverOpts := chains(cfg, svc, authn, codec)
+	streamChain := chainStream(stream...)
 
 	srv := grpc.NewServer(append(serverOpts,
 		grpc.MaxRecvMsgSize(MaxMessageBytes(cfg.MaxDocumentBytes)),
@@ -254,21 +209,7 @@ func New(cfg Config) (*Server, error) {
 		grpc.KeepaliveEnforcementPolicy(cfg.Transport.enforcementPolicy()),
 		grpc.MaxConcurrentStreams(cfg.Transport.MaxConcurrentStreams),
 		grpc.Creds(cfg.Transport.creds()), // nil: plaintext
-		grpc.ChainUnaryInterceptor(append(firstUnary,
-			withLogHolder,
-			requestid.UnaryServerInterceptor(),
-			logging.UnaryServerInterceptor(callLog, logOpts...),
-			recovery.UnaryServerInterceptor(recoveryOpt),
-			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFunc), needsAuth),
-			selector.UnaryServerInterceptor(authzUnaryInterceptor(cfg.Logger), needsAuth),
-			batchSizeInterceptor,
-			selector.UnaryServerInterceptor(lim.UnaryServerInterceptor(), needsAuth),
-			validationInterceptor(svc.validateAll),
-			// Health and reflection have no tenant to scope a key by: an
-			// idempotency-key a proxy adds to them is ignored.
-			selector.UnaryServerInterceptor(idempotency.UnaryServerInterceptor(slices.Concat([]string{oncejobv1.JobService_SubmitJob_FullMethodName}, operatorMethods, runMethods, scheduleMethods)...), needsAuth),
-			storeTimeoutInterceptor(cfg.StoreTimeout), // a no-op when 0
-		)...),
+		grpc.ChainUnaryInterceptor(unary...),
 		grpc.StreamInterceptor(streamChain),
 	)...)
 	oncejobv1.RegisterJobServiceServer(srv, svc)
@@ -283,6 +224,75 @@ func New(cfg Config) (*Server, error) {
 		cfg.Metrics.InitializeMetrics(srv) // every method's series from the start, at zero
 	}
 	return &Server{GRPC: srv, Health: hs, Local: newLocal(svc, streamChain), Auth: authn, MalformedRequests: codec.Malformed}, nil
+}
+
+// chains are the server's unary and stream chains, in order, and the
+// options they need: metrics first, then the refusal of a request that did
+// not decode (counted, nothing else runs for it), request ids, the call
+// log, panic recovery, authentication, authorisation (streams: the key
+// re-checked while open), per-tenant limits, validation and, for unary
+// calls, the idempotency key and the store's timeout.
+func chains(cfg Config, svc *jobService, authn *tenant.Authenticator, codec *requestCodec) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor, []grpc.ServerOption) {
+	logOpts := []logging.Option{
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithFieldsFromContext(logFields),
+	}
+	recoveryOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		cfg.Logger.ErrorContext(ctx, "panic in handler", "panic", p, "stack", string(debug.Stack()), "request_id", requestid.FromContext(ctx))
+		return status.Error(codes.Internal, "internal error")
+	})
+	needsAuth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		return c.Service != healthpb.Health_ServiceDesc.ServiceName &&
+			c.Service != "grpc.reflection.v1.ServerReflection" &&
+			c.Service != "grpc.reflection.v1alpha.ServerReflection"
+	})
+	callLog := boundRefusals(slogAdapter(cfg.Logger))
+	authFunc := withLogTenant(authn.AuthFunc())
+	lim := cfg.Limits
+	if lim == nil {
+		lim = limits.None()
+	}
+	var (
+		unary      []grpc.UnaryServerInterceptor
+		stream     []grpc.StreamServerInterceptor
+		serverOpts = []grpc.ServerOption{grpc.ForceServerCodecV2(codec)}
+	)
+	if cfg.Metrics != nil {
+		unary = append(unary, cfg.Metrics.UnaryServerInterceptor())
+		stream = append(stream, cfg.Metrics.StreamServerInterceptor())
+	}
+	if cfg.Tracing {
+		serverOpts = append(serverOpts, grpc.StatsHandler(otelgrpc.NewServerHandler()))
+	}
+	stream = append(stream,
+		codec.malformedStream,
+		withLogHolderStream,
+		requestid.StreamServerInterceptor(),
+		logging.StreamServerInterceptor(callLog, logOpts...),
+		recovery.StreamServerInterceptor(recoveryOpt),
+		selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFunc), needsAuth),
+		selector.StreamServerInterceptor(authzStreamInterceptor(cfg.Logger), needsAuth),
+		selector.StreamServerInterceptor(recheckStreamInterceptor(authn.AuthFunc(), authn.CacheTTL()/2, cfg.Logger), needsAuth),
+		selector.StreamServerInterceptor(lim.StreamServerInterceptor(), needsAuth),
+		validationStreamInterceptor(svc.validate),
+	)
+	unary = append(unary,
+		codec.malformedUnary,
+		withLogHolder,
+		requestid.UnaryServerInterceptor(),
+		logging.UnaryServerInterceptor(callLog, logOpts...),
+		recovery.UnaryServerInterceptor(recoveryOpt),
+		selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFunc), needsAuth),
+		selector.UnaryServerInterceptor(authzUnaryInterceptor(cfg.Logger), needsAuth),
+		batchSizeInterceptor,
+		selector.UnaryServerInterceptor(lim.UnaryServerInterceptor(), needsAuth),
+		validationInterceptor(svc.validateAll),
+		// Health and reflection have no tenant to scope a key by: an
+		// idempotency-key a proxy adds to them is ignored.
+		selector.UnaryServerInterceptor(idempotency.UnaryServerInterceptor(slices.Concat([]string{oncejobv1.JobService_SubmitJob_FullMethodName}, operatorMethods, runMethods, scheduleMethods)...), needsAuth),
+		storeTimeoutInterceptor(cfg.StoreTimeout), // a no-op when 0
+	)
+	return unary, stream, serverOpts
 }
 
 func slogAdapter(l *slog.Logger) logging.Logger {

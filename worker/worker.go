@@ -215,21 +215,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		free := cap(slots) - len(slots)
 		var claimed int
 		if free > 0 {
-			jobs, err := w.cfg.Store.JobClaimWork(ctx, &store.JobClaimParams{
-				Owner:         w.cfg.Owner,
-				Limit:         free,
-				LeaseDuration: w.cfg.LeaseDuration,
-			})
-			switch {
-			case err != nil && ctx.Err() == nil:
-				failedClaims++
-				if failedClaims == 1 { // once per outage, not once per poll
-					w.log.Error("claim failed; backing off until the store answers", "error", err)
-				}
-			case err == nil && failedClaims > 0:
-				w.log.Info("claims work again", "failed_claims", failedClaims)
-				failedClaims = 0
-			}
+			jobs := w.claim(ctx, free, &failedClaims)
 			claimed = len(jobs)
 			if claimed > 0 {
 				w.signals.Claimed.Signal(jobIDs(jobs))
@@ -269,6 +255,28 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// claim claims up to free jobs. failedClaims counts the claims that failed
+// in a row (the store is down or unreachable): logged once per outage, and
+// the poll backs off by it.
+func (w *Worker) claim(ctx context.Context, free int, failedClaims *int) []*store.JobWork {
+	jobs, err := w.cfg.Store.JobClaimWork(ctx, &store.JobClaimParams{
+		Owner:         w.cfg.Owner,
+		Limit:         free,
+		LeaseDuration: w.cfg.LeaseDuration,
+	})
+	switch {
+	case err != nil && ctx.Err() == nil:
+		*failedClaims++
+		if *failedClaims == 1 { // once per outage, not once per poll
+			w.log.Error("claim failed; backing off until the store answers", "error", err)
+		}
+	case err == nil && *failedClaims > 0:
+		w.log.Info("claims work again", "failed_claims", *failedClaims)
+		*failedClaims = 0
+	}
+	return jobs
 }
 
 // maxClaimBackoff caps the wait between failing claims: short enough that

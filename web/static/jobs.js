@@ -68,6 +68,7 @@ export function jobsPage(main, params, setLive) {
         else tbody.insertBefore(row, tbody.children[p.index] || null);
       }
       empty.hidden = rows.size > 0;
+      changes++;
       moveCounts(patches);
       refreshCounts();
     },
@@ -108,13 +109,23 @@ export function jobsPage(main, params, setLive) {
   let countTimer = null;
   let countAgain = false;
   let countAsked = 0; // the latest request; an older answer is stale
+  let changes = 0; // changes the rows took; one during a read makes it stale
   async function loadCounts() {
     const q = new URLSearchParams();
     if (pipeline) q.set('pipeline', pipeline);
     const asked = ++countAsked;
+    const seen = changes;
     try {
       const r = await call('GET', `/v1/jobs:count?${q}`);
       if (asked !== countAsked) return; // a later read was asked for: it wins
+      if (seen !== changes) {
+        // A change came while the read was in flight: the answer may
+        // predate it (and overwrite its move) or hold it (and the move
+        // counts it twice). The moved tally stays; a read after it decides.
+        countAgain = true;
+        if (!countTimer) refreshCounts();
+        return;
+      }
       tally = { total: Number(r.total || 0), by: Object.fromEntries((r.counts || []).map((c) => [statusName(c.status), Number(c.count)])) };
       renderCounts();
     } catch (_) { /* counts are secondary; the next change retries */ }

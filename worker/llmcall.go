@@ -1,0 +1,218 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/oncejob/oncejob/failpoint"
+	"github.com/oncejob/oncejob/llm"
+	"github.com/oncejob/oncejob/store"
+)
+
+type keyHistory struct {
+	counted bool // a billed call under the key is in the job's usage
+	unknown bool // the last attempt under the key had an unknown outcome
+	// batchTag names the provider batch the last attempt sent the call in.
+	batchTag string
+}
+
+type promptData struct {
+	Text   string
+	Chunk  int // 1-based
+	Chunks int
+	Params map[string]any
+}
+
+// generate makes one chunk's LLM call, after checking again that no other
+// job has computed the result meanwhile.
+func (r *run) generate(ctx context.Context, chunk int32, chunks int, text string, responseFormat []byte) ([]byte, *store.LLMAttempt, error) {
+	if r.dedupChecked { // by the decision cache's read-ahead
+		r.dedupChecked = false
+		if r.computedBy != "" && r.computedBy != r.job.ID {
+			return nil, nil, errAlreadyComputed
+		}
+	} else if other, err := r.w.cfg.Store.JobComputedSuccessGet(ctx, &store.JobComputedSuccessGetParams{Tenant: r.job.Tenant, DedupKey: r.job.DedupKey}); err == nil && other.ID != r.job.ID {
+		return nil, nil, errAlreadyComputed
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, nil, err
+	}
+	tmpl, err := r.w.template(r.p)
+	if err != nil {
+		return nil, nil, permanent("PROMPT_TEMPLATE_INVALID", "%w", err)
+	}
+	var params map[string]any
+	_ = json.Unmarshal(r.job.Params, &params)
+	var prompt strings.Builder
+	if err := tmpl.Execute(&prompt, promptData{Text: text, Chunk: int(chunk) + 1, Chunks: chunks, Params: params}); err != nil {
+		return nil, nil, permanent("PROMPT_TEMPLATE_INVALID", "%w", err)
+	}
+	resp, attempt, err := r.call(ctx, store.JobStageLLMDone, chunk, 0, []llm.Message{{Role: "user", Content: prompt.String()}}, responseFormat, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	return []byte(resp.Content), attempt, nil
+}
+
+// call makes one LLM call and journals it, whatever happened. With
+// deferJournal, a successful call's attempt is returned instead, to be
+// journaled in the write of the checkpoint that trusts it (flush); any
+// other outcome is journaled here.
+func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round int, messages []llm.Message, responseFormat []byte, deferJournal bool) (*llm.Response, *store.LLMAttempt, error) {
+	req := &llm.Request{
+		Model:          r.profile.Model,
+		Messages:       messages,
+		Temperature:    r.p.Temperature,
+		ResponseFormat: responseFormat,
+		ProviderKey:    providerKey(r.job.ID, stage, r.stageKey, chunk, round),
+	}
+	r.lastKey = req.ProviderKey
+	history, err := r.history(ctx, req.ProviderKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, end := r.w.cfg.Observer.LLMCallStarted(ctx, r.job, req.Model)
+	var attempt store.LLMAttempt
+	defer func() { end(&attempt) }()
+	start := time.Now()
+	// Asking the provider about a call it may have finished costs nothing,
+	// so it comes before the budget; a new call does not.
+	resp, err, lookedUp := r.lookup(ctx, req.ProviderKey, history)
+	if !lookedUp {
+		if err := r.checkBudget(); err != nil {
+			return nil, nil, err
+		}
+		start = time.Now()
+		if batch := r.profile.ProviderBatch; batch != nil {
+			resp, err = r.w.batcher.call(ctx, r.lease, req, r.attemptOf(req, stage, chunk), batch.WithDefaults(), history.batchTag)
+		} else {
+			resp, err = r.w.cfg.Provider.Generate(ctx, req)
+		}
+	}
+	latency := time.Since(start)
+	if err == nil {
+		failpoint.Inject(failpoint.AfterLLMResponse)
+	}
+
+	attempt = r.outcome(ctx, r.attemptOf(req, stage, chunk), latency, resp, err, history, lookedUp)
+	if err == nil && deferJournal {
+		return resp, &attempt, nil
+	}
+	// The journal outlives the lease: record even when the job's context is
+	// gone.
+	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if jerr := r.w.cfg.Store.LLMAttemptRecord(jctx, &store.LLMAttemptRecordParams{Attempt: attempt}); jerr != nil {
+		r.log.Error("journal write failed", "error", jerr, "provider_key", req.ProviderKey)
+		if err == nil {
+			return nil, nil, jerr // unjournaled usage must not be checkpointed
+		}
+	}
+	return resp, nil, err
+}
+
+// attemptOf is the journal row of a call of req, its outcome to be set.
+// outcome is the journal row of a call that ended with resp or err: its
+// outcome, and what it billed (at the batch price when it went through a
+// provider batch; a replayed answer is billed when no earlier attempt
+// counted it).
+func (r *run) outcome(ctx context.Context, attempt store.LLMAttempt, latency time.Duration, resp *llm.Response, err error, history keyHistory, lookedUp bool) store.LLMAttempt {
+	attempt.LatencyMillis = latency.Milliseconds()
+	attempt.PriceClass = store.PriceClassOnline
+	if r.profile.ProviderBatch != nil && !lookedUp {
+		attempt.PriceClass = store.PriceClassBatch
+	}
+	switch class, classified := llm.ClassOf(err); {
+	case err == nil:
+		attempt.Outcome = store.LLMOutcomeSucceeded
+		// The provider bills a key once. A replayed answer is counted here
+		// when no earlier attempt counted it: the call that billed it ended
+		// with an unknown outcome.
+		attempt.Billed = !resp.Replayed || !history.counted
+		attempt.ProviderRequestID = resp.ProviderRequestID
+		if attempt.Billed {
+			attempt.PromptTokens, attempt.CompletionTokens = resp.PromptTokens, resp.CompletionTokens
+			attempt.CostMicros = r.profile.CostMicros(resp.PromptTokens, resp.CompletionTokens)
+			if attempt.PriceClass == store.PriceClassBatch {
+				attempt.CostMicros = r.profile.BatchCostMicros(resp.PromptTokens, resp.CompletionTokens)
+			}
+			r.tokens += resp.PromptTokens + resp.CompletionTokens
+		}
+	case ctx.Err() != nil:
+		attempt.Outcome, attempt.Error = store.LLMOutcomeCancelled, context.Cause(ctx).Error()
+	case classified:
+		attempt.Outcome, attempt.Error = store.LLMOutcome(class.String()), err.Error()
+	default:
+		attempt.Outcome, attempt.Error = store.LLMOutcomeUnavailable, err.Error()
+	}
+	return attempt
+}
+
+func (r *run) attemptOf(req *llm.Request, stage store.JobStage, chunk int32) store.LLMAttempt {
+	return store.LLMAttempt{
+		JobID: r.job.ID, Tenant: r.job.Tenant, JobAttempt: r.job.Attempt, Stage: stage, Chunk: chunk,
+		ProviderKey: req.ProviderKey, Model: req.Model,
+	}
+}
+
+// history returns what earlier attempts of the job journaled under key.
+func (r *run) history(ctx context.Context, key string) (keyHistory, error) {
+	if r.job.Attempt <= 1 {
+		return keyHistory{}, nil
+	}
+	if r.journal == nil {
+		attempts, err := r.w.cfg.Store.LLMAttemptList(ctx, &store.LLMAttemptListParams{JobID: r.job.ID})
+		if err != nil {
+			return keyHistory{}, err
+		}
+		r.journal = map[string]keyHistory{}
+		for _, a := range attempts {
+			h := r.journal[a.ProviderKey]
+			h.counted = h.counted || a.Billed
+			if a.Outcome != store.LLMOutcomeCancelled {
+				// A call left by a stopped attempt stays in its batch.
+				h.batchTag = ""
+			}
+			if tag, ok := strings.CutPrefix(a.Error, intentPrefix); ok && a.Outcome == store.LLMOutcomeOutcomeUnknown {
+				// Sent in a batch: its answer comes with the batch, never
+				// by an online lookup.
+				h.batchTag, h.unknown = tag, false
+				r.journal[a.ProviderKey] = h
+				continue
+			}
+			switch a.Outcome {
+			case store.LLMOutcomeSucceeded:
+				h.unknown = false
+			case store.LLMOutcomeOutcomeUnknown, store.LLMOutcomeCancelled:
+				// A call cut off after it was sent may have finished at the
+				// provider; it stays unknown until an answer is journaled.
+				h.unknown = true
+			}
+			r.journal[a.ProviderKey] = h
+		}
+	}
+	return r.journal[key], nil
+}
+
+// lookup asks the provider for the call it may have finished under key when
+// the last attempt's outcome was unknown: the reconciler's question. It
+// reports whether it answered; if not, the caller generates again under the
+// same key.
+func (r *run) lookup(ctx context.Context, key string, h keyHistory) (*llm.Response, error, bool) {
+	if !h.unknown {
+		return nil, nil, false
+	}
+	resp, err := r.w.cfg.Provider.Lookup(ctx, key)
+	switch {
+	case err == nil:
+		r.log.Info("unknown outcome reconciled by lookup", "provider_key", key)
+		resp.Replayed = true // nothing new was billed by asking
+		return resp, nil, true
+	case errors.Is(err, llm.ErrNotFound), errors.Is(err, llm.ErrLookupUnsupported):
+		return nil, nil, false
+	default:
+		return nil, err, true
+	}
+}

@@ -1,0 +1,368 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/oncejob/oncejob/failpoint"
+	"github.com/oncejob/oncejob/store"
+)
+
+// stages runs every stage not yet checkpointed, then publishes. The
+// deterministic stages (text_extracted, chunks_ready, the merge) are
+// computed in memory, and every stage key known before the first LLM call
+// is looked up in the decision cache in one read; their checkpoints go
+// with the next durable write: an LLM answer's (with its journal row), or
+// the publish. See docs/architecture.md, "The batched engine".
+func (r *run) stages(ctx context.Context) error {
+	if err := r.loadCheckpoints(ctx); err != nil {
+		return err
+	}
+	textSpec, text, err := r.textStage(ctx)
+	if err != nil {
+		return err
+	}
+	r.document = nil // not needed any more: an in-flight job keeps little
+	chunksSpec, chunks, err := r.chunksStage(text)
+	if err != nil {
+		return err
+	}
+	chunkSpecs, mergeSpec := r.llmSpecs(chunks)
+	if err := r.readDecisions(ctx, append([]stageSpec{textSpec, chunksSpec, mergeSpec}, chunkSpecs...)); err != nil {
+		return err
+	}
+
+	if _, err := r.stage(ctx, textSpec); err != nil {
+		return err
+	}
+	if _, err := r.stage(ctx, chunksSpec); err != nil {
+		return err
+	}
+	r.computed = nil // taken: the pending checkpoints hold them
+	outputs := make([][]byte, len(chunks))
+	for i, spec := range chunkSpecs {
+		if outputs[i], err = r.stage(ctx, spec); err != nil {
+			return err
+		}
+	}
+
+	mergeSpec.compute = func(context.Context) ([]byte, *store.LLMAttempt, error) {
+		m, err := mergeOutputs(outputs)
+		if err != nil {
+			// Not JSON: validation rejects it and asks for a repair.
+			return bytes.Join(outputs, []byte("\n")), nil, nil
+		}
+		return m, nil, nil
+	}
+	merged, err := r.stage(ctx, mergeSpec)
+	if err != nil {
+		return err
+	}
+	validated, err := r.stage(ctx, r.validSpec(merged))
+	if err != nil {
+		return err
+	}
+	if r.p.RequireApproval && !r.job.Approved {
+		return errAwaitApproval{output: validated}
+	}
+	return r.publish(ctx, validated)
+}
+
+// loadCheckpoints indexes the job's checkpoints: as the claim read them,
+// or read now.
+func (r *run) loadCheckpoints(ctx context.Context) error {
+	r.cps = map[cpKey]*store.Checkpoint{}
+	cps := r.claimedCheckpoints
+	if !r.checkpointsRead { // the claim did not read them
+		var err error
+		if cps, err = r.w.cfg.Store.CheckpointList(ctx, &store.CheckpointListParams{JobID: r.job.ID}); err != nil {
+			return err
+		}
+	}
+	for _, cp := range cps {
+		r.cps[cpKey{cp.Stage, cp.Chunk}] = cp
+	}
+	r.claimedCheckpoints = nil
+	return nil
+}
+
+// textStage is text_extracted: the document's text, computed in memory.
+// A document that cannot be read as text fails the job (its own bad data,
+// not an outage).
+func (r *run) textStage(ctx context.Context) (stageSpec, []byte, error) {
+	spec := stageSpec{
+		stage: store.JobStageTextExtracted, chunk: -1, version: extractVersion, advance: true,
+		inputs: map[string]any{"document_sha256": r.job.DocumentSHA256, "media_type": r.job.DocumentMedia},
+	}
+	text, err := r.deterministic(spec, func() ([]byte, error) {
+		data := r.document
+		if data == nil {
+			var err error
+			if data, err = r.w.cfg.Store.DocumentGet(ctx, &store.DocumentGetParams{Tenant: r.job.Tenant, SHA256: r.job.DocumentSHA256}); err != nil {
+				return nil, err
+			}
+		}
+		t, err := extractChecked(data, r.job.DocumentMedia)
+		switch {
+		case errors.Is(err, errNULInText):
+			return nil, permanent("INVALID_DOCUMENT", "%w", err)
+		case err != nil:
+			return nil, permanent("UNSUPPORTED_MEDIA_TYPE", "%w", err)
+		}
+		return []byte(t), nil
+	})
+	return spec, text, err
+}
+
+// chunksStage is chunks_ready: the text cut by the pipeline's chunking.
+func (r *run) chunksStage(text []byte) (stageSpec, []string, error) {
+	spec := stageSpec{
+		stage: store.JobStageChunksReady, chunk: -1, version: chunkVersion, advance: true,
+		inputs: map[string]any{"text_sha256": sha256Hex(text), "size": r.p.Chunking.Size, "overlap": r.p.Chunking.Overlap},
+	}
+	chunksJSON, err := r.deterministic(spec, func() ([]byte, error) {
+		return json.Marshal(chunkText(string(text), r.p.Chunking.Size, r.p.Chunking.Overlap))
+	})
+	if err != nil {
+		return spec, nil, err
+	}
+	var chunks []string
+	if err := json.Unmarshal(chunksJSON, &chunks); err != nil {
+		return spec, nil, fmt.Errorf("chunks checkpoint: %w", err)
+	}
+	return spec, chunks, nil
+}
+
+// llmSpecs are the LLM stage of each chunk and the merge of their answers
+// (its compute set once the answers are in).
+func (r *run) llmSpecs(chunks []string) ([]stageSpec, stageSpec) {
+	responseFormat := r.p.ResponseFormatJSON()
+	specs := make([]stageSpec, len(chunks))
+	keys := make([]any, len(chunks))
+	for i, chunk := range chunks {
+		specs[i] = stageSpec{
+			stage: store.JobStageLLMDone, chunk: int32(i), version: llmVersion,
+			inputs: map[string]any{
+				"model":           r.profile.Model,
+				"prompt_version":  r.p.Prompt.Version,
+				"temperature":     r.p.Temperature,
+				"response_format": string(responseFormat),
+				"chunk_sha256":    sha256Hex([]byte(chunk)),
+				"params":          string(r.job.Params),
+			},
+			compute: func(ctx context.Context) ([]byte, *store.LLMAttempt, error) {
+				return r.generate(ctx, int32(i), len(chunks), chunk, responseFormat)
+			},
+		}
+		keys[i] = specs[i].key()
+	}
+	merge := stageSpec{
+		stage: store.JobStageLLMDone, chunk: -1, version: mergeVersion, advance: true,
+		inputs: map[string]any{"chunk_keys": keys},
+	}
+	return specs, merge
+}
+
+// validSpec is the validated stage of merged: the output checked against
+// the pipeline's schema, repaired by the model when it fails.
+func (r *run) validSpec(merged []byte) stageSpec {
+	schemaJSON := r.p.OutputSchemaJSON()
+	spec := stageSpec{
+		stage: store.JobStageValidated, chunk: -1, version: validateVersion, advance: true,
+		inputs: map[string]any{
+			"validator_sha256": sha256Hex(schemaJSON),
+			"repair_attempts":  *r.p.RepairAttempts,
+			"model":            r.profile.Model,
+			"output_sha256":    sha256Hex(merged),
+		},
+		compute: func(ctx context.Context) ([]byte, *store.LLMAttempt, error) {
+			out, err := r.validate(ctx, schemaJSON, merged)
+			return out, nil, err
+		},
+	}
+	if schema, err := r.w.schema(schemaJSON); err == nil && validateJSON(schema, merged) == nil {
+		// Valid as it is: validating costs nothing, so the decision cache
+		// is not asked (it is for the repairs, which cost LLM calls).
+		r.known[spec.key()] = true
+	}
+	return spec
+}
+
+// deterministic returns a deterministic stage's output without writing
+// anything: this job's checkpoint when its key matches, else computed in
+// memory. stage() then decides what is checkpointed (the decision cache's
+// answer, when it has one, names the job it came from).
+func (r *run) deterministic(s stageSpec, compute func() ([]byte, error)) ([]byte, error) {
+	if cp, ok := r.cps[cpKey{s.stage, s.chunk}]; ok && cp.StageKey == s.key() {
+		return cp.Output, nil
+	}
+	out, err := compute()
+	if err != nil {
+		return nil, err
+	}
+	r.computed = append(r.computed, computedStage{key: s.key(), output: out})
+	return out, nil
+}
+
+// readDecisions asks the decision cache, in one read, for every stage of
+// specs this job has no checkpoint of.
+func (r *run) readDecisions(ctx context.Context, specs []stageSpec) error {
+	var keys []string
+	for _, s := range specs {
+		key := s.key()
+		if cp, ok := r.cps[cpKey{s.stage, s.chunk}]; ok && cp.StageKey == key {
+			continue
+		}
+		keys = append(keys, key)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	found, err := r.w.cfg.Store.CheckpointGetByStageKeys(ctx, &store.CheckpointGetByStageKeysParams{
+		Tenant: r.job.Tenant, StageKeys: keys, DedupKey: r.job.DedupKey,
+	})
+	if err != nil {
+		return err
+	}
+	// The dedup re-check of the first LLM call is this read: nothing but
+	// work in memory comes between.
+	r.dedupChecked, r.computedBy = true, found.ComputedBy
+	for _, key := range keys {
+		r.known[key] = true
+		if cp, ok := found.Checkpoints[key]; ok {
+			r.decisions[key] = cp
+		}
+	}
+	return nil
+}
+
+// errAwaitApproval stops a job whose pipeline asks for review before its
+// effect: it waits in AWAITING_APPROVAL with its planned output visible.
+type errAwaitApproval struct{ output []byte }
+
+func (errAwaitApproval) Error() string { return "awaiting approval" }
+
+type stageSpec struct {
+	stage   store.JobStage
+	chunk   int32
+	version string
+	inputs  map[string]any
+	advance bool
+	// compute returns the stage's output and, for an LLM answer, the
+	// attempt to journal with its checkpoint.
+	compute func(context.Context) ([]byte, *store.LLMAttempt, error)
+}
+
+func (s stageSpec) key() string { return stageKey(s.stage, s.version, s.inputs) }
+
+// stage returns a stage's output: from this job's checkpoint when its key
+// matches, else from the decision cache (any job of the tenant with the same
+// stage key), else computed. The last two are checkpointed, fenced: an LLM
+// answer at once, with its journal row and the checkpoints pending before
+// it, in one write; any other stage with the next such write.
+func (r *run) stage(ctx context.Context, s stageSpec) (_ []byte, err error) {
+	key := s.key()
+	if cp, ok := r.cps[cpKey{s.stage, s.chunk}]; ok && cp.StageKey == key {
+		return cp.Output, nil
+	}
+	ctx, end := r.w.cfg.Observer.StageStarted(ctx, r.job, s.stage, s.chunk)
+	source := "computed"
+	defer func() { end(source, err) }()
+	var (
+		out                 []byte
+		message, reusedFrom = "computed", ""
+		attempt             *store.LLMAttempt
+	)
+	cached, err := r.decision(ctx, key)
+	switch {
+	case err == nil:
+		source = "cache"
+		out, message, reusedFrom = cached.Output, "reused from job "+cached.JobID, cached.JobID
+	case errors.Is(err, store.ErrNotFound):
+		r.stageKey = key
+		if out, attempt, err = r.compute(ctx, s); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, err
+	}
+	r.pending = append(r.pending, store.StageCheckpoint{
+		Stage:        s.stage,
+		Chunk:        s.chunk,
+		StageKey:     key,
+		CodeVersion:  s.version,
+		Output:       out,
+		ReusedFrom:   reusedFrom,
+		AdvanceStage: s.advance,
+		Message:      string(s.stage) + ": " + message,
+	})
+	if attempt != nil {
+		if err := r.flush(ctx, attempt); err != nil {
+			// The output rests on a call the journal does not hold: the
+			// settling flush must not checkpoint it (its usage would never
+			// be counted). The next attempt asks the provider again.
+			r.pending = r.pending[:len(r.pending)-1]
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// compute runs s, or takes what deterministic computed of it already.
+func (r *run) compute(ctx context.Context, s stageSpec) ([]byte, *store.LLMAttempt, error) {
+	key := s.key()
+	for _, c := range r.computed {
+		if c.key == key {
+			return c.output, nil, nil
+		}
+	}
+	return s.compute(ctx)
+}
+
+// computedStage is a deterministic stage's output computed ahead.
+type computedStage struct {
+	key    string
+	output []byte
+}
+
+// decision is the decision cache's answer for key: read ahead, or read now.
+func (r *run) decision(ctx context.Context, key string) (*store.Checkpoint, error) {
+	if cp, ok := r.decisions[key]; ok {
+		return cp, nil
+	}
+	if r.known[key] {
+		return nil, store.ErrNotFound
+	}
+	return r.w.cfg.Store.CheckpointGetByStageKey(ctx, &store.CheckpointGetByStageKeyParams{Tenant: r.job.Tenant, StageKey: key})
+}
+
+// flush writes the pending checkpoints, fenced, and journals attempt with
+// them in the same write when set. The journal outlives the lease: it is
+// written even when the job's context is gone or its lease lost.
+func (r *run) flush(ctx context.Context, attempt *store.LLMAttempt) error {
+	if len(r.pending) == 0 && attempt == nil {
+		return nil
+	}
+	failpoint.Inject(failpoint.BeforeCheckpointWrite)
+	// Bounded by the lease, not less: thousands of calls that return
+	// together queue their writes for the pool's connections, and a write
+	// given up sends its job to wait for its lease to expire.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(10*time.Second, r.w.cfg.LeaseDuration))
+	defer cancel()
+	err := r.w.cfg.Store.CheckpointWriteMany(wctx, &store.CheckpointWriteManyParams{
+		Lease: r.lease, Checkpoints: r.pending, Attempt: attempt,
+	})
+	if err != nil {
+		if attempt != nil && !errors.Is(err, store.ErrLeaseLost) {
+			r.log.Error("journal write failed", "error", err, "provider_key", attempt.ProviderKey)
+		}
+		return err // unjournaled usage is not checkpointed: neither was written
+	}
+	r.pending = nil
+	failpoint.Inject(failpoint.AfterCheckpointWrite)
+	return nil
+}
