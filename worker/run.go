@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/oncejob/oncejob/llm"
 	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/store"
 )
