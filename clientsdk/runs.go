@@ -111,7 +111,9 @@ func (c *Client) SubmitMany(ctx context.Context, items []SubmitItem, opts ...Sub
 // RunKey derives the idempotency key of a CreateRun request: WorkID of kind
 // "oncejob.run", version 1, over every field of the request. So the same
 // run, asked for again with the same name and defaults (a client started
-// again with the same arguments), is the same run.
+// again with the same arguments), is the same run; the same run with
+// provider_batch (its items' calls through the provider's batch API) is
+// another.
 func RunKey(req *oncejobv1.CreateRunRequest) (string, error) {
 	params := req.GetParams().AsMap()
 	if params == nil {
@@ -121,14 +123,21 @@ func RunKey(req *oncejobv1.CreateRunRequest) (string, error) {
 	for k, v := range req.GetLabels() {
 		labels[k] = v
 	}
-	return WorkID("oncejob.run", 1, map[string]any{
+	fields := map[string]any{
 		"name": req.GetName(), "pipeline": req.GetPipeline(), "model_profile": req.GetModelProfile(),
 		"params": params, "labels": labels,
-	})
+	}
+	if req.GetProviderBatch() { // absent when false: the keys of runs without it stay as they were
+		fields["provider_batch"] = true
+	}
+	return WorkID("oncejob.run", 1, fields)
 }
 
 // CreateRun creates a run, or returns the one its key created. The key is
-// the caller's (WithIdempotencyKey) or RunKey(req).
+// the caller's (WithIdempotencyKey) or RunKey(req). A request with
+// ProviderBatch sends the items' LLM calls through the provider's batch
+// API; a server whose provider has none refuses it (*InvalidRequestError,
+// reason PROVIDER_BATCH_UNSUPPORTED).
 func (c *Client) CreateRun(ctx context.Context, req *oncejobv1.CreateRunRequest, opts ...CallOption) (*Run, error) {
 	o := c.callOptions(opts)
 	key := o.key
@@ -148,6 +157,15 @@ func (c *Client) GetRun(ctx context.Context, runID string, opts ...CallOption) (
 	var resp oncejobv1.GetRunResponse
 	err := c.call(ctx, oncejobv1.RunService_GetRun_FullMethodName, &oncejobv1.GetRunRequest{RunId: runID}, &resp, "", c.callOptions(opts))
 	return resp.GetRun(), err
+}
+
+// ListRunBatches returns the provider batches the calls of a run's items
+// went into, oldest first: the provider's status, the run's lines in each,
+// those answered and their cost.
+func (c *Client) ListRunBatches(ctx context.Context, runID string, opts ...CallOption) ([]*oncejobv1.RunBatch, error) {
+	var resp oncejobv1.ListRunBatchesResponse
+	err := c.call(ctx, oncejobv1.RunService_ListRunBatches_FullMethodName, &oncejobv1.ListRunBatchesRequest{RunId: runID}, &resp, "", c.callOptions(opts))
+	return resp.GetBatches(), err
 }
 
 // ListRuns iterates over the caller's runs, newest first.

@@ -122,6 +122,10 @@ func BatchesOf(p Provider) (BatchProvider, error) {
 	return bp, nil
 }
 
+// BatchWindow is the completion window of a batch: the provider answers
+// every line within it, or expires the batch.
+const BatchWindow = 24 * time.Hour
+
 // TagKey is the metadata key whose value names one batch of the caller's.
 const TagKey = "oncejob_batch"
 

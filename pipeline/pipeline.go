@@ -117,9 +117,36 @@ func (r RetryPolicy) WithDefaults() RetryPolicy {
 // DefaultModelProfile is the profile a job gets when it names none.
 func (p *Pipeline) DefaultModelProfile() string { return p.ModelProfiles[0] }
 
-// AllowsModelProfile reports whether a job may ask for profile.
+// AllowsModelProfile reports whether a job may ask for profile: one the
+// pipeline names, or the batch twin of one (BatchTwinSuffix).
 func (p *Pipeline) AllowsModelProfile(profile string) bool {
-	return slices.Contains(p.ModelProfiles, profile)
+	if slices.Contains(p.ModelProfiles, profile) {
+		return true
+	}
+	base, ok := strings.CutSuffix(profile, BatchTwinSuffix)
+	return ok && slices.Contains(p.ModelProfiles, base)
+}
+
+// BatchTwinSuffix names a profile's batch twin: "default@batch" is the
+// profile "default" with its calls sent through the provider's batch API
+// (a ProviderBatch of the defaults). It is what a run with provider_batch
+// gives its items (docs/architecture.md, "Provider batches"). The twin is
+// another name, so another dedup key; the llm_done stage key names the
+// model, not the profile, so a call the online profile already made is
+// not made again.
+const BatchTwinSuffix = "@batch"
+
+// BatchTwin returns the profile that sends name's calls through the
+// provider's batch API: name itself when it has a provider_batch, else its
+// twin, name + BatchTwinSuffix.
+func (r *Registry) BatchTwin(name string) string {
+	if m, ok := r.profiles[name]; ok && m.ProviderBatch != nil {
+		return name
+	}
+	if strings.HasSuffix(name, BatchTwinSuffix) {
+		return name
+	}
+	return name + BatchTwinSuffix
 }
 
 // ModelProfile names a model and its price. Pipelines refer to profiles, so
@@ -198,10 +225,21 @@ type Registry struct {
 	profiles map[string]ModelProfile
 }
 
-// Profile returns a model profile.
+// Profile returns a model profile, or the batch twin of one
+// (BatchTwinSuffix) of a profile that has no provider_batch of its own.
 func (r *Registry) Profile(name string) (ModelProfile, bool) {
-	m, ok := r.profiles[name]
-	return m, ok
+	if m, ok := r.profiles[name]; ok {
+		return m, true
+	}
+	base, twin := strings.CutSuffix(name, BatchTwinSuffix)
+	m, ok := r.profiles[base]
+	if !twin || !ok {
+		return ModelProfile{}, false
+	}
+	if m.ProviderBatch == nil {
+		m.ProviderBatch = &ProviderBatch{}
+	}
+	return m, true
 }
 
 // Get returns the pipeline named name.

@@ -46,3 +46,38 @@ func TestProviderBatchProfileRefusesBadBounds(t *testing.T) {
 		require.Error(t, err, bad)
 	}
 }
+
+func TestBatchTwin(t *testing.T) {
+	t.Parallel()
+	r, err := pipeline.Parse([]byte(batchProfiles + `
+pipelines:
+  - name: p
+    version: 1
+    prompt: {version: "1", template: "x"}
+    model_profiles: [online, nightly]
+    output_schema: {type: object}
+`))
+	require.NoError(t, err)
+
+	// An online profile's twin is the profile with a default provider batch;
+	// a profile with a provider batch is its own.
+	require.Equal(t, "online@batch", r.BatchTwin("online"))
+	require.Equal(t, "nightly", r.BatchTwin("nightly"))
+	twin, ok := r.Profile("online@batch")
+	require.True(t, ok)
+	require.Equal(t, "m", twin.Model)
+	require.EqualValues(t, 1000, twin.PromptMicrosPer1K)
+	require.NotNil(t, twin.ProviderBatch)
+	require.Equal(t, pipeline.ProviderBatch{MaxCalls: 1000, Linger: time.Second, PricePercent: 50}, twin.ProviderBatch.WithDefaults())
+	online, _ := r.Profile("online")
+	require.Nil(t, online.ProviderBatch, "the twin is a copy")
+	_, ok = r.Profile("missing@batch")
+	require.False(t, ok)
+	require.Equal(t, []string{"defaults", "nightly"}, r.BatchProfiles(), "twins are not configured batch profiles")
+
+	p, _ := r.Get("p")
+	require.True(t, p.AllowsModelProfile("online@batch"))
+	require.True(t, p.AllowsModelProfile("nightly"))
+	require.False(t, p.AllowsModelProfile("defaults@batch"), "the pipeline does not allow defaults")
+	require.False(t, p.AllowsModelProfile("online@other"))
+}

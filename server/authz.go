@@ -31,6 +31,7 @@ var submitterMethods = map[string]bool{
 	oncejobv1.RunService_GetRun_FullMethodName:             true,
 	oncejobv1.RunService_ListRuns_FullMethodName:           true,
 	oncejobv1.RunService_WatchRun_FullMethodName:           true,
+	oncejobv1.RunService_ListRunBatches_FullMethodName:     true,
 	oncejobv1.ScheduleService_ListSchedules_FullMethodName: true,
 }
 

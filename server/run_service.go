@@ -19,6 +19,8 @@ import (
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/jobkey"
+	"github.com/oncejob/oncejob/llm"
+	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/server/idempotency"
 	"github.com/oncejob/oncejob/server/pagetoken"
 	"github.com/oncejob/oncejob/server/tenant"
@@ -48,8 +50,8 @@ type runService struct {
 //
 // Idempotency contract:
 //   - Identity: tenant + method + `idempotency-key` metadata (required),
-//     with the fingerprint of name, pipeline, model profile, params and
-//     labels.
+//     with the fingerprint of name, pipeline, model profile, params,
+//     labels and provider_batch.
 //   - Window: the run's life; runs are not deleted, and the key sweeper
 //     never frees a run's key (it lives on the run's row).
 //   - Response: a replay returns the run as it is now with
@@ -65,17 +67,25 @@ func (s *runService) CreateRun(ctx context.Context, req *oncejobv1.CreateRunRequ
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "params: %v", err)
 	}
-	fp, err := jobkey.RequestFingerprint(map[string]any{
+	if req.GetProviderBatch() && !s.jobs.cfg.ProviderBatches {
+		return nil, errProviderBatchUnsupported()
+	}
+	request := map[string]any{
 		"name": req.GetName(), "pipeline": req.GetPipeline(), "model_profile": req.GetModelProfile(),
 		"params": params, "labels": stringMap(req.GetLabels()),
-	})
+	}
+	if req.GetProviderBatch() { // absent when false: the keys of older runs keep their fingerprint
+		request["provider_batch"] = true
+	}
+	fp, err := jobkey.RequestFingerprint(request)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "request: %v", err)
 	}
 	res, err := s.store.RunCreate(ctx, &store.RunCreateParams{
 		ID: newID(), Tenant: key.Tenant, IdempotencyKey: key.Value, Fingerprint: fp,
 		Name: req.GetName(), Pipeline: req.GetPipeline(), ModelProfile: req.GetModelProfile(),
-		Params: canonicalParams, Labels: req.GetLabels(), RecentSince: s.now().Add(-runRateWindow),
+		Params: canonicalParams, Labels: req.GetLabels(), ProviderBatch: req.GetProviderBatch(),
+		RecentSince: s.now().Add(-runRateWindow),
 	})
 	if err != nil {
 		return nil, s.jobs.storeError(ctx, err, "run")
@@ -93,6 +103,33 @@ func (s *runService) GetRun(ctx context.Context, req *oncejobv1.GetRunRequest) (
 		return nil, err
 	}
 	return &oncejobv1.GetRunResponse{Run: s.runToProto(run)}, nil
+}
+
+// ListRunBatches returns the provider batches the run's calls went into,
+// oldest first. Read-only.
+func (s *runService) ListRunBatches(ctx context.Context, req *oncejobv1.ListRunBatchesRequest) (*oncejobv1.ListRunBatchesResponse, error) {
+	t, _ := tenant.FromContext(ctx)
+	run, err := s.store.RunGet(ctx, &store.RunGetParams{Tenant: t, ID: req.GetRunId(), WithoutProgress: true})
+	if err != nil {
+		return nil, s.jobs.storeError(ctx, err, "run "+req.GetRunId())
+	}
+	list, err := s.jobs.cfg.Store.RunBatchList(ctx, &store.RunBatchListParams{Tenant: t, RunID: run.ID})
+	if err != nil {
+		return nil, s.jobs.storeError(ctx, err, "run "+req.GetRunId())
+	}
+	resp := &oncejobv1.ListRunBatchesResponse{Batches: make([]*oncejobv1.RunBatch, len(list))}
+	for i, b := range list {
+		out := &oncejobv1.RunBatch{
+			BatchId: b.BatchID, Status: b.Status, Lines: b.Lines, AnsweredLines: b.AnsweredLines,
+			PriceClass: string(store.PriceClassBatch), CostMicros: b.CostMicros,
+			CreateTime: timestamppb.New(b.CreatedAt), UpdateTime: timestamppb.New(b.UpdatedAt),
+		}
+		if b.ExpiresAt != nil {
+			out.ExpireTime = timestamppb.New(*b.ExpiresAt)
+		}
+		resp.Batches[i] = out
+	}
+	return resp, nil
 }
 
 // ListRuns returns one page of the caller's runs, newest first. Read-only.
@@ -231,7 +268,7 @@ func (s *runService) runToProto(r *store.Run) *oncejobv1.Run {
 	out := &oncejobv1.Run{
 		Id: r.ID, IdempotencyKey: r.IdempotencyKey, Name: r.Name, Pipeline: r.Pipeline,
 		ModelProfile: r.ModelProfile, Labels: r.Labels, State: oncejobv1.RunState_RUN_STATE_OPEN,
-		CreateTime: timestamppb.New(r.CreatedAt),
+		ProviderBatch: r.ProviderBatch, CreateTime: timestamppb.New(r.CreatedAt),
 		Progress: &oncejobv1.RunProgress{
 			Seq: p.Seq, Items: p.Items, Reused: p.Reused, Computed: p.Items - p.Reused,
 			Queued:           p.ByStatus[store.JobStatusQueued],
@@ -261,10 +298,48 @@ func (s *runService) runToProto(r *store.Run) *oncejobv1.Run {
 	if window > 0 {
 		out.Progress.ItemsPerSecond = float64(p.FinishedRecently) / window.Seconds()
 	}
-	if left := p.Items - p.Terminal(); left > 0 && out.Progress.ItemsPerSecond > 0 {
-		out.Progress.EstimatedTimeLeft = durationpb.New(time.Duration(float64(left) / out.Progress.ItemsPerSecond * float64(time.Second)))
+	left := p.Items - p.Terminal()
+	var estimate time.Duration
+	if left > 0 && out.Progress.ItemsPerSecond > 0 {
+		estimate = time.Duration(float64(left) / out.Progress.ItemsPerSecond * float64(time.Second))
+	}
+	if r.ProviderBatch && left > 0 {
+		// The items wait for batches: no rate until one answered, and none
+		// takes longer than the window.
+		out.Progress.ProviderBatchWindow = durationpb.New(llm.BatchWindow)
+		if estimate == 0 || estimate > llm.BatchWindow {
+			estimate = llm.BatchWindow
+		}
+	}
+	if estimate > 0 {
+		out.Progress.EstimatedTimeLeft = durationpb.New(estimate)
 	}
 	return out
+}
+
+// errProviderBatchUnsupported refuses a provider_batch run on a server
+// whose provider has no batch API.
+func errProviderBatchUnsupported() error {
+	const msg = "provider_batch: the server's LLM provider has no batch API (OpenAI's Files and Batches endpoints; vLLM, llama.cpp and Ollama have none): start serve with --llm-batch-api on a provider that has one, or submit the run without provider_batch"
+	st, _ := status.New(codes.InvalidArgument, msg).WithDetails(
+		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "provider_batch", Description: "the server's LLM provider has no batch API"}}},
+		&errdetails.ErrorInfo{Reason: "PROVIDER_BATCH_UNSUPPORTED", Domain: errorDomain})
+	return st.Err()
+}
+
+// withBatchTwin gives a provider_batch run's item the batch twin of its
+// model profile (its own, else its pipeline's default); an unknown
+// pipeline is left to validation.
+func withBatchTwin(req *oncejobv1.SubmitJobRequest, pipelines *pipeline.Registry) {
+	p, ok := pipelines.Get(req.GetPipeline())
+	if !ok {
+		return
+	}
+	profile := req.GetModelProfile()
+	if profile == "" {
+		profile = p.DefaultModelProfile()
+	}
+	req.ModelProfile = pipelines.BatchTwin(profile)
 }
 
 // submitRun is the open run items of SubmitJobs join: NOT_FOUND, or
@@ -379,6 +454,8 @@ func (s *jobService) validateRunRequest(req any, v *violations) {
 		validateParams(r.GetParams(), v)
 		validateLabels(r.GetLabels(), v)
 	case *oncejobv1.GetRunRequest:
+		validateJobID(r.GetRunId(), "run_id", v)
+	case *oncejobv1.ListRunBatchesRequest:
 		validateJobID(r.GetRunId(), "run_id", v)
 	case *oncejobv1.WatchRunRequest:
 		validateJobID(r.GetRunId(), "run_id", v)

@@ -45,6 +45,10 @@ type Config struct {
 	// Pipelines are the pipelines jobs may name. Default:
 	// pipeline.Builtin().
 	Pipelines *pipeline.Registry
+	// ProviderBatches says the workers' LLM provider has a batch API
+	// (OpenAI's Files and Batches), so a run may ask for provider_batch.
+	// Default: false, such runs are refused.
+	ProviderBatches bool
 	// Keys are the keys of the --api-keys file. With none here and none in
 	// KeyStore the server is in dev mode: every caller is an operator of
 	// tenant "default". Default: none.

@@ -53,6 +53,8 @@ type setupOpts struct {
 	submitMaxBatch int
 	limits         *limits.Limits
 	quiet          bool // log warnings only, not every call
+	// providerBatches: the provider has a batch API.
+	providerBatches bool
 }
 
 func setup(t *testing.T, opts setupOpts) *testBundle {
@@ -75,6 +77,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	s, err := server.New(server.Config{
 		Store:            st,
 		Pipelines:        opts.pipelines,
+		ProviderBatches:  opts.providerBatches,
 		Keys:             keys,
 		Logger:           slog.New(slog.NewTextHandler(testWriter{t}, logOpts)),
 		MaxDocumentBytes: opts.maxDoc,

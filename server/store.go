@@ -20,4 +20,6 @@ type Store interface {
 	// The FULL view's checkpoints and attempt journal (of store.EngineStore).
 	CheckpointList(ctx context.Context, params *store.CheckpointListParams) ([]*store.Checkpoint, error)
 	LLMAttemptList(ctx context.Context, params *store.LLMAttemptListParams) ([]*store.LLMAttempt, error)
+	// A run's provider batches (of store.ProviderBatchStore).
+	RunBatchList(ctx context.Context, params *store.RunBatchListParams) ([]*store.RunBatch, error)
 }

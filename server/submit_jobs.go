@@ -63,6 +63,9 @@ func (s *jobService) SubmitJobs(ctx context.Context, req *oncejobv1.SubmitJobsRe
 	for i, item := range items {
 		if run != nil {
 			withRunDefaults(item.GetRequest(), run, runDefaults)
+			if run.ProviderBatch && item.GetRequest() != nil {
+				withBatchTwin(item.GetRequest(), s.cfg.Pipelines)
+			}
 		}
 		p, st := s.submitJobsItem(ctx, t, i, item)
 		if st != nil {

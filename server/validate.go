@@ -13,6 +13,7 @@ import (
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/jobkey"
+	"github.com/oncejob/oncejob/pipeline"
 )
 
 // validationInterceptor rejects a request that breaks the field rules of the
@@ -140,6 +141,8 @@ func (s *jobService) validateSubmit(r *oncejobv1.SubmitJobRequest, v *violations
 
 	if known && r.GetModelProfile() != "" && !p.AllowsModelProfile(r.GetModelProfile()) {
 		v.add("model_profile", "pipeline %q allows %s", p.Name, strings.Join(p.ModelProfiles, ", "))
+	} else if strings.HasSuffix(r.GetModelProfile(), pipeline.BatchTwinSuffix) && !s.cfg.ProviderBatches {
+		v.add("model_profile", "%q sends its calls through a provider batch, and the server's LLM provider has no batch API", r.GetModelProfile())
 	}
 }
 

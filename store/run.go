@@ -56,9 +56,13 @@ type Run struct {
 	ModelProfile string
 	Params       []byte // canonical JSON object
 	Labels       map[string]string
-	CreatedAt    time.Time
-	CancelledAt  *time.Time
-	Progress     RunProgress
+	// ProviderBatch sends the items' LLM calls through the provider's batch
+	// API: each item's model profile is replaced by its batch twin
+	// (pipeline.Registry.BatchTwin).
+	ProviderBatch bool
+	CreatedAt     time.Time
+	CancelledAt   *time.Time
+	Progress      RunProgress
 }
 
 // RunProgress counts a run's items, read in one snapshot.
@@ -132,6 +136,7 @@ type RunCreateParams struct {
 	ModelProfile   string
 	Params         []byte // canonical JSON object
 	Labels         map[string]string
+	ProviderBatch  bool
 	// RecentSince bounds Progress.FinishedRecently of the run returned.
 	RecentSince time.Time
 }

@@ -74,12 +74,16 @@ type batchMember struct {
 	ctx    context.Context
 }
 
+// newBatcher returns the worker's batcher: an error when a configured
+// profile has a provider_batch and the provider no batch API; nil when the
+// provider has none, so a job of a batch twin (a provider_batch run's) is
+// refused by this worker.
 func newBatcher(w *Worker, ctx context.Context) (*batcher, error) {
-	if len(w.cfg.Pipelines.BatchProfiles()) == 0 {
-		return nil, nil
-	}
 	bp, err := llm.BatchesOf(w.cfg.Provider)
 	if err != nil {
+		if len(w.cfg.Pipelines.BatchProfiles()) == 0 {
+			return nil, nil
+		}
 		return nil, err
 	}
 	return &batcher{w: w, bp: bp, log: w.log, ctx: ctx, open: map[string]*batchGroup{}, byTag: map[string]*batchGroup{}}, nil
@@ -276,12 +280,14 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 		g.finish(nil, err)
 		return
 	}
+	g.record(batch)
 	delay := 100 * time.Millisecond
 	for !batch.Finished() {
 		if g.allCancelled(len(calls)) {
-			if _, err := b.bp.CancelBatch(ctx, batch.ID); err != nil {
+			if cancelled, err := b.bp.CancelBatch(ctx, batch.ID); err != nil {
 				b.log.Error("cancel provider batch", "batch", batch.ID, "error", err)
 			} else {
+				g.record(cancelled)
 				b.log.Info("provider batch cancelled: every job in it was cancelled", "batch", batch.ID)
 			}
 			g.finish(nil, errCancelRequested)
@@ -301,6 +307,9 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 			b.log.Warn("poll provider batch", "batch", batch.ID, "error", err)
 			continue
 		}
+		if next.Status != batch.Status {
+			g.record(next)
+		}
 		batch = next
 	}
 	var results []llm.BatchResult
@@ -319,6 +328,24 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 	}
 	b.log.Info("provider batch finished", "tag", g.tag, "batch", batch.ID, "status", batch.Status, "completed", batch.Completed, "failed", batch.Failed)
 	g.finish(byKey, nil)
+}
+
+// record keeps the batch's state for the runs whose calls it carries
+// (the console shows it). Losing it loses a view,
+// never a call: an error is only logged.
+func (g *batchGroup) record(batch *llm.Batch) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.b.ctx), 10*time.Second)
+	defer cancel()
+	params := &store.ProviderBatchRecordParams{Tag: g.tag, BatchID: batch.ID, Status: batch.Status, CreatedAt: batch.CreatedAt}
+	if params.CreatedAt.IsZero() {
+		params.CreatedAt = time.Now()
+	}
+	if !batch.ExpiresAt.IsZero() {
+		params.ExpiresAt = &batch.ExpiresAt
+	}
+	if err := g.b.w.cfg.Store.ProviderBatchRecord(ctx, params); err != nil {
+		g.b.log.Warn("provider batch: its state not recorded", "batch", batch.ID, "status", batch.Status, "error", err)
+	}
 }
 
 // allCancelled reports whether every member of a group of n sent calls

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/oncejob/oncejob/llm"
 	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/store"
 )
@@ -127,6 +128,9 @@ func (r *run) prepare() error {
 		return permanent("MODEL_PROFILE_UNKNOWN", "model profile %q is not configured on this worker", r.job.ModelProfile)
 	}
 	r.profile = profile
+	if profile.ProviderBatch != nil && r.w.batcher == nil {
+		return permanent("PROVIDER_BATCH_UNSUPPORTED", "model profile %q sends its calls through a provider batch: %v", r.job.ModelProfile, llm.ErrBatchUnsupported)
+	}
 	if p.Version != r.job.PipelineVersion || p.Prompt.Version != r.job.PromptVersion {
 		// A rolling deploy: this worker runs another version of the pipeline.
 		// Running the job here would publish another computation under the

@@ -29,6 +29,9 @@ import (
 type Store interface {
 	store.Store
 	store.EngineStore
+	// The batcher keeps what it sees of each provider batch (of
+	// store.ProviderBatchStore).
+	ProviderBatchRecord(ctx context.Context, params *store.ProviderBatchRecordParams) error
 }
 
 // Defaults of Config, used by WithDefaults and by the command's flags.
@@ -152,7 +155,7 @@ type Worker struct {
 	// Set while Run runs.
 	completer   *completer
 	heartbeater *heartbeater
-	batcher     *batcher // nil when no profile has a provider_batch
+	batcher     *batcher // nil when the provider has no batch API
 
 	mu        sync.Mutex
 	schemas   map[string]*jsonschema.Schema // by schema hash

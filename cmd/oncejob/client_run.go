@@ -35,6 +35,13 @@ func printRun(run *oncejobv1.Run, asJSON bool) {
 	say(os.Stdout, "run %s (%s), %s, pipeline %s, created %s\n", run.GetId(), run.GetName(),
 		strings.TrimPrefix(run.GetState().String(), "RUN_STATE_"), run.GetPipeline(), when(run.GetCreateTime()))
 	say(os.Stdout, "%s\n", progressLine(p, int(p.GetItems())))
+	if run.GetProviderBatch() {
+		say(os.Stdout, "provider batch: the items' calls go through the provider's batch API")
+		if w := p.GetProviderBatchWindow(); w != nil {
+			say(os.Stdout, ", waiting on batches (window %s)", w.AsDuration())
+		}
+		say(os.Stdout, "\n")
+	}
 	say(os.Stdout, "items %d: queued %d, running %d, retry-wait %d, awaiting approval %d, outcome unknown %d, succeeded %d, failed %d, dead-lettered %d, cancelled %d\n",
 		p.GetItems(), p.GetQueued(), p.GetRunning(), p.GetRetryWait(), p.GetAwaitingApproval(), p.GetOutcomeUnknown(),
 		p.GetSucceeded(), p.GetFailed(), p.GetDeadLettered(), p.GetCancelled())
@@ -101,6 +108,37 @@ func runRunList(ctx context.Context, args []string) error {
 		p := r.GetProgress()
 		say(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", r.GetId(), r.GetName(), strings.TrimPrefix(r.GetState().String(), "RUN_STATE_"),
 			p.GetItems(), p.GetSucceeded(), p.GetFailed()+p.GetDeadLettered(), p.GetReused(), when(r.GetCreateTime()))
+	}
+	return tw.Flush()
+}
+
+func runRunBatches(ctx context.Context, args []string) error {
+	cmd := newClientCommand("run batches", "[flags] RUN_ID", "Lists the provider batches the LLM calls of a run's items went into, oldest first: the provider's status, the run's lines in each and those answered, the price class and the cost; --json prints them as a JSON array.", 30*time.Second)
+	id, c, err := cmd.start(args, "RUN_ID")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	batches, err := c.ListRunBatches(ctx, id)
+	if err != nil {
+		return err
+	}
+	if cmd.cf.json {
+		say(os.Stdout, "[")
+		for i, b := range batches {
+			if i > 0 {
+				say(os.Stdout, ",")
+			}
+			say(os.Stdout, "%s", protoJSON(b))
+		}
+		say(os.Stdout, "]\n")
+		return nil
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	say(tw, "BATCH\tSTATUS\tLINES\tANSWERED\tPRICE\tCOST_MICROS\tCREATED\tEXPIRES\n")
+	for _, b := range batches {
+		say(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\t%s\n", b.GetBatchId(), b.GetStatus(), b.GetLines(), b.GetAnsweredLines(),
+			b.GetPriceClass(), b.GetCostMicros(), when(b.GetCreateTime()), when(b.GetExpireTime()))
 	}
 	return tw.Flush()
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/oncejob/oncejob/clientsdk"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/llm"
 )
 
 // maxItemLine bounds one line of an items file.
@@ -68,9 +69,10 @@ skipped; the exit status is then 1.`, 0)
 	cmd.retryLonger(20)
 	fs := cmd.fs
 	pipeline := fs.String("pipeline", "summarize", "the pipeline of the run's items")
-	runName := fs.String("run", "", "the run's name (required); the same name, pipeline, params and labels are the same run")
+	runName := fs.String("run", "", "the run's name (required); the same name, pipeline, params, labels and --provider-batch are the same run")
 	idField := fs.String("id-field", "", "derive each item's key from this field (a URL is normalised); default: from the whole item")
 	profile := fs.String("model-profile", "", "the model profile of the run's items (default: the pipeline's first)")
+	providerBatch := fs.Bool("provider-batch", false, "send the items' LLM calls through the provider's batch API (about half the price, answered within 24 h): each item's profile becomes its batch twin (\"<profile>@batch\"); refused when the server's provider has no batch API")
 	var params, labels keyValues
 	fs.Var(&params, "param", "a parameter of every item, k=v (repeatable; v is JSON if it parses); an item's own win")
 	fs.Var(&labels, "label", "a label of every item, k=v (repeatable)")
@@ -94,7 +96,7 @@ skipped; the exit status is then 1.`, 0)
 	if err != nil {
 		return err
 	}
-	runReq := &oncejobv1.CreateRunRequest{Name: *runName, Pipeline: defaults.GetPipeline(), ModelProfile: defaults.GetModelProfile(), Params: defaults.GetParams(), Labels: defaults.GetLabels()}
+	runReq := &oncejobv1.CreateRunRequest{Name: *runName, Pipeline: defaults.GetPipeline(), ModelProfile: defaults.GetModelProfile(), Params: defaults.GetParams(), Labels: defaults.GetLabels(), ProviderBatch: *providerBatch}
 	run, err := c.CreateRun(ctx, runReq)
 	if err != nil {
 		return err
@@ -429,6 +431,9 @@ func newRunProgress(w io.Writer, asJSON bool) *runProgress {
 func (p *runProgress) header(run *oncejobv1.Run) {
 	if !p.json {
 		say(p.w, "run %s (%s)\n", run.GetId(), run.GetName())
+		if run.GetProviderBatch() {
+			say(p.w, "provider batch: the items' calls wait for the provider's batches (window %s)\n", llm.BatchWindow)
+		}
 	}
 }
 

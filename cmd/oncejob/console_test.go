@@ -82,8 +82,14 @@ func browserPath(t *testing.T) string {
 // given twice wins).
 func startConsole(t *testing.T, apiKey string, args ...string) *consoleEnv {
 	t.Helper()
+	return startConsoleOn(t, startSim(t), apiKey, args...)
+}
+
+// startConsoleOn is startConsole with the simulator process given.
+func startConsoleOn(t *testing.T, sim *simProc, apiKey string, args ...string) *consoleEnv {
+	t.Helper()
 	path := browserPath(t)
-	e := &consoleEnv{t: t, sim: startSim(t), apiKey: apiKey}
+	e := &consoleEnv{t: t, sim: sim, apiKey: apiKey}
 	httpAddr := freeAddr(t)
 	grpcAddr := freeAddr(t)
 	extra := append([]string{"--http-addr", httpAddr, "--lease-duration", "30s"}, args...)
@@ -460,5 +466,41 @@ func TestConsoleRunsPageReplaysAndRetriesFailures(t *testing.T) {
 	e.waitStatus(ids[2], "SUCCEEDED")
 	e.do(chromedp.Poll[chromedp.Void](`document.querySelector('#run-facts [data-field="succeeded"]').textContent === '3'`))
 	e.screenshot("run-retried")
+	require.Zero(t, e.dialogs.Load())
+}
+
+// TestConsoleShowsARunsProviderBatches: a run submitted with provider_batch
+// shows, on its page, the batch its calls went into as the provider moves
+// it (in progress, then completed), with the run's lines, those answered,
+// the price class and the cost.
+func TestConsoleShowsARunsProviderBatches(t *testing.T) {
+	sim, _ := batchSim(t, 5*time.Second)
+	e := startConsoleOn(t, sim, "", "--llm-batch-api")
+	run := e.api("POST", "/v1/runs", map[string]any{"name": "nightly batch", "pipeline": "fragile", "provider_batch": true})["run"].(map[string]any)
+	require.Equal(t, true, run["provider_batch"])
+	id := run["id"].(string)
+	var items []any
+	for i := range 3 {
+		items = append(items, map[string]any{"idempotency_key": fmt.Sprintf("console-batch-%d", i), "request": map[string]any{"document": map[string]any{"text": fmt.Sprintf("batched item %d", i)}}})
+	}
+	e.api("POST", "/v1/jobs:batchSubmit", map[string]any{"run_id": id, "items": items})
+
+	e.do(chromedp.Navigate(e.base+"/#/runs/"+id), chromedp.WaitVisible(css("#run-batches")))
+	require.Equal(t, "yes", evaluate[string](e, `document.querySelector('#run-facts [data-field="provider-batch"]').textContent.slice(0, 3)`))
+	e.do(chromedp.Poll[chromedp.Void](`document.querySelector('#batches-body tr[data-status="in_progress"]') !== null`))
+	require.Equal(t, "in progress", evaluate[string](e, `document.querySelector('#batches-body tr [data-field="batch-status"]').textContent`))
+	require.Equal(t, "3", evaluate[string](e, `document.querySelector('#batches-body tr [data-field="lines"]').textContent`))
+	require.Equal(t, "0", evaluate[string](e, `document.querySelector('#batches-body tr [data-field="answered"]').textContent`))
+	e.screenshot("run-batch-in-progress")
+
+	e.do(chromedp.Poll[chromedp.Void](`document.querySelector('#batches-body tr[data-status="completed"] [data-field="answered"]')?.textContent === '3'`))
+	require.Equal(t, 1, evaluate[int](e, `document.querySelectorAll('#batches-body tr').length`), "one batch for the three calls")
+	require.Equal(t, "batch", evaluate[string](e, `document.querySelector('#batches-body tr [data-field="price-class"]').textContent`))
+	require.NotEqual(t, "0.000000", evaluate[string](e, `document.querySelector('#batches-body tr [data-field="cost"]').textContent`))
+	e.do(chromedp.Poll[chromedp.Void](`document.querySelector('#run-facts [data-field="succeeded"]').textContent === '3'`))
+	e.screenshot("run-batch-completed")
+	st := sim.stats(t)
+	require.EqualValues(t, 3, st.BatchBilledCalls)
+	require.Zero(t, st.BilledCalls)
 	require.Zero(t, e.dialogs.Load())
 }

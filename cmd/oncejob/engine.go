@@ -78,6 +78,11 @@ func (o *engineOpts) provider(logger *slog.Logger) (llm.Provider, func(), error)
 	return p, stop, nil
 }
 
+// hasBatchAPI says whether the provider has a batch API: the one at
+// --llm-base-url when --llm-batch-api says so, the built-in simulator
+// always.
+func (o *engineOpts) hasBatchAPI() bool { return o.llmBaseURL == "" || o.llmBatchAPI }
+
 // providerName is the LLM provider in the metrics' provider label: the
 // host of --llm-base-url, or "llmsim" for the built-in simulator.
 func (o *engineOpts) providerName() string {

@@ -13,7 +13,7 @@
 //	oncejob keys create|list|revoke   API keys in the store
 //	oncejob submit|get|list|watch|wait|cancel|replay|resolve|approve
 //	                  client commands, on the Go SDK (clientsdk)
-//	oncejob run submit|status|watch|list|retry-failures|cancel
+//	oncejob run submit|status|watch|list|batches|retry-failures|cancel
 //	                  runs of many items
 //	oncejob schedule create|list|pause|resume|delete
 //	                  jobs submitted on a cron expression or an interval
@@ -83,11 +83,12 @@ func init() {
 		{name: "replay", short: "queue a failed or dead-lettered job again", run: runReplay},
 		{name: "resolve", short: "settle an OUTCOME_UNKNOWN job (--retry or --fail)", run: runResolve},
 		{name: "approve", short: "approve (or --reject) a job awaiting approval", run: runApprove},
-		{name: "run", short: "runs of many items: submit a JSONL file, status, watch, list, retry-failures, cancel", subs: []command{
+		{name: "run", short: "runs of many items: submit a JSONL file, status, watch, list, batches, retry-failures, cancel", subs: []command{
 			{name: "submit", short: "submit a JSONL file of items into a run (the same command again finishes it)", run: runRunSubmit},
 			{name: "status", short: "show a run's progress", run: runRunStatus},
 			{name: "watch", short: "print a run's progress as it changes, until every item is terminal", run: runRunWatch},
 			{name: "list", short: "list runs, newest first", run: runRunList},
+			{name: "batches", short: "list the provider batches a run's calls went into", run: runRunBatches},
 			{name: "retry-failures", short: "replay every FAILED and DEAD_LETTERED job of a run from its checkpoint", run: runRunRetryFailures},
 			{name: "cancel", short: "cancel a run and the jobs it created", run: runRunCancel},
 		}},

@@ -31,7 +31,7 @@ func serveSlow(t *testing.T, latency time.Duration) string {
 	sim.setFaults(t, fmt.Sprintf(`{"latency": %q}`, latency.String()))
 	addr := freeAddr(t)
 	p := start(t, "serve-slow", nil, "serve", "--data-dir", t.TempDir(), "--grpc-addr", addr,
-		"--llm-base-url", sim.base+"/v1", "--poll-interval", "20ms")
+		"--llm-base-url", sim.base+"/v1", "--llm-batch-api", "--poll-interval", "20ms")
 	t.Cleanup(p.stop)
 	waitHealthy(t, p, addr)
 	return addr

@@ -166,7 +166,7 @@ func runServe(ctx context.Context, args []string) error {
 	defer runBeside(ctx, hub.Run)()
 	obs.metrics.Register(telemetry.NewStatsCollector(st, logger), telemetry.WatchersOpen(hub.Active))
 
-	s, err := api.newServer(ctx, serverParts{st: st, apiStore: apiStore, pipelines: pipelines, limits: lim, hub: hub, listen: listen, obs: obs, logger: logger})
+	s, err := api.newServer(ctx, serverParts{st: st, apiStore: apiStore, pipelines: pipelines, batches: eng.hasBatchAPI(), limits: lim, hub: hub, listen: listen, obs: obs, logger: logger})
 	if err != nil {
 		return err
 	}
@@ -344,6 +344,7 @@ type serverParts struct {
 	st        appStore
 	apiStore  server.Store // st, or st with its lists on a standby
 	pipelines *pipeline.Registry
+	batches   bool // the workers' provider has a batch API
 	limits    *limits.Limits
 	hub       *watch.Hub
 	listen    *listeners
@@ -370,6 +371,7 @@ func (f *apiFlags) newServer(ctx context.Context, p serverParts) (*server.Server
 	return server.New(server.Config{
 		Store:            p.apiStore,
 		Pipelines:        p.pipelines,
+		ProviderBatches:  p.batches,
 		Keys:             keys,
 		KeyStore:         p.st,
 		KeyCacheTTL:      *f.keyCacheTTL,

@@ -24,6 +24,7 @@ type appStore interface {
 	store.Pinger
 	store.ViewStore
 	store.RunStore
+	store.ProviderBatchStore
 	store.ScheduleStore
 	store.APIKeyStore
 	store.UsageStore

@@ -29,7 +29,7 @@ func (s *Store) RunCreate(ctx context.Context, params *store.RunCreateParams) (*
 	row, err := s.q.RunInsert(ctx, s.pool, dbsqlc.RunInsertParams{
 		ID: id, Tenant: params.Tenant, IdemKey: params.IdempotencyKey, Fingerprint: params.Fingerprint,
 		Name: params.Name, Pipeline: params.Pipeline, ModelProfile: params.ModelProfile,
-		Params: jsonObject(params.Params), Labels: labels,
+		Params: jsonObject(params.Params), Labels: labels, ProviderBatch: params.ProviderBatch,
 	})
 	existing := errors.Is(err, pgx.ErrNoRows)
 	if existing {
@@ -249,7 +249,7 @@ func runFromRow(r dbsqlc.Run) (*store.Run, error) {
 	run := &store.Run{
 		ID: r.ID.String(), Tenant: r.Tenant, IdempotencyKey: r.IdemKey, Fingerprint: r.Fingerprint,
 		Name: r.Name, Pipeline: r.Pipeline, ModelProfile: r.ModelProfile, Params: r.Params,
-		CreatedAt: r.CreatedAt, CancelledAt: r.CancelledAt,
+		CreatedAt: r.CreatedAt, CancelledAt: r.CancelledAt, ProviderBatch: r.ProviderBatch,
 	}
 	if err := json.Unmarshal(r.Labels, &run.Labels); err != nil {
 		return nil, fmt.Errorf("storepg: run %s: labels column: %w", run.ID, err)

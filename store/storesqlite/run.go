@@ -39,7 +39,7 @@ func (s *Store) RunCreate(ctx context.Context, params *store.RunCreateParams) (*
 		inserted, err = s.q.RunInsert(ctx, tx, dbsqlite.RunInsertParams{
 			ID: id, Tenant: params.Tenant, IdemKey: params.IdempotencyKey, Fingerprint: params.Fingerprint,
 			Name: params.Name, Pipeline: params.Pipeline, ModelProfile: params.ModelProfile,
-			Params: jsonText(params.Params), Labels: string(labels), CreatedAt: now,
+			Params: jsonText(params.Params), Labels: string(labels), ProviderBatch: boolInt(params.ProviderBatch), CreatedAt: now,
 		})
 		if err != nil {
 			return interpretError(err)
@@ -279,7 +279,7 @@ func runFromRow(row dbsqlite.Run) (*store.Run, error) {
 	run := &store.Run{
 		ID: row.ID, Tenant: row.Tenant, IdempotencyKey: row.IdemKey, Fingerprint: row.Fingerprint,
 		Name: row.Name, Pipeline: row.Pipeline, ModelProfile: row.ModelProfile, Params: []byte(row.Params),
-		CreatedAt: timeFrom(row.CreatedAt),
+		CreatedAt: timeFrom(row.CreatedAt), ProviderBatch: row.ProviderBatch != 0,
 	}
 	if row.CancelledAt != nil {
 		t := timeFrom(*row.CancelledAt)

@@ -105,6 +105,109 @@ func exerciseRun(t *testing.T, newStore func(t *testing.T) Store) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 
+	t.Run("BatchesOfARunCountItsOwnCalls", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		run := newRun(t, b)
+		other := newRun(t, b)
+		items := submitMany(t, b, inRun(t, run), inRun(t, run), inRun(t, other))
+		mine1, mine2, theirs := items[0].Job, items[1].Job, items[2].Job
+
+		journal := func(job *store.Job, key string, outcome store.LLMOutcome, errText string, cost int64) {
+			t.Helper()
+			a := store.LLMAttempt{JobID: job.ID, JobAttempt: 1, Stage: store.JobStageLLMDone, ProviderKey: key, Model: "m",
+				Outcome: outcome, Error: errText, PriceClass: store.PriceClassBatch}
+			if outcome == store.LLMOutcomeSucceeded {
+				a.Billed, a.PromptTokens, a.CompletionTokens, a.CostMicros, a.ProviderRequestID = true, 10, 5, cost, "req-"+key
+			}
+			require.NoError(t, b.store.LLMAttemptRecord(b.ctx, &store.LLMAttemptRecordParams{Attempt: a}))
+		}
+		created := time.Now().Add(-time.Minute).Truncate(time.Second)
+		expires := created.Add(24 * time.Hour)
+		record := func(tag, id, status string) {
+			t.Helper()
+			require.NoError(t, b.store.ProviderBatchRecord(b.ctx, &store.ProviderBatchRecordParams{
+				Tag: tag, BatchID: id, Status: status, CreatedAt: created, ExpiresAt: &expires,
+			}))
+		}
+		// Batch 1 carries both calls of the run and one of another run; the
+		// run's second call failed there and went into batch 2, which
+		// answered it. Batch 3's tag was journaled but never created.
+		journal(mine1, "k1", store.LLMOutcomeOutcomeUnknown, "provider batch t1", 0)
+		journal(mine2, "k2", store.LLMOutcomeOutcomeUnknown, "provider batch t1", 0)
+		journal(theirs, "k3", store.LLMOutcomeOutcomeUnknown, "provider batch t1", 0)
+		record("t1", "batch_1", "in_progress")
+		journal(mine1, "k1", store.LLMOutcomeSucceeded, "", 40)
+		journal(theirs, "k3", store.LLMOutcomeSucceeded, "", 1000)
+		journal(mine2, "k2", store.LLMOutcomeUnavailable, "the line failed", 0)
+		record("t1", "batch_1", "completed")
+		journal(mine2, "k2", store.LLMOutcomeOutcomeUnknown, "provider batch t2", 0)
+		record("t2", "batch_2", "validating")
+		journal(mine1, "k9", store.LLMOutcomeOutcomeUnknown, "provider batch t3", 0)
+
+		got, err := b.store.RunBatchList(b.ctx, &store.RunBatchListParams{Tenant: run.Tenant, RunID: run.ID})
+		require.NoError(t, err)
+		require.Len(t, got, 2)
+		first, second := got[0], got[1]
+		if first.BatchID != "batch_1" {
+			first, second = second, first
+		}
+		require.Equal(t, "batch_1", first.BatchID)
+		require.Equal(t, "completed", first.Status)
+		require.EqualValues(t, 2, first.Lines, "the run's two calls, not the other run's")
+		require.EqualValues(t, 1, first.AnsweredLines, "the failed line was answered by batch 2")
+		require.EqualValues(t, 40, first.CostMicros)
+		require.True(t, first.CreatedAt.Equal(created), "%v", first.CreatedAt)
+		require.NotNil(t, first.ExpiresAt)
+		require.True(t, first.ExpiresAt.Equal(expires))
+
+		require.Equal(t, "batch_2", second.BatchID)
+		require.Equal(t, "validating", second.Status)
+		require.EqualValues(t, 1, second.Lines)
+		require.Zero(t, second.AnsweredLines)
+
+		journal(mine2, "k2", store.LLMOutcomeSucceeded, "", 25)
+		record("t2", "batch_2", "completed")
+		got, err = b.store.RunBatchList(b.ctx, &store.RunBatchListParams{Tenant: run.Tenant, RunID: run.ID})
+		require.NoError(t, err)
+		for _, rb := range got {
+			if rb.BatchID == "batch_2" {
+				require.Equal(t, "completed", rb.Status)
+				require.EqualValues(t, 1, rb.AnsweredLines)
+				require.EqualValues(t, 25, rb.CostMicros)
+			}
+		}
+
+		none, err := b.store.RunBatchList(b.ctx, &store.RunBatchListParams{Tenant: "tenant-b", RunID: run.ID})
+		require.NoError(t, err)
+		require.Empty(t, none, "another tenant sees nothing")
+		none, err = b.store.RunBatchList(b.ctx, &store.RunBatchListParams{Tenant: run.Tenant, RunID: "not-a-uuid"})
+		require.NoError(t, err)
+		require.Empty(t, none)
+	})
+
+	t.Run("ProviderBatchIsKept", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res, err := b.store.RunCreate(b.ctx, &store.RunCreateParams{
+			ID: newUUID(t), Tenant: "tenant-a", IdempotencyKey: "run-batch", Fingerprint: "fp", Name: "n", ProviderBatch: true,
+		})
+		require.NoError(t, err)
+		require.True(t, res.Run.ProviderBatch)
+		got, err := b.store.RunGet(b.ctx, &store.RunGetParams{Tenant: "tenant-a", ID: res.Run.ID, WithoutProgress: true})
+		require.NoError(t, err)
+		require.True(t, got.ProviderBatch)
+		list, err := b.store.RunList(b.ctx, &store.RunListParams{Tenant: "tenant-a"})
+		require.NoError(t, err)
+		require.Len(t, list.Runs, 1)
+		require.True(t, list.Runs[0].ProviderBatch)
+		plain, err := b.store.RunCreate(b.ctx, &store.RunCreateParams{
+			ID: newUUID(t), Tenant: "tenant-a", IdempotencyKey: "run-plain", Fingerprint: "fp", Name: "n",
+		})
+		require.NoError(t, err)
+		require.False(t, plain.Run.ProviderBatch)
+	})
+
 	t.Run("ItemsJoinWithTheirJobAndCountOnce", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -30,6 +30,7 @@ type Store interface {
 	store.FactoryStore
 	store.DeliveryStore
 	store.RunStore
+	store.ProviderBatchStore
 	store.ScheduleStore
 	store.APIKeyStore
 	store.UsageStore

@@ -70,8 +70,21 @@ export function runsPage(main, setLive) {
   }, setLive);
 }
 
-// runPage is one run: its progress, Retry failures, and its failed items,
-// each with Replay.
+// batchRows are a run's provider batches: the provider's status, the run's
+// lines in each (and those answered), their price class and cost.
+function batchRows(batches) {
+  return batches.map((b) => h('tr', { dataset: { batchId: b.batch_id, status: b.status } },
+    h('td', { class: 'batch-id' }, b.batch_id),
+    h('td', {}, h('span', { class: `status batch-${b.status}`, dataset: { field: 'batch-status' } }, (b.status || '').replace(/_/g, ' '))),
+    h('td', { class: 'num', dataset: { field: 'lines' } }, num(b.lines)),
+    h('td', { class: 'num', dataset: { field: 'answered' } }, num(b.answered_lines)),
+    h('td', { dataset: { field: 'price-class' } }, b.price_class || ''),
+    h('td', { class: 'num', dataset: { field: 'cost' } }, cost(b.cost_micros)),
+    h('td', {}, time(b.create_time)), h('td', {}, time(b.expire_time))));
+}
+
+// runPage is one run: its progress, Retry failures, its provider batches
+// and its failed items, each with Replay.
 export function runPage(main, id, setLive) {
   const facts = h('dl', { class: 'facts', id: 'run-facts' });
   const failed = h('tbody', { id: 'failed-body' });
@@ -87,7 +100,12 @@ export function runPage(main, id, setLive) {
     }
     retry.disabled = false;
   } }, 'Retry failures');
+  const batches = h('tbody', { id: 'batches-body' });
+  const batchSection = h('section', { id: 'run-batches', hidden: true }, h('h2', {}, 'Provider batches'),
+    h('table', {}, h('thead', {}, h('tr', {}, ['Batch', 'Status', 'Lines', 'Answered', 'Price', 'Cost', 'Created', 'Expires'].map((t) => h('th', {}, t)))), batches),
+    h('p', { class: 'muted', id: 'batches-empty' }, 'No batch sent yet.'));
   fill(main, h('h1', { id: 'run-title' }, 'Run'), facts, h('div', { class: 'actions' }, retry, msg),
+    batchSection,
     h('h2', {}, 'Failed items'),
     h('table', {}, h('thead', {}, h('tr', {}, ['Job', 'Status', 'Last error', 'Attempt', ''].map((t) => h('th', {}, t)))), failed),
     h('p', { class: 'muted', id: 'failed-empty' }, 'No failed items.'));
@@ -108,12 +126,16 @@ export function runPage(main, id, setLive) {
   }
 
   return poll(async () => {
-    const [{ run }, dead, fail] = await Promise.all([
+    const [{ run }, dead, fail, { batches: sent = [] }] = await Promise.all([
       call('GET', `/v1/runs/${encodeURIComponent(id)}`),
       call('GET', `/v1/jobs?run_id=${encodeURIComponent(id)}&status=JOB_STATUS_DEAD_LETTERED&page_size=100`),
       call('GET', `/v1/jobs?run_id=${encodeURIComponent(id)}&status=JOB_STATUS_FAILED&page_size=100`),
+      call('GET', `/v1/runs/${encodeURIComponent(id)}/batches`),
     ]);
     const p = run.progress || {};
+    batchSection.hidden = !run.provider_batch && sent.length === 0;
+    fill(batches, batchRows(sent));
+    document.getElementById('batches-empty').hidden = sent.length > 0;
     document.getElementById('run-title').textContent = `Run ${run.name || run.id}`;
     fill(facts,
       h('dt', {}, 'State'), h('dd', { dataset: { field: 'state' } }, state(run)),
@@ -126,6 +148,9 @@ export function runPage(main, id, setLive) {
       h('dt', {}, 'Rate, left'), h('dd', {}, `${(p.items_per_second || 0).toFixed(1)}/s, ${left(p)}`),
       h('dt', {}, 'Cost'), h('dd', {}, `${num(p.usage?.llm_calls)} calls, ${cost(p.usage?.cost_micros)}`),
       h('dt', {}, 'Pipeline'), h('dd', {}, run.pipeline || '-'),
+      h('dt', {}, 'Provider batch'), h('dd', { dataset: { field: 'provider-batch' } }, run.provider_batch
+        ? (p.provider_batch_window ? `yes, waiting on batches (window ${Math.round(parseFloat(p.provider_batch_window) / 3600)} h)` : 'yes')
+        : 'no'),
       h('dt', {}, 'Created'), h('dd', {}, time(run.create_time)));
     const jobs = [...(dead.jobs || []), ...(fail.jobs || [])];
     // A replayed job stays listed with its live status, so the click shows where it went.

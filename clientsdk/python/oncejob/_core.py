@@ -200,15 +200,20 @@ def item_results(batch, resp) -> list:
 
 
 def run_key(name: str, pipeline: str = "", model_profile: str = "", params: Optional[dict] = None,
-            labels: Optional[dict] = None) -> str:
+            labels: Optional[dict] = None, provider_batch: bool = False) -> str:
     """The key of a CreateRun request: the Go SDK's RunKey, so the same run
-    asked for again with the same name and defaults is the same run."""
-    return work_id("oncejob.run", 1, {"name": name, "pipeline": pipeline, "model_profile": model_profile,
-                                      "params": params or {}, "labels": labels or {}})
+    asked for again with the same name and defaults is the same run (and
+    with provider_batch another run)."""
+    fields = {"name": name, "pipeline": pipeline, "model_profile": model_profile,
+              "params": params or {}, "labels": labels or {}}
+    if provider_batch:  # absent when false, as in the Go SDK
+        fields["provider_batch"] = True
+    return work_id("oncejob.run", 1, fields)
 
 
-def create_run_request(name, pipeline, model_profile, params, labels):
-    req = run_pb2.CreateRunRequest(name=name, pipeline=pipeline, model_profile=model_profile, labels=labels or {})
+def create_run_request(name, pipeline, model_profile, params, labels, provider_batch=False):
+    req = run_pb2.CreateRunRequest(name=name, pipeline=pipeline, model_profile=model_profile, labels=labels or {},
+                                   provider_batch=provider_batch)
     if params:
         req.params.update(params)
     return req

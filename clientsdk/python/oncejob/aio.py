@@ -109,14 +109,19 @@ class AsyncClient:
         return out
 
     async def create_run(self, name: str, *, pipeline: str = "", model_profile: str = "", params: Optional[dict] = None,
-                         labels: Optional[dict] = None, key: Optional[str] = None) -> run_pb2.Run:
+                         labels: Optional[dict] = None, key: Optional[str] = None,
+                         provider_batch: bool = False) -> run_pb2.Run:
         """As Client.create_run."""
-        req = _core.create_run_request(name, pipeline, model_profile, params, labels)
-        key = key or _core.run_key(name, pipeline, model_profile, params, labels)
+        req = _core.create_run_request(name, pipeline, model_profile, params, labels, provider_batch)
+        key = key or _core.run_key(name, pipeline, model_profile, params, labels, provider_batch)
         return (await self._unary(self._runs.CreateRun, req, key)).run
 
     async def get_run(self, run_id: str) -> run_pb2.Run:
         return (await self._unary(self._runs.GetRun, run_pb2.GetRunRequest(run_id=run_id))).run
+
+    async def list_run_batches(self, run_id: str) -> list:
+        """As Client.list_run_batches."""
+        return list((await self._unary(self._runs.ListRunBatches, run_pb2.ListRunBatchesRequest(run_id=run_id))).batches)
 
     async def retry_run_failures(self, run_id: str, *, reason: str = "", key: Optional[str] = None) -> run_pb2.RetryRunFailuresResponse:
         """As Client.retry_run_failures."""

@@ -130,15 +130,24 @@ class Client:
         return out
 
     def create_run(self, name: str, *, pipeline: str = "", model_profile: str = "", params: Optional[dict] = None,
-                   labels: Optional[dict] = None, key: Optional[str] = None) -> run_pb2.Run:
+                   labels: Optional[dict] = None, key: Optional[str] = None,
+                   provider_batch: bool = False) -> run_pb2.Run:
         """Creates a run, or returns the one its key (the caller's, or
-        run_key of the request) created."""
-        req = _core.create_run_request(name, pipeline, model_profile, params, labels)
-        key = key or _core.run_key(name, pipeline, model_profile, params, labels)
+        run_key of the request) created. provider_batch sends the items'
+        LLM calls through the provider's batch API (about half the price,
+        answered within 24 h); a server whose provider has none refuses it
+        with InvalidRequestError (reason PROVIDER_BATCH_UNSUPPORTED)."""
+        req = _core.create_run_request(name, pipeline, model_profile, params, labels, provider_batch)
+        key = key or _core.run_key(name, pipeline, model_profile, params, labels, provider_batch)
         return self._unary(self._runs.CreateRun, req, key).run
 
     def get_run(self, run_id: str) -> run_pb2.Run:
         return self._unary(self._runs.GetRun, run_pb2.GetRunRequest(run_id=run_id)).run
+
+    def list_run_batches(self, run_id: str) -> list:
+        """The provider batches the run's calls went into, oldest first
+        (RunBatch: status, the run's lines, those answered, their cost)."""
+        return list(self._unary(self._runs.ListRunBatches, run_pb2.ListRunBatchesRequest(run_id=run_id)).batches)
 
     def list_runs(self) -> Iterator[run_pb2.Run]:
         req = run_pb2.ListRunsRequest()

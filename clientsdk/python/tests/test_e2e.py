@@ -200,6 +200,32 @@ def test_submit_many_into_a_run():
         assert run_key("nightly", "summarize") == "4a0fb4ae1b214ea8fc5e9eb0a1784ec727fc18d9eef3e4f0ebaadcd8680b040e"
 
 
+def test_provider_batch_run():
+    # The server's simulator has a batch API (--llm-batch-api): the run's items take
+    # the batch twin of the pipeline's profile and all succeed through it.
+    from oncejob import run_key
+    with Client(os.environ["ONCEJOB_ADDR"]) as c:
+        name = unique("py-batch-run")
+        run = c.create_run(name, pipeline="summarize", provider_batch=True)
+        assert run.provider_batch
+        assert c.create_run(name, pipeline="summarize", provider_batch=True).id == run.id
+        assert c.create_run(name, pipeline="summarize").id != run.id, "without the option: another run"
+        results = c.submit_many([{"document": unique(f"batch page {i}")} for i in range(3)], run_id=run.id)
+        assert [r.job.model_profile for r in results] == ["default@batch"] * 3
+        last = None
+        for snapshot in c.watch_run(run.id, timeout=60):
+            if not snapshot.progress.complete:
+                assert snapshot.progress.provider_batch_window.seconds == 24 * 3600
+            last = snapshot
+        assert last.progress.complete and last.progress.succeeded == 3
+        assert not last.progress.HasField("provider_batch_window"), "nothing left to wait for"
+        batches = c.list_run_batches(run.id)
+        assert sum(b.lines for b in batches) == 3 and sum(b.answered_lines for b in batches) == 3
+        assert all(b.status == "completed" and b.price_class == "batch" for b in batches)
+        assert sum(b.cost_micros for b in batches) == last.progress.usage.cost_micros
+        assert run_key(name, "summarize", provider_batch=True) != run_key(name, "summarize")
+
+
 def test_async_submit_many_into_a_run():
     async def run():
         async with AsyncClient(os.environ["ONCEJOB_ADDR"]) as c:

@@ -64,3 +64,14 @@ def test_numbers_round_trip_like_go_shortest_form():
             continue
         s = canonical_json(f)
         assert float(s) == f or (f == 0 and s == "0")
+
+
+def test_run_key_with_provider_batch_matches_go():
+    # The Go SDK's TestRunKey and TestRunKeyProviderBatch pin the same values.
+    from oncejob import run_key
+    from oncejob._core import create_run_request
+    assert run_key("nightly", "summarize") == "4a0fb4ae1b214ea8fc5e9eb0a1784ec727fc18d9eef3e4f0ebaadcd8680b040e"
+    assert run_key("nightly", "summarize", provider_batch=True) == \
+        "a804d0838e50841de376ea6fa1ea72e7e186994bcd2f13dd1fc105f193fd9b1d"
+    assert create_run_request("nightly", "summarize", "", None, None, True).provider_batch
+    assert not create_run_request("nightly", "summarize", "", None, None).provider_batch

@@ -30,7 +30,7 @@ class CancelRunResponse(_message.Message):
     def __init__(self, cancelled: _Optional[int] = ..., run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
 
 class CreateRunRequest(_message.Message):
-    __slots__ = ["labels", "model_profile", "name", "params", "pipeline"]
+    __slots__ = ["labels", "model_profile", "name", "params", "pipeline", "provider_batch"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -43,12 +43,14 @@ class CreateRunRequest(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     PARAMS_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_BATCH_FIELD_NUMBER: _ClassVar[int]
     labels: _containers.ScalarMap[str, str]
     model_profile: str
     name: str
     params: _struct_pb2.Struct
     pipeline: str
-    def __init__(self, name: _Optional[str] = ..., pipeline: _Optional[str] = ..., model_profile: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    provider_batch: bool
+    def __init__(self, name: _Optional[str] = ..., pipeline: _Optional[str] = ..., model_profile: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., provider_batch: bool = ...) -> None: ...
 
 class CreateRunResponse(_message.Message):
     __slots__ = ["run"]
@@ -67,6 +69,18 @@ class GetRunResponse(_message.Message):
     RUN_FIELD_NUMBER: _ClassVar[int]
     run: Run
     def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
+
+class ListRunBatchesRequest(_message.Message):
+    __slots__ = ["run_id"]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class ListRunBatchesResponse(_message.Message):
+    __slots__ = ["batches"]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    batches: _containers.RepeatedCompositeFieldContainer[RunBatch]
+    def __init__(self, batches: _Optional[_Iterable[_Union[RunBatch, _Mapping]]] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
     __slots__ = ["page_size", "page_token"]
@@ -101,7 +115,7 @@ class RetryRunFailuresResponse(_message.Message):
     def __init__(self, replayed: _Optional[int] = ..., run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ["cancel_time", "create_time", "id", "idempotency_key", "labels", "model_profile", "name", "params", "pipeline", "progress", "state"]
+    __slots__ = ["cancel_time", "create_time", "id", "idempotency_key", "labels", "model_profile", "name", "params", "pipeline", "progress", "provider_batch", "state"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -119,6 +133,7 @@ class Run(_message.Message):
     PARAMS_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_BATCH_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     cancel_time: _timestamp_pb2.Timestamp
     create_time: _timestamp_pb2.Timestamp
@@ -130,11 +145,34 @@ class Run(_message.Message):
     params: _struct_pb2.Struct
     pipeline: str
     progress: RunProgress
+    provider_batch: bool
     state: RunState
-    def __init__(self, id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., name: _Optional[str] = ..., pipeline: _Optional[str] = ..., model_profile: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., state: _Optional[_Union[RunState, str]] = ..., progress: _Optional[_Union[RunProgress, _Mapping]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., name: _Optional[str] = ..., pipeline: _Optional[str] = ..., model_profile: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., state: _Optional[_Union[RunState, str]] = ..., progress: _Optional[_Union[RunProgress, _Mapping]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., provider_batch: bool = ...) -> None: ...
+
+class RunBatch(_message.Message):
+    __slots__ = ["answered_lines", "batch_id", "cost_micros", "create_time", "expire_time", "lines", "price_class", "status", "update_time"]
+    ANSWERED_LINES_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    COST_MICROS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    PRICE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    answered_lines: int
+    batch_id: str
+    cost_micros: int
+    create_time: _timestamp_pb2.Timestamp
+    expire_time: _timestamp_pb2.Timestamp
+    lines: int
+    price_class: str
+    status: str
+    update_time: _timestamp_pb2.Timestamp
+    def __init__(self, batch_id: _Optional[str] = ..., status: _Optional[str] = ..., lines: _Optional[int] = ..., answered_lines: _Optional[int] = ..., price_class: _Optional[str] = ..., cost_micros: _Optional[int] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expire_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RunProgress(_message.Message):
-    __slots__ = ["awaiting_approval", "cancelled", "complete", "computed", "dead_lettered", "estimated_time_left", "failed", "items", "items_per_second", "outcome_unknown", "queued", "retry_wait", "reused", "running", "seq", "succeeded", "usage"]
+    __slots__ = ["awaiting_approval", "cancelled", "complete", "computed", "dead_lettered", "estimated_time_left", "failed", "items", "items_per_second", "outcome_unknown", "provider_batch_window", "queued", "retry_wait", "reused", "running", "seq", "succeeded", "usage"]
     AWAITING_APPROVAL_FIELD_NUMBER: _ClassVar[int]
     CANCELLED_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_FIELD_NUMBER: _ClassVar[int]
@@ -145,6 +183,7 @@ class RunProgress(_message.Message):
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     ITEMS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_UNKNOWN_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_BATCH_WINDOW_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     RETRY_WAIT_FIELD_NUMBER: _ClassVar[int]
     REUSED_FIELD_NUMBER: _ClassVar[int]
@@ -162,6 +201,7 @@ class RunProgress(_message.Message):
     items: int
     items_per_second: float
     outcome_unknown: int
+    provider_batch_window: _duration_pb2.Duration
     queued: int
     retry_wait: int
     reused: int
@@ -169,7 +209,7 @@ class RunProgress(_message.Message):
     seq: int
     succeeded: int
     usage: _job_pb2.JobUsage
-    def __init__(self, seq: _Optional[int] = ..., items: _Optional[int] = ..., queued: _Optional[int] = ..., running: _Optional[int] = ..., retry_wait: _Optional[int] = ..., awaiting_approval: _Optional[int] = ..., outcome_unknown: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., reused: _Optional[int] = ..., computed: _Optional[int] = ..., usage: _Optional[_Union[_job_pb2.JobUsage, _Mapping]] = ..., items_per_second: _Optional[float] = ..., estimated_time_left: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., complete: bool = ...) -> None: ...
+    def __init__(self, seq: _Optional[int] = ..., items: _Optional[int] = ..., queued: _Optional[int] = ..., running: _Optional[int] = ..., retry_wait: _Optional[int] = ..., awaiting_approval: _Optional[int] = ..., outcome_unknown: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., reused: _Optional[int] = ..., computed: _Optional[int] = ..., usage: _Optional[_Union[_job_pb2.JobUsage, _Mapping]] = ..., items_per_second: _Optional[float] = ..., estimated_time_left: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., complete: bool = ..., provider_batch_window: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class WatchRunRequest(_message.Message):
     __slots__ = ["after_seq", "run_id"]

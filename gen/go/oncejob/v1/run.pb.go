@@ -96,7 +96,10 @@ type Run struct {
 	Progress     *RunProgress           `protobuf:"bytes,9,opt,name=progress,proto3" json:"progress,omitempty"`
 	CreateTime   *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// Set when the run was cancelled.
-	CancelTime    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=cancel_time,json=cancelTime,proto3" json:"cancel_time,omitempty"`
+	CancelTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=cancel_time,json=cancelTime,proto3" json:"cancel_time,omitempty"`
+	// The run's LLM calls go through the provider's batch API (as
+	// CreateRunRequest.provider_batch asked).
+	ProviderBatch bool `protobuf:"varint,12,opt,name=provider_batch,json=providerBatch,proto3" json:"provider_batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -208,6 +211,13 @@ func (x *Run) GetCancelTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Run) GetProviderBatch() bool {
+	if x != nil {
+		return x.ProviderBatch
+	}
+	return false
+}
+
 // RunProgress is where a run's items are, read in one snapshot.
 type RunProgress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -242,9 +252,15 @@ type RunProgress struct {
 	// nothing is left.
 	EstimatedTimeLeft *durationpb.Duration `protobuf:"bytes,16,opt,name=estimated_time_left,json=estimatedTimeLeft,proto3" json:"estimated_time_left,omitempty"`
 	// Every item is terminal (and there is at least one).
-	Complete      bool `protobuf:"varint,17,opt,name=complete,proto3" json:"complete,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Complete bool `protobuf:"varint,17,opt,name=complete,proto3" json:"complete,omitempty"`
+	// Set on a provider_batch run with items not terminal: the provider's
+	// batch window (24 h), the longest a batch may take to answer. Items of
+	// such a run finish a batch at a time, so until one has, the rate is
+	// zero and estimated_time_left is this window; after, it is the estimate
+	// of the rate, at most this window.
+	ProviderBatchWindow *durationpb.Duration `protobuf:"bytes,18,opt,name=provider_batch_window,json=providerBatchWindow,proto3" json:"provider_batch_window,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *RunProgress) Reset() {
@@ -396,6 +412,13 @@ func (x *RunProgress) GetComplete() bool {
 	return false
 }
 
+func (x *RunProgress) GetProviderBatchWindow() *durationpb.Duration {
+	if x != nil {
+		return x.ProviderBatchWindow
+	}
+	return nil
+}
+
 type CreateRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required: a display name, 1-255 characters.
@@ -408,7 +431,16 @@ type CreateRunRequest struct {
 	// Optional: default params of the items (SubmitJob's rules).
 	Params *structpb.Struct `protobuf:"bytes,4,opt,name=params,proto3" json:"params,omitempty"`
 	// Optional: default labels of the items (SubmitJob's rules).
-	Labels        map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Optional: send the LLM calls of the run's items through the provider's
+	// batch API (OpenAI's Files and Batches: about half the price, answered
+	// within a 24 h window). Each item's model profile (its own, the run's or
+	// its pipeline's default) is replaced by its batch twin: the profile
+	// itself when it is configured with a provider_batch, else the profile
+	// named with "@batch" appended, the same model sent in batches. Refused
+	// with INVALID_ARGUMENT (ErrorInfo PROVIDER_BATCH_UNSUPPORTED) when the
+	// server's provider has no batch API. Part of the request's fingerprint.
+	ProviderBatch bool `protobuf:"varint,6,opt,name=provider_batch,json=providerBatch,proto3" json:"provider_batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -476,6 +508,13 @@ func (x *CreateRunRequest) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *CreateRunRequest) GetProviderBatch() bool {
+	if x != nil {
+		return x.ProviderBatch
+	}
+	return false
 }
 
 type CreateRunResponse struct {
@@ -1035,12 +1074,220 @@ func (x *CancelRunResponse) GetRun() *Run {
 	return nil
 }
 
+type ListRunBatchesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: the run's id, a UUID.
+	RunId         string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRunBatchesRequest) Reset() {
+	*x = ListRunBatchesRequest{}
+	mi := &file_oncejob_v1_run_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRunBatchesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRunBatchesRequest) ProtoMessage() {}
+
+func (x *ListRunBatchesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_run_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRunBatchesRequest.ProtoReflect.Descriptor instead.
+func (*ListRunBatchesRequest) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListRunBatchesRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+type ListRunBatchesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batches       []*RunBatch            `protobuf:"bytes,1,rep,name=batches,proto3" json:"batches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRunBatchesResponse) Reset() {
+	*x = ListRunBatchesResponse{}
+	mi := &file_oncejob_v1_run_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRunBatchesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRunBatchesResponse) ProtoMessage() {}
+
+func (x *ListRunBatchesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_run_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRunBatchesResponse.ProtoReflect.Descriptor instead.
+func (*ListRunBatchesResponse) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ListRunBatchesResponse) GetBatches() []*RunBatch {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
+// RunBatch is one provider batch as a run sees it.
+type RunBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The provider's id of the batch.
+	BatchId string `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	// The provider's status: "validating", "in_progress", "finalizing",
+	// "completed", "expired", "cancelling", "cancelled" or "failed".
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// The run's calls sent in the batch.
+	Lines int64 `protobuf:"varint,3,opt,name=lines,proto3" json:"lines,omitempty"`
+	// Of those, the ones the batch answered (billed); the others failed or
+	// expired there and went into a later batch, or are not answered yet.
+	AnsweredLines int64 `protobuf:"varint,4,opt,name=answered_lines,json=answeredLines,proto3" json:"answered_lines,omitempty"`
+	// The price the answered lines were billed at: "batch".
+	PriceClass string `protobuf:"bytes,5,opt,name=price_class,json=priceClass,proto3" json:"price_class,omitempty"`
+	// What the answered lines cost, in micro-units of currency.
+	CostMicros int64                  `protobuf:"varint,6,opt,name=cost_micros,json=costMicros,proto3" json:"cost_micros,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// When the provider's window closes on the batch.
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// When a worker last saw the batch change.
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunBatch) Reset() {
+	*x = RunBatch{}
+	mi := &file_oncejob_v1_run_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunBatch) ProtoMessage() {}
+
+func (x *RunBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_run_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunBatch.ProtoReflect.Descriptor instead.
+func (*RunBatch) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RunBatch) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
+}
+
+func (x *RunBatch) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *RunBatch) GetLines() int64 {
+	if x != nil {
+		return x.Lines
+	}
+	return 0
+}
+
+func (x *RunBatch) GetAnsweredLines() int64 {
+	if x != nil {
+		return x.AnsweredLines
+	}
+	return 0
+}
+
+func (x *RunBatch) GetPriceClass() string {
+	if x != nil {
+		return x.PriceClass
+	}
+	return ""
+}
+
+func (x *RunBatch) GetCostMicros() int64 {
+	if x != nil {
+		return x.CostMicros
+	}
+	return 0
+}
+
+func (x *RunBatch) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *RunBatch) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *RunBatch) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
 var File_oncejob_v1_run_proto protoreflect.FileDescriptor
 
 const file_oncejob_v1_run_proto_rawDesc = "" +
 	"\n" +
 	"\x14oncejob/v1/run.proto\x12\n" +
-	"oncejob.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14oncejob/v1/job.proto\"\x8f\x04\n" +
+	"oncejob.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14oncejob/v1/job.proto\"\xb6\x04\n" +
 	"\x03Run\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12\x12\n" +
@@ -1055,10 +1302,11 @@ const file_oncejob_v1_run_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vcancel_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"cancelTime\x1a9\n" +
+	"cancelTime\x12%\n" +
+	"\x0eprovider_batch\x18\f \x01(\bR\rproviderBatch\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc6\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x05\n" +
 	"\vRunProgress\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x14\n" +
 	"\x05items\x18\x02 \x01(\x03R\x05items\x12\x16\n" +
@@ -1078,13 +1326,15 @@ const file_oncejob_v1_run_proto_rawDesc = "" +
 	"\x05usage\x18\x0e \x01(\v2\x14.oncejob.v1.JobUsageR\x05usage\x12(\n" +
 	"\x10items_per_second\x18\x0f \x01(\x01R\x0eitemsPerSecond\x12I\n" +
 	"\x13estimated_time_left\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\x11estimatedTimeLeft\x12\x1a\n" +
-	"\bcomplete\x18\x11 \x01(\bR\bcomplete\"\x95\x02\n" +
+	"\bcomplete\x18\x11 \x01(\bR\bcomplete\x12M\n" +
+	"\x15provider_batch_window\x18\x12 \x01(\v2\x19.google.protobuf.DurationR\x13providerBatchWindow\"\xbc\x02\n" +
 	"\x10CreateRunRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12#\n" +
 	"\rmodel_profile\x18\x03 \x01(\tR\fmodelProfile\x12/\n" +
 	"\x06params\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06params\x12@\n" +
-	"\x06labels\x18\x05 \x03(\v2(.oncejob.v1.CreateRunRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x05 \x03(\v2(.oncejob.v1.CreateRunRequest.LabelsEntryR\x06labels\x12%\n" +
+	"\x0eprovider_batch\x18\x06 \x01(\bR\rproviderBatch\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"6\n" +
@@ -1117,11 +1367,30 @@ const file_oncejob_v1_run_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"T\n" +
 	"\x11CancelRunResponse\x12\x1c\n" +
 	"\tcancelled\x18\x01 \x01(\x05R\tcancelled\x12!\n" +
-	"\x03run\x18\x02 \x01(\v2\x0f.oncejob.v1.RunR\x03run*R\n" +
+	"\x03run\x18\x02 \x01(\v2\x0f.oncejob.v1.RunR\x03run\".\n" +
+	"\x15ListRunBatchesRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"H\n" +
+	"\x16ListRunBatchesResponse\x12.\n" +
+	"\abatches\x18\x01 \x03(\v2\x14.oncejob.v1.RunBatchR\abatches\"\xf3\x02\n" +
+	"\bRunBatch\x12\x19\n" +
+	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
+	"\x05lines\x18\x03 \x01(\x03R\x05lines\x12%\n" +
+	"\x0eanswered_lines\x18\x04 \x01(\x03R\ransweredLines\x12\x1f\n" +
+	"\vprice_class\x18\x05 \x01(\tR\n" +
+	"priceClass\x12\x1f\n" +
+	"\vcost_micros\x18\x06 \x01(\x03R\n" +
+	"costMicros\x12;\n" +
+	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vexpire_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12;\n" +
+	"\vupdate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime*R\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eRUN_STATE_OPEN\x10\x01\x12\x17\n" +
-	"\x13RUN_STATE_CANCELLED\x10\x022\xd0\x03\n" +
+	"\x13RUN_STATE_CANCELLED\x10\x022\xa9\x04\n" +
 	"\n" +
 	"RunService\x12H\n" +
 	"\tCreateRun\x12\x1c.oncejob.v1.CreateRunRequest\x1a\x1d.oncejob.v1.CreateRunResponse\x12?\n" +
@@ -1129,7 +1398,8 @@ const file_oncejob_v1_run_proto_rawDesc = "" +
 	"\bListRuns\x12\x1b.oncejob.v1.ListRunsRequest\x1a\x1c.oncejob.v1.ListRunsResponse\x12G\n" +
 	"\bWatchRun\x12\x1b.oncejob.v1.WatchRunRequest\x1a\x1c.oncejob.v1.WatchRunResponse0\x01\x12]\n" +
 	"\x10RetryRunFailures\x12#.oncejob.v1.RetryRunFailuresRequest\x1a$.oncejob.v1.RetryRunFailuresResponse\x12H\n" +
-	"\tCancelRun\x12\x1c.oncejob.v1.CancelRunRequest\x1a\x1d.oncejob.v1.CancelRunResponseB\x9b\x01\n" +
+	"\tCancelRun\x12\x1c.oncejob.v1.CancelRunRequest\x1a\x1d.oncejob.v1.CancelRunResponse\x12W\n" +
+	"\x0eListRunBatches\x12!.oncejob.v1.ListRunBatchesRequest\x1a\".oncejob.v1.ListRunBatchesResponseB\x9b\x01\n" +
 	"\x0ecom.oncejob.v1B\bRunProtoP\x01Z6github.com/oncejob/oncejob/gen/go/oncejob/v1;oncejobv1\xa2\x02\x03OXX\xaa\x02\n" +
 	"Oncejob.V1\xca\x02\n" +
 	"Oncejob\\V1\xe2\x02\x16Oncejob\\V1\\GPBMetadata\xea\x02\vOncejob::V1b\x06proto3"
@@ -1147,7 +1417,7 @@ func file_oncejob_v1_run_proto_rawDescGZIP() []byte {
 }
 
 var file_oncejob_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_oncejob_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_oncejob_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_oncejob_v1_run_proto_goTypes = []any{
 	(RunState)(0),                    // 0: oncejob.v1.RunState
 	(*Run)(nil),                      // 1: oncejob.v1.Run
@@ -1164,47 +1434,57 @@ var file_oncejob_v1_run_proto_goTypes = []any{
 	(*RetryRunFailuresResponse)(nil), // 12: oncejob.v1.RetryRunFailuresResponse
 	(*CancelRunRequest)(nil),         // 13: oncejob.v1.CancelRunRequest
 	(*CancelRunResponse)(nil),        // 14: oncejob.v1.CancelRunResponse
-	nil,                              // 15: oncejob.v1.Run.LabelsEntry
-	nil,                              // 16: oncejob.v1.CreateRunRequest.LabelsEntry
-	(*structpb.Struct)(nil),          // 17: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),    // 18: google.protobuf.Timestamp
-	(*JobUsage)(nil),                 // 19: oncejob.v1.JobUsage
-	(*durationpb.Duration)(nil),      // 20: google.protobuf.Duration
+	(*ListRunBatchesRequest)(nil),    // 15: oncejob.v1.ListRunBatchesRequest
+	(*ListRunBatchesResponse)(nil),   // 16: oncejob.v1.ListRunBatchesResponse
+	(*RunBatch)(nil),                 // 17: oncejob.v1.RunBatch
+	nil,                              // 18: oncejob.v1.Run.LabelsEntry
+	nil,                              // 19: oncejob.v1.CreateRunRequest.LabelsEntry
+	(*structpb.Struct)(nil),          // 20: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),    // 21: google.protobuf.Timestamp
+	(*JobUsage)(nil),                 // 22: oncejob.v1.JobUsage
+	(*durationpb.Duration)(nil),      // 23: google.protobuf.Duration
 }
 var file_oncejob_v1_run_proto_depIdxs = []int32{
-	17, // 0: oncejob.v1.Run.params:type_name -> google.protobuf.Struct
-	15, // 1: oncejob.v1.Run.labels:type_name -> oncejob.v1.Run.LabelsEntry
+	20, // 0: oncejob.v1.Run.params:type_name -> google.protobuf.Struct
+	18, // 1: oncejob.v1.Run.labels:type_name -> oncejob.v1.Run.LabelsEntry
 	0,  // 2: oncejob.v1.Run.state:type_name -> oncejob.v1.RunState
 	2,  // 3: oncejob.v1.Run.progress:type_name -> oncejob.v1.RunProgress
-	18, // 4: oncejob.v1.Run.create_time:type_name -> google.protobuf.Timestamp
-	18, // 5: oncejob.v1.Run.cancel_time:type_name -> google.protobuf.Timestamp
-	19, // 6: oncejob.v1.RunProgress.usage:type_name -> oncejob.v1.JobUsage
-	20, // 7: oncejob.v1.RunProgress.estimated_time_left:type_name -> google.protobuf.Duration
-	17, // 8: oncejob.v1.CreateRunRequest.params:type_name -> google.protobuf.Struct
-	16, // 9: oncejob.v1.CreateRunRequest.labels:type_name -> oncejob.v1.CreateRunRequest.LabelsEntry
-	1,  // 10: oncejob.v1.CreateRunResponse.run:type_name -> oncejob.v1.Run
-	1,  // 11: oncejob.v1.GetRunResponse.run:type_name -> oncejob.v1.Run
-	1,  // 12: oncejob.v1.ListRunsResponse.runs:type_name -> oncejob.v1.Run
-	1,  // 13: oncejob.v1.WatchRunResponse.run:type_name -> oncejob.v1.Run
-	1,  // 14: oncejob.v1.RetryRunFailuresResponse.run:type_name -> oncejob.v1.Run
-	1,  // 15: oncejob.v1.CancelRunResponse.run:type_name -> oncejob.v1.Run
-	3,  // 16: oncejob.v1.RunService.CreateRun:input_type -> oncejob.v1.CreateRunRequest
-	5,  // 17: oncejob.v1.RunService.GetRun:input_type -> oncejob.v1.GetRunRequest
-	7,  // 18: oncejob.v1.RunService.ListRuns:input_type -> oncejob.v1.ListRunsRequest
-	9,  // 19: oncejob.v1.RunService.WatchRun:input_type -> oncejob.v1.WatchRunRequest
-	11, // 20: oncejob.v1.RunService.RetryRunFailures:input_type -> oncejob.v1.RetryRunFailuresRequest
-	13, // 21: oncejob.v1.RunService.CancelRun:input_type -> oncejob.v1.CancelRunRequest
-	4,  // 22: oncejob.v1.RunService.CreateRun:output_type -> oncejob.v1.CreateRunResponse
-	6,  // 23: oncejob.v1.RunService.GetRun:output_type -> oncejob.v1.GetRunResponse
-	8,  // 24: oncejob.v1.RunService.ListRuns:output_type -> oncejob.v1.ListRunsResponse
-	10, // 25: oncejob.v1.RunService.WatchRun:output_type -> oncejob.v1.WatchRunResponse
-	12, // 26: oncejob.v1.RunService.RetryRunFailures:output_type -> oncejob.v1.RetryRunFailuresResponse
-	14, // 27: oncejob.v1.RunService.CancelRun:output_type -> oncejob.v1.CancelRunResponse
-	22, // [22:28] is the sub-list for method output_type
-	16, // [16:22] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	21, // 4: oncejob.v1.Run.create_time:type_name -> google.protobuf.Timestamp
+	21, // 5: oncejob.v1.Run.cancel_time:type_name -> google.protobuf.Timestamp
+	22, // 6: oncejob.v1.RunProgress.usage:type_name -> oncejob.v1.JobUsage
+	23, // 7: oncejob.v1.RunProgress.estimated_time_left:type_name -> google.protobuf.Duration
+	23, // 8: oncejob.v1.RunProgress.provider_batch_window:type_name -> google.protobuf.Duration
+	20, // 9: oncejob.v1.CreateRunRequest.params:type_name -> google.protobuf.Struct
+	19, // 10: oncejob.v1.CreateRunRequest.labels:type_name -> oncejob.v1.CreateRunRequest.LabelsEntry
+	1,  // 11: oncejob.v1.CreateRunResponse.run:type_name -> oncejob.v1.Run
+	1,  // 12: oncejob.v1.GetRunResponse.run:type_name -> oncejob.v1.Run
+	1,  // 13: oncejob.v1.ListRunsResponse.runs:type_name -> oncejob.v1.Run
+	1,  // 14: oncejob.v1.WatchRunResponse.run:type_name -> oncejob.v1.Run
+	1,  // 15: oncejob.v1.RetryRunFailuresResponse.run:type_name -> oncejob.v1.Run
+	1,  // 16: oncejob.v1.CancelRunResponse.run:type_name -> oncejob.v1.Run
+	17, // 17: oncejob.v1.ListRunBatchesResponse.batches:type_name -> oncejob.v1.RunBatch
+	21, // 18: oncejob.v1.RunBatch.create_time:type_name -> google.protobuf.Timestamp
+	21, // 19: oncejob.v1.RunBatch.expire_time:type_name -> google.protobuf.Timestamp
+	21, // 20: oncejob.v1.RunBatch.update_time:type_name -> google.protobuf.Timestamp
+	3,  // 21: oncejob.v1.RunService.CreateRun:input_type -> oncejob.v1.CreateRunRequest
+	5,  // 22: oncejob.v1.RunService.GetRun:input_type -> oncejob.v1.GetRunRequest
+	7,  // 23: oncejob.v1.RunService.ListRuns:input_type -> oncejob.v1.ListRunsRequest
+	9,  // 24: oncejob.v1.RunService.WatchRun:input_type -> oncejob.v1.WatchRunRequest
+	11, // 25: oncejob.v1.RunService.RetryRunFailures:input_type -> oncejob.v1.RetryRunFailuresRequest
+	13, // 26: oncejob.v1.RunService.CancelRun:input_type -> oncejob.v1.CancelRunRequest
+	15, // 27: oncejob.v1.RunService.ListRunBatches:input_type -> oncejob.v1.ListRunBatchesRequest
+	4,  // 28: oncejob.v1.RunService.CreateRun:output_type -> oncejob.v1.CreateRunResponse
+	6,  // 29: oncejob.v1.RunService.GetRun:output_type -> oncejob.v1.GetRunResponse
+	8,  // 30: oncejob.v1.RunService.ListRuns:output_type -> oncejob.v1.ListRunsResponse
+	10, // 31: oncejob.v1.RunService.WatchRun:output_type -> oncejob.v1.WatchRunResponse
+	12, // 32: oncejob.v1.RunService.RetryRunFailures:output_type -> oncejob.v1.RetryRunFailuresResponse
+	14, // 33: oncejob.v1.RunService.CancelRun:output_type -> oncejob.v1.CancelRunResponse
+	16, // 34: oncejob.v1.RunService.ListRunBatches:output_type -> oncejob.v1.ListRunBatchesResponse
+	28, // [28:35] is the sub-list for method output_type
+	21, // [21:28] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_oncejob_v1_run_proto_init() }
@@ -1219,7 +1499,7 @@ func file_oncejob_v1_run_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_oncejob_v1_run_proto_rawDesc), len(file_oncejob_v1_run_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	RunService_WatchRun_FullMethodName         = "/oncejob.v1.RunService/WatchRun"
 	RunService_RetryRunFailures_FullMethodName = "/oncejob.v1.RunService/RetryRunFailures"
 	RunService_CancelRun_FullMethodName        = "/oncejob.v1.RunService/CancelRun"
+	RunService_ListRunBatches_FullMethodName   = "/oncejob.v1.RunService/ListRunBatches"
 )
 
 // RunServiceClient is the client API for RunService service.
@@ -105,6 +106,12 @@ type RunServiceClient interface {
 	//	Response: cancelling a cancelled run returns it and cancels nothing
 	//	  more (it accepts no items, so there is nothing new to cancel).
 	CancelRun(ctx context.Context, in *CancelRunRequest, opts ...grpc.CallOption) (*CancelRunResponse, error)
+	// ListRunBatches returns the provider batches the LLM calls of the run's
+	// computed items went into (a provider_batch run's, or one whose model
+	// profile has a provider_batch), oldest first, each as the worker that
+	// follows it last saw it. A batch may carry other runs' and other
+	// tenants' calls too: only this run's are counted. Read-only.
+	ListRunBatches(ctx context.Context, in *ListRunBatchesRequest, opts ...grpc.CallOption) (*ListRunBatchesResponse, error)
 }
 
 type runServiceClient struct {
@@ -178,6 +185,16 @@ func (c *runServiceClient) CancelRun(ctx context.Context, in *CancelRunRequest, 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CancelRunResponse)
 	err := c.cc.Invoke(ctx, RunService_CancelRun_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *runServiceClient) ListRunBatches(ctx context.Context, in *ListRunBatchesRequest, opts ...grpc.CallOption) (*ListRunBatchesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRunBatchesResponse)
+	err := c.cc.Invoke(ctx, RunService_ListRunBatches_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -262,6 +279,12 @@ type RunServiceServer interface {
 	//	Response: cancelling a cancelled run returns it and cancels nothing
 	//	  more (it accepts no items, so there is nothing new to cancel).
 	CancelRun(context.Context, *CancelRunRequest) (*CancelRunResponse, error)
+	// ListRunBatches returns the provider batches the LLM calls of the run's
+	// computed items went into (a provider_batch run's, or one whose model
+	// profile has a provider_batch), oldest first, each as the worker that
+	// follows it last saw it. A batch may carry other runs' and other
+	// tenants' calls too: only this run's are counted. Read-only.
+	ListRunBatches(context.Context, *ListRunBatchesRequest) (*ListRunBatchesResponse, error)
 	mustEmbedUnimplementedRunServiceServer()
 }
 
@@ -289,6 +312,9 @@ func (UnimplementedRunServiceServer) RetryRunFailures(context.Context, *RetryRun
 }
 func (UnimplementedRunServiceServer) CancelRun(context.Context, *CancelRunRequest) (*CancelRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelRun not implemented")
+}
+func (UnimplementedRunServiceServer) ListRunBatches(context.Context, *ListRunBatchesRequest) (*ListRunBatchesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRunBatches not implemented")
 }
 func (UnimplementedRunServiceServer) mustEmbedUnimplementedRunServiceServer() {}
 func (UnimplementedRunServiceServer) testEmbeddedByValue()                    {}
@@ -412,6 +438,24 @@ func _RunService_CancelRun_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RunService_ListRunBatches_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRunBatchesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RunServiceServer).ListRunBatches(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RunService_ListRunBatches_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RunServiceServer).ListRunBatches(ctx, req.(*ListRunBatchesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RunService_ServiceDesc is the grpc.ServiceDesc for RunService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -438,6 +482,10 @@ var RunService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelRun",
 			Handler:    _RunService_CancelRun_Handler,
+		},
+		{
+			MethodName: "ListRunBatches",
+			Handler:    _RunService_ListRunBatches_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

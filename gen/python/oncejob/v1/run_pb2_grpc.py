@@ -61,6 +61,11 @@ class RunServiceStub(object):
                 request_serializer=oncejob_dot_v1_dot_run__pb2.CancelRunRequest.SerializeToString,
                 response_deserializer=oncejob_dot_v1_dot_run__pb2.CancelRunResponse.FromString,
                 )
+        self.ListRunBatches = channel.unary_unary(
+                '/oncejob.v1.RunService/ListRunBatches',
+                request_serializer=oncejob_dot_v1_dot_run__pb2.ListRunBatchesRequest.SerializeToString,
+                response_deserializer=oncejob_dot_v1_dot_run__pb2.ListRunBatchesResponse.FromString,
+                )
 
 
 class RunServiceServicer(object):
@@ -166,6 +171,17 @@ class RunServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListRunBatches(self, request, context):
+        """ListRunBatches returns the provider batches the LLM calls of the run's
+        computed items went into (a provider_batch run's, or one whose model
+        profile has a provider_batch), oldest first, each as the worker that
+        follows it last saw it. A batch may carry other runs' and other
+        tenants' calls too: only this run's are counted. Read-only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RunServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -198,6 +214,11 @@ def add_RunServiceServicer_to_server(servicer, server):
                     servicer.CancelRun,
                     request_deserializer=oncejob_dot_v1_dot_run__pb2.CancelRunRequest.FromString,
                     response_serializer=oncejob_dot_v1_dot_run__pb2.CancelRunResponse.SerializeToString,
+            ),
+            'ListRunBatches': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRunBatches,
+                    request_deserializer=oncejob_dot_v1_dot_run__pb2.ListRunBatchesRequest.FromString,
+                    response_serializer=oncejob_dot_v1_dot_run__pb2.ListRunBatchesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -325,5 +346,22 @@ class RunService(object):
         return grpc.experimental.unary_unary(request, target, '/oncejob.v1.RunService/CancelRun',
             oncejob_dot_v1_dot_run__pb2.CancelRunRequest.SerializeToString,
             oncejob_dot_v1_dot_run__pb2.CancelRunResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListRunBatches(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/oncejob.v1.RunService/ListRunBatches',
+            oncejob_dot_v1_dot_run__pb2.ListRunBatchesRequest.SerializeToString,
+            oncejob_dot_v1_dot_run__pb2.ListRunBatchesResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -182,18 +182,28 @@ type Outbox struct {
 	Pipeline  string
 }
 
+type ProviderBatch struct {
+	Tag       string
+	BatchID   string
+	Status    string
+	CreatedAt time.Time
+	ExpiresAt *time.Time
+	UpdatedAt time.Time
+}
+
 type Run struct {
-	ID           pgtype.UUID
-	Tenant       string
-	IdemKey      string
-	Fingerprint  string
-	Name         string
-	Pipeline     string
-	ModelProfile string
-	Params       []byte
-	Labels       []byte
-	CreatedAt    time.Time
-	CancelledAt  *time.Time
+	ID            pgtype.UUID
+	Tenant        string
+	IdemKey       string
+	Fingerprint   string
+	Name          string
+	Pipeline      string
+	ModelProfile  string
+	Params        []byte
+	Labels        []byte
+	CreatedAt     time.Time
+	CancelledAt   *time.Time
+	ProviderBatch bool
 }
 
 type RunItem struct {

@@ -6,9 +6,9 @@
 -- name: RunInsert :one
 -- Creates a run for a new key; no row when the key exists (RunGetByKey then
 -- reads it, on a fresh snapshot).
-INSERT INTO runs (id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels)
+INSERT INTO runs (id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, provider_batch)
 VALUES (@id::uuid, @tenant::text, @idem_key::text, @fingerprint::text, @name::text,
-    @pipeline::text, @model_profile::text, @params::jsonb, @labels::jsonb)
+    @pipeline::text, @model_profile::text, @params::jsonb, @labels::jsonb, @provider_batch::boolean)
 ON CONFLICT (tenant, idem_key) DO NOTHING
 RETURNING *;
 

@@ -97,7 +97,7 @@ func (q *Queries) RunCancelJobs(ctx context.Context, db DBTX, arg RunCancelJobsP
 const runCancelMark = `-- name: RunCancelMark :one
 UPDATE runs SET cancelled_at = coalesce(cancelled_at, now())
 WHERE tenant = $1::text AND id = $2::uuid
-RETURNING id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at, cancelled_at
+RETURNING id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at, cancelled_at, provider_batch
 `
 
 type RunCancelMarkParams struct {
@@ -121,12 +121,13 @@ func (q *Queries) RunCancelMark(ctx context.Context, db DBTX, arg RunCancelMarkP
 		&i.Labels,
 		&i.CreatedAt,
 		&i.CancelledAt,
+		&i.ProviderBatch,
 	)
 	return i, err
 }
 
 const runGetByID = `-- name: RunGetByID :one
-SELECT id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at, cancelled_at FROM runs WHERE tenant = $1::text AND id = $2::uuid
+SELECT id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at, cancelled_at, provider_batch FROM runs WHERE tenant = $1::text AND id = $2::uuid
 `
 
 type RunGetByIDParams struct {
@@ -149,12 +150,13 @@ func (q *Queries) RunGetByID(ctx context.Context, db DBTX, arg RunGetByIDParams)
 		&i.Labels,
 		&i.CreatedAt,
 		&i.CancelledAt,
+		&i.ProviderBatch,
 	)
 	return i, err
 }
 
 const runGetByKey = `-- name: RunGetByKey :one
-SELECT id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at, cancelled_at FROM runs WHERE tenant = $1::text AND idem_key = $2::text
+SELECT id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at, cancelled_at, provider_batch FROM runs WHERE tenant = $1::text AND idem_key = $2::text
 `
 
 type RunGetByKeyParams struct {
@@ -177,29 +179,31 @@ func (q *Queries) RunGetByKey(ctx context.Context, db DBTX, arg RunGetByKeyParam
 		&i.Labels,
 		&i.CreatedAt,
 		&i.CancelledAt,
+		&i.ProviderBatch,
 	)
 	return i, err
 }
 
 const runInsert = `-- name: RunInsert :one
 
-INSERT INTO runs (id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels)
+INSERT INTO runs (id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, provider_batch)
 VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::text,
-    $6::text, $7::text, $8::jsonb, $9::jsonb)
+    $6::text, $7::text, $8::jsonb, $9::jsonb, $10::boolean)
 ON CONFLICT (tenant, idem_key) DO NOTHING
-RETURNING id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at, cancelled_at
+RETURNING id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at, cancelled_at, provider_batch
 `
 
 type RunInsertParams struct {
-	ID           pgtype.UUID
-	Tenant       string
-	IdemKey      string
-	Fingerprint  string
-	Name         string
-	Pipeline     string
-	ModelProfile string
-	Params       []byte
-	Labels       []byte
+	ID            pgtype.UUID
+	Tenant        string
+	IdemKey       string
+	Fingerprint   string
+	Name          string
+	Pipeline      string
+	ModelProfile  string
+	Params        []byte
+	Labels        []byte
+	ProviderBatch bool
 }
 
 // Runs: named groups of items (docs/architecture.md, "Runs"). An item joins
@@ -219,6 +223,7 @@ func (q *Queries) RunInsert(ctx context.Context, db DBTX, arg RunInsertParams) (
 		arg.ModelProfile,
 		arg.Params,
 		arg.Labels,
+		arg.ProviderBatch,
 	)
 	var i Run
 	err := row.Scan(
@@ -233,6 +238,7 @@ func (q *Queries) RunInsert(ctx context.Context, db DBTX, arg RunInsertParams) (
 		&i.Labels,
 		&i.CreatedAt,
 		&i.CancelledAt,
+		&i.ProviderBatch,
 	)
 	return i, err
 }
@@ -354,7 +360,7 @@ func (q *Queries) RunItemInsertMany(ctx context.Context, db DBTX, arg RunItemIns
 }
 
 const runList = `-- name: RunList :many
-SELECT id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at, cancelled_at FROM runs
+SELECT id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at, cancelled_at, provider_batch FROM runs
 WHERE tenant = $1::text
     AND ($2::timestamptz IS NULL
         OR (created_at, id) < ($2::timestamptz, $3::uuid))
@@ -396,6 +402,7 @@ func (q *Queries) RunList(ctx context.Context, db DBTX, arg RunListParams) ([]Ru
 			&i.Labels,
 			&i.CreatedAt,
 			&i.CancelledAt,
+			&i.ProviderBatch,
 		); err != nil {
 			return nil, err
 		}

@@ -175,18 +175,28 @@ type Outbox struct {
 	Pipeline  string
 }
 
+type ProviderBatch struct {
+	Tag       string
+	BatchID   string
+	Status    string
+	CreatedAt int64
+	ExpiresAt *int64
+	UpdatedAt int64
+}
+
 type Run struct {
-	ID           string
-	Tenant       string
-	IdemKey      string
-	Fingerprint  string
-	Name         string
-	Pipeline     string
-	ModelProfile string
-	Params       string
-	Labels       string
-	CreatedAt    int64
-	CancelledAt  *int64
+	ID            string
+	Tenant        string
+	IdemKey       string
+	Fingerprint   string
+	Name          string
+	Pipeline      string
+	ModelProfile  string
+	Params        string
+	Labels        string
+	CreatedAt     int64
+	CancelledAt   *int64
+	ProviderBatch int64
 }
 
 type RunItem struct {

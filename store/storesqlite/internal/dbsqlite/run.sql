@@ -5,8 +5,8 @@
 
 -- name: RunInsert :execrows
 -- Creates a run for a new key; no row when the key exists.
-INSERT INTO runs (id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at)
-VALUES (@id, @tenant, @idem_key, @fingerprint, @name, @pipeline, @model_profile, @params, @labels, @created_at)
+INSERT INTO runs (id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, provider_batch, created_at)
+VALUES (@id, @tenant, @idem_key, @fingerprint, @name, @pipeline, @model_profile, @params, @labels, @provider_batch, @created_at)
 ON CONFLICT (tenant, idem_key) DO NOTHING;
 
 -- name: RunGetByKey :one

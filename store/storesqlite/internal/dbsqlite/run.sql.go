@@ -29,7 +29,7 @@ func (q *Queries) RunCancelMark(ctx context.Context, db DBTX, arg RunCancelMarkP
 }
 
 const runGetByID = `-- name: RunGetByID :one
-SELECT id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at, cancelled_at FROM runs WHERE tenant = ?1 AND id = ?2
+SELECT id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at, cancelled_at, provider_batch FROM runs WHERE tenant = ?1 AND id = ?2
 `
 
 type RunGetByIDParams struct {
@@ -52,12 +52,13 @@ func (q *Queries) RunGetByID(ctx context.Context, db DBTX, arg RunGetByIDParams)
 		&i.Labels,
 		&i.CreatedAt,
 		&i.CancelledAt,
+		&i.ProviderBatch,
 	)
 	return i, err
 }
 
 const runGetByKey = `-- name: RunGetByKey :one
-SELECT id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at, cancelled_at FROM runs WHERE tenant = ?1 AND idem_key = ?2
+SELECT id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at, cancelled_at, provider_batch FROM runs WHERE tenant = ?1 AND idem_key = ?2
 `
 
 type RunGetByKeyParams struct {
@@ -80,28 +81,30 @@ func (q *Queries) RunGetByKey(ctx context.Context, db DBTX, arg RunGetByKeyParam
 		&i.Labels,
 		&i.CreatedAt,
 		&i.CancelledAt,
+		&i.ProviderBatch,
 	)
 	return i, err
 }
 
 const runInsert = `-- name: RunInsert :execrows
 
-INSERT INTO runs (id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+INSERT INTO runs (id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, provider_batch, created_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
 ON CONFLICT (tenant, idem_key) DO NOTHING
 `
 
 type RunInsertParams struct {
-	ID           string
-	Tenant       string
-	IdemKey      string
-	Fingerprint  string
-	Name         string
-	Pipeline     string
-	ModelProfile string
-	Params       string
-	Labels       string
-	CreatedAt    int64
+	ID            string
+	Tenant        string
+	IdemKey       string
+	Fingerprint   string
+	Name          string
+	Pipeline      string
+	ModelProfile  string
+	Params        string
+	Labels        string
+	ProviderBatch int64
+	CreatedAt     int64
 }
 
 // Runs: named groups of items (docs/architecture.md, "Runs"). An item joins
@@ -120,6 +123,7 @@ func (q *Queries) RunInsert(ctx context.Context, db DBTX, arg RunInsertParams) (
 		arg.ModelProfile,
 		arg.Params,
 		arg.Labels,
+		arg.ProviderBatch,
 		arg.CreatedAt,
 	)
 	if err != nil {
@@ -279,7 +283,7 @@ func (q *Queries) RunJobIDs(ctx context.Context, db DBTX, arg RunJobIDsParams) (
 }
 
 const runList = `-- name: RunList :many
-SELECT id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at, cancelled_at FROM runs
+SELECT id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at, cancelled_at, provider_batch FROM runs
 WHERE tenant = ?1
     AND created_at <= ?2
     AND (created_at < ?2 OR id < ?3)
@@ -322,6 +326,7 @@ func (q *Queries) RunList(ctx context.Context, db DBTX, arg RunListParams) ([]Ru
 			&i.Labels,
 			&i.CreatedAt,
 			&i.CancelledAt,
+			&i.ProviderBatch,
 		); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,51 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// ProviderBatchStore keeps what the workers saw of the provider batches
+// they sent (docs/architecture.md, "Provider batches"), and shows a run the
+// batches its calls went into. A batch may carry the calls of many
+// tenants, so it is only ever read through a run's intent rows (the
+// llm_attempts rows "provider batch <tag>" of the run's jobs).
+type ProviderBatchStore interface {
+	// ProviderBatchRecord inserts the batch of a tag, or updates its
+	// provider id, status and expiry.
+	ProviderBatchRecord(ctx context.Context, params *ProviderBatchRecordParams) error
+
+	// RunBatchList returns the batches the calls of a run's computed items
+	// went into, oldest first; none for a run of another tenant.
+	RunBatchList(ctx context.Context, params *RunBatchListParams) ([]*RunBatch, error)
+}
+
+// ProviderBatchRecordParams is a batch as the worker following it saw it.
+type ProviderBatchRecordParams struct {
+	// Tag names the batch in the intent rows of its calls.
+	Tag string
+	// BatchID is the provider's id of the batch.
+	BatchID string
+	// Status is the provider's (llm.BatchValidating, ...).
+	Status    string
+	CreatedAt time.Time
+	ExpiresAt *time.Time
+}
+
+// RunBatchListParams names a run.
+type RunBatchListParams struct {
+	Tenant string
+	RunID  string
+}
+
+// RunBatch is one provider batch as a run sees it: only its own calls.
+type RunBatch struct {
+	BatchID string
+	Status  string
+	// Lines counts the run's calls sent in the batch; AnsweredLines those
+	// the batch answered (billed at the batch price), CostMicros their
+	// cost.
+	Lines, AnsweredLines, CostMicros int64
+	CreatedAt, UpdatedAt             time.Time
+	ExpiresAt                        *time.Time
+}

@@ -1,0 +1,33 @@
+-- Provider batches (docs/architecture.md, "Provider batches"): what the
+-- batcher saw of each, and a run's view of the batches its calls went into.
+
+-- name: ProviderBatchUpsert :exec
+INSERT INTO provider_batches (tag, batch_id, status, created_at, expires_at)
+VALUES (@tag::text, @batch_id::text, @status::text, @created_at::timestamptz, sqlc.narg(expires_at)::timestamptz)
+ON CONFLICT (tag) DO UPDATE SET batch_id = excluded.batch_id, status = excluded.status,
+    expires_at = excluded.expires_at, updated_at = now();
+
+-- name: RunBatchList :many
+-- The batches the calls of a run's computed items went into, oldest first:
+-- per batch the run's calls in it (distinct job and provider key), and
+-- those answered by it, with their cost. A call retried into a later batch
+-- (its line failed or expired) was answered by the batch of its latest
+-- intent, so only that intent counts the bill.
+WITH intents AS (
+    SELECT a.job_id, a.provider_key, substr(a.error, 16) AS tag,
+        row_number() OVER (PARTITION BY a.job_id, a.provider_key ORDER BY a.id DESC) AS latest
+    FROM run_items ri
+    JOIN llm_attempts a ON a.job_id = ri.job_id
+    WHERE ri.run_id = @run_id::uuid AND ri.tenant = @tenant::text AND ri.outcome = 'created'
+        AND a.outcome = 'outcome_unknown' AND a.error LIKE 'provider batch %'
+)
+SELECT pb.batch_id, pb.status, pb.created_at, pb.expires_at, pb.updated_at,
+    count(DISTINCT i.job_id::text || ':' || i.provider_key)::bigint AS lines,
+    count(bill.id)::bigint AS answered_lines,
+    coalesce(sum(bill.cost_micros), 0)::bigint AS cost_micros
+FROM intents i
+JOIN provider_batches pb ON pb.tag = i.tag
+LEFT JOIN llm_attempts bill ON i.latest = 1 AND bill.job_id = i.job_id AND bill.provider_key = i.provider_key
+    AND bill.billed AND bill.price_class = 'batch'
+GROUP BY pb.tag, pb.batch_id, pb.status, pb.created_at, pb.expires_at, pb.updated_at
+ORDER BY pb.created_at, pb.tag;

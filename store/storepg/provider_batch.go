@@ -1,0 +1,35 @@
+package storepg
+
+import (
+	"context"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
+)
+
+// ProviderBatchRecord implements store.ProviderBatchStore.
+func (s *Store) ProviderBatchRecord(ctx context.Context, params *store.ProviderBatchRecordParams) error {
+	return interpretError(s.q.ProviderBatchUpsert(ctx, s.pool, dbsqlc.ProviderBatchUpsertParams{
+		Tag: params.Tag, BatchID: params.BatchID, Status: params.Status, CreatedAt: params.CreatedAt, ExpiresAt: params.ExpiresAt,
+	}))
+}
+
+// RunBatchList implements store.ProviderBatchStore.
+func (s *Store) RunBatchList(ctx context.Context, params *store.RunBatchListParams) ([]*store.RunBatch, error) {
+	id, err := parseUUID(params.RunID)
+	if err != nil {
+		return nil, nil
+	}
+	rows, err := s.q.RunBatchList(ctx, s.pool, dbsqlc.RunBatchListParams{RunID: id, Tenant: params.Tenant})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	out := make([]*store.RunBatch, len(rows))
+	for i, r := range rows {
+		out[i] = &store.RunBatch{
+			BatchID: r.BatchID, Status: r.Status, Lines: r.Lines, AnsweredLines: r.AnsweredLines, CostMicros: r.CostMicros,
+			CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ExpiresAt: r.ExpiresAt,
+		}
+	}
+	return out, nil
+}

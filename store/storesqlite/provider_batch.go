@@ -1,0 +1,48 @@
+package storesqlite
+
+import (
+	"context"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
+)
+
+// ProviderBatchRecord implements store.ProviderBatchStore.
+func (s *Store) ProviderBatchRecord(ctx context.Context, params *store.ProviderBatchRecordParams) error {
+	var expires *int64
+	if params.ExpiresAt != nil {
+		e := params.ExpiresAt.UnixMicro()
+		expires = &e
+	}
+	return s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
+		return interpretError(s.q.ProviderBatchUpsert(ctx, tx, dbsqlite.ProviderBatchUpsertParams{
+			Tag: params.Tag, BatchID: params.BatchID, Status: params.Status,
+			CreatedAt: params.CreatedAt.UnixMicro(), ExpiresAt: expires, UpdatedAt: now,
+		}))
+	})
+}
+
+// RunBatchList implements store.ProviderBatchStore.
+func (s *Store) RunBatchList(ctx context.Context, params *store.RunBatchListParams) ([]*store.RunBatch, error) {
+	id, ok := canonicalUUID(params.RunID)
+	if !ok {
+		return nil, nil
+	}
+	rows, err := s.q.RunBatchList(ctx, s.read, dbsqlite.RunBatchListParams{RunID: id, Tenant: params.Tenant})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	out := make([]*store.RunBatch, len(rows))
+	for i, r := range rows {
+		b := &store.RunBatch{
+			BatchID: r.BatchID, Status: r.Status, Lines: r.Lines, AnsweredLines: r.AnsweredLines, CostMicros: r.CostMicros,
+			CreatedAt: timeFrom(r.CreatedAt), UpdatedAt: timeFrom(r.UpdatedAt),
+		}
+		if r.ExpiresAt != nil {
+			t := timeFrom(*r.ExpiresAt)
+			b.ExpiresAt = &t
+		}
+		out[i] = b
+	}
+	return out, nil
+}
