@@ -27,6 +27,21 @@ func (c *OpenAIClient) BatchesSupported() bool { return c.cfg.Batches }
 // batchLineURL is the url of every line of an input file.
 const batchLineURL = "/v1/chat/completions"
 
+// batchLine is req's line of an input file, without its newline.
+func batchLine(req *Request) ([]byte, error) {
+	return json.Marshal(map[string]any{"custom_id": req.ProviderKey, "method": http.MethodPost, "url": batchLineURL, "body": newChatRequest(req)})
+}
+
+// BatchLineBytes is the size of req's line in an input file, its newline
+// included: what a batch's byte bound counts.
+func BatchLineBytes(req *Request) int64 {
+	line, err := batchLine(req)
+	if err != nil {
+		return 0 // refused at the upload, with the reason
+	}
+	return int64(len(line)) + 1
+}
+
 // UploadBatchFile implements BatchProvider: POST {BaseURL}/files, purpose
 // batch, one JSONL line per call whose custom_id is its provider key.
 func (c *OpenAIClient) UploadBatchFile(ctx context.Context, name string, calls []*Request) (*BatchFile, error) {
@@ -41,7 +56,7 @@ func (c *OpenAIClient) UploadBatchFile(ctx context.Context, name string, calls [
 		if req.ProviderKey == "" {
 			return nil, &Error{Class: ClassInvalidRequest, Message: fmt.Sprintf("call %d has no provider key: a batch line's custom_id is its provider key", i)}
 		}
-		line, err := json.Marshal(map[string]any{"custom_id": req.ProviderKey, "method": http.MethodPost, "url": batchLineURL, "body": newChatRequest(req)})
+		line, err := batchLine(req)
 		if err != nil {
 			return nil, &Error{Class: ClassInvalidRequest, Message: "encode call", Err: err}
 		}

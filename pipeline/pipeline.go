@@ -168,6 +168,10 @@ type ModelProfile struct {
 type ProviderBatch struct {
 	// MaxCalls closes a batch at this many calls. Default 1,000.
 	MaxCalls int `yaml:"max_calls"`
+	// MaxBytes closes a batch before its input file would pass this many
+	// bytes (a call larger alone goes in a batch of its own). Default
+	// 100 MiB; OpenAI takes files up to 200 MB.
+	MaxBytes int64 `yaml:"max_bytes"`
 	// Linger closes a batch this long after its first call. Default 1s.
 	Linger time.Duration `yaml:"linger"`
 	// PricePercent is the batch price in percent of the online price.
@@ -179,6 +183,9 @@ type ProviderBatch struct {
 func (b ProviderBatch) WithDefaults() ProviderBatch {
 	if b.MaxCalls == 0 {
 		b.MaxCalls = 1000
+	}
+	if b.MaxBytes == 0 {
+		b.MaxBytes = 100 << 20
 	}
 	if b.Linger == 0 {
 		b.Linger = time.Second
@@ -315,8 +322,8 @@ func Parse(data []byte) (*Registry, error) {
 		if name == "" || m.Model == "" || m.PromptMicrosPer1K < 0 || m.CompletionMicrosPer1K < 0 {
 			return nil, fmt.Errorf("model_profiles[%q]: a name, a model and non-negative prices are required", name)
 		}
-		if b := m.ProviderBatch; b != nil && (b.MaxCalls < 0 || b.MaxCalls > 50_000 || b.Linger < 0 || b.PricePercent < 0 || b.PricePercent > 100) {
-			return nil, fmt.Errorf("model_profiles[%q].provider_batch: max_calls 0-50000, linger and price_percent 0-100 not negative", name)
+		if b := m.ProviderBatch; b != nil && (b.MaxCalls < 0 || b.MaxCalls > 50_000 || b.MaxBytes < 0 || b.MaxBytes > 200_000_000 || b.Linger < 0 || b.PricePercent < 0 || b.PricePercent > 100) {
+			return nil, fmt.Errorf("model_profiles[%q].provider_batch: max_calls 0-50000, max_bytes 0-200000000, linger and price_percent 0-100 not negative", name)
 		}
 		r.profiles[name] = m
 	}

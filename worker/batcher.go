@@ -56,7 +56,8 @@ type batchGroup struct {
 	tag     string
 	cfg     pipeline.ProviderBatch
 	members []*batchMember
-	full    chan struct{} // closed when MaxCalls joined
+	bytes   int64         // of the members' lines in the input file
+	full    chan struct{} // closed when MaxCalls joined or MaxBytes reached
 
 	// After the batch finished: its results, by provider key.
 	done    chan struct{}
@@ -103,22 +104,34 @@ func (b *batcher) call(ctx context.Context, lease store.Lease, req *llm.Request,
 	return b.wait(ctx, b.join(ctx, lease, req, intent, cfg), req.ProviderKey)
 }
 
-// join adds the call to the open group of its model, opening one if none.
+// join adds the call to the open group of its model, opening one if none,
+// or if the call's line would take the open one past MaxBytes.
 func (b *batcher) join(ctx context.Context, lease store.Lease, req *llm.Request, intent store.LLMAttempt, cfg pipeline.ProviderBatch) *batchGroup {
+	size := llm.BatchLineBytes(req)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	g := b.open[req.Model]
+	if g != nil && g.bytes+size > g.cfg.MaxBytes {
+		b.close(req.Model, g)
+		g = nil
+	}
 	if g == nil {
 		g = &batchGroup{b: b, cfg: cfg, full: make(chan struct{}), done: make(chan struct{}), leaving: make(chan struct{}, 1)}
 		b.open[req.Model] = g
 		go g.collect(req.Model)
 	}
 	g.members = append(g.members, &batchMember{req: req, intent: intent, lease: lease, ctx: ctx})
-	if len(g.members) == cfg.MaxCalls {
-		delete(b.open, req.Model)
-		close(g.full)
+	g.bytes += size
+	if len(g.members) == cfg.MaxCalls || g.bytes >= cfg.MaxBytes {
+		b.close(req.Model, g)
 	}
 	return g
+}
+
+// close closes the open group g of model: it is sent at once. b.mu held.
+func (b *batcher) close(model string, g *batchGroup) {
+	delete(b.open, model)
+	close(g.full)
 }
 
 // resume returns the group of tag, following its batch if no member of
