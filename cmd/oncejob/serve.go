@@ -10,6 +10,8 @@ import (
 	"os"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/oncejob/oncejob/config"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/maintenance"
@@ -22,7 +24,6 @@ import (
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/telemetry"
 	"github.com/oncejob/oncejob/watch"
-	"google.golang.org/grpc"
 )
 
 // apiFlags are serve's own flags: the API's bounds and its keys.
