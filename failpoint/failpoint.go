@@ -6,6 +6,8 @@
 //	kill        SIGKILL this process the first time the line runs
 //	kill@N      ... the N-th time it runs
 //	kill%P      ... each time with probability P percent (1-100)
+//	stop        SIGSTOP this process the first time the line runs: a stall
+//	            the test ends with SIGCONT (the process then goes on)
 //
 // e.g. ONCEJOB_FAILPOINTS=after_llm_response=kill@3,after_publish_commit=kill%5.
 // Unarmed, Inject costs one atomic load. The binary is the production
@@ -36,6 +38,9 @@ const (
 	// ProviderBatchAfterUpload: a provider batch's input file is uploaded,
 	// the batch not created yet.
 	ProviderBatchAfterUpload = "provider_batch_after_upload"
+	// ProviderBatchBeforeCreate: the members' leases are confirmed for the
+	// create, the batch not created yet.
+	ProviderBatchBeforeCreate = "provider_batch_before_create"
 	// ProviderBatchAfterCreate: the provider batch is created, its id not
 	// yet polled.
 	ProviderBatchAfterCreate = "provider_batch_after_create"
@@ -62,6 +67,7 @@ const (
 const EnvVar = "ONCEJOB_FAILPOINTS"
 
 type point struct {
+	stop    bool  // SIGSTOP rather than SIGKILL
 	nth     int64 // kill on this hit; 0 if probabilistic
 	percent int   // kill with this probability per hit
 	hits    atomic.Int64
@@ -99,6 +105,8 @@ func Parse(spec string) (map[string]*point, error) {
 		p := &point{nth: 1}
 		switch {
 		case action == "kill":
+		case action == "stop":
+			p.stop = true
 		case strings.HasPrefix(action, "kill@"):
 			n, err := strconv.ParseInt(action[5:], 10, 64)
 			if err != nil || n < 1 {
@@ -130,6 +138,11 @@ func Inject(name string) {
 		return
 	}
 	hit := p.hits.Add(1)
+	if p.stop && hit == 1 {
+		fmt.Fprintf(os.Stderr, "failpoint: %s hit %d: SIGSTOP\n", name, hit)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		return
+	}
 	if (p.nth > 0 && hit == p.nth) || (p.percent > 0 && rand.IntN(100) < p.percent) {
 		fmt.Fprintf(os.Stderr, "failpoint: %s hit %d: SIGKILL\n", name, hit)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)

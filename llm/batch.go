@@ -129,11 +129,16 @@ const BatchWindow = 24 * time.Hour
 // TagKey is the metadata key whose value names one batch of the caller's.
 const TagKey = "oncejob_batch"
 
-// EnsureHooks are called between the steps of EnsureBatch, for failpoints.
+// EnsureHooks are called between the steps of EnsureBatch: for failpoints,
+// and for the caller's fence before the create.
 type EnsureHooks struct {
 	// AfterUpload runs once the input file exists, before the batch is
 	// created.
 	AfterUpload func()
+	// BeforeCreate, when set, runs just before the create and returns the
+	// context the create runs under (a deadline: the time the caller may
+	// still create the batch) and its cancel; an error creates nothing.
+	BeforeCreate func(ctx context.Context) (context.Context, context.CancelFunc, error)
 }
 
 // EnsureBatch returns the batch tagged tag, creating it from calls only if
@@ -175,7 +180,15 @@ func EnsureBatch(ctx context.Context, p BatchProvider, tag string, since time.Ti
 			md[k] = v
 		}
 	}
-	b, err = p.CreateBatch(ctx, f.ID, md)
+	cctx := ctx
+	if hooks.BeforeCreate != nil {
+		var cancel context.CancelFunc
+		if cctx, cancel, err = hooks.BeforeCreate(ctx); err != nil {
+			return nil, err
+		}
+		defer cancel()
+	}
+	b, err = p.CreateBatch(cctx, f.ID, md)
 	if err != nil {
 		return nil, fmt.Errorf("create the batch: %w", err)
 	}

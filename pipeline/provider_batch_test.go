@@ -24,12 +24,12 @@ func TestProviderBatchProfile(t *testing.T) {
 	require.Equal(t, []string{"defaults", "nightly"}, r.BatchProfiles())
 
 	nightly, _ := r.Profile("nightly")
-	require.Equal(t, pipeline.ProviderBatch{MaxCalls: 200, Linger: 250 * time.Millisecond, PricePercent: 40}, nightly.ProviderBatch.WithDefaults())
+	require.Equal(t, pipeline.ProviderBatch{MaxCalls: 200, MaxBytes: 100 << 20, Linger: 250 * time.Millisecond, PricePercent: 40}, nightly.ProviderBatch.WithDefaults())
 	require.EqualValues(t, 5000, nightly.CostMicros(2000, 1000))
 	require.EqualValues(t, 2000, nightly.BatchCostMicros(2000, 1000))
 
 	defaults, _ := r.Profile("defaults")
-	require.Equal(t, pipeline.ProviderBatch{MaxCalls: 1000, Linger: time.Second, PricePercent: 50}, defaults.ProviderBatch.WithDefaults())
+	require.Equal(t, pipeline.ProviderBatch{MaxCalls: 1000, MaxBytes: 100 << 20, Linger: time.Second, PricePercent: 50}, defaults.ProviderBatch.WithDefaults())
 	require.EqualValues(t, 2500, defaults.BatchCostMicros(2000, 1000))
 
 	online, _ := r.Profile("online")
@@ -40,7 +40,7 @@ func TestProviderBatchProfile(t *testing.T) {
 func TestProviderBatchProfileRefusesBadBounds(t *testing.T) {
 	t.Parallel()
 	for _, bad := range []string{
-		`{max_calls: -1}`, `{max_calls: 50001}`, `{linger: -1s}`, `{price_percent: 101}`, `{price_percent: -5}`, `{max_bytes: 10}`,
+		`{max_calls: -1}`, `{max_calls: 50001}`, `{linger: -1s}`, `{price_percent: 101}`, `{price_percent: -5}`, `{max_bytes: -1}`, `{max_bytes: 200000001}`, `{max_bites: 10}`,
 	} {
 		_, err := pipeline.Parse([]byte("model_profiles:\n  p: {model: m, provider_batch: " + bad + "}\n"))
 		require.Error(t, err, bad)
@@ -68,7 +68,7 @@ pipelines:
 	require.Equal(t, "m", twin.Model)
 	require.EqualValues(t, 1000, twin.PromptMicrosPer1K)
 	require.NotNil(t, twin.ProviderBatch)
-	require.Equal(t, pipeline.ProviderBatch{MaxCalls: 1000, Linger: time.Second, PricePercent: 50}, twin.ProviderBatch.WithDefaults())
+	require.Equal(t, pipeline.ProviderBatch{MaxCalls: 1000, MaxBytes: 100 << 20, Linger: time.Second, PricePercent: 50}, twin.ProviderBatch.WithDefaults())
 	online, _ := r.Profile("online")
 	require.Nil(t, online.ProviderBatch, "the twin is a copy")
 	_, ok = r.Profile("missing@batch")

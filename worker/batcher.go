@@ -35,6 +35,15 @@ const intentPrefix = "provider batch "
 // errBatchVoid: the tag an intent row names has no batch at the provider.
 var errBatchVoid = errors.New("the provider holds no batch of this tag")
 
+// errBatchFenced: a member's job was taken over before the create, so the
+// batch is not created (the taker may collect the call again).
+var errBatchFenced = errors.New("provider batch not created: a member's job was taken over before the create")
+
+// batchVoidGrace is how long a later attempt waits before it takes a tag
+// with no batch at the provider for one never created: a create the
+// earlier attempt sent before its leases ended may still be on its way.
+const batchVoidGrace = 5 * time.Second
+
 // batchSince bounds the provider lookups of a resumed tag: no batch is
 // older than its 24 h window plus a margin.
 const batchSince = 48 * time.Hour
@@ -56,6 +65,7 @@ type batchGroup struct {
 	tag     string
 	cfg     pipeline.ProviderBatch
 	members []*batchMember
+	sent    []store.Lease // the leases of the members whose calls are sent
 	bytes   int64         // of the members' lines in the input file
 	full    chan struct{} // closed when MaxCalls joined or MaxBytes reached
 
@@ -97,6 +107,14 @@ func (b *batcher) call(ctx context.Context, lease store.Lease, req *llm.Request,
 	if tag != "" {
 		resp, err := b.wait(ctx, b.resume(tag), req.ProviderKey)
 		if !errors.Is(err, errBatchVoid) {
+			return resp, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-time.After(batchVoidGrace):
+		}
+		if resp, err := b.wait(ctx, b.resume(tag), req.ProviderKey); !errors.Is(err, errBatchVoid) {
 			return resp, err
 		}
 		b.log.Info("provider batch was never created; collecting the call again", "tag", tag, "provider_key", req.ProviderKey)
@@ -262,9 +280,36 @@ func (g *batchGroup) intents(members []*batchMember) []*llm.Request {
 	for _, m := range journaled {
 		if !lost[m.lease] {
 			calls = append(calls, m.req)
+			g.sent = append(g.sent, m.lease)
 		}
 	}
 	return calls
+}
+
+// fence confirms, just before the create, that every member sent still
+// holds its job, and bounds the create by a deadline a quarter of a lease
+// inside the leases it just renewed. A process that stalls past its leases
+// (whose jobs another worker may take over, find no batch of the tag and
+// collect again) so never creates the batch afterwards: its create is
+// refused by the deadline, or by the fence on the next try. What is left
+// is a create sent before the deadline that the provider makes visible
+// only after the taker looked twice, batchVoidGrace apart
+// (docs/architecture.md, "Provider batches").
+func (g *batchGroup) fence(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	lease := g.b.w.cfg.LeaseDuration
+	start := time.Now()
+	hctx, cancel := context.WithTimeout(ctx, lease/4)
+	beat, err := g.b.w.cfg.Store.JobHeartbeatMany(hctx, &store.JobHeartbeatManyParams{Leases: g.sent, LeaseDuration: lease})
+	cancel()
+	if err != nil {
+		return nil, nil, &llm.Error{Class: llm.ClassUnavailable, Message: "provider batch: the leases were not confirmed before the create", Err: err}
+	}
+	if len(beat.Lost) > 0 {
+		return nil, nil, errBatchFenced
+	}
+	failpoint.Inject(failpoint.ProviderBatchBeforeCreate)
+	cctx, cancel := context.WithDeadline(ctx, start.Add(lease-lease/4))
+	return cctx, cancel, nil
 }
 
 // follow makes sure the batch of g's tag exists (creating it from calls
@@ -281,8 +326,10 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 			}
 			return err
 		}
-		batch, err = llm.EnsureBatch(ctx, b.bp, g.tag, time.Now().Add(-batchSince), calls, nil,
-			llm.EnsureHooks{AfterUpload: func() { failpoint.Inject(failpoint.ProviderBatchAfterUpload) }})
+		batch, err = llm.EnsureBatch(ctx, b.bp, g.tag, time.Now().Add(-batchSince), calls, nil, llm.EnsureHooks{
+			AfterUpload:  func() { failpoint.Inject(failpoint.ProviderBatchAfterUpload) },
+			BeforeCreate: g.fence,
+		})
 		if err == nil {
 			failpoint.Inject(failpoint.ProviderBatchAfterCreate)
 			b.log.Info("provider batch sent", "tag", g.tag, "batch", batch.ID, "calls", len(calls))
@@ -290,6 +337,9 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 		return err
 	})
 	if err != nil {
+		if !errors.Is(err, errBatchVoid) {
+			b.log.Warn("provider batch not created", "tag", g.tag, "calls", len(calls), "error", err)
+		}
 		g.finish(nil, err)
 		return
 	}
@@ -376,6 +426,15 @@ func (g *batchGroup) allCancelled(n int) bool {
 func (g *batchGroup) finish(results map[string]llm.BatchResult, err error) {
 	g.results, g.err = results, err
 	close(g.done)
+	if errors.Is(err, errBatchVoid) {
+		// Looked up again after the grace, by a new follower.
+		g.b.mu.Lock()
+		if g.b.byTag[g.tag] == g {
+			delete(g.b.byTag, g.tag)
+		}
+		g.b.mu.Unlock()
+		return
+	}
 	// Members resumed after this one finished find the results for a while.
 	time.AfterFunc(10*time.Minute, func() {
 		g.b.mu.Lock()
