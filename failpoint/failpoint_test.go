@@ -13,7 +13,10 @@ func TestParse(t *testing.T) {
 	require.EqualValues(t, 1, pts["after_llm_response"].nth)
 	require.EqualValues(t, 3, pts["after_publish_commit"].nth)
 	require.Equal(t, 25, pts["before_checkpoint_write"].percent)
-	for _, bad := range []string{"x", "=kill", "x=kill@0", "x=kill%0", "x=kill%101", "x=stop"} {
+	pts, err = Parse("provider_batch_before_create=stop")
+	require.NoError(t, err)
+	require.True(t, pts["provider_batch_before_create"].stop)
+	for _, bad := range []string{"x", "=kill", "x=kill@0", "x=kill%0", "x=kill%101", "x=pause", "x=stop@2"} {
 		_, err := Parse(bad)
 		require.Error(t, err, bad)
 	}
