@@ -105,17 +105,19 @@ func newBatcher(w *Worker, ctx context.Context) (*batcher, error) {
 // answer, or its classified failure.
 func (b *batcher) call(ctx context.Context, lease store.Lease, req *llm.Request, intent store.LLMAttempt, cfg pipeline.ProviderBatch, tag string) (*llm.Response, error) {
 	if tag != "" {
-		resp, err := b.wait(ctx, b.resume(tag), req.ProviderKey)
-		if !errors.Is(err, errBatchVoid) {
-			return resp, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		case <-time.After(batchVoidGrace):
-		}
-		if resp, err := b.wait(ctx, b.resume(tag), req.ProviderKey); !errors.Is(err, errBatchVoid) {
-			return resp, err
+		// Looked up twice, batchVoidGrace apart: a create sent just
+		// before the earlier attempt's deadline may not be visible yet.
+		for look := range 2 {
+			if look > 0 {
+				select {
+				case <-ctx.Done():
+					return nil, context.Cause(ctx)
+				case <-time.After(batchVoidGrace):
+				}
+			}
+			if resp, err := b.wait(ctx, b.resume(tag), req.ProviderKey); !errors.Is(err, errBatchVoid) {
+				return resp, err
+			}
 		}
 		b.log.Info("provider batch was never created; collecting the call again", "tag", tag, "provider_key", req.ProviderKey)
 	}
