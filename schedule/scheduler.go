@@ -14,6 +14,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/jobspec"
+	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -25,9 +27,9 @@ const maxWalk = 100_000
 type Config struct {
 	// Store keeps the schedules. Required.
 	Store store.ScheduleStore
-	// Build makes the store params of a slot's job under key, as SubmitJob
-	// would (dedup key, fingerprint, pipeline version). Required.
-	Build func(tenant, key string, req *oncejobv1.SubmitJobRequest) (*store.JobSubmitParams, error)
+	// Pipelines are the pipelines a slot's job may name: its store params
+	// are made as SubmitJob makes them (jobspec.Params). Required.
+	Pipelines *pipeline.Registry
 	// Owner names this scheduler in leases. Default: host, pid and a
 	// random suffix.
 	Owner string
@@ -72,8 +74,8 @@ type Scheduler struct {
 // New returns a Scheduler.
 func New(cfg Config) (*Scheduler, error) {
 	cfg = cfg.WithDefaults()
-	if cfg.Store == nil || cfg.Build == nil {
-		return nil, errors.New("schedule: Config.Store and Config.Build are required")
+	if cfg.Store == nil || cfg.Pipelines == nil {
+		return nil, errors.New("schedule: Config.Store and Config.Pipelines are required")
 	}
 	return &Scheduler{cfg: cfg}, nil
 }
@@ -226,5 +228,9 @@ func (s *Scheduler) slotJob(sch *store.Schedule, slot time.Time) (*store.JobSubm
 	}
 	labels["oncejob.schedule"], labels["oncejob.slot"] = sch.ID, at
 	req.Labels = labels
-	return s.cfg.Build(sch.Tenant, SlotKey(sch.ID, slot), &req)
+	p, err := jobspec.Params(s.cfg.Pipelines, jobspec.Key{Tenant: sch.Tenant, Method: jobspec.SubmitMethod, Value: SlotKey(sch.ID, slot)}, &req)
+	if err != nil {
+		return nil, fmt.Errorf("schedule %s: job template: %w", sch.ID, err)
+	}
+	return p, nil
 }

@@ -2,13 +2,12 @@ package schedule_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/schedule"
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storesqlite"
@@ -61,22 +60,11 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 			now := time.Now().Truncate(time.Minute).Add(30 * time.Second)
 			res, err := st.ScheduleCreate(t.Context(), &store.ScheduleCreateParams{Schedule: store.Schedule{
 				ID: "0190a0a0-0000-7000-8000-000000000001", Tenant: "t", IdempotencyKey: "k", Fingerprint: "f", Name: "minutely",
-				Cron: "* * * * *", Job: []byte(`{"pipeline":"p","document":{"text":"x"}}`), Overlap: store.OverlapSkip,
+				Cron: "* * * * *", Job: []byte(`{"pipeline":"summarize","document":{"text":"x"}}`), Overlap: store.OverlapSkip,
 				Catchup: catchup, Misfire: 5 * time.Second, NextSlotAt: now.Add(-time.Hour).Truncate(time.Minute),
 			}})
 			require.NoError(t, err)
-			var built []string
-			s, err := schedule.New(schedule.Config{
-				Store: st, Now: func() time.Time { return now },
-				Build: func(tenant, key string, req *oncejobv1.SubmitJobRequest) (*store.JobSubmitParams, error) {
-					built = append(built, key)
-					return &store.JobSubmitParams{
-						ID: fmt.Sprintf("0190a0a0-0000-7000-8000-%012d", len(built)), Tenant: tenant, Method: "m", IdempotencyKey: key,
-						Fingerprint: "f", DedupKey: key, Pipeline: "p", PipelineVersion: 1, Document: []byte("x"), DocumentSHA256: "h",
-						DocumentMedia: "text/plain", Params: []byte(`{}`),
-					}, nil
-				},
-			})
+			s, err := schedule.New(schedule.Config{Store: st, Pipelines: pipeline.Builtin(), Now: func() time.Time { return now }})
 			require.NoError(t, err)
 			require.NoError(t, s.Tick(t.Context()))
 			require.NoError(t, s.Tick(t.Context()), "a second look changes nothing")
@@ -97,8 +85,12 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 			require.True(t, latest.Equal(got.RecentSlots[0].SlotAt), "the latest missed slot fires")
 			require.Equal(t, store.SlotMissed, got.RecentSlots[1].Outcome)
 			require.Contains(t, got.RecentSlots[1].Reason, "60 slot(s)")
-			require.Equal(t, []string{schedule.SlotKey(res.Schedule.ID, latest)}, built[len(built)-1:])
 			require.Equal(t, got.RecentSlots[0].JobID, got.LastJobID)
+			job, err := st.JobGetByID(t.Context(), &store.JobGetByIDParams{Tenant: "t", ID: got.LastJobID})
+			require.NoError(t, err)
+			require.Equal(t, schedule.SlotKey(res.Schedule.ID, latest), job.IdempotencyKey, "the job is submitted under the slot's key")
+			require.JSONEq(t, `{"schedule_slot":"`+latest.UTC().Format(time.RFC3339Nano)+`"}`, string(job.Params), "the slot is in its params")
+			require.Equal(t, res.Schedule.ID, job.Labels["oncejob.schedule"])
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/oncejob/oncejob/jobspec"
 	"github.com/oncejob/oncejob/server/idempotency"
 	"github.com/oncejob/oncejob/server/requestid"
 	"github.com/oncejob/oncejob/store"
@@ -31,6 +32,28 @@ func (v violations) prefixed(prefix string) violations {
 		fv.Field = prefix + fv.Field
 	}
 	return v
+}
+
+// addSpec adds jobspec's violations, in their order.
+func (v *violations) addSpec(fs jobspec.Violations) {
+	for _, fe := range fs {
+		v.add(fe.Field, "%s", fe.Description)
+	}
+}
+
+// specError maps an error of jobspec to a status: a *jobspec.Error is
+// INVALID_ARGUMENT with a BadRequest of its violations, as the validation
+// interceptor answers; anything else is INTERNAL.
+func specError(err error) error {
+	var je *jobspec.Error
+	if errors.As(err, &je) {
+		var v violations
+		v.addSpec(je.Violations)
+		if err := v.err(); err != nil {
+			return err
+		}
+	}
+	return status.Errorf(codes.Internal, "job params: %v", err)
 }
 
 // err returns INVALID_ARGUMENT with a BadRequest of every violation, or nil.

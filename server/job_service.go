@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 
-	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
-	"github.com/oncejob/oncejob/jobkey"
-	"github.com/oncejob/oncejob/pipeline"
+	"github.com/oncejob/oncejob/jobspec"
 	"github.com/oncejob/oncejob/server/groupcommit"
 	"github.com/oncejob/oncejob/server/idempotency"
 	"github.com/oncejob/oncejob/server/pagetoken"
@@ -73,83 +71,16 @@ func (s *jobService) SubmitJob(ctx context.Context, req *oncejobv1.SubmitJobRequ
 }
 
 // submitParams is what the store needs to submit req under key: see
-// SubmitParams. The job keeps the trace context of the call (when it is
-// traced), so the work it causes joins the caller's trace.
+// jobspec.Params, its errors mapped to INVALID_ARGUMENT (specError). The
+// job keeps the trace context of the call (when it is traced), so the work
+// it causes joins the caller's trace.
 func (s *jobService) submitParams(ctx context.Context, key idempotency.Key, req *oncejobv1.SubmitJobRequest) (*store.JobSubmitParams, error) {
-	p, err := SubmitParams(s.cfg.Pipelines, key.Tenant, key.Method, key.Value, req)
+	p, err := jobspec.Params(s.cfg.Pipelines, jobspec.Key{Tenant: key.Tenant, Method: key.Method, Value: key.Value}, req)
 	if err != nil {
-		return nil, err
+		return nil, specError(err)
 	}
 	p.Traceparent = telemetry.Traceparent(ctx)
 	return p, nil
-}
-
-// SubmitParams is what the store needs to submit req under the tenant's
-// key in method's scope: every key the server computes (dedup key,
-// fingerprint), a new job id, and the document. req must be valid (as
-// SubmitJob's validation checks); a pipeline the registry lacks is
-// INVALID_ARGUMENT. The scheduler builds a slot's job with it.
-func SubmitParams(pipelines *pipeline.Registry, tenant, method, key string, req *oncejobv1.SubmitJobRequest) (*store.JobSubmitParams, error) {
-	p, ok := pipelines.Get(req.GetPipeline())
-	if !ok {
-		return nil, status.Errorf(codes.InvalidArgument, "unknown pipeline %q", req.GetPipeline())
-	}
-	doc := req.GetDocument()
-	data := documentBytes(doc)
-	mediaType, _ := jobkey.NormalizeMediaType(doc.GetMediaType()) // validated
-	docSHA := jobkey.DocumentSHA256(data)
-	params := req.GetParams().AsMap()
-
-	profile := req.GetModelProfile()
-	if profile == "" {
-		profile = p.DefaultModelProfile()
-	}
-	dedupKey, err := jobkey.DedupKey(jobkey.Computation{
-		Tenant:          tenant,
-		DocumentSHA256:  docSHA,
-		MediaType:       mediaType,
-		Pipeline:        p.Name,
-		PipelineVersion: p.Version,
-		PromptVersion:   p.Prompt.Version,
-		ModelProfile:    profile,
-		Params:          params,
-	})
-	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "params: %v", err)
-	}
-	fingerprint, err := jobkey.Fingerprint(jobkey.Request{
-		Pipeline:       req.GetPipeline(),
-		DocumentSHA256: docSHA,
-		MediaType:      mediaType,
-		DocumentName:   doc.GetName(),
-		ModelProfile:   req.GetModelProfile(),
-		Params:         params,
-	})
-	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "params: %v", err)
-	}
-	canonicalParams, err := jobkey.Canonical(params)
-	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "params: %v", err)
-	}
-	return &store.JobSubmitParams{
-		ID:              newID(),
-		Tenant:          tenant,
-		Method:          method,
-		IdempotencyKey:  key,
-		Fingerprint:     fingerprint,
-		DedupKey:        dedupKey,
-		Pipeline:        p.Name,
-		PipelineVersion: p.Version,
-		PromptVersion:   p.Prompt.Version,
-		ModelProfile:    profile,
-		Document:        data,
-		DocumentSHA256:  docSHA,
-		DocumentMedia:   mediaType,
-		DocumentName:    doc.GetName(),
-		Params:          canonicalParams,
-		Labels:          req.GetLabels(),
-	}, nil
 }
 
 // GetJob returns one job of the caller's tenant; another tenant's job is
@@ -210,6 +141,4 @@ func (s *jobService) ListJobs(ctx context.Context, req *oncejobv1.ListJobsReques
 }
 
 // newID is a new resource id: a UUIDv7, so ids sort by creation.
-func newID() string {
-	return uuid.Must(uuid.NewV7()).String() // fails only if the system's randomness does
-}
+func newID() string { return jobspec.NewID() }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 	"unicode/utf8"
 
@@ -19,8 +18,8 @@ import (
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/jobkey"
+	"github.com/oncejob/oncejob/jobspec"
 	"github.com/oncejob/oncejob/llm"
-	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/server/idempotency"
 	"github.com/oncejob/oncejob/server/pagetoken"
 	"github.com/oncejob/oncejob/server/tenant"
@@ -327,21 +326,6 @@ func errProviderBatchUnsupported() error {
 	return st.Err()
 }
 
-// withBatchTwin gives a provider_batch run's item the batch twin of its
-// model profile (its own, else its pipeline's default); an unknown
-// pipeline is left to validation.
-func withBatchTwin(req *oncejobv1.SubmitJobRequest, pipelines *pipeline.Registry) {
-	p, ok := pipelines.Get(req.GetPipeline())
-	if !ok {
-		return
-	}
-	profile := req.GetModelProfile()
-	if profile == "" {
-		profile = p.DefaultModelProfile()
-	}
-	req.ModelProfile = pipelines.BatchTwin(profile)
-}
-
 // submitRun is the open run items of SubmitJobs join: NOT_FOUND, or
 // FAILED_PRECONDITION (RUN_CANCELLED) for a cancelled run.
 func (s *jobService) submitRun(ctx context.Context, t, id string) (*store.Run, error) {
@@ -355,46 +339,6 @@ func (s *jobService) submitRun(ctx context.Context, t, id string) (*store.Run, e
 		return nil, st.Err()
 	}
 	return run, nil
-}
-
-// runParams is a run's params as a struct, nil when it has none (or they do
-// not decode).
-func runParams(r *store.Run) *structpb.Struct {
-	if len(r.Params) <= 2 { // "{}"
-		return nil
-	}
-	var m map[string]any
-	if json.Unmarshal(r.Params, &m) != nil {
-		return nil
-	}
-	st, _ := structpb.NewStruct(m)
-	return st
-}
-
-// withRunDefaults fills req's empty pipeline and model profile with the
-// run's, and puts the run's params (decoded once per call: runParams) and
-// labels under req's own.
-func withRunDefaults(req *oncejobv1.SubmitJobRequest, run *store.Run, params *structpb.Struct) {
-	if req == nil {
-		return
-	}
-	if req.Pipeline == "" {
-		req.Pipeline = run.Pipeline
-	}
-	if req.ModelProfile == "" {
-		req.ModelProfile = run.ModelProfile
-	}
-	if params != nil {
-		// The values are shared between items, read only from here on.
-		merged := &structpb.Struct{Fields: maps.Clone(params.Fields)}
-		maps.Copy(merged.Fields, req.GetParams().GetFields())
-		req.Params = merged
-	}
-	if len(run.Labels) > 0 {
-		labels := maps.Clone(run.Labels)
-		maps.Copy(labels, req.GetLabels())
-		req.Labels = labels
-	}
 }
 
 // answerFromRun answers the submissions whose key is already an item of
@@ -451,8 +395,8 @@ func (s *jobService) validateRunRequest(req any, v *violations) {
 				v.add("model_profile", "pipeline %q allows %v", p.Name, p.ModelProfiles)
 			}
 		}
-		validateParams(r.GetParams(), v)
-		validateLabels(r.GetLabels(), v)
+		v.addSpec(jobspec.CheckParams(r.GetParams()))
+		v.addSpec(jobspec.CheckLabels(r.GetLabels()))
 	case *oncejobv1.GetRunRequest:
 		validateJobID(r.GetRunId(), "run_id", v)
 	case *oncejobv1.ListRunBatchesRequest:

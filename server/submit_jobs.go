@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/jobspec"
 	"github.com/oncejob/oncejob/server/idempotency"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
@@ -52,7 +53,7 @@ func (s *jobService) SubmitJobs(ctx context.Context, req *oncejobv1.SubmitJobsRe
 		if run, err = s.submitRun(ctx, t, req.GetRunId()); err != nil {
 			return nil, err
 		}
-		runDefaults = runParams(run)
+		runDefaults = jobspec.RunParams(run)
 	}
 	items := req.GetItems()
 	results := make([]*oncejobv1.SubmitJobsResult, len(items))
@@ -62,9 +63,9 @@ func (s *jobService) SubmitJobs(ctx context.Context, req *oncejobv1.SubmitJobsRe
 	)
 	for i, item := range items {
 		if run != nil {
-			withRunDefaults(item.GetRequest(), run, runDefaults)
+			jobspec.WithRunDefaults(item.GetRequest(), run, runDefaults)
 			if run.ProviderBatch && item.GetRequest() != nil {
-				withBatchTwin(item.GetRequest(), s.cfg.Pipelines)
+				jobspec.WithBatchTwin(item.GetRequest(), s.cfg.Pipelines)
 			}
 		}
 		p, st := s.submitJobsItem(ctx, t, i, item)

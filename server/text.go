@@ -9,13 +9,14 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/jobspec"
 )
 
 // maxTextLen bounds every string field of a request that has no limit of its
 // own (a filter, a sink name, a cron spec): no such field needs more, and a
 // bound keeps any one of them far below the clients' 4 MiB receive limit
 // when it comes back in an answer. A document's text and params' values
-// have their own limits (validate.go).
+// have their own limits (package jobspec).
 const maxTextLen = 4096
 
 // validateText checks every string of a request, whatever the RPC, map keys
@@ -44,7 +45,7 @@ func walkText(m protoreflect.Message, prefix string, v *violations) {
 			val.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
 				key := k.String()
 				checkString(key, path, ownLimit, v)
-				elem := path + "." + printableKey(key)
+				elem := path + "." + jobspec.PrintableKey(key)
 				if fd.MapValue().Kind() == protoreflect.StringKind {
 					checkString(mv.String(), elem, ownLimit, v)
 				} else if fd.MapValue().Kind() == protoreflect.MessageKind {
@@ -95,13 +96,4 @@ func checkString(s, field string, ownLimit bool, v *violations) {
 	case !ownLimit && len(s) > maxTextLen:
 		v.addOnce(field, "must be at most %d bytes", maxTextLen)
 	}
-}
-
-// printableKey is a map key as a field path shows it: a key that is itself
-// bad is not echoed back.
-func printableKey(k string) string {
-	if !utf8.ValidString(k) || strings.IndexByte(k, 0) >= 0 || len(k) > maxParamKeyLen {
-		return "?"
-	}
-	return k
 }

@@ -6,10 +6,8 @@ import (
 	"log/slog"
 	"time"
 
-	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/schedule"
-	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -37,10 +35,8 @@ func (o *schedulerOpts) startScheduler(ctx context.Context, st store.ScheduleSto
 		return func() {}, nil
 	}
 	s, err := schedule.New(schedule.Config{
-		Store: st,
-		Build: func(tenant, key string, req *oncejobv1.SubmitJobRequest) (*store.JobSubmitParams, error) {
-			return server.SubmitParams(pipelines, tenant, oncejobv1.JobService_SubmitJob_FullMethodName, key, req)
-		},
+		Store:        st,
+		Pipelines:    pipelines,
 		Lease:        o.lease,
 		PollInterval: o.pollInterval,
 		Logger:       logger,

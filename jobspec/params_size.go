@@ -1,10 +1,10 @@
-package server
+package jobspec
 
 import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// Params limits, beside maxParams and maxParamKeyLen (validate.go). Params
+// Params limits, beside MaxParams and MaxParamKeyLen (check.go). Params
 // come back in every Job of GetJob, ListJobs and the watches, so one job's
 // must stay far below the clients' 4 MiB receive limit, a page of jobs
 // included: 64 KiB a value and 256 KiB in all.
@@ -14,24 +14,24 @@ const (
 	maxParamDepth      = 32
 )
 
-// validateParamsSize bounds each top-level value, the whole and the nesting
+// checkParamsSize bounds each top-level value, the whole and the nesting
 // of params. Sizes are those of the JSON the store keeps, counted without
 // encoding it; the walk stops at the first bound crossed, so hostile params
 // cost at most the bytes already received.
-func validateParamsSize(params *structpb.Struct, v *violations) {
+func checkParamsSize(params *structpb.Struct, v *Violations) {
 	total := 0
 	for k, val := range params.GetFields() {
 		n, ok := jsonSize(val, 1, maxParamValueBytes)
 		switch {
 		case !ok && n < 0:
-			v.add("params."+printableKey(k), "nests deeper than %d levels", maxParamDepth)
+			v.Add("params."+PrintableKey(k), "nests deeper than %d levels", maxParamDepth)
 		case !ok:
-			v.add("params."+printableKey(k), "is over %d KiB as JSON", maxParamValueBytes>>10)
+			v.Add("params."+PrintableKey(k), "is over %d KiB as JSON", maxParamValueBytes>>10)
 		}
 		total += len(k) + 4 + max(n, 0)
 	}
 	if total > maxParamsBytes {
-		v.add("params", "are over %d KiB as JSON in all", maxParamsBytes>>10)
+		v.Add("params", "are over %d KiB as JSON in all", maxParamsBytes>>10)
 	}
 }
 
