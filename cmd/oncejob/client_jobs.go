@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/oncejob/oncejob/clientsdk"
+	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
 
@@ -67,9 +68,9 @@ func runList(ctx context.Context, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	say(tw, "ID\tSTATUS\tSTAGE\tPIPELINE\tATTEMPT\tCREATED\n")
+	cmdline.Say(tw, "ID\tSTATUS\tSTAGE\tPIPELINE\tATTEMPT\tCREATED\n")
 	for _, j := range jobs {
-		say(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", j.GetId(), statusName(j.GetStatus()), stageName(j.GetStage()), j.GetPipeline(), j.GetAttempt(), when(j.GetCreateTime()))
+		cmdline.Say(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", j.GetId(), statusName(j.GetStatus()), stageName(j.GetStage()), j.GetPipeline(), j.GetAttempt(), when(j.GetCreateTime()))
 	}
 	return tw.Flush()
 }
@@ -140,7 +141,7 @@ var runResolve = operatorCommand("resolve", "Settles an OUTCOME_UNKNOWN job: --r
 		fail := fs.Bool("fail", false, "fail the job")
 		return func(id, reason string) (opCall, error) {
 			if *retry == *fail {
-				return nil, usageError("give exactly one of --retry and --fail")
+				return nil, cmdline.UsageError("give exactly one of --retry and --fail")
 			}
 			req := &oncejobv1.ResolveJobRequest{JobId: id, Reason: reason, Resolution: oncejobv1.Resolution_RESOLUTION_RETRY}
 			if *fail {
@@ -172,7 +173,7 @@ func protoJSON(m proto.Message) []byte {
 
 func printJSONArray(w io.Writer, jobs []*oncejobv1.Job) {
 	if len(jobs) == 0 {
-		say(w, "[]\n")
+		cmdline.Say(w, "[]\n")
 		return
 	}
 	for i, j := range jobs {
@@ -184,21 +185,21 @@ func printJSONArray(w io.Writer, jobs []*oncejobv1.Job) {
 		if i == 0 {
 			open = "["
 		}
-		say(w, "%s%s%s\n", open, protoJSON(j), sep)
+		cmdline.Say(w, "%s%s%s\n", open, protoJSON(j), sep)
 	}
-	say(w, "]\n")
+	cmdline.Say(w, "]\n")
 }
 
 // printJob prints a job: indented JSON, or one field per line.
 func printJob(w io.Writer, j *oncejobv1.Job, asJSON bool) {
 	if asJSON {
 		b, _ := protojson.MarshalOptions{Multiline: true}.Marshal(j)
-		say(w, "%s\n", b)
+		cmdline.Say(w, "%s\n", b)
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, format string, args ...any) {
-		say(tw, "%s:\t"+format+"\n", append([]any{k}, args...)...)
+		cmdline.Say(tw, "%s:\t"+format+"\n", append([]any{k}, args...)...)
 	}
 	row("job", "%s", j.GetId())
 	row("status", "%s", statusName(j.GetStatus()))

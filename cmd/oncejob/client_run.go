@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/oncejob/oncejob/clientsdk"
+	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
 
@@ -28,25 +29,25 @@ func runRunStatus(ctx context.Context, args []string) error {
 
 func printRun(run *oncejobv1.Run, asJSON bool) {
 	if asJSON {
-		say(os.Stdout, "%s\n", protoJSON(run))
+		cmdline.Say(os.Stdout, "%s\n", protoJSON(run))
 		return
 	}
 	p := run.GetProgress()
-	say(os.Stdout, "run %s (%s), %s, pipeline %s, created %s\n", run.GetId(), run.GetName(),
+	cmdline.Say(os.Stdout, "run %s (%s), %s, pipeline %s, created %s\n", run.GetId(), run.GetName(),
 		strings.TrimPrefix(run.GetState().String(), "RUN_STATE_"), run.GetPipeline(), when(run.GetCreateTime()))
-	say(os.Stdout, "%s\n", progressLine(p, int(p.GetItems())))
+	cmdline.Say(os.Stdout, "%s\n", progressLine(p, int(p.GetItems())))
 	if run.GetProviderBatch() {
-		say(os.Stdout, "provider batch: the items' calls go through the provider's batch API")
+		cmdline.Say(os.Stdout, "provider batch: the items' calls go through the provider's batch API")
 		if w := p.GetProviderBatchWindow(); w != nil {
-			say(os.Stdout, ", waiting on batches (window %s)", w.AsDuration())
+			cmdline.Say(os.Stdout, ", waiting on batches (window %s)", w.AsDuration())
 		}
-		say(os.Stdout, "\n")
+		cmdline.Say(os.Stdout, "\n")
 	}
-	say(os.Stdout, "items %d: queued %d, running %d, retry-wait %d, awaiting approval %d, outcome unknown %d, succeeded %d, failed %d, dead-lettered %d, cancelled %d\n",
+	cmdline.Say(os.Stdout, "items %d: queued %d, running %d, retry-wait %d, awaiting approval %d, outcome unknown %d, succeeded %d, failed %d, dead-lettered %d, cancelled %d\n",
 		p.GetItems(), p.GetQueued(), p.GetRunning(), p.GetRetryWait(), p.GetAwaitingApproval(), p.GetOutcomeUnknown(),
 		p.GetSucceeded(), p.GetFailed(), p.GetDeadLettered(), p.GetCancelled())
 	u := p.GetUsage()
-	say(os.Stdout, "computed %d, reused %d; %d LLM calls, %d prompt + %d completion tokens, cost %d micros\n",
+	cmdline.Say(os.Stdout, "computed %d, reused %d; %d LLM calls, %d prompt + %d completion tokens, cost %d micros\n",
 		p.GetComputed(), p.GetReused(), u.GetLlmCalls(), u.GetPromptTokens(), u.GetCompletionTokens(), u.GetCostMicros())
 }
 
@@ -65,10 +66,10 @@ func runRunWatch(ctx context.Context, args []string) error {
 			return err
 		}
 		if cmd.cf.json {
-			say(os.Stdout, "%s\n", protoJSON(run))
+			cmdline.Say(os.Stdout, "%s\n", protoJSON(run))
 			continue
 		}
-		say(os.Stdout, "seq %d: %s\n", run.GetProgress().GetSeq(), progressLine(run.GetProgress(), int(run.GetProgress().GetItems())))
+		cmdline.Say(os.Stdout, "seq %d: %s\n", run.GetProgress().GetSeq(), progressLine(run.GetProgress(), int(run.GetProgress().GetItems())))
 	}
 	return nil
 }
@@ -92,21 +93,21 @@ func runRunList(ctx context.Context, args []string) error {
 		}
 	}
 	if cmd.cf.json {
-		say(os.Stdout, "[")
+		cmdline.Say(os.Stdout, "[")
 		for i, r := range runs {
 			if i > 0 {
-				say(os.Stdout, ",")
+				cmdline.Say(os.Stdout, ",")
 			}
-			say(os.Stdout, "%s", protoJSON(r))
+			cmdline.Say(os.Stdout, "%s", protoJSON(r))
 		}
-		say(os.Stdout, "]\n")
+		cmdline.Say(os.Stdout, "]\n")
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	say(tw, "ID\tNAME\tSTATE\tITEMS\tSUCCEEDED\tFAILED\tREUSED\tCREATED\n")
+	cmdline.Say(tw, "ID\tNAME\tSTATE\tITEMS\tSUCCEEDED\tFAILED\tREUSED\tCREATED\n")
 	for _, r := range runs {
 		p := r.GetProgress()
-		say(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", r.GetId(), r.GetName(), strings.TrimPrefix(r.GetState().String(), "RUN_STATE_"),
+		cmdline.Say(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", r.GetId(), r.GetName(), strings.TrimPrefix(r.GetState().String(), "RUN_STATE_"),
 			p.GetItems(), p.GetSucceeded(), p.GetFailed()+p.GetDeadLettered(), p.GetReused(), when(r.GetCreateTime()))
 	}
 	return tw.Flush()
@@ -124,20 +125,20 @@ func runRunBatches(ctx context.Context, args []string) error {
 		return err
 	}
 	if cmd.cf.json {
-		say(os.Stdout, "[")
+		cmdline.Say(os.Stdout, "[")
 		for i, b := range batches {
 			if i > 0 {
-				say(os.Stdout, ",")
+				cmdline.Say(os.Stdout, ",")
 			}
-			say(os.Stdout, "%s", protoJSON(b))
+			cmdline.Say(os.Stdout, "%s", protoJSON(b))
 		}
-		say(os.Stdout, "]\n")
+		cmdline.Say(os.Stdout, "]\n")
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	say(tw, "BATCH\tSTATUS\tLINES\tANSWERED\tPRICE\tCOST_MICROS\tCREATED\tEXPIRES\n")
+	cmdline.Say(tw, "BATCH\tSTATUS\tLINES\tANSWERED\tPRICE\tCOST_MICROS\tCREATED\tEXPIRES\n")
 	for _, b := range batches {
-		say(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\t%s\n", b.GetBatchId(), b.GetStatus(), b.GetLines(), b.GetAnsweredLines(),
+		cmdline.Say(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\t%s\n", b.GetBatchId(), b.GetStatus(), b.GetLines(), b.GetAnsweredLines(),
 			b.GetPriceClass(), b.GetCostMicros(), when(b.GetCreateTime()), when(b.GetExpireTime()))
 	}
 	return tw.Flush()
@@ -161,10 +162,10 @@ func runRunRetryFailures(ctx context.Context, args []string) error {
 		return err
 	}
 	if cmd.cf.json {
-		say(os.Stdout, "%s\n", protoJSON(resp))
+		cmdline.Say(os.Stdout, "%s\n", protoJSON(resp))
 		return nil
 	}
-	say(os.Stdout, "replayed %d jobs of run %s\n", resp.GetReplayed(), id)
+	cmdline.Say(os.Stdout, "replayed %d jobs of run %s\n", resp.GetReplayed(), id)
 	return nil
 }
 
@@ -181,9 +182,9 @@ func runRunCancel(ctx context.Context, args []string) error {
 		return err
 	}
 	if cmd.cf.json {
-		say(os.Stdout, "%s\n", protoJSON(resp))
+		cmdline.Say(os.Stdout, "%s\n", protoJSON(resp))
 		return nil
 	}
-	say(os.Stdout, "run %s cancelled: %d jobs cancelled or asked to stop\n", id, resp.GetCancelled())
+	cmdline.Say(os.Stdout, "run %s cancelled: %d jobs cancelled or asked to stop\n", id, resp.GetCancelled())
 	return nil
 }

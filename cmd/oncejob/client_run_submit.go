@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/oncejob/oncejob/clientsdk"
+	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/llm"
 )
@@ -84,10 +85,10 @@ skipped; the exit status is then 1.`, 0)
 	}
 	defer c.Close()
 	if *runName == "" {
-		return usageError("--run NAME is required")
+		return cmdline.UsageError("--run NAME is required")
 	}
 	if *batch < 1 || *batch > clientsdk.MaxBatch {
-		return usageError("--batch must be 1-%d", clientsdk.MaxBatch)
+		return cmdline.UsageError("--batch must be 1-%d", clientsdk.MaxBatch)
 	}
 	ctx, cancel := cmd.cf.context(ctx)
 	defer cancel()
@@ -131,9 +132,9 @@ skipped; the exit status is then 1.`, 0)
 	show.done(final, sum)
 	switch p := final.GetProgress(); {
 	case sum.Invalid > 0 || sum.Refused > 0:
-		return &exitCodeError{code: exitError, err: fmt.Errorf("%d lines were not items and %d items were refused (see above)", sum.Invalid, sum.Refused)}
+		return cmdline.WithExitCode(cmdline.ExitError, fmt.Errorf("%d lines were not items and %d items were refused (see above)", sum.Invalid, sum.Refused))
 	case *wait && p.GetFailed()+p.GetDeadLettered() > 0:
-		return &exitCodeError{code: exitFailed, err: fmt.Errorf("%d items FAILED and %d were DEAD_LETTERED; replay them with: oncejob run retry-failures %s", p.GetFailed(), p.GetDeadLettered(), run.GetId())}
+		return cmdline.WithExitCode(exitFailed, fmt.Errorf("%d items FAILED and %d were DEAD_LETTERED; replay them with: oncejob run retry-failures %s", p.GetFailed(), p.GetDeadLettered(), run.GetId()))
 	}
 	return nil
 }
@@ -144,17 +145,17 @@ skipped; the exit status is then 1.`, 0)
 // again under the same keys, so the items already in are answered from
 // the run and only the others are new work (main then exits 128+signal).
 func stopped(ctx context.Context, err error, sum *runSubmitSummary) error {
-	se, ok := interrupted(ctx)
+	se, ok := cmdline.Interrupted(ctx)
 	if !ok {
 		return err
 	}
 	sum.mu.Lock()
 	defer sum.mu.Unlock()
 	accepted := sum.Created + sum.AlreadyInRun + sum.Reused
-	say(os.Stderr, "\ninterrupted (%s): run %s: %d lines read; %d items sent, %d accepted (%d new, %d already in the run, %d reused, of which %d deduplicated), %d failed (%d refused, %d invalid lines), %d unanswered\n",
-		se.name(), sum.RunID, sum.Lines, sum.Sent, accepted, sum.Created, sum.AlreadyInRun, sum.Reused, sum.Deduplicated,
+	cmdline.Say(os.Stderr, "\ninterrupted (%s): run %s: %d lines read; %d items sent, %d accepted (%d new, %d already in the run, %d reused, of which %d deduplicated), %d failed (%d refused, %d invalid lines), %d unanswered\n",
+		se.Name(), sum.RunID, sum.Lines, sum.Sent, accepted, sum.Created, sum.AlreadyInRun, sum.Reused, sum.Deduplicated,
 		sum.Refused+sum.Invalid, sum.Refused, sum.Invalid, sum.Sent-accepted-sum.Refused)
-	say(os.Stderr, "resume with the same command (items already sent are not submitted twice):\n  %s\n", shellCommand(os.Args))
+	cmdline.Say(os.Stderr, "resume with the same command (items already sent are not submitted twice):\n  %s\n", shellCommand(os.Args))
 	return err
 }
 
@@ -182,7 +183,7 @@ func runDefaults(pipeline, profile string, params, labels keyValues) (*oncejobv1
 	}
 	ps, err := structpb.NewStruct(p)
 	if err != nil {
-		return nil, usageError("--param: %v", err)
+		return nil, cmdline.UsageError("--param: %v", err)
 	}
 	l, err := labels.split(false)
 	if err != nil {
@@ -430,9 +431,9 @@ func newRunProgress(w io.Writer, asJSON bool) *runProgress {
 
 func (p *runProgress) header(run *oncejobv1.Run) {
 	if !p.json {
-		say(p.w, "run %s (%s)\n", run.GetId(), run.GetName())
+		cmdline.Say(p.w, "run %s (%s)\n", run.GetId(), run.GetName())
 		if run.GetProviderBatch() {
-			say(p.w, "provider batch: the items' calls wait for the provider's batches (window %s)\n", llm.BatchWindow)
+			cmdline.Say(p.w, "provider batch: the items' calls wait for the provider's batches (window %s)\n", llm.BatchWindow)
 		}
 	}
 }
@@ -475,10 +476,10 @@ func (p *runProgress) update(r *oncejobv1.Run, sum *runSubmitSummary) {
 	sum.mu.Unlock()
 	line := progressLine(r.GetProgress(), submitted)
 	if p.live {
-		say(p.w, "\r\033[K%s", line)
+		cmdline.Say(p.w, "\r\033[K%s", line)
 		return
 	}
-	say(p.w, "%s\n", line)
+	cmdline.Say(p.w, "%s\n", line)
 }
 
 func progressLine(pr *oncejobv1.RunProgress, submitted int) string {
@@ -506,16 +507,16 @@ func (p *runProgress) done(run *oncejobv1.Run, sum *runSubmitSummary) {
 		sum.Final = protoJSON(pr)
 		sum.State = strings.TrimPrefix(run.GetState().String(), "RUN_STATE_")
 		b, _ := json.Marshal(sum)
-		say(p.w, "%s\n", b)
+		cmdline.Say(p.w, "%s\n", b)
 		return
 	}
 	if p.live {
-		say(p.w, "\r\033[K")
+		cmdline.Say(p.w, "\r\033[K")
 	}
-	say(p.w, "%s\n", progressLine(pr, sum.Created+sum.AlreadyInRun+sum.Reused))
-	say(p.w, "run %s: %d lines; %d new items, %d already in the run (submitted before), %d already done, %d reused; %d invalid lines, %d refused\n",
+	cmdline.Say(p.w, "%s\n", progressLine(pr, sum.Created+sum.AlreadyInRun+sum.Reused))
+	cmdline.Say(p.w, "run %s: %d lines; %d new items, %d already in the run (submitted before), %d already done, %d reused; %d invalid lines, %d refused\n",
 		run.GetId(), sum.Lines, sum.Created, sum.AlreadyInRun, sum.AlreadyDone, sum.Reused, sum.Invalid, sum.Refused)
-	say(p.w, "items %d: succeeded %d, failed %d, dead-lettered %d, cancelled %d, pending %d; computed %d, reused %d\n",
+	cmdline.Say(p.w, "items %d: succeeded %d, failed %d, dead-lettered %d, cancelled %d, pending %d; computed %d, reused %d\n",
 		pr.GetItems(), pr.GetSucceeded(), pr.GetFailed(), pr.GetDeadLettered(), pr.GetCancelled(),
 		pr.GetItems()-pr.GetSucceeded()-pr.GetFailed()-pr.GetDeadLettered()-pr.GetCancelled(), pr.GetComputed(), pr.GetReused())
 }

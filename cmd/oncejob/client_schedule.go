@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/oncejob/oncejob/clientsdk"
+	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
 
@@ -45,10 +46,10 @@ run; the same command again is the same schedule.`, 30*time.Second)
 		Catchup: oncejobv1.CatchupPolicy(oncejobv1.CatchupPolicy_value["CATCHUP_POLICY_"+strings.ToUpper(*catchup)]),
 	}
 	if req.Overlap == 0 {
-		return usageError("--overlap must be skip, buffer_one or allow")
+		return cmdline.UsageError("--overlap must be skip, buffer_one or allow")
 	}
 	if req.Catchup == 0 {
-		return usageError("--catchup must be none or latest")
+		return cmdline.UsageError("--catchup must be none or latest")
 	}
 	if *every != 0 {
 		req.Spec = &oncejobv1.CreateScheduleRequest_Interval{Interval: durationpb.New(*every)}
@@ -64,10 +65,10 @@ run; the same command again is the same schedule.`, 30*time.Second)
 		return err
 	}
 	if cmd.cf.json {
-		say(os.Stdout, "%s\n", protoJSON(sch))
+		cmdline.Say(os.Stdout, "%s\n", protoJSON(sch))
 		return nil
 	}
-	say(os.Stdout, "schedule %s (%s): next slot %s\n", sch.GetId(), sch.GetName(), sch.GetNextSlotTime().AsTime().Format(time.RFC3339Nano))
+	cmdline.Say(os.Stdout, "schedule %s (%s): next slot %s\n", sch.GetId(), sch.GetName(), sch.GetNextSlotTime().AsTime().Format(time.RFC3339Nano))
 	return nil
 }
 
@@ -92,18 +93,18 @@ func runScheduleList(ctx context.Context, args []string) error {
 		req.PageToken = resp.GetNextPageToken()
 	}
 	if cmd.cf.json {
-		say(os.Stdout, "[")
+		cmdline.Say(os.Stdout, "[")
 		for i, s := range all {
 			if i > 0 {
-				say(os.Stdout, ",")
+				cmdline.Say(os.Stdout, ",")
 			}
-			say(os.Stdout, "%s", protoJSON(s))
+			cmdline.Say(os.Stdout, "%s", protoJSON(s))
 		}
-		say(os.Stdout, "]\n")
+		cmdline.Say(os.Stdout, "]\n")
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	say(tw, "ID\tNAME\tSPEC\tOVERLAP\tPAUSED\tNEXT SLOT\tLAST SLOT\n")
+	cmdline.Say(tw, "ID\tNAME\tSPEC\tOVERLAP\tPAUSED\tNEXT SLOT\tLAST SLOT\n")
 	for _, s := range all {
 		spec := s.GetCron()
 		if spec == "" {
@@ -118,7 +119,7 @@ func runScheduleList(ctx context.Context, args []string) error {
 				last += ": " + sl[0].GetReason()
 			}
 		}
-		say(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%s\n", s.GetId(), s.GetName(), spec,
+		cmdline.Say(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%s\n", s.GetId(), s.GetName(), spec,
 			strings.ToLower(strings.TrimPrefix(s.GetOverlap().String(), "OVERLAP_POLICY_")), s.GetPaused(),
 			s.GetNextSlotTime().AsTime().Format(time.RFC3339), last)
 	}
@@ -138,10 +139,10 @@ func scheduleIDCommand(name, about string, call func(context.Context, *clientsdk
 			return err
 		}
 		if cmd.cf.json && sch != nil {
-			say(os.Stdout, "%s\n", protoJSON(sch))
+			cmdline.Say(os.Stdout, "%s\n", protoJSON(sch))
 			return nil
 		}
-		say(os.Stdout, "schedule %s: %s\n", id, name+"d")
+		cmdline.Say(os.Stdout, "schedule %s: %s\n", id, name+"d")
 		return nil
 	}
 }

@@ -37,6 +37,8 @@ import (
 	"os/signal"
 	"syscall"
 	_ "time/tzdata" // schedules' time zones, whatever the host has installed
+
+	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 )
 
 // command is one command of the binary: a leaf runs; a group (subs set)
@@ -111,49 +113,25 @@ func main() {
 		// One signal ends the context; later ones are taken too, so a
 		// server's graceful stop is not cut short by a second SIGTERM.
 		sig := <-signals
-		cancel(&signalError{sig: sig.(syscall.Signal)})
+		cancel(&cmdline.SignalError{Sig: sig.(syscall.Signal)})
 	}()
 	path, err := execute(ctx, os.Args[1:])
-	if err == nil || errors.Is(err, errHelpShown) {
+	if err == nil || errors.Is(err, cmdline.ErrHelpShown) {
 		return // help asked for is no mistake: exit 0
 	}
-	var se *signalError
-	if errors.As(context.Cause(ctx), &se) {
+	if se, ok := cmdline.Interrupted(ctx); ok {
 		// Stopped by a signal: the command said what it had done; the
 		// status is the shell's for a death by that signal.
-		if !errors.Is(err, context.Canceled) && !errors.As(err, &se) {
+		if !errors.Is(err, context.Canceled) && !errors.As(err, new(*cmdline.SignalError)) {
 			fmt.Fprintf(os.Stderr, "oncejob %s: %v\n", path, err)
 		}
-		fmt.Fprintf(os.Stderr, "oncejob %s: interrupted (%s)\n", path, se.name())
-		os.Exit(128 + int(se.sig))
+		fmt.Fprintf(os.Stderr, "oncejob %s: interrupted (%s)\n", path, se.Name())
+		os.Exit(128 + int(se.Sig))
 	}
 	if path == "" {
 		fmt.Fprintf(os.Stderr, "oncejob: %v\n", err)
 	} else {
 		fmt.Fprintf(os.Stderr, "oncejob %s: %v\n", path, err)
 	}
-	os.Exit(exitCode(err)) // 1, or a client command's documented code
-}
-
-// signalError is the cause of the context's end when a signal stopped
-// the command.
-type signalError struct{ sig syscall.Signal }
-
-func (e *signalError) Error() string { return "interrupted by " + e.name() }
-
-func (e *signalError) name() string {
-	switch e.sig {
-	case syscall.SIGINT:
-		return "SIGINT"
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	}
-	return e.sig.String()
-}
-
-// interrupted reports the signal that ended ctx, if one did.
-func interrupted(ctx context.Context) (*signalError, bool) {
-	var se *signalError
-	ok := errors.As(context.Cause(ctx), &se)
-	return se, ok
+	os.Exit(cmdline.ExitCode(err)) // 1, or a client command's documented code
 }
