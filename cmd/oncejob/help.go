@@ -127,7 +127,7 @@ func groupUsage(w io.Writer, path string, group []command) {
 }
 
 // synopses are the arguments of the commands that take some beyond flags
-// (client commands name theirs in newClientCommand).
+// (the client commands of package cli name their own).
 var synopses = map[string]string{
 	"keys revoke": "[flags] ojk_<id>",
 	"hash-key":    "[flags] < key",

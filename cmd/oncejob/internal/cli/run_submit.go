@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -53,7 +53,8 @@ type runSubmitSummary struct {
 	mu     sync.Mutex
 }
 
-func runRunSubmit(ctx context.Context, args []string) error {
+// RunSubmit is `oncejob run submit`.
+func RunSubmit(ctx context.Context, args []string) error {
 	cmd := newClientCommand("run submit", "[flags] ITEMS.jsonl|-", `Submits the items of a JSONL file (one JSON object per line) into a run, in
 batches. An item holds its document as "text" (or a file, "path"), and
 optionally "media_type", "name", "model_profile", "params" (an object) and

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -19,7 +19,8 @@ import (
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
 
-func runGet(ctx context.Context, args []string) error {
+// Get is `oncejob get`.
+func Get(ctx context.Context, args []string) error {
 	cmd := newClientCommand("get", "[flags] JOB_ID", "Shows a job; --json prints it as JSON.", 30*time.Second)
 	id, c, err := cmd.start(args, "JOB_ID")
 	if err != nil {
@@ -34,7 +35,8 @@ func runGet(ctx context.Context, args []string) error {
 	return nil
 }
 
-func runList(ctx context.Context, args []string) error {
+// List is `oncejob list`.
+func List(ctx context.Context, args []string) error {
 	cmd := newClientCommand("list", "[flags]", "Lists jobs, newest first; --json prints a JSON array.", 30*time.Second)
 	statusFlag := cmd.fs.String("status", "", "only jobs in this status (e.g. dead_lettered)")
 	pipeline := cmd.fs.String("pipeline", "", "only jobs of this pipeline")
@@ -78,91 +80,101 @@ func runList(ctx context.Context, args []string) error {
 // opCall makes one operator call.
 type opCall = func(context.Context, *clientsdk.Client, ...clientsdk.CallOption) (*oncejobv1.Job, error)
 
-// operatorCommand is the shape of cancel, replay, resolve and approve: one
-// job id, a reason, an optional key. extra registers the command's own
+// operatorCommand runs cancel, replay, resolve or approve, which share a
+// shape: one job id, a reason, an optional key. extra registers the command's own
 // flags and returns how to build its call once they are parsed.
-func operatorCommand(name, about string, extra func(fs *flag.FlagSet) func(id, reason string) (opCall, error)) func(context.Context, []string) error {
-	return func(ctx context.Context, args []string) error {
-		cmd := newClientCommand(name, "[flags] JOB_ID", about, 30*time.Second)
-		reason := cmd.fs.String("reason", "", "why, recorded in the job's event")
-		key := cmd.fs.String("key", "", "idempotency key (default: a new one for this command; reuse one to make a retry a replay)")
-		build := extra(cmd.fs)
-		id, c, err := cmd.start(args, "JOB_ID")
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		call, err := build(id, *reason)
-		if err != nil {
-			return err
-		}
-		var opts []clientsdk.CallOption
-		if *key != "" {
-			opts = append(opts, clientsdk.WithIdempotencyKey(*key))
-		}
-		job, err := call(ctx, c, opts...)
-		if err != nil {
-			return err
-		}
-		printJob(os.Stdout, job, cmd.cf.json)
-		return nil
+func operatorCommand(ctx context.Context, args []string, name, about string, extra func(fs *flag.FlagSet) func(id, reason string) (opCall, error)) error {
+	cmd := newClientCommand(name, "[flags] JOB_ID", about, 30*time.Second)
+	reason := cmd.fs.String("reason", "", "why, recorded in the job's event")
+	key := cmd.fs.String("key", "", "idempotency key (default: a new one for this command; reuse one to make a retry a replay)")
+	build := extra(cmd.fs)
+	id, c, err := cmd.start(args, "JOB_ID")
+	if err != nil {
+		return err
 	}
+	defer c.Close()
+	call, err := build(id, *reason)
+	if err != nil {
+		return err
+	}
+	var opts []clientsdk.CallOption
+	if *key != "" {
+		opts = append(opts, clientsdk.WithIdempotencyKey(*key))
+	}
+	job, err := call(ctx, c, opts...)
+	if err != nil {
+		return err
+	}
+	printJob(os.Stdout, job, cmd.cf.json)
+	return nil
 }
 
-var runCancel = operatorCommand("cancel", "Cancels the job: at once if no worker holds it, else at its worker's next heartbeat.",
-	func(*flag.FlagSet) func(string, string) (opCall, error) {
-		return func(id, reason string) (opCall, error) {
-			return func(ctx context.Context, c *clientsdk.Client, o ...clientsdk.CallOption) (*oncejobv1.Job, error) {
-				return c.Cancel(ctx, &oncejobv1.CancelJobRequest{JobId: id, Reason: reason}, o...)
-			}, nil
-		}
-	})
+// Cancel is `oncejob cancel`.
+func Cancel(ctx context.Context, args []string) error {
+	return operatorCommand(ctx, args, "cancel", "Cancels the job: at once if no worker holds it, else at its worker's next heartbeat.",
+		func(*flag.FlagSet) func(string, string) (opCall, error) {
+			return func(id, reason string) (opCall, error) {
+				return func(ctx context.Context, c *clientsdk.Client, o ...clientsdk.CallOption) (*oncejobv1.Job, error) {
+					return c.Cancel(ctx, &oncejobv1.CancelJobRequest{JobId: id, Reason: reason}, o...)
+				}, nil
+			}
+		})
+}
 
-var runReplay = operatorCommand("replay", "Queues a FAILED or DEAD_LETTERED job again with a fresh budget, from its last good checkpoint.",
-	func(fs *flag.FlagSet) func(string, string) (opCall, error) {
-		from := fs.String("from-stage", "", "re-run this stage and every later one (e.g. llm_done)")
-		return func(id, reason string) (opCall, error) {
-			req := &oncejobv1.ReplayJobRequest{JobId: id, Reason: reason}
-			if *from != "" {
-				var err error
-				if req.FromStage, err = parseStage(*from); err != nil {
-					return nil, err
+// Replay is `oncejob replay`.
+func Replay(ctx context.Context, args []string) error {
+	return operatorCommand(ctx, args, "replay", "Queues a FAILED or DEAD_LETTERED job again with a fresh budget, from its last good checkpoint.",
+		func(fs *flag.FlagSet) func(string, string) (opCall, error) {
+			from := fs.String("from-stage", "", "re-run this stage and every later one (e.g. llm_done)")
+			return func(id, reason string) (opCall, error) {
+				req := &oncejobv1.ReplayJobRequest{JobId: id, Reason: reason}
+				if *from != "" {
+					var err error
+					if req.FromStage, err = parseStage(*from); err != nil {
+						return nil, err
+					}
 				}
+				return func(ctx context.Context, c *clientsdk.Client, o ...clientsdk.CallOption) (*oncejobv1.Job, error) {
+					return c.Replay(ctx, req, o...)
+				}, nil
 			}
-			return func(ctx context.Context, c *clientsdk.Client, o ...clientsdk.CallOption) (*oncejobv1.Job, error) {
-				return c.Replay(ctx, req, o...)
-			}, nil
-		}
-	})
+		})
+}
 
-var runResolve = operatorCommand("resolve", "Settles an OUTCOME_UNKNOWN job: --retry queues it again (same provider keys), --fail fails it.",
-	func(fs *flag.FlagSet) func(string, string) (opCall, error) {
-		retry := fs.Bool("retry", false, "queue the job again")
-		fail := fs.Bool("fail", false, "fail the job")
-		return func(id, reason string) (opCall, error) {
-			if *retry == *fail {
-				return nil, cmdline.UsageError("give exactly one of --retry and --fail")
+// Resolve is `oncejob resolve`.
+func Resolve(ctx context.Context, args []string) error {
+	return operatorCommand(ctx, args, "resolve", "Settles an OUTCOME_UNKNOWN job: --retry queues it again (same provider keys), --fail fails it.",
+		func(fs *flag.FlagSet) func(string, string) (opCall, error) {
+			retry := fs.Bool("retry", false, "queue the job again")
+			fail := fs.Bool("fail", false, "fail the job")
+			return func(id, reason string) (opCall, error) {
+				if *retry == *fail {
+					return nil, cmdline.UsageError("give exactly one of --retry and --fail")
+				}
+				req := &oncejobv1.ResolveJobRequest{JobId: id, Reason: reason, Resolution: oncejobv1.Resolution_RESOLUTION_RETRY}
+				if *fail {
+					req.Resolution = oncejobv1.Resolution_RESOLUTION_FAIL
+				}
+				return func(ctx context.Context, c *clientsdk.Client, o ...clientsdk.CallOption) (*oncejobv1.Job, error) {
+					return c.Resolve(ctx, req, o...)
+				}, nil
 			}
-			req := &oncejobv1.ResolveJobRequest{JobId: id, Reason: reason, Resolution: oncejobv1.Resolution_RESOLUTION_RETRY}
-			if *fail {
-				req.Resolution = oncejobv1.Resolution_RESOLUTION_FAIL
-			}
-			return func(ctx context.Context, c *clientsdk.Client, o ...clientsdk.CallOption) (*oncejobv1.Job, error) {
-				return c.Resolve(ctx, req, o...)
-			}, nil
-		}
-	})
+		})
+}
 
-var runApprove = operatorCommand("approve", "Approves a job AWAITING_APPROVAL (it publishes its planned output), or rejects it with --reject.",
-	func(fs *flag.FlagSet) func(string, string) (opCall, error) {
-		reject := fs.Bool("reject", false, "reject instead: the job is CANCELLED")
-		return func(id, reason string) (opCall, error) {
-			req := &oncejobv1.ApproveJobRequest{JobId: id, Approve: !*reject, Reason: reason}
-			return func(ctx context.Context, c *clientsdk.Client, o ...clientsdk.CallOption) (*oncejobv1.Job, error) {
-				return c.Approve(ctx, req, o...)
-			}, nil
-		}
-	})
+// Approve is `oncejob approve`.
+func Approve(ctx context.Context, args []string) error {
+	return operatorCommand(ctx, args, "approve", "Approves a job AWAITING_APPROVAL (it publishes its planned output), or rejects it with --reject.",
+		func(fs *flag.FlagSet) func(string, string) (opCall, error) {
+			reject := fs.Bool("reject", false, "reject instead: the job is CANCELLED")
+			return func(id, reason string) (opCall, error) {
+				req := &oncejobv1.ApproveJobRequest{JobId: id, Approve: !*reject, Reason: reason}
+				return func(ctx context.Context, c *clientsdk.Client, o ...clientsdk.CallOption) (*oncejobv1.Job, error) {
+					return c.Approve(ctx, req, o...)
+				}, nil
+			}
+		})
+}
 
 // protoJSON is m as compact JSON, field names in lowerCamelCase as the
 // gateway and grpcurl show them.

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -14,7 +14,8 @@ import (
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
 
-func runScheduleCreate(ctx context.Context, args []string) error {
+// ScheduleCreate is `oncejob schedule create`.
+func ScheduleCreate(ctx context.Context, args []string) error {
 	cmd := newClientCommand("schedule create", "[flags] FILE|-", `Creates a schedule that submits FILE (- for stdin) at each slot of --cron
 (in --tz) or --every. Each slot fires at most once, however many servers
 run; the same command again is the same schedule.`, 30*time.Second)
@@ -72,7 +73,8 @@ run; the same command again is the same schedule.`, 30*time.Second)
 	return nil
 }
 
-func runScheduleList(ctx context.Context, args []string) error {
+// ScheduleList is `oncejob schedule list`.
+func ScheduleList(ctx context.Context, args []string) error {
 	cmd := newClientCommand("schedule list", "[flags]", "Lists schedules, newest first, with their latest slots.", 30*time.Second)
 	_, c, err := cmd.start(args, "")
 	if err != nil {
@@ -126,38 +128,46 @@ func runScheduleList(ctx context.Context, args []string) error {
 	return tw.Flush()
 }
 
-func scheduleIDCommand(name, about string, call func(context.Context, *clientsdk.Client, string) (*oncejobv1.Schedule, error)) func(context.Context, []string) error {
-	return func(ctx context.Context, args []string) error {
-		cmd := newClientCommand("schedule "+name, "[flags] SCHEDULE_ID", about, 30*time.Second)
-		id, c, err := cmd.start(args, "SCHEDULE_ID")
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		sch, err := call(ctx, c, id)
-		if err != nil {
-			return err
-		}
-		if cmd.cf.json && sch != nil {
-			cmdline.Say(os.Stdout, "%s\n", protoJSON(sch))
-			return nil
-		}
-		cmdline.Say(os.Stdout, "schedule %s: %s\n", id, name+"d")
+// scheduleIDCommand runs pause, resume or delete: one schedule id, one call.
+func scheduleIDCommand(ctx context.Context, args []string, name, about string, call func(context.Context, *clientsdk.Client, string) (*oncejobv1.Schedule, error)) error {
+	cmd := newClientCommand("schedule "+name, "[flags] SCHEDULE_ID", about, 30*time.Second)
+	id, c, err := cmd.start(args, "SCHEDULE_ID")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	sch, err := call(ctx, c, id)
+	if err != nil {
+		return err
+	}
+	if cmd.cf.json && sch != nil {
+		cmdline.Say(os.Stdout, "%s\n", protoJSON(sch))
 		return nil
 	}
+	cmdline.Say(os.Stdout, "schedule %s: %s\n", id, name+"d")
+	return nil
 }
 
-var (
-	runSchedulePause = scheduleIDCommand("pause", "Stops a schedule firing; pausing a paused schedule changes nothing.",
+// SchedulePause is `oncejob schedule pause`.
+func SchedulePause(ctx context.Context, args []string) error {
+	return scheduleIDCommand(ctx, args, "pause", "Stops a schedule firing; pausing a paused schedule changes nothing.",
 		func(ctx context.Context, c *clientsdk.Client, id string) (*oncejobv1.Schedule, error) {
 			return c.PauseSchedule(ctx, id)
 		})
-	runScheduleResume = scheduleIDCommand("resume", "Lets a paused schedule fire again, from its next slot.",
+}
+
+// ScheduleResume is `oncejob schedule resume`.
+func ScheduleResume(ctx context.Context, args []string) error {
+	return scheduleIDCommand(ctx, args, "resume", "Lets a paused schedule fire again, from its next slot.",
 		func(ctx context.Context, c *clientsdk.Client, id string) (*oncejobv1.Schedule, error) {
 			return c.ResumeSchedule(ctx, id)
 		})
-	runScheduleDelete = scheduleIDCommand("delete", "Deletes a schedule; its jobs stay.",
+}
+
+// ScheduleDelete is `oncejob schedule delete`.
+func ScheduleDelete(ctx context.Context, args []string) error {
+	return scheduleIDCommand(ctx, args, "delete", "Deletes a schedule; its jobs stay.",
 		func(ctx context.Context, c *clientsdk.Client, id string) (*oncejobv1.Schedule, error) {
 			return nil, c.DeleteSchedule(ctx, id)
 		})
-)
+}

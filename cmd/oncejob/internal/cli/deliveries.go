@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -14,7 +14,8 @@ import (
 
 // `oncejob deliveries list|retry`, on the Go SDK.
 
-func runDeliveriesList(ctx context.Context, args []string) error {
+// DeliveriesList is `oncejob deliveries list`.
+func DeliveriesList(ctx context.Context, args []string) error {
 	cmd := newClientCommand("deliveries list", "[flags]", "Lists deliveries of events to sinks: dead letters first, then pending, then delivered; and the disabled sinks.", 30*time.Second)
 	job := cmd.fs.String("job", "", "only this job's deliveries")
 	status := cmd.fs.String("status", "", "only pending, delivered or dead_lettered")
@@ -47,7 +48,8 @@ func runDeliveriesList(ctx context.Context, args []string) error {
 	return nil
 }
 
-func runDeliveriesRetry(ctx context.Context, args []string) error {
+// DeliveriesRetry is `oncejob deliveries retry`.
+func DeliveriesRetry(ctx context.Context, args []string) error {
 	cmd := newClientCommand("deliveries retry", "(--delivery ID | --sink NAME)", "Queues a dead-lettered delivery again with a fresh budget, or every dead letter of a sink (enabling the sink). A repeat queues nothing again.", 30*time.Second)
 	delivery := cmd.fs.Int64("delivery", 0, "the dead-lettered delivery's id")
 	sink := cmd.fs.String("sink", "", "every dead-lettered delivery of this sink; enables the sink")

@@ -1,4 +1,9 @@
-package main
+// Package cli holds the client commands of the oncejob binary - submit,
+// get, list, watch, wait, cancel, replay, resolve, approve, and the groups
+// run, schedule and deliveries - on the Go SDK (clientsdk): one entry
+// function per command, which package main's command table mounts. A
+// client command talks to a running server only; it opens no store.
+package cli
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -12,7 +12,8 @@ import (
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
 
-func runRunStatus(ctx context.Context, args []string) error {
+// RunStatus is `oncejob run status`.
+func RunStatus(ctx context.Context, args []string) error {
 	cmd := newClientCommand("run status", "[flags] RUN_ID", "Shows a run and its progress; --json prints it as JSON.", 30*time.Second)
 	id, c, err := cmd.start(args, "RUN_ID")
 	if err != nil {
@@ -51,7 +52,8 @@ func printRun(run *oncejobv1.Run, asJSON bool) {
 		p.GetComputed(), p.GetReused(), u.GetLlmCalls(), u.GetPromptTokens(), u.GetCompletionTokens(), u.GetCostMicros())
 }
 
-func runRunWatch(ctx context.Context, args []string) error {
+// RunWatch is `oncejob run watch`.
+func RunWatch(ctx context.Context, args []string) error {
 	cmd := newClientCommand("run watch", "[flags] RUN_ID", "Prints a run's progress as it changes until every item is terminal; --json: one run per line.", 0)
 	after := cmd.fs.Int64("after-seq", 0, "start after this progress seq")
 	id, c, err := cmd.start(args, "RUN_ID")
@@ -74,7 +76,8 @@ func runRunWatch(ctx context.Context, args []string) error {
 	return nil
 }
 
-func runRunList(ctx context.Context, args []string) error {
+// RunList is `oncejob run list`.
+func RunList(ctx context.Context, args []string) error {
 	cmd := newClientCommand("run list", "[flags]", "Lists runs, newest first, with their progress.", 30*time.Second)
 	limit := cmd.fs.Int("limit", 20, "at most this many runs (0: all)")
 	_, c, err := cmd.start(args, "")
@@ -113,7 +116,8 @@ func runRunList(ctx context.Context, args []string) error {
 	return tw.Flush()
 }
 
-func runRunBatches(ctx context.Context, args []string) error {
+// RunBatches is `oncejob run batches`.
+func RunBatches(ctx context.Context, args []string) error {
 	cmd := newClientCommand("run batches", "[flags] RUN_ID", "Lists the provider batches the LLM calls of a run's items went into, oldest first: the provider's status, the run's lines in each and those answered, the price class and the cost; --json prints them as a JSON array.", 30*time.Second)
 	id, c, err := cmd.start(args, "RUN_ID")
 	if err != nil {
@@ -144,7 +148,8 @@ func runRunBatches(ctx context.Context, args []string) error {
 	return tw.Flush()
 }
 
-func runRunRetryFailures(ctx context.Context, args []string) error {
+// RunRetryFailures is `oncejob run retry-failures`.
+func RunRetryFailures(ctx context.Context, args []string) error {
 	cmd := newClientCommand("run retry-failures", "[flags] RUN_ID", "Replays every FAILED and DEAD_LETTERED job of a run from its last checkpoint, once per --key.", 30*time.Second)
 	key := cmd.fs.String("key", "", "idempotency key (default: a new one per command); the same key again replays nothing more")
 	reason := cmd.fs.String("reason", "", "why, recorded in each replayed job's event")
@@ -169,7 +174,8 @@ func runRunRetryFailures(ctx context.Context, args []string) error {
 	return nil
 }
 
-func runRunCancel(ctx context.Context, args []string) error {
+// RunCancel is `oncejob run cancel`.
+func RunCancel(ctx context.Context, args []string) error {
 	cmd := newClientCommand("run cancel", "[flags] RUN_ID", "Cancels a run: it accepts no more items, and the jobs it created that are not terminal are cancelled.", 30*time.Second)
 	reason := cmd.fs.String("reason", "", "why, recorded in each cancelled job's event")
 	id, c, err := cmd.start(args, "RUN_ID")

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -42,7 +42,8 @@ func (kv keyValues) split(asJSON bool) (map[string]any, error) {
 	return out, nil
 }
 
-func runSubmit(ctx context.Context, args []string) error {
+// Submit is `oncejob submit`.
+func Submit(ctx context.Context, args []string) error {
 	cmd := newClientCommand("submit", "[flags] FILE|-", "Submits FILE (- for stdin) once: the same command again is a replay of the same job.", 30*time.Second)
 	fs := cmd.fs
 	pipeline := fs.String("pipeline", "summarize", "the pipeline to run")

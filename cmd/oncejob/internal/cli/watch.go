@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -13,7 +13,8 @@ import (
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
 
-func runWatch(ctx context.Context, args []string) error {
+// Watch is `oncejob watch`.
+func Watch(ctx context.Context, args []string) error {
 	cmd := newClientCommand("watch", "[flags] JOB_ID", "Prints the job's events as they happen, each once, until it ends;\nexits with the code of its final status. --json prints one event per line.", 0)
 	after := cmd.fs.Int("after-seq", 0, "start after the event with this seq")
 	id, c, err := cmd.start(args, "JOB_ID")
@@ -38,7 +39,8 @@ func runWatch(ctx context.Context, args []string) error {
 	return statusExit(job)
 }
 
-func runWait(ctx context.Context, args []string) error {
+// Wait is `oncejob wait`.
+func Wait(ctx context.Context, args []string) error {
 	cmd := newClientCommand("wait", "[flags] JOB_ID", "Waits until the job ends, prints it, and exits with the code of its status.", 0)
 	id, c, err := cmd.start(args, "JOB_ID")
 	if err != nil {
