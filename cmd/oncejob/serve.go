@@ -98,10 +98,10 @@ func serveFlags(fs *flag.FlagSet) *serveOpts {
 	return &serveOpts{
 		api:       serveAPIFlags(fs),
 		store:     storeFlags(fs, true),
-		eng:       engineFlags(fs),
+		eng:       engineFlags(fs, 0),
 		log:       logFlags(fs),
 		cfgPath:   configFlag(fs),
-		rel:       relayFlags(fs, 1),
+		rel:       relayFlags(fs, 1, 0),
 		sched:     schedulerFlags(fs),
 		readURL:   fs.String("read-database-url", "", "Postgres URL (a standby) for ListJobs and CountJobs, which may be stale; empty: the primary. Never the idempotency check, the engine or the relay"),
 		http:      httpFlags(fs),
@@ -111,6 +111,17 @@ func serveFlags(fs *flag.FlagSet) *serveOpts {
 	}
 }
 
+// validate checks serve's flags once, each group by its owner, before
+// anything starts.
+func (o *serveOpts) validate() error {
+	for _, validate := range []func() error{o.api.validate, o.eng.validate, o.rel.validate, o.listen.validate} {
+		if err := validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func runServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	o := serveFlags(fs)
@@ -118,7 +129,7 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	api, stf, eng, lf, rel, sched, httpCfg := o.api, o.store, o.eng, o.log, o.rel, o.sched, o.http
-	if err := api.validate(); err != nil {
+	if err := o.validate(); err != nil {
 		return err
 	}
 	logger, err := lf.logger()

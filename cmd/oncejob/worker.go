@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 )
 
@@ -11,11 +10,14 @@ import (
 func runWorker(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	stf := storeFlags(fs, false)
-	eng := engineFlags(fs)
+	eng := engineFlags(fs, 1)
 	lf := logFlags(fs)
 	configFlag(fs) // flags from the file; a worker has no sinks
 	tf := telemetryFlags(fs, "")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := eng.validate(); err != nil {
 		return err
 	}
 	logger, err := lf.logger()
@@ -27,9 +29,6 @@ func runWorker(ctx context.Context, args []string) error {
 		return err
 	}
 	defer obs.stop()
-	if eng.workers < 1 {
-		return errors.New("--workers must be at least 1")
-	}
 	pipelines, err := eng.pipelines()
 	if err != nil {
 		return err
