@@ -98,50 +98,37 @@ func (o *relayOpts) startRelays(ctx context.Context, st relayStore, cfg *config.
 // relay processes on one Postgres.
 func runRelay(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
-	stf := storeFlags(fs, false)
-	cfgPath := configFlag(fs)
-	lf := logFlags(fs)
+	pf := processFlagsOf(fs, false, "and GET /readyz, GET /livez: ready while the store answers and the relay's rounds work")
 	rel := relayFlags(fs, 1, 1)
-	tf := telemetryFlags(fs, "and GET /readyz, GET /livez: ready while the store answers and the relay's rounds work")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := rel.validate(); err != nil {
 		return err
 	}
-	logger, err := lf.logger()
+	p, err := pf.start(ctx, "oncejob-relay")
 	if err != nil {
 		return err
 	}
-	obs, err := tf.start(ctx, "oncejob-relay", logger)
-	if err != nil {
+	defer p.close()
+	if err := p.open(ctx); err != nil {
 		return err
 	}
-	defer obs.stop()
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		return err
-	}
-	st, _, err := stf.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	wait, health, err := rel.startRelays(ctx, st, cfg, nil, obs, logger)
+	wait, health, err := rel.startRelays(ctx, p.st, p.cfg, nil, p.obs, p.logger)
 	if err != nil {
 		return err
 	}
 	// Readiness, on the --metrics-addr listener: the store answers and the
 	// relay's rounds work (docs/operations.md, "Readiness").
-	probe, err := readiness.New(readiness.Config{Store: st, Logger: logger})
+	probe, err := readiness.New(readiness.Config{Store: p.st, Logger: p.logger})
 	if err != nil {
 		return err
 	}
 	probe.AddCheck(readiness.Check{Name: "relay", Err: health})
 	go probe.Run(ctx)
-	obs.mount(probe.Mount)
+	p.obs.mount(probe.Mount)
 	<-ctx.Done()
-	logger.Info("relay shutting down")
+	p.logger.Info("relay shutting down")
 	wait()
 	return nil
 }

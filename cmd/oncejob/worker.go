@@ -9,41 +9,32 @@ import (
 // processes on one Postgres.
 func runWorker(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	stf := storeFlags(fs, false)
+	pf := processFlagsOf(fs, false, "") // the config file sets flags; a worker has no sinks
 	eng := engineFlags(fs, 1)
-	lf := logFlags(fs)
-	configFlag(fs) // flags from the file; a worker has no sinks
-	tf := telemetryFlags(fs, "")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := eng.validate(); err != nil {
 		return err
 	}
-	logger, err := lf.logger()
+	p, err := pf.start(ctx, "oncejob-worker")
 	if err != nil {
 		return err
 	}
-	obs, err := tf.start(ctx, "oncejob-worker", logger)
-	if err != nil {
-		return err
-	}
-	defer obs.stop()
+	defer p.close()
 	pipelines, err := eng.pipelines()
 	if err != nil {
 		return err
 	}
-	st, _, err := stf.open(ctx)
-	if err != nil {
+	if err := p.open(ctx); err != nil {
 		return err
 	}
-	defer st.Close()
-	wait, err := eng.startWorkers(ctx, st, pipelines, obs, logger)
+	wait, err := eng.startWorkers(ctx, p.st, pipelines, p.obs, p.logger)
 	if err != nil {
 		return err
 	}
 	<-ctx.Done()
-	logger.Info("worker shutting down")
+	p.logger.Info("worker shutting down")
 	wait()
 	return nil
 }
