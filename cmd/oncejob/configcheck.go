@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 	"github.com/oncejob/oncejob/config"
 )
 
@@ -28,17 +29,17 @@ func runConfigCheck(_ context.Context, args []string) error {
 	fs := flag.NewFlagSet("config check", flag.ContinueOnError)
 	path := configFlag(fs)
 	setUsage(fs)
-	if err := parseArgs(fs, args); err != nil {
+	if err := cmdline.ParseArgs(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageError("no arguments expected, got %q", fs.Args())
+		return cmdline.UsageError("no arguments expected, got %q", fs.Args())
 	}
 	if *path == "" {
 		*path = os.Getenv("ONCEJOB_CONFIG")
 	}
 	if *path == "" {
-		return usageError("--config (or ONCEJOB_CONFIG) is required")
+		return cmdline.UsageError("--config (or ONCEJOB_CONFIG) is required")
 	}
 	eff, err := effectiveConfig(*path)
 	if err != nil {

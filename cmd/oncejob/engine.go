@@ -30,10 +30,13 @@ type engineOpts struct {
 	pollInterval  time.Duration
 	publishLinger time.Duration
 	publishBatch  int
+	minWorkers    int // the least --workers the command takes
 }
 
-func engineFlags(fs *flag.FlagSet) *engineOpts {
-	o := &engineOpts{}
+// engineFlags declares the engine's flags; the command runs with at least
+// minWorkers workers (serve: 0, worker: 1).
+func engineFlags(fs *flag.FlagSet, minWorkers int) *engineOpts {
+	o := &engineOpts{minWorkers: minWorkers}
 	fs.StringVar(&o.pipelinesPath, "pipelines", "", "YAML file of pipelines, added to the built-in ones")
 	fs.IntVar(&o.workers, "workers", worker.ConcurrencyDefault(), "jobs run at once by this process (0: none)")
 	fs.StringVar(&o.llmBaseURL, "llm-base-url", "", "OpenAI-compatible API base URL, e.g. https://api.openai.com/v1; empty: the built-in simulator on loopback")
@@ -46,6 +49,17 @@ func engineFlags(fs *flag.FlagSet) *engineOpts {
 	fs.DurationVar(&o.publishLinger, "publish-linger", worker.PublishLingerDefault, "how long a finished job waits for others to share its publishing commit (negative: no wait)")
 	fs.IntVar(&o.publishBatch, "publish-max-batch", worker.PublishMaxBatchDefault, "most jobs published in one commit")
 	return o
+}
+
+// validate checks the flags once, before anything starts.
+func (o *engineOpts) validate() error {
+	switch {
+	case o.workers >= o.minWorkers:
+		return nil
+	case o.minWorkers == 0:
+		return errors.New("--workers must not be negative")
+	}
+	return fmt.Errorf("--workers must be at least %d", o.minWorkers)
 }
 
 // provider returns the configured provider, or starts the simulator on
@@ -96,11 +110,8 @@ func (o *engineOpts) providerName() string {
 }
 
 // startWorkers runs the engine in the background until ctx is done; wait
-// blocks until it stopped.
+// blocks until it stopped. The flags are valid (validate).
 func (o *engineOpts) startWorkers(ctx context.Context, st worker.Store, pipelines *pipeline.Registry, obs *observability, logger *slog.Logger) (wait func(), err error) {
-	if o.workers < 0 {
-		return nil, errors.New("--workers must not be negative")
-	}
 	if o.workers == 0 {
 		return func() {}, nil
 	}

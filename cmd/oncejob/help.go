@@ -2,21 +2,18 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"io"
 	"os"
 	"strings"
+
+	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 )
 
 // Help and usage. Every command and group answers -h, -help and --help
 // (and `oncejob help COMMAND...`) with its usage on stdout and exit status
 // 0; a mistake (an unknown command or flag, a missing subcommand) prints
-// the usage on stderr and exits 2 (exitUsage).
-
-// errHelpShown is returned by a command whose usage was asked for and
-// printed: main exits 0 without a word more.
-var errHelpShown = errors.New("help shown")
+// the usage on stderr and exits 2 (cmdline.ExitUsage).
 
 // isHelpFlag reports whether arg asks for help.
 func isHelpFlag(arg string) bool {
@@ -29,10 +26,10 @@ func execute(ctx context.Context, args []string) (string, error) {
 	switch {
 	case len(args) == 0:
 		groupUsage(os.Stderr, "", commands)
-		return "", &exitCodeError{code: exitUsage, err: errors.New("a command is required")}
+		return "", cmdline.UsageError("a command is required")
 	case isHelpFlag(args[0]):
 		groupUsage(os.Stdout, "", commands)
-		return "", errHelpShown
+		return "", cmdline.ErrHelpShown
 	case args[0] == "help":
 		return help(ctx, args[1:])
 	}
@@ -44,16 +41,16 @@ func execute(ctx context.Context, args []string) (string, error) {
 func dispatch(ctx context.Context, path string, group []command, args []string) (string, error) {
 	if len(args) == 0 {
 		groupUsage(os.Stderr, path, group)
-		return path, usageError("a subcommand is required")
+		return path, cmdline.UsageError("a subcommand is required")
 	}
 	if isHelpFlag(args[0]) {
 		groupUsage(os.Stdout, path, group)
-		return path, errHelpShown
+		return path, cmdline.ErrHelpShown
 	}
 	c, ok := find(group, args[0])
 	if !ok {
 		groupUsage(os.Stderr, path, group)
-		return path, usageError("unknown command %q", args[0])
+		return path, cmdline.UsageError("unknown command %q", args[0])
 	}
 	sub := strings.TrimSpace(path + " " + c.name)
 	if c.subs != nil {
@@ -70,12 +67,12 @@ func help(ctx context.Context, names []string) (string, error) {
 		c, ok := find(group, name)
 		if !ok {
 			groupUsage(os.Stderr, path, group)
-			return strings.TrimSpace("help " + path), usageError("unknown command %q", name)
+			return strings.TrimSpace("help " + path), cmdline.UsageError("unknown command %q", name)
 		}
 		path = strings.TrimSpace(path + " " + c.name)
 		if c.subs == nil {
 			if i != len(names)-1 {
-				return "help " + path, usageError("%s has no subcommands", path)
+				return "help " + path, cmdline.UsageError("%s has no subcommands", path)
 			}
 			// The command prints its own usage, flags and all.
 			return path, c.run(ctx, []string{"--help"})
@@ -83,7 +80,7 @@ func help(ctx context.Context, names []string) (string, error) {
 		group = c.subs
 	}
 	groupUsage(os.Stdout, path, group)
-	return path, errHelpShown
+	return path, cmdline.ErrHelpShown
 }
 
 func find(group []command, name string) (command, bool) {
@@ -114,23 +111,23 @@ func lookup(path string) (command, bool) {
 func groupUsage(w io.Writer, path string, group []command) {
 	name := strings.TrimSpace("oncejob " + path)
 	if path == "" {
-		say(w, "usage: oncejob <command> [flags]\n\n")
+		cmdline.Say(w, "usage: oncejob <command> [flags]\n\n")
 	} else {
 		c, _ := lookup(path)
-		say(w, "usage: %s <command> [flags]\n\n%s\n\n", name, c.short)
+		cmdline.Say(w, "usage: %s <command> [flags]\n\n%s\n\n", name, c.short)
 	}
-	say(w, "commands:\n")
+	cmdline.Say(w, "commands:\n")
 	for _, c := range group {
-		say(w, "  %-15s %s\n", c.name, c.short)
+		cmdline.Say(w, "  %-15s %s\n", c.name, c.short)
 	}
 	if path == "" {
-		say(w, "  %-15s %s\n", "help", "show the usage of a command: oncejob help COMMAND [SUBCOMMAND]")
+		cmdline.Say(w, "  %-15s %s\n", "help", "show the usage of a command: oncejob help COMMAND [SUBCOMMAND]")
 	}
-	say(w, "\nRun '%s <command> --help' for a command's flags.\n", name)
+	cmdline.Say(w, "\nRun '%s <command> --help' for a command's flags.\n", name)
 }
 
 // synopses are the arguments of the commands that take some beyond flags
-// (client commands name theirs in newClientCommand).
+// (the client commands of package cli name their own).
 var synopses = map[string]string{
 	"keys revoke": "[flags] ojk_<id>",
 	"hash-key":    "[flags] < key",
@@ -144,11 +141,11 @@ func setUsage(fs *flag.FlagSet) {
 		if synopsis == "" {
 			synopsis = "[flags]"
 		}
-		say(fs.Output(), "usage: oncejob %s %s\n\n", fs.Name(), synopsis)
+		cmdline.Say(fs.Output(), "usage: oncejob %s %s\n\n", fs.Name(), synopsis)
 		if c, ok := lookup(fs.Name()); ok {
-			say(fs.Output(), "%s\n\n", upperFirst(c.short))
+			cmdline.Say(fs.Output(), "%s\n\n", upperFirst(c.short))
 		}
-		say(fs.Output(), "flags:\n")
+		cmdline.Say(fs.Output(), "flags:\n")
 		fs.PrintDefaults()
 	}
 }
@@ -158,27 +155,6 @@ func upperFirst(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:] + "."
-}
-
-// parseArgs parses args into fs: asked for help, it prints the usage on
-// stdout and returns errHelpShown; a mistake prints the usage on stderr
-// and returns a usage error (exit 2).
-func parseArgs(fs *flag.FlagSet, args []string) error {
-	fs.SetOutput(io.Discard) // the flag package's own print goes to one stream; ours to the right one
-	err := fs.Parse(args)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, flag.ErrHelp):
-		fs.SetOutput(os.Stdout)
-		fs.Usage()
-		return errHelpShown
-	default:
-		fs.SetOutput(os.Stderr)
-		fs.Usage()
-		say(os.Stderr, "\n")
-		return usageError("%v", err)
-	}
 }
 
 // asksHelp reports whether args ask for help before any "--".

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
 )
@@ -72,9 +73,9 @@ func runKeysList(ctx context.Context, args []string) error {
 		return err
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	say(w, "KEY\tTENANT\tROLE\tCREATED\tLAST USED\tREVOKED\tNAME\n")
+	cmdline.Say(w, "KEY\tTENANT\tROLE\tCREATED\tLAST USED\tREVOKED\tNAME\n")
 	for _, k := range keys {
-		say(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tenant.StoreKeyPrefix(k.ID), k.Tenant, k.Role,
+		cmdline.Say(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tenant.StoreKeyPrefix(k.ID), k.Tenant, k.Role,
 			k.CreatedAt.UTC().Format(time.RFC3339), timeOrDash(k.LastUsedAt), timeOrDash(k.RevokedAt), k.Name)
 	}
 	return w.Flush()
@@ -90,7 +91,7 @@ func runKeysRevoke(ctx context.Context, args []string) error {
 	if fs.NArg() != 1 {
 		fs.SetOutput(os.Stderr)
 		fs.Usage()
-		return usageError("want exactly one key prefix (ojk_...), got %d arguments", fs.NArg())
+		return cmdline.UsageError("want exactly one key prefix (ojk_...), got %d arguments", fs.NArg())
 	}
 	id, ok := tenant.ParseKeyID(fs.Arg(0))
 	if !ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 
+	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 	"github.com/oncejob/oncejob/llm/llmsim"
 )
 
@@ -22,7 +23,7 @@ func runLLMSim(ctx context.Context, args []string) error {
 		return err
 	}
 	if *batchDelay < 0 {
-		return usageError("--batch-delay must not be negative")
+		return cmdline.UsageError("--batch-delay must not be negative")
 	}
 	return llmsim.Run(ctx, *addr, llmsim.Config{Logger: logger, BatchDelay: *batchDelay}, logger)
 }

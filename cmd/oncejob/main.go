@@ -12,7 +12,8 @@
 //	oncejob hash-key  print the sha256 of an API key for the keys file
 //	oncejob keys create|list|revoke   API keys in the store
 //	oncejob submit|get|list|watch|wait|cancel|replay|resolve|approve
-//	                  client commands, on the Go SDK (clientsdk)
+//	                  client commands, on the Go SDK (clientsdk; package
+//	                  internal/cli holds them and run, schedule, deliveries)
 //	oncejob run submit|status|watch|list|batches|retry-failures|cancel
 //	                  runs of many items
 //	oncejob schedule create|list|pause|resume|delete
@@ -37,6 +38,9 @@ import (
 	"os/signal"
 	"syscall"
 	_ "time/tzdata" // schedules' time zones, whatever the host has installed
+
+	"github.com/oncejob/oncejob/cmd/oncejob/internal/cli"
+	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 )
 
 // command is one command of the binary: a leaf runs; a group (subs set)
@@ -60,8 +64,8 @@ func init() {
 		{name: "relay", short: "deliver the outbox to the sinks only, beside serve processes on one Postgres", run: runRelay},
 		{name: "reconcile", short: "compare deliveries with their sinks, repair what a stream lost, report", run: runReconcile},
 		{name: "deliveries", short: "list or retry deliveries of events to sinks (a client of a running server)", subs: []command{
-			{name: "list", short: "list deliveries: dead letters first, then pending, then delivered; and the disabled sinks", run: runDeliveriesList},
-			{name: "retry", short: "queue a dead-lettered delivery again, or every dead letter of a sink", run: runDeliveriesRetry},
+			{name: "list", short: "list deliveries: dead letters first, then pending, then delivered; and the disabled sinks", run: cli.DeliveriesList},
+			{name: "retry", short: "queue a dead-lettered delivery again, or every dead letter of a sink", run: cli.DeliveriesRetry},
 		}},
 		{name: "migrate", short: "apply database migrations and exit", run: runMigrate},
 		{name: "config", short: "check a config file: print the effective configuration, secrets masked", subs: []command{
@@ -74,30 +78,30 @@ func init() {
 			{name: "list", short: "list API keys by their prefixes", run: runKeysList},
 			{name: "revoke", short: "revoke an API key by its prefix", run: runKeysRevoke},
 		}},
-		{name: "submit", short: "submit a document once (the same command again is a replay); --wait to follow it", run: runSubmit},
-		{name: "get", short: "show a job", run: runGet},
-		{name: "list", short: "list jobs, newest first", run: runList},
-		{name: "watch", short: "print a job's events as they happen, until it ends", run: runWatch},
-		{name: "wait", short: "wait until a job ends; exit with its status's code", run: runWait},
-		{name: "cancel", short: "cancel a job", run: runCancel},
-		{name: "replay", short: "queue a failed or dead-lettered job again", run: runReplay},
-		{name: "resolve", short: "settle an OUTCOME_UNKNOWN job (--retry or --fail)", run: runResolve},
-		{name: "approve", short: "approve (or --reject) a job awaiting approval", run: runApprove},
+		{name: "submit", short: "submit a document once (the same command again is a replay); --wait to follow it", run: cli.Submit},
+		{name: "get", short: "show a job", run: cli.Get},
+		{name: "list", short: "list jobs, newest first", run: cli.List},
+		{name: "watch", short: "print a job's events as they happen, until it ends", run: cli.Watch},
+		{name: "wait", short: "wait until a job ends; exit with its status's code", run: cli.Wait},
+		{name: "cancel", short: "cancel a job", run: cli.Cancel},
+		{name: "replay", short: "queue a failed or dead-lettered job again", run: cli.Replay},
+		{name: "resolve", short: "settle an OUTCOME_UNKNOWN job (--retry or --fail)", run: cli.Resolve},
+		{name: "approve", short: "approve (or --reject) a job awaiting approval", run: cli.Approve},
 		{name: "run", short: "runs of many items: submit a JSONL file, status, watch, list, batches, retry-failures, cancel", subs: []command{
-			{name: "submit", short: "submit a JSONL file of items into a run (the same command again finishes it)", run: runRunSubmit},
-			{name: "status", short: "show a run's progress", run: runRunStatus},
-			{name: "watch", short: "print a run's progress as it changes, until every item is terminal", run: runRunWatch},
-			{name: "list", short: "list runs, newest first", run: runRunList},
-			{name: "batches", short: "list the provider batches a run's calls went into", run: runRunBatches},
-			{name: "retry-failures", short: "replay every FAILED and DEAD_LETTERED job of a run from its checkpoint", run: runRunRetryFailures},
-			{name: "cancel", short: "cancel a run and the jobs it created", run: runRunCancel},
+			{name: "submit", short: "submit a JSONL file of items into a run (the same command again finishes it)", run: cli.RunSubmit},
+			{name: "status", short: "show a run's progress", run: cli.RunStatus},
+			{name: "watch", short: "print a run's progress as it changes, until every item is terminal", run: cli.RunWatch},
+			{name: "list", short: "list runs, newest first", run: cli.RunList},
+			{name: "batches", short: "list the provider batches a run's calls went into", run: cli.RunBatches},
+			{name: "retry-failures", short: "replay every FAILED and DEAD_LETTERED job of a run from its checkpoint", run: cli.RunRetryFailures},
+			{name: "cancel", short: "cancel a run and the jobs it created", run: cli.RunCancel},
 		}},
 		{name: "schedule", short: "schedules: create, list, pause, resume, delete", subs: []command{
-			{name: "create", short: "create a schedule: a job submitted at each slot of a cron expression or an interval", run: runScheduleCreate},
-			{name: "list", short: "list schedules with their latest slots", run: runScheduleList},
-			{name: "pause", short: "stop a schedule firing", run: runSchedulePause},
-			{name: "resume", short: "let a paused schedule fire again", run: runScheduleResume},
-			{name: "delete", short: "delete a schedule (its jobs stay)", run: runScheduleDelete},
+			{name: "create", short: "create a schedule: a job submitted at each slot of a cron expression or an interval", run: cli.ScheduleCreate},
+			{name: "list", short: "list schedules with their latest slots", run: cli.ScheduleList},
+			{name: "pause", short: "stop a schedule firing", run: cli.SchedulePause},
+			{name: "resume", short: "let a paused schedule fire again", run: cli.ScheduleResume},
+			{name: "delete", short: "delete a schedule (its jobs stay)", run: cli.ScheduleDelete},
 		}},
 	}
 }
@@ -111,49 +115,25 @@ func main() {
 		// One signal ends the context; later ones are taken too, so a
 		// server's graceful stop is not cut short by a second SIGTERM.
 		sig := <-signals
-		cancel(&signalError{sig: sig.(syscall.Signal)})
+		cancel(&cmdline.SignalError{Sig: sig.(syscall.Signal)})
 	}()
 	path, err := execute(ctx, os.Args[1:])
-	if err == nil || errors.Is(err, errHelpShown) {
+	if err == nil || errors.Is(err, cmdline.ErrHelpShown) {
 		return // help asked for is no mistake: exit 0
 	}
-	var se *signalError
-	if errors.As(context.Cause(ctx), &se) {
+	if se, ok := cmdline.Interrupted(ctx); ok {
 		// Stopped by a signal: the command said what it had done; the
 		// status is the shell's for a death by that signal.
-		if !errors.Is(err, context.Canceled) && !errors.As(err, &se) {
+		if !errors.Is(err, context.Canceled) && !errors.As(err, new(*cmdline.SignalError)) {
 			fmt.Fprintf(os.Stderr, "oncejob %s: %v\n", path, err)
 		}
-		fmt.Fprintf(os.Stderr, "oncejob %s: interrupted (%s)\n", path, se.name())
-		os.Exit(128 + int(se.sig))
+		fmt.Fprintf(os.Stderr, "oncejob %s: interrupted (%s)\n", path, se.Name())
+		os.Exit(128 + int(se.Sig))
 	}
 	if path == "" {
 		fmt.Fprintf(os.Stderr, "oncejob: %v\n", err)
 	} else {
 		fmt.Fprintf(os.Stderr, "oncejob %s: %v\n", path, err)
 	}
-	os.Exit(exitCode(err)) // 1, or a client command's documented code
-}
-
-// signalError is the cause of the context's end when a signal stopped
-// the command.
-type signalError struct{ sig syscall.Signal }
-
-func (e *signalError) Error() string { return "interrupted by " + e.name() }
-
-func (e *signalError) name() string {
-	switch e.sig {
-	case syscall.SIGINT:
-		return "SIGINT"
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	}
-	return e.sig.String()
-}
-
-// interrupted reports the signal that ended ctx, if one did.
-func interrupted(ctx context.Context) (*signalError, bool) {
-	var se *signalError
-	ok := errors.As(context.Cause(ctx), &se)
-	return se, ok
+	os.Exit(cmdline.ExitCode(err)) // 1, or a client command's documented code
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 	"github.com/oncejob/oncejob/config"
 	"github.com/oncejob/oncejob/relay"
 )
@@ -59,7 +60,7 @@ func runReconcile(ctx context.Context, args []string) error {
 		fmt.Print(report.Summary())
 	}
 	if !report.OK() {
-		return &exitCodeError{code: exitDiscrepancies, err: errors.New("discrepancies found (listed above)")}
+		return cmdline.WithExitCode(exitDiscrepancies, errors.New("discrepancies found (listed above)"))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -21,16 +22,30 @@ type relayOpts struct {
 	leaseDuration time.Duration
 	pollInterval  time.Duration
 	reconcile     time.Duration
+	minRelays     int // the least --relays the command takes
 }
 
-func relayFlags(fs *flag.FlagSet, defaultRelays int) *relayOpts {
-	o := &relayOpts{}
+// relayFlags declares the relay's flags: --relays is defaultRelays unless
+// set, and at least minRelays (serve: 0, relay: 1).
+func relayFlags(fs *flag.FlagSet, defaultRelays, minRelays int) *relayOpts {
+	o := &relayOpts{minRelays: minRelays}
 	fs.IntVar(&o.relays, "relays", defaultRelays, "relay loops delivering the outbox in this process (0: none)")
 	fs.IntVar(&o.batchSize, "relay-batch-size", 100, "deliveries one relay loop claims at a time")
 	fs.DurationVar(&o.leaseDuration, "relay-lease-duration", 30*time.Second, "how long a relay holds a claimed delivery; after it another relay takes it over")
 	fs.DurationVar(&o.pollInterval, "relay-poll-interval", time.Second, "wait between rounds when no event arrives (events wake the relay at once)")
 	fs.DurationVar(&o.reconcile, "relay-reconcile-interval", time.Minute, "how often the relay reconciles deliveries with the target systems (negative: never)")
 	return o
+}
+
+// validate checks the flags once, before anything starts.
+func (o *relayOpts) validate() error {
+	switch {
+	case o.relays >= o.minRelays:
+		return nil
+	case o.minRelays == 0:
+		return errors.New("--relays must not be negative")
+	}
+	return fmt.Errorf("--relays must be at least %d", o.minRelays)
 }
 
 // relayStore is what a relay process needs of a store.
@@ -44,11 +59,9 @@ type relayStore interface {
 // blocks until it stopped; health is the relay's Health (nil with no relay),
 // for readiness. Committed events wake it: through wake when the
 // caller already listens to the store's notifications (serve's watch hub,
-// see wakeOnListen), else through a notification source of its own.
+// see wakeOnListen), else through a notification source of its own. The
+// flags are valid (validate).
 func (o *relayOpts) startRelays(ctx context.Context, st relayStore, cfg *config.File, wake chan struct{}, obs *observability, logger *slog.Logger) (wait func(), health func() error, err error) {
-	if o.relays < 0 {
-		return nil, nil, errors.New("--relays must not be negative")
-	}
 	if o.relays == 0 {
 		return func() {}, nil, nil
 	}
@@ -85,50 +98,37 @@ func (o *relayOpts) startRelays(ctx context.Context, st relayStore, cfg *config.
 // relay processes on one Postgres.
 func runRelay(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
-	stf := storeFlags(fs, false)
-	cfgPath := configFlag(fs)
-	lf := logFlags(fs)
-	rel := relayFlags(fs, 1)
-	tf := telemetryFlags(fs, "and GET /readyz, GET /livez: ready while the store answers and the relay's rounds work")
+	pf := processFlagsOf(fs, false, "and GET /readyz, GET /livez: ready while the store answers and the relay's rounds work")
+	rel := relayFlags(fs, 1, 1)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	logger, err := lf.logger()
+	if err := rel.validate(); err != nil {
+		return err
+	}
+	p, err := pf.start(ctx, "oncejob-relay")
 	if err != nil {
 		return err
 	}
-	obs, err := tf.start(ctx, "oncejob-relay", logger)
-	if err != nil {
+	defer p.close()
+	if err := p.open(ctx); err != nil {
 		return err
 	}
-	defer obs.stop()
-	if rel.relays < 1 {
-		return errors.New("--relays must be at least 1")
-	}
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		return err
-	}
-	st, _, err := stf.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	wait, health, err := rel.startRelays(ctx, st, cfg, nil, obs, logger)
+	wait, health, err := rel.startRelays(ctx, p.st, p.cfg, nil, p.obs, p.logger)
 	if err != nil {
 		return err
 	}
 	// Readiness, on the --metrics-addr listener: the store answers and the
 	// relay's rounds work (docs/operations.md, "Readiness").
-	probe, err := readiness.New(readiness.Config{Store: st, Logger: logger})
+	probe, err := readiness.New(readiness.Config{Store: p.st, Logger: p.logger})
 	if err != nil {
 		return err
 	}
 	probe.AddCheck(readiness.Check{Name: "relay", Err: health})
 	go probe.Run(ctx)
-	obs.mount(probe.Mount)
+	p.obs.mount(probe.Mount)
 	<-ctx.Done()
-	logger.Info("relay shutting down")
+	p.logger.Info("relay shutting down")
 	wait()
 	return nil
 }

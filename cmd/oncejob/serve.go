@@ -80,35 +80,40 @@ func (f *apiFlags) submitLinger() time.Duration {
 
 // serveOpts are serve's flags, each group validated by its owner.
 type serveOpts struct {
-	api       *apiFlags
-	store     *storeOpts
-	eng       *engineOpts
-	log       *logOpts
-	cfgPath   *string
-	rel       *relayOpts
-	sched     *schedulerOpts
-	readURL   *string
-	http      *httpOpts
-	listen    *listenOpts
-	limits    *limits.Tenant
-	telemetry *telemetryOpts
+	api     *apiFlags
+	proc    *processFlags
+	eng     *engineOpts
+	rel     *relayOpts
+	sched   *schedulerOpts
+	readURL *string
+	http    *httpOpts
+	listen  *listenOpts
+	limits  *limits.Tenant
 }
 
 func serveFlags(fs *flag.FlagSet) *serveOpts {
 	return &serveOpts{
-		api:       serveAPIFlags(fs),
-		store:     storeFlags(fs, true),
-		eng:       engineFlags(fs),
-		log:       logFlags(fs),
-		cfgPath:   configFlag(fs),
-		rel:       relayFlags(fs, 1),
-		sched:     schedulerFlags(fs),
-		readURL:   fs.String("read-database-url", "", "Postgres URL (a standby) for ListJobs and CountJobs, which may be stale; empty: the primary. Never the idempotency check, the engine or the relay"),
-		http:      httpFlags(fs),
-		listen:    listenFlags(fs),
-		limits:    limitFlags(fs),
-		telemetry: telemetryFlags(fs, "the HTTP address serves GET /metrics too"),
+		api:     serveAPIFlags(fs),
+		proc:    processFlagsOf(fs, true, "the HTTP address serves GET /metrics too"),
+		eng:     engineFlags(fs, 0),
+		rel:     relayFlags(fs, 1, 0),
+		sched:   schedulerFlags(fs),
+		readURL: fs.String("read-database-url", "", "Postgres URL (a standby) for ListJobs and CountJobs, which may be stale; empty: the primary. Never the idempotency check, the engine or the relay"),
+		http:    httpFlags(fs),
+		listen:  listenFlags(fs),
+		limits:  limitFlags(fs),
 	}
+}
+
+// validate checks serve's flags once, each group by its owner, before
+// anything starts.
+func (o *serveOpts) validate() error {
+	for _, validate := range []func() error{o.api.validate, o.eng.validate, o.rel.validate, o.listen.validate} {
+		if err := validate(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func runServe(ctx context.Context, args []string) error {
@@ -117,96 +122,73 @@ func runServe(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	api, stf, eng, lf, rel, sched, httpCfg := o.api, o.store, o.eng, o.log, o.rel, o.sched, o.http
-	if err := api.validate(); err != nil {
+	if err := o.validate(); err != nil {
 		return err
 	}
-	logger, err := lf.logger()
+	p, err := o.proc.start(ctx, "oncejob")
 	if err != nil {
 		return err
 	}
-	obs, err := o.telemetry.start(ctx, "oncejob", logger)
+	defer p.close()
+	listen, err := o.listen.listeners(p.logger)
 	if err != nil {
 		return err
 	}
-	defer obs.stop()
-
-	listen, err := o.listen.listeners(logger)
+	o.http.tls = listen.httpTLS
+	pipelines, err := o.eng.pipelines()
 	if err != nil {
 		return err
 	}
-	httpCfg.tls = listen.httpTLS
-	pipelines, err := eng.pipelines()
-	if err != nil {
+	if err := p.open(ctx); err != nil {
 		return err
 	}
-	cfg, err := config.Load(*o.cfgPath)
-	if err != nil {
-		return err
-	}
-	st, where, err := stf.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	apiStore, closeReads, err := withStandbyReads(ctx, st, *o.readURL)
+	apiStore, closeReads, err := withStandbyReads(ctx, p.st, *o.readURL)
 	if err != nil {
 		return err
 	}
 	defer closeReads()
-	lim, err := newLimits(o.limits, cfg, st, logger)
+	lim, err := newLimits(o.limits, p.cfg, p.st, p.logger)
 	if err != nil {
 		return err
 	}
 
 	wake := make(chan struct{}, 1) // the relay's, poked by the hub's notifications
-	hub, err := watch.New(watch.Config{Store: wakeOnListen{WatchStore: st, wake: wake}, Logger: logger})
+	hub, err := watch.New(watch.Config{Store: wakeOnListen{WatchStore: p.st, wake: wake}, Logger: p.logger})
 	if err != nil {
 		return err
 	}
 	defer runBeside(ctx, hub.Run)()
-	obs.metrics.Register(telemetry.NewStatsCollector(st, logger), telemetry.WatchersOpen(hub.Active))
+	p.obs.metrics.Register(telemetry.NewStatsCollector(p.st, p.logger), telemetry.WatchersOpen(hub.Active))
 
-	s, err := api.newServer(ctx, serverParts{st: st, apiStore: apiStore, pipelines: pipelines, batches: eng.hasBatchAPI(), limits: lim, hub: hub, listen: listen, obs: obs, logger: logger})
-	if err != nil {
-		return err
-	}
-	obs.metrics.Register(telemetry.EdgeRefusals(s.Auth.Refused, s.MalformedRequests)...)
-	// Readiness: JobService's health follows the store; "" is liveness.
-	probe, err := readiness.New(readiness.Config{
-		Store:    st,
-		Health:   s.Health,
-		Services: []string{oncejobv1.JobService_ServiceDesc.ServiceName},
-		Logger:   logger,
-	})
+	s, probe, err := o.api.newServer(ctx, serverParts{st: p.st, apiStore: apiStore, pipelines: pipelines, batches: o.eng.hasBatchAPI(), limits: lim, hub: hub, listen: listen, obs: p.obs, logger: p.logger})
 	if err != nil {
 		return err
 	}
 	defer runBeside(ctx, probe.Run)()
 
-	lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *api.grpcAddr)
+	lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *o.api.grpcAddr)
 	if err != nil {
 		return err
 	}
 	devMode := s.Auth.DevMode(ctx)
-	httpFace, err := httpCfg.start(ctx, s, probe, obs.metrics.Handler(), *api.maxDoc, devMode, logger)
+	httpFace, err := o.http.start(ctx, s, probe, p.obs.metrics.Handler(), *o.api.maxDoc, devMode, p.logger)
 	if err != nil {
 		_ = lis.Close()
 		return err
 	}
 
-	announce(logger, devMode, lis.Addr().String(), httpFace.addr, where, pipelines, *api.window, eng, listen)
+	announce(p.logger, devMode, lis.Addr().String(), httpFace.addr, p.where, pipelines, *o.api.window, o.eng, listen)
 
 	stopBackground, err := startBackground(ctx, backgroundParts{
-		st: st, window: *api.window, eng: eng, rel: rel, sched: sched, cfg: cfg,
-		wake: wake, pipelines: pipelines, obs: obs, probe: probe, logger: logger,
+		st: p.st, window: *o.api.window, eng: o.eng, rel: o.rel, sched: o.sched, cfg: p.cfg,
+		wake: wake, pipelines: pipelines, obs: p.obs, probe: probe, logger: p.logger,
 	})
 	if err != nil {
 		return err
 	}
 	defer stopBackground()
 
-	return serveUntilDone(ctx, s, lis, hub, httpFace, logger)
+	return serveUntilDone(ctx, s, lis, hub, httpFace, p.logger)
 }
 
 // serveUntilDone serves the API on lis until ctx ends, then stops it:
@@ -353,23 +335,24 @@ type serverParts struct {
 	logger    *slog.Logger
 }
 
-// newServer builds the gRPC API from the flags: the keys of --api-keys
-// beside those of the store, and the page-token secret every replica of
-// the store shares, so a token one issued pages on another
-// (docs/architecture.md, "Page tokens").
-func (f *apiFlags) newServer(ctx context.Context, p serverParts) (*server.Server, error) {
+// newServer builds the gRPC API from the flags, and its readiness probe:
+// JobService's health follows the store; "" is liveness. The API takes
+// the keys of --api-keys beside those of the store, and the page-token
+// secret every replica of the store shares, so a token one issued pages
+// on another (docs/architecture.md, "Page tokens").
+func (f *apiFlags) newServer(ctx context.Context, p serverParts) (*server.Server, *readiness.Probe, error) {
 	keys := &tenant.Keys{}
 	if *f.apiKeysPath != "" {
 		var err error
 		if keys, err = tenant.LoadKeys(*f.apiKeysPath); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	tokenSecret, err := pagetoken.LoadSecret(ctx, p.st)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return server.New(server.Config{
+	s, err := server.New(server.Config{
 		Store:            p.apiStore,
 		Pipelines:        p.pipelines,
 		ProviderBatches:  p.batches,
@@ -388,6 +371,20 @@ func (f *apiFlags) newServer(ctx context.Context, p serverParts) (*server.Server
 		Tracing:          p.obs.tracing,
 		PageTokenSecret:  tokenSecret,
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	p.obs.metrics.Register(telemetry.EdgeRefusals(s.Auth.Refused, s.MalformedRequests)...)
+	probe, err := readiness.New(readiness.Config{
+		Store:    p.st,
+		Health:   s.Health,
+		Services: []string{oncejobv1.JobService_ServiceDesc.ServiceName},
+		Logger:   p.logger,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, probe, nil
 }
 
 // runBeside runs run in a goroutine until ctx ends or the returned stop is

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 	"github.com/oncejob/oncejob/config"
 )
 
@@ -81,7 +82,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	if _, err := applyEnv(fs); err != nil {
 		return err
 	}
-	return parseArgs(fs, args)
+	return cmdline.ParseArgs(fs, args)
 }
 
 // configPath is --config's value in args, else ONCEJOB_CONFIG's.

@@ -69,13 +69,20 @@ type listeners struct {
 	httpTLS   *tls.Config
 }
 
-func (o *listenOpts) listeners(logger *slog.Logger) (*listeners, error) {
+// validate checks the flags once, before anything starts.
+func (o *listenOpts) validate() error {
 	if o.keepaliveTime <= 0 || o.keepaliveTimeout <= 0 || o.keepaliveMinTime <= 0 {
-		return nil, errors.New("--grpc-keepalive-time, --grpc-keepalive-timeout and --grpc-keepalive-min-time must be positive")
+		return errors.New("--grpc-keepalive-time, --grpc-keepalive-timeout and --grpc-keepalive-min-time must be positive")
 	}
 	if o.maxConcurrentStreams < 1 || o.maxConcurrentStreams > 1<<31 {
-		return nil, errors.New("--grpc-max-concurrent-streams must be between 1 and 2^31")
+		return errors.New("--grpc-max-concurrent-streams must be between 1 and 2^31")
 	}
+	return nil
+}
+
+// listeners makes the listeners' settings from valid flags (validate),
+// loading the TLS certificates.
+func (o *listenOpts) listeners(logger *slog.Logger) (*listeners, error) {
 	l := &listeners{transport: server.Transport{
 		KeepaliveTime:         o.keepaliveTime,
 		KeepaliveTimeout:      o.keepaliveTimeout,

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 )
 
@@ -10,41 +9,32 @@ import (
 // processes on one Postgres.
 func runWorker(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	stf := storeFlags(fs, false)
-	eng := engineFlags(fs)
-	lf := logFlags(fs)
-	configFlag(fs) // flags from the file; a worker has no sinks
-	tf := telemetryFlags(fs, "")
+	pf := processFlagsOf(fs, false, "") // the config file sets flags; a worker has no sinks
+	eng := engineFlags(fs, 1)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	logger, err := lf.logger()
+	if err := eng.validate(); err != nil {
+		return err
+	}
+	p, err := pf.start(ctx, "oncejob-worker")
 	if err != nil {
 		return err
 	}
-	obs, err := tf.start(ctx, "oncejob-worker", logger)
-	if err != nil {
-		return err
-	}
-	defer obs.stop()
-	if eng.workers < 1 {
-		return errors.New("--workers must be at least 1")
-	}
+	defer p.close()
 	pipelines, err := eng.pipelines()
 	if err != nil {
 		return err
 	}
-	st, _, err := stf.open(ctx)
-	if err != nil {
+	if err := p.open(ctx); err != nil {
 		return err
 	}
-	defer st.Close()
-	wait, err := eng.startWorkers(ctx, st, pipelines, obs, logger)
+	wait, err := eng.startWorkers(ctx, p.st, pipelines, p.obs, p.logger)
 	if err != nil {
 		return err
 	}
 	<-ctx.Done()
-	logger.Info("worker shutting down")
+	p.logger.Info("worker shutting down")
 	wait()
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -10,10 +10,12 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/oncejob/oncejob/clientsdk"
+	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
 
-func runScheduleCreate(ctx context.Context, args []string) error {
+// ScheduleCreate is `oncejob schedule create`.
+func ScheduleCreate(ctx context.Context, args []string) error {
 	cmd := newClientCommand("schedule create", "[flags] FILE|-", `Creates a schedule that submits FILE (- for stdin) at each slot of --cron
 (in --tz) or --every. Each slot fires at most once, however many servers
 run; the same command again is the same schedule.`, 30*time.Second)
@@ -45,10 +47,10 @@ run; the same command again is the same schedule.`, 30*time.Second)
 		Catchup: oncejobv1.CatchupPolicy(oncejobv1.CatchupPolicy_value["CATCHUP_POLICY_"+strings.ToUpper(*catchup)]),
 	}
 	if req.Overlap == 0 {
-		return usageError("--overlap must be skip, buffer_one or allow")
+		return cmdline.UsageError("--overlap must be skip, buffer_one or allow")
 	}
 	if req.Catchup == 0 {
-		return usageError("--catchup must be none or latest")
+		return cmdline.UsageError("--catchup must be none or latest")
 	}
 	if *every != 0 {
 		req.Spec = &oncejobv1.CreateScheduleRequest_Interval{Interval: durationpb.New(*every)}
@@ -64,14 +66,15 @@ run; the same command again is the same schedule.`, 30*time.Second)
 		return err
 	}
 	if cmd.cf.json {
-		say(os.Stdout, "%s\n", protoJSON(sch))
+		cmdline.Say(os.Stdout, "%s\n", protoJSON(sch))
 		return nil
 	}
-	say(os.Stdout, "schedule %s (%s): next slot %s\n", sch.GetId(), sch.GetName(), sch.GetNextSlotTime().AsTime().Format(time.RFC3339Nano))
+	cmdline.Say(os.Stdout, "schedule %s (%s): next slot %s\n", sch.GetId(), sch.GetName(), sch.GetNextSlotTime().AsTime().Format(time.RFC3339Nano))
 	return nil
 }
 
-func runScheduleList(ctx context.Context, args []string) error {
+// ScheduleList is `oncejob schedule list`.
+func ScheduleList(ctx context.Context, args []string) error {
 	cmd := newClientCommand("schedule list", "[flags]", "Lists schedules, newest first, with their latest slots.", 30*time.Second)
 	_, c, err := cmd.start(args, "")
 	if err != nil {
@@ -92,18 +95,18 @@ func runScheduleList(ctx context.Context, args []string) error {
 		req.PageToken = resp.GetNextPageToken()
 	}
 	if cmd.cf.json {
-		say(os.Stdout, "[")
+		cmdline.Say(os.Stdout, "[")
 		for i, s := range all {
 			if i > 0 {
-				say(os.Stdout, ",")
+				cmdline.Say(os.Stdout, ",")
 			}
-			say(os.Stdout, "%s", protoJSON(s))
+			cmdline.Say(os.Stdout, "%s", protoJSON(s))
 		}
-		say(os.Stdout, "]\n")
+		cmdline.Say(os.Stdout, "]\n")
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	say(tw, "ID\tNAME\tSPEC\tOVERLAP\tPAUSED\tNEXT SLOT\tLAST SLOT\n")
+	cmdline.Say(tw, "ID\tNAME\tSPEC\tOVERLAP\tPAUSED\tNEXT SLOT\tLAST SLOT\n")
 	for _, s := range all {
 		spec := s.GetCron()
 		if spec == "" {
@@ -118,45 +121,53 @@ func runScheduleList(ctx context.Context, args []string) error {
 				last += ": " + sl[0].GetReason()
 			}
 		}
-		say(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%s\n", s.GetId(), s.GetName(), spec,
+		cmdline.Say(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%s\n", s.GetId(), s.GetName(), spec,
 			strings.ToLower(strings.TrimPrefix(s.GetOverlap().String(), "OVERLAP_POLICY_")), s.GetPaused(),
 			s.GetNextSlotTime().AsTime().Format(time.RFC3339), last)
 	}
 	return tw.Flush()
 }
 
-func scheduleIDCommand(name, about string, call func(context.Context, *clientsdk.Client, string) (*oncejobv1.Schedule, error)) func(context.Context, []string) error {
-	return func(ctx context.Context, args []string) error {
-		cmd := newClientCommand("schedule "+name, "[flags] SCHEDULE_ID", about, 30*time.Second)
-		id, c, err := cmd.start(args, "SCHEDULE_ID")
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		sch, err := call(ctx, c, id)
-		if err != nil {
-			return err
-		}
-		if cmd.cf.json && sch != nil {
-			say(os.Stdout, "%s\n", protoJSON(sch))
-			return nil
-		}
-		say(os.Stdout, "schedule %s: %s\n", id, name+"d")
+// scheduleIDCommand runs pause, resume or delete: one schedule id, one call.
+func scheduleIDCommand(ctx context.Context, args []string, name, about string, call func(context.Context, *clientsdk.Client, string) (*oncejobv1.Schedule, error)) error {
+	cmd := newClientCommand("schedule "+name, "[flags] SCHEDULE_ID", about, 30*time.Second)
+	id, c, err := cmd.start(args, "SCHEDULE_ID")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	sch, err := call(ctx, c, id)
+	if err != nil {
+		return err
+	}
+	if cmd.cf.json && sch != nil {
+		cmdline.Say(os.Stdout, "%s\n", protoJSON(sch))
 		return nil
 	}
+	cmdline.Say(os.Stdout, "schedule %s: %s\n", id, name+"d")
+	return nil
 }
 
-var (
-	runSchedulePause = scheduleIDCommand("pause", "Stops a schedule firing; pausing a paused schedule changes nothing.",
+// SchedulePause is `oncejob schedule pause`.
+func SchedulePause(ctx context.Context, args []string) error {
+	return scheduleIDCommand(ctx, args, "pause", "Stops a schedule firing; pausing a paused schedule changes nothing.",
 		func(ctx context.Context, c *clientsdk.Client, id string) (*oncejobv1.Schedule, error) {
 			return c.PauseSchedule(ctx, id)
 		})
-	runScheduleResume = scheduleIDCommand("resume", "Lets a paused schedule fire again, from its next slot.",
+}
+
+// ScheduleResume is `oncejob schedule resume`.
+func ScheduleResume(ctx context.Context, args []string) error {
+	return scheduleIDCommand(ctx, args, "resume", "Lets a paused schedule fire again, from its next slot.",
 		func(ctx context.Context, c *clientsdk.Client, id string) (*oncejobv1.Schedule, error) {
 			return c.ResumeSchedule(ctx, id)
 		})
-	runScheduleDelete = scheduleIDCommand("delete", "Deletes a schedule; its jobs stay.",
+}
+
+// ScheduleDelete is `oncejob schedule delete`.
+func ScheduleDelete(ctx context.Context, args []string) error {
+	return scheduleIDCommand(ctx, args, "delete", "Deletes a schedule; its jobs stay.",
 		func(ctx context.Context, c *clientsdk.Client, id string) (*oncejobv1.Schedule, error) {
 			return nil, c.DeleteSchedule(ctx, id)
 		})
-)
+}

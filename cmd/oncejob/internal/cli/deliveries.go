@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -8,12 +8,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
 
 // `oncejob deliveries list|retry`, on the Go SDK.
 
-func runDeliveriesList(ctx context.Context, args []string) error {
+// DeliveriesList is `oncejob deliveries list`.
+func DeliveriesList(ctx context.Context, args []string) error {
 	cmd := newClientCommand("deliveries list", "[flags]", "Lists deliveries of events to sinks: dead letters first, then pending, then delivered; and the disabled sinks.", 30*time.Second)
 	job := cmd.fs.String("job", "", "only this job's deliveries")
 	status := cmd.fs.String("status", "", "only pending, delivered or dead_lettered")
@@ -30,7 +32,7 @@ func runDeliveriesList(ctx context.Context, args []string) error {
 	if *status != "" {
 		v, ok := oncejobv1.DeliveryStatus_value["DELIVERY_STATUS_"+strings.ToUpper(*status)]
 		if !ok || v == 0 {
-			return usageError("--status %q: want pending, delivered or dead_lettered", *status)
+			return cmdline.UsageError("--status %q: want pending, delivered or dead_lettered", *status)
 		}
 		req.Status = oncejobv1.DeliveryStatus(v)
 	}
@@ -39,14 +41,15 @@ func runDeliveriesList(ctx context.Context, args []string) error {
 		return err
 	}
 	if cmd.cf.json {
-		say(os.Stdout, "%s\n", protoJSON(resp))
+		cmdline.Say(os.Stdout, "%s\n", protoJSON(resp))
 		return nil
 	}
 	printDeliveries(os.Stdout, resp)
 	return nil
 }
 
-func runDeliveriesRetry(ctx context.Context, args []string) error {
+// DeliveriesRetry is `oncejob deliveries retry`.
+func DeliveriesRetry(ctx context.Context, args []string) error {
 	cmd := newClientCommand("deliveries retry", "(--delivery ID | --sink NAME)", "Queues a dead-lettered delivery again with a fresh budget, or every dead letter of a sink (enabling the sink). A repeat queues nothing again.", 30*time.Second)
 	delivery := cmd.fs.Int64("delivery", 0, "the dead-lettered delivery's id")
 	sink := cmd.fs.String("sink", "", "every dead-lettered delivery of this sink; enables the sink")
@@ -58,7 +61,7 @@ func runDeliveriesRetry(ctx context.Context, args []string) error {
 	req := &oncejobv1.RetryDeliveryRequest{}
 	switch {
 	case (*delivery == 0) == (*sink == ""):
-		return usageError("give exactly one of --delivery and --sink")
+		return cmdline.UsageError("give exactly one of --delivery and --sink")
 	case *delivery != 0:
 		req.Target = &oncejobv1.RetryDeliveryRequest_DeliveryId{DeliveryId: *delivery}
 	default:
@@ -69,38 +72,38 @@ func runDeliveriesRetry(ctx context.Context, args []string) error {
 		return err
 	}
 	if cmd.cf.json {
-		say(os.Stdout, "%s\n", protoJSON(resp))
+		cmdline.Say(os.Stdout, "%s\n", protoJSON(resp))
 		return nil
 	}
 	if resp.GetSinkEnabled() {
-		say(os.Stdout, "sink %s enabled again\n", *sink)
+		cmdline.Say(os.Stdout, "sink %s enabled again\n", *sink)
 	}
-	say(os.Stdout, "%d deliveries queued:\n", len(resp.GetDeliveries()))
+	cmdline.Say(os.Stdout, "%d deliveries queued:\n", len(resp.GetDeliveries()))
 	printDeliveries(os.Stdout, &oncejobv1.ListDeliveriesResponse{Deliveries: resp.GetDeliveries()})
 	return nil
 }
 
 func printDeliveries(w io.Writer, list *oncejobv1.ListDeliveriesResponse) {
 	for _, s := range list.GetDisabledSinks() {
-		say(w, "SINK DISABLED: %s since %s: %s (enable: oncejob deliveries retry --sink %s)\n", s.GetSink(), when(s.GetDisableTime()), s.GetReason(), s.GetSink())
+		cmdline.Say(w, "SINK DISABLED: %s since %s: %s (enable: oncejob deliveries retry --sink %s)\n", s.GetSink(), when(s.GetDisableTime()), s.GetReason(), s.GetSink())
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	say(tw, "ID\tSTATUS\tSINK\tEVENT\tATTEMPTS\tLAST\tREF / ERROR\n")
+	cmdline.Say(tw, "ID\tSTATUS\tSINK\tEVENT\tATTEMPTS\tLAST\tREF / ERROR\n")
 	for _, d := range list.GetDeliveries() {
 		detail := d.GetExternalRef()
 		if d.GetStatus() != oncejobv1.DeliveryStatus_DELIVERY_STATUS_DELIVERED {
 			detail = d.GetLastError()
 		}
-		say(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", d.GetId(), strings.TrimPrefix(d.GetStatus().String(), "DELIVERY_STATUS_"),
+		cmdline.Say(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", d.GetId(), strings.TrimPrefix(d.GetStatus().String(), "DELIVERY_STATUS_"),
 			d.GetSink(), d.GetEventId(), d.GetAttempts(), strings.TrimPrefix(d.GetLastOutcome().String(), "DELIVERY_OUTCOME_"), truncateText(detail, 80))
 		for _, a := range d.GetAttemptLog() {
-			say(tw, "\t  attempt %d\t%s\t%s\tHTTP %d\t%dms\t%s\n", a.GetAttempt(), a.GetRelay(),
+			cmdline.Say(tw, "\t  attempt %d\t%s\t%s\tHTTP %d\t%dms\t%s\n", a.GetAttempt(), a.GetRelay(),
 				strings.TrimPrefix(a.GetOutcome().String(), "DELIVERY_OUTCOME_"), a.GetHttpStatus(), a.GetLatencyMs(), truncateText(a.GetError()+a.GetExternalRef(), 60))
 		}
 	}
 	_ = tw.Flush()
 	if list.GetNextPageToken() != "" {
-		say(w, "more: --page-token %s\n", list.GetNextPageToken())
+		cmdline.Say(w, "more: --page-token %s\n", list.GetNextPageToken())
 	}
 }
 

@@ -1,53 +1,35 @@
-package main
+// Package cli holds the client commands of the oncejob binary - submit,
+// get, list, watch, wait, cancel, replay, resolve, approve, and the groups
+// run, schedule and deliveries - on the Go SDK (clientsdk): one entry
+// function per command, which package main's command table mounts. A
+// client command talks to a running server only; it opens no store.
+package cli
 
 import (
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/oncejob/oncejob/clientsdk"
+	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
 
-// Exit codes of the client commands. A command that waits for a job (submit
-// --wait, wait, watch) exits with the code of the job's terminal status.
+// Exit codes of the client commands, beside cmdline.ExitError (the call
+// failed: refused, not found, unreachable) and cmdline.ExitUsage (bad flags
+// or arguments). A command that waits for a job (submit --wait, wait,
+// watch) exits with the code of the job's terminal status; 0 is SUCCEEDED.
 const (
-	exitOK        = 0 // done; the job SUCCEEDED
-	exitError     = 1 // the call failed: refused, not found, unreachable
-	exitUsage     = 2 // bad flags or arguments
 	exitFailed    = 3 // the job FAILED
 	exitDead      = 4 // the job was DEAD_LETTERED
 	exitCancelled = 5 // the job was CANCELLED
 	exitUnknown   = 6 // the wait ended (--timeout) before the job did: its outcome is unknown
 )
-
-// exitError carries an exit code up to main.
-type exitCodeError struct {
-	code int
-	err  error
-}
-
-func (e *exitCodeError) Error() string { return e.err.Error() }
-func (e *exitCodeError) Unwrap() error { return e.err }
-
-// exitCode is the code main exits with for err.
-func exitCode(err error) int {
-	var e *exitCodeError
-	if errors.As(err, &e) {
-		return e.code
-	}
-	return exitError
-}
-
-func usageError(format string, args ...any) error {
-	return &exitCodeError{code: exitUsage, err: fmt.Errorf(format, args...)}
-}
 
 // statusExit returns the error a command that waited for a job ends with:
 // nil when it SUCCEEDED.
@@ -67,7 +49,7 @@ func statusExit(job *oncejobv1.Job) error {
 	if e := job.GetError(); e != nil {
 		msg += fmt.Sprintf(": %s: %s", e.GetCode(), e.GetMessage())
 	}
-	return &exitCodeError{code: code, err: errors.New(msg)}
+	return cmdline.WithExitCode(code, errors.New(msg))
 }
 
 // clientFlags are the connection and output flags of every client command.
@@ -104,13 +86,13 @@ func (c *clientFlags) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		env := "ONCEJOB_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 		if v, ok := os.LookupEnv(env); ok {
 			if err := fs.Set(name, v); err != nil {
-				return nil, usageError("%s=%q: %v", env, v, err)
+				return nil, cmdline.UsageError("%s=%q: %v", env, v, err)
 			}
 		}
 	}
 	var positional []string
 	for {
-		if err := parseArgs(fs, args); err != nil {
+		if err := cmdline.ParseArgs(fs, args); err != nil {
 			return nil, err
 		}
 		args = fs.Args()
@@ -134,7 +116,7 @@ func newClientCommand(name, synopsis, about string, timeout time.Duration) *clie
 	c := &clientCommand{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
 	c.cf.register(c.fs, timeout)
 	c.fs.Usage = func() {
-		say(c.fs.Output(), "usage: oncejob %s %s\n\n%s\n\nflags:\n", name, synopsis, about)
+		cmdline.Say(c.fs.Output(), "usage: oncejob %s %s\n\n%s\n\nflags:\n", name, synopsis, about)
 		c.fs.PrintDefaults()
 	}
 	return c
@@ -157,9 +139,9 @@ func (c *clientCommand) start(args []string, arg string) (string, *clientsdk.Cli
 	var value string
 	switch {
 	case arg == "" && len(pos) > 0:
-		return "", nil, usageError("no arguments expected, got %q", pos)
+		return "", nil, cmdline.UsageError("no arguments expected, got %q", pos)
 	case arg != "" && len(pos) != 1:
-		return "", nil, usageError("want exactly one %s, got %d arguments", arg, len(pos))
+		return "", nil, cmdline.UsageError("want exactly one %s, got %d arguments", arg, len(pos))
 	case arg != "":
 		value = pos[0]
 	}
@@ -194,12 +176,6 @@ func (c *clientFlags) context(ctx context.Context) (context.Context, context.Can
 	return context.WithTimeout(ctx, c.timeout)
 }
 
-// say writes a command's output. A write to stdout that fails (a closed
-// pipe) is not worth failing a command that already did its work.
-func say(w io.Writer, format string, args ...any) {
-	_, _ = fmt.Fprintf(w, format, args...)
-}
-
 func statusName(s oncejobv1.JobStatus) string {
 	return strings.TrimPrefix(s.String(), "JOB_STATUS_")
 }
@@ -219,7 +195,7 @@ func parseStatus(s string) (oncejobv1.JobStatus, error) {
 	}
 	v, ok := oncejobv1.JobStatus_value[name]
 	if !ok || v == 0 {
-		return 0, usageError("unknown status %q", s)
+		return 0, cmdline.UsageError("unknown status %q", s)
 	}
 	return oncejobv1.JobStatus(v), nil
 }
@@ -232,7 +208,7 @@ func parseStage(s string) (oncejobv1.JobStage, error) {
 	}
 	v, ok := oncejobv1.JobStage_value[name]
 	if !ok || v == 0 {
-		return 0, usageError("unknown stage %q", s)
+		return 0, cmdline.UsageError("unknown stage %q", s)
 	}
 	return oncejobv1.JobStage(v), nil
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/oncejob/oncejob/clientsdk"
+	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
 
-func runRunStatus(ctx context.Context, args []string) error {
+// RunStatus is `oncejob run status`.
+func RunStatus(ctx context.Context, args []string) error {
 	cmd := newClientCommand("run status", "[flags] RUN_ID", "Shows a run and its progress; --json prints it as JSON.", 30*time.Second)
 	id, c, err := cmd.start(args, "RUN_ID")
 	if err != nil {
@@ -28,29 +30,30 @@ func runRunStatus(ctx context.Context, args []string) error {
 
 func printRun(run *oncejobv1.Run, asJSON bool) {
 	if asJSON {
-		say(os.Stdout, "%s\n", protoJSON(run))
+		cmdline.Say(os.Stdout, "%s\n", protoJSON(run))
 		return
 	}
 	p := run.GetProgress()
-	say(os.Stdout, "run %s (%s), %s, pipeline %s, created %s\n", run.GetId(), run.GetName(),
+	cmdline.Say(os.Stdout, "run %s (%s), %s, pipeline %s, created %s\n", run.GetId(), run.GetName(),
 		strings.TrimPrefix(run.GetState().String(), "RUN_STATE_"), run.GetPipeline(), when(run.GetCreateTime()))
-	say(os.Stdout, "%s\n", progressLine(p, int(p.GetItems())))
+	cmdline.Say(os.Stdout, "%s\n", progressLine(p, int(p.GetItems())))
 	if run.GetProviderBatch() {
-		say(os.Stdout, "provider batch: the items' calls go through the provider's batch API")
+		cmdline.Say(os.Stdout, "provider batch: the items' calls go through the provider's batch API")
 		if w := p.GetProviderBatchWindow(); w != nil {
-			say(os.Stdout, ", waiting on batches (window %s)", w.AsDuration())
+			cmdline.Say(os.Stdout, ", waiting on batches (window %s)", w.AsDuration())
 		}
-		say(os.Stdout, "\n")
+		cmdline.Say(os.Stdout, "\n")
 	}
-	say(os.Stdout, "items %d: queued %d, running %d, retry-wait %d, awaiting approval %d, outcome unknown %d, succeeded %d, failed %d, dead-lettered %d, cancelled %d\n",
+	cmdline.Say(os.Stdout, "items %d: queued %d, running %d, retry-wait %d, awaiting approval %d, outcome unknown %d, succeeded %d, failed %d, dead-lettered %d, cancelled %d\n",
 		p.GetItems(), p.GetQueued(), p.GetRunning(), p.GetRetryWait(), p.GetAwaitingApproval(), p.GetOutcomeUnknown(),
 		p.GetSucceeded(), p.GetFailed(), p.GetDeadLettered(), p.GetCancelled())
 	u := p.GetUsage()
-	say(os.Stdout, "computed %d, reused %d; %d LLM calls, %d prompt + %d completion tokens, cost %d micros\n",
+	cmdline.Say(os.Stdout, "computed %d, reused %d; %d LLM calls, %d prompt + %d completion tokens, cost %d micros\n",
 		p.GetComputed(), p.GetReused(), u.GetLlmCalls(), u.GetPromptTokens(), u.GetCompletionTokens(), u.GetCostMicros())
 }
 
-func runRunWatch(ctx context.Context, args []string) error {
+// RunWatch is `oncejob run watch`.
+func RunWatch(ctx context.Context, args []string) error {
 	cmd := newClientCommand("run watch", "[flags] RUN_ID", "Prints a run's progress as it changes until every item is terminal; --json: one run per line.", 0)
 	after := cmd.fs.Int64("after-seq", 0, "start after this progress seq")
 	id, c, err := cmd.start(args, "RUN_ID")
@@ -65,15 +68,16 @@ func runRunWatch(ctx context.Context, args []string) error {
 			return err
 		}
 		if cmd.cf.json {
-			say(os.Stdout, "%s\n", protoJSON(run))
+			cmdline.Say(os.Stdout, "%s\n", protoJSON(run))
 			continue
 		}
-		say(os.Stdout, "seq %d: %s\n", run.GetProgress().GetSeq(), progressLine(run.GetProgress(), int(run.GetProgress().GetItems())))
+		cmdline.Say(os.Stdout, "seq %d: %s\n", run.GetProgress().GetSeq(), progressLine(run.GetProgress(), int(run.GetProgress().GetItems())))
 	}
 	return nil
 }
 
-func runRunList(ctx context.Context, args []string) error {
+// RunList is `oncejob run list`.
+func RunList(ctx context.Context, args []string) error {
 	cmd := newClientCommand("run list", "[flags]", "Lists runs, newest first, with their progress.", 30*time.Second)
 	limit := cmd.fs.Int("limit", 20, "at most this many runs (0: all)")
 	_, c, err := cmd.start(args, "")
@@ -92,27 +96,28 @@ func runRunList(ctx context.Context, args []string) error {
 		}
 	}
 	if cmd.cf.json {
-		say(os.Stdout, "[")
+		cmdline.Say(os.Stdout, "[")
 		for i, r := range runs {
 			if i > 0 {
-				say(os.Stdout, ",")
+				cmdline.Say(os.Stdout, ",")
 			}
-			say(os.Stdout, "%s", protoJSON(r))
+			cmdline.Say(os.Stdout, "%s", protoJSON(r))
 		}
-		say(os.Stdout, "]\n")
+		cmdline.Say(os.Stdout, "]\n")
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	say(tw, "ID\tNAME\tSTATE\tITEMS\tSUCCEEDED\tFAILED\tREUSED\tCREATED\n")
+	cmdline.Say(tw, "ID\tNAME\tSTATE\tITEMS\tSUCCEEDED\tFAILED\tREUSED\tCREATED\n")
 	for _, r := range runs {
 		p := r.GetProgress()
-		say(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", r.GetId(), r.GetName(), strings.TrimPrefix(r.GetState().String(), "RUN_STATE_"),
+		cmdline.Say(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", r.GetId(), r.GetName(), strings.TrimPrefix(r.GetState().String(), "RUN_STATE_"),
 			p.GetItems(), p.GetSucceeded(), p.GetFailed()+p.GetDeadLettered(), p.GetReused(), when(r.GetCreateTime()))
 	}
 	return tw.Flush()
 }
 
-func runRunBatches(ctx context.Context, args []string) error {
+// RunBatches is `oncejob run batches`.
+func RunBatches(ctx context.Context, args []string) error {
 	cmd := newClientCommand("run batches", "[flags] RUN_ID", "Lists the provider batches the LLM calls of a run's items went into, oldest first: the provider's status, the run's lines in each and those answered, the price class and the cost; --json prints them as a JSON array.", 30*time.Second)
 	id, c, err := cmd.start(args, "RUN_ID")
 	if err != nil {
@@ -124,26 +129,27 @@ func runRunBatches(ctx context.Context, args []string) error {
 		return err
 	}
 	if cmd.cf.json {
-		say(os.Stdout, "[")
+		cmdline.Say(os.Stdout, "[")
 		for i, b := range batches {
 			if i > 0 {
-				say(os.Stdout, ",")
+				cmdline.Say(os.Stdout, ",")
 			}
-			say(os.Stdout, "%s", protoJSON(b))
+			cmdline.Say(os.Stdout, "%s", protoJSON(b))
 		}
-		say(os.Stdout, "]\n")
+		cmdline.Say(os.Stdout, "]\n")
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	say(tw, "BATCH\tSTATUS\tLINES\tANSWERED\tPRICE\tCOST_MICROS\tCREATED\tEXPIRES\n")
+	cmdline.Say(tw, "BATCH\tSTATUS\tLINES\tANSWERED\tPRICE\tCOST_MICROS\tCREATED\tEXPIRES\n")
 	for _, b := range batches {
-		say(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\t%s\n", b.GetBatchId(), b.GetStatus(), b.GetLines(), b.GetAnsweredLines(),
+		cmdline.Say(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\t%s\n", b.GetBatchId(), b.GetStatus(), b.GetLines(), b.GetAnsweredLines(),
 			b.GetPriceClass(), b.GetCostMicros(), when(b.GetCreateTime()), when(b.GetExpireTime()))
 	}
 	return tw.Flush()
 }
 
-func runRunRetryFailures(ctx context.Context, args []string) error {
+// RunRetryFailures is `oncejob run retry-failures`.
+func RunRetryFailures(ctx context.Context, args []string) error {
 	cmd := newClientCommand("run retry-failures", "[flags] RUN_ID", "Replays every FAILED and DEAD_LETTERED job of a run from its last checkpoint, once per --key.", 30*time.Second)
 	key := cmd.fs.String("key", "", "idempotency key (default: a new one per command); the same key again replays nothing more")
 	reason := cmd.fs.String("reason", "", "why, recorded in each replayed job's event")
@@ -161,14 +167,15 @@ func runRunRetryFailures(ctx context.Context, args []string) error {
 		return err
 	}
 	if cmd.cf.json {
-		say(os.Stdout, "%s\n", protoJSON(resp))
+		cmdline.Say(os.Stdout, "%s\n", protoJSON(resp))
 		return nil
 	}
-	say(os.Stdout, "replayed %d jobs of run %s\n", resp.GetReplayed(), id)
+	cmdline.Say(os.Stdout, "replayed %d jobs of run %s\n", resp.GetReplayed(), id)
 	return nil
 }
 
-func runRunCancel(ctx context.Context, args []string) error {
+// RunCancel is `oncejob run cancel`.
+func RunCancel(ctx context.Context, args []string) error {
 	cmd := newClientCommand("run cancel", "[flags] RUN_ID", "Cancels a run: it accepts no more items, and the jobs it created that are not terminal are cancelled.", 30*time.Second)
 	reason := cmd.fs.String("reason", "", "why, recorded in each cancelled job's event")
 	id, c, err := cmd.start(args, "RUN_ID")
@@ -181,9 +188,9 @@ func runRunCancel(ctx context.Context, args []string) error {
 		return err
 	}
 	if cmd.cf.json {
-		say(os.Stdout, "%s\n", protoJSON(resp))
+		cmdline.Say(os.Stdout, "%s\n", protoJSON(resp))
 		return nil
 	}
-	say(os.Stdout, "run %s cancelled: %d jobs cancelled or asked to stop\n", id, resp.GetCancelled())
+	cmdline.Say(os.Stdout, "run %s cancelled: %d jobs cancelled or asked to stop\n", id, resp.GetCancelled())
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/oncejob/oncejob/clientsdk"
+	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
 
@@ -29,7 +30,7 @@ func (kv keyValues) split(asJSON bool) (map[string]any, error) {
 	for _, p := range kv {
 		k, v, ok := strings.Cut(p, "=")
 		if !ok || k == "" {
-			return nil, usageError("%q is not k=v", p)
+			return nil, cmdline.UsageError("%q is not k=v", p)
 		}
 		var parsed any
 		if asJSON && json.Unmarshal([]byte(v), &parsed) == nil {
@@ -41,7 +42,8 @@ func (kv keyValues) split(asJSON bool) (map[string]any, error) {
 	return out, nil
 }
 
-func runSubmit(ctx context.Context, args []string) error {
+// Submit is `oncejob submit`.
+func Submit(ctx context.Context, args []string) error {
 	cmd := newClientCommand("submit", "[flags] FILE|-", "Submits FILE (- for stdin) once: the same command again is a replay of the same job.", 30*time.Second)
 	fs := cmd.fs
 	pipeline := fs.String("pipeline", "summarize", "the pipeline to run")
@@ -110,7 +112,7 @@ func submitRequest(path, pipeline, mediaType, name, profile string, params, labe
 	}
 	ps, err := structpb.NewStruct(p)
 	if err != nil {
-		return nil, usageError("--param: %v", err)
+		return nil, cmdline.UsageError("--param: %v", err)
 	}
 	l, err := labels.split(false)
 	if err != nil {
@@ -150,17 +152,17 @@ func printSubmitted(w io.Writer, res *clientsdk.SubmitResult, asJSON, wait bool)
 			out = map[string]any{"submitted": out}
 		}
 		b, _ := json.Marshal(out)
-		say(w, "%s\n", b)
+		cmdline.Say(w, "%s\n", b)
 		return
 	}
 	id := res.Job.GetId()
 	switch res.Outcome {
 	case oncejobv1.SubmitOutcome_SUBMIT_OUTCOME_EXISTING:
-		say(w, "replayed: job %s (this key was submitted before: no new job; status %s)\n", id, statusName(res.Job.GetStatus()))
+		cmdline.Say(w, "replayed: job %s (this key was submitted before: no new job; status %s)\n", id, statusName(res.Job.GetStatus()))
 	case oncejobv1.SubmitOutcome_SUBMIT_OUTCOME_DEDUPLICATED:
-		say(w, "submitted: job %s (deduplicated: job %s already computed this; SUCCEEDED)\n", id, res.Job.GetDeduplicatedFrom())
+		cmdline.Say(w, "submitted: job %s (deduplicated: job %s already computed this; SUCCEEDED)\n", id, res.Job.GetDeduplicatedFrom())
 	default:
-		say(w, "submitted: job %s (created, %s)\n", id, statusName(res.Job.GetStatus()))
+		cmdline.Say(w, "submitted: job %s (created, %s)\n", id, statusName(res.Job.GetStatus()))
 	}
-	say(w, "key: %s\n", res.Key)
+	cmdline.Say(w, "key: %s\n", res.Key)
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/oncejob/oncejob/clientsdk"
+	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 )
 
-func runWatch(ctx context.Context, args []string) error {
+// Watch is `oncejob watch`.
+func Watch(ctx context.Context, args []string) error {
 	cmd := newClientCommand("watch", "[flags] JOB_ID", "Prints the job's events as they happen, each once, until it ends;\nexits with the code of its final status. --json prints one event per line.", 0)
 	after := cmd.fs.Int("after-seq", 0, "start after the event with this seq")
 	id, c, err := cmd.start(args, "JOB_ID")
@@ -37,7 +39,8 @@ func runWatch(ctx context.Context, args []string) error {
 	return statusExit(job)
 }
 
-func runWait(ctx context.Context, args []string) error {
+// Wait is `oncejob wait`.
+func Wait(ctx context.Context, args []string) error {
 	cmd := newClientCommand("wait", "[flags] JOB_ID", "Waits until the job ends, prints it, and exits with the code of its status.", 0)
 	id, c, err := cmd.start(args, "JOB_ID")
 	if err != nil {
@@ -70,7 +73,7 @@ func follow(ctx context.Context, c *clientsdk.Client, id string, asJSON bool, en
 		return nil, err
 	}
 	if asJSON {
-		say(os.Stdout, "{\"job\":%s}\n", protoJSON(job))
+		cmdline.Say(os.Stdout, "{\"job\":%s}\n", protoJSON(job))
 	} else {
 		printJob(os.Stdout, job, false)
 	}
@@ -81,7 +84,7 @@ func follow(ctx context.Context, c *clientsdk.Client, id string, asJSON bool, en
 // its outcome unknown to this command.
 func waitError(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
-		return &exitCodeError{code: exitUnknown, err: fmt.Errorf("the wait ended before the job did (--timeout): %w", err)}
+		return cmdline.WithExitCode(exitUnknown, fmt.Errorf("the wait ended before the job did (--timeout): %w", err))
 	}
 	return err
 }
@@ -104,20 +107,20 @@ func newProgress(w io.Writer, asJSON, envelope bool) *progress {
 func (p *progress) event(e *oncejobv1.JobEvent) {
 	switch {
 	case p.json && p.envelope:
-		say(p.w, "{\"event\":%s}\n", protoJSON(e))
+		cmdline.Say(p.w, "{\"event\":%s}\n", protoJSON(e))
 	case p.json:
-		say(p.w, "%s\n", protoJSON(e))
+		cmdline.Say(p.w, "%s\n", protoJSON(e))
 	case p.live:
-		say(p.w, "\r\033[K%5.1fs  %-17s %-15s attempt %d  %s", time.Since(p.start).Seconds(), statusName(e.GetStatus()), stageName(e.GetStage()), e.GetAttempt(), e.GetMessage())
+		cmdline.Say(p.w, "\r\033[K%5.1fs  %-17s %-15s attempt %d  %s", time.Since(p.start).Seconds(), statusName(e.GetStatus()), stageName(e.GetStage()), e.GetAttempt(), e.GetMessage())
 		p.printed = true
 	default:
-		say(p.w, "  #%-3d %-17s %-15s attempt %d  %s\n", e.GetSeq(), statusName(e.GetStatus()), stageName(e.GetStage()), e.GetAttempt(), e.GetMessage())
+		cmdline.Say(p.w, "  #%-3d %-17s %-15s attempt %d  %s\n", e.GetSeq(), statusName(e.GetStatus()), stageName(e.GetStage()), e.GetAttempt(), e.GetMessage())
 	}
 }
 
 func (p *progress) done() {
 	if p.live && p.printed {
-		say(p.w, "\n")
+		cmdline.Say(p.w, "\n")
 	}
 }
 

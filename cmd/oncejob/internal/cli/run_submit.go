@@ -1,10 +1,11 @@
-package main
+package cli
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/oncejob/oncejob/clientsdk"
+	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/llm"
 )
@@ -52,8 +54,8 @@ type runSubmitSummary struct {
 	mu     sync.Mutex
 }
 
-func runRunSubmit(ctx context.Context, args []string) error {
-	cmd := newClientCommand("run submit", "[flags] ITEMS.jsonl|-", `Submits the items of a JSONL file (one JSON object per line) into a run, in
+// runSubmitAbout is run submit's usage text.
+const runSubmitAbout = `Submits the items of a JSONL file (one JSON object per line) into a run, in
 batches. An item holds its document as "text" (or a file, "path"), and
 optionally "media_type", "name", "model_profile", "params" (an object) and
 "labels" (an object of strings); other fields are kept for --id-field.
@@ -64,40 +66,65 @@ not count) or, without it, from the whole request (SubmitKey). So the same
 command again - after a kill, a crash, a lost connection - finishes the
 run: items already submitted are answered from the run, only the others
 are new work. A line that is not an item is reported with its number and
-skipped; the exit status is then 1.`, 0)
+skipped; the exit status is then 1.`
+
+// runSubmitFlags are run submit's own flags, beside the client flags.
+type runSubmitFlags struct {
+	pipeline, runName, idField, profile string
+	providerBatch, wait                 bool
+	params, labels                      keyValues
+	batch                               int
+}
+
+func (f *runSubmitFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.pipeline, "pipeline", "summarize", "the pipeline of the run's items")
+	fs.StringVar(&f.runName, "run", "", "the run's name (required); the same name, pipeline, params, labels and --provider-batch are the same run")
+	fs.StringVar(&f.idField, "id-field", "", "derive each item's key from this field (a URL is normalised); default: from the whole item")
+	fs.StringVar(&f.profile, "model-profile", "", "the model profile of the run's items (default: the pipeline's first)")
+	fs.BoolVar(&f.providerBatch, "provider-batch", false, "send the items' LLM calls through the provider's batch API (about half the price, answered within 24 h): each item's profile becomes its batch twin (\"<profile>@batch\"); refused when the server's provider has no batch API")
+	fs.Var(&f.params, "param", "a parameter of every item, k=v (repeatable; v is JSON if it parses); an item's own win")
+	fs.Var(&f.labels, "label", "a label of every item, k=v (repeatable)")
+	fs.IntVar(&f.batch, "batch", clientsdk.MaxBatch, "items per SubmitJobs call (1-1000)")
+	fs.BoolVar(&f.wait, "wait", false, "wait until every item of the run is terminal; exit 3 if any FAILED or was DEAD_LETTERED")
+}
+
+// validate checks the flags once, before anything is sent.
+func (f *runSubmitFlags) validate() error {
+	if f.runName == "" {
+		return cmdline.UsageError("--run NAME is required")
+	}
+	if f.batch < 1 || f.batch > clientsdk.MaxBatch {
+		return cmdline.UsageError("--batch must be 1-%d", clientsdk.MaxBatch)
+	}
+	return nil
+}
+
+// RunSubmit is `oncejob run submit`.
+func RunSubmit(ctx context.Context, args []string) error {
+	cmd := newClientCommand("run submit", "[flags] ITEMS.jsonl|-", runSubmitAbout, 0)
 	// A run outlives a server's restart: about a minute of retries.
 	cmd.retryLonger(20)
-	fs := cmd.fs
-	pipeline := fs.String("pipeline", "summarize", "the pipeline of the run's items")
-	runName := fs.String("run", "", "the run's name (required); the same name, pipeline, params, labels and --provider-batch are the same run")
-	idField := fs.String("id-field", "", "derive each item's key from this field (a URL is normalised); default: from the whole item")
-	profile := fs.String("model-profile", "", "the model profile of the run's items (default: the pipeline's first)")
-	providerBatch := fs.Bool("provider-batch", false, "send the items' LLM calls through the provider's batch API (about half the price, answered within 24 h): each item's profile becomes its batch twin (\"<profile>@batch\"); refused when the server's provider has no batch API")
-	var params, labels keyValues
-	fs.Var(&params, "param", "a parameter of every item, k=v (repeatable; v is JSON if it parses); an item's own win")
-	fs.Var(&labels, "label", "a label of every item, k=v (repeatable)")
-	batch := fs.Int("batch", clientsdk.MaxBatch, "items per SubmitJobs call (1-1000)")
-	wait := fs.Bool("wait", false, "wait until every item of the run is terminal; exit 3 if any FAILED or was DEAD_LETTERED")
+	var f runSubmitFlags
+	f.register(cmd.fs)
 	path, c, err := cmd.start(args, "ITEMS.jsonl (or -)")
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if *runName == "" {
-		return usageError("--run NAME is required")
-	}
-	if *batch < 1 || *batch > clientsdk.MaxBatch {
-		return usageError("--batch must be 1-%d", clientsdk.MaxBatch)
+	if err := f.validate(); err != nil {
+		return err
 	}
 	ctx, cancel := cmd.cf.context(ctx)
 	defer cancel()
 
-	defaults, err := runDefaults(*pipeline, *profile, params, labels)
+	defaults, err := runDefaults(f.pipeline, f.profile, f.params, f.labels)
 	if err != nil {
 		return err
 	}
-	runReq := &oncejobv1.CreateRunRequest{Name: *runName, Pipeline: defaults.GetPipeline(), ModelProfile: defaults.GetModelProfile(), Params: defaults.GetParams(), Labels: defaults.GetLabels(), ProviderBatch: *providerBatch}
-	run, err := c.CreateRun(ctx, runReq)
+	run, err := c.CreateRun(ctx, &oncejobv1.CreateRunRequest{
+		Name: f.runName, Pipeline: defaults.GetPipeline(), ModelProfile: defaults.GetModelProfile(),
+		Params: defaults.GetParams(), Labels: defaults.GetLabels(), ProviderBatch: f.providerBatch,
+	})
 	if err != nil {
 		return err
 	}
@@ -111,29 +138,45 @@ skipped; the exit status is then 1.`, 0)
 	show := newRunProgress(os.Stdout, cmd.cf.json)
 	show.header(run)
 	stop := show.poll(ctx, c, run.GetId(), sum)
-	err = submitItems(ctx, c, in, run.GetId(), defaults, *idField, *batch, sum)
+	err = submitItems(ctx, c, in, run.GetId(), defaults, f.idField, f.batch, sum)
 	stop()
 	if err != nil {
 		return stopped(ctx, err, sum)
 	}
-	final := run
-	if *wait {
-		for r, err := range c.WatchRun(ctx, run.GetId(), 0) {
-			if err != nil {
-				return stopped(ctx, err, sum)
-			}
-			final = r
-			show.update(r, sum)
-		}
-	} else if final, err = c.GetRun(ctx, run.GetId()); err != nil {
+	final, err := finalRun(ctx, c, run, f.wait, show, sum)
+	if err != nil {
 		return err
 	}
 	show.done(final, sum)
+	return sum.exit(final, f.wait)
+}
+
+// finalRun is the run once its items are in: at once, or, with wait, when
+// every item is terminal, its progress shown as it changes.
+func finalRun(ctx context.Context, c *clientsdk.Client, run *oncejobv1.Run, wait bool, show *runProgress, sum *runSubmitSummary) (*oncejobv1.Run, error) {
+	if !wait {
+		return c.GetRun(ctx, run.GetId())
+	}
+	final := run
+	for r, err := range c.WatchRun(ctx, run.GetId(), 0) {
+		if err != nil {
+			return nil, stopped(ctx, err, sum)
+		}
+		final = r
+		show.update(r, sum)
+	}
+	return final, nil
+}
+
+// exit is run submit's error once the run is final: exit status 1 when a
+// line was no item or an item was refused; with wait, 3 when an item
+// FAILED or was DEAD_LETTERED.
+func (sum *runSubmitSummary) exit(final *oncejobv1.Run, wait bool) error {
 	switch p := final.GetProgress(); {
 	case sum.Invalid > 0 || sum.Refused > 0:
-		return &exitCodeError{code: exitError, err: fmt.Errorf("%d lines were not items and %d items were refused (see above)", sum.Invalid, sum.Refused)}
-	case *wait && p.GetFailed()+p.GetDeadLettered() > 0:
-		return &exitCodeError{code: exitFailed, err: fmt.Errorf("%d items FAILED and %d were DEAD_LETTERED; replay them with: oncejob run retry-failures %s", p.GetFailed(), p.GetDeadLettered(), run.GetId())}
+		return cmdline.WithExitCode(cmdline.ExitError, fmt.Errorf("%d lines were not items and %d items were refused (see above)", sum.Invalid, sum.Refused))
+	case wait && p.GetFailed()+p.GetDeadLettered() > 0:
+		return cmdline.WithExitCode(exitFailed, fmt.Errorf("%d items FAILED and %d were DEAD_LETTERED; replay them with: oncejob run retry-failures %s", p.GetFailed(), p.GetDeadLettered(), final.GetId()))
 	}
 	return nil
 }
@@ -144,17 +187,17 @@ skipped; the exit status is then 1.`, 0)
 // again under the same keys, so the items already in are answered from
 // the run and only the others are new work (main then exits 128+signal).
 func stopped(ctx context.Context, err error, sum *runSubmitSummary) error {
-	se, ok := interrupted(ctx)
+	se, ok := cmdline.Interrupted(ctx)
 	if !ok {
 		return err
 	}
 	sum.mu.Lock()
 	defer sum.mu.Unlock()
 	accepted := sum.Created + sum.AlreadyInRun + sum.Reused
-	say(os.Stderr, "\ninterrupted (%s): run %s: %d lines read; %d items sent, %d accepted (%d new, %d already in the run, %d reused, of which %d deduplicated), %d failed (%d refused, %d invalid lines), %d unanswered\n",
-		se.name(), sum.RunID, sum.Lines, sum.Sent, accepted, sum.Created, sum.AlreadyInRun, sum.Reused, sum.Deduplicated,
+	cmdline.Say(os.Stderr, "\ninterrupted (%s): run %s: %d lines read; %d items sent, %d accepted (%d new, %d already in the run, %d reused, of which %d deduplicated), %d failed (%d refused, %d invalid lines), %d unanswered\n",
+		se.Name(), sum.RunID, sum.Lines, sum.Sent, accepted, sum.Created, sum.AlreadyInRun, sum.Reused, sum.Deduplicated,
 		sum.Refused+sum.Invalid, sum.Refused, sum.Invalid, sum.Sent-accepted-sum.Refused)
-	say(os.Stderr, "resume with the same command (items already sent are not submitted twice):\n  %s\n", shellCommand(os.Args))
+	cmdline.Say(os.Stderr, "resume with the same command (items already sent are not submitted twice):\n  %s\n", shellCommand(os.Args))
 	return err
 }
 
@@ -182,7 +225,7 @@ func runDefaults(pipeline, profile string, params, labels keyValues) (*oncejobv1
 	}
 	ps, err := structpb.NewStruct(p)
 	if err != nil {
-		return nil, usageError("--param: %v", err)
+		return nil, cmdline.UsageError("--param: %v", err)
 	}
 	l, err := labels.split(false)
 	if err != nil {
@@ -204,62 +247,12 @@ func openItems(path string) (io.ReadCloser, error) {
 
 // submitItems reads the items line by line and submits them in batches.
 func submitItems(ctx context.Context, c *clientsdk.Client, in io.Reader, runID string, defaults *oncejobv1.SubmitJobRequest, idField string, batchSize int, sum *runSubmitSummary) error {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), maxItemLine)
+	lineCh, readErr, stopReading := readLines(in)
+	defer stopReading()
 	var (
 		batch []clientsdk.SubmitItem
 		lines []int
 	)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		sum.mu.Lock()
-		sum.Sent += len(batch)
-		sum.mu.Unlock()
-		results, err := c.SubmitMany(ctx, batch, clientsdk.IntoRun(runID))
-		if err != nil {
-			return err
-		}
-		sum.mu.Lock()
-		defer sum.mu.Unlock()
-		for i, r := range results {
-			switch {
-			case r.Err != nil:
-				sum.Refused++
-				sum.report(lines[i], r.Err)
-			case r.AlreadyInRun:
-				sum.AlreadyInRun++
-			case r.Outcome == oncejobv1.SubmitOutcome_SUBMIT_OUTCOME_CREATED:
-				sum.Created++
-			default:
-				sum.Reused++
-				if r.Outcome == oncejobv1.SubmitOutcome_SUBMIT_OUTCOME_DEDUPLICATED {
-					sum.Deduplicated++
-				}
-			}
-			if r.Err == nil && terminal(r.Job.GetStatus()) {
-				sum.AlreadyDone++
-			}
-		}
-		batch, lines = batch[:0], lines[:0]
-		return nil
-	}
-	// The file is read beside the submissions, so a signal stops a run
-	// that waits for its input (a pipe, a slow producer) at once.
-	lineCh := make(chan string)
-	readDone := make(chan struct{})
-	go func() {
-		defer close(lineCh)
-		for sc.Scan() {
-			select {
-			case lineCh <- sc.Text():
-			case <-readDone:
-				return
-			}
-		}
-	}()
-	defer close(readDone)
 	n := 0
 	for {
 		var text string
@@ -290,15 +283,75 @@ func submitItems(ctx context.Context, c *clientsdk.Client, in io.Reader, runID s
 		}
 		batch, lines = append(batch, item), append(lines, n)
 		if len(batch) == batchSize {
-			if err := flush(); err != nil {
+			if err := sendBatch(ctx, c, runID, batch, lines, sum); err != nil {
 				return err
 			}
+			batch, lines = batch[:0], lines[:0]
 		}
 	}
-	if err := sc.Err(); err != nil {
+	if err := readErr(); err != nil {
 		return fmt.Errorf("line %d: %w", n+1, err)
 	}
-	return flush()
+	return sendBatch(ctx, c, runID, batch, lines, sum)
+}
+
+// readLines reads in line by line beside the submissions, so a signal
+// stops a run that waits for its input (a pipe, a slow producer) at once.
+// The channel closes at the end of in; err then says why it ended (nil:
+// the end of the file). stop ends the reading early.
+func readLines(in io.Reader) (lineCh <-chan string, err func() error, stop func()) {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), maxItemLine)
+	ch := make(chan string)
+	done := make(chan struct{})
+	go func() {
+		defer close(ch)
+		for sc.Scan() {
+			select {
+			case ch <- sc.Text():
+			case <-done:
+				return
+			}
+		}
+	}()
+	return ch, sc.Err, func() { close(done) }
+}
+
+// sendBatch submits a batch of items into the run and counts the answers;
+// lines are the items' line numbers, for their errors.
+func sendBatch(ctx context.Context, c *clientsdk.Client, runID string, batch []clientsdk.SubmitItem, lines []int, sum *runSubmitSummary) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	sum.mu.Lock()
+	sum.Sent += len(batch)
+	sum.mu.Unlock()
+	results, err := c.SubmitMany(ctx, batch, clientsdk.IntoRun(runID))
+	if err != nil {
+		return err
+	}
+	sum.mu.Lock()
+	defer sum.mu.Unlock()
+	for i, r := range results {
+		switch {
+		case r.Err != nil:
+			sum.Refused++
+			sum.report(lines[i], r.Err)
+		case r.AlreadyInRun:
+			sum.AlreadyInRun++
+		case r.Outcome == oncejobv1.SubmitOutcome_SUBMIT_OUTCOME_CREATED:
+			sum.Created++
+		default:
+			sum.Reused++
+			if r.Outcome == oncejobv1.SubmitOutcome_SUBMIT_OUTCOME_DEDUPLICATED {
+				sum.Deduplicated++
+			}
+		}
+		if r.Err == nil && terminal(r.Job.GetStatus()) {
+			sum.AlreadyDone++
+		}
+	}
+	return nil
 }
 
 // report records and prints a line's error at once (stderr), so a long
@@ -430,9 +483,9 @@ func newRunProgress(w io.Writer, asJSON bool) *runProgress {
 
 func (p *runProgress) header(run *oncejobv1.Run) {
 	if !p.json {
-		say(p.w, "run %s (%s)\n", run.GetId(), run.GetName())
+		cmdline.Say(p.w, "run %s (%s)\n", run.GetId(), run.GetName())
 		if run.GetProviderBatch() {
-			say(p.w, "provider batch: the items' calls wait for the provider's batches (window %s)\n", llm.BatchWindow)
+			cmdline.Say(p.w, "provider batch: the items' calls wait for the provider's batches (window %s)\n", llm.BatchWindow)
 		}
 	}
 }
@@ -475,10 +528,10 @@ func (p *runProgress) update(r *oncejobv1.Run, sum *runSubmitSummary) {
 	sum.mu.Unlock()
 	line := progressLine(r.GetProgress(), submitted)
 	if p.live {
-		say(p.w, "\r\033[K%s", line)
+		cmdline.Say(p.w, "\r\033[K%s", line)
 		return
 	}
-	say(p.w, "%s\n", line)
+	cmdline.Say(p.w, "%s\n", line)
 }
 
 func progressLine(pr *oncejobv1.RunProgress, submitted int) string {
@@ -506,16 +559,16 @@ func (p *runProgress) done(run *oncejobv1.Run, sum *runSubmitSummary) {
 		sum.Final = protoJSON(pr)
 		sum.State = strings.TrimPrefix(run.GetState().String(), "RUN_STATE_")
 		b, _ := json.Marshal(sum)
-		say(p.w, "%s\n", b)
+		cmdline.Say(p.w, "%s\n", b)
 		return
 	}
 	if p.live {
-		say(p.w, "\r\033[K")
+		cmdline.Say(p.w, "\r\033[K")
 	}
-	say(p.w, "%s\n", progressLine(pr, sum.Created+sum.AlreadyInRun+sum.Reused))
-	say(p.w, "run %s: %d lines; %d new items, %d already in the run (submitted before), %d already done, %d reused; %d invalid lines, %d refused\n",
+	cmdline.Say(p.w, "%s\n", progressLine(pr, sum.Created+sum.AlreadyInRun+sum.Reused))
+	cmdline.Say(p.w, "run %s: %d lines; %d new items, %d already in the run (submitted before), %d already done, %d reused; %d invalid lines, %d refused\n",
 		run.GetId(), sum.Lines, sum.Created, sum.AlreadyInRun, sum.AlreadyDone, sum.Reused, sum.Invalid, sum.Refused)
-	say(p.w, "items %d: succeeded %d, failed %d, dead-lettered %d, cancelled %d, pending %d; computed %d, reused %d\n",
+	cmdline.Say(p.w, "items %d: succeeded %d, failed %d, dead-lettered %d, cancelled %d, pending %d; computed %d, reused %d\n",
 		pr.GetItems(), pr.GetSucceeded(), pr.GetFailed(), pr.GetDeadLettered(), pr.GetCancelled(),
 		pr.GetItems()-pr.GetSucceeded()-pr.GetFailed()-pr.GetDeadLettered()-pr.GetCancelled(), pr.GetComputed(), pr.GetReused())
 }
