@@ -33,13 +33,24 @@ func (p *IdempotencyKeyDeleteExpiredParams) PageLimit() int {
 	return pageLimit(p.Limit, IdempotencyKeyDeleteExpiredLimitDefault)
 }
 
+// pageOf splits a read of up to limit+1 items in the list's order: the
+// first limit are the page, and only when an item beyond them was read is
+// there a next page, starting after last, the page's last item.
+func pageOf[T any](items []T, limit int) (page []T, last T, more bool) {
+	if len(items) <= limit {
+		return items, last, false
+	}
+	return items[:limit], items[limit-1], true
+}
+
 // JobListPage makes the result of a JobList read of up to limit+1 jobs,
 // newest first: the first limit are the page, and only when a job beyond
 // them was read is there a next page, starting after the page's last job.
 func JobListPage(jobs []*Job, limit int) *JobListResult {
-	if len(jobs) <= limit {
-		return &JobListResult{Jobs: jobs}
+	page, last, more := pageOf(jobs, limit)
+	res := &JobListResult{Jobs: page}
+	if more {
+		res.Next = &JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
-	last := jobs[limit-1]
-	return &JobListResult{Jobs: jobs[:limit], Next: &JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}}
+	return res
 }

@@ -87,3 +87,56 @@ func TestOperatorTransitionRefuse(t *testing.T) {
 	require.ErrorAs(t, err, &refused)
 	require.Equal(t, store.JobStatusCancelled, refused.Status)
 }
+
+// TestDeliveryRetryRule: the rule both stores run in their transaction,
+// over steps that record which statements it ran.
+func TestDeliveryRetryRule(t *testing.T) {
+	t.Parallel()
+	type ran struct{ get, requeue, enable int }
+	steps := func(r *ran, current store.DeliveryStatus) store.DeliveryRetrySteps {
+		return store.DeliveryRetrySteps{
+			Get: func() (*store.Delivery, error) { r.get++; return &store.Delivery{ID: 7, Status: current}, nil },
+			Requeue: func() ([]*store.Delivery, error) {
+				r.requeue++
+				return []*store.Delivery{{ID: 7, Status: store.DeliveryStatusPending}}, nil
+			},
+			SinkEnable: func() (bool, error) { r.enable++; return true, nil },
+		}
+	}
+
+	for _, p := range []store.DeliveryRetryParams{{}, {ID: 7, Sink: "hook"}} {
+		var r ran
+		_, err := p.Retry(steps(&r, store.DeliveryStatusDeadLettered))
+		require.Error(t, err, "exactly one of ID and Sink: %+v", p)
+		require.Equal(t, ran{}, r, "nothing ran")
+	}
+
+	var r ran
+	_, err := (&store.DeliveryRetryParams{ID: 7}).Retry(steps(&r, store.DeliveryStatusDelivered))
+	require.ErrorIs(t, err, store.ErrTransitionRefused)
+	require.Equal(t, ran{get: 1}, r, "a delivered delivery is refused before anything is written")
+
+	r = ran{}
+	res, err := (&store.DeliveryRetryParams{ID: 7, Redeliver: true}).Retry(steps(&r, store.DeliveryStatusDelivered))
+	require.NoError(t, err)
+	require.Len(t, res.Deliveries, 1)
+	require.Equal(t, ran{get: 1, requeue: 1}, r, "Redeliver queues a delivered one")
+
+	r = ran{}
+	res, err = (&store.DeliveryRetryParams{ID: 7}).Retry(steps(&r, store.DeliveryStatusPending))
+	require.NoError(t, err)
+	require.Equal(t, []*store.Delivery{{ID: 7, Status: store.DeliveryStatusPending}}, res.Deliveries)
+	require.Equal(t, ran{get: 1}, r, "a pending one is answered as it is")
+
+	r = ran{}
+	res, err = (&store.DeliveryRetryParams{Sink: "hook"}).Retry(steps(&r, ""))
+	require.NoError(t, err)
+	require.True(t, res.SinkEnabled)
+	require.Equal(t, ran{requeue: 1, enable: 1}, r, "a sink's retry requeues without a get and enables the sink")
+
+	r = ran{}
+	res, err = (&store.DeliveryRetryParams{ID: 7}).Retry(steps(&r, store.DeliveryStatusDeadLettered))
+	require.NoError(t, err)
+	require.False(t, res.SinkEnabled)
+	require.Equal(t, ran{get: 1, requeue: 1}, r, "a retry by ID leaves sinks alone")
+}
