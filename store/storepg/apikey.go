@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
@@ -44,14 +45,7 @@ func (s *Store) APIKeyList(ctx context.Context, params *store.APIKeyListParams) 
 		IncludeRevoked: params.IncludeRevoked,
 		Max:            int32(params.PageLimit()), //nolint:gosec // PageLimit is small
 	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	keys := make([]*store.APIKey, len(rows))
-	for i, r := range rows {
-		keys[i] = apiKeyFromRow(r)
-	}
-	return keys, nil
+	return rowmap.Map(rows, err, interpretError, apiKeyFromRow)
 }
 
 // APIKeyRevoke implements store.APIKeyStore.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
@@ -127,14 +128,7 @@ func (s *Store) CheckpointList(ctx context.Context, params *store.CheckpointList
 		return nil, nil // no job has an id that is not a uuid
 	}
 	rows, err := s.q.CheckpointList(ctx, s.pool, id)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	checkpoints := make([]*store.Checkpoint, len(rows))
-	for i, row := range rows {
-		checkpoints[i] = checkpointFromRow(row)
-	}
-	return checkpoints, nil
+	return rowmap.Map(rows, err, interpretError, checkpointFromRow)
 }
 
 // CheckpointGetByStageKey implements store.EngineStore.
@@ -214,12 +208,8 @@ func (s *Store) LLMAttemptList(ctx context.Context, params *store.LLMAttemptList
 		return nil, nil
 	}
 	rows, err := s.q.LLMAttemptList(ctx, s.pool, id)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	attempts := make([]*store.LLMAttempt, len(rows))
-	for i, r := range rows {
-		attempts[i] = &store.LLMAttempt{
+	return rowmap.Map(rows, err, interpretError, func(r dbsqlc.LlmAttempt) *store.LLMAttempt {
+		return &store.LLMAttempt{
 			ID:                r.ID,
 			JobID:             r.JobID.String(),
 			Tenant:            r.Tenant,
@@ -239,8 +229,7 @@ func (s *Store) LLMAttemptList(ctx context.Context, params *store.LLMAttemptList
 			CreatedAt:         r.CreatedAt,
 			PriceClass:        store.PriceClass(r.PriceClass),
 		}
-	}
-	return attempts, nil
+	})
 }
 
 // JobComputedSuccessGet implements store.EngineStore.
@@ -333,14 +322,7 @@ func (s *Store) OutboxList(ctx context.Context, params *store.OutboxListParams) 
 		return nil, nil
 	}
 	rows, err := s.q.OutboxList(ctx, s.pool, id)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	events := make([]*store.OutboxEvent, len(rows))
-	for i, r := range rows {
-		events[i] = outboxFromRow(r)
-	}
-	return events, nil
+	return rowmap.Map(rows, err, interpretError, outboxFromRow)
 }
 
 func checkpointFromRow(r dbsqlc.JobCheckpoint) *store.Checkpoint {

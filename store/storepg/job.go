@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
@@ -51,14 +52,9 @@ func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*stor
 		args.AfterID = id
 	}
 	rows, err := s.q.JobList(ctx, s.pool, args)
+	jobs, err := rowmap.MapErr(rows, err, interpretError, jobFromRow)
 	if err != nil {
-		return nil, interpretError(err)
-	}
-	jobs := make([]*store.Job, len(rows))
-	for i, row := range rows {
-		if jobs[i], err = jobFromRow(row); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	return store.JobListPage(jobs, limit), nil
 }

@@ -69,20 +69,9 @@ func (s *Store) ScheduleList(ctx context.Context, params *store.ScheduleListPara
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	res := &store.ScheduleListResult{}
-	for i, row := range rows {
-		if i == limit {
-			last := res.Schedules[limit-1]
-			res.Next = &store.JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}
-			break
-		}
-		sch, err := s.scheduleWithSlots(ctx, row)
-		if err != nil {
-			return nil, err
-		}
-		res.Schedules = append(res.Schedules, sch)
-	}
-	return res, nil
+	return store.ScheduleListPage(rows, limit, func(row dbsqlc.Schedule) (*store.Schedule, error) {
+		return s.scheduleWithSlots(ctx, row)
+	})
 }
 
 // ScheduleSetPaused implements store.ScheduleStore.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
@@ -50,14 +51,7 @@ func (s *Store) APIKeyList(ctx context.Context, params *store.APIKeyListParams) 
 		IncludeRevoked: boolInt(params.IncludeRevoked),
 		Max:            int64(params.PageLimit()),
 	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	keys := make([]*store.APIKey, len(rows))
-	for i, r := range rows {
-		keys[i] = apiKeyFromRow(r)
-	}
-	return keys, nil
+	return rowmap.Map(rows, err, interpretError, apiKeyFromRow)
 }
 
 // APIKeyRevoke implements store.APIKeyStore.

@@ -2,9 +2,9 @@ package storesqlite
 
 import (
 	"context"
-	"errors"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
@@ -43,14 +43,7 @@ func (s *Store) OutboxUnroutedList(ctx context.Context, params *store.OutboxUnro
 		CreatedBefore: params.CreatedBefore.UnixMicro(),
 		Max:           int64(params.PageLimit()),
 	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	events := make([]*store.OutboxEvent, len(rows))
-	for i, r := range rows {
-		events[i] = outboxFromRow(r)
-	}
-	return events, nil
+	return rowmap.Map(rows, err, interpretError, outboxFromRow)
 }
 
 // DeliveryClaim implements store.DeliveryStore.
@@ -160,44 +153,30 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 	return store.DeliveryListPage(ds, limit), nil
 }
 
-// DeliveryRetry implements store.DeliveryStore.
+// DeliveryRetry implements store.DeliveryStore: store.DeliveryRetryParams.Retry
+// in one write transaction.
 func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryParams) (*store.DeliveryRetryResult, error) {
-	if (params.ID == 0) == (params.Sink == "") {
-		return nil, errors.New("storesqlite: DeliveryRetry needs exactly one of ID and Sink")
-	}
-	res := &store.DeliveryRetryResult{}
+	var res *store.DeliveryRetryResult
 	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
-		if params.ID != 0 {
-			current, err := s.q.DeliveryGet(ctx, tx, dbsqlite.DeliveryGetParams{Tenant: params.Tenant, ID: params.ID})
-			if err != nil {
-				return interpretError(err)
-			}
-			switch store.DeliveryStatus(current.Status) {
-			case store.DeliveryStatusDelivered:
-				if params.Redeliver {
-					break
+		var err error
+		res, err = params.Retry(store.DeliveryRetrySteps{
+			Get: func() (*store.Delivery, error) {
+				r, err := s.q.DeliveryGet(ctx, tx, dbsqlite.DeliveryGetParams{Tenant: params.Tenant, ID: params.ID})
+				if err != nil {
+					return nil, interpretError(err)
 				}
-				return &store.DeliveryRefusedError{Status: store.DeliveryStatusDelivered}
-			case store.DeliveryStatusPending:
-				res.Deliveries = []*store.Delivery{deliveryFromRow(current)}
-				return nil
-			}
-		}
-		rows, err := s.q.DeliveryRequeue(ctx, tx, dbsqlite.DeliveryRequeueParams{Now: now, Tenant: params.Tenant, ID: params.ID, Sink: params.Sink, Redeliver: boolInt(params.Redeliver)})
-		if err != nil {
-			return interpretError(err)
-		}
-		for _, r := range rows {
-			res.Deliveries = append(res.Deliveries, deliveryFromRow(r))
-		}
-		if params.Sink != "" {
-			n, err := s.q.SinkEnable(ctx, tx, dbsqlite.SinkEnableParams{Tenant: params.Tenant, Sink: params.Sink})
-			if err != nil {
-				return interpretError(err)
-			}
-			res.SinkEnabled = n > 0
-		}
-		return nil
+				return deliveryFromRow(r), nil
+			},
+			Requeue: func() ([]*store.Delivery, error) {
+				rows, err := s.q.DeliveryRequeue(ctx, tx, dbsqlite.DeliveryRequeueParams{Now: now, Tenant: params.Tenant, ID: params.ID, Sink: params.Sink, Redeliver: boolInt(params.Redeliver)})
+				return rowmap.Each(rows, deliveryFromRow), interpretError(err)
+			},
+			SinkEnable: func() (bool, error) {
+				n, err := s.q.SinkEnable(ctx, tx, dbsqlite.SinkEnableParams{Tenant: params.Tenant, Sink: params.Sink})
+				return n > 0, interpretError(err)
+			},
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -208,20 +187,15 @@ func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryPa
 // DeliveryAttemptList implements store.DeliveryStore.
 func (s *Store) DeliveryAttemptList(ctx context.Context, params *store.DeliveryAttemptListParams) ([]*store.DeliveryAttempt, error) {
 	rows, err := s.q.DeliveryAttemptList(ctx, s.read, params.DeliveryID)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	out := make([]*store.DeliveryAttempt, len(rows))
-	for i, r := range rows {
-		out[i] = &store.DeliveryAttempt{
+	return rowmap.Map(rows, err, interpretError, func(r dbsqlite.DeliveryAttempt) *store.DeliveryAttempt {
+		return &store.DeliveryAttempt{
 			ID: r.ID, DeliveryID: r.DeliveryID, EventID: r.EventID, Sink: r.Sink, Tenant: r.Tenant,
 			Attempt: int32(r.Attempt), Relay: r.Relay, Outcome: store.DeliveryOutcome(r.Outcome),
 			HTTPStatus: int32(r.HttpStatus), Error: r.Error, ExternalRef: r.ExternalRef,
 			Duplicate: r.Duplicate != 0, StartedAt: timeFrom(r.StartedAt), FinishedAt: timeFrom(r.FinishedAt),
 			LatencyMS: r.LatencyMs,
 		}
-	}
-	return out, nil
+	})
 }
 
 // SinkDisable implements store.DeliveryStore.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
@@ -111,14 +112,7 @@ func (s *Store) CheckpointList(ctx context.Context, params *store.CheckpointList
 		return nil, nil // no job has an id that is not a uuid
 	}
 	rows, err := s.q.CheckpointList(ctx, s.read, id)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	checkpoints := make([]*store.Checkpoint, len(rows))
-	for i, row := range rows {
-		checkpoints[i] = checkpointFromRow(row)
-	}
-	return checkpoints, nil
+	return rowmap.Map(rows, err, interpretError, checkpointFromRow)
 }
 
 // CheckpointGetByStageKey implements store.EngineStore.
@@ -255,12 +249,8 @@ func (s *Store) LLMAttemptList(ctx context.Context, params *store.LLMAttemptList
 		return nil, nil
 	}
 	rows, err := s.q.LLMAttemptList(ctx, s.read, id)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	attempts := make([]*store.LLMAttempt, len(rows))
-	for i, r := range rows {
-		attempts[i] = &store.LLMAttempt{
+	return rowmap.Map(rows, err, interpretError, func(r dbsqlite.LlmAttempt) *store.LLMAttempt {
+		return &store.LLMAttempt{
 			ID:                r.ID,
 			JobID:             r.JobID,
 			Tenant:            r.Tenant,
@@ -280,8 +270,7 @@ func (s *Store) LLMAttemptList(ctx context.Context, params *store.LLMAttemptList
 			CreatedAt:         timeFrom(r.CreatedAt),
 			PriceClass:        store.PriceClass(r.PriceClass),
 		}
-	}
-	return attempts, nil
+	})
 }
 
 // JobComputedSuccessGet implements store.EngineStore.
@@ -412,14 +401,7 @@ func (s *Store) OutboxList(ctx context.Context, params *store.OutboxListParams) 
 		return nil, nil
 	}
 	rows, err := s.q.OutboxList(ctx, s.read, id)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	events := make([]*store.OutboxEvent, len(rows))
-	for i, r := range rows {
-		events[i] = outboxFromRow(r)
-	}
-	return events, nil
+	return rowmap.Map(rows, err, interpretError, outboxFromRow)
 }
 
 func checkpointFromRow(r dbsqlite.JobCheckpoint) *store.Checkpoint {

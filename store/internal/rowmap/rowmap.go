@@ -1,0 +1,53 @@
+// Package rowmap is what both stores do with the rows a query returned that
+// is not dialect: mapping each row to a store value. What a row's columns
+// mean stays with each store (its sqlc types differ in field types); the
+// loop around it, and its allocation, is here once.
+package rowmap
+
+// Each maps every row with f, in order. No rows make an empty, non-nil
+// slice.
+func Each[R, T any](rows []R, f func(R) T) []T {
+	out := make([]T, len(rows))
+	for i, r := range rows {
+		out[i] = f(r)
+	}
+	return out
+}
+
+// EachErr is Each with a mapping that can refuse a row: the first refusal
+// is the error, and no values.
+func EachErr[R, T any](rows []R, f func(R) (T, error)) ([]T, error) {
+	out := make([]T, len(rows))
+	for i, r := range rows {
+		var err error
+		if out[i], err = f(r); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Map is the values of a query's rows, each mapped by f; when the query
+// failed (err), no values and err as the store reads it (interpret).
+func Map[R, T any](rows []R, err error, interpret func(error) error, f func(R) T) ([]T, error) {
+	if err != nil {
+		return nil, interpret(err)
+	}
+	return Each(rows, f), nil
+}
+
+// MapErr is Map with a mapping that can refuse a row, as EachErr.
+func MapErr[R, T any](rows []R, err error, interpret func(error) error, f func(R) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, interpret(err)
+	}
+	return EachErr(rows, f)
+}
+
+// NonNil is m, or an empty map for nil: a column that is never NULL.
+func NonNil[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil {
+		return map[K]V{}
+	}
+	return m
+}
