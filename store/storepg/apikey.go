@@ -9,11 +9,6 @@ import (
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
-var (
-	_ store.APIKeyStore = (*Store)(nil)
-	_ store.UsageStore  = (*Store)(nil)
-)
-
 // APIKeyCreate implements store.APIKeyStore.
 func (s *Store) APIKeyCreate(ctx context.Context, params *store.APIKeyCreateParams) (*store.APIKey, error) {
 	row, err := s.q.APIKeyInsert(ctx, s.pool, dbsqlc.APIKeyInsertParams{
@@ -23,19 +18,13 @@ func (s *Store) APIKeyCreate(ctx context.Context, params *store.APIKeyCreatePara
 		Name:   params.Name,
 		Sha256: params.SHA256,
 	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return apiKeyFromRow(row), nil
+	return rowmap.One(row, err, interpretError, apiKeyFromRow)
 }
 
 // APIKeyGetByID implements store.APIKeyStore.
 func (s *Store) APIKeyGetByID(ctx context.Context, id string) (*store.APIKey, error) {
 	row, err := s.q.APIKeyGetByID(ctx, s.pool, id)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return apiKeyFromRow(row), nil
+	return rowmap.One(row, err, interpretError, apiKeyFromRow)
 }
 
 // APIKeyList implements store.APIKeyStore.
@@ -51,10 +40,7 @@ func (s *Store) APIKeyList(ctx context.Context, params *store.APIKeyListParams) 
 // APIKeyRevoke implements store.APIKeyStore.
 func (s *Store) APIKeyRevoke(ctx context.Context, id string) (*store.APIKey, error) {
 	row, err := s.q.APIKeyRevoke(ctx, s.pool, id)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return apiKeyFromRow(row), nil
+	return rowmap.One(row, err, interpretError, apiKeyFromRow)
 }
 
 // APIKeyTouch implements store.APIKeyStore.

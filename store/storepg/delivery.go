@@ -14,8 +14,6 @@ import (
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
-var _ store.DeliveryStore = (*Store)(nil)
-
 // OutboxRoute implements store.DeliveryStore. The transaction first takes a
 // transaction-scoped advisory lock without waiting; when another relay holds
 // it, this one routes nothing now and claims what is routed.

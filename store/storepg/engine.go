@@ -14,8 +14,6 @@ import (
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
-var _ store.EngineStore = (*Store)(nil)
-
 // Every method below is one statement, so one round trip and one implicit
 // transaction: the fenced ones check the lease in the UPDATE that takes the
 // job's row lock and write everything else from that UPDATE's result.
@@ -137,10 +135,7 @@ func (s *Store) CheckpointGetByStageKey(ctx context.Context, params *store.Check
 		Tenant:   params.Tenant,
 		StageKey: params.StageKey,
 	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return checkpointFromRow(row), nil
+	return rowmap.One(row, err, interpretError, checkpointFromRow)
 }
 
 // CheckpointWrite implements store.EngineStore.
@@ -238,10 +233,7 @@ func (s *Store) JobComputedSuccessGet(ctx context.Context, params *store.JobComp
 		Tenant:   params.Tenant,
 		DedupKey: params.DedupKey,
 	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return jobFromRow(row)
+	return rowmap.OneErr(row, err, interpretError, jobFromRow)
 }
 
 // JobPublish implements store.EngineStore. When a concurrent publisher of the

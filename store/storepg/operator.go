@@ -12,8 +12,6 @@ import (
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
-var _ store.OperatorStore = (*Store)(nil)
-
 // Every operator call is one READ COMMITTED transaction of at most four
 // statements (see internal/dbsqlc/operator.sql):
 //

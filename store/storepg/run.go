@@ -13,8 +13,6 @@ import (
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
-var _ store.RunStore = (*Store)(nil)
-
 // RunCreate implements store.RunStore: an insert that does nothing on a
 // taken key, then a read of the key on a fresh snapshot.
 func (s *Store) RunCreate(ctx context.Context, params *store.RunCreateParams) (*store.RunCreateResult, error) {

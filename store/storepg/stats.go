@@ -6,8 +6,6 @@ import (
 	"github.com/oncejob/oncejob/store"
 )
 
-var _ store.StatsStore = (*Store)(nil)
-
 // JobStats implements store.StatsStore: two index scans, read outside any
 // transaction (the counts need not agree to the row).
 func (s *Store) JobStats(ctx context.Context, _ *store.JobStatsParams) (*store.JobStats, error) {

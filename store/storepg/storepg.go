@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
@@ -25,7 +24,9 @@ type Store struct {
 	signals  TestSignals
 }
 
-var _ store.Store = (*Store)(nil)
+// Store implements every interface of package store: the conformance
+// suite's storetest.Store (which this package's tests pass to it) and the
+// command's appStore require that at compile time, for both stores at once.
 
 // DefaultMaxConns is the pool size Open uses when the URL names none.
 const DefaultMaxConns = 16

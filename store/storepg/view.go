@@ -7,8 +7,6 @@ import (
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
-var _ store.ViewStore = (*Store)(nil)
-
 // JobCountByStatus implements store.ViewStore.
 func (s *Store) JobCountByStatus(ctx context.Context, params *store.JobCountByStatusParams) (map[store.JobStatus]int64, error) {
 	args := dbsqlc.JobCountByStatusParams{Tenant: params.Tenant}

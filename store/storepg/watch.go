@@ -7,8 +7,6 @@ import (
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
-var _ store.WatchStore = (*Store)(nil)
-
 // JobChangeList implements store.WatchStore. The (tx, id) order and the
 // snapshot-xmin bound that make a cursor safe are explained in
 // internal/dbsqlc/watch.sql and docs/architecture.md.

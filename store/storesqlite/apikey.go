@@ -9,11 +9,6 @@ import (
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
-var (
-	_ store.APIKeyStore = (*Store)(nil)
-	_ store.UsageStore  = (*Store)(nil)
-)
-
 // APIKeyCreate implements store.APIKeyStore.
 func (s *Store) APIKeyCreate(ctx context.Context, params *store.APIKeyCreateParams) (*store.APIKey, error) {
 	var row dbsqlite.ApiKey
@@ -38,10 +33,7 @@ func (s *Store) APIKeyCreate(ctx context.Context, params *store.APIKeyCreatePara
 // APIKeyGetByID implements store.APIKeyStore.
 func (s *Store) APIKeyGetByID(ctx context.Context, id string) (*store.APIKey, error) {
 	row, err := s.q.APIKeyGetByID(ctx, s.read, id)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return apiKeyFromRow(row), nil
+	return rowmap.One(row, err, interpretError, apiKeyFromRow)
 }
 
 // APIKeyList implements store.APIKeyStore.

@@ -8,8 +8,6 @@ import (
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
-var _ store.DeliveryStore = (*Store)(nil)
-
 // The single writer makes routing one-at-a-time and claims exclusive without
 // locks of their own (see internal/dbsqlite/delivery.sql).
 
@@ -162,10 +160,7 @@ func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryPa
 		res, err = params.Retry(store.DeliveryRetrySteps{
 			Get: func() (*store.Delivery, error) {
 				r, err := s.q.DeliveryGet(ctx, tx, dbsqlite.DeliveryGetParams{Tenant: params.Tenant, ID: params.ID})
-				if err != nil {
-					return nil, interpretError(err)
-				}
-				return deliveryFromRow(r), nil
+				return rowmap.One(r, err, interpretError, deliveryFromRow)
 			},
 			Requeue: func() ([]*store.Delivery, error) {
 				rows, err := s.q.DeliveryRequeue(ctx, tx, dbsqlite.DeliveryRequeueParams{Now: now, Tenant: params.Tenant, ID: params.ID, Sink: params.Sink, Redeliver: boolInt(params.Redeliver)})

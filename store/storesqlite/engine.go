@@ -14,8 +14,6 @@ import (
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
-var _ store.EngineStore = (*Store)(nil)
-
 // Every write below is one write transaction on the single writer. Where
 // Postgres needs one statement (or FOR UPDATE SKIP LOCKED) so that no other
 // transaction slips in between the fence and the writes it guards, SQLite
@@ -121,10 +119,7 @@ func (s *Store) CheckpointGetByStageKey(ctx context.Context, params *store.Check
 		Tenant:   params.Tenant,
 		StageKey: params.StageKey,
 	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return checkpointFromRow(row), nil
+	return rowmap.One(row, err, interpretError, checkpointFromRow)
 }
 
 // CheckpointWrite implements store.EngineStore.
@@ -279,10 +274,7 @@ func (s *Store) JobComputedSuccessGet(ctx context.Context, params *store.JobComp
 		Tenant:   params.Tenant,
 		DedupKey: params.DedupKey,
 	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return jobFromRow(row)
+	return rowmap.OneErr(row, err, interpretError, jobFromRow)
 }
 
 // JobPublish implements store.EngineStore. The transaction reads the computed

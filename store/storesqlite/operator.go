@@ -11,8 +11,6 @@ import (
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
-var _ store.OperatorStore = (*Store)(nil)
-
 // Every operator call is one write transaction (BEGIN IMMEDIATE on the single
 // writer; see internal/dbsqlite/operator.sql):
 //

@@ -13,8 +13,6 @@ import (
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
-var _ store.RunStore = (*Store)(nil)
-
 // Run-wide operator calls are one write transaction of the single writer:
 // the key, then each job's transition with the same statements the
 // per-job operator calls use (in SQLite a statement per job costs no

@@ -12,8 +12,6 @@ import (
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
-var _ store.ScheduleStore = (*Store)(nil)
-
 // ScheduleCreate implements store.ScheduleStore.
 func (s *Store) ScheduleCreate(ctx context.Context, params *store.ScheduleCreateParams) (*store.ScheduleCreateResult, error) {
 	id, ok := canonicalUUID(params.ID)

@@ -6,8 +6,6 @@ import (
 	"github.com/oncejob/oncejob/store"
 )
 
-var _ store.StatsStore = (*Store)(nil)
-
 // JobStats implements store.StatsStore: two index scans on the read pool.
 func (s *Store) JobStats(ctx context.Context, _ *store.JobStatsParams) (*store.JobStats, error) {
 	rows, err := s.q.JobStatsActive(ctx, s.read)

@@ -43,7 +43,6 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
-	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
@@ -80,7 +79,9 @@ type Store struct {
 	listeners listeners
 }
 
-var _ store.Store = (*Store)(nil)
+// Store implements every interface of package store: the conformance
+// suite's storetest.Store (which this package's tests pass to it) and the
+// command's appStore require that at compile time, for both stores at once.
 
 // Open locks config.DataDir, opens (creating if need be) its database and
 // applies the pending migrations. The Store holds the lock until Close.

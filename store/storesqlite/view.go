@@ -7,8 +7,6 @@ import (
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
-var _ store.ViewStore = (*Store)(nil)
-
 // JobCountByStatus implements store.ViewStore.
 func (s *Store) JobCountByStatus(ctx context.Context, params *store.JobCountByStatusParams) (map[store.JobStatus]int64, error) {
 	rows, err := s.q.JobCountByStatus(ctx, s.read, dbsqlite.JobCountByStatusParams{Tenant: params.Tenant, Pipeline: params.Pipeline})

@@ -7,8 +7,6 @@ import (
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
-var _ store.WatchStore = (*Store)(nil)
-
 // JobChangeList implements store.WatchStore. An event's id is its place in
 // the change order and its cursor is {Tx: 0, ID: id}: with one writer,
 // insert order is commit order and a reader sees only whole commits, so

@@ -51,3 +51,22 @@ func NonNil[K comparable, V any](m map[K]V) map[K]V {
 	}
 	return m
 }
+
+// One is a query's one row mapped by f; when the query failed (err), the
+// zero value and err as the store reads it (interpret).
+func One[R, T any](row R, err error, interpret func(error) error, f func(R) T) (T, error) {
+	if err != nil {
+		var zero T
+		return zero, interpret(err)
+	}
+	return f(row), nil
+}
+
+// OneErr is One with a mapping that can refuse the row.
+func OneErr[R, T any](row R, err error, interpret func(error) error, f func(R) (T, error)) (T, error) {
+	if err != nil {
+		var zero T
+		return zero, interpret(err)
+	}
+	return f(row)
+}
