@@ -153,7 +153,7 @@ func (s *Store) CheckpointWrite(ctx context.Context, params *store.CheckpointWri
 		Chunk:        params.Chunk,
 		StageKey:     params.StageKey,
 		CodeVersion:  params.CodeVersion,
-		Output:       nonNilBytes(params.Output),
+		Output:       rowmap.NonNilSlice(params.Output),
 		ReusedFrom:   params.ReusedFrom,
 		Message:      params.Message,
 	})

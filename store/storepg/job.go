@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -40,20 +41,12 @@ func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*stor
 			return &store.JobListResult{}, nil // no run has an id that is not a uuid
 		}
 	}
-	if params.After != nil {
-		id, err := parseUUID(params.After.ID)
-		if err != nil {
-			return nil, fmt.Errorf("storepg: cursor id: %w: %w", store.ErrInvalidRow, err)
-		}
-		args.AfterCreatedAt = &params.After.CreatedAt
-		args.AfterID = id
-	}
-	rows, err := s.q.JobList(ctx, s.pool, args)
-	jobs, err := rowmap.MapErr(rows, err, interpretError, jobFromRow)
-	if err != nil {
+	var err error
+	if args.AfterCreatedAt, args.AfterID, err = cursorAfter(params.After); err != nil {
 		return nil, err
 	}
-	return store.JobListPage(jobs, limit), nil
+	rows, err := s.q.JobList(ctx, s.pool, args)
+	return rowmap.Page(rows, err, interpretError, jobFromRow, limit, store.JobListPage)
 }
 
 // JobComplete implements store.Store: one statement updates the job and
@@ -135,17 +128,16 @@ func parseUUID(s string) (pgtype.UUID, error) {
 	return id, err
 }
 
-func nonNilLabels(m map[string]string) map[string]string {
-	if m == nil {
-		return map[string]string{}
+// cursorAfter is where a page of a list newest first starts: after the
+// cursor's created_at and id. Without a cursor (the first page) the
+// created_at is NULL and the page starts at the newest row.
+func cursorAfter(after *store.JobCursor) (*time.Time, pgtype.UUID, error) {
+	if after == nil {
+		return nil, pgtype.UUID{}, nil
 	}
-	return m
-}
-
-// nonNilBytes keeps an empty document from being sent as NULL.
-func nonNilBytes(b []byte) []byte {
-	if b == nil {
-		return []byte{}
+	id, err := parseUUID(after.ID)
+	if err != nil {
+		return nil, id, fmt.Errorf("storepg: cursor id: %w: %w", store.ErrInvalidRow, err)
 	}
-	return b
+	return &after.CreatedAt, id, nil
 }

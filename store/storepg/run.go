@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
@@ -20,7 +21,7 @@ func (s *Store) RunCreate(ctx context.Context, params *store.RunCreateParams) (*
 	if err != nil {
 		return nil, fmt.Errorf("storepg: run id %q: %w", params.ID, store.ErrInvalidRow)
 	}
-	labels, err := json.Marshal(nonNilLabels(params.Labels))
+	labels, err := json.Marshal(rowmap.NonNilMap(params.Labels))
 	if err != nil {
 		return nil, fmt.Errorf("storepg: labels: %w", err)
 	}
@@ -66,24 +67,14 @@ func (s *Store) RunGet(ctx context.Context, params *store.RunGetParams) (*store.
 func (s *Store) RunList(ctx context.Context, params *store.RunListParams) (*store.RunListResult, error) {
 	limit := params.RunListLimit()
 	args := dbsqlc.RunListParams{Tenant: params.Tenant, Max: int32(limit + 1)}
-	if params.After != nil {
-		id, err := parseUUID(params.After.ID)
-		if err != nil {
-			return nil, fmt.Errorf("storepg: cursor id: %w: %w", store.ErrInvalidRow, err)
-		}
-		args.AfterCreatedAt, args.AfterID = &params.After.CreatedAt, id
+	var err error
+	if args.AfterCreatedAt, args.AfterID, err = cursorAfter(params.After); err != nil {
+		return nil, err
 	}
 	rows, err := s.q.RunList(ctx, s.pool, args)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	runs := make([]*store.Run, len(rows))
-	for i, row := range rows {
-		if runs[i], err = s.runWithProgress(ctx, row, params.RecentSince); err != nil {
-			return nil, err
-		}
-	}
-	return store.RunListPage(runs, limit), nil
+	return rowmap.Page(rows, err, interpretError, func(row dbsqlc.Run) (*store.Run, error) {
+		return s.runWithProgress(ctx, row, params.RecentSince)
+	}, limit, store.RunListPage)
 }
 
 // RunItemGetMany implements store.RunStore.

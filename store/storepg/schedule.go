@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
@@ -46,30 +47,22 @@ func (s *Store) ScheduleGet(ctx context.Context, params *store.ScheduleGetParams
 		return nil, store.ErrNotFound
 	}
 	row, err := s.q.ScheduleGetByID(ctx, s.pool, dbsqlc.ScheduleGetByIDParams{Tenant: params.Tenant, ID: id})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return s.scheduleWithSlots(ctx, row)
+	return rowmap.OneErr(row, err, interpretError, s.withSlots(ctx))
 }
 
 // ScheduleList implements store.ScheduleStore.
 func (s *Store) ScheduleList(ctx context.Context, params *store.ScheduleListParams) (*store.ScheduleListResult, error) {
 	limit := params.ScheduleListLimit()
 	args := dbsqlc.ScheduleListParams{Tenant: params.Tenant, Max: int32(limit + 1)}
-	if params.After != nil {
-		id, err := parseUUID(params.After.ID)
-		if err != nil {
-			return nil, fmt.Errorf("storepg: cursor id: %w: %w", store.ErrInvalidRow, err)
-		}
-		args.AfterCreatedAt, args.AfterID = &params.After.CreatedAt, id
+	var err error
+	if args.AfterCreatedAt, args.AfterID, err = cursorAfter(params.After); err != nil {
+		return nil, err
 	}
 	rows, err := s.q.ScheduleList(ctx, s.pool, args)
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	return store.ScheduleListPage(rows, limit, func(row dbsqlc.Schedule) (*store.Schedule, error) {
-		return s.scheduleWithSlots(ctx, row)
-	})
+	return store.ScheduleListPage(rows, limit, s.withSlots(ctx))
 }
 
 // ScheduleSetPaused implements store.ScheduleStore.
@@ -79,10 +72,7 @@ func (s *Store) ScheduleSetPaused(ctx context.Context, params *store.ScheduleSet
 		return nil, store.ErrNotFound
 	}
 	row, err := s.q.ScheduleSetPaused(ctx, s.pool, dbsqlc.ScheduleSetPausedParams{Paused: params.Paused, NextSlotAt: params.NextSlotAt, Tenant: params.Tenant, ID: id})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return s.scheduleWithSlots(ctx, row)
+	return rowmap.OneErr(row, err, interpretError, s.withSlots(ctx))
 }
 
 // ScheduleDelete implements store.ScheduleStore.
@@ -250,6 +240,11 @@ func (s *Store) scheduleSubmit(ctx context.Context, tx pgx.Tx, p *store.JobSubmi
 		return "", nil, err
 	}
 	return existing.Job.ID.String(), nil, nil
+}
+
+// withSlots is scheduleWithSlots as a mapping of rows read under ctx.
+func (s *Store) withSlots(ctx context.Context) func(dbsqlc.Schedule) (*store.Schedule, error) {
+	return func(row dbsqlc.Schedule) (*store.Schedule, error) { return s.scheduleWithSlots(ctx, row) }
 }
 
 func (s *Store) scheduleWithSlots(ctx context.Context, row dbsqlc.Schedule) (*store.Schedule, error) {

@@ -141,14 +141,7 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 		args.AfterRank, args.AfterID = int64(params.After.Rank), params.After.ID
 	}
 	rows, err := s.q.DeliveryList(ctx, s.read, args)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	ds := make([]*store.Delivery, len(rows))
-	for i, r := range rows {
-		ds[i] = deliveryFromRow(r)
-	}
-	return store.DeliveryListPage(ds, limit), nil
+	return rowmap.Page(rows, err, interpretError, rowmap.Total(deliveryFromRow), limit, store.DeliveryListPage)
 }
 
 // DeliveryRetry implements store.DeliveryStore: store.DeliveryRetryParams.Retry

@@ -151,7 +151,7 @@ func (s *Store) checkpointWriteTx(ctx context.Context, tx *writeTx, now int64, l
 		StageKey:    cp.StageKey,
 		CodeVersion: cp.CodeVersion,
 		Attempt:     job.Attempt,
-		Output:      nonNilBytes(cp.Output),
+		Output:      rowmap.NonNilSlice(cp.Output),
 		CreatedAt:   now,
 		ReusedFrom:  cp.ReusedFrom,
 	})

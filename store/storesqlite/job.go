@@ -41,7 +41,7 @@ func (s *Store) jobSubmit(ctx context.Context, tx *writeTx, params *store.JobSub
 		Tenant:    params.Tenant,
 		Sha256:    params.DocumentSHA256,
 		MediaType: params.DocumentMedia,
-		Data:      nonNilBytes(params.Document),
+		Data:      rowmap.NonNilSlice(params.Document),
 		SizeBytes: int64(len(params.Document)),
 		CreatedAt: now,
 	})
@@ -109,7 +109,7 @@ func jobInsertArgs(p *store.JobSubmitParams) (dbsqlite.JobInsertParams, error) {
 	if err != nil {
 		return dbsqlite.JobInsertParams{}, fmt.Errorf("storesqlite: job id %q: %w", p.ID, store.ErrInvalidRow)
 	}
-	labels, err := json.Marshal(nonNilLabels(p.Labels))
+	labels, err := json.Marshal(rowmap.NonNilMap(p.Labels))
 	if err != nil {
 		return dbsqlite.JobInsertParams{}, fmt.Errorf("storesqlite: labels: %w", err)
 	}
@@ -155,24 +155,14 @@ func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*stor
 		Status:   string(params.Status),
 		Pipeline: params.Pipeline,
 		RunID:    params.RunID,
-		// The first page starts after every job (see JobList in job.sql).
-		AfterCreatedAt: math.MaxInt64,
-		Max:            int64(limit) + 1,
+		Max:      int64(limit) + 1,
 	}
-	if params.After != nil {
-		id, ok := canonicalUUID(params.After.ID)
-		if !ok {
-			return nil, fmt.Errorf("storesqlite: cursor id %q is not a uuid: %w", params.After.ID, store.ErrInvalidRow)
-		}
-		args.AfterCreatedAt = params.After.CreatedAt.UnixMicro()
-		args.AfterID = id
-	}
-	rows, err := s.q.JobList(ctx, s.read, args)
-	jobs, err := rowmap.MapErr(rows, err, interpretError, jobFromRow)
-	if err != nil {
+	var err error
+	if args.AfterCreatedAt, args.AfterID, err = cursorAfter(params.After); err != nil {
 		return nil, err
 	}
-	return store.JobListPage(jobs, limit), nil
+	rows, err := s.q.JobList(ctx, s.read, args)
+	return rowmap.Page(rows, err, interpretError, jobFromRow, limit, store.JobListPage)
 }
 
 // JobComplete implements store.Store: the update and its event in one write
@@ -274,17 +264,16 @@ func canonicalUUID(s string) (string, bool) {
 	return id.String(), true
 }
 
-func nonNilLabels(m map[string]string) map[string]string {
-	if m == nil {
-		return map[string]string{}
+// cursorAfter is where a page of a list newest first starts: after the
+// cursor's created_at (unix microseconds) and id. Without a cursor (the
+// first page) it starts after every row (see JobList in job.sql).
+func cursorAfter(after *store.JobCursor) (int64, string, error) {
+	if after == nil {
+		return math.MaxInt64, "", nil
 	}
-	return m
-}
-
-// nonNilBytes keeps an empty document from being bound as NULL.
-func nonNilBytes(b []byte) []byte {
-	if b == nil {
-		return []byte{}
+	id, ok := canonicalUUID(after.ID)
+	if !ok {
+		return 0, "", fmt.Errorf("storesqlite: cursor id %q is not a uuid: %w", after.ID, store.ErrInvalidRow)
 	}
-	return b
+	return after.CreatedAt.UnixMicro(), id, nil
 }

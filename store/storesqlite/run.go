@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
@@ -24,7 +24,7 @@ func (s *Store) RunCreate(ctx context.Context, params *store.RunCreateParams) (*
 	if !ok {
 		return nil, fmt.Errorf("storesqlite: run id %q: %w", params.ID, store.ErrInvalidRow)
 	}
-	labels, err := json.Marshal(nonNilLabels(params.Labels))
+	labels, err := json.Marshal(rowmap.NonNilMap(params.Labels))
 	if err != nil {
 		return nil, fmt.Errorf("storesqlite: labels: %w", err)
 	}
@@ -77,25 +77,15 @@ func (s *Store) RunGet(ctx context.Context, params *store.RunGetParams) (*store.
 // RunList implements store.RunStore.
 func (s *Store) RunList(ctx context.Context, params *store.RunListParams) (*store.RunListResult, error) {
 	limit := params.RunListLimit()
-	args := dbsqlite.RunListParams{Tenant: params.Tenant, AfterCreatedAt: math.MaxInt64, Max: int64(limit) + 1}
-	if params.After != nil {
-		id, ok := canonicalUUID(params.After.ID)
-		if !ok {
-			return nil, fmt.Errorf("storesqlite: cursor id %q is not a uuid: %w", params.After.ID, store.ErrInvalidRow)
-		}
-		args.AfterCreatedAt, args.AfterID = params.After.CreatedAt.UnixMicro(), id
+	args := dbsqlite.RunListParams{Tenant: params.Tenant, Max: int64(limit) + 1}
+	var err error
+	if args.AfterCreatedAt, args.AfterID, err = cursorAfter(params.After); err != nil {
+		return nil, err
 	}
 	rows, err := s.q.RunList(ctx, s.read, args)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	runs := make([]*store.Run, len(rows))
-	for i, row := range rows {
-		if runs[i], err = s.runWithProgress(ctx, row, params.RecentSince); err != nil {
-			return nil, err
-		}
-	}
-	return store.RunListPage(runs, limit), nil
+	return rowmap.Page(rows, err, interpretError, func(row dbsqlite.Run) (*store.Run, error) {
+		return s.runWithProgress(ctx, row, params.RecentSince)
+	}, limit, store.RunListPage)
 }
 
 // RunItemGetMany implements store.RunStore: one indexed read per key, on

@@ -5,10 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
@@ -53,30 +53,22 @@ func (s *Store) ScheduleGet(ctx context.Context, params *store.ScheduleGetParams
 		return nil, store.ErrNotFound
 	}
 	row, err := s.q.ScheduleGetByID(ctx, s.read, dbsqlite.ScheduleGetByIDParams{Tenant: params.Tenant, ID: id})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return s.scheduleWithSlots(ctx, row)
+	return rowmap.OneErr(row, err, interpretError, s.withSlots(ctx))
 }
 
 // ScheduleList implements store.ScheduleStore.
 func (s *Store) ScheduleList(ctx context.Context, params *store.ScheduleListParams) (*store.ScheduleListResult, error) {
 	limit := params.ScheduleListLimit()
-	args := dbsqlite.ScheduleListParams{Tenant: params.Tenant, AfterCreatedAt: math.MaxInt64, Max: int64(limit) + 1}
-	if params.After != nil {
-		id, ok := canonicalUUID(params.After.ID)
-		if !ok {
-			return nil, fmt.Errorf("storesqlite: cursor id %q is not a uuid: %w", params.After.ID, store.ErrInvalidRow)
-		}
-		args.AfterCreatedAt, args.AfterID = params.After.CreatedAt.UnixMicro(), id
+	args := dbsqlite.ScheduleListParams{Tenant: params.Tenant, Max: int64(limit) + 1}
+	var err error
+	if args.AfterCreatedAt, args.AfterID, err = cursorAfter(params.After); err != nil {
+		return nil, err
 	}
 	rows, err := s.q.ScheduleList(ctx, s.read, args)
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	return store.ScheduleListPage(rows, limit, func(row dbsqlite.Schedule) (*store.Schedule, error) {
-		return s.scheduleWithSlots(ctx, row)
-	})
+	return store.ScheduleListPage(rows, limit, s.withSlots(ctx))
 }
 
 // ScheduleSetPaused implements store.ScheduleStore.
@@ -239,6 +231,11 @@ func (s *Store) scheduleAdvance(ctx context.Context, tx *writeTx, id string, nex
 		return err
 	}
 	return interpretError(s.q.ScheduleAdvance(ctx, tx, dbsqlite.ScheduleAdvanceParams{NextSlotAt: next, LastJobID: lastJob, BufferedSlotAt: buffered, Now: now, ID: id}))
+}
+
+// withSlots is scheduleWithSlots as a mapping of rows read under ctx.
+func (s *Store) withSlots(ctx context.Context) func(dbsqlite.Schedule) (*store.Schedule, error) {
+	return func(row dbsqlite.Schedule) (*store.Schedule, error) { return s.scheduleWithSlots(ctx, row) }
 }
 
 func (s *Store) scheduleWithSlots(ctx context.Context, row dbsqlite.Schedule) (*store.Schedule, error) {

@@ -44,8 +44,8 @@ func MapErr[R, T any](rows []R, err error, interpret func(error) error, f func(R
 	return EachErr(rows, f)
 }
 
-// NonNil is m, or an empty map for nil: a column that is never NULL.
-func NonNil[K comparable, V any](m map[K]V) map[K]V {
+// NonNilMap is m, or an empty map for nil: a column that is never NULL.
+func NonNilMap[K comparable, V any](m map[K]V) map[K]V {
 	if m == nil {
 		return map[K]V{}
 	}
@@ -69,4 +69,31 @@ func OneErr[R, T any](row R, err error, interpret func(error) error, f func(R) (
 		return zero, interpret(err)
 	}
 	return f(row)
+}
+
+// Page is the page a list method answers from the up to limit+1 rows it
+// read (the one beyond the page tells a next page exists): the rows mapped
+// by f as MapErr does, then made a page of at most limit by page (such as
+// store.JobListPage).
+func Page[R, T, P any](rows []R, err error, interpret func(error) error, f func(R) (T, error), limit int, page func([]T, int) P) (P, error) {
+	values, err := MapErr(rows, err, interpret, f)
+	if err != nil {
+		var zero P
+		return zero, err
+	}
+	return page(values, limit), nil
+}
+
+// Total is f as a mapping that never refuses a row, for MapErr and Page.
+func Total[R, T any](f func(R) T) func(R) (T, error) {
+	return func(r R) (T, error) { return f(r), nil }
+}
+
+// NonNilSlice is b, or an empty slice for nil, so that an empty document or
+// output is bound as empty, not as NULL.
+func NonNilSlice[T any](b []T) []T {
+	if b == nil {
+		return []T{}
+	}
+	return b
 }
