@@ -25,6 +25,23 @@ func (p *JobListParams) PageLimit() int { return pageLimit(p.Limit, JobListLimit
 // PageLimit is the number of events JobEventList returns at most.
 func (p *JobEventListParams) PageLimit() int { return pageLimit(p.Limit, JobEventListLimitDefault) }
 
+// JobEventListPage is JobEventList's answer from the events read: an empty
+// page is ErrNotFound when the job does not exist (exists, asked then
+// alone, in the read of the page), else the events, none past the last.
+func JobEventListPage(events []*JobEvent, exists func() (bool, error)) ([]*JobEvent, error) {
+	if len(events) > 0 {
+		return events, nil
+	}
+	ok, err := exists()
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return events, nil
+}
+
 // PageLimit is the number of changes JobChangeList returns at most.
 func (p *JobChangeListParams) PageLimit() int { return pageLimit(p.Limit, JobChangeListLimitDefault) }
 

@@ -97,3 +97,17 @@ func NonNilSlice[T any](b []T) []T {
 	}
 	return b
 }
+
+// Keyed is the rows of a query as a map, each row's key and value by f;
+// when the query failed (err), no map and err as the store reads it.
+func Keyed[R any, K comparable, V any](rows []R, err error, interpret func(error) error, f func(R) (K, V)) (map[K]V, error) {
+	if err != nil {
+		return nil, interpret(err)
+	}
+	m := make(map[K]V, len(rows))
+	for _, r := range rows {
+		k, v := f(r)
+		m[k] = v
+	}
+	return m, nil
+}
