@@ -24,16 +24,6 @@ import (
 // and the retries of a statement Postgres aborted to break a deadlock.
 const jobSubmitAttempts = 3
 
-// JobSubmit implements store.Store.
-func (s *Store) JobSubmit(ctx context.Context, params *store.JobSubmitParams) (*store.JobSubmitResult, error) {
-	return store.JobSubmitOne(ctx, s.JobSubmitMany, params)
-}
-
-// JobSubmitMany implements store.Store.
-func (s *Store) JobSubmitMany(ctx context.Context, params *store.JobSubmitManyParams) (*store.JobSubmitManyResult, error) {
-	return store.JobSubmitManyInRounds(ctx, params, s.jobSubmitDistinct)
-}
-
 // JobGetByIdempotencyKey implements store.Store.
 func (s *Store) JobGetByIdempotencyKey(ctx context.Context, params *store.JobGetByIdempotencyKeyParams) (*store.JobSubmitResult, error) {
 	row, err := s.q.JobGetByIdempotencyKey(ctx, s.pool, dbsqlc.JobGetByIdempotencyKeyParams{

@@ -12,11 +12,14 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
 // Store is store.Store on a pgx pool.
 type Store struct {
+	// JobSubmitter is JobSubmit and JobSubmitMany over jobSubmitDistinct.
+	store.JobSubmitter
 	pool     *pgxpool.Pool
 	q        *dbsqlc.Queries
 	ownsPool bool
@@ -34,7 +37,9 @@ const DefaultMaxConns = 16
 // New returns a Store on pool. The caller keeps the pool: Close leaves it
 // open. The schema must be migrated (Migrate).
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, q: dbsqlc.New()}
+	s := &Store{pool: pool, q: dbsqlc.New()}
+	s.JobSubmitter = store.JobSubmitter{Distinct: s.jobSubmitDistinct}
+	return s
 }
 
 // Open connects to databaseURL and returns a Store that owns its pool: Close

@@ -43,6 +43,7 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
+	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
@@ -67,6 +68,8 @@ func (c *Config) validate() error {
 
 // Store is store.Store on an SQLite database file.
 type Store struct {
+	// JobSubmitter is JobSubmit and JobSubmitMany over jobSubmitDistinct.
+	store.JobSubmitter
 	write  *sql.DB // one connection: all writes, one at a time
 	read   *sql.DB // reads
 	q      *dbsqlite.Queries
@@ -101,6 +104,7 @@ func Open(ctx context.Context, config Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{q: dbsqlite.New(), lock: lock}
+	s.JobSubmitter = store.JobSubmitter{Distinct: s.jobSubmitDistinct}
 	if err := s.open(ctx, filepath.Join(dir, databaseFileName)); err != nil {
 		s.Close()
 		return nil, err
