@@ -216,12 +216,7 @@ func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryPa
 func (s *Store) DeliveryAttemptList(ctx context.Context, params *store.DeliveryAttemptListParams) ([]*store.DeliveryAttempt, error) {
 	rows, err := s.q.DeliveryAttemptList(ctx, s.pool, params.DeliveryID)
 	return rowmap.Map(rows, err, interpretError, func(r dbsqlc.DeliveryAttempt) *store.DeliveryAttempt {
-		return &store.DeliveryAttempt{
-			ID: r.ID, DeliveryID: r.DeliveryID, EventID: r.EventID, Sink: r.Sink, Tenant: r.Tenant,
-			Attempt: r.Attempt, Relay: r.Relay, Outcome: store.DeliveryOutcome(r.Outcome),
-			HTTPStatus: r.HttpStatus, Error: r.Error, ExternalRef: r.ExternalRef, Duplicate: r.Duplicate,
-			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, LatencyMS: r.LatencyMs,
-		}
+		return columns.DeliveryAttempt(rowmap.DeliveryAttemptRow[int32, bool, time.Time](r))
 	})
 }
 

@@ -204,26 +204,7 @@ func (s *Store) LLMAttemptList(ctx context.Context, params *store.LLMAttemptList
 	}
 	rows, err := s.q.LLMAttemptList(ctx, s.pool, id)
 	return rowmap.Map(rows, err, interpretError, func(r dbsqlc.LlmAttempt) *store.LLMAttempt {
-		return &store.LLMAttempt{
-			ID:                r.ID,
-			JobID:             r.JobID.String(),
-			Tenant:            r.Tenant,
-			JobAttempt:        r.JobAttempt,
-			Stage:             store.JobStage(r.Stage),
-			Chunk:             r.Chunk,
-			ProviderKey:       r.ProviderKey,
-			Model:             r.Model,
-			Outcome:           store.LLMOutcome(r.Outcome),
-			Billed:            r.Billed,
-			PromptTokens:      r.PromptTokens,
-			CompletionTokens:  r.CompletionTokens,
-			CostMicros:        r.CostMicros,
-			LatencyMillis:     r.LatencyMs,
-			ProviderRequestID: r.ProviderRequestID,
-			Error:             r.Error,
-			CreatedAt:         r.CreatedAt,
-			PriceClass:        store.PriceClass(r.PriceClass),
-		}
+		return columns.LLMAttempt(rowmap.LLMAttemptRow[pgtype.UUID, int32, bool, time.Time](r))
 	})
 }
 
@@ -318,18 +299,7 @@ func (s *Store) OutboxList(ctx context.Context, params *store.OutboxListParams) 
 }
 
 func checkpointFromRow(r dbsqlc.JobCheckpoint) *store.Checkpoint {
-	return &store.Checkpoint{
-		JobID:       r.JobID.String(),
-		Tenant:      r.Tenant,
-		Stage:       store.JobStage(r.Stage),
-		Chunk:       r.Chunk,
-		StageKey:    r.StageKey,
-		CodeVersion: r.CodeVersion,
-		Attempt:     r.Attempt,
-		Output:      r.Output,
-		ReusedFrom:  r.ReusedFrom,
-		CreatedAt:   r.CreatedAt,
-	}
+	return columns.Checkpoint(rowmap.CheckpointRow[pgtype.UUID, int32, time.Time](r))
 }
 
 // interpretLeaseError is interpretError for fenced statements, whose "no

@@ -176,13 +176,7 @@ func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryPa
 func (s *Store) DeliveryAttemptList(ctx context.Context, params *store.DeliveryAttemptListParams) ([]*store.DeliveryAttempt, error) {
 	rows, err := s.q.DeliveryAttemptList(ctx, s.read, params.DeliveryID)
 	return rowmap.Map(rows, err, interpretError, func(r dbsqlite.DeliveryAttempt) *store.DeliveryAttempt {
-		return &store.DeliveryAttempt{
-			ID: r.ID, DeliveryID: r.DeliveryID, EventID: r.EventID, Sink: r.Sink, Tenant: r.Tenant,
-			Attempt: int32(r.Attempt), Relay: r.Relay, Outcome: store.DeliveryOutcome(r.Outcome),
-			HTTPStatus: int32(r.HttpStatus), Error: r.Error, ExternalRef: r.ExternalRef,
-			Duplicate: r.Duplicate != 0, StartedAt: timeFrom(r.StartedAt), FinishedAt: timeFrom(r.FinishedAt),
-			LatencyMS: r.LatencyMs,
-		}
+		return columns.DeliveryAttempt(rowmap.DeliveryAttemptRow[int64, int64, int64](r))
 	})
 }
 

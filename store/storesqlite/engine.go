@@ -245,26 +245,7 @@ func (s *Store) LLMAttemptList(ctx context.Context, params *store.LLMAttemptList
 	}
 	rows, err := s.q.LLMAttemptList(ctx, s.read, id)
 	return rowmap.Map(rows, err, interpretError, func(r dbsqlite.LlmAttempt) *store.LLMAttempt {
-		return &store.LLMAttempt{
-			ID:                r.ID,
-			JobID:             r.JobID,
-			Tenant:            r.Tenant,
-			JobAttempt:        int32(r.JobAttempt),
-			Stage:             store.JobStage(r.Stage),
-			Chunk:             int32(r.Chunk),
-			ProviderKey:       r.ProviderKey,
-			Model:             r.Model,
-			Outcome:           store.LLMOutcome(r.Outcome),
-			Billed:            r.Billed != 0,
-			PromptTokens:      r.PromptTokens,
-			CompletionTokens:  r.CompletionTokens,
-			CostMicros:        r.CostMicros,
-			LatencyMillis:     r.LatencyMs,
-			ProviderRequestID: r.ProviderRequestID,
-			Error:             r.Error,
-			CreatedAt:         timeFrom(r.CreatedAt),
-			PriceClass:        store.PriceClass(r.PriceClass),
-		}
+		return columns.LLMAttempt(rowmap.LLMAttemptRow[string, int64, int64, int64](r))
 	})
 }
 
@@ -397,18 +378,7 @@ func (s *Store) OutboxList(ctx context.Context, params *store.OutboxListParams) 
 }
 
 func checkpointFromRow(r dbsqlite.JobCheckpoint) *store.Checkpoint {
-	return &store.Checkpoint{
-		JobID:       r.JobID,
-		Tenant:      r.Tenant,
-		Stage:       store.JobStage(r.Stage),
-		Chunk:       int32(r.Chunk),
-		StageKey:    r.StageKey,
-		CodeVersion: r.CodeVersion,
-		Attempt:     int32(r.Attempt),
-		Output:      r.Output,
-		ReusedFrom:  r.ReusedFrom,
-		CreatedAt:   timeFrom(r.CreatedAt),
-	}
+	return columns.Checkpoint(rowmap.CheckpointRow[string, int64, int64](r))
 }
 
 // timePtrFrom is timeFrom for a nullable column.
