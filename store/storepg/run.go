@@ -218,17 +218,11 @@ func (s *Store) runWithProgress(ctx context.Context, row dbsqlc.Run, recentSince
 		return nil, err
 	}
 	rows, err := s.q.RunProgress(ctx, s.pool, dbsqlc.RunProgressParams{RecentSince: recentSince, RunID: row.ID})
+	groups, err := rowmap.Map(rows, err, interpretError, func(r dbsqlc.RunProgressRow) store.RunProgressRow {
+		return columns.RunProgress(rowmap.RunProgressRow[bool](r))
+	})
 	if err != nil {
-		return nil, interpretError(err)
-	}
-	groups := make([]store.RunProgressRow, len(rows))
-	for i, r := range rows {
-		groups[i] = store.RunProgressRow{
-			Status: store.JobStatus(r.Status), Reused: r.Reused, Items: r.Items, Seq: r.Seq,
-			Usage: store.JobUsage{PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
-				CostMicros: r.CostMicros, LLMCalls: int32(r.LlmCalls)},
-			FinishedRecently: r.FinishedRecently,
-		}
+		return nil, err
 	}
 	run.Progress = store.RunProgressOf(groups)
 	return run, nil

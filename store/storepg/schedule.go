@@ -254,9 +254,7 @@ func (s *Store) scheduleWithSlots(ctx context.Context, row dbsqlc.Schedule) (*st
 		return nil, interpretError(err)
 	}
 	for _, sl := range slots {
-		sch.RecentSlots = append(sch.RecentSlots, &store.ScheduleSlot{
-			SlotAt: sl.SlotAt, Outcome: store.SlotOutcome(sl.Outcome), JobID: uuidString(sl.JobID), Reason: sl.Reason, DecidedAt: sl.DecidedAt,
-		})
+		sch.RecentSlots = append(sch.RecentSlots, columns.ScheduleSlot(rowmap.ScheduleSlotRow[pgtype.UUID, pgtype.UUID, time.Time](sl)))
 	}
 	return sch, nil
 }

@@ -6,9 +6,10 @@ import (
 
 // columns is how this store's rows hold the column types that differ between
 // the stores (see rowmap.Columns): a uuid is TEXT, the others INTEGER.
-var columns = rowmap.Columns[string, int64, int64, int64]{
-	UUID:  rowmap.Same[string],
-	Int32: func(i int64) int32 { return int32(i) },
-	Bool:  func(b int64) bool { return b != 0 },
-	Time:  timeFrom,
+var columns = rowmap.Columns[string, *string, int64, int64, int64]{
+	UUID:     rowmap.Same[string],
+	NullUUID: deref,
+	Int32:    func(i int64) int32 { return int32(i) },
+	Bool:     func(b int64) bool { return b != 0 },
+	Time:     timeFrom,
 }

@@ -246,17 +246,11 @@ func (s *Store) runWithProgress(ctx context.Context, row dbsqlite.Run, recentSin
 	}
 	since := recentSince.UnixMicro()
 	rows, err := s.q.RunProgress(ctx, s.read, dbsqlite.RunProgressParams{RecentSince: &since, RunID: row.ID})
+	groups, err := rowmap.Map(rows, err, interpretError, func(r dbsqlite.RunProgressRow) store.RunProgressRow {
+		return columns.RunProgress(rowmap.RunProgressRow[int64](r))
+	})
 	if err != nil {
-		return nil, interpretError(err)
-	}
-	groups := make([]store.RunProgressRow, len(rows))
-	for i, r := range rows {
-		groups[i] = store.RunProgressRow{
-			Status: store.JobStatus(r.Status), Reused: r.Reused != 0, Items: r.Items, Seq: r.Seq,
-			Usage: store.JobUsage{PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
-				CostMicros: r.CostMicros, LLMCalls: int32(r.LlmCalls)},
-			FinishedRecently: r.FinishedRecently,
-		}
+		return nil, err
 	}
 	run.Progress = store.RunProgressOf(groups)
 	return run, nil

@@ -245,9 +245,7 @@ func (s *Store) scheduleWithSlots(ctx context.Context, row dbsqlite.Schedule) (*
 		return nil, interpretError(err)
 	}
 	for _, sl := range slots {
-		sch.RecentSlots = append(sch.RecentSlots, &store.ScheduleSlot{
-			SlotAt: timeFrom(sl.SlotAt), Outcome: store.SlotOutcome(sl.Outcome), JobID: deref(sl.JobID), Reason: sl.Reason, DecidedAt: timeFrom(sl.DecidedAt),
-		})
+		sch.RecentSlots = append(sch.RecentSlots, columns.ScheduleSlot(rowmap.ScheduleSlotRow[string, *string, int64](sl)))
 	}
 	return sch, nil
 }

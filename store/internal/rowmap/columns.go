@@ -7,18 +7,20 @@ import (
 )
 
 // Columns converts the column types whose Go type differs between the two
-// stores' sqlc code: a uuid (pgtype.UUID; TEXT), a 32-bit integer (int32;
+// stores' sqlc code: a uuid (pgtype.UUID; TEXT), a nullable uuid
+// (pgtype.UUID; *string, "" for NULL), a 32-bit integer (int32;
 // INTEGER, read as int64), a boolean (bool; INTEGER 0 or 1) and a timestamp
 // (time.Time; INTEGER unix microseconds). Each store has one Columns; the
 // row types below take its column types as type parameters, so a store's
 // sqlc row converts to them (same field names, order and types) and is
 // mapped here once for both stores. A column sqlc adds, drops or reorders
 // in either store fails that conversion at compile time.
-type Columns[U, I, B, T any] struct {
-	UUID  func(U) string
-	Int32 func(I) int32
-	Bool  func(B) bool
-	Time  func(T) time.Time
+type Columns[U, N, I, B, T any] struct {
+	UUID     func(U) string
+	NullUUID func(N) string
+	Int32    func(I) int32
+	Bool     func(B) bool
+	Time     func(T) time.Time
 }
 
 // Same is the conversion of a column whose type is already the store type's.
@@ -39,7 +41,7 @@ type CheckpointRow[U, I, T any] struct {
 }
 
 // Checkpoint is the store value of r.
-func (c Columns[U, I, B, T]) Checkpoint(r CheckpointRow[U, I, T]) *store.Checkpoint {
+func (c Columns[U, N, I, B, T]) Checkpoint(r CheckpointRow[U, I, T]) *store.Checkpoint {
 	return &store.Checkpoint{
 		JobID:       c.UUID(r.JobID),
 		Tenant:      r.Tenant,
@@ -77,7 +79,7 @@ type LLMAttemptRow[U, I, B, T any] struct {
 }
 
 // LLMAttempt is the store value of r.
-func (c Columns[U, I, B, T]) LLMAttempt(r LLMAttemptRow[U, I, B, T]) *store.LLMAttempt {
+func (c Columns[U, N, I, B, T]) LLMAttempt(r LLMAttemptRow[U, I, B, T]) *store.LLMAttempt {
 	return &store.LLMAttempt{
 		ID:                r.ID,
 		JobID:             c.UUID(r.JobID),
@@ -120,12 +122,55 @@ type DeliveryAttemptRow[I, B, T any] struct {
 }
 
 // DeliveryAttempt is the store value of r.
-func (c Columns[U, I, B, T]) DeliveryAttempt(r DeliveryAttemptRow[I, B, T]) *store.DeliveryAttempt {
+func (c Columns[U, N, I, B, T]) DeliveryAttempt(r DeliveryAttemptRow[I, B, T]) *store.DeliveryAttempt {
 	return &store.DeliveryAttempt{
 		ID: r.ID, DeliveryID: r.DeliveryID, EventID: r.EventID, Sink: r.Sink, Tenant: r.Tenant,
 		Attempt: c.Int32(r.Attempt), Relay: r.Relay, Outcome: store.DeliveryOutcome(r.Outcome),
 		HTTPStatus: c.Int32(r.HttpStatus), Error: r.Error, ExternalRef: r.ExternalRef,
 		Duplicate: c.Bool(r.Duplicate), StartedAt: c.Time(r.StartedAt), FinishedAt: c.Time(r.FinishedAt),
 		LatencyMS: r.LatencyMs,
+	}
+}
+
+// RunProgressRow is a row of the RunProgress query: a run's items of one
+// status, reused or not.
+type RunProgressRow[B any] struct {
+	Status           string
+	Reused           B
+	Items            int64
+	Seq              int64
+	PromptTokens     int64
+	CompletionTokens int64
+	CostMicros       int64
+	LlmCalls         int64
+	FinishedRecently int64
+}
+
+// RunProgress is the store value of r.
+func (c Columns[U, N, I, B, T]) RunProgress(r RunProgressRow[B]) store.RunProgressRow {
+	return store.RunProgressRow{
+		Status: store.JobStatus(r.Status), Reused: c.Bool(r.Reused), Items: r.Items, Seq: r.Seq,
+		Usage: store.JobUsage{PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
+			CostMicros: r.CostMicros, LLMCalls: int32(r.LlmCalls)},
+		FinishedRecently: r.FinishedRecently,
+	}
+}
+
+// ScheduleSlotRow is a schedule_slots row.
+type ScheduleSlotRow[U, N, T any] struct {
+	ScheduleID U
+	SlotAt     T
+	Tenant     string
+	Outcome    string
+	JobID      N
+	Reason     string
+	DecidedAt  T
+}
+
+// ScheduleSlot is the store value of r.
+func (c Columns[U, N, I, B, T]) ScheduleSlot(r ScheduleSlotRow[U, N, T]) *store.ScheduleSlot {
+	return &store.ScheduleSlot{
+		SlotAt: c.Time(r.SlotAt), Outcome: store.SlotOutcome(r.Outcome), JobID: c.NullUUID(r.JobID),
+		Reason: r.Reason, DecidedAt: c.Time(r.DecidedAt),
 	}
 }
