@@ -27,6 +27,7 @@ func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListPa
 	}
 	rows, err := s.q.JobChangeList(ctx, s.pool, args)
 	return rowmap.MapErr(rows, err, interpretError, func(r dbsqlc.JobChangeListRow) (*store.JobChange, error) {
+		r.Job.Output = nil // not read into the job only to be dropped
 		job, err := jobFromRow(r.Job)
 		if err != nil {
 			return nil, err

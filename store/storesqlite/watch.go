@@ -29,6 +29,7 @@ func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListPa
 		Max:      int64(params.PageLimit()),
 	})
 	return rowmap.MapErr(rows, err, interpretError, func(r dbsqlite.JobChangeListRow) (*store.JobChange, error) {
+		r.Job.Output = nil // not read into the job only to be dropped
 		job, err := jobFromRow(r.Job)
 		if err != nil {
 			return nil, err
