@@ -2,7 +2,6 @@ package storepg
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -66,60 +65,6 @@ func (s *Store) JobComplete(ctx context.Context, params *store.JobCompleteParams
 	}
 	s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
 	return jobFromRow(dbsqlc.Job(row))
-}
-
-func jobFromRow(r dbsqlc.Job) (*store.Job, error) {
-	job := &store.Job{
-		ID:               r.ID.String(),
-		Tenant:           r.Tenant,
-		IdempotencyKey:   r.IdempotencyKey,
-		DedupKey:         r.DedupKey,
-		Pipeline:         r.Pipeline,
-		PipelineVersion:  r.PipelineVersion,
-		PromptVersion:    r.PromptVersion,
-		ModelProfile:     r.ModelProfile,
-		Status:           store.JobStatus(r.Status),
-		Stage:            store.JobStage(r.Stage),
-		Attempt:          r.Attempt,
-		Output:           r.Output,
-		DeduplicatedFrom: r.DeduplicatedFrom.String(),
-		Traceparent:      r.Traceparent,
-		Usage: store.JobUsage{
-			PromptTokens:     r.PromptTokens,
-			CompletionTokens: r.CompletionTokens,
-			CostMicros:       r.CostMicros,
-			LLMCalls:         r.LlmCalls,
-		},
-		DocumentSHA256: r.DocumentSha256,
-		DocumentMedia:  r.DocumentMediaType,
-		DocumentName:   r.DocumentName,
-		DocumentSize:   r.DocumentSizeBytes,
-		Params:         r.Params,
-		CreatedAt:      r.CreatedAt,
-		UpdatedAt:      r.UpdatedAt,
-		FinishedAt:     r.FinishedAt,
-
-		LeaseUntil:      r.LeaseUntil,
-		RunAfter:        r.RunAfter,
-		CancelRequested: r.CancelRequested,
-		BudgetStartedAt: r.BudgetStartedAt,
-		BudgetAttempts:  r.BudgetAttempts,
-		BudgetTokens:    r.BudgetTokens,
-		Approved:        r.Approved,
-	}
-	if r.LeaseOwner != nil {
-		job.LeaseOwner = *r.LeaseOwner
-	}
-	if r.Error != nil {
-		job.Error = new(store.JobError)
-		if err := json.Unmarshal(r.Error, job.Error); err != nil {
-			return nil, fmt.Errorf("storepg: job %s: error column: %w", job.ID, err)
-		}
-	}
-	if err := json.Unmarshal(r.Labels, &job.Labels); err != nil {
-		return nil, fmt.Errorf("storepg: job %s: labels column: %w", job.ID, err)
-	}
-	return job, nil
 }
 
 func parseUUID(s string) (pgtype.UUID, error) {

@@ -196,64 +196,6 @@ func (s *Store) JobComplete(ctx context.Context, params *store.JobCompleteParams
 	return jobFromRow(row)
 }
 
-func jobFromRow(r dbsqlite.Job) (*store.Job, error) {
-	job := &store.Job{
-		ID:              r.ID,
-		Tenant:          r.Tenant,
-		IdempotencyKey:  r.IdempotencyKey,
-		DedupKey:        r.DedupKey,
-		Pipeline:        r.Pipeline,
-		PipelineVersion: int32(r.PipelineVersion),
-		PromptVersion:   r.PromptVersion,
-		ModelProfile:    r.ModelProfile,
-		Status:          store.JobStatus(r.Status),
-		Stage:           store.JobStage(r.Stage),
-		Attempt:         int32(r.Attempt),
-		Traceparent:     r.Traceparent,
-		Usage: store.JobUsage{
-			PromptTokens:     r.PromptTokens,
-			CompletionTokens: r.CompletionTokens,
-			CostMicros:       r.CostMicros,
-			LLMCalls:         int32(r.LlmCalls),
-		},
-		DocumentSHA256: r.DocumentSha256,
-		DocumentMedia:  r.DocumentMediaType,
-		DocumentName:   r.DocumentName,
-		DocumentSize:   r.DocumentSizeBytes,
-		Params:         []byte(r.Params),
-		CreatedAt:      timeFrom(r.CreatedAt),
-		UpdatedAt:      timeFrom(r.UpdatedAt),
-		FinishedAt:     timePtrFrom(r.FinishedAt),
-
-		LeaseUntil:      timePtrFrom(r.LeaseUntil),
-		RunAfter:        timePtrFrom(r.RunAfter),
-		CancelRequested: r.CancelRequested != 0,
-		BudgetStartedAt: timeFrom(r.BudgetStartedAt),
-		BudgetAttempts:  int32(r.BudgetAttempts),
-		BudgetTokens:    r.BudgetTokens,
-		Approved:        r.Approved != 0,
-	}
-	if r.LeaseOwner != nil {
-		job.LeaseOwner = *r.LeaseOwner
-	}
-	if r.Output != nil {
-		job.Output = []byte(*r.Output)
-	}
-	if r.DeduplicatedFrom != nil {
-		job.DeduplicatedFrom = *r.DeduplicatedFrom
-	}
-	if r.Error != nil {
-		job.Error = new(store.JobError)
-		if err := json.Unmarshal([]byte(*r.Error), job.Error); err != nil {
-			return nil, fmt.Errorf("storesqlite: job %s: error column: %w", job.ID, err)
-		}
-	}
-	if err := json.Unmarshal([]byte(r.Labels), &job.Labels); err != nil {
-		return nil, fmt.Errorf("storesqlite: job %s: labels column: %w", job.ID, err)
-	}
-	return job, nil
-}
-
 // canonicalUUID returns s in the form ids are stored in (lowercase, with
 // hyphens), accepting what Postgres's uuid type accepts.
 func canonicalUUID(s string) (string, bool) {

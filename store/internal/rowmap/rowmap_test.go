@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -107,4 +108,53 @@ func TestNonNil(t *testing.T) {
 	require.Equal(t, m, rowmap.NonNilMap(m))
 	require.NotNil(t, rowmap.NonNilSlice[byte](nil))
 	require.Equal(t, []byte("x"), rowmap.NonNilSlice([]byte("x")))
+}
+
+// TestColumnsJob: a row's columns go through the store's conversions, and
+// stored JSON that is not what it should be is an error naming the store
+// and the job.
+func TestColumnsJob(t *testing.T) {
+	t.Parallel()
+	at := time.Unix(1700000000, 0).UTC()
+	c := rowmap.Columns[string, *string, int64, int64, int64, *int64, string, *string]{
+		Store:    "teststore",
+		UUID:     rowmap.Same[string],
+		NullUUID: func(s *string) string { return *s },
+		Int32:    func(i int64) int32 { return int32(i) },
+		Bool:     func(b int64) bool { return b != 0 },
+		Time:     func(int64) time.Time { return at },
+		NullTime: func(p *int64) *time.Time { return nil },
+		JSON:     func(s string) []byte { return []byte(s) },
+		NullJSON: func(s *string) []byte {
+			if s == nil {
+				return nil
+			}
+			return []byte(*s)
+		},
+	}
+	from, owner, jobErr := "src", "w1", `{"code":"X","message":"m"}`
+	row := rowmap.JobRow[string, *string, int64, int64, int64, *int64, string, *string]{
+		ID: "j", Tenant: "t", Attempt: 3, DeduplicatedFrom: &from, Labels: `{"a":"b"}`, Params: `{}`,
+		LeaseOwner: &owner, CancelRequested: 1, Error: &jobErr,
+	}
+	job, err := c.Job(row)
+	require.NoError(t, err)
+	require.Equal(t, "j", job.ID)
+	require.Equal(t, int32(3), job.Attempt)
+	require.Equal(t, "src", job.DeduplicatedFrom)
+	require.Equal(t, map[string]string{"a": "b"}, job.Labels)
+	require.Equal(t, "w1", job.LeaseOwner)
+	require.True(t, job.CancelRequested)
+	require.False(t, job.Approved)
+	require.Equal(t, at, job.CreatedAt)
+	require.Nil(t, job.Output, "a NULL output stays nil")
+	require.NotNil(t, job.Error)
+
+	row.Labels = "not json"
+	_, err = c.Job(row)
+	require.ErrorContains(t, err, "teststore: job j: labels column")
+
+	row.Labels, row.Error = `{}`, new(string)
+	_, err = c.Job(row)
+	require.ErrorContains(t, err, "teststore: job j: error column")
 }
