@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
@@ -263,16 +264,5 @@ func outboxFromRow(r dbsqlc.Outbox) *store.OutboxEvent {
 }
 
 func deliveryFromRow(r dbsqlc.Delivery) *store.Delivery {
-	d := &store.Delivery{
-		ID: r.ID, OutboxID: r.OutboxID, EventID: r.EventID, EventType: r.EventType, Sink: r.Sink,
-		Tenant: r.Tenant, JobID: r.JobID.String(), Status: store.DeliveryStatus(r.Status),
-		Attempt: r.Attempt, Attempts: r.Attempts, DueAt: r.DueAt,
-		LastOutcome: store.DeliveryOutcome(r.LastOutcome), LastError: r.LastError,
-		ExternalRef: r.ExternalRef, BudgetStartedAt: r.BudgetStartedAt, CreatedAt: r.CreatedAt,
-		UpdatedAt: r.UpdatedAt, DeliveredAt: r.DeliveredAt,
-	}
-	if r.LeaseOwner != nil {
-		d.LeaseOwner = *r.LeaseOwner
-	}
-	return d
+	return columns.Delivery(rowmap.DeliveryRow[pgtype.UUID, int32, time.Time, *time.Time](r))
 }

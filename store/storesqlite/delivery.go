@@ -228,12 +228,5 @@ func outboxFromRow(r dbsqlite.Outbox) *store.OutboxEvent {
 }
 
 func deliveryFromRow(r dbsqlite.Delivery) *store.Delivery {
-	return &store.Delivery{
-		ID: r.ID, OutboxID: r.OutboxID, EventID: r.EventID, EventType: r.EventType, Sink: r.Sink,
-		Tenant: r.Tenant, JobID: r.JobID, Status: store.DeliveryStatus(r.Status),
-		Attempt: int32(r.Attempt), Attempts: int32(r.Attempts), DueAt: timeFrom(r.DueAt),
-		LeaseOwner: deref(r.LeaseOwner), LastOutcome: store.DeliveryOutcome(r.LastOutcome),
-		LastError: r.LastError, ExternalRef: r.ExternalRef, BudgetStartedAt: timeFrom(r.BudgetStartedAt),
-		CreatedAt: timeFrom(r.CreatedAt), UpdatedAt: timeFrom(r.UpdatedAt), DeliveredAt: timePtrFrom(r.DeliveredAt),
-	}
+	return columns.Delivery(rowmap.DeliveryRow[string, int64, int64, *int64](r))
 }

@@ -280,3 +280,42 @@ func (c Columns[U, N, I, B, T, NT, J, NJ]) Job(r JobRow[U, N, I, B, T, NT, J, NJ
 	}
 	return job, nil
 }
+
+// DeliveryRow is a deliveries row.
+type DeliveryRow[U, I, T, NT any] struct {
+	ID              int64
+	OutboxID        int64
+	EventID         string
+	EventType       string
+	Sink            string
+	Tenant          string
+	JobID           U
+	Status          string
+	Attempt         I
+	Attempts        I
+	DueAt           T
+	LeaseOwner      *string
+	LastOutcome     string
+	LastError       string
+	ExternalRef     string
+	BudgetStartedAt T
+	CreatedAt       T
+	UpdatedAt       T
+	DeliveredAt     NT
+}
+
+// Delivery is the store value of r.
+func (c Columns[U, N, I, B, T, NT, J, NJ]) Delivery(r DeliveryRow[U, I, T, NT]) *store.Delivery {
+	d := &store.Delivery{
+		ID: r.ID, OutboxID: r.OutboxID, EventID: r.EventID, EventType: r.EventType, Sink: r.Sink,
+		Tenant: r.Tenant, JobID: c.UUID(r.JobID), Status: store.DeliveryStatus(r.Status),
+		Attempt: c.Int32(r.Attempt), Attempts: c.Int32(r.Attempts), DueAt: c.Time(r.DueAt),
+		LastOutcome: store.DeliveryOutcome(r.LastOutcome), LastError: r.LastError,
+		ExternalRef: r.ExternalRef, BudgetStartedAt: c.Time(r.BudgetStartedAt), CreatedAt: c.Time(r.CreatedAt),
+		UpdatedAt: c.Time(r.UpdatedAt), DeliveredAt: c.NullTime(r.DeliveredAt),
+	}
+	if r.LeaseOwner != nil {
+		d.LeaseOwner = *r.LeaseOwner
+	}
+	return d
+}
