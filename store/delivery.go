@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -100,11 +101,12 @@ func (p *DeliveryListParams) PageLimit() int { return pageLimit(p.Limit, Deliver
 // deliveries in the list's order: the first limit are the page, and only
 // when one beyond them was read is there a next page, after the page's last.
 func DeliveryListPage(ds []*Delivery, limit int) *DeliveryListResult {
-	if len(ds) <= limit {
-		return &DeliveryListResult{Deliveries: ds}
+	page, last, more := pageOf(ds, limit)
+	res := &DeliveryListResult{Deliveries: page}
+	if more {
+		res.Next = &DeliveryCursor{Rank: DeliveryRank(last.Status), ID: last.ID}
 	}
-	last := ds[limit-1]
-	return &DeliveryListResult{Deliveries: ds[:limit], Next: &DeliveryCursor{Rank: DeliveryRank(last.Status), ID: last.ID}}
+	return res
 }
 
 // DeliveryStatus is where a delivery is. The string is what is stored.
@@ -291,6 +293,56 @@ type DeliveryRetryResult struct {
 	Deliveries []*Delivery
 	// SinkEnabled: the sink was disabled and is enabled again.
 	SinkEnabled bool
+}
+
+// DeliveryRetrySteps are the statements of one DeliveryRetry, each run by
+// the store inside the one transaction that DeliveryRetryParams.Retry runs
+// in. Their errors come back from Retry as they are.
+type DeliveryRetrySteps struct {
+	// Get reads the delivery of ID, locked against a concurrent change
+	// until the transaction ends.
+	Get func() (*Delivery, error)
+	// Requeue queues the params' dead-lettered deliveries (with ID and
+	// Redeliver: a delivered one too) due now, and returns them.
+	Requeue func() ([]*Delivery, error)
+	// SinkEnable enables the params' sink and says whether it was disabled.
+	SinkEnable func() (bool, error)
+}
+
+// Retry is the rule of DeliveryRetry, over the steps of one store: exactly
+// one of ID and Sink; a delivery by ID that is delivered is refused (unless
+// Redeliver), one that is pending is answered as it is and nothing written;
+// otherwise the deliveries are queued again, and a retry of a sink enables
+// it.
+func (p *DeliveryRetryParams) Retry(steps DeliveryRetrySteps) (*DeliveryRetryResult, error) {
+	if (p.ID == 0) == (p.Sink == "") {
+		return nil, errors.New("store: DeliveryRetry needs exactly one of ID and Sink")
+	}
+	if p.ID != 0 {
+		current, err := steps.Get()
+		if err != nil {
+			return nil, err
+		}
+		switch current.Status {
+		case DeliveryStatusDelivered:
+			if !p.Redeliver {
+				return nil, &DeliveryRefusedError{Status: DeliveryStatusDelivered}
+			}
+		case DeliveryStatusPending:
+			return &DeliveryRetryResult{Deliveries: []*Delivery{current}}, nil
+		}
+	}
+	ds, err := steps.Requeue()
+	if err != nil {
+		return nil, err
+	}
+	res := &DeliveryRetryResult{Deliveries: ds}
+	if p.Sink != "" {
+		if res.SinkEnabled, err = steps.SinkEnable(); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
 }
 
 // DeliveryRefusedError: a delivered delivery cannot be retried.

@@ -91,3 +91,33 @@ type JobApproveParams struct {
 	Idempotency *IdempotencyParams
 	Actor       *Actor
 }
+
+// OperatorTarget is what every operator call names beside its transition:
+// the job, the key that makes the call idempotent, and the actor its event
+// records. Each store's operator transaction takes it as it is.
+type OperatorTarget struct {
+	Tenant      string
+	ID          string
+	Idempotency *IdempotencyParams
+	Actor       *Actor
+}
+
+// Target is the job, key and actor of the call.
+func (p *JobCancelParams) Target() OperatorTarget {
+	return OperatorTarget{Tenant: p.Tenant, ID: p.ID, Idempotency: p.Idempotency, Actor: p.Actor}
+}
+
+// Target is the job, key and actor of the call.
+func (p *JobReplayParams) Target() OperatorTarget {
+	return OperatorTarget{Tenant: p.Tenant, ID: p.ID, Idempotency: p.Idempotency, Actor: p.Actor}
+}
+
+// Target is the job, key and actor of the call.
+func (p *JobResolveParams) Target() OperatorTarget {
+	return OperatorTarget{Tenant: p.Tenant, ID: p.ID, Idempotency: p.Idempotency, Actor: p.Actor}
+}
+
+// Target is the job, key and actor of the call.
+func (p *JobApproveParams) Target() OperatorTarget {
+	return OperatorTarget{Tenant: p.Tenant, ID: p.ID, Idempotency: p.Idempotency, Actor: p.Actor}
+}

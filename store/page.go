@@ -25,6 +25,23 @@ func (p *JobListParams) PageLimit() int { return pageLimit(p.Limit, JobListLimit
 // PageLimit is the number of events JobEventList returns at most.
 func (p *JobEventListParams) PageLimit() int { return pageLimit(p.Limit, JobEventListLimitDefault) }
 
+// JobEventListPage is JobEventList's answer from the events read: an empty
+// page is ErrNotFound when the job does not exist (exists, asked then
+// alone, in the read of the page), else the events, none past the last.
+func JobEventListPage(events []*JobEvent, exists func() (bool, error)) ([]*JobEvent, error) {
+	if len(events) > 0 {
+		return events, nil
+	}
+	ok, err := exists()
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return events, nil
+}
+
 // PageLimit is the number of changes JobChangeList returns at most.
 func (p *JobChangeListParams) PageLimit() int { return pageLimit(p.Limit, JobChangeListLimitDefault) }
 
@@ -33,13 +50,24 @@ func (p *IdempotencyKeyDeleteExpiredParams) PageLimit() int {
 	return pageLimit(p.Limit, IdempotencyKeyDeleteExpiredLimitDefault)
 }
 
+// pageOf splits a read of up to limit+1 items in the list's order: the
+// first limit are the page, and only when an item beyond them was read is
+// there a next page, starting after last, the page's last item.
+func pageOf[T any](items []T, limit int) (page []T, last T, more bool) {
+	if len(items) <= limit {
+		return items, last, false
+	}
+	return items[:limit], items[limit-1], true
+}
+
 // JobListPage makes the result of a JobList read of up to limit+1 jobs,
 // newest first: the first limit are the page, and only when a job beyond
 // them was read is there a next page, starting after the page's last job.
 func JobListPage(jobs []*Job, limit int) *JobListResult {
-	if len(jobs) <= limit {
-		return &JobListResult{Jobs: jobs}
+	page, last, more := pageOf(jobs, limit)
+	res := &JobListResult{Jobs: page}
+	if more {
+		res.Next = &JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
-	last := jobs[limit-1]
-	return &JobListResult{Jobs: jobs[:limit], Next: &JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}}
+	return res
 }

@@ -215,10 +215,9 @@ func RunCancelMessage(reason string) string {
 // RunListPage is the page of runs from one row more than limit, as
 // JobListPage is for jobs.
 func RunListPage(runs []*Run, limit int) *RunListResult {
-	res := &RunListResult{Runs: runs}
-	if len(runs) > limit {
-		res.Runs = runs[:limit]
-		last := res.Runs[limit-1]
+	page, last, more := pageOf(runs, limit)
+	res := &RunListResult{Runs: page}
+	if more {
 		res.Next = &JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
 	return res

@@ -217,6 +217,26 @@ func DecideSlot(policy OverlapPolicy, lastJobID string, lastRunning bool, buffer
 	return SlotDecision{Outcome: SlotSkipped, Reason: "overlap: job " + lastJobID + " is still running", Buffered: buffered}
 }
 
+// ScheduleListPage is the page of schedules from one row more than limit,
+// as JobListPage is for jobs. A store whose schedule costs a read of its
+// own (its slots) reads only the page's: read is called with the rows of
+// the page, at most limit of them.
+func ScheduleListPage[R any](rows []R, limit int, read func(R) (*Schedule, error)) (*ScheduleListResult, error) {
+	page, _, more := pageOf(rows, limit)
+	res := &ScheduleListResult{Schedules: make([]*Schedule, len(page))}
+	for i, row := range page {
+		var err error
+		if res.Schedules[i], err = read(row); err != nil {
+			return nil, err
+		}
+	}
+	if more {
+		last := res.Schedules[limit-1]
+		res.Next = &JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	return res, nil
+}
+
 // ScheduleListLimit is the page size of params: 20 by default, at most 100.
 func (p *ScheduleListParams) ScheduleListLimit() int { return min(pageLimit(p.Limit, 20), 100) }
 

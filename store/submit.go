@@ -87,6 +87,24 @@ func repeatAnswer(first *JobSubmitParams, answer JobSubmitItem, repeat *JobSubmi
 	}
 }
 
+// JobSubmitter is JobSubmit and JobSubmitMany over one store's
+// JobSubmitDistinct: the rounds and the call of one submission are the
+// same for every store, which embeds a JobSubmitter made with its own
+// Distinct.
+type JobSubmitter struct {
+	Distinct JobSubmitDistinct
+}
+
+// JobSubmit implements Store: a JobSubmitMany of one submission.
+func (j JobSubmitter) JobSubmit(ctx context.Context, params *JobSubmitParams) (*JobSubmitResult, error) {
+	return JobSubmitOne(ctx, j.JobSubmitMany, params)
+}
+
+// JobSubmitMany implements Store: JobSubmitManyInRounds over Distinct.
+func (j JobSubmitter) JobSubmitMany(ctx context.Context, params *JobSubmitManyParams) (*JobSubmitManyResult, error) {
+	return JobSubmitManyInRounds(ctx, params, j.Distinct)
+}
+
 // JobSubmitOne is JobSubmit as a JobSubmitMany call of one submission.
 func JobSubmitOne(ctx context.Context, submitMany func(context.Context, *JobSubmitManyParams) (*JobSubmitManyResult, error), params *JobSubmitParams) (*JobSubmitResult, error) {
 	res, err := submitMany(ctx, &JobSubmitManyParams{Jobs: []*JobSubmitParams{params}})

@@ -77,6 +77,13 @@ type JobChange struct {
 	Job    *Job
 }
 
+// NewJobChange is the change of event at cursor with job, the job it moved,
+// as JobChangeList answers it: the job's Output dropped (see JobChange).
+func NewJobChange(cursor JobChangeCursor, event *JobEvent, job *Job) *JobChange {
+	job.Output = nil
+	return &JobChange{Cursor: cursor, Event: event, Job: job}
+}
+
 // JobChangeListParams selects the tenant's changes after a cursor.
 type JobChangeListParams struct {
 	Tenant string

@@ -5,12 +5,8 @@ import (
 	"time"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
-)
-
-var (
-	_ store.APIKeyStore = (*Store)(nil)
-	_ store.UsageStore  = (*Store)(nil)
 )
 
 // APIKeyCreate implements store.APIKeyStore.
@@ -22,19 +18,13 @@ func (s *Store) APIKeyCreate(ctx context.Context, params *store.APIKeyCreatePara
 		Name:   params.Name,
 		Sha256: params.SHA256,
 	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return apiKeyFromRow(row), nil
+	return rowmap.One(row, err, interpretError, apiKeyFromRow)
 }
 
 // APIKeyGetByID implements store.APIKeyStore.
 func (s *Store) APIKeyGetByID(ctx context.Context, id string) (*store.APIKey, error) {
 	row, err := s.q.APIKeyGetByID(ctx, s.pool, id)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return apiKeyFromRow(row), nil
+	return rowmap.One(row, err, interpretError, apiKeyFromRow)
 }
 
 // APIKeyList implements store.APIKeyStore.
@@ -44,23 +34,13 @@ func (s *Store) APIKeyList(ctx context.Context, params *store.APIKeyListParams) 
 		IncludeRevoked: params.IncludeRevoked,
 		Max:            int32(params.PageLimit()), //nolint:gosec // PageLimit is small
 	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	keys := make([]*store.APIKey, len(rows))
-	for i, r := range rows {
-		keys[i] = apiKeyFromRow(r)
-	}
-	return keys, nil
+	return rowmap.Map(rows, err, interpretError, apiKeyFromRow)
 }
 
 // APIKeyRevoke implements store.APIKeyStore.
 func (s *Store) APIKeyRevoke(ctx context.Context, id string) (*store.APIKey, error) {
 	row, err := s.q.APIKeyRevoke(ctx, s.pool, id)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return apiKeyFromRow(row), nil
+	return rowmap.One(row, err, interpretError, apiKeyFromRow)
 }
 
 // APIKeyTouch implements store.APIKeyStore.

@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
-
-var _ store.DeliveryStore = (*Store)(nil)
 
 // OutboxRoute implements store.DeliveryStore. The transaction first takes a
 // transaction-scoped advisory lock without waiting; when another relay holds
@@ -58,14 +58,7 @@ func (s *Store) OutboxUnroutedList(ctx context.Context, params *store.OutboxUnro
 		CreatedBefore: params.CreatedBefore,
 		Max:           int32(params.PageLimit()),
 	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	events := make([]*store.OutboxEvent, len(rows))
-	for i, r := range rows {
-		events[i] = outboxFromRow(r)
-	}
-	return events, nil
+	return rowmap.Map(rows, err, interpretError, outboxFromRow)
 }
 
 // DeliveryClaim implements store.DeliveryStore.
@@ -182,54 +175,33 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 		args.AfterRank, args.AfterID = int32(params.After.Rank), params.After.ID
 	}
 	rows, err := s.q.DeliveryList(ctx, s.pool, args)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	ds := make([]*store.Delivery, len(rows))
-	for i, r := range rows {
-		ds[i] = deliveryFromRow(r)
-	}
-	return store.DeliveryListPage(ds, limit), nil
+	return rowmap.Page(rows, err, interpretError, rowmap.Total(deliveryFromRow), limit, store.DeliveryListPage)
 }
 
-// DeliveryRetry implements store.DeliveryStore in one transaction.
+// DeliveryRetry implements store.DeliveryStore: store.DeliveryRetryParams.Retry
+// in one transaction, the delivery of ID locked FOR UPDATE.
 func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryParams) (*store.DeliveryRetryResult, error) {
-	if (params.ID == 0) == (params.Sink == "") {
-		return nil, errors.New("storepg: DeliveryRetry needs exactly one of ID and Sink")
-	}
-	res := &store.DeliveryRetryResult{}
+	var res *store.DeliveryRetryResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if params.ID != 0 {
-			current, err := s.q.DeliveryGetForUpdate(ctx, tx, dbsqlc.DeliveryGetForUpdateParams{Tenant: params.Tenant, ID: params.ID})
-			if err != nil {
-				return err
-			}
-			switch store.DeliveryStatus(current.Status) {
-			case store.DeliveryStatusDelivered:
-				if params.Redeliver {
-					break
+		var err error
+		res, err = params.Retry(store.DeliveryRetrySteps{
+			Get: func() (*store.Delivery, error) {
+				r, err := s.q.DeliveryGetForUpdate(ctx, tx, dbsqlc.DeliveryGetForUpdateParams{Tenant: params.Tenant, ID: params.ID})
+				if err != nil {
+					return nil, err
 				}
-				return &store.DeliveryRefusedError{Status: store.DeliveryStatusDelivered}
-			case store.DeliveryStatusPending:
-				res.Deliveries = []*store.Delivery{deliveryFromRow(current)}
-				return nil
-			}
-		}
-		rows, err := s.q.DeliveryRequeue(ctx, tx, dbsqlc.DeliveryRequeueParams{Tenant: params.Tenant, ID: params.ID, Sink: params.Sink, Redeliver: params.Redeliver})
-		if err != nil {
-			return err
-		}
-		for _, r := range rows {
-			res.Deliveries = append(res.Deliveries, deliveryFromRow(r))
-		}
-		if params.Sink != "" {
-			n, err := s.q.SinkEnable(ctx, tx, dbsqlc.SinkEnableParams{Tenant: params.Tenant, Sink: params.Sink})
-			if err != nil {
-				return err
-			}
-			res.SinkEnabled = n > 0
-		}
-		return nil
+				return deliveryFromRow(r), nil
+			},
+			Requeue: func() ([]*store.Delivery, error) {
+				rows, err := s.q.DeliveryRequeue(ctx, tx, dbsqlc.DeliveryRequeueParams{Tenant: params.Tenant, ID: params.ID, Sink: params.Sink, Redeliver: params.Redeliver})
+				return rowmap.Each(rows, deliveryFromRow), err
+			},
+			SinkEnable: func() (bool, error) {
+				n, err := s.q.SinkEnable(ctx, tx, dbsqlc.SinkEnableParams{Tenant: params.Tenant, Sink: params.Sink})
+				return n > 0, err
+			},
+		})
+		return err
 	})
 	var refused *store.DeliveryRefusedError
 	if errors.As(err, &refused) {
@@ -244,19 +216,9 @@ func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryPa
 // DeliveryAttemptList implements store.DeliveryStore.
 func (s *Store) DeliveryAttemptList(ctx context.Context, params *store.DeliveryAttemptListParams) ([]*store.DeliveryAttempt, error) {
 	rows, err := s.q.DeliveryAttemptList(ctx, s.pool, params.DeliveryID)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	out := make([]*store.DeliveryAttempt, len(rows))
-	for i, r := range rows {
-		out[i] = &store.DeliveryAttempt{
-			ID: r.ID, DeliveryID: r.DeliveryID, EventID: r.EventID, Sink: r.Sink, Tenant: r.Tenant,
-			Attempt: r.Attempt, Relay: r.Relay, Outcome: store.DeliveryOutcome(r.Outcome),
-			HTTPStatus: r.HttpStatus, Error: r.Error, ExternalRef: r.ExternalRef, Duplicate: r.Duplicate,
-			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, LatencyMS: r.LatencyMs,
-		}
-	}
-	return out, nil
+	return rowmap.Map(rows, err, interpretError, func(r dbsqlc.DeliveryAttempt) *store.DeliveryAttempt {
+		return columns.DeliveryAttempt(rowmap.DeliveryAttemptRow[int32, bool, time.Time](r))
+	})
 }
 
 // SinkDisable implements store.DeliveryStore.
@@ -302,16 +264,5 @@ func outboxFromRow(r dbsqlc.Outbox) *store.OutboxEvent {
 }
 
 func deliveryFromRow(r dbsqlc.Delivery) *store.Delivery {
-	d := &store.Delivery{
-		ID: r.ID, OutboxID: r.OutboxID, EventID: r.EventID, EventType: r.EventType, Sink: r.Sink,
-		Tenant: r.Tenant, JobID: r.JobID.String(), Status: store.DeliveryStatus(r.Status),
-		Attempt: r.Attempt, Attempts: r.Attempts, DueAt: r.DueAt,
-		LastOutcome: store.DeliveryOutcome(r.LastOutcome), LastError: r.LastError,
-		ExternalRef: r.ExternalRef, BudgetStartedAt: r.BudgetStartedAt, CreatedAt: r.CreatedAt,
-		UpdatedAt: r.UpdatedAt, DeliveredAt: r.DeliveredAt,
-	}
-	if r.LeaseOwner != nil {
-		d.LeaseOwner = *r.LeaseOwner
-	}
-	return d
+	return columns.Delivery(rowmap.DeliveryRow[pgtype.UUID, int32, time.Time, *time.Time](r))
 }

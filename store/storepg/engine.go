@@ -10,10 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
-
-var _ store.EngineStore = (*Store)(nil)
 
 // Every method below is one statement, so one round trip and one implicit
 // transaction: the fenced ones check the lease in the UPDATE that takes the
@@ -127,14 +126,7 @@ func (s *Store) CheckpointList(ctx context.Context, params *store.CheckpointList
 		return nil, nil // no job has an id that is not a uuid
 	}
 	rows, err := s.q.CheckpointList(ctx, s.pool, id)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	checkpoints := make([]*store.Checkpoint, len(rows))
-	for i, row := range rows {
-		checkpoints[i] = checkpointFromRow(row)
-	}
-	return checkpoints, nil
+	return rowmap.Map(rows, err, interpretError, checkpointFromRow)
 }
 
 // CheckpointGetByStageKey implements store.EngineStore.
@@ -143,10 +135,7 @@ func (s *Store) CheckpointGetByStageKey(ctx context.Context, params *store.Check
 		Tenant:   params.Tenant,
 		StageKey: params.StageKey,
 	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return checkpointFromRow(row), nil
+	return rowmap.One(row, err, interpretError, checkpointFromRow)
 }
 
 // CheckpointWrite implements store.EngineStore.
@@ -164,7 +153,7 @@ func (s *Store) CheckpointWrite(ctx context.Context, params *store.CheckpointWri
 		Chunk:        params.Chunk,
 		StageKey:     params.StageKey,
 		CodeVersion:  params.CodeVersion,
-		Output:       nonNilBytes(params.Output),
+		Output:       rowmap.NonNilSlice(params.Output),
 		ReusedFrom:   params.ReusedFrom,
 		Message:      params.Message,
 	})
@@ -214,33 +203,9 @@ func (s *Store) LLMAttemptList(ctx context.Context, params *store.LLMAttemptList
 		return nil, nil
 	}
 	rows, err := s.q.LLMAttemptList(ctx, s.pool, id)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	attempts := make([]*store.LLMAttempt, len(rows))
-	for i, r := range rows {
-		attempts[i] = &store.LLMAttempt{
-			ID:                r.ID,
-			JobID:             r.JobID.String(),
-			Tenant:            r.Tenant,
-			JobAttempt:        r.JobAttempt,
-			Stage:             store.JobStage(r.Stage),
-			Chunk:             r.Chunk,
-			ProviderKey:       r.ProviderKey,
-			Model:             r.Model,
-			Outcome:           store.LLMOutcome(r.Outcome),
-			Billed:            r.Billed,
-			PromptTokens:      r.PromptTokens,
-			CompletionTokens:  r.CompletionTokens,
-			CostMicros:        r.CostMicros,
-			LatencyMillis:     r.LatencyMs,
-			ProviderRequestID: r.ProviderRequestID,
-			Error:             r.Error,
-			CreatedAt:         r.CreatedAt,
-			PriceClass:        store.PriceClass(r.PriceClass),
-		}
-	}
-	return attempts, nil
+	return rowmap.Map(rows, err, interpretError, func(r dbsqlc.LlmAttempt) *store.LLMAttempt {
+		return columns.LLMAttempt(rowmap.LLMAttemptRow[pgtype.UUID, int32, bool, time.Time](r))
+	})
 }
 
 // JobComputedSuccessGet implements store.EngineStore.
@@ -249,10 +214,7 @@ func (s *Store) JobComputedSuccessGet(ctx context.Context, params *store.JobComp
 		Tenant:   params.Tenant,
 		DedupKey: params.DedupKey,
 	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return jobFromRow(row)
+	return rowmap.OneErr(row, err, interpretError, jobFromRow)
 }
 
 // JobPublish implements store.EngineStore. When a concurrent publisher of the
@@ -333,29 +295,11 @@ func (s *Store) OutboxList(ctx context.Context, params *store.OutboxListParams) 
 		return nil, nil
 	}
 	rows, err := s.q.OutboxList(ctx, s.pool, id)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	events := make([]*store.OutboxEvent, len(rows))
-	for i, r := range rows {
-		events[i] = outboxFromRow(r)
-	}
-	return events, nil
+	return rowmap.Map(rows, err, interpretError, outboxFromRow)
 }
 
 func checkpointFromRow(r dbsqlc.JobCheckpoint) *store.Checkpoint {
-	return &store.Checkpoint{
-		JobID:       r.JobID.String(),
-		Tenant:      r.Tenant,
-		Stage:       store.JobStage(r.Stage),
-		Chunk:       r.Chunk,
-		StageKey:    r.StageKey,
-		CodeVersion: r.CodeVersion,
-		Attempt:     r.Attempt,
-		Output:      r.Output,
-		ReusedFrom:  r.ReusedFrom,
-		CreatedAt:   r.CreatedAt,
-	}
+	return columns.Checkpoint(rowmap.CheckpointRow[pgtype.UUID, int32, time.Time](r))
 }
 
 // interpretLeaseError is interpretError for fenced statements, whose "no

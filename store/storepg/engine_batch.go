@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
@@ -167,7 +168,7 @@ func checkpointRecords(jobID string, cps []store.StageCheckpoint) (records []che
 	for _, cp := range cps {
 		r := checkpointRecord{
 			JobID: jobID, Stage: string(cp.Stage), Chunk: cp.Chunk, StageKey: cp.StageKey,
-			CodeVersion: cp.CodeVersion, Output: nonNilBytes(cp.Output), ReusedFrom: cp.ReusedFrom, Message: cp.Message,
+			CodeVersion: cp.CodeVersion, Output: rowmap.NonNilSlice(cp.Output), ReusedFrom: cp.ReusedFrom, Message: cp.Message,
 		}
 		if cp.AdvanceStage {
 			n++

@@ -7,8 +7,6 @@ import (
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
-var _ store.FactoryStore = (*Store)(nil)
-
 // JobUpdateFull implements store.FactoryStore.
 func (s *Store) JobUpdateFull(ctx context.Context, params *store.JobUpdateFullParams) (*store.Job, error) {
 	id, err := parseUUID(params.ID)

@@ -2,12 +2,13 @@ package storepg
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
@@ -18,10 +19,7 @@ func (s *Store) JobGetByID(ctx context.Context, params *store.JobGetByIDParams) 
 		return nil, store.ErrNotFound // no job has an id that is not a uuid
 	}
 	row, err := s.q.JobGetByID(ctx, s.pool, dbsqlc.JobGetByIDParams{Tenant: params.Tenant, ID: id})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return jobFromRow(row)
+	return rowmap.OneErr(row, err, interpretError, jobFromRow)
 }
 
 // JobList implements store.Store. It fetches one row more than the page to
@@ -42,25 +40,12 @@ func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*stor
 			return &store.JobListResult{}, nil // no run has an id that is not a uuid
 		}
 	}
-	if params.After != nil {
-		id, err := parseUUID(params.After.ID)
-		if err != nil {
-			return nil, fmt.Errorf("storepg: cursor id: %w: %w", store.ErrInvalidRow, err)
-		}
-		args.AfterCreatedAt = &params.After.CreatedAt
-		args.AfterID = id
+	var err error
+	if args.AfterCreatedAt, args.AfterID, err = cursorAfter(params.After); err != nil {
+		return nil, err
 	}
 	rows, err := s.q.JobList(ctx, s.pool, args)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	jobs := make([]*store.Job, len(rows))
-	for i, row := range rows {
-		if jobs[i], err = jobFromRow(row); err != nil {
-			return nil, err
-		}
-	}
-	return store.JobListPage(jobs, limit), nil
+	return rowmap.Page(rows, err, interpretError, jobFromRow, limit, store.JobListPage)
 }
 
 // JobComplete implements store.Store: one statement updates the job and
@@ -82,77 +67,22 @@ func (s *Store) JobComplete(ctx context.Context, params *store.JobCompleteParams
 	return jobFromRow(dbsqlc.Job(row))
 }
 
-func jobFromRow(r dbsqlc.Job) (*store.Job, error) {
-	job := &store.Job{
-		ID:               r.ID.String(),
-		Tenant:           r.Tenant,
-		IdempotencyKey:   r.IdempotencyKey,
-		DedupKey:         r.DedupKey,
-		Pipeline:         r.Pipeline,
-		PipelineVersion:  r.PipelineVersion,
-		PromptVersion:    r.PromptVersion,
-		ModelProfile:     r.ModelProfile,
-		Status:           store.JobStatus(r.Status),
-		Stage:            store.JobStage(r.Stage),
-		Attempt:          r.Attempt,
-		Output:           r.Output,
-		DeduplicatedFrom: r.DeduplicatedFrom.String(),
-		Traceparent:      r.Traceparent,
-		Usage: store.JobUsage{
-			PromptTokens:     r.PromptTokens,
-			CompletionTokens: r.CompletionTokens,
-			CostMicros:       r.CostMicros,
-			LLMCalls:         r.LlmCalls,
-		},
-		DocumentSHA256: r.DocumentSha256,
-		DocumentMedia:  r.DocumentMediaType,
-		DocumentName:   r.DocumentName,
-		DocumentSize:   r.DocumentSizeBytes,
-		Params:         r.Params,
-		CreatedAt:      r.CreatedAt,
-		UpdatedAt:      r.UpdatedAt,
-		FinishedAt:     r.FinishedAt,
-
-		LeaseUntil:      r.LeaseUntil,
-		RunAfter:        r.RunAfter,
-		CancelRequested: r.CancelRequested,
-		BudgetStartedAt: r.BudgetStartedAt,
-		BudgetAttempts:  r.BudgetAttempts,
-		BudgetTokens:    r.BudgetTokens,
-		Approved:        r.Approved,
-	}
-	if r.LeaseOwner != nil {
-		job.LeaseOwner = *r.LeaseOwner
-	}
-	if r.Error != nil {
-		job.Error = new(store.JobError)
-		if err := json.Unmarshal(r.Error, job.Error); err != nil {
-			return nil, fmt.Errorf("storepg: job %s: error column: %w", job.ID, err)
-		}
-	}
-	if err := json.Unmarshal(r.Labels, &job.Labels); err != nil {
-		return nil, fmt.Errorf("storepg: job %s: labels column: %w", job.ID, err)
-	}
-	return job, nil
-}
-
 func parseUUID(s string) (pgtype.UUID, error) {
 	var id pgtype.UUID
 	err := id.Scan(s)
 	return id, err
 }
 
-func nonNilLabels(m map[string]string) map[string]string {
-	if m == nil {
-		return map[string]string{}
+// cursorAfter is where a page of a list newest first starts: after the
+// cursor's created_at and id. Without a cursor (the first page) the
+// created_at is NULL and the page starts at the newest row.
+func cursorAfter(after *store.JobCursor) (*time.Time, pgtype.UUID, error) {
+	if after == nil {
+		return nil, pgtype.UUID{}, nil
 	}
-	return m
-}
-
-// nonNilBytes keeps an empty document from being sent as NULL.
-func nonNilBytes(b []byte) []byte {
-	if b == nil {
-		return []byte{}
+	id, err := parseUUID(after.ID)
+	if err != nil {
+		return nil, id, fmt.Errorf("storepg: cursor id: %w: %w", store.ErrInvalidRow, err)
 	}
-	return b
+	return &after.CreatedAt, id, nil
 }

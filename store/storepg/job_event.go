@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
@@ -20,21 +21,12 @@ func (s *Store) JobEventList(ctx context.Context, params *store.JobEventListPara
 		AfterSeq: params.AfterSeq,
 		Max:      int32(params.PageLimit()),
 	})
+	events, err := rowmap.Map(rows, err, interpretError, jobEventFromRow)
 	if err != nil {
-		return nil, interpretError(err)
+		return nil, err
 	}
-	if len(rows) == 0 {
+	return store.JobEventListPage(events, func() (bool, error) {
 		exists, err := s.q.JobExists(ctx, s.pool, dbsqlc.JobExistsParams{Tenant: params.Tenant, ID: id})
-		if err != nil {
-			return nil, interpretError(err)
-		}
-		if !exists {
-			return nil, store.ErrNotFound
-		}
-	}
-	events := make([]*store.JobEvent, len(rows))
-	for i, r := range rows {
-		events[i] = jobEventFromRow(r)
-	}
-	return events, nil
+		return exists, interpretError(err)
+	})
 }

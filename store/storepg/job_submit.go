@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
@@ -22,16 +23,6 @@ import (
 // sweeper freed between the insert that found it and the read of its job,
 // and the retries of a statement Postgres aborted to break a deadlock.
 const jobSubmitAttempts = 3
-
-// JobSubmit implements store.Store.
-func (s *Store) JobSubmit(ctx context.Context, params *store.JobSubmitParams) (*store.JobSubmitResult, error) {
-	return store.JobSubmitOne(ctx, s.JobSubmitMany, params)
-}
-
-// JobSubmitMany implements store.Store.
-func (s *Store) JobSubmitMany(ctx context.Context, params *store.JobSubmitManyParams) (*store.JobSubmitManyResult, error) {
-	return store.JobSubmitManyInRounds(ctx, params, s.jobSubmitDistinct)
-}
 
 // JobGetByIdempotencyKey implements store.Store.
 func (s *Store) JobGetByIdempotencyKey(ctx context.Context, params *store.JobGetByIdempotencyKeyParams) (*store.JobSubmitResult, error) {
@@ -211,7 +202,7 @@ func submitRowOf(p *store.JobSubmitParams) (submitRow, error) {
 	if err != nil {
 		return submitRow{}, fmt.Errorf("storepg: job id %q: %w", p.ID, store.ErrInvalidRow)
 	}
-	labels, err := json.Marshal(nonNilLabels(p.Labels))
+	labels, err := json.Marshal(rowmap.NonNilMap(p.Labels))
 	if err != nil {
 		return submitRow{}, fmt.Errorf("storepg: labels: %w", err)
 	}
@@ -244,7 +235,7 @@ func submitArgs(rows []submitRow, idx []int) dbsqlc.JobSubmitManyParams {
 		a.Pipeline[j], a.PipelineVersion[j] = p.Pipeline, p.PipelineVersion
 		a.PromptVersion[j], a.ModelProfile[j] = p.PromptVersion, p.ModelProfile
 		a.DocumentSha256[j], a.DocumentMediaType[j] = p.DocumentSHA256, p.DocumentMedia
-		a.DocumentData[j], a.DocumentName[j] = nonNilBytes(p.Document), p.DocumentName
+		a.DocumentData[j], a.DocumentName[j] = rowmap.NonNilSlice(p.Document), p.DocumentName
 		a.Params[j], a.Labels[j], a.RunID[j] = r.params, r.labels, r.run
 		a.Traceparent[j] = p.Traceparent
 	}

@@ -12,8 +12,6 @@ import (
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
-var _ store.OperatorStore = (*Store)(nil)
-
 // Every operator call is one READ COMMITTED transaction of at most four
 // statements (see internal/dbsqlc/operator.sql):
 //
@@ -37,10 +35,7 @@ const operatorKeyAttempts = 3
 // operation is one operator transition, run by operate.
 type operation struct {
 	store.OperatorTransition
-	tenant string
-	id     string
-	idem   *store.IdempotencyParams
-	actor  *store.Actor
+	store.OperatorTarget
 	// message is the event's, for the audit event of a cancel request.
 	message string
 	// apply is the conditional UPDATE; pgx.ErrNoRows when it matched no row.
@@ -53,10 +48,7 @@ type operation struct {
 func (s *Store) JobCancel(ctx context.Context, params *store.JobCancelParams) (*store.OperatorResult, error) {
 	return s.operate(ctx, operation{
 		OperatorTransition: store.CancelTransition,
-		tenant:             params.Tenant,
-		id:                 params.ID,
-		idem:               params.Idempotency,
-		actor:              params.Actor,
+		OperatorTarget:     params.Target(),
 		message:            params.EventMessage(),
 		apply: func(ctx context.Context, tx pgx.Tx, id pgtype.UUID) (dbsqlc.Job, error) {
 			row, err := s.q.JobCancel(ctx, tx, dbsqlc.JobCancelParams{
@@ -79,10 +71,7 @@ func (s *Store) JobReplay(ctx context.Context, params *store.JobReplayParams) (*
 	}
 	return s.operate(ctx, operation{
 		OperatorTransition: store.ReplayTransition,
-		tenant:             params.Tenant,
-		id:                 params.ID,
-		idem:               params.Idempotency,
-		actor:              params.Actor,
+		OperatorTarget:     params.Target(),
 		apply: func(ctx context.Context, tx pgx.Tx, id pgtype.UUID) (dbsqlc.Job, error) {
 			row, err := s.q.JobReplay(ctx, tx, dbsqlc.JobReplayParams{
 				ResetStages:  w.ResetStages,
@@ -103,22 +92,19 @@ func (s *Store) JobResolve(ctx context.Context, params *store.JobResolveParams) 
 	if err != nil {
 		return nil, err
 	}
-	return s.settle(ctx, params.Tenant, params.ID, params.Idempotency, params.Actor, w)
+	return s.settle(ctx, params.Target(), w)
 }
 
 // JobApprove implements store.OperatorStore.
 func (s *Store) JobApprove(ctx context.Context, params *store.JobApproveParams) (*store.OperatorResult, error) {
-	return s.settle(ctx, params.Tenant, params.ID, params.Idempotency, params.Actor, params.Write())
+	return s.settle(ctx, params.Target(), params.Write())
 }
 
 // settle runs JobSettle as an operation.
-func (s *Store) settle(ctx context.Context, tenant, id string, idem *store.IdempotencyParams, actor *store.Actor, w *store.JobSettleWrite) (*store.OperatorResult, error) {
+func (s *Store) settle(ctx context.Context, target store.OperatorTarget, w *store.JobSettleWrite) (*store.OperatorResult, error) {
 	return s.operate(ctx, operation{
 		OperatorTransition: w.OperatorTransition,
-		tenant:             tenant,
-		id:                 id,
-		idem:               idem,
-		actor:              actor,
+		OperatorTarget:     target,
 		apply: func(ctx context.Context, tx pgx.Tx, id pgtype.UUID) (dbsqlc.Job, error) {
 			row, err := s.q.JobSettle(ctx, tx, dbsqlc.JobSettleParams{
 				Status:       string(w.To),
@@ -126,7 +112,7 @@ func (s *Store) settle(ctx context.Context, tenant, id string, idem *store.Idemp
 				Approved:     w.Approved,
 				FreshBudget:  w.FreshBudget,
 				Finished:     w.Finished,
-				Tenant:       tenant,
+				Tenant:       target.Tenant,
 				ID:           id,
 				FromStatuses: w.FromStrings(),
 				Message:      w.Message,
@@ -138,7 +124,7 @@ func (s *Store) settle(ctx context.Context, tenant, id string, idem *store.Idemp
 
 // operate runs op in one transaction: the key, then the transition.
 func (s *Store) operate(ctx context.Context, op operation) (*store.OperatorResult, error) {
-	id, err := parseUUID(op.id)
+	id, err := parseUUID(op.ID)
 	if err != nil {
 		return nil, store.ErrNotFound // no job has an id that is not a uuid
 	}
@@ -148,20 +134,20 @@ func (s *Store) operate(ctx context.Context, op operation) (*store.OperatorResul
 		appended bool // an event was appended, to announce
 	)
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
-		if op.idem != nil {
-			seen, err := s.operatorKeyTake(ctx, tx, op.tenant, id, op.idem)
+		if op.Idempotency != nil {
+			seen, err := s.operatorKeyTake(ctx, tx, op.Tenant, id, op.Idempotency)
 			if err != nil {
 				return err
 			}
 			if seen {
 				replayed = true
-				row, err = s.q.JobGetByID(ctx, tx, dbsqlc.JobGetByIDParams{Tenant: op.tenant, ID: id})
+				row, err = s.q.JobGetByID(ctx, tx, dbsqlc.JobGetByIDParams{Tenant: op.Tenant, ID: id})
 				return err
 			}
 		}
 		var applied bool
 		row, appended, applied, err = s.operateApply(ctx, tx, op, id)
-		if err != nil || !applied || op.actor == nil {
+		if err != nil || !applied || op.Actor == nil {
 			return err
 		}
 		row, err = s.audit(ctx, tx, op, row, appended)
@@ -236,7 +222,7 @@ func (s *Store) operateApply(ctx context.Context, tx pgx.Tx, op operation, id pg
 			return dbsqlc.Job{}, false, false, err
 		}
 		// No row, so no such job: ErrNotFound by interpretError.
-		current, err := s.q.JobGetByIDForUpdate(ctx, tx, dbsqlc.JobGetByIDForUpdateParams{Tenant: op.tenant, ID: id})
+		current, err := s.q.JobGetByIDForUpdate(ctx, tx, dbsqlc.JobGetByIDForUpdateParams{Tenant: op.Tenant, ID: id})
 		if err != nil {
 			return dbsqlc.Job{}, false, false, err
 		}
@@ -260,16 +246,16 @@ func (s *Store) audit(ctx context.Context, tx pgx.Tx, op operation, row dbsqlc.J
 		r, err := s.q.JobEventAppendAudit(ctx, tx, dbsqlc.JobEventAppendAuditParams{
 			JobID:     row.ID,
 			Message:   op.message,
-			ActorKey:  op.actor.KeyPrefix,
-			ActorRole: string(op.actor.Role),
-			ActorRpc:  op.actor.RPC,
+			ActorKey:  op.Actor.KeyPrefix,
+			ActorRole: string(op.Actor.Role),
+			ActorRpc:  op.Actor.RPC,
 		})
 		return dbsqlc.Job(r), err
 	}
 	return row, s.q.JobEventSetActor(ctx, tx, dbsqlc.JobEventSetActorParams{
-		ActorKey:  op.actor.KeyPrefix,
-		ActorRole: string(op.actor.Role),
-		ActorRpc:  op.actor.RPC,
+		ActorKey:  op.Actor.KeyPrefix,
+		ActorRole: string(op.Actor.Role),
+		ActorRpc:  op.Actor.RPC,
 		JobID:     row.ID,
 		Seq:       row.LastEventSeq,
 	})

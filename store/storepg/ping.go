@@ -2,11 +2,7 @@ package storepg
 
 import (
 	"context"
-
-	"github.com/oncejob/oncejob/store"
 )
-
-var _ store.Pinger = (*Store)(nil)
 
 // Ping implements store.Pinger: one round trip on a pooled connection, the
 // same path every query takes (a pool that cannot connect fails it too).

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
@@ -21,15 +22,10 @@ func (s *Store) RunBatchList(ctx context.Context, params *store.RunBatchListPara
 		return nil, nil
 	}
 	rows, err := s.q.RunBatchList(ctx, s.pool, dbsqlc.RunBatchListParams{RunID: id, Tenant: params.Tenant})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	out := make([]*store.RunBatch, len(rows))
-	for i, r := range rows {
-		out[i] = &store.RunBatch{
+	return rowmap.Map(rows, err, interpretError, func(r dbsqlc.RunBatchListRow) *store.RunBatch {
+		return &store.RunBatch{
 			BatchID: r.BatchID, Status: r.Status, Lines: r.Lines, AnsweredLines: r.AnsweredLines, CostMicros: r.CostMicros,
 			CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ExpiresAt: r.ExpiresAt,
 		}
-	}
-	return out, nil
+	})
 }

@@ -10,10 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
-
-var _ store.RunStore = (*Store)(nil)
 
 // RunCreate implements store.RunStore: an insert that does nothing on a
 // taken key, then a read of the key on a fresh snapshot.
@@ -22,7 +21,7 @@ func (s *Store) RunCreate(ctx context.Context, params *store.RunCreateParams) (*
 	if err != nil {
 		return nil, fmt.Errorf("storepg: run id %q: %w", params.ID, store.ErrInvalidRow)
 	}
-	labels, err := json.Marshal(nonNilLabels(params.Labels))
+	labels, err := json.Marshal(rowmap.NonNilMap(params.Labels))
 	if err != nil {
 		return nil, fmt.Errorf("storepg: labels: %w", err)
 	}
@@ -68,24 +67,14 @@ func (s *Store) RunGet(ctx context.Context, params *store.RunGetParams) (*store.
 func (s *Store) RunList(ctx context.Context, params *store.RunListParams) (*store.RunListResult, error) {
 	limit := params.RunListLimit()
 	args := dbsqlc.RunListParams{Tenant: params.Tenant, Max: int32(limit + 1)}
-	if params.After != nil {
-		id, err := parseUUID(params.After.ID)
-		if err != nil {
-			return nil, fmt.Errorf("storepg: cursor id: %w: %w", store.ErrInvalidRow, err)
-		}
-		args.AfterCreatedAt, args.AfterID = &params.After.CreatedAt, id
+	var err error
+	if args.AfterCreatedAt, args.AfterID, err = cursorAfter(params.After); err != nil {
+		return nil, err
 	}
 	rows, err := s.q.RunList(ctx, s.pool, args)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	runs := make([]*store.Run, len(rows))
-	for i, row := range rows {
-		if runs[i], err = s.runWithProgress(ctx, row, params.RecentSince); err != nil {
-			return nil, err
-		}
-	}
-	return store.RunListPage(runs, limit), nil
+	return rowmap.Page(rows, err, interpretError, func(row dbsqlc.Run) (*store.Run, error) {
+		return s.runWithProgress(ctx, row, params.RecentSince)
+	}, limit, store.RunListPage)
 }
 
 // RunItemGetMany implements store.RunStore.
@@ -229,17 +218,11 @@ func (s *Store) runWithProgress(ctx context.Context, row dbsqlc.Run, recentSince
 		return nil, err
 	}
 	rows, err := s.q.RunProgress(ctx, s.pool, dbsqlc.RunProgressParams{RecentSince: recentSince, RunID: row.ID})
+	groups, err := rowmap.Map(rows, err, interpretError, func(r dbsqlc.RunProgressRow) store.RunProgressRow {
+		return columns.RunProgress(rowmap.RunProgressRow[bool](r))
+	})
 	if err != nil {
-		return nil, interpretError(err)
-	}
-	groups := make([]store.RunProgressRow, len(rows))
-	for i, r := range rows {
-		groups[i] = store.RunProgressRow{
-			Status: store.JobStatus(r.Status), Reused: r.Reused, Items: r.Items, Seq: r.Seq,
-			Usage: store.JobUsage{PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
-				CostMicros: r.CostMicros, LLMCalls: int32(r.LlmCalls)},
-			FinishedRecently: r.FinishedRecently,
-		}
+		return nil, err
 	}
 	run.Progress = store.RunProgressOf(groups)
 	return run, nil

@@ -10,10 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
-
-var _ store.ScheduleStore = (*Store)(nil)
 
 // ScheduleCreate implements store.ScheduleStore.
 func (s *Store) ScheduleCreate(ctx context.Context, params *store.ScheduleCreateParams) (*store.ScheduleCreateResult, error) {
@@ -48,41 +47,22 @@ func (s *Store) ScheduleGet(ctx context.Context, params *store.ScheduleGetParams
 		return nil, store.ErrNotFound
 	}
 	row, err := s.q.ScheduleGetByID(ctx, s.pool, dbsqlc.ScheduleGetByIDParams{Tenant: params.Tenant, ID: id})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return s.scheduleWithSlots(ctx, row)
+	return rowmap.OneErr(row, err, interpretError, s.withSlots(ctx))
 }
 
 // ScheduleList implements store.ScheduleStore.
 func (s *Store) ScheduleList(ctx context.Context, params *store.ScheduleListParams) (*store.ScheduleListResult, error) {
 	limit := params.ScheduleListLimit()
 	args := dbsqlc.ScheduleListParams{Tenant: params.Tenant, Max: int32(limit + 1)}
-	if params.After != nil {
-		id, err := parseUUID(params.After.ID)
-		if err != nil {
-			return nil, fmt.Errorf("storepg: cursor id: %w: %w", store.ErrInvalidRow, err)
-		}
-		args.AfterCreatedAt, args.AfterID = &params.After.CreatedAt, id
+	var err error
+	if args.AfterCreatedAt, args.AfterID, err = cursorAfter(params.After); err != nil {
+		return nil, err
 	}
 	rows, err := s.q.ScheduleList(ctx, s.pool, args)
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	res := &store.ScheduleListResult{}
-	for i, row := range rows {
-		if i == limit {
-			last := res.Schedules[limit-1]
-			res.Next = &store.JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}
-			break
-		}
-		sch, err := s.scheduleWithSlots(ctx, row)
-		if err != nil {
-			return nil, err
-		}
-		res.Schedules = append(res.Schedules, sch)
-	}
-	return res, nil
+	return store.ScheduleListPage(rows, limit, s.withSlots(ctx))
 }
 
 // ScheduleSetPaused implements store.ScheduleStore.
@@ -92,10 +72,7 @@ func (s *Store) ScheduleSetPaused(ctx context.Context, params *store.ScheduleSet
 		return nil, store.ErrNotFound
 	}
 	row, err := s.q.ScheduleSetPaused(ctx, s.pool, dbsqlc.ScheduleSetPausedParams{Paused: params.Paused, NextSlotAt: params.NextSlotAt, Tenant: params.Tenant, ID: id})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return s.scheduleWithSlots(ctx, row)
+	return rowmap.OneErr(row, err, interpretError, s.withSlots(ctx))
 }
 
 // ScheduleDelete implements store.ScheduleStore.
@@ -265,6 +242,11 @@ func (s *Store) scheduleSubmit(ctx context.Context, tx pgx.Tx, p *store.JobSubmi
 	return existing.Job.ID.String(), nil, nil
 }
 
+// withSlots is scheduleWithSlots as a mapping of rows read under ctx.
+func (s *Store) withSlots(ctx context.Context) func(dbsqlc.Schedule) (*store.Schedule, error) {
+	return func(row dbsqlc.Schedule) (*store.Schedule, error) { return s.scheduleWithSlots(ctx, row) }
+}
+
 func (s *Store) scheduleWithSlots(ctx context.Context, row dbsqlc.Schedule) (*store.Schedule, error) {
 	sch := scheduleFromRow(row)
 	slots, err := s.q.ScheduleSlotList(ctx, s.pool, dbsqlc.ScheduleSlotListParams{ScheduleID: row.ID, Max: store.ScheduleRecentSlots})
@@ -272,9 +254,7 @@ func (s *Store) scheduleWithSlots(ctx context.Context, row dbsqlc.Schedule) (*st
 		return nil, interpretError(err)
 	}
 	for _, sl := range slots {
-		sch.RecentSlots = append(sch.RecentSlots, &store.ScheduleSlot{
-			SlotAt: sl.SlotAt, Outcome: store.SlotOutcome(sl.Outcome), JobID: uuidString(sl.JobID), Reason: sl.Reason, DecidedAt: sl.DecidedAt,
-		})
+		sch.RecentSlots = append(sch.RecentSlots, columns.ScheduleSlot(rowmap.ScheduleSlotRow[pgtype.UUID, pgtype.UUID, time.Time](sl)))
 	}
 	return sch, nil
 }

@@ -3,11 +3,8 @@ package storepg
 import (
 	"context"
 
-	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
-
-var _ store.SecretStore = (*Store)(nil)
 
 // SecretGetOrCreate implements store.SecretStore. The insert does nothing
 // when the name exists, and a racing insert waits for the first one's

@@ -18,6 +18,8 @@ import (
 
 // Store is store.Store on a pgx pool.
 type Store struct {
+	// JobSubmitter is JobSubmit and JobSubmitMany over jobSubmitDistinct.
+	store.JobSubmitter
 	pool     *pgxpool.Pool
 	q        *dbsqlc.Queries
 	ownsPool bool
@@ -25,7 +27,9 @@ type Store struct {
 	signals  TestSignals
 }
 
-var _ store.Store = (*Store)(nil)
+// Store implements every interface of package store: the conformance
+// suite's storetest.Store (which this package's tests pass to it) and the
+// command's appStore require that at compile time, for both stores at once.
 
 // DefaultMaxConns is the pool size Open uses when the URL names none.
 const DefaultMaxConns = 16
@@ -33,7 +37,9 @@ const DefaultMaxConns = 16
 // New returns a Store on pool. The caller keeps the pool: Close leaves it
 // open. The schema must be migrated (Migrate).
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, q: dbsqlc.New()}
+	s := &Store{pool: pool, q: dbsqlc.New()}
+	s.JobSubmitter = store.JobSubmitter{Distinct: s.jobSubmitDistinct}
+	return s
 }
 
 // Open connects to databaseURL and returns a Store that owns its pool: Close

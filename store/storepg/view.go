@@ -4,10 +4,9 @@ import (
 	"context"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
-
-var _ store.ViewStore = (*Store)(nil)
 
 // JobCountByStatus implements store.ViewStore.
 func (s *Store) JobCountByStatus(ctx context.Context, params *store.JobCountByStatusParams) (map[store.JobStatus]int64, error) {
@@ -16,14 +15,9 @@ func (s *Store) JobCountByStatus(ctx context.Context, params *store.JobCountBySt
 		args.Pipeline = &params.Pipeline
 	}
 	rows, err := s.q.JobCountByStatus(ctx, s.pool, args)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	counts := make(map[store.JobStatus]int64, len(rows))
-	for _, r := range rows {
-		counts[store.JobStatus(r.Status)] = r.Count
-	}
-	return counts, nil
+	return rowmap.Keyed(rows, err, interpretError, func(r dbsqlc.JobCountByStatusRow) (store.JobStatus, int64) {
+		return store.JobStatus(r.Status), r.Count
+	})
 }
 
 // JobChangeHead implements store.ViewStore. The head is the snapshot's

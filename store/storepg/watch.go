@@ -4,10 +4,9 @@ import (
 	"context"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
-
-var _ store.WatchStore = (*Store)(nil)
 
 // JobChangeList implements store.WatchStore. The (tx, id) order and the
 // snapshot-xmin bound that make a cursor safe are explained in
@@ -27,23 +26,14 @@ func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListPa
 		args.Pipeline = &params.Pipeline
 	}
 	rows, err := s.q.JobChangeList(ctx, s.pool, args)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	changes := make([]*store.JobChange, len(rows))
-	for i, r := range rows {
-		r.Job.Output = nil // not for list views; see store.JobChange
+	return rowmap.MapErr(rows, err, interpretError, func(r dbsqlc.JobChangeListRow) (*store.JobChange, error) {
+		r.Job.Output = nil // not read into the job only to be dropped
 		job, err := jobFromRow(r.Job)
 		if err != nil {
 			return nil, err
 		}
-		changes[i] = &store.JobChange{
-			Cursor: store.JobChangeCursor{Tx: r.JobEvent.Tx, ID: r.JobEvent.ID},
-			Event:  jobEventFromRow(r.JobEvent),
-			Job:    job,
-		}
-	}
-	return changes, nil
+		return store.NewJobChange(store.JobChangeCursor{Tx: r.JobEvent.Tx, ID: r.JobEvent.ID}, jobEventFromRow(r.JobEvent), job), nil
+	})
 }
 
 func jobEventFromRow(r dbsqlc.JobEvent) *store.JobEvent {

@@ -5,12 +5,8 @@ import (
 	"time"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
-)
-
-var (
-	_ store.APIKeyStore = (*Store)(nil)
-	_ store.UsageStore  = (*Store)(nil)
 )
 
 // APIKeyCreate implements store.APIKeyStore.
@@ -37,10 +33,7 @@ func (s *Store) APIKeyCreate(ctx context.Context, params *store.APIKeyCreatePara
 // APIKeyGetByID implements store.APIKeyStore.
 func (s *Store) APIKeyGetByID(ctx context.Context, id string) (*store.APIKey, error) {
 	row, err := s.q.APIKeyGetByID(ctx, s.read, id)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return apiKeyFromRow(row), nil
+	return rowmap.One(row, err, interpretError, apiKeyFromRow)
 }
 
 // APIKeyList implements store.APIKeyStore.
@@ -50,14 +43,7 @@ func (s *Store) APIKeyList(ctx context.Context, params *store.APIKeyListParams) 
 		IncludeRevoked: boolInt(params.IncludeRevoked),
 		Max:            int64(params.PageLimit()),
 	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	keys := make([]*store.APIKey, len(rows))
-	for i, r := range rows {
-		keys[i] = apiKeyFromRow(r)
-	}
-	return keys, nil
+	return rowmap.Map(rows, err, interpretError, apiKeyFromRow)
 }
 
 // APIKeyRevoke implements store.APIKeyStore.

@@ -2,13 +2,11 @@ package storesqlite
 
 import (
 	"context"
-	"errors"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
-
-var _ store.DeliveryStore = (*Store)(nil)
 
 // The single writer makes routing one-at-a-time and claims exclusive without
 // locks of their own (see internal/dbsqlite/delivery.sql).
@@ -43,14 +41,7 @@ func (s *Store) OutboxUnroutedList(ctx context.Context, params *store.OutboxUnro
 		CreatedBefore: params.CreatedBefore.UnixMicro(),
 		Max:           int64(params.PageLimit()),
 	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	events := make([]*store.OutboxEvent, len(rows))
-	for i, r := range rows {
-		events[i] = outboxFromRow(r)
-	}
-	return events, nil
+	return rowmap.Map(rows, err, interpretError, outboxFromRow)
 }
 
 // DeliveryClaim implements store.DeliveryStore.
@@ -150,54 +141,30 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 		args.AfterRank, args.AfterID = int64(params.After.Rank), params.After.ID
 	}
 	rows, err := s.q.DeliveryList(ctx, s.read, args)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	ds := make([]*store.Delivery, len(rows))
-	for i, r := range rows {
-		ds[i] = deliveryFromRow(r)
-	}
-	return store.DeliveryListPage(ds, limit), nil
+	return rowmap.Page(rows, err, interpretError, rowmap.Total(deliveryFromRow), limit, store.DeliveryListPage)
 }
 
-// DeliveryRetry implements store.DeliveryStore.
+// DeliveryRetry implements store.DeliveryStore: store.DeliveryRetryParams.Retry
+// in one write transaction.
 func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryParams) (*store.DeliveryRetryResult, error) {
-	if (params.ID == 0) == (params.Sink == "") {
-		return nil, errors.New("storesqlite: DeliveryRetry needs exactly one of ID and Sink")
-	}
-	res := &store.DeliveryRetryResult{}
+	var res *store.DeliveryRetryResult
 	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
-		if params.ID != 0 {
-			current, err := s.q.DeliveryGet(ctx, tx, dbsqlite.DeliveryGetParams{Tenant: params.Tenant, ID: params.ID})
-			if err != nil {
-				return interpretError(err)
-			}
-			switch store.DeliveryStatus(current.Status) {
-			case store.DeliveryStatusDelivered:
-				if params.Redeliver {
-					break
-				}
-				return &store.DeliveryRefusedError{Status: store.DeliveryStatusDelivered}
-			case store.DeliveryStatusPending:
-				res.Deliveries = []*store.Delivery{deliveryFromRow(current)}
-				return nil
-			}
-		}
-		rows, err := s.q.DeliveryRequeue(ctx, tx, dbsqlite.DeliveryRequeueParams{Now: now, Tenant: params.Tenant, ID: params.ID, Sink: params.Sink, Redeliver: boolInt(params.Redeliver)})
-		if err != nil {
-			return interpretError(err)
-		}
-		for _, r := range rows {
-			res.Deliveries = append(res.Deliveries, deliveryFromRow(r))
-		}
-		if params.Sink != "" {
-			n, err := s.q.SinkEnable(ctx, tx, dbsqlite.SinkEnableParams{Tenant: params.Tenant, Sink: params.Sink})
-			if err != nil {
-				return interpretError(err)
-			}
-			res.SinkEnabled = n > 0
-		}
-		return nil
+		var err error
+		res, err = params.Retry(store.DeliveryRetrySteps{
+			Get: func() (*store.Delivery, error) {
+				r, err := s.q.DeliveryGet(ctx, tx, dbsqlite.DeliveryGetParams{Tenant: params.Tenant, ID: params.ID})
+				return rowmap.One(r, err, interpretError, deliveryFromRow)
+			},
+			Requeue: func() ([]*store.Delivery, error) {
+				rows, err := s.q.DeliveryRequeue(ctx, tx, dbsqlite.DeliveryRequeueParams{Now: now, Tenant: params.Tenant, ID: params.ID, Sink: params.Sink, Redeliver: boolInt(params.Redeliver)})
+				return rowmap.Each(rows, deliveryFromRow), interpretError(err)
+			},
+			SinkEnable: func() (bool, error) {
+				n, err := s.q.SinkEnable(ctx, tx, dbsqlite.SinkEnableParams{Tenant: params.Tenant, Sink: params.Sink})
+				return n > 0, interpretError(err)
+			},
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -208,20 +175,9 @@ func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryPa
 // DeliveryAttemptList implements store.DeliveryStore.
 func (s *Store) DeliveryAttemptList(ctx context.Context, params *store.DeliveryAttemptListParams) ([]*store.DeliveryAttempt, error) {
 	rows, err := s.q.DeliveryAttemptList(ctx, s.read, params.DeliveryID)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	out := make([]*store.DeliveryAttempt, len(rows))
-	for i, r := range rows {
-		out[i] = &store.DeliveryAttempt{
-			ID: r.ID, DeliveryID: r.DeliveryID, EventID: r.EventID, Sink: r.Sink, Tenant: r.Tenant,
-			Attempt: int32(r.Attempt), Relay: r.Relay, Outcome: store.DeliveryOutcome(r.Outcome),
-			HTTPStatus: int32(r.HttpStatus), Error: r.Error, ExternalRef: r.ExternalRef,
-			Duplicate: r.Duplicate != 0, StartedAt: timeFrom(r.StartedAt), FinishedAt: timeFrom(r.FinishedAt),
-			LatencyMS: r.LatencyMs,
-		}
-	}
-	return out, nil
+	return rowmap.Map(rows, err, interpretError, func(r dbsqlite.DeliveryAttempt) *store.DeliveryAttempt {
+		return columns.DeliveryAttempt(rowmap.DeliveryAttemptRow[int64, int64, int64](r))
+	})
 }
 
 // SinkDisable implements store.DeliveryStore.
@@ -272,12 +228,5 @@ func outboxFromRow(r dbsqlite.Outbox) *store.OutboxEvent {
 }
 
 func deliveryFromRow(r dbsqlite.Delivery) *store.Delivery {
-	return &store.Delivery{
-		ID: r.ID, OutboxID: r.OutboxID, EventID: r.EventID, EventType: r.EventType, Sink: r.Sink,
-		Tenant: r.Tenant, JobID: r.JobID, Status: store.DeliveryStatus(r.Status),
-		Attempt: int32(r.Attempt), Attempts: int32(r.Attempts), DueAt: timeFrom(r.DueAt),
-		LeaseOwner: deref(r.LeaseOwner), LastOutcome: store.DeliveryOutcome(r.LastOutcome),
-		LastError: r.LastError, ExternalRef: r.ExternalRef, BudgetStartedAt: timeFrom(r.BudgetStartedAt),
-		CreatedAt: timeFrom(r.CreatedAt), UpdatedAt: timeFrom(r.UpdatedAt), DeliveredAt: timePtrFrom(r.DeliveredAt),
-	}
+	return columns.Delivery(rowmap.DeliveryRow[string, int64, int64, *int64](r))
 }

@@ -10,10 +10,9 @@ import (
 	"time"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
-
-var _ store.EngineStore = (*Store)(nil)
 
 // Every write below is one write transaction on the single writer. Where
 // Postgres needs one statement (or FOR UPDATE SKIP LOCKED) so that no other
@@ -111,14 +110,7 @@ func (s *Store) CheckpointList(ctx context.Context, params *store.CheckpointList
 		return nil, nil // no job has an id that is not a uuid
 	}
 	rows, err := s.q.CheckpointList(ctx, s.read, id)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	checkpoints := make([]*store.Checkpoint, len(rows))
-	for i, row := range rows {
-		checkpoints[i] = checkpointFromRow(row)
-	}
-	return checkpoints, nil
+	return rowmap.Map(rows, err, interpretError, checkpointFromRow)
 }
 
 // CheckpointGetByStageKey implements store.EngineStore.
@@ -127,10 +119,7 @@ func (s *Store) CheckpointGetByStageKey(ctx context.Context, params *store.Check
 		Tenant:   params.Tenant,
 		StageKey: params.StageKey,
 	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return checkpointFromRow(row), nil
+	return rowmap.One(row, err, interpretError, checkpointFromRow)
 }
 
 // CheckpointWrite implements store.EngineStore.
@@ -162,7 +151,7 @@ func (s *Store) checkpointWriteTx(ctx context.Context, tx *writeTx, now int64, l
 		StageKey:    cp.StageKey,
 		CodeVersion: cp.CodeVersion,
 		Attempt:     job.Attempt,
-		Output:      nonNilBytes(cp.Output),
+		Output:      rowmap.NonNilSlice(cp.Output),
 		CreatedAt:   now,
 		ReusedFrom:  cp.ReusedFrom,
 	})
@@ -255,33 +244,9 @@ func (s *Store) LLMAttemptList(ctx context.Context, params *store.LLMAttemptList
 		return nil, nil
 	}
 	rows, err := s.q.LLMAttemptList(ctx, s.read, id)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	attempts := make([]*store.LLMAttempt, len(rows))
-	for i, r := range rows {
-		attempts[i] = &store.LLMAttempt{
-			ID:                r.ID,
-			JobID:             r.JobID,
-			Tenant:            r.Tenant,
-			JobAttempt:        int32(r.JobAttempt),
-			Stage:             store.JobStage(r.Stage),
-			Chunk:             int32(r.Chunk),
-			ProviderKey:       r.ProviderKey,
-			Model:             r.Model,
-			Outcome:           store.LLMOutcome(r.Outcome),
-			Billed:            r.Billed != 0,
-			PromptTokens:      r.PromptTokens,
-			CompletionTokens:  r.CompletionTokens,
-			CostMicros:        r.CostMicros,
-			LatencyMillis:     r.LatencyMs,
-			ProviderRequestID: r.ProviderRequestID,
-			Error:             r.Error,
-			CreatedAt:         timeFrom(r.CreatedAt),
-			PriceClass:        store.PriceClass(r.PriceClass),
-		}
-	}
-	return attempts, nil
+	return rowmap.Map(rows, err, interpretError, func(r dbsqlite.LlmAttempt) *store.LLMAttempt {
+		return columns.LLMAttempt(rowmap.LLMAttemptRow[string, int64, int64, int64](r))
+	})
 }
 
 // JobComputedSuccessGet implements store.EngineStore.
@@ -290,10 +255,7 @@ func (s *Store) JobComputedSuccessGet(ctx context.Context, params *store.JobComp
 		Tenant:   params.Tenant,
 		DedupKey: params.DedupKey,
 	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return jobFromRow(row)
+	return rowmap.OneErr(row, err, interpretError, jobFromRow)
 }
 
 // JobPublish implements store.EngineStore. The transaction reads the computed
@@ -412,29 +374,11 @@ func (s *Store) OutboxList(ctx context.Context, params *store.OutboxListParams) 
 		return nil, nil
 	}
 	rows, err := s.q.OutboxList(ctx, s.read, id)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	events := make([]*store.OutboxEvent, len(rows))
-	for i, r := range rows {
-		events[i] = outboxFromRow(r)
-	}
-	return events, nil
+	return rowmap.Map(rows, err, interpretError, outboxFromRow)
 }
 
 func checkpointFromRow(r dbsqlite.JobCheckpoint) *store.Checkpoint {
-	return &store.Checkpoint{
-		JobID:       r.JobID,
-		Tenant:      r.Tenant,
-		Stage:       store.JobStage(r.Stage),
-		Chunk:       int32(r.Chunk),
-		StageKey:    r.StageKey,
-		CodeVersion: r.CodeVersion,
-		Attempt:     int32(r.Attempt),
-		Output:      r.Output,
-		ReusedFrom:  r.ReusedFrom,
-		CreatedAt:   timeFrom(r.CreatedAt),
-	}
+	return columns.Checkpoint(rowmap.CheckpointRow[string, int64, int64](r))
 }
 
 // timePtrFrom is timeFrom for a nullable column.

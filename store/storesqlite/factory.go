@@ -7,8 +7,6 @@ import (
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
-var _ store.FactoryStore = (*Store)(nil)
-
 // JobUpdateFull implements store.FactoryStore.
 func (s *Store) JobUpdateFull(ctx context.Context, params *store.JobUpdateFullParams) (*store.Job, error) {
 	id, ok := canonicalUUID(params.ID)

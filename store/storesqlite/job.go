@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
@@ -40,7 +41,7 @@ func (s *Store) jobSubmit(ctx context.Context, tx *writeTx, params *store.JobSub
 		Tenant:    params.Tenant,
 		Sha256:    params.DocumentSHA256,
 		MediaType: params.DocumentMedia,
-		Data:      nonNilBytes(params.Document),
+		Data:      rowmap.NonNilSlice(params.Document),
 		SizeBytes: int64(len(params.Document)),
 		CreatedAt: now,
 	})
@@ -108,7 +109,7 @@ func jobInsertArgs(p *store.JobSubmitParams) (dbsqlite.JobInsertParams, error) {
 	if err != nil {
 		return dbsqlite.JobInsertParams{}, fmt.Errorf("storesqlite: job id %q: %w", p.ID, store.ErrInvalidRow)
 	}
-	labels, err := json.Marshal(nonNilLabels(p.Labels))
+	labels, err := json.Marshal(rowmap.NonNilMap(p.Labels))
 	if err != nil {
 		return dbsqlite.JobInsertParams{}, fmt.Errorf("storesqlite: labels: %w", err)
 	}
@@ -142,10 +143,7 @@ func (s *Store) JobGetByID(ctx context.Context, params *store.JobGetByIDParams) 
 		return nil, store.ErrNotFound // no job has an id that is not a uuid
 	}
 	row, err := s.q.JobGetByID(ctx, s.read, dbsqlite.JobGetByIDParams{Tenant: params.Tenant, ID: id})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return jobFromRow(row)
+	return rowmap.OneErr(row, err, interpretError, jobFromRow)
 }
 
 // JobList implements store.Store. It fetches one row more than the page to
@@ -157,29 +155,14 @@ func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*stor
 		Status:   string(params.Status),
 		Pipeline: params.Pipeline,
 		RunID:    params.RunID,
-		// The first page starts after every job (see JobList in job.sql).
-		AfterCreatedAt: math.MaxInt64,
-		Max:            int64(limit) + 1,
+		Max:      int64(limit) + 1,
 	}
-	if params.After != nil {
-		id, ok := canonicalUUID(params.After.ID)
-		if !ok {
-			return nil, fmt.Errorf("storesqlite: cursor id %q is not a uuid: %w", params.After.ID, store.ErrInvalidRow)
-		}
-		args.AfterCreatedAt = params.After.CreatedAt.UnixMicro()
-		args.AfterID = id
+	var err error
+	if args.AfterCreatedAt, args.AfterID, err = cursorAfter(params.After); err != nil {
+		return nil, err
 	}
 	rows, err := s.q.JobList(ctx, s.read, args)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	jobs := make([]*store.Job, len(rows))
-	for i, row := range rows {
-		if jobs[i], err = jobFromRow(row); err != nil {
-			return nil, err
-		}
-	}
-	return store.JobListPage(jobs, limit), nil
+	return rowmap.Page(rows, err, interpretError, jobFromRow, limit, store.JobListPage)
 }
 
 // JobComplete implements store.Store: the update and its event in one write
@@ -213,64 +196,6 @@ func (s *Store) JobComplete(ctx context.Context, params *store.JobCompleteParams
 	return jobFromRow(row)
 }
 
-func jobFromRow(r dbsqlite.Job) (*store.Job, error) {
-	job := &store.Job{
-		ID:              r.ID,
-		Tenant:          r.Tenant,
-		IdempotencyKey:  r.IdempotencyKey,
-		DedupKey:        r.DedupKey,
-		Pipeline:        r.Pipeline,
-		PipelineVersion: int32(r.PipelineVersion),
-		PromptVersion:   r.PromptVersion,
-		ModelProfile:    r.ModelProfile,
-		Status:          store.JobStatus(r.Status),
-		Stage:           store.JobStage(r.Stage),
-		Attempt:         int32(r.Attempt),
-		Traceparent:     r.Traceparent,
-		Usage: store.JobUsage{
-			PromptTokens:     r.PromptTokens,
-			CompletionTokens: r.CompletionTokens,
-			CostMicros:       r.CostMicros,
-			LLMCalls:         int32(r.LlmCalls),
-		},
-		DocumentSHA256: r.DocumentSha256,
-		DocumentMedia:  r.DocumentMediaType,
-		DocumentName:   r.DocumentName,
-		DocumentSize:   r.DocumentSizeBytes,
-		Params:         []byte(r.Params),
-		CreatedAt:      timeFrom(r.CreatedAt),
-		UpdatedAt:      timeFrom(r.UpdatedAt),
-		FinishedAt:     timePtrFrom(r.FinishedAt),
-
-		LeaseUntil:      timePtrFrom(r.LeaseUntil),
-		RunAfter:        timePtrFrom(r.RunAfter),
-		CancelRequested: r.CancelRequested != 0,
-		BudgetStartedAt: timeFrom(r.BudgetStartedAt),
-		BudgetAttempts:  int32(r.BudgetAttempts),
-		BudgetTokens:    r.BudgetTokens,
-		Approved:        r.Approved != 0,
-	}
-	if r.LeaseOwner != nil {
-		job.LeaseOwner = *r.LeaseOwner
-	}
-	if r.Output != nil {
-		job.Output = []byte(*r.Output)
-	}
-	if r.DeduplicatedFrom != nil {
-		job.DeduplicatedFrom = *r.DeduplicatedFrom
-	}
-	if r.Error != nil {
-		job.Error = new(store.JobError)
-		if err := json.Unmarshal([]byte(*r.Error), job.Error); err != nil {
-			return nil, fmt.Errorf("storesqlite: job %s: error column: %w", job.ID, err)
-		}
-	}
-	if err := json.Unmarshal([]byte(r.Labels), &job.Labels); err != nil {
-		return nil, fmt.Errorf("storesqlite: job %s: labels column: %w", job.ID, err)
-	}
-	return job, nil
-}
-
 // canonicalUUID returns s in the form ids are stored in (lowercase, with
 // hyphens), accepting what Postgres's uuid type accepts.
 func canonicalUUID(s string) (string, bool) {
@@ -281,17 +206,16 @@ func canonicalUUID(s string) (string, bool) {
 	return id.String(), true
 }
 
-func nonNilLabels(m map[string]string) map[string]string {
-	if m == nil {
-		return map[string]string{}
+// cursorAfter is where a page of a list newest first starts: after the
+// cursor's created_at (unix microseconds) and id. Without a cursor (the
+// first page) it starts after every row (see JobList in job.sql).
+func cursorAfter(after *store.JobCursor) (int64, string, error) {
+	if after == nil {
+		return math.MaxInt64, "", nil
 	}
-	return m
-}
-
-// nonNilBytes keeps an empty document from being bound as NULL.
-func nonNilBytes(b []byte) []byte {
-	if b == nil {
-		return []byte{}
+	id, ok := canonicalUUID(after.ID)
+	if !ok {
+		return 0, "", fmt.Errorf("storesqlite: cursor id %q is not a uuid: %w", after.ID, store.ErrInvalidRow)
 	}
-	return b
+	return after.CreatedAt.UnixMicro(), id, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
@@ -28,23 +29,14 @@ func (s *Store) JobEventList(ctx context.Context, params *store.JobEventListPara
 		AfterSeq: int64(params.AfterSeq),
 		Max:      int64(params.PageLimit()),
 	})
+	events, err := rowmap.Map(rows, err, interpretError, jobEventFromRow)
 	if err != nil {
-		return nil, interpretError(err)
+		return nil, err
 	}
-	if len(rows) == 0 {
+	return store.JobEventListPage(events, func() (bool, error) {
 		exists, err := s.q.JobExists(ctx, tx, dbsqlite.JobExistsParams{Tenant: params.Tenant, ID: id})
-		if err != nil {
-			return nil, interpretError(err)
-		}
-		if !exists {
-			return nil, store.ErrNotFound
-		}
-	}
-	events := make([]*store.JobEvent, len(rows))
-	for i, r := range rows {
-		events[i] = jobEventFromRow(r)
-	}
-	return events, nil
+		return exists, interpretError(err)
+	})
 }
 
 // jobEventAppend records the state job jobID has just moved to as its event

@@ -19,19 +19,6 @@ const (
 	sqlItemReleaseSavepoint  = "RELEASE submit_item"
 )
 
-// JobSubmit implements store.Store.
-func (s *Store) JobSubmit(ctx context.Context, params *store.JobSubmitParams) (*store.JobSubmitResult, error) {
-	return store.JobSubmitOne(ctx, s.JobSubmitMany, params)
-}
-
-// JobSubmitMany implements store.Store: one write of the single writer, so
-// one transaction, whatever the number of submissions. Writes are
-// serialised, so between a key's insert and the reads after it nothing else
-// runs: no concurrent winner to wait for and no sweeper to free the key.
-func (s *Store) JobSubmitMany(ctx context.Context, params *store.JobSubmitManyParams) (*store.JobSubmitManyResult, error) {
-	return store.JobSubmitManyInRounds(ctx, params, s.jobSubmitDistinct)
-}
-
 // JobGetByIdempotencyKey implements store.Store on the read pool: it never
 // waits for the writer.
 func (s *Store) JobGetByIdempotencyKey(ctx context.Context, params *store.JobGetByIdempotencyKeyParams) (*store.JobSubmitResult, error) {
@@ -52,6 +39,10 @@ func (s *Store) JobGetByIdempotencyKey(ctx context.Context, params *store.JobGet
 
 // jobSubmitDistinct is store.JobSubmitDistinct: every submission in a
 // savepoint of its own, so one the database refuses rolls back alone.
+// It is one write of the single writer, so one transaction, whatever the
+// number of submissions (JobSubmitMany, through store.JobSubmitter). Writes
+// are serialised, so between a key's insert and the reads after it nothing
+// else runs: no concurrent winner to wait for and no sweeper to free the key.
 func (s *Store) jobSubmitDistinct(ctx context.Context, jobs []*store.JobSubmitParams) ([]store.JobSubmitItem, error) {
 	items := make([]store.JobSubmitItem, len(jobs))
 	args := make([]dbsqlite.JobInsertParams, len(jobs))

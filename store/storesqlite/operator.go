@@ -11,8 +11,6 @@ import (
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
-var _ store.OperatorStore = (*Store)(nil)
-
 // Every operator call is one write transaction (BEGIN IMMEDIATE on the single
 // writer; see internal/dbsqlite/operator.sql):
 //
@@ -32,10 +30,7 @@ var _ store.OperatorStore = (*Store)(nil)
 // operation is one operator transition, run by operate.
 type operation struct {
 	store.OperatorTransition
-	tenant string
-	id     string
-	idem   *store.IdempotencyParams
-	actor  *store.Actor
+	store.OperatorTarget
 	// message is the event's, for the audit event of a cancel request.
 	message string
 	// apply is the conditional UPDATE; sql.ErrNoRows when it matched no row.
@@ -51,10 +46,7 @@ type operation struct {
 func (s *Store) JobCancel(ctx context.Context, params *store.JobCancelParams) (*store.OperatorResult, error) {
 	return s.operate(ctx, operation{
 		OperatorTransition: store.CancelTransition,
-		tenant:             params.Tenant,
-		id:                 params.ID,
-		idem:               params.Idempotency,
-		actor:              params.Actor,
+		OperatorTarget:     params.Target(),
 		message:            params.EventMessage(),
 		apply: func(ctx context.Context, tx *writeTx, id string, now int64) (dbsqlite.Job, error) {
 			return s.q.JobCancel(ctx, tx, dbsqlite.JobCancelParams{
@@ -83,10 +75,7 @@ func (s *Store) JobReplay(ctx context.Context, params *store.JobReplayParams) (*
 	reset := jsonList(w.ResetStages)
 	return s.operate(ctx, operation{
 		OperatorTransition: store.ReplayTransition,
-		tenant:             params.Tenant,
-		id:                 params.ID,
-		idem:               params.Idempotency,
-		actor:              params.Actor,
+		OperatorTarget:     params.Target(),
 		apply: func(ctx context.Context, tx *writeTx, id string, now int64) (dbsqlite.Job, error) {
 			return s.q.JobReplay(ctx, tx, dbsqlite.JobReplayParams{
 				ResetStages:   reset,
@@ -116,22 +105,19 @@ func (s *Store) JobResolve(ctx context.Context, params *store.JobResolveParams) 
 	if err != nil {
 		return nil, err
 	}
-	return s.settle(ctx, params.Tenant, params.ID, params.Idempotency, params.Actor, w)
+	return s.settle(ctx, params.Target(), w)
 }
 
 // JobApprove implements store.OperatorStore.
 func (s *Store) JobApprove(ctx context.Context, params *store.JobApproveParams) (*store.OperatorResult, error) {
-	return s.settle(ctx, params.Tenant, params.ID, params.Idempotency, params.Actor, params.Write())
+	return s.settle(ctx, params.Target(), params.Write())
 }
 
 // settle runs JobSettle as an operation.
-func (s *Store) settle(ctx context.Context, tenant, id string, idem *store.IdempotencyParams, actor *store.Actor, w *store.JobSettleWrite) (*store.OperatorResult, error) {
+func (s *Store) settle(ctx context.Context, target store.OperatorTarget, w *store.JobSettleWrite) (*store.OperatorResult, error) {
 	return s.operate(ctx, operation{
 		OperatorTransition: w.OperatorTransition,
-		tenant:             tenant,
-		id:                 id,
-		idem:               idem,
-		actor:              actor,
+		OperatorTarget:     target,
 		apply: func(ctx context.Context, tx *writeTx, id string, now int64) (dbsqlite.Job, error) {
 			var finishedAt *int64
 			if w.Finished {
@@ -144,7 +130,7 @@ func (s *Store) settle(ctx context.Context, tenant, id string, idem *store.Idemp
 				FreshBudget:  boolInt(w.FreshBudget),
 				FinishedAt:   finishedAt,
 				Now:          now,
-				Tenant:       tenant,
+				Tenant:       target.Tenant,
 				ID:           id,
 				FromStatuses: jsonList(w.FromStrings()),
 			})
@@ -157,7 +143,7 @@ func (s *Store) settle(ctx context.Context, tenant, id string, idem *store.Idemp
 
 // operate runs op in one write transaction: the key, then the transition.
 func (s *Store) operate(ctx context.Context, op operation) (*store.OperatorResult, error) {
-	id, ok := canonicalUUID(op.id)
+	id, ok := canonicalUUID(op.ID)
 	if !ok {
 		return nil, store.ErrNotFound // no job has an id that is not a uuid
 	}
@@ -166,14 +152,14 @@ func (s *Store) operate(ctx context.Context, op operation) (*store.OperatorResul
 		replayed bool
 	)
 	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
-		if op.idem != nil {
-			seen, err := s.operatorKeyTake(ctx, tx, op.tenant, id, op.idem, now)
+		if op.Idempotency != nil {
+			seen, err := s.operatorKeyTake(ctx, tx, op.Tenant, id, op.Idempotency, now)
 			if err != nil {
 				return err
 			}
 			if seen {
 				replayed = true
-				row, err = s.q.JobGetByID(ctx, tx, dbsqlite.JobGetByIDParams{Tenant: op.tenant, ID: id})
+				row, err = s.q.JobGetByID(ctx, tx, dbsqlite.JobGetByIDParams{Tenant: op.Tenant, ID: id})
 				return interpretError(err)
 			}
 		}
@@ -231,7 +217,7 @@ func (s *Store) operateApply(ctx context.Context, tx *writeTx, op operation, id 
 		if err := op.record(ctx, tx, row); err != nil {
 			return dbsqlite.Job{}, err
 		}
-		if op.actor == nil {
+		if op.Actor == nil {
 			return row, nil
 		}
 		return s.audit(ctx, tx, op, row, now)
@@ -239,7 +225,7 @@ func (s *Store) operateApply(ctx context.Context, tx *writeTx, op operation, id 
 	if !errors.Is(err, sql.ErrNoRows) {
 		return dbsqlite.Job{}, interpretError(err)
 	}
-	current, err := s.q.JobGetByID(ctx, tx, dbsqlite.JobGetByIDParams{Tenant: op.tenant, ID: id})
+	current, err := s.q.JobGetByID(ctx, tx, dbsqlite.JobGetByIDParams{Tenant: op.Tenant, ID: id})
 	if err != nil {
 		return dbsqlite.Job{}, interpretError(err) // no row: ErrNotFound
 	}
@@ -267,7 +253,7 @@ func (s *Store) audit(ctx context.Context, tx *writeTx, op operation, row dbsqli
 			return dbsqlite.Job{}, err
 		}
 	}
-	return row, s.jobEventSetActor(ctx, tx, row, op.actor)
+	return row, s.jobEventSetActor(ctx, tx, row, op.Actor)
 }
 
 // jobEventSetActor names actor, if any, on the event row's job has just

@@ -2,11 +2,7 @@ package storesqlite
 
 import (
 	"context"
-
-	"github.com/oncejob/oncejob/store"
 )
-
-var _ store.Pinger = (*Store)(nil)
 
 // Ping implements store.Pinger: a read connection runs a trivial statement
 // (the driver's Ping). The embedded store lives in this process, so it

@@ -6,14 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
-
-var _ store.RunStore = (*Store)(nil)
 
 // Run-wide operator calls are one write transaction of the single writer:
 // the key, then each job's transition with the same statements the
@@ -26,7 +24,7 @@ func (s *Store) RunCreate(ctx context.Context, params *store.RunCreateParams) (*
 	if !ok {
 		return nil, fmt.Errorf("storesqlite: run id %q: %w", params.ID, store.ErrInvalidRow)
 	}
-	labels, err := json.Marshal(nonNilLabels(params.Labels))
+	labels, err := json.Marshal(rowmap.NonNilMap(params.Labels))
 	if err != nil {
 		return nil, fmt.Errorf("storesqlite: labels: %w", err)
 	}
@@ -79,25 +77,15 @@ func (s *Store) RunGet(ctx context.Context, params *store.RunGetParams) (*store.
 // RunList implements store.RunStore.
 func (s *Store) RunList(ctx context.Context, params *store.RunListParams) (*store.RunListResult, error) {
 	limit := params.RunListLimit()
-	args := dbsqlite.RunListParams{Tenant: params.Tenant, AfterCreatedAt: math.MaxInt64, Max: int64(limit) + 1}
-	if params.After != nil {
-		id, ok := canonicalUUID(params.After.ID)
-		if !ok {
-			return nil, fmt.Errorf("storesqlite: cursor id %q is not a uuid: %w", params.After.ID, store.ErrInvalidRow)
-		}
-		args.AfterCreatedAt, args.AfterID = params.After.CreatedAt.UnixMicro(), id
+	args := dbsqlite.RunListParams{Tenant: params.Tenant, Max: int64(limit) + 1}
+	var err error
+	if args.AfterCreatedAt, args.AfterID, err = cursorAfter(params.After); err != nil {
+		return nil, err
 	}
 	rows, err := s.q.RunList(ctx, s.read, args)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	runs := make([]*store.Run, len(rows))
-	for i, row := range rows {
-		if runs[i], err = s.runWithProgress(ctx, row, params.RecentSince); err != nil {
-			return nil, err
-		}
-	}
-	return store.RunListPage(runs, limit), nil
+	return rowmap.Page(rows, err, interpretError, func(row dbsqlite.Run) (*store.Run, error) {
+		return s.runWithProgress(ctx, row, params.RecentSince)
+	}, limit, store.RunListPage)
 }
 
 // RunItemGetMany implements store.RunStore: one indexed read per key, on
@@ -258,17 +246,11 @@ func (s *Store) runWithProgress(ctx context.Context, row dbsqlite.Run, recentSin
 	}
 	since := recentSince.UnixMicro()
 	rows, err := s.q.RunProgress(ctx, s.read, dbsqlite.RunProgressParams{RecentSince: &since, RunID: row.ID})
+	groups, err := rowmap.Map(rows, err, interpretError, func(r dbsqlite.RunProgressRow) store.RunProgressRow {
+		return columns.RunProgress(rowmap.RunProgressRow[int64](r))
+	})
 	if err != nil {
-		return nil, interpretError(err)
-	}
-	groups := make([]store.RunProgressRow, len(rows))
-	for i, r := range rows {
-		groups[i] = store.RunProgressRow{
-			Status: store.JobStatus(r.Status), Reused: r.Reused != 0, Items: r.Items, Seq: r.Seq,
-			Usage: store.JobUsage{PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
-				CostMicros: r.CostMicros, LLMCalls: int32(r.LlmCalls)},
-			FinishedRecently: r.FinishedRecently,
-		}
+		return nil, err
 	}
 	run.Progress = store.RunProgressOf(groups)
 	return run, nil

@@ -5,14 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
-
-var _ store.ScheduleStore = (*Store)(nil)
 
 // ScheduleCreate implements store.ScheduleStore.
 func (s *Store) ScheduleCreate(ctx context.Context, params *store.ScheduleCreateParams) (*store.ScheduleCreateResult, error) {
@@ -55,41 +53,22 @@ func (s *Store) ScheduleGet(ctx context.Context, params *store.ScheduleGetParams
 		return nil, store.ErrNotFound
 	}
 	row, err := s.q.ScheduleGetByID(ctx, s.read, dbsqlite.ScheduleGetByIDParams{Tenant: params.Tenant, ID: id})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return s.scheduleWithSlots(ctx, row)
+	return rowmap.OneErr(row, err, interpretError, s.withSlots(ctx))
 }
 
 // ScheduleList implements store.ScheduleStore.
 func (s *Store) ScheduleList(ctx context.Context, params *store.ScheduleListParams) (*store.ScheduleListResult, error) {
 	limit := params.ScheduleListLimit()
-	args := dbsqlite.ScheduleListParams{Tenant: params.Tenant, AfterCreatedAt: math.MaxInt64, Max: int64(limit) + 1}
-	if params.After != nil {
-		id, ok := canonicalUUID(params.After.ID)
-		if !ok {
-			return nil, fmt.Errorf("storesqlite: cursor id %q is not a uuid: %w", params.After.ID, store.ErrInvalidRow)
-		}
-		args.AfterCreatedAt, args.AfterID = params.After.CreatedAt.UnixMicro(), id
+	args := dbsqlite.ScheduleListParams{Tenant: params.Tenant, Max: int64(limit) + 1}
+	var err error
+	if args.AfterCreatedAt, args.AfterID, err = cursorAfter(params.After); err != nil {
+		return nil, err
 	}
 	rows, err := s.q.ScheduleList(ctx, s.read, args)
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	res := &store.ScheduleListResult{}
-	for i, row := range rows {
-		if i == limit {
-			last := res.Schedules[limit-1]
-			res.Next = &store.JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}
-			break
-		}
-		sch, err := s.scheduleWithSlots(ctx, row)
-		if err != nil {
-			return nil, err
-		}
-		res.Schedules = append(res.Schedules, sch)
-	}
-	return res, nil
+	return store.ScheduleListPage(rows, limit, s.withSlots(ctx))
 }
 
 // ScheduleSetPaused implements store.ScheduleStore.
@@ -254,6 +233,11 @@ func (s *Store) scheduleAdvance(ctx context.Context, tx *writeTx, id string, nex
 	return interpretError(s.q.ScheduleAdvance(ctx, tx, dbsqlite.ScheduleAdvanceParams{NextSlotAt: next, LastJobID: lastJob, BufferedSlotAt: buffered, Now: now, ID: id}))
 }
 
+// withSlots is scheduleWithSlots as a mapping of rows read under ctx.
+func (s *Store) withSlots(ctx context.Context) func(dbsqlite.Schedule) (*store.Schedule, error) {
+	return func(row dbsqlite.Schedule) (*store.Schedule, error) { return s.scheduleWithSlots(ctx, row) }
+}
+
 func (s *Store) scheduleWithSlots(ctx context.Context, row dbsqlite.Schedule) (*store.Schedule, error) {
 	sch := scheduleFromRow(row)
 	slots, err := s.q.ScheduleSlotList(ctx, s.read, dbsqlite.ScheduleSlotListParams{ScheduleID: row.ID, Max: store.ScheduleRecentSlots})
@@ -261,9 +245,7 @@ func (s *Store) scheduleWithSlots(ctx context.Context, row dbsqlite.Schedule) (*
 		return nil, interpretError(err)
 	}
 	for _, sl := range slots {
-		sch.RecentSlots = append(sch.RecentSlots, &store.ScheduleSlot{
-			SlotAt: timeFrom(sl.SlotAt), Outcome: store.SlotOutcome(sl.Outcome), JobID: deref(sl.JobID), Reason: sl.Reason, DecidedAt: timeFrom(sl.DecidedAt),
-		})
+		sch.RecentSlots = append(sch.RecentSlots, columns.ScheduleSlot(rowmap.ScheduleSlotRow[string, *string, int64](sl)))
 	}
 	return sch, nil
 }

@@ -3,11 +3,8 @@ package storesqlite
 import (
 	"context"
 
-	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
-
-var _ store.SecretStore = (*Store)(nil)
 
 // SecretGetOrCreate implements store.SecretStore: the insert and the read
 // are one write transaction, and writes are serialised.

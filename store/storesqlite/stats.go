@@ -4,20 +4,20 @@ import (
 	"context"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
+	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
-
-var _ store.StatsStore = (*Store)(nil)
 
 // JobStats implements store.StatsStore: two index scans on the read pool.
 func (s *Store) JobStats(ctx context.Context, _ *store.JobStatsParams) (*store.JobStats, error) {
 	rows, err := s.q.JobStatsActive(ctx, s.read)
+	active, err := rowmap.Map(rows, err, interpretError, func(r dbsqlite.JobStatsActiveRow) store.JobStatusCount {
+		return store.JobStatusCount{Status: store.JobStatus(r.Status), Pipeline: r.Pipeline, Jobs: r.Jobs}
+	})
 	if err != nil {
-		return nil, interpretError(err)
+		return nil, err
 	}
-	stats := &store.JobStats{Active: make([]store.JobStatusCount, len(rows))}
-	for i, r := range rows {
-		stats.Active[i] = store.JobStatusCount{Status: store.JobStatus(r.Status), Pipeline: r.Pipeline, Jobs: r.Jobs}
-	}
+	stats := &store.JobStats{Active: active}
 	q, err := s.q.JobStatsClaimable(ctx, s.read, s.clock.now())
 	if err != nil {
 		return nil, interpretError(err)

@@ -68,6 +68,8 @@ func (c *Config) validate() error {
 
 // Store is store.Store on an SQLite database file.
 type Store struct {
+	// JobSubmitter is JobSubmit and JobSubmitMany over jobSubmitDistinct.
+	store.JobSubmitter
 	write  *sql.DB // one connection: all writes, one at a time
 	read   *sql.DB // reads
 	q      *dbsqlite.Queries
@@ -80,7 +82,9 @@ type Store struct {
 	listeners listeners
 }
 
-var _ store.Store = (*Store)(nil)
+// Store implements every interface of package store: the conformance
+// suite's storetest.Store (which this package's tests pass to it) and the
+// command's appStore require that at compile time, for both stores at once.
 
 // Open locks config.DataDir, opens (creating if need be) its database and
 // applies the pending migrations. The Store holds the lock until Close.
@@ -100,6 +104,7 @@ func Open(ctx context.Context, config Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{q: dbsqlite.New(), lock: lock}
+	s.JobSubmitter = store.JobSubmitter{Distinct: s.jobSubmitDistinct}
 	if err := s.open(ctx, filepath.Join(dir, databaseFileName)); err != nil {
 		s.Close()
 		return nil, err

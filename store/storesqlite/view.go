@@ -4,22 +4,16 @@ import (
 	"context"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
-
-var _ store.ViewStore = (*Store)(nil)
 
 // JobCountByStatus implements store.ViewStore.
 func (s *Store) JobCountByStatus(ctx context.Context, params *store.JobCountByStatusParams) (map[store.JobStatus]int64, error) {
 	rows, err := s.q.JobCountByStatus(ctx, s.read, dbsqlite.JobCountByStatusParams{Tenant: params.Tenant, Pipeline: params.Pipeline})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	counts := make(map[store.JobStatus]int64, len(rows))
-	for _, r := range rows {
-		counts[store.JobStatus(r.Status)] = r.Count
-	}
-	return counts, nil
+	return rowmap.Keyed(rows, err, interpretError, func(r dbsqlite.JobCountByStatusRow) (store.JobStatus, int64) {
+		return store.JobStatus(r.Status), r.Count
+	})
 }
 
 // JobChangeHead implements store.ViewStore: the last event's id. With one

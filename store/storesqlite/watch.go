@@ -4,10 +4,9 @@ import (
 	"context"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
-
-var _ store.WatchStore = (*Store)(nil)
 
 // JobChangeList implements store.WatchStore. An event's id is its place in
 // the change order and its cursor is {Tx: 0, ID: id}: with one writer,
@@ -29,23 +28,14 @@ func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListPa
 		Pipeline: params.Pipeline,
 		Max:      int64(params.PageLimit()),
 	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	changes := make([]*store.JobChange, len(rows))
-	for i, r := range rows {
-		r.Job.Output = nil // not for list views; see store.JobChange
+	return rowmap.MapErr(rows, err, interpretError, func(r dbsqlite.JobChangeListRow) (*store.JobChange, error) {
+		r.Job.Output = nil // not read into the job only to be dropped
 		job, err := jobFromRow(r.Job)
 		if err != nil {
 			return nil, err
 		}
-		changes[i] = &store.JobChange{
-			Cursor: store.JobChangeCursor{ID: r.JobEvent.ID},
-			Event:  jobEventFromRow(r.JobEvent),
-			Job:    job,
-		}
-	}
-	return changes, nil
+		return store.NewJobChange(store.JobChangeCursor{ID: r.JobEvent.ID}, jobEventFromRow(r.JobEvent), job), nil
+	})
 }
 
 func jobEventFromRow(r dbsqlite.JobEvent) *store.JobEvent {
