@@ -196,7 +196,7 @@ func paragraphs(text string) []string {
 		cur     strings.Builder
 		heredoc string
 	)
-	hereRE := regexp.MustCompile(`<<-?\s*['"]?([A-Za-z_]+)['"]?`)
+	hereRE := regexp.MustCompile(`(?:^|[^<])<<-?\s*['"]?([A-Za-z_]+)['"]?`) // not a <<< here-string
 	flush := func() {
 		if s := cur.String(); strings.TrimSpace(s) != "" && !onlyComments(s) {
 			out = append(out, s)
@@ -235,7 +235,7 @@ func onlyComments(s string) bool {
 // blockTimeout bounds one block: a command that never ends (a watch that
 // should have been marked as running in another terminal) fails the test
 // instead of hanging it.
-const blockTimeout = 8 * time.Minute
+const blockTimeout = 3 * time.Minute
 
 // runShell runs a block's paragraphs in one bash, each paragraph's output
 // and exit status recorded, and checks them.
@@ -258,7 +258,13 @@ func runShell(t *testing.T, dir string, b block) {
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s: the block's shell failed (timeout %s?):\n%s", b, blockTimeout, out)
+	if err != nil {
+		for i, p := range paras {
+			got, _ := os.ReadFile(filepath.Join(outDir, strconv.Itoa(i)))
+			t.Logf("%s: paragraph %d:\n%s--- output:\n%s", b, i+1, p, got)
+		}
+		t.Fatalf("%s: the block's shell failed (timeout %s?): %v\n%s", b, blockTimeout, err, out)
+	}
 
 	want := expectations[b.file+": "+b.marker]
 	if b.marker != "" && want == nil {
@@ -321,7 +327,9 @@ type background struct {
 	done chan struct{}
 }
 
-var addrRE = regexp.MustCompile(`127\.0\.0\.1:(\d+)`)
+// addrRE finds the addresses a block listens on: 127.0.0.1:PORT as a word of
+// its own (an argument), not inside a URL (a database, a sink, a NATS server).
+var addrRE = regexp.MustCompile(`(?:^|[\s'"=])127\.0\.0\.1:(\d+)`)
 
 // startBackground starts a long-running block and waits until the
 // addresses it serves accept connections.
