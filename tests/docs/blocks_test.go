@@ -129,13 +129,30 @@ func requireTool(t *testing.T, probe []string, install string) {
 	}
 }
 
+// requireListening skips (or, under CI=true, fails) when a service the
+// guides use does not answer.
+func requireListening(t *testing.T, addr, what string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		msg := fmt.Sprintf("SKIP: %s does not answer on %s (%v); start it (.ci/run says how)", what, addr, err)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	_ = c.Close()
+}
+
 // TestDocBlocks runs every shell and Python block of the README and the
 // guides as written (see the conventions above).
 func TestDocBlocks(t *testing.T) {
 	requireTool(t, []string{"curl", "--version"}, "apt-get install -y curl")
 	requireTool(t, []string{"/usr/bin/python3", "-c", "import venv, ensurepip, grpc, google.protobuf, idna, setuptools, wheel"},
 		"apt-get install -y python3-venv python3-grpcio python3-protobuf python3-idna python3-setuptools python3-wheel")
-	requireTool(t, []string{"psql", "--version"}, "apt-get install -y postgresql-client")
+	requireTool(t, []string{"createdb", "--version"}, "apt-get install -y postgresql-client")
+	requireListening(t, "127.0.0.1:5432", "Postgres")
+	requireListening(t, "127.0.0.1:4222", "NATS (nats-server -js)")
 	var ran, notRun int
 	for _, file := range docFiles(t) {
 		t.Run(strings.ReplaceAll(file, "/", "_"), func(t *testing.T) {
