@@ -81,6 +81,14 @@ var expectations = map[string][]para{
 		{true, []string{`job [0-9a-f-]{36} \(replayed: True\)\n`, `summary: Invoice 42`}},
 	},
 
+	"docs/guide-python.md: python resilient watch": {
+		{true, []string{`[0-9a-f-]{36} JOB_STATUS_SUCCEEDED JOB_STAGE_PUBLISHED`}},
+	},
+	// Another key computed it: the SDK's job carries its result.
+	"docs/guide-python.md: python dedup": {
+		{true, []string{`deduplicated: True \(from job [0-9a-f-]{36}\)`, `summary: Invoice 43`}},
+	},
+
 	"docs/guide-runs.md: run examples": {
 		{true, []string{`"state": "RUN_STATE_OPEN"`, `"pipeline": "summarize"`}},
 		{true, []string{`(?m)^[0-9a-f-]{36}$`}},
