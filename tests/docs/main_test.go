@@ -2,8 +2,8 @@
 // and docs/guide-*.md as written, in a fresh copy of the repository, with
 // the oncejob binary this package builds first on PATH; Go blocks are
 // compiled in a module of their own, Python blocks run with the virtual
-// environment the guide makes. docs/guide-development.md, "The docs test",
-// says what the blocks may rely on.
+// environment the guide makes. The conventions are in blocks_test.go, and
+// for the guides' writers in docs/guide-operations.md, "The docs test".
 package docs_test
 
 import (
