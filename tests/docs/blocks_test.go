@@ -58,7 +58,10 @@ type block struct {
 
 func (b block) String() string { return fmt.Sprintf("%s:%d", b.file, b.line) }
 
-var markerRE = regexp.MustCompile(`^<!-- e2e: (.+) -->$`)
+var (
+	markerRE = regexp.MustCompile(`^<!-- e2e: (.+) -->$`)
+	fenceRE  = regexp.MustCompile("^```([A-Za-z0-9_+-]*)\\s*$") // an opening fence and its language
+)
 
 // parseBlocks returns the fenced blocks of a Markdown file, in order.
 func parseBlocks(t *testing.T, rel string) []block {
@@ -78,8 +81,8 @@ func parseBlocks(t *testing.T, rel string) []block {
 		n++
 		line := sc.Text()
 		switch {
-		case cur == nil && strings.HasPrefix(line, "```"):
-			cur = &block{file: rel, line: n, lang: strings.TrimSpace(strings.TrimPrefix(line, "```")), marker: marker}
+		case cur == nil && fenceRE.MatchString(line):
+			cur = &block{file: rel, line: n, lang: fenceRE.FindStringSubmatch(line)[1], marker: marker}
 			body.Reset()
 		case cur != nil && strings.TrimSpace(line) == "```":
 			cur.text = body.String()
