@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -16,26 +19,48 @@ import (
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
 )
 
-// binDir holds the oncejob and grpcurl binaries built once for this package.
+// binDir holds the binaries built once for this package: oncejob, grpcurl
+// and the example receiver.
 var binDir string
 
+// parallel is the default of -test.parallel here: how many of the
+// package's tests run at once. Nearly every test is t.Parallel (each on its
+// own ports, temp dirs, Postgres schema or throwaway cluster, NATS stream
+// and browser), and they spend most of their time waiting on the processes
+// they drive — leases to expire, kills to land, jobs to finish — not on the
+// CPU, so more of them than go test's default (GOMAXPROCS) fit a small
+// machine. An explicit -parallel wins.
+const parallel = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		if err := flag.Set("test.parallel", strconv.Itoa(max(parallel, runtime.GOMAXPROCS(0)))); err != nil {
+			panic(err)
+		}
+	}
 	dir, err := os.MkdirTemp("", "oncejob-e2e-")
 	if err != nil {
 		panic(err)
 	}
 	binDir = dir
-	for _, b := range [][2]string{
-		{"oncejob", "github.com/oncejob/oncejob/cmd/oncejob"},
-		{"grpcurl", "github.com/fullstorydev/grpcurl/cmd/grpcurl"},
-		{"receiver", "github.com/oncejob/oncejob/examples/receiver"},
-	} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b[0]), b[1])
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n", b[0], err)
-			os.Exit(1)
-		}
+	// One go build for the three, named after their packages. Without
+	// -race, whatever go test was given: the race detector checks the
+	// test process here (the harness, its clients and proxies); the
+	// server's code runs under -race in its own packages' tests, in
+	// process. A race-built oncejob would cost every process the suite
+	// starts several times the CPU, and the kill, failover and batch tests
+	// rely on their processes making progress between kills.
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
+		"github.com/oncejob/oncejob/cmd/oncejob",
+		"github.com/fullstorydev/grpcurl/cmd/grpcurl",
+		"github.com/oncejob/oncejob/examples/receiver")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "build oncejob, grpcurl and receiver: %v\n", err)
+		os.Exit(1)
 	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
@@ -126,6 +151,7 @@ func readmeExamples(t *testing.T, marker string) []string {
 // TestReadmeGrpcurlExamples runs the README's grpcurl examples, as written,
 // against the real binary.
 func TestReadmeGrpcurlExamples(t *testing.T) {
+	t.Parallel()
 	addr := serveEmbedded(t)
 	cmds := readmeExamples(t, "<!-- e2e: grpcurl examples -->")
 	want := []struct {
@@ -169,6 +195,7 @@ func TestReadmeGrpcurlExamples(t *testing.T) {
 // TestPythonGeneratedClient runs the pytest suite of the generated Python
 // client against the real binary, under Debian's system python3.
 func TestPythonGeneratedClient(t *testing.T) {
+	t.Parallel()
 	requirePython(t)
 	addr := serve(t)
 	cmd := exec.Command(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "../../tests/python")
@@ -182,6 +209,7 @@ func TestPythonGeneratedClient(t *testing.T) {
 // TestReadmeCurlExamples runs the README's HTTP examples, as written, with
 // curl against the real binary's HTTP face.
 func TestReadmeCurlExamples(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("curl is required under CI=true (apt-get install -y curl)")
@@ -229,6 +257,7 @@ func TestReadmeCurlExamples(t *testing.T) {
 // runs and schedules, as written, against the real binary; <run-id> and
 // <schedule-id> stand for the ids the first answers give.
 func TestReadmeRunAndScheduleExamples(t *testing.T) {
+	t.Parallel()
 	addr := serveEmbedded(t)
 	ids := map[string]string{}
 	run := func(marker string, want []struct {
