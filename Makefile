@@ -15,7 +15,7 @@ test: lint check-generate test-go fuzz apifuzz
 # -artifacts keeps what tests save (t.ArtifactDir) under
 # test-artifacts/_artifacts/: the porcupine visualisation of a history that
 # is not linearizable, the browser tests' screenshots (each test logs its
-# path). -timeout: the end-to-end package (cmd/oncejob) drives the real
+# path). -timeout: the end-to-end package (tests/e2e) drives the real
 # binary through kills, failovers and provider batches and runs past go
 # test's default 10 minutes under -race on a 2-core machine.
 test-go:

@@ -20,7 +20,7 @@ import (
 
 // TestChatWindow measures the check-then-act's remaining window: the time
 // from the chat's answer to the sent_messages row committed. A crash inside
-// it posts the message again on the retry (cmd/oncejob's
+// it posts the message again on the retry (tests/e2e's
 // TestRelayKillAtChatWindow shows that happen); outside it, a retry finds
 // the row and posts nothing. The figures are logged, and recorded in
 // docs/architecture.md ("Chat sink"); nothing here asserts a duration.

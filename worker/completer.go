@@ -132,7 +132,7 @@ func (c *completer) write(batch []*publishCall) {
 	res, err := c.store.JobPublishMany(ctx, params)
 	if err == nil {
 		// The batch committed; no job has heard so yet. A crash here must
-		// leave every job published once (cmd/oncejob's kill tests).
+		// leave every job published once (tests/e2e's kill tests).
 		failpoint.Inject(failpoint.PublishBatchInFlight)
 	}
 	for i, call := range batch {

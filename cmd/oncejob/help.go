@@ -62,6 +62,10 @@ func dispatch(ctx context.Context, path string, group []command, args []string) 
 // help is `oncejob help [COMMAND [SUBCOMMAND]]`: the usage of what it
 // names, on stdout.
 func help(ctx context.Context, names []string) (string, error) {
+	if len(names) == 1 && names[0] == commandsFlag {
+		listCommands(os.Stdout)
+		return "help", cmdline.ErrHelpShown
+	}
 	group, path := commands, ""
 	for i, name := range names {
 		c, ok := find(group, name)
@@ -81,6 +85,25 @@ func help(ctx context.Context, names []string) (string, error) {
 	}
 	groupUsage(os.Stdout, path, group)
 	return path, cmdline.ErrHelpShown
+}
+
+// commandsFlag is the hidden `oncejob help --commands`: listCommands.
+const commandsFlag = "--commands"
+
+// listCommands prints the path of every command and subcommand of the
+// table ("serve", "run", "run submit", ...), one a line, a group followed
+// by its subcommands. It is for tools and tests that sweep every command
+// (tests/e2e's help test) from outside the binary; usage does not list it.
+func listCommands(w io.Writer) {
+	var walk func(prefix string, group []command)
+	walk = func(prefix string, group []command) {
+		for _, c := range group {
+			path := strings.TrimSpace(prefix + " " + c.name)
+			cmdline.Say(w, "%s\n", path)
+			walk(path, c.subs)
+		}
+	}
+	walk("", commands)
 }
 
 func find(group []command, name string) (command, bool) {

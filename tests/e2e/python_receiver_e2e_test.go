@@ -1,4 +1,4 @@
-package main_test
+package e2e
 
 import (
 	"context"
@@ -150,6 +150,7 @@ func (r *pyReceiver) start(t *testing.T, name string) *proc {
 // inbox recorded when it first applied it - the redelivery was answered
 // 200 with it.
 func TestPythonReceiverAppliesRelayDeliveriesOnce(t *testing.T) {
+	t.Parallel()
 	requirePython(t)
 	for _, db := range []string{"sqlite", "postgres"} {
 		t.Run(db, func(t *testing.T) {
@@ -227,6 +228,7 @@ type receiverCase struct {
 // parsed event id from the Go receiver and from oncejob.receiver. The seed
 // is logged; ONCEJOB_TEST_SEED repeats a run.
 func TestPythonReceiverAgreesWithGo(t *testing.T) {
+	t.Parallel()
 	requirePython(t)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("ONCEJOB_TEST_SEED"); s != "" {

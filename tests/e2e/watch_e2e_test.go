@@ -1,4 +1,4 @@
-package main_test
+package e2e
 
 import (
 	"context"
@@ -164,6 +164,7 @@ func requireSameComplete(t *testing.T, watches []<-chan eventsOf) {
 }
 
 func TestWatchTwoReplicasSeeEveryTransition(t *testing.T) {
+	t.Parallel()
 	c := newWatchCluster(t)
 	ids := c.submit(t, 3)
 	var watches []<-chan eventsOf
@@ -182,6 +183,7 @@ func TestWatchTwoReplicasSeeEveryTransition(t *testing.T) {
 }
 
 func TestWatchSurvivesKilledListenConnection(t *testing.T) {
+	t.Parallel()
 	c := newWatchCluster(t)
 	ids := c.submit(t, 3)
 	var watches []<-chan eventsOf
@@ -221,6 +223,7 @@ func TestWatchSurvivesKilledListenConnection(t *testing.T) {
 }
 
 func TestWatchResumesOnAnotherReplicaAfterShutdown(t *testing.T) {
+	t.Parallel()
 	c := newWatchCluster(t)
 	id := c.submit(t, 1)[0]
 	steps := c.steps(t, 1)
@@ -283,6 +286,7 @@ func schemaOf(t *testing.T, databaseURL string) string {
 // worker` process: watchers on both API replicas see every transition it
 // commits, identical and in order.
 func TestWatchTwoReplicasAndASeparateWorker(t *testing.T) {
+	t.Parallel()
 	c := newWatchCluster(t)
 	ids := c.submit(t, 5)
 	var watches []<-chan eventsOf

@@ -1,4 +1,4 @@
-package main_test
+package e2e
 
 import (
 	"compress/gzip"
@@ -96,6 +96,7 @@ func (c *otlpCollector) trace(traceID []byte) map[string][]*tracepb.Span {
 // collector in the test, each span under the one that caused it. The
 // delivery is counted on serve's /metrics by sink and outcome.
 func TestTraceSpansSubmitToPublish(t *testing.T) {
+	t.Parallel()
 	collector := startOTLPCollector(t)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	t.Cleanup(hook.Close)

@@ -1,11 +1,14 @@
-package main_test
+package e2e
 
 import (
+	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,26 +16,48 @@ import (
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
 )
 
-// binDir holds the oncejob and grpcurl binaries built once for this package.
+// binDir holds the binaries built once for this package: oncejob, grpcurl
+// and the example receiver.
 var binDir string
 
+// parallel is the default of -test.parallel here: how many of the
+// package's tests run at once. Nearly every test is t.Parallel (each on its
+// own ports, temp dirs, Postgres schema or throwaway cluster, NATS stream
+// and browser), and they spend most of their time waiting on the processes
+// they drive — leases to expire, kills to land, jobs to finish — not on the
+// CPU, so more of them than go test's default (GOMAXPROCS) fit a small
+// machine. An explicit -parallel wins.
+const parallel = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		if err := flag.Set("test.parallel", strconv.Itoa(max(parallel, runtime.GOMAXPROCS(0)))); err != nil {
+			panic(err)
+		}
+	}
 	dir, err := os.MkdirTemp("", "oncejob-e2e-")
 	if err != nil {
 		panic(err)
 	}
 	binDir = dir
-	for _, b := range [][2]string{
-		{"oncejob", "github.com/oncejob/oncejob/cmd/oncejob"},
-		{"grpcurl", "github.com/fullstorydev/grpcurl/cmd/grpcurl"},
-		{"receiver", "github.com/oncejob/oncejob/examples/receiver"},
-	} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b[0]), b[1])
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n", b[0], err)
-			os.Exit(1)
-		}
+	// One go build for the three, named after their packages. Without
+	// -race, whatever go test was given: the race detector checks the
+	// test process here (the harness, its clients and proxies); the
+	// server's code runs under -race in its own packages' tests, in
+	// process. A race-built oncejob would cost every process the suite
+	// starts several times the CPU, and the kill, failover and batch tests
+	// rely on their processes making progress between kills.
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
+		"github.com/oncejob/oncejob/cmd/oncejob",
+		"github.com/fullstorydev/grpcurl/cmd/grpcurl",
+		"github.com/oncejob/oncejob/examples/receiver")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "build oncejob, grpcurl and receiver: %v\n", err)
+		os.Exit(1)
 	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
@@ -77,6 +102,7 @@ func freeAddr(t *testing.T) string {
 // TestPythonGeneratedClient runs the pytest suite of the generated Python
 // client against the real binary, under Debian's system python3.
 func TestPythonGeneratedClient(t *testing.T) {
+	t.Parallel()
 	requirePython(t)
 	addr := serve(t)
 	cmd := exec.Command(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "../../tests/python")

@@ -1,4 +1,4 @@
-package main_test
+package e2e
 
 import (
 	"context"
@@ -62,6 +62,7 @@ func textRequest(text string) *oncejobv1.SubmitJobRequest {
 // answering — twice. The SDK retries with the same key after its backoff;
 // the third attempt is answered EXISTING, and there is one job.
 func TestSDKRetriesLostResponseWithSameKey(t *testing.T) {
+	t.Parallel()
 	addr := serveEmbedded(t)
 	proxy := startProxy(t, addr)
 	proxy.SetFaults(faultproxy.Faults{DropMethod: submitMethod, DropResponses: 2})
@@ -114,6 +115,7 @@ func TestSDKRetriesLostResponseWithSameKey(t *testing.T) {
 // each time and the caller sees every event once, in order — the same
 // events a watch of the finished job reads from the log.
 func TestSDKWatchSurvivesCutStreams(t *testing.T) {
+	t.Parallel()
 	addr := serveSlow(t, 1500*time.Millisecond)
 	proxy := startProxy(t, addr)
 	proxy.SetFaults(faultproxy.Faults{CutMethod: watchMethod, CutStreams: 3, CutAfter: 1})
@@ -180,6 +182,7 @@ func seqs(events []*clientsdk.Event) []int32 {
 // shuts down (SERVER_SHUTTING_DOWN); Watch resumes on the other and the
 // caller sees every event once, in order.
 func TestSDKWatchResumesOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	cl := newWatchCluster(t)
 	id := cl.submit(t, 1)[0]
 	steps := cl.steps(t, 1) // the claim is event 2
@@ -238,6 +241,7 @@ func TestSDKWatchResumesOnAnotherReplica(t *testing.T) {
 // the proxy, resumes from its last cursor: the changes it yields are the
 // log's, each once, in order.
 func TestSDKWatchJobsSurvivesCutStreams(t *testing.T) {
+	t.Parallel()
 	addr := serveEmbedded(t)
 	direct := dialSDK(t, addr)
 	var ids []string

@@ -1,4 +1,4 @@
-package main_test
+package e2e
 
 import (
 	"context"
@@ -124,6 +124,7 @@ func requireWindowMatters(t *testing.T, ops []porcupine.Operation) {
 // restarted (immediate), the network stalls and a submit's commit is held
 // past its caller's deadline (it lands after the caller gave up).
 func TestLinearizabilityPostgres(t *testing.T) {
+	t.Parallel()
 	e := newFaultEnv(t)
 	p := e.proxy(t)
 	_, addr := e.serve(t, p, 1, "--idempotency-window", linWindow.String())
@@ -165,6 +166,7 @@ func TestLinearizabilityPostgres(t *testing.T) {
 // TestLinearizabilityEmbedded checks the contract on the embedded store
 // while the whole server is SIGKILLed and restarted on its data directory.
 func TestLinearizabilityEmbedded(t *testing.T) {
+	t.Parallel()
 	dir, addr := t.TempDir(), freeAddr(t)
 	args := embeddedServeArgs(dir, addr, nil, "", "--workers", "1", "--idempotency-window", linWindow.String(), "--log-level", "info")
 	s := start(t, "serve-0", nil, args...)

@@ -1,4 +1,4 @@
-package main_test
+package e2e
 
 import (
 	"context"
@@ -230,8 +230,10 @@ func relayArgs(dbURL, config string, extra ...string) []string {
 // applied each event exactly once (its effect count), in order per job, and
 // the journal shows each delivered at least once.
 func TestRelayKillAtFailpoints(t *testing.T) {
+	t.Parallel()
 	for _, fp := range []string{"relay_before_send", "relay_after_send", "relay_after_journal"} {
 		t.Run(fp, func(t *testing.T) {
+			t.Parallel()
 			e := newEffects(t)
 			config := e.config(t, "")
 			jobs := e.announce(t, 10)
@@ -269,6 +271,7 @@ func TestRelayKillAtFailpoints(t *testing.T) {
 // while the relays run) to the example receiver: none lost, none applied
 // twice, each job's order kept.
 func TestTwoRelaysTenThousandEvents(t *testing.T) {
+	t.Parallel()
 	e := newEffects(t)
 	config := e.config(t, "")
 	a := start(t, "relay-a", nil, append(relayArgs(e.dbURL, config), "--relay-batch-size", "100", "--log-level", "info")...)
@@ -360,6 +363,7 @@ const chatConfig = `  - name: ops
 // post and its sent_messages row, before the journal; restarted, it finds
 // the row and posts nothing: each dead letter is notified once.
 func TestRelayChatNotifiesOnceAcrossRestart(t *testing.T) {
+	t.Parallel()
 	e := newEffects(t)
 	chat, url := newChatServer(t)
 	config := e.config(t, chatConfig)
@@ -386,6 +390,7 @@ func TestRelayChatNotifiesOnceAcrossRestart(t *testing.T) {
 // shows what the documented window costs: that message is posted twice,
 // and only that one.
 func TestRelayKillAtChatWindow(t *testing.T) {
+	t.Parallel()
 	e := newEffects(t)
 	chat, url := newChatServer(t)
 	config := e.config(t, chatConfig)

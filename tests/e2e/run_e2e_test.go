@@ -1,4 +1,4 @@
-package main_test
+package e2e
 
 import (
 	"context"
@@ -92,6 +92,7 @@ pipelines:
 // items plus 100 new ones computes the 100 and reuses the 10,000 without a
 // call more.
 func TestRunTenThousandItemsThroughKills(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("the 10,000-item run takes about a minute")
 	}

@@ -1,4 +1,4 @@
-package main_test
+package e2e
 
 import (
 	"context"
@@ -235,6 +235,7 @@ func requireTLSTools(t *testing.T) {
 // no restart: clients trusting the old CA are refused, those trusting the
 // new one connect, while a connection made before goes on.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	requireTLSTools(t)
 	ca := testcert.NewCA(t, "oncejob test CA")
 	s := startTLSServer(t, ca.Server(t, "oncejob"), nil)
@@ -266,6 +267,7 @@ func TestTLS(t *testing.T) {
 // and is refused without one and with one of another CA. Replacing the
 // client CA file changes which clients get in, with no restart.
 func TestMutualTLS(t *testing.T) {
+	t.Parallel()
 	requireTLSTools(t)
 	ca := testcert.NewCA(t, "oncejob test CA")
 	clientsCA, otherCA := testcert.NewCA(t, "oncejob clients"), testcert.NewCA(t, "other clients")

@@ -1,4 +1,4 @@
-package main_test
+package e2e
 
 import (
 	"context"
@@ -165,8 +165,10 @@ func requireExactlyOnce(t *testing.T, db exactlyOnceStore, sim *simProc, jobs []
 // TestKillAtFailpoints kills the real worker with SIGKILL at each named
 // failpoint, at random hits, and restarts it until every job is done.
 func TestKillAtFailpoints(t *testing.T) {
+	t.Parallel()
 	for _, fp := range []string{"after_llm_response", "before_checkpoint_write", "after_checkpoint_write", "after_publish_commit", "publish_batch_in_flight"} {
 		t.Run(fp, func(t *testing.T) {
+			t.Parallel()
 			c := newCluster(t)
 			jobs := c.submit(t, 8)
 			kills := 0
@@ -211,6 +213,7 @@ func TestKillAtFailpoints(t *testing.T) {
 // published once, none is lost, and the batch that was in flight is not
 // published again.
 func TestKillWhileABatchedPublishIsInFlight(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	jobs := c.submit(t, 12)
 	// A long linger gathers the jobs that finish together into one batch.
@@ -243,6 +246,7 @@ func TestKillWhileABatchedPublishIsInFlight(t *testing.T) {
 // TestKillAtRandomPointsUnderLoad SIGKILLs two workers at random moments
 // while they race on the same jobs.
 func TestKillAtRandomPointsUnderLoad(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	c.sim.setFaults(t, `{"latency": "40ms"}`) // calls in flight when the kill lands
 	jobs := c.submit(t, 48)
@@ -275,6 +279,7 @@ func TestKillAtRandomPointsUnderLoad(t *testing.T) {
 // another takes the job over and publishes; the resumed worker must write
 // nothing.
 func TestPausedWorkerWritesNothing(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	c.sim.setFaults(t, `{"latency": "3s"}`)
 	jobs := c.submit(t, 1)

@@ -1,4 +1,4 @@
-package main_test
+package e2e
 
 import (
 	"context"
@@ -224,8 +224,10 @@ func httpStatus(t *testing.T, addr, path string) int {
 // deadline) and never hang, readiness goes NOT_SERVING and back while
 // liveness stays up, and the service recovers without a restart.
 func TestPostgresRestartUnderLoad(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []pgcluster.ShutdownMode{pgcluster.Fast, pgcluster.Immediate} {
 		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
 			e := newFaultEnv(t)
 			httpAddr := freeAddr(t)
 			api, addr := e.serve(t, e.proxy(t), 2, "--http-addr", httpAddr)
@@ -296,6 +298,7 @@ const storeTimeout = 1500 * time.Millisecond
 // lease expire and the takeover spend the only attempt: every job still
 // succeeds, once.
 func TestStoreOutageCostsNoAttempt(t *testing.T) {
+	t.Parallel()
 	e := newFaultEnv(t)
 	_, addr := e.serve(t, e.proxy(t), 0)
 	client := dialJobs(t, addr)
@@ -327,6 +330,7 @@ func TestStoreOutageCostsNoAttempt(t *testing.T) {
 // the statements that matter — mid-submit, mid-claim, mid-checkpoint,
 // mid-publish, mid-watch — and checks the same properties after each.
 func TestConnectionFaults(t *testing.T) {
+	t.Parallel()
 	e := newFaultEnv(t)
 	apiProxy := e.proxy(t)
 	api, addr := e.serve(t, apiProxy, 0, "--store-timeout", storeTimeout.String())

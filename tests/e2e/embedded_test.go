@@ -1,4 +1,4 @@
-package main_test
+package e2e
 
 import (
 	"context"
@@ -199,6 +199,7 @@ func (k *keyedJobs) jobs() []*oncejobv1.Job {
 // store: the process that is killed is the whole server (API, workers and
 // store), restarted on the same data directory until every job is done.
 func TestEmbeddedKillAtFailpoints(t *testing.T) {
+	t.Parallel()
 	for _, fp := range []string{"after_llm_response", "before_checkpoint_write", "after_checkpoint_write", "after_publish_commit", "publish_batch_in_flight"} {
 		t.Run(fp, func(t *testing.T) {
 			t.Parallel()
@@ -314,6 +315,7 @@ func awaitWatch(t *testing.T, w <-chan eventsOf) eventsOf {
 // expired) and a watch resuming from the last seq seen gets exactly the
 // rest.
 func TestEmbeddedWatchAcrossRestart(t *testing.T) {
+	t.Parallel()
 	sim := startSim(t)
 	pipes := writeFile(t, "pipelines.yaml", killPipelines)
 	dir := t.TempDir()
@@ -400,6 +402,7 @@ func TestEmbeddedWatchAcrossRestart(t *testing.T) {
 // use: it must exit at once with a clear error, and the first must go on
 // serving its intact data.
 func TestEmbeddedDataDirIsLocked(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	s1 := start(t, "serve-1", nil, embeddedServeArgs(dir, addr, nil, "", "--workers", "1", "--lease-duration", "30s")...)

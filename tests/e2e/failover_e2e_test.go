@@ -1,4 +1,4 @@
-package main_test
+package e2e
 
 import (
 	"context"
@@ -193,6 +193,7 @@ func (w *changeWatch) stop() ([]string, int) {
 // simulator; the receiver applied each job's event once; the watches saw
 // every seq once; serve, worker and relay recovered without a restart.
 func TestFailoverUnderLoad(t *testing.T) {
+	t.Parallel()
 	e := newFailoverEnv(t, pgcluster.Synchronous)
 	fx := newEffects(t)
 	fx.store = e.db // the deliveries to check are the pair's
@@ -332,6 +333,7 @@ func requireAppliedOnce(t *testing.T, fx *effects, jobs []string) {
 // standby promoted mid-run: the history of submits and reads is
 // linearizable across the failover.
 func TestLinearizabilityFailover(t *testing.T) {
+	t.Parallel()
 	e := newFailoverEnv(t, pgcluster.Synchronous)
 	_, addr := e.serve(t, 1, "--idempotency-window", linWindow.String())
 	client := dialJobs(t, addr)
@@ -361,6 +363,7 @@ type ack struct {
 // again, makes a new job (the key is free on the new primary), never an
 // error.
 func TestFailoverAsynchronousLossWindow(t *testing.T) {
+	t.Parallel()
 	e := newFailoverEnv(t, pgcluster.Asynchronous)
 	_, addr := e.serve(t, 0)
 	client := dialJobs(t, addr)
@@ -453,6 +456,7 @@ func (e *failoverEnv) replicationLag(t *testing.T) string {
 // and GetJob go on on the primary: nothing but those two reads goes to the
 // standby.
 func TestFailoverStandbyReads(t *testing.T) {
+	t.Parallel()
 	e := newFailoverEnv(t, pgcluster.Asynchronous)
 	_, addr := e.serve(t, 0, "--read-database-url", e.pair.Standby.URL("postgres"))
 	client := dialJobs(t, addr)

@@ -1,4 +1,4 @@
-package main_test
+package e2e
 
 import (
 	"context"
@@ -339,7 +339,9 @@ func TestProviderBatchCancelRun(t *testing.T) {
 // why.
 func TestProviderBatchRefusedWithoutBatchAPI(t *testing.T) {
 	t.Parallel()
-	_, stderr, code := runCLI(t, "serve", "--data-dir", t.TempDir(), "--grpc-addr", freeAddr(t),
+	// An HTTP address of its own: serve's default, 7071, may be taken by
+	// another test's or program's server on this machine.
+	_, stderr, code := runCLI(t, "serve", "--data-dir", t.TempDir(), "--grpc-addr", freeAddr(t), "--http-addr", freeAddr(t),
 		"--pipelines", writeFile(t, "pipelines.yaml", batchPipelines("1s")), "--llm-base-url", "http://127.0.0.1:9/v1")
 	require.NotZero(t, code)
 	require.Contains(t, stderr, `model profile "batched" has provider_batch`)

@@ -1,4 +1,4 @@
-package main_test
+package e2e
 
 import (
 	"bytes"
@@ -63,6 +63,7 @@ var jobIDRE = regexp.MustCompile(`job ([0-9a-f-]{36})`)
 // ends SUCCEEDED (exit 0); the same command again prints the same job id
 // and says it was a replay; list, get and watch --json parse as JSON.
 func TestCLISubmitWaitReplay(t *testing.T) {
+	t.Parallel()
 	addr := serveEmbedded(t)
 	c := cli{t: t, addr: addr}
 	file := writeFile(t, "invoice-42.txt", "Invoice 42: 3 licences, EUR 1,200, due 2026-12-31.")
@@ -133,6 +134,7 @@ func TestCLISubmitWaitReplay(t *testing.T) {
 
 // TestCLIExitCodes: each documented exit code, from the real binary.
 func TestCLIExitCodes(t *testing.T) {
+	t.Parallel()
 	pipes := writeFile(t, "pipelines.yaml", cliPipelines)
 	addr := freeAddr(t)
 	p := start(t, "serve-cli", nil, "serve", "--data-dir", t.TempDir(), "--grpc-addr", addr, "--pipelines", pipes, "--poll-interval", "20ms")

@@ -1,4 +1,4 @@
-package main_test
+package e2e
 
 import (
 	"encoding/json"
@@ -44,6 +44,7 @@ func requirePython(t *testing.T) {
 // the Python tests use to set faults, step the cluster's job and stop a
 // replica. It also hands them random payloads with Go's WorkIDs.
 func TestPythonSDK(t *testing.T) {
+	t.Parallel()
 	requirePython(t)
 	addr := serveSlow(t, 1500*time.Millisecond)
 	proxy := startProxy(t, addr)
@@ -166,6 +167,7 @@ func randomString(rng *rand.Rand) string {
 // virtual environment that sees Debian's grpcio and protobuf, with no
 // package index, and the installed package works from elsewhere.
 func TestPythonSDKInstallsOffline(t *testing.T) {
+	t.Parallel()
 	requirePython(t)
 	if out, err := exec.Command(python, "-c", "import setuptools, wheel, venv").CombinedOutput(); err != nil {
 		msg := fmt.Sprintf("SKIP: %s lacks setuptools, wheel or venv (%s); install with: apt-get install -y python3-setuptools python3-wheel python3-venv", python, out)

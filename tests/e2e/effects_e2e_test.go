@@ -1,4 +1,4 @@
-package main_test
+package e2e
 
 import (
 	"context"
@@ -30,6 +30,7 @@ import (
 // delivered with the receiver's receipt; after serve stops, `oncejob
 // reconcile` finds nothing off (exit 0).
 func TestServeDeliversToAWebhook(t *testing.T) {
+	t.Parallel()
 	key := make([]byte, 24)
 	_, _ = rand.Read(key)
 	secret := "whsec_" + base64.StdEncoding.EncodeToString(key)

@@ -1,4 +1,4 @@
-package main_test
+package e2e
 
 import (
 	"context"
@@ -213,6 +213,7 @@ func requireFiredOnce(t *testing.T, id string, slots []slotRow, jobs []jobSpan) 
 // they waited for. With ALLOW: exactly one job per slot, through a kill of
 // the holder too.
 func TestScheduleThreeServers(t *testing.T) {
+	t.Parallel()
 	c := newScheduleCluster(t)
 
 	skip := c.create(t, "skip", oncejobv1.OverlapPolicy_OVERLAP_POLICY_SKIP)

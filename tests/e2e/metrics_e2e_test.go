@@ -1,4 +1,4 @@
-package main_test
+package e2e
 
 import (
 	"net/http"
@@ -21,6 +21,7 @@ import (
 // dead worker left, every job still ends once, and no metric carries a
 // tenant or a job id.
 func TestMetricsScrapedDuringKill(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	jobs := c.submit(t, 6)
 
@@ -164,6 +165,7 @@ func requireBoundedLabels(t *testing.T, fams map[string]*dto.MetricFamily, jobs 
 // then counts each delivery by sink and outcome and measures the outbox's
 // lag, the backlog drops to nothing, and no label holds a tenant or a job.
 func TestRelayServesMetrics(t *testing.T) {
+	t.Parallel()
 	e := newEffects(t)
 	config := e.config(t, "")
 	ids := e.announce(t, 5)

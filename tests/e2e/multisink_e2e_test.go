@@ -1,4 +1,4 @@
-package main_test
+package e2e
 
 import (
 	"context"
@@ -326,9 +326,11 @@ func killRelayUntilDelivered(t *testing.T, start relayUnderTest) int {
 // in order, and the journal shows every such delivery delivered; the gone
 // sink is disabled and its deliveries wait.
 func TestMultiSinkDeliveryOnceAcrossKills(t *testing.T) {
+	t.Parallel()
 	const jobs = 6
 
 	t.Run("Postgres", func(t *testing.T) {
+		t.Parallel()
 		m := newMultiSink(t)
 		dbURL := storepgtest.NewSchemaURL(t)
 		st, err := storepg.Open(context.Background(), dbURL)
@@ -349,6 +351,7 @@ func TestMultiSinkDeliveryOnceAcrossKills(t *testing.T) {
 	})
 
 	t.Run("Embedded", func(t *testing.T) {
+		t.Parallel()
 		m := newMultiSink(t)
 		dir := t.TempDir()
 		st, err := storesqlite.Open(context.Background(), storesqlite.Config{DataDir: dir})
@@ -415,8 +418,10 @@ func allDeliveredRPC(t *testing.T, c oncejobv1.DeliveryServiceClient, events int
 // again, it delivers and is ready again: the relay process on its
 // --metrics-addr, and serve on its HTTP address.
 func TestRelayThatCannotClaimIsNotReady(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"relay", "serve"} {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			e := newEffects(t)
 			config := e.config(t, "")
 			ids := e.announce(t, 1)

@@ -1,4 +1,4 @@
-package main_test
+package e2e
 
 import (
 	"bytes"
@@ -189,7 +189,9 @@ func (e *consoleEnv) screenshot(name string) {
 func css(selector string) chromedp.CSS { return chromedp.CSS(selector) }
 
 // A job submitted after the jobs page loaded appears within a second, with
-// no reload, and its row follows it to SUCCEEDED.
+// no reload, and its row follows it to SUCCEEDED. Not t.Parallel, unlike
+// the rest of the package: it measures a delay on the wall clock, so it
+// runs in the sequential phase, before the parallel tests load the machine.
 func TestConsoleJobsPageIsLive(t *testing.T) {
 	e := startConsole(t, "")
 	before := e.submit("summarize", "before.txt", "A job that exists when the page loads.")
@@ -229,6 +231,7 @@ func TestConsoleJobsPageIsLive(t *testing.T) {
 // to 0, with no reload; and a page loaded while a job runs does not keep
 // the status the job had when the counts were read.
 func TestConsoleCountsFollowTheRows(t *testing.T) {
+	t.Parallel()
 	e := startConsole(t, "")
 	e.do(chromedp.Navigate(e.base+"/#/jobs"), chromedp.WaitVisible(css(`#counts a[data-status="ALL"]`)))
 	evaluate[chromedp.Void](e, `window.oncejobTestLoad = 'first'`)
@@ -269,6 +272,7 @@ func chipsRead(want map[string]string) string {
 // A dead-lettered job is replayed with one click and reaches SUCCEEDED on
 // the dead letters page.
 func TestConsoleReplaysADeadLetter(t *testing.T) {
+	t.Parallel()
 	e := startConsole(t, "")
 	e.sim.setFaults(t, `{"unavailable": {}}`) // every call 503: the one attempt fails
 	id := e.submit("fragile", "fragile.txt", "A job whose provider is down.")
@@ -297,6 +301,7 @@ func TestConsoleReplaysADeadLetter(t *testing.T) {
 // An approval shows the planned output beside the job and is approved with
 // one click.
 func TestConsoleApprovesAJob(t *testing.T) {
+	t.Parallel()
 	e := startConsole(t, "")
 	id := e.submit("reviewed", "contract.txt", "A contract that needs a human look before it is published.")
 	e.waitStatus(id, "AWAITING_APPROVAL")
@@ -317,6 +322,7 @@ func TestConsoleApprovesAJob(t *testing.T) {
 // Markup in a job's name, text and output is shown as text: no element is
 // made of it and no script runs.
 func TestConsoleRendersMarkupAsText(t *testing.T) {
+	t.Parallel()
 	e := startConsole(t, "")
 	const name = `<img src=x onerror=alert(1)>`
 	id := e.submit("summarize", name, `<script>alert(2)</script><b>bold</b>`)
@@ -339,6 +345,7 @@ func TestConsoleRendersMarkupAsText(t *testing.T) {
 // Outside dev mode the console asks for the API key once per tab and keeps
 // it in sessionStorage: never in a cookie or the URL.
 func TestConsoleAsksForTheAPIKey(t *testing.T) {
+	t.Parallel()
 	const key = "acme-console-key"
 	e := startConsole(t, key)
 	id := e.submit("summarize", "keyed.txt", "A job of tenant acme.")
@@ -365,6 +372,7 @@ func jsString(s string) string {
 // reuses the provider key, so the call the provider finished is not billed
 // twice, and the job succeeds.
 func TestConsoleResolvesAnUnknownOutcome(t *testing.T) {
+	t.Parallel()
 	// A client timeout shorter than the answer, and no lookup: the job
 	// waits in OUTCOME_UNKNOWN for an operator.
 	e := startConsole(t, "", "--llm-timeout", "300ms", "--llm-lookup-path", "")
@@ -385,6 +393,7 @@ func TestConsoleResolvesAnUnknownOutcome(t *testing.T) {
 // A delivery the receiver refused is shown dead-lettered on the job's page
 // and, once the receiver is back, retried with one click and delivered.
 func TestConsoleRetriesADeliveryByAClick(t *testing.T) {
+	t.Parallel()
 	var accept atomic.Bool
 	var received atomic.Int64
 	recv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -434,6 +443,7 @@ sinks:
 // dead-lettered items, replays one with its button, and the others with
 // Retry failures, until the run is complete.
 func TestConsoleRunsPageReplaysAndRetriesFailures(t *testing.T) {
+	t.Parallel()
 	e := startConsole(t, "")
 	e.sim.setFaults(t, `{"unavailable": {}}`) // every call 503: each item's one attempt fails
 	run := e.api("POST", "/v1/runs", map[string]any{"name": "console run", "pipeline": "fragile"})["run"].(map[string]any)["id"].(string)
@@ -474,6 +484,7 @@ func TestConsoleRunsPageReplaysAndRetriesFailures(t *testing.T) {
 // it (in progress, then completed), with the run's lines, those answered,
 // the price class and the cost.
 func TestConsoleShowsARunsProviderBatches(t *testing.T) {
+	t.Parallel()
 	sim, _ := batchSim(t, 5*time.Second)
 	e := startConsoleOn(t, sim, "", "--llm-batch-api")
 	run := e.api("POST", "/v1/runs", map[string]any{"name": "nightly batch", "pipeline": "fragile", "provider_batch": true})["run"].(map[string]any)
