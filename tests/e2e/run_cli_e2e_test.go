@@ -115,6 +115,29 @@ func TestRunSubmitItemsOfOnePageAndBadLines(t *testing.T) {
 	require.True(t, resp.GetRun().GetProgress().GetComplete())
 }
 
+// TestRunSubmitWaitWithNoItem: --wait on a run that got no item (every
+// line bad, or an empty file) returns at once, saying so, rather than
+// waiting for items that will never come; bad lines still exit 1.
+func TestRunSubmitWaitWithNoItem(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	server := start(t, "serve", nil, embeddedServeArgs(t.TempDir(), addr, nil, "")...)
+	waitHealthy(t, server, addr)
+	for _, c := range []struct {
+		name, items string
+		code        int
+	}{
+		{"every line bad", "not JSON\n{\"url\": \"https://example.com/no-text\"}\n", 1},
+		{"empty file", "", 0},
+	} {
+		items := writeFile(t, "items.jsonl", c.items)
+		stdout, stderr, code := runCLI(t, "run", "submit", items, "--run", c.name, "--id-field", "url", "--wait", "--json", "--addr", addr)
+		require.Equal(t, c.code, code, "%s:\n%s\n%s", c.name, stdout, stderr)
+		require.Contains(t, stderr, "has no items: nothing to wait for", c.name)
+		require.Zero(t, lastSummary(t, stdout).Progress.Items, c.name)
+	}
+}
+
 // failOncePipelines: one attempt, so a provider error dead-letters the job.
 const failOncePipelines = `
 pipelines:

@@ -152,12 +152,20 @@ func RunSubmit(ctx context.Context, args []string) error {
 }
 
 // finalRun is the run once its items are in: at once, or, with wait, when
-// every item is terminal, its progress shown as it changes.
+// every item is terminal, its progress shown as it changes (at once too
+// when the run has no item).
 func finalRun(ctx context.Context, c *clientsdk.Client, run *oncejobv1.Run, wait bool, show *runProgress, sum *runSubmitSummary) (*oncejobv1.Run, error) {
-	if !wait {
-		return c.GetRun(ctx, run.GetId())
+	now, err := c.GetRun(ctx, run.GetId())
+	if !wait || err != nil {
+		return now, err
 	}
-	final := run
+	// A run with no item is never complete (items may come later): with
+	// every line refused or none read, there is nothing to wait for.
+	if now.GetProgress().GetItems() == 0 {
+		cmdline.Say(os.Stderr, "run %s has no items: nothing to wait for\n", run.GetId())
+		return now, nil
+	}
+	final := now
 	for r, err := range c.WatchRun(ctx, run.GetId(), 0) {
 		if err != nil {
 			return nil, stopped(ctx, err, sum)
