@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -347,7 +348,7 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 		if errors.Is(err, llm.ErrBatchRevoked) {
 			// A later attempt of a member's job revoked the tag: it
 			// collects the call again.
-			return errBatchFenced
+			return fmt.Errorf("%w (refused by the provider: the tag was revoked)", errBatchFenced)
 		}
 		if err == nil {
 			failpoint.Inject(failpoint.ProviderBatchAfterCreate)
