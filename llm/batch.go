@@ -25,6 +25,10 @@ type BatchProvider interface {
 	// FindBatchFile returns the newest input file named name uploaded at
 	// or after since, or ErrNotFound.
 	FindBatchFile(ctx context.Context, name string, since time.Time) (*BatchFile, error)
+	// DeleteBatchFile deletes an input file: a batch created from it
+	// afterwards is refused by the provider, one created before keeps its
+	// lines. A file already gone is no error.
+	DeleteBatchFile(ctx context.Context, id string) error
 	// CreateBatch creates a batch of the file's calls carrying metadata.
 	// The error of a lost answer is of class ClassOutcomeUnknown: the batch
 	// may exist, and FindBatch finds it by its metadata.
@@ -105,6 +109,10 @@ type BatchResult struct {
 }
 
 var (
+	// ErrBatchRevoked is returned by EnsureBatch when the provider refused
+	// the create because the tag's input file is gone: deleted by
+	// RevokeBatch, so whoever deleted it may send the calls again.
+	ErrBatchRevoked = errors.New("llm: the batch's input file was revoked before the create")
 	// ErrBatchUnsupported is returned when the provider has no batch API.
 	ErrBatchUnsupported = errors.New("llm: provider has no batch API (OpenAI's Files and Batches endpoints); provider_batch needs one")
 )
@@ -190,7 +198,33 @@ func EnsureBatch(ctx context.Context, p BatchProvider, tag string, since time.Ti
 	}
 	b, err = p.CreateBatch(cctx, f.ID, md)
 	if err != nil {
+		if class, ok := ClassOf(err); ok && class == ClassInvalidRequest {
+			if _, ferr := p.FindBatchFile(ctx, name, since); errors.Is(ferr, ErrNotFound) {
+				return nil, fmt.Errorf("%w: %w", ErrBatchRevoked, err)
+			}
+		}
 		return nil, fmt.Errorf("create the batch: %w", err)
 	}
 	return b, nil
+}
+
+// RevokeBatch deletes every input file of tag, so that no batch of the
+// tag can be created from now on: a create sent before still lands (and
+// FindBatch finds it), one that reaches the provider afterwards is refused
+// (EnsureBatch returns ErrBatchRevoked). It is the fence at the provider
+// for a holder that stalled between its last check and its create.
+func RevokeBatch(ctx context.Context, p BatchProvider, tag string, since time.Time) error {
+	name := tag + ".jsonl"
+	for {
+		f, err := p.FindBatchFile(ctx, name, since)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("look the input file up: %w", err)
+		}
+		if err := p.DeleteBatchFile(ctx, f.ID); err != nil {
+			return fmt.Errorf("delete the input file: %w", err)
+		}
+	}
 }

@@ -381,3 +381,59 @@ func (onlineOnly) Generate(context.Context, *llm.Request) (*llm.Response, error)
 func (onlineOnly) Lookup(context.Context, string) (*llm.Response, error) {
 	return nil, llm.ErrLookupUnsupported
 }
+
+// A holder that stalls after its last check and before its create (a
+// process stopped there sends the create late, whatever its deadline) is
+// fenced at the provider: the taker, finding no batch of the tag, revokes
+// it (deletes its input file) before it sends the calls again, so the late
+// create is refused and every call goes in one batch.
+func TestRevokedBatchRefusesLateCreate(t *testing.T) {
+	t.Parallel()
+	t.Run("create after the revoke", func(t *testing.T) {
+		t.Parallel()
+		b := setupBatch(t, 0, llmsim.Faults{})
+		calls := batchCalls("late", 4)
+		// The holder's create is held back until the taker has looked,
+		// revoked the tag and sent the calls in a batch of its own.
+		var taken *llm.Batch
+		stall := func(ctx context.Context) (context.Context, context.CancelFunc, error) {
+			_, err := b.client.FindBatch(ctx, llm.TagKey, "tag-old", b.since)
+			require.ErrorIs(t, err, llm.ErrNotFound)
+			require.NoError(t, llm.RevokeBatch(ctx, b.client, "tag-old", b.since))
+			_, err = b.client.FindBatch(ctx, llm.TagKey, "tag-old", b.since)
+			require.ErrorIs(t, err, llm.ErrNotFound, "the second look is final")
+			taken, err = llm.EnsureBatch(ctx, b.client, "tag-new", b.since, calls, nil, llm.EnsureHooks{})
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(ctx)
+			return ctx, cancel, nil
+		}
+		_, err := llm.EnsureBatch(t.Context(), b.client, "tag-old", b.since, calls, nil, llm.EnsureHooks{BeforeCreate: stall})
+		require.ErrorIs(t, err, llm.ErrBatchRevoked)
+		st := b.sim.Stats()
+		require.EqualValues(t, 1, st.BatchesCreated, "the late create was refused")
+		require.EqualValues(t, 1, st.FilesDeleted)
+		require.Equal(t, "tag-new", taken.Metadata[llm.TagKey])
+		// Revoking a tag with no file left is no error.
+		require.NoError(t, llm.RevokeBatch(t.Context(), b.client, "tag-old", b.since))
+	})
+	t.Run("create before the revoke", func(t *testing.T) {
+		t.Parallel()
+		b := setupBatch(t, 0, llmsim.Faults{})
+		calls := batchCalls("early", 3)
+		sent, err := llm.EnsureBatch(t.Context(), b.client, "tag-early", b.since, calls, nil, llm.EnsureHooks{})
+		require.NoError(t, err)
+		// The taker's first look missed it; its revoke deletes the file,
+		// and the batch keeps its lines.
+		require.NoError(t, llm.RevokeBatch(t.Context(), b.client, "tag-early", b.since))
+		found, err := b.client.FindBatch(t.Context(), llm.TagKey, "tag-early", b.since)
+		require.NoError(t, err, "the second look finds the batch")
+		require.Equal(t, sent.ID, found.ID)
+		b.clock.advance(time.Second)
+		done, err := b.client.GetBatch(t.Context(), sent.ID)
+		require.NoError(t, err)
+		require.Equal(t, llm.BatchCompleted, done.Status)
+		results, err := b.client.BatchResults(t.Context(), done)
+		require.NoError(t, err)
+		require.Len(t, results, 3)
+	})
+}

@@ -105,6 +105,23 @@ func (c *OpenAIClient) FindBatchFile(ctx context.Context, name string, since tim
 	return found, err
 }
 
+// DeleteBatchFile implements BatchProvider: DELETE {BaseURL}/files/{id};
+// a file not found is already gone.
+func (c *OpenAIClient) DeleteBatchFile(ctx context.Context, id string) error {
+	var out struct {
+		Deleted bool `json:"deleted"`
+	}
+	err := c.call(ctx, http.MethodDelete, "/files/"+url.PathEscape(id), "", nil, &out)
+	var e *Error
+	if errors.As(err, &e) && e.StatusCode == http.StatusNotFound {
+		return nil
+	}
+	if err == nil && !out.Deleted {
+		return &Error{Class: ClassUnavailable, Message: "DELETE /files/" + id + ": the provider did not delete the file"}
+	}
+	return err
+}
+
 // CreateBatch implements BatchProvider: POST {BaseURL}/batches with a 24 h
 // window.
 func (c *OpenAIClient) CreateBatch(ctx context.Context, fileID string, metadata map[string]string) (*Batch, error) {

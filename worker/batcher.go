@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -107,6 +108,9 @@ func (b *batcher) call(ctx context.Context, lease store.Lease, req *llm.Request,
 	if tag != "" {
 		// Looked up twice, batchVoidGrace apart: a create sent just
 		// before the earlier attempt's deadline may not be visible yet.
+		// The first look that finds no batch revokes the tag (deletes
+		// its input file): a create reaching the provider after that is
+		// refused, so the second look's answer is final.
 		for look := range 2 {
 			if look > 0 {
 				select {
@@ -293,9 +297,11 @@ func (g *batchGroup) intents(members []*batchMember) []*llm.Request {
 // inside the leases it just renewed. A process that stalls past its leases
 // (whose jobs another worker may take over, find no batch of the tag and
 // collect again) so never creates the batch afterwards: its create is
-// refused by the deadline, or by the fence on the next try. What is left
-// is a create sent before the deadline that the provider makes visible
-// only after the taker looked twice, batchVoidGrace apart
+// refused by the deadline, or by the fence on the next try. The deadline
+// is the process's own clock: a process stopped after the last check and
+// before the request leaves it sends the create late, whatever the
+// deadline. That create is refused by the provider once the taker revoked
+// the tag (deleted its input file) before its second look
 // (docs/architecture.md, "Provider batches").
 func (g *batchGroup) fence(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	lease := g.b.w.cfg.LeaseDuration
@@ -324,6 +330,13 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 		if calls == nil {
 			batch, err = b.bp.FindBatch(ctx, llm.TagKey, g.tag, time.Now().Add(-batchSince))
 			if errors.Is(err, llm.ErrNotFound) {
+				// No batch of the tag yet: its input file is deleted, so
+				// that a create its holder sent too late (stalled past
+				// its fence) is refused by the provider. One that landed
+				// before is found by the next look.
+				if err := llm.RevokeBatch(ctx, b.bp, g.tag, time.Now().Add(-batchSince)); err != nil {
+					return err
+				}
 				return errBatchVoid
 			}
 			return err
@@ -332,6 +345,11 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 			AfterUpload:  func() { failpoint.Inject(failpoint.ProviderBatchAfterUpload) },
 			BeforeCreate: g.fence,
 		})
+		if errors.Is(err, llm.ErrBatchRevoked) {
+			// A later attempt of a member's job revoked the tag: it
+			// collects the call again.
+			return fmt.Errorf("%w (refused by the provider: the tag was revoked)", errBatchFenced)
+		}
 		if err == nil {
 			failpoint.Inject(failpoint.ProviderBatchAfterCreate)
 			b.log.Info("provider batch sent", "tag", g.tag, "batch", batch.ID, "calls", len(calls))

@@ -130,6 +130,7 @@ func (s *Server) handleBatchRoutes() {
 		s.mux.HandleFunc("GET "+prefix+"/files", s.handleListFiles)
 		s.mux.HandleFunc("GET "+prefix+"/files/{id}", s.handleGetFile)
 		s.mux.HandleFunc("GET "+prefix+"/files/{id}/content", s.handleFileContent)
+		s.mux.HandleFunc("DELETE "+prefix+"/files/{id}", s.handleDeleteFile)
 		s.mux.HandleFunc("POST "+prefix+"/batches", s.handleCreateBatch)
 		s.mux.HandleFunc("GET "+prefix+"/batches", s.handleListBatches)
 		s.mux.HandleFunc("GET "+prefix+"/batches/{id}", s.handleGetBatch)
@@ -210,6 +211,26 @@ func (s *Server) handleGetFile(w http.ResponseWriter, r *http.Request) {
 	if f, ok := s.file(w, r); ok {
 		writeJSON(w, http.StatusOK, f)
 	}
+}
+
+// handleDeleteFile deletes a file, as OpenAI's DELETE /files/{id}: a batch
+// created from it before keeps its lines, a create naming it afterwards is
+// refused.
+func (s *Server) handleDeleteFile(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	_, ok := s.files[id]
+	if ok {
+		delete(s.files, id)
+		s.fileOrder = slices.DeleteFunc(s.fileOrder, func(f string) bool { return f == id })
+		s.stats.FilesDeleted++
+	}
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, "", http.StatusNotFound, "not_found", "no file "+strconv.Quote(id))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "file", "deleted": true})
 }
 
 func (s *Server) handleFileContent(w http.ResponseWriter, r *http.Request) {

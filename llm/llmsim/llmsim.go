@@ -85,6 +85,8 @@ type Stats struct {
 
 	// FilesUploaded counts POST /v1/files.
 	FilesUploaded int64 `json:"files_uploaded"`
+	// FilesDeleted counts DELETE /v1/files/{id} of a file there.
+	FilesDeleted int64 `json:"files_deleted"`
 	// BatchesCreated counts the batches created (POST /v1/batches that
 	// passed its checks, its answer lost or not).
 	BatchesCreated   int64 `json:"batches_created"`
