@@ -162,11 +162,8 @@ func (s *Store) RunCancel(ctx context.Context, params *store.RunCancelParams) (*
 	var n int
 	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		marked, err := s.q.RunCancelMark(ctx, tx, dbsqlite.RunCancelMarkParams{Now: &now, Tenant: params.Tenant, ID: id})
-		if err != nil {
-			return interpretError(err)
-		}
-		if marked == 0 {
-			return store.ErrNotFound
+		if err := rowmap.Affected(marked, err, interpretError); err != nil {
+			return err
 		}
 		ids, err := s.runJobIDs(ctx, tx, params.Tenant, id, store.CancelTransition.FromStrings(), true)
 		if err != nil {
