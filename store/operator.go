@@ -121,3 +121,23 @@ func (p *JobResolveParams) Target() OperatorTarget {
 func (p *JobApproveParams) Target() OperatorTarget {
 	return OperatorTarget{Tenant: p.Tenant, ID: p.ID, Idempotency: p.Idempotency, Actor: p.Actor}
 }
+
+// JobSettler is JobResolve and JobApprove over a store's Settle, which
+// writes a settlement of the target in its dialect: each store embeds one.
+type JobSettler struct {
+	Settle func(ctx context.Context, target OperatorTarget, w *JobSettleWrite) (*OperatorResult, error)
+}
+
+// JobResolve implements OperatorStore.
+func (j JobSettler) JobResolve(ctx context.Context, params *JobResolveParams) (*OperatorResult, error) {
+	w, err := params.Write()
+	if err != nil {
+		return nil, err
+	}
+	return j.Settle(ctx, params.Target(), w)
+}
+
+// JobApprove implements OperatorStore.
+func (j JobSettler) JobApprove(ctx context.Context, params *JobApproveParams) (*OperatorResult, error) {
+	return j.Settle(ctx, params.Target(), params.Write())
+}

@@ -110,34 +110,6 @@ func (s *Store) JobHeartbeat(ctx context.Context, params *store.JobHeartbeatPara
 	return &store.JobHeartbeatResult{CancelRequested: cancelRequested}, nil
 }
 
-// DocumentGet implements store.EngineStore.
-func (s *Store) DocumentGet(ctx context.Context, params *store.DocumentGetParams) ([]byte, error) {
-	data, err := s.q.DocumentGet(ctx, s.pool, dbsqlc.DocumentGetParams{Tenant: params.Tenant, Sha256: params.SHA256})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return data, nil
-}
-
-// CheckpointList implements store.EngineStore.
-func (s *Store) CheckpointList(ctx context.Context, params *store.CheckpointListParams) ([]*store.Checkpoint, error) {
-	id, err := parseUUID(params.JobID)
-	if err != nil {
-		return nil, nil // no job has an id that is not a uuid
-	}
-	rows, err := s.q.CheckpointList(ctx, s.pool, id)
-	return rowmap.Map(rows, err, interpretError, checkpointFromRow)
-}
-
-// CheckpointGetByStageKey implements store.EngineStore.
-func (s *Store) CheckpointGetByStageKey(ctx context.Context, params *store.CheckpointGetByStageKeyParams) (*store.Checkpoint, error) {
-	row, err := s.q.CheckpointGetByStageKey(ctx, s.pool, dbsqlc.CheckpointGetByStageKeyParams{
-		Tenant:   params.Tenant,
-		StageKey: params.StageKey,
-	})
-	return rowmap.One(row, err, interpretError, checkpointFromRow)
-}
-
 // CheckpointWrite implements store.EngineStore.
 func (s *Store) CheckpointWrite(ctx context.Context, params *store.CheckpointWriteParams) error {
 	id, err := parseUUID(params.Lease.JobID)
@@ -194,27 +166,6 @@ func (s *Store) LLMAttemptRecord(ctx context.Context, params *store.LLMAttemptRe
 		_, err = s.q.LLMAttemptRecord(ctx, s.pool, args)
 	}
 	return interpretError(err)
-}
-
-// LLMAttemptList implements store.EngineStore.
-func (s *Store) LLMAttemptList(ctx context.Context, params *store.LLMAttemptListParams) ([]*store.LLMAttempt, error) {
-	id, err := parseUUID(params.JobID)
-	if err != nil {
-		return nil, nil
-	}
-	rows, err := s.q.LLMAttemptList(ctx, s.pool, id)
-	return rowmap.Map(rows, err, interpretError, func(r dbsqlc.LlmAttempt) *store.LLMAttempt {
-		return columns.LLMAttempt(rowmap.LLMAttemptRow[pgtype.UUID, int32, bool, time.Time](r))
-	})
-}
-
-// JobComputedSuccessGet implements store.EngineStore.
-func (s *Store) JobComputedSuccessGet(ctx context.Context, params *store.JobComputedSuccessGetParams) (*store.Job, error) {
-	row, err := s.q.JobComputedSuccessGet(ctx, s.pool, dbsqlc.JobComputedSuccessGetParams{
-		Tenant:   params.Tenant,
-		DedupKey: params.DedupKey,
-	})
-	return rowmap.OneErr(row, err, interpretError, jobFromRow)
 }
 
 // JobPublish implements store.EngineStore. When a concurrent publisher of the

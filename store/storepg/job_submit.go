@@ -24,23 +24,6 @@ import (
 // and the retries of a statement Postgres aborted to break a deadlock.
 const jobSubmitAttempts = 3
 
-// JobGetByIdempotencyKey implements store.Store.
-func (s *Store) JobGetByIdempotencyKey(ctx context.Context, params *store.JobGetByIdempotencyKeyParams) (*store.JobSubmitResult, error) {
-	row, err := s.q.JobGetByIdempotencyKey(ctx, s.pool, dbsqlc.JobGetByIdempotencyKeyParams{
-		Tenant:         params.Tenant,
-		Method:         params.Method,
-		IdempotencyKey: params.IdempotencyKey,
-	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	job, err := jobFromRow(row.Job)
-	if err != nil {
-		return nil, err
-	}
-	return store.JobSubmitExisting(params.Fingerprint, row.Fingerprint, job)
-}
-
 // jobSubmitDistinct is store.JobSubmitDistinct: insert, then read what the
 // insert found, again for keys freed in between.
 func (s *Store) jobSubmitDistinct(ctx context.Context, jobs []*store.JobSubmitParams) ([]store.JobSubmitItem, error) {

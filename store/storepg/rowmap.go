@@ -1,6 +1,7 @@
 package storepg
 
 import (
+	"context"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -27,4 +28,24 @@ var columns = rowmap.Columns[pgtype.UUID, pgtype.UUID, int32, bool, time.Time, *
 // jobFromRow is the job of a jobs row.
 func jobFromRow(r dbsqlc.Job) (*store.Job, error) {
 	return columns.Job(rowmap.JobRow[pgtype.UUID, pgtype.UUID, int32, bool, time.Time, *time.Time, []byte, []byte](r))
+}
+
+// reads is rowmap.Reads over this store's queries.
+type reads = rowmap.Reads[dbsqlc.DBTX, pgtype.UUID, dbsqlc.JobCheckpoint, dbsqlc.LlmAttempt, dbsqlc.Job,
+	dbsqlc.DocumentGetParams, dbsqlc.CheckpointGetByStageKeyParams, dbsqlc.JobComputedSuccessGetParams,
+	dbsqlc.JobGetByIdempotencyKeyParams, dbsqlc.JobGetByIdempotencyKeyRow, dbsqlc.Run, dbsqlc.RunGetByIDParams]
+
+// newReads is the reads of q on db, a run's progress read by withProgress.
+func newReads(q *dbsqlc.Queries, db dbsqlc.DBTX, withProgress func(context.Context, dbsqlc.Run, time.Time) (*store.Run, error)) reads {
+	return reads{
+		Run: runFromRow, RunWithProgress: withProgress,
+		Q: q, DB: db, ID: func(s string) (pgtype.UUID, bool) {
+			id, err := parseUUID(s)
+			return id, err == nil
+		},
+		Interpret: interpretError, Checkpoint: checkpointFromRow, Job: jobFromRow,
+		LLMAttempt: func(r dbsqlc.LlmAttempt) *store.LLMAttempt {
+			return columns.LLMAttempt(rowmap.LLMAttemptRow[pgtype.UUID, int32, bool, time.Time](r))
+		},
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
@@ -45,22 +46,6 @@ func (s *Store) RunCreate(ctx context.Context, params *store.RunCreateParams) (*
 		return store.RunCreateExisting(params.Fingerprint, run)
 	}
 	return &store.RunCreateResult{Run: run}, nil
-}
-
-// RunGet implements store.RunStore.
-func (s *Store) RunGet(ctx context.Context, params *store.RunGetParams) (*store.Run, error) {
-	id, err := parseUUID(params.ID)
-	if err != nil {
-		return nil, store.ErrNotFound
-	}
-	row, err := s.q.RunGetByID(ctx, s.pool, dbsqlc.RunGetByIDParams{Tenant: params.Tenant, ID: id})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	if params.WithoutProgress {
-		return runFromRow(row)
-	}
-	return s.runWithProgress(ctx, row, params.RecentSince)
 }
 
 // RunList implements store.RunStore.
@@ -228,16 +213,9 @@ func (s *Store) runWithProgress(ctx context.Context, row dbsqlc.Run, recentSince
 	return run, nil
 }
 
+// runFromRow is the run of a runs row, without its progress.
 func runFromRow(r dbsqlc.Run) (*store.Run, error) {
-	run := &store.Run{
-		ID: r.ID.String(), Tenant: r.Tenant, IdempotencyKey: r.IdemKey, Fingerprint: r.Fingerprint,
-		Name: r.Name, Pipeline: r.Pipeline, ModelProfile: r.ModelProfile, Params: r.Params,
-		CreatedAt: r.CreatedAt, CancelledAt: r.CancelledAt, ProviderBatch: r.ProviderBatch,
-	}
-	if err := json.Unmarshal(r.Labels, &run.Labels); err != nil {
-		return nil, fmt.Errorf("storepg: run %s: labels column: %w", run.ID, err)
-	}
-	return run, nil
+	return columns.Run(rowmap.RunRow[pgtype.UUID, bool, time.Time, *time.Time, []byte](r))
 }
 
 // jsonObject keeps empty params from being sent as NULL.

@@ -82,13 +82,7 @@ func (s *Store) ScheduleDelete(ctx context.Context, params *store.ScheduleGetPar
 		return store.ErrNotFound
 	}
 	n, err := s.q.ScheduleDelete(ctx, s.pool, dbsqlc.ScheduleDeleteParams{Tenant: params.Tenant, ID: id})
-	if err != nil {
-		return interpretError(err)
-	}
-	if n == 0 {
-		return store.ErrNotFound
-	}
-	return nil
+	return rowmap.Affected(n, err, interpretError)
 }
 
 // ScheduleClaim implements store.ScheduleStore.

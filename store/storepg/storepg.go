@@ -20,6 +20,10 @@ import (
 type Store struct {
 	// JobSubmitter is JobSubmit and JobSubmitMany over jobSubmitDistinct.
 	store.JobSubmitter
+	// JobSettler is JobResolve and JobApprove over settle.
+	store.JobSettler
+	// reads is the reads written once for both stores, on the pool.
+	reads
 	pool     *pgxpool.Pool
 	q        *dbsqlc.Queries
 	ownsPool bool
@@ -39,6 +43,8 @@ const DefaultMaxConns = 16
 func New(pool *pgxpool.Pool) *Store {
 	s := &Store{pool: pool, q: dbsqlc.New()}
 	s.JobSubmitter = store.JobSubmitter{Distinct: s.jobSubmitDistinct}
+	s.JobSettler = store.JobSettler{Settle: s.settle}
+	s.reads = newReads(s.q, pool, s.runWithProgress)
 	return s
 }
 

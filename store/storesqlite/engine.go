@@ -94,34 +94,6 @@ func (s *Store) JobHeartbeat(ctx context.Context, params *store.JobHeartbeatPara
 	return &store.JobHeartbeatResult{CancelRequested: cancelRequested != 0}, nil
 }
 
-// DocumentGet implements store.EngineStore.
-func (s *Store) DocumentGet(ctx context.Context, params *store.DocumentGetParams) ([]byte, error) {
-	data, err := s.q.DocumentGet(ctx, s.read, dbsqlite.DocumentGetParams{Tenant: params.Tenant, Sha256: params.SHA256})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	return data, nil
-}
-
-// CheckpointList implements store.EngineStore.
-func (s *Store) CheckpointList(ctx context.Context, params *store.CheckpointListParams) ([]*store.Checkpoint, error) {
-	id, ok := canonicalUUID(params.JobID)
-	if !ok {
-		return nil, nil // no job has an id that is not a uuid
-	}
-	rows, err := s.q.CheckpointList(ctx, s.read, id)
-	return rowmap.Map(rows, err, interpretError, checkpointFromRow)
-}
-
-// CheckpointGetByStageKey implements store.EngineStore.
-func (s *Store) CheckpointGetByStageKey(ctx context.Context, params *store.CheckpointGetByStageKeyParams) (*store.Checkpoint, error) {
-	row, err := s.q.CheckpointGetByStageKey(ctx, s.read, dbsqlite.CheckpointGetByStageKeyParams{
-		Tenant:   params.Tenant,
-		StageKey: params.StageKey,
-	})
-	return rowmap.One(row, err, interpretError, checkpointFromRow)
-}
-
 // CheckpointWrite implements store.EngineStore.
 func (s *Store) CheckpointWrite(ctx context.Context, params *store.CheckpointWriteParams) error {
 	id, ok := canonicalUUID(params.Lease.JobID)
@@ -235,27 +207,6 @@ func (s *Store) llmAttemptRecordTx(ctx context.Context, tx *writeTx, now int64, 
 		Now:              now,
 		ID:               id,
 	}))
-}
-
-// LLMAttemptList implements store.EngineStore.
-func (s *Store) LLMAttemptList(ctx context.Context, params *store.LLMAttemptListParams) ([]*store.LLMAttempt, error) {
-	id, ok := canonicalUUID(params.JobID)
-	if !ok {
-		return nil, nil
-	}
-	rows, err := s.q.LLMAttemptList(ctx, s.read, id)
-	return rowmap.Map(rows, err, interpretError, func(r dbsqlite.LlmAttempt) *store.LLMAttempt {
-		return columns.LLMAttempt(rowmap.LLMAttemptRow[string, int64, int64, int64](r))
-	})
-}
-
-// JobComputedSuccessGet implements store.EngineStore.
-func (s *Store) JobComputedSuccessGet(ctx context.Context, params *store.JobComputedSuccessGetParams) (*store.Job, error) {
-	row, err := s.q.JobComputedSuccessGet(ctx, s.read, dbsqlite.JobComputedSuccessGetParams{
-		Tenant:   params.Tenant,
-		DedupKey: params.DedupKey,
-	})
-	return rowmap.OneErr(row, err, interpretError, jobFromRow)
 }
 
 // JobPublish implements store.EngineStore. The transaction reads the computed

@@ -19,24 +19,6 @@ const (
 	sqlItemReleaseSavepoint  = "RELEASE submit_item"
 )
 
-// JobGetByIdempotencyKey implements store.Store on the read pool: it never
-// waits for the writer.
-func (s *Store) JobGetByIdempotencyKey(ctx context.Context, params *store.JobGetByIdempotencyKeyParams) (*store.JobSubmitResult, error) {
-	row, err := s.q.JobGetByIdempotencyKey(ctx, s.read, dbsqlite.JobGetByIdempotencyKeyParams{
-		Tenant:         params.Tenant,
-		Method:         params.Method,
-		IdempotencyKey: params.IdempotencyKey,
-	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	job, err := jobFromRow(row.Job)
-	if err != nil {
-		return nil, err
-	}
-	return store.JobSubmitExisting(params.Fingerprint, row.Fingerprint, job)
-}
-
 // jobSubmitDistinct is store.JobSubmitDistinct: every submission in a
 // savepoint of its own, so one the database refuses rolls back alone.
 // It is one write of the single writer, so one transaction, whatever the

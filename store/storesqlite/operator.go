@@ -99,20 +99,6 @@ func (s *Store) JobReplay(ctx context.Context, params *store.JobReplayParams) (*
 	})
 }
 
-// JobResolve implements store.OperatorStore.
-func (s *Store) JobResolve(ctx context.Context, params *store.JobResolveParams) (*store.OperatorResult, error) {
-	w, err := params.Write()
-	if err != nil {
-		return nil, err
-	}
-	return s.settle(ctx, params.Target(), w)
-}
-
-// JobApprove implements store.OperatorStore.
-func (s *Store) JobApprove(ctx context.Context, params *store.JobApproveParams) (*store.OperatorResult, error) {
-	return s.settle(ctx, params.Target(), params.Write())
-}
-
 // settle runs JobSettle as an operation.
 func (s *Store) settle(ctx context.Context, target store.OperatorTarget, w *store.JobSettleWrite) (*store.OperatorResult, error) {
 	return s.operate(ctx, operation{

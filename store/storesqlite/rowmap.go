@@ -1,6 +1,9 @@
 package storesqlite
 
 import (
+	"context"
+	"time"
+
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
@@ -29,4 +32,22 @@ var columns = rowmap.Columns[string, *string, int64, int64, int64, *int64, strin
 // jobFromRow is the job of a jobs row.
 func jobFromRow(r dbsqlite.Job) (*store.Job, error) {
 	return columns.Job(rowmap.JobRow[string, *string, int64, int64, int64, *int64, string, *string](r))
+}
+
+// reads is rowmap.Reads over this store's queries.
+type reads = rowmap.Reads[dbsqlite.DBTX, string, dbsqlite.JobCheckpoint, dbsqlite.LlmAttempt, dbsqlite.Job,
+	dbsqlite.DocumentGetParams, dbsqlite.CheckpointGetByStageKeyParams, dbsqlite.JobComputedSuccessGetParams,
+	dbsqlite.JobGetByIdempotencyKeyParams, dbsqlite.JobGetByIdempotencyKeyRow, dbsqlite.Run, dbsqlite.RunGetByIDParams]
+
+// newReads is the reads of q on db, a run's progress read by withProgress:
+// an id is a uuid in its canonical text.
+func newReads(q *dbsqlite.Queries, db dbsqlite.DBTX, withProgress func(context.Context, dbsqlite.Run, time.Time) (*store.Run, error)) reads {
+	return reads{
+		Run: runFromRow, RunWithProgress: withProgress,
+		Q: q, DB: db, ID: canonicalUUID, Interpret: interpretError, Job: jobFromRow,
+		Checkpoint: checkpointFromRow,
+		LLMAttempt: func(r dbsqlite.LlmAttempt) *store.LLMAttempt {
+			return columns.LLMAttempt(rowmap.LLMAttemptRow[string, int64, int64, int64](r))
+		},
+	}
 }

@@ -58,22 +58,6 @@ func (s *Store) RunCreate(ctx context.Context, params *store.RunCreateParams) (*
 	return &store.RunCreateResult{Run: run}, nil
 }
 
-// RunGet implements store.RunStore.
-func (s *Store) RunGet(ctx context.Context, params *store.RunGetParams) (*store.Run, error) {
-	id, ok := canonicalUUID(params.ID)
-	if !ok {
-		return nil, store.ErrNotFound
-	}
-	row, err := s.q.RunGetByID(ctx, s.read, dbsqlite.RunGetByIDParams{Tenant: params.Tenant, ID: id})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	if params.WithoutProgress {
-		return runFromRow(row)
-	}
-	return s.runWithProgress(ctx, row, params.RecentSince)
-}
-
 // RunList implements store.RunStore.
 func (s *Store) RunList(ctx context.Context, params *store.RunListParams) (*store.RunListResult, error) {
 	limit := params.RunListLimit()
@@ -178,11 +162,8 @@ func (s *Store) RunCancel(ctx context.Context, params *store.RunCancelParams) (*
 	var n int
 	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		marked, err := s.q.RunCancelMark(ctx, tx, dbsqlite.RunCancelMarkParams{Now: &now, Tenant: params.Tenant, ID: id})
-		if err != nil {
-			return interpretError(err)
-		}
-		if marked == 0 {
-			return store.ErrNotFound
+		if err := rowmap.Affected(marked, err, interpretError); err != nil {
+			return err
 		}
 		ids, err := s.runJobIDs(ctx, tx, params.Tenant, id, store.CancelTransition.FromStrings(), true)
 		if err != nil {
@@ -256,21 +237,9 @@ func (s *Store) runWithProgress(ctx context.Context, row dbsqlite.Run, recentSin
 	return run, nil
 }
 
-// runFromRow is the run of row, without its progress.
-func runFromRow(row dbsqlite.Run) (*store.Run, error) {
-	run := &store.Run{
-		ID: row.ID, Tenant: row.Tenant, IdempotencyKey: row.IdemKey, Fingerprint: row.Fingerprint,
-		Name: row.Name, Pipeline: row.Pipeline, ModelProfile: row.ModelProfile, Params: []byte(row.Params),
-		CreatedAt: timeFrom(row.CreatedAt), ProviderBatch: row.ProviderBatch != 0,
-	}
-	if row.CancelledAt != nil {
-		t := timeFrom(*row.CancelledAt)
-		run.CancelledAt = &t
-	}
-	if err := json.Unmarshal([]byte(row.Labels), &run.Labels); err != nil {
-		return nil, fmt.Errorf("storesqlite: run %s: labels column: %w", run.ID, err)
-	}
-	return run, nil
+// runFromRow is the run of a runs row, without its progress.
+func runFromRow(r dbsqlite.Run) (*store.Run, error) {
+	return columns.Run(rowmap.RunRow[string, int64, int64, *int64, string](r))
 }
 
 // jsonText keeps empty params from being stored as an empty string.

@@ -99,13 +99,7 @@ func (s *Store) ScheduleDelete(ctx context.Context, params *store.ScheduleGetPar
 	}
 	return s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		n, err := s.q.ScheduleDelete(ctx, tx, dbsqlite.ScheduleDeleteParams{Now: &now, Tenant: params.Tenant, ID: id})
-		if err != nil {
-			return interpretError(err)
-		}
-		if n == 0 {
-			return store.ErrNotFound
-		}
-		return nil
+		return rowmap.Affected(n, err, interpretError)
 	})
 }
 

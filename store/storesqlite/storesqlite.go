@@ -70,6 +70,11 @@ func (c *Config) validate() error {
 type Store struct {
 	// JobSubmitter is JobSubmit and JobSubmitMany over jobSubmitDistinct.
 	store.JobSubmitter
+	// JobSettler is JobResolve and JobApprove over settle.
+	store.JobSettler
+	// reads is the reads written once for both stores, on the read pool:
+	// they never wait for the writer.
+	reads
 	write  *sql.DB // one connection: all writes, one at a time
 	read   *sql.DB // reads
 	q      *dbsqlite.Queries
@@ -105,10 +110,12 @@ func Open(ctx context.Context, config Config) (*Store, error) {
 	}
 	s := &Store{q: dbsqlite.New(), lock: lock}
 	s.JobSubmitter = store.JobSubmitter{Distinct: s.jobSubmitDistinct}
+	s.JobSettler = store.JobSettler{Settle: s.settle}
 	if err := s.open(ctx, filepath.Join(dir, databaseFileName)); err != nil {
 		s.Close()
 		return nil, err
 	}
+	s.reads = newReads(s.q, s.read, s.runWithProgress)
 	return s, nil
 }
 

@@ -319,3 +319,33 @@ func (c Columns[U, N, I, B, T, NT, J, NJ]) Delivery(r DeliveryRow[U, I, T, NT]) 
 	}
 	return d
 }
+
+// RunRow is a runs row.
+type RunRow[U, B, T, NT, J any] struct {
+	ID            U
+	Tenant        string
+	IdemKey       string
+	Fingerprint   string
+	Name          string
+	Pipeline      string
+	ModelProfile  string
+	Params        J
+	Labels        J
+	CreatedAt     T
+	CancelledAt   NT
+	ProviderBatch B
+}
+
+// Run is the store value of r, without its progress; labels that are not
+// the JSON they should be are an error naming the run.
+func (c Columns[U, N, I, B, T, NT, J, NJ]) Run(r RunRow[U, B, T, NT, J]) (*store.Run, error) {
+	run := &store.Run{
+		ID: c.UUID(r.ID), Tenant: r.Tenant, IdempotencyKey: r.IdemKey, Fingerprint: r.Fingerprint,
+		Name: r.Name, Pipeline: r.Pipeline, ModelProfile: r.ModelProfile, Params: c.JSON(r.Params),
+		CreatedAt: c.Time(r.CreatedAt), CancelledAt: c.NullTime(r.CancelledAt), ProviderBatch: c.Bool(r.ProviderBatch),
+	}
+	if err := json.Unmarshal(c.JSON(r.Labels), &run.Labels); err != nil {
+		return nil, fmt.Errorf("%s: run %s: labels column: %w", c.Store, run.ID, err)
+	}
+	return run, nil
+}

@@ -4,6 +4,8 @@
 // loop around it, and its allocation, is here once.
 package rowmap
 
+import "github.com/oncejob/oncejob/store"
+
 // Each maps every row with f, in order. No rows make an empty, non-nil
 // slice.
 func Each[R, T any](rows []R, f func(R) T) []T {
@@ -110,4 +112,17 @@ func Keyed[R any, K comparable, V any](rows []R, err error, interpret func(error
 		m[k] = v
 	}
 	return m, nil
+}
+
+// Affected is the answer of a statement that should change one row and
+// counts those it changed (n): when it failed (err), err as the store reads
+// it (interpret); when it changed none, store.ErrNotFound.
+func Affected(n int64, err error, interpret func(error) error) error {
+	if err != nil {
+		return interpret(err)
+	}
+	if n == 0 {
+		return store.ErrNotFound
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
 )
 
@@ -157,4 +158,14 @@ func TestColumnsJob(t *testing.T) {
 	row.Labels, row.Error = `{}`, new(string)
 	_, err = c.Job(row)
 	require.ErrorContains(t, err, "teststore: job j: error column")
+}
+
+func TestAffected(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, rowmap.Affected(1, nil, interpret), "the row changed")
+	require.ErrorIs(t, rowmap.Affected(0, nil, interpret), store.ErrNotFound, "no row changed: none to change")
+	err := rowmap.Affected(0, errQuery, interpret)
+	require.ErrorIs(t, err, errRead, "the statement's error as the store reads it")
+	require.ErrorIs(t, err, errQuery)
+	require.NotErrorIs(t, err, store.ErrNotFound)
 }

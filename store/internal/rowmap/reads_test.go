@@ -1,0 +1,176 @@
+package rowmap_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
+)
+
+// Stand-ins for a store's sqlc types: the params and rows Reads builds and
+// reads.
+type (
+	docParams      struct{ Tenant, Sha256 string }
+	stageKeyParams struct{ Tenant, StageKey string }
+	dedupParams    struct{ Tenant, DedupKey string }
+	keyParams      struct{ Tenant, Method, IdempotencyKey string }
+	keyRow         struct {
+		Fingerprint string
+		Job         string
+	}
+	runParams struct {
+		Tenant string
+		ID     int
+	}
+)
+
+// queries answers every query with fail when set, and records the queries
+// it ran and the arguments they got.
+type queries struct {
+	fail error
+	ran  []string
+	args []any
+}
+
+func (q *queries) run(name string, arg any) error {
+	q.ran = append(q.ran, name)
+	q.args = append(q.args, arg)
+	return q.fail
+}
+
+func (q *queries) DocumentGet(_ context.Context, _ string, arg docParams) ([]byte, error) {
+	return []byte("doc"), q.run("DocumentGet", arg)
+}
+
+func (q *queries) CheckpointList(_ context.Context, _ string, jobID int) ([]string, error) {
+	return []string{"a", "b"}, q.run("CheckpointList", jobID)
+}
+
+func (q *queries) CheckpointGetByStageKey(_ context.Context, _ string, arg stageKeyParams) (string, error) {
+	return "a", q.run("CheckpointGetByStageKey", arg)
+}
+
+func (q *queries) LLMAttemptList(_ context.Context, _ string, jobID int) ([]int64, error) {
+	return []int64{7}, q.run("LLMAttemptList", jobID)
+}
+
+func (q *queries) JobComputedSuccessGet(_ context.Context, _ string, arg dedupParams) (string, error) {
+	return "job", q.run("JobComputedSuccessGet", arg)
+}
+
+func (q *queries) JobGetByIdempotencyKey(_ context.Context, _ string, arg keyParams) (keyRow, error) {
+	return keyRow{Fingerprint: "fp", Job: "job"}, q.run("JobGetByIdempotencyKey", arg)
+}
+
+func (q *queries) RunGetByID(_ context.Context, _ string, arg runParams) (string, error) {
+	return "run", q.run("RunGetByID", arg)
+}
+
+type testReads = rowmap.Reads[string, int, string, int64, string, docParams, stageKeyParams, dedupParams, keyParams, keyRow, string, runParams]
+
+func newTestReads(q *queries) testReads {
+	return testReads{
+		Q: q, DB: "db", Interpret: interpret,
+		ID: func(s string) (int, bool) {
+			if s != "42" {
+				return 0, false
+			}
+			return 42, true
+		},
+		Checkpoint: func(s string) *store.Checkpoint { return &store.Checkpoint{StageKey: s} },
+		LLMAttempt: func(id int64) *store.LLMAttempt { return &store.LLMAttempt{ID: id} },
+		Job:        func(s string) (*store.Job, error) { return &store.Job{ID: s}, nil },
+		Run:        func(s string) (*store.Run, error) { return &store.Run{ID: s}, nil },
+		RunWithProgress: func(_ context.Context, s string, since time.Time) (*store.Run, error) {
+			return &store.Run{ID: s, Progress: store.RunProgress{Items: int64(since.Unix())}}, nil
+		},
+	}
+}
+
+func TestReadsIDThatIsNone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := &queries{}
+	r := newTestReads(q)
+	cps, err := r.CheckpointList(ctx, &store.CheckpointListParams{JobID: "x"})
+	require.NoError(t, err, "no job has such an id: no checkpoints")
+	require.Nil(t, cps)
+	attempts, err := r.LLMAttemptList(ctx, &store.LLMAttemptListParams{JobID: "x"})
+	require.NoError(t, err)
+	require.Nil(t, attempts)
+	_, err = r.RunGet(ctx, &store.RunGetParams{ID: "x"})
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.Empty(t, q.ran, "no query for an id no row has")
+}
+
+func TestReadsMapRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := &queries{}
+	r := newTestReads(q)
+
+	doc, err := r.DocumentGet(ctx, &store.DocumentGetParams{Tenant: "t", SHA256: "h"})
+	require.NoError(t, err)
+	require.Equal(t, []byte("doc"), doc)
+	cps, err := r.CheckpointList(ctx, &store.CheckpointListParams{JobID: "42"})
+	require.NoError(t, err)
+	require.Equal(t, []*store.Checkpoint{{StageKey: "a"}, {StageKey: "b"}}, cps)
+	cp, err := r.CheckpointGetByStageKey(ctx, &store.CheckpointGetByStageKeyParams{Tenant: "t", StageKey: "k"})
+	require.NoError(t, err)
+	require.Equal(t, "a", cp.StageKey)
+	attempts, err := r.LLMAttemptList(ctx, &store.LLMAttemptListParams{JobID: "42"})
+	require.NoError(t, err)
+	require.Equal(t, []*store.LLMAttempt{{ID: 7}}, attempts)
+	job, err := r.JobComputedSuccessGet(ctx, &store.JobComputedSuccessGetParams{Tenant: "t", DedupKey: "d"})
+	require.NoError(t, err)
+	require.Equal(t, "job", job.ID)
+	run, err := r.RunGet(ctx, &store.RunGetParams{Tenant: "t", ID: "42", WithoutProgress: true})
+	require.NoError(t, err)
+	require.Equal(t, &store.Run{ID: "run"}, run, "without progress: the row alone")
+	run, err = r.RunGet(ctx, &store.RunGetParams{Tenant: "t", ID: "42", RecentSince: time.Unix(5, 0)})
+	require.NoError(t, err)
+	require.Equal(t, int64(5), run.Progress.Items, "with progress, since RecentSince")
+
+	require.Equal(t, []any{
+		docParams{Tenant: "t", Sha256: "h"}, 42, stageKeyParams{Tenant: "t", StageKey: "k"}, 42,
+		dedupParams{Tenant: "t", DedupKey: "d"}, runParams{Tenant: "t", ID: 42}, runParams{Tenant: "t", ID: 42},
+	}, q.args, "each query gets the params it names, the id as the store reads it")
+}
+
+func TestReadsJobGetByIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := &queries{}
+	r := newTestReads(q)
+	res, err := r.JobGetByIdempotencyKey(ctx, &store.JobGetByIdempotencyKeyParams{Tenant: "t", Method: "m", IdempotencyKey: "k", Fingerprint: "fp"})
+	require.NoError(t, err)
+	require.Equal(t, &store.JobSubmitResult{Job: &store.Job{ID: "job"}, Outcome: store.OutcomeExisting}, res)
+	require.Equal(t, []any{keyParams{Tenant: "t", Method: "m", IdempotencyKey: "k"}}, q.args)
+
+	_, err = r.JobGetByIdempotencyKey(ctx, &store.JobGetByIdempotencyKeyParams{Tenant: "t", Method: "m", IdempotencyKey: "k", Fingerprint: "other"})
+	require.ErrorIs(t, err, store.ErrIdempotencyKeyReused, "the key is bound to another request")
+}
+
+func TestReadsQueryFailed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newTestReads(&queries{fail: errQuery})
+	_, err := r.DocumentGet(ctx, &store.DocumentGetParams{})
+	require.ErrorIs(t, err, errRead, "the query's error as the store reads it")
+	_, err = r.CheckpointList(ctx, &store.CheckpointListParams{JobID: "42"})
+	require.ErrorIs(t, err, errRead)
+	_, err = r.CheckpointGetByStageKey(ctx, &store.CheckpointGetByStageKeyParams{})
+	require.ErrorIs(t, err, errRead)
+	_, err = r.LLMAttemptList(ctx, &store.LLMAttemptListParams{JobID: "42"})
+	require.ErrorIs(t, err, errRead)
+	_, err = r.JobComputedSuccessGet(ctx, &store.JobComputedSuccessGetParams{})
+	require.ErrorIs(t, err, errRead)
+	_, err = r.JobGetByIdempotencyKey(ctx, &store.JobGetByIdempotencyKeyParams{})
+	require.ErrorIs(t, err, errRead)
+	_, err = r.RunGet(ctx, &store.RunGetParams{ID: "42"})
+	require.ErrorIs(t, err, errRead)
+}
