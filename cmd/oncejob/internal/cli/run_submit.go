@@ -225,7 +225,8 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// runDefaults is the request every item starts from.
+// runDefaults is the request every item starts from, and `submit`'s without
+// its document.
 func runDefaults(pipeline, profile string, params, labels keyValues) (*oncejobv1.SubmitJobRequest, error) {
 	p, err := params.split(true)
 	if err != nil {

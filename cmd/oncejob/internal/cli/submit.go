@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/oncejob/oncejob/clientsdk"
 	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
@@ -106,29 +105,12 @@ func submitRequest(path, pipeline, mediaType, name, profile string, params, labe
 	if mediaType == "" {
 		mediaType = "text/plain"
 	}
-	p, err := params.split(true)
+	req, err := runDefaults(pipeline, profile, params, labels)
 	if err != nil {
 		return nil, err
 	}
-	ps, err := structpb.NewStruct(p)
-	if err != nil {
-		return nil, cmdline.UsageError("--param: %v", err)
-	}
-	l, err := labels.split(false)
-	if err != nil {
-		return nil, err
-	}
-	ls := map[string]string{}
-	for k, v := range l {
-		ls[k] = v.(string)
-	}
-	return &oncejobv1.SubmitJobRequest{
-		Pipeline:     pipeline,
-		Document:     &oncejobv1.Document{Content: &oncejobv1.Document_Data{Data: data}, MediaType: mediaType, Name: name},
-		Params:       ps,
-		Labels:       ls,
-		ModelProfile: profile,
-	}, nil
+	req.Document = &oncejobv1.Document{Content: &oncejobv1.Document_Data{Data: data}, MediaType: mediaType, Name: name}
+	return req, nil
 }
 
 // mediaTypeOf guesses a file's media type from its extension, without the
