@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/oncejob/oncejob/clientsdk"
 	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
