@@ -111,71 +111,18 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 		return result{}, costSample{}, err
 	}
 	dbURL := c.pgURL + "/" + c.riverDB + "?sslmode=disable"
-	// Migrate, insert and settle on a pool of their own, closed before the
-	// measured run.
-	setup, err := pgxpool.New(ctx, dbURL)
+	inspect, err := riverFill(ctx, dbURL, tag, n, durable, cost)
 	if err != nil {
 		return result{}, costSample{}, err
 	}
-	defer setup.Close()
-	migrator, err := rivermigrate.New(riverpgxv5.New(setup), nil)
-	if err != nil {
-		return result{}, costSample{}, err
-	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return result{}, costSample{}, fmt.Errorf("river migrate: %w", err)
-	}
-	if durable {
-		if _, err := setup.Exec(ctx, durableSchema); err != nil {
-			return result{}, costSample{}, err
-		}
-	}
-	inserter, err := river.NewClient(riverpgxv5.New(setup), &river.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		return result{}, costSample{}, err
-	}
-	logf("%s: inserting %d jobs (InsertMany, batches of 5,000)", tag, n)
-	for inserted := 0; inserted < n; {
-		batch := make([]river.InsertManyParams, min(5000, n-inserted))
-		for i := range batch {
-			inserted++
-			var args river.JobArgs = benchArgs{Num: inserted}
-			if durable {
-				args = durableArgs{Num: inserted, Document: fmt.Sprintf("%d a one-chunk document for the light pipeline", inserted)}
-			}
-			batch[i] = river.InsertManyParams{Args: args}
-		}
-		if _, err := inserter.InsertMany(ctx, batch); err != nil {
-			return result{}, costSample{}, fmt.Errorf("river insert: %w", err)
-		}
-	}
-	inspect := cost && enableWALInspect(ctx, setup)
-	if err := settle(ctx, setup); err != nil {
-		return result{}, costSample{}, err
-	}
-	setup.Close()
 
-	var (
-		proxy  *pgCounter
-		before dbSnap
-		bg     background
-	)
+	var rc riverCost
 	workURL := dbURL
 	if cost {
-		if before, bg, err = quietWindow(ctx, dbURL); err != nil {
+		if workURL, err = rc.start(ctx, c, dbURL); err != nil {
 			return result{}, costSample{}, err
 		}
-		upstream, err := pgHostPort(c.pgURL)
-		if err != nil {
-			return result{}, costSample{}, err
-		}
-		if proxy, err = startPGCounter(upstream); err != nil {
-			return result{}, costSample{}, err
-		}
-		defer proxy.close()
-		if workURL, err = viaProxy(c.pgURL, proxy.addr(), c.riverDB); err != nil {
-			return result{}, costSample{}, err
-		}
+		defer rc.proxy.close()
 	}
 	// As the river CLI opens its pool: pgxpool defaults.
 	pool, err := pgxpool.New(ctx, workURL)
@@ -183,21 +130,7 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 		return result{}, costSample{}, err
 	}
 	defer pool.Close()
-
-	workers := river.NewWorkers()
-	if durable {
-		river.AddWorker(workers, &durableWorker{pool: pool})
-	} else {
-		river.AddWorker(workers, &benchWorker{})
-	}
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		// cmd/river/riverbench's settings.
-		FetchCooldown:     2 * time.Millisecond,
-		FetchPollInterval: 20 * time.Millisecond,
-		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: c.riverMaxWorkers}},
-		Workers:           workers,
-	})
+	client, err := riverClient(pool, c.riverMaxWorkers, durable)
 	if err != nil {
 		return result{}, costSample{}, err
 	}
@@ -223,25 +156,9 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 		defer cancel()
 		_ = client.Stop(stopCtx)
 	}()
-	deadline := time.NewTimer(c.phaseTimeout)
-	defer deadline.Stop()
-	var last time.Time
-	for done := 0; done < n; {
-		select {
-		case <-ctx.Done():
-			return result{}, costSample{}, ctx.Err()
-		case <-deadline.C:
-			return result{}, costSample{}, fmt.Errorf("%d of %d completed after %s", done, n, c.phaseTimeout)
-		case ev := <-events:
-			if ev == nil {
-				return result{}, costSample{}, errors.New("river subscription closed")
-			}
-			if ev.Kind != river.EventKindJobCompleted {
-				return result{}, costSample{}, fmt.Errorf("river job %d: %s", ev.Job.ID, ev.Kind)
-			}
-			last = time.Now()
-			done++
-		}
+	last, err := waitRiverCompleted(ctx, events, n, c.phaseTimeout)
+	if err != nil {
+		return result{}, costSample{}, err
 	}
 	elapsed := last.Sub(t0)
 	if waits != nil {
@@ -255,8 +172,8 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 	}
 	pool.Close()
 	var counts protoCounts
-	if proxy != nil {
-		counts = proxy.counts()
+	if rc.proxy != nil {
+		counts = rc.proxy.counts()
 	}
 
 	// Checked on a connection of its own, after the counters (cost).
@@ -267,25 +184,8 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 			return result{}, costSample{}, err
 		}
 	}
-	check, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
+	if err := checkRiverDone(ctx, dbURL, n, durable); err != nil {
 		return result{}, costSample{}, err
-	}
-	defer check.Close(context.WithoutCancel(ctx))
-	var completed, results, outbox int
-	if err := check.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'completed'`).Scan(&completed); err != nil {
-		return result{}, costSample{}, err
-	}
-	if completed != n {
-		return result{}, costSample{}, fmt.Errorf("river: %d jobs completed in the table, want %d", completed, n)
-	}
-	if durable {
-		if err := check.QueryRow(ctx, `SELECT (SELECT count(DISTINCT job_id) FROM bench_results), (SELECT count(DISTINCT job_id) FROM bench_outbox)`).Scan(&results, &outbox); err != nil {
-			return result{}, costSample{}, err
-		}
-		if results != n || outbox != n {
-			return result{}, costSample{}, fmt.Errorf("river durable: %d result rows and %d outbox rows, want %d each", results, outbox, n)
-		}
 	}
 	sys := riverSystem(durable)
 	r := result{scenario: "light", system: sys, processes: 1, jobs: n, elapsed: elapsed, rate: float64(n) / elapsed.Seconds(), waits: waitDesc}
@@ -296,15 +196,168 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 	var s costSample
 	if cost {
 		// The bench's own transaction on the database: the "before" reading.
-		s = costBetween(sys, n, elapsed, counts, before, after, 1, bg)
+		s = costBetween(sys, n, elapsed, counts, rc.before, after, 1, rc.bg)
 		if inspect {
-			s.db = readDBWAL(ctx, dbURL, before, after)
+			s.db = readDBWAL(ctx, dbURL, rc.before, after)
 		}
 		pj := s.perJob()
 		logf("%s: %.2f statements, %.2f commits, %.3f WAL syncs (cluster), %.0f WAL bytes (this database) per job",
 			tag, pj.statements, pj.commits, pj.walSyncs, pj.dbBytes)
 	}
 	return r, s, nil
+}
+
+// riverFill migrates River's schema into the database at dbURL (and the
+// durable worker's tables), inserts n jobs and lets the database settle, on
+// a pool of its own closed before the measured run. With cost, it reports
+// whether pg_walinspect could be enabled.
+func riverFill(ctx context.Context, dbURL, tag string, n int, durable, cost bool) (bool, error) {
+	setup, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return false, err
+	}
+	defer setup.Close()
+	migrator, err := rivermigrate.New(riverpgxv5.New(setup), nil)
+	if err != nil {
+		return false, err
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return false, fmt.Errorf("river migrate: %w", err)
+	}
+	if durable {
+		if _, err := setup.Exec(ctx, durableSchema); err != nil {
+			return false, err
+		}
+	}
+	inserter, err := river.NewClient(riverpgxv5.New(setup), &river.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return false, err
+	}
+	logf("%s: inserting %d jobs (InsertMany, batches of 5,000)", tag, n)
+	for inserted := 0; inserted < n; {
+		batch := make([]river.InsertManyParams, min(5000, n-inserted))
+		for i := range batch {
+			inserted++
+			var args river.JobArgs = benchArgs{Num: inserted}
+			if durable {
+				args = durableArgs{Num: inserted, Document: fmt.Sprintf("%d a one-chunk document for the light pipeline", inserted)}
+			}
+			batch[i] = river.InsertManyParams{Args: args}
+		}
+		if _, err := inserter.InsertMany(ctx, batch); err != nil {
+			return false, fmt.Errorf("river insert: %w", err)
+		}
+	}
+	inspect := cost && enableWALInspect(ctx, setup)
+	if err := settle(ctx, setup); err != nil {
+		return false, err
+	}
+	setup.Close()
+	return inspect, nil
+}
+
+// riverCost is what a cost run of riverPhase reads before the run: the
+// counting proxy the working pool goes through, the database's counters
+// and the cluster's background.
+type riverCost struct {
+	proxy  *pgCounter
+	before dbSnap
+	bg     background
+}
+
+// start reads the counters over a quiet window, then starts the counting
+// proxy in front of c's server; it returns the URL of the database through
+// the proxy. The caller closes rc.proxy.
+func (rc *riverCost) start(ctx context.Context, c config, dbURL string) (string, error) {
+	var err error
+	if rc.before, rc.bg, err = quietWindow(ctx, dbURL); err != nil {
+		return "", err
+	}
+	upstream, err := pgHostPort(c.pgURL)
+	if err != nil {
+		return "", err
+	}
+	if rc.proxy, err = startPGCounter(upstream); err != nil {
+		return "", err
+	}
+	workURL, err := viaProxy(c.pgURL, rc.proxy.addr(), c.riverDB)
+	if err != nil {
+		rc.proxy.close()
+		return "", err
+	}
+	return workURL, nil
+}
+
+// riverClient is a River client on pool working the no-op or the durable
+// job, with cmd/river/riverbench's fetch settings.
+func riverClient(pool *pgxpool.Pool, maxWorkers int, durable bool) (*river.Client[pgx.Tx], error) {
+	workers := river.NewWorkers()
+	if durable {
+		river.AddWorker(workers, &durableWorker{pool: pool})
+	} else {
+		river.AddWorker(workers, &benchWorker{})
+	}
+	return river.NewClient(riverpgxv5.New(pool), &river.Config{
+		// cmd/river/riverbench's settings.
+		FetchCooldown:     2 * time.Millisecond,
+		FetchPollInterval: 20 * time.Millisecond,
+		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
+		Workers:           workers,
+	})
+}
+
+// waitRiverCompleted reads events until n jobs completed and returns when
+// the last did; a job failed or cancelled, ctx's end or timeout fails.
+func waitRiverCompleted(ctx context.Context, events <-chan *river.Event, n int, timeout time.Duration) (time.Time, error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	var last time.Time
+	for done := 0; done < n; {
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-deadline.C:
+			return last, fmt.Errorf("%d of %d completed after %s", done, n, timeout)
+		case ev := <-events:
+			if ev == nil {
+				return last, errors.New("river subscription closed")
+			}
+			if ev.Kind != river.EventKindJobCompleted {
+				return last, fmt.Errorf("river job %d: %s", ev.Job.ID, ev.Kind)
+			}
+			last = time.Now()
+			done++
+		}
+	}
+	return last, nil
+}
+
+// checkRiverDone checks, on a connection of its own, that the n jobs are
+// completed in river_job and, when durable, that each wrote its result and
+// outbox rows.
+func checkRiverDone(ctx context.Context, dbURL string, n int, durable bool) error {
+	check, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer check.Close(context.WithoutCancel(ctx))
+	var completed, results, outbox int
+	if err := check.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'completed'`).Scan(&completed); err != nil {
+		return err
+	}
+	if completed != n {
+		return fmt.Errorf("river: %d jobs completed in the table, want %d", completed, n)
+	}
+	if durable {
+		if err := check.QueryRow(ctx, `SELECT (SELECT count(DISTINCT job_id) FROM bench_results), (SELECT count(DISTINCT job_id) FROM bench_outbox)`).Scan(&results, &outbox); err != nil {
+			return err
+		}
+		if results != n || outbox != n {
+			return fmt.Errorf("river durable: %d result rows and %d outbox rows, want %d each", results, outbox, n)
+		}
+	}
+	return nil
 }
 
 func riverVersion() string {
