@@ -130,14 +130,10 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 		return result{}, costSample{}, err
 	}
 	defer pool.Close()
-	client, err := riverClient(pool, c.riverMaxWorkers, durable)
+	client, events, cancelSub, err := riverClient(pool, c.riverMaxWorkers, n, durable)
 	if err != nil {
 		return result{}, costSample{}, err
 	}
-	events, cancelSub := client.SubscribeConfig(&river.SubscribeConfig{
-		ChanSize: max(n, 1000),
-		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled},
-	})
 	defer cancelSub()
 
 	logf("%s: starting the client, MaxWorkers %d", tag, c.riverMaxWorkers)
@@ -164,23 +160,13 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 	if waits != nil {
 		waitDesc = waits.finish()
 	}
-	stopCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	err = client.Stop(stopCtx)
-	cancel()
-	if err != nil {
-		return result{}, costSample{}, fmt.Errorf("river stop: %w", err)
+	if err := stopRiver(ctx, client); err != nil {
+		return result{}, costSample{}, err
 	}
 	pool.Close()
-	var counts protoCounts
-	if rc.proxy != nil {
-		counts = rc.proxy.counts()
-	}
-
 	// Checked on a connection of its own, after the counters (cost).
-	var after dbSnap
 	if cost {
-		time.Sleep(1100 * time.Millisecond) // the closed backends report
-		if after, err = takeSnap(ctx, dbURL); err != nil {
+		if err := rc.finish(ctx, dbURL); err != nil {
 			return result{}, costSample{}, err
 		}
 	}
@@ -195,16 +181,19 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 	logf("%s: %d jobs in %s: %.0f jobs/s", tag, n, elapsed.Round(time.Millisecond), r.rate)
 	var s costSample
 	if cost {
-		// The bench's own transaction on the database: the "before" reading.
-		s = costBetween(sys, n, elapsed, counts, rc.before, after, 1, rc.bg)
-		if inspect {
-			s.db = readDBWAL(ctx, dbURL, rc.before, after)
-		}
-		pj := s.perJob()
-		logf("%s: %.2f statements, %.2f commits, %.3f WAL syncs (cluster), %.0f WAL bytes (this database) per job",
-			tag, pj.statements, pj.commits, pj.walSyncs, pj.dbBytes)
+		s = rc.sample(ctx, sys, tag, dbURL, n, elapsed, inspect)
 	}
 	return r, s, nil
+}
+
+// stopRiver stops client, waiting up to 15 s for it.
+func stopRiver(ctx context.Context, client *river.Client[pgx.Tx]) error {
+	stopCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := client.Stop(stopCtx); err != nil {
+		return fmt.Errorf("river stop: %w", err)
+	}
+	return nil
 }
 
 // riverFill migrates River's schema into the database at dbURL (and the
@@ -260,9 +249,10 @@ func riverFill(ctx context.Context, dbURL, tag string, n int, durable, cost bool
 // counting proxy the working pool goes through, the database's counters
 // and the cluster's background.
 type riverCost struct {
-	proxy  *pgCounter
-	before dbSnap
-	bg     background
+	proxy         *pgCounter
+	before, after dbSnap
+	bg            background
+	counts        protoCounts
 }
 
 // start reads the counters over a quiet window, then starts the counting
@@ -288,16 +278,41 @@ func (rc *riverCost) start(ctx context.Context, c config, dbURL string) (string,
 	return workURL, nil
 }
 
+// finish reads the proxy's counts, then the database's counters once the
+// closed backends have reported.
+func (rc *riverCost) finish(ctx context.Context, dbURL string) error {
+	rc.counts = rc.proxy.counts()
+	time.Sleep(1100 * time.Millisecond) // the closed backends report
+	var err error
+	rc.after, err = takeSnap(ctx, dbURL)
+	return err
+}
+
+// sample is the run's cost sample for system sys, n jobs in elapsed, with
+// the database's own WAL when inspect; it logs the per job figures.
+func (rc *riverCost) sample(ctx context.Context, sys, tag, dbURL string, n int, elapsed time.Duration, inspect bool) costSample {
+	// The bench's own transaction on the database: the "before" reading.
+	s := costBetween(sys, n, elapsed, rc.counts, rc.before, rc.after, 1, rc.bg)
+	if inspect {
+		s.db = readDBWAL(ctx, dbURL, rc.before, rc.after)
+	}
+	pj := s.perJob()
+	logf("%s: %.2f statements, %.2f commits, %.3f WAL syncs (cluster), %.0f WAL bytes (this database) per job",
+		tag, pj.statements, pj.commits, pj.walSyncs, pj.dbBytes)
+	return s
+}
+
 // riverClient is a River client on pool working the no-op or the durable
-// job, with cmd/river/riverbench's fetch settings.
-func riverClient(pool *pgxpool.Pool, maxWorkers int, durable bool) (*river.Client[pgx.Tx], error) {
+// job, with cmd/river/riverbench's fetch settings, and its subscription to
+// the ends of n jobs with the function that cancels it.
+func riverClient(pool *pgxpool.Pool, maxWorkers, n int, durable bool) (*river.Client[pgx.Tx], <-chan *river.Event, func(), error) {
 	workers := river.NewWorkers()
 	if durable {
 		river.AddWorker(workers, &durableWorker{pool: pool})
 	} else {
 		river.AddWorker(workers, &benchWorker{})
 	}
-	return river.NewClient(riverpgxv5.New(pool), &river.Config{
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		// cmd/river/riverbench's settings.
 		FetchCooldown:     2 * time.Millisecond,
 		FetchPollInterval: 20 * time.Millisecond,
@@ -305,6 +320,14 @@ func riverClient(pool *pgxpool.Pool, maxWorkers int, durable bool) (*river.Clien
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
 		Workers:           workers,
 	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	events, cancelSub := client.SubscribeConfig(&river.SubscribeConfig{
+		ChanSize: max(n, 1000),
+		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled},
+	})
+	return client, events, cancelSub, nil
 }
 
 // waitRiverCompleted reads events until n jobs completed and returns when
