@@ -189,55 +189,61 @@ func (b *bench) phase(ctx context.Context, profile string) (result, error) {
 		return r, fmt.Errorf("%v\n%s", err, benchkit.Tail(out))
 	}
 	r.serverCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	err = b.measure(ctx, dbURL, &r)
+	return r, err
+}
 
+// measure checks that the phase's database at dbURL has every item
+// succeeded, and fills r's cost, rows and simulator stats.
+func (b *bench) measure(ctx context.Context, dbURL string, r *result) error {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
-		return r, err
+		return err
 	}
 	defer conn.Close(context.Background())
 	var succeeded int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'succeeded'`).Scan(&succeeded); err != nil {
-		return r, err
+		return err
 	}
 	if succeeded != b.c.items {
-		return r, fmt.Errorf("%d of %d items succeeded", succeeded, b.c.items)
+		return fmt.Errorf("%d of %d items succeeded", succeeded, b.c.items)
 	}
 	if err := conn.QueryRow(ctx, `SELECT coalesce(sum(cost_micros), 0) FROM llm_attempts WHERE billed`).Scan(&r.costMicro); err != nil {
-		return r, err
+		return err
 	}
 	tables, err := conn.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations'`)
 	if err != nil {
-		return r, err
+		return err
 	}
 	var names []string
 	for tables.Next() {
 		var name string
 		if err := tables.Scan(&name); err != nil {
-			return r, err
+			return err
 		}
 		names = append(names, name)
 	}
 	if err := tables.Err(); err != nil {
-		return r, err
+		return err
 	}
 	for _, name := range names {
 		var rows int64
 		if err := conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %q`, name)).Scan(&rows); err != nil {
-			return r, err
+			return err
 		}
 		r.rows += rows
 	}
 	body, err := b.http("/oncejob/stats")
 	if err != nil {
-		return r, err
+		return err
 	}
 	if err := json.Unmarshal(body, &r.stats); err != nil {
-		return r, err
+		return err
 	}
 	if r.stats.Billed+r.stats.BatchBilled != b.c.items {
-		return r, fmt.Errorf("the simulator billed %d online and %d batch calls for %d items", r.stats.Billed, r.stats.BatchBilled, b.c.items)
+		return fmt.Errorf("the simulator billed %d online and %d batch calls for %d items", r.stats.Billed, r.stats.BatchBilled, b.c.items)
 	}
-	return r, nil
+	return nil
 }
 
 func (b *bench) http(path string) ([]byte, error) {

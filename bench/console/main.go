@@ -426,6 +426,14 @@ func (e *env) livePhase(ctx context.Context, tmp string, hot []string) (liveResu
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	res.applied, res.lags, res.firstHalf, res.secondHalf = lagsOf(applied, commits)
+	return res, nil
+}
+
+// lagsOf matches the page's applied transitions to their commits: how many
+// distinct committed transitions were applied, and the lag of each in commit
+// order, also split into the run's first and second halves.
+func lagsOf(applied [][]any, commits map[transitionKey]time.Time) (n int, all, firstHalf, secondHalf []time.Duration) {
 	seen := map[transitionKey]bool{}
 	type lag struct {
 		at time.Time
@@ -441,17 +449,17 @@ func (e *env) livePhase(ctx context.Context, tmp string, hot []string) (liveResu
 		seen[k] = true
 		lags = append(lags, lag{at, time.UnixMilli(int64(a[3].(float64))).Sub(at)})
 	}
-	res.applied = len(seen)
+	n = len(seen)
 	sort.Slice(lags, func(i, j int) bool { return lags[i].at.Before(lags[j].at) })
 	for i, l := range lags {
-		res.lags = append(res.lags, l.d)
+		all = append(all, l.d)
 		if i < len(lags)/2 {
-			res.firstHalf = append(res.firstHalf, l.d)
+			firstHalf = append(firstHalf, l.d)
 		} else {
-			res.secondHalf = append(res.secondHalf, l.d)
+			secondHalf = append(secondHalf, l.d)
 		}
 	}
-	return res, nil
+	return n, all, firstHalf, secondHalf
 }
 
 func countKnown(applied [][]any, commits map[transitionKey]time.Time) int {

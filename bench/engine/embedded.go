@@ -28,42 +28,9 @@ func (e *engineBench) embeddedPhase(ctx context.Context) (result, error) {
 	if err := setSimLatency(ctx, e.simURL, c.simLatency); err != nil {
 		return result{}, err
 	}
-	// workers: the --workers arguments (none: the binary's default).
-	serve := func(tag string, workers []string) (*proc, string, string, error) {
-		addr, err := freeAddr()
-		if err != nil {
-			return nil, "", "", err
-		}
-		httpAddr, err := freeAddr()
-		if err != nil {
-			return nil, "", "", err
-		}
-		args := append([]string{"serve",
-			"--data-dir", dataDir, "--grpc-addr", addr, "--http-addr", httpAddr,
-			"--pipelines", e.pipelines, "--llm-base-url", e.simURL + "/v1", "--llm-lookup-path", "/oncejob/calls",
-			"--poll-interval", c.pollInterval.String(), "--lease-duration", c.leaseDuration.String(),
-			"--log-level", c.logLevel}, workers...)
-		if len(workers) == 0 || workers[len(workers)-1] != "0" {
-			args = append(args, c.workerArgs...)
-		}
-		p, err := startProc(ctx, "serve", filepath.Join(e.tmp, "serve-embedded-"+tag+".log"), e.bin, args...)
-		if err != nil {
-			return nil, "", "", err
-		}
-		if err := waitListen(ctx, p, addr); err != nil {
-			p.stop()
-			return nil, "", "", err
-		}
-		if err := waitListen(ctx, p, httpAddr); err != nil {
-			p.stop()
-			return nil, "", "", err
-		}
-		return p, addr, "http://" + httpAddr, nil
-	}
-
 	if c.warmupJobs > 0 {
 		logf("embedded: warmup: %d jobs through the workers (not measured)", c.warmupJobs)
-		srv, addr, api, err := serve("warmup", workersArgs(c.embeddedWorkers))
+		srv, addr, api, err := e.serveEmbedded(ctx, dataDir, "warmup", workersArgs(c.embeddedWorkers))
 		if err != nil {
 			return result{}, err
 		}
@@ -77,7 +44,7 @@ func (e *engineBench) embeddedPhase(ctx context.Context) (result, error) {
 		}
 	}
 
-	srv, addr, _, err := serve("fill", []string{"--workers", "0"})
+	srv, addr, _, err := e.serveEmbedded(ctx, dataDir, "fill", []string{"--workers", "0"})
 	if err != nil {
 		return result{}, err
 	}
@@ -93,7 +60,7 @@ func (e *engineBench) embeddedPhase(ctx context.Context) (result, error) {
 
 	logf("embedded: serve --workers %d", c.embeddedWorkers)
 	t0, busy0 := time.Now(), readCPU()
-	srv, _, api, err := serve("run", workersArgs(c.embeddedWorkers))
+	srv, _, api, err := e.serveEmbedded(ctx, dataDir, "run", workersArgs(c.embeddedWorkers))
 	if err != nil {
 		return result{}, err
 	}
@@ -117,6 +84,43 @@ func (e *engineBench) embeddedPhase(ctx context.Context) (result, error) {
 	logf("embedded: %d jobs in %s: %.0f jobs/s, CPU of serve %s per job, machine %.0f%% busy", sc.jobs, elapsed.Round(time.Millisecond), r.rate,
 		(cpu / time.Duration(sc.jobs)).Round(10*time.Microsecond), 100*r.machineBusy)
 	return r, nil
+}
+
+// serveEmbedded starts `oncejob serve` on the embedded store in dataDir,
+// logging to serve-embedded-<tag>.log, and waits until it listens; workers
+// are the --workers arguments (none: the binary's default). It returns the
+// process, its gRPC address and its HTTP API's base URL.
+func (e *engineBench) serveEmbedded(ctx context.Context, dataDir, tag string, workers []string) (*proc, string, string, error) {
+	c := e.c
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, "", "", err
+	}
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return nil, "", "", err
+	}
+	args := append([]string{"serve",
+		"--data-dir", dataDir, "--grpc-addr", addr, "--http-addr", httpAddr,
+		"--pipelines", e.pipelines, "--llm-base-url", e.simURL + "/v1", "--llm-lookup-path", "/oncejob/calls",
+		"--poll-interval", c.pollInterval.String(), "--lease-duration", c.leaseDuration.String(),
+		"--log-level", c.logLevel}, workers...)
+	if len(workers) == 0 || workers[len(workers)-1] != "0" {
+		args = append(args, c.workerArgs...)
+	}
+	p, err := startProc(ctx, "serve", filepath.Join(e.tmp, "serve-embedded-"+tag+".log"), e.bin, args...)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if err := waitListen(ctx, p, addr); err != nil {
+		p.stop()
+		return nil, "", "", err
+	}
+	if err := waitListen(ctx, p, httpAddr); err != nil {
+		p.stop()
+		return nil, "", "", err
+	}
+	return p, addr, "http://" + httpAddr, nil
 }
 
 // waitSucceeded polls CountJobs (GET /v1/jobs:count) until total jobs are

@@ -117,18 +117,8 @@ func (e *engineBench) prepare(ctx context.Context, tag string, sc scenario, proc
 	}
 	logf("%s: submitted in %s", tag, time.Since(start).Round(time.Millisecond))
 
-	var queued int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'queued'`).Scan(&queued); err != nil {
+	if err := e.readyToRun(ctx, pool, sc.jobs); err != nil {
 		return nil, err
-	}
-	if queued != sc.jobs {
-		return nil, fmt.Errorf("%d jobs queued after submitting %d", queued, sc.jobs)
-	}
-	if err := settle(ctx, pool); err != nil {
-		return nil, err
-	}
-	if err := httpPost(ctx, e.simURL+"/oncejob/reset", ""); err != nil {
-		return nil, fmt.Errorf("reset simulator: %w", err)
 	}
 	p := &prepared{pool: pool}
 	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(llm_calls), 0) FROM jobs`).Scan(&p.callsBefore); err != nil {
@@ -141,6 +131,25 @@ func (e *engineBench) prepare(ctx context.Context, tag string, sc scenario, proc
 // checkCalls checks that the measured jobs made exactly want LLM calls, as
 // journaled in the database and as billed by the simulator: no chunk was
 // deduplicated or served from the decision cache, and none ran twice.
+// readyToRun checks that the n submitted jobs are all queued, then lets the
+// database settle and resets the simulator for the measured run.
+func (e *engineBench) readyToRun(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	var queued int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'queued'`).Scan(&queued); err != nil {
+		return err
+	}
+	if queued != n {
+		return fmt.Errorf("%d jobs queued after submitting %d", queued, n)
+	}
+	if err := settle(ctx, pool); err != nil {
+		return err
+	}
+	if err := httpPost(ctx, e.simURL+"/oncejob/reset", ""); err != nil {
+		return fmt.Errorf("reset simulator: %w", err)
+	}
+	return nil
+}
+
 func (e *engineBench) checkCalls(ctx context.Context, q querier, callsBefore, want int64) error {
 	var calls int64
 	if err := q.QueryRow(ctx, `SELECT coalesce(sum(llm_calls), 0) FROM jobs`).Scan(&calls); err != nil {
@@ -263,44 +272,8 @@ func (e *engineBench) runWorkers(ctx context.Context, q querier, wr workerRun) (
 		workers = append(workers, w)
 	}
 
-	deadline := time.NewTimer(c.phaseTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		// Index-only scans of jobs_tenant_status_created_idx: the poll
-		// costs the database little while the workers run.
-		var done, bad, running, queued int
-		queries++
-		if err := q.QueryRow(ctx, `SELECT
-			(SELECT count(*) FROM jobs WHERE tenant = 'default' AND status = 'succeeded'),
-			(SELECT count(*) FROM jobs WHERE tenant = 'default'
-				AND status IN ('failed', 'dead_lettered', 'cancelled', 'outcome_unknown', 'awaiting_approval')),
-			(SELECT count(*) FROM jobs WHERE tenant = 'default' AND status = 'running'),
-			(SELECT count(*) FROM jobs WHERE tenant = 'default' AND status = 'queued')`).Scan(&done, &bad, &running, &queued); err != nil {
-			return 0, queries, err
-		}
-		if bad > 0 {
-			return 0, queries, fmt.Errorf("%d jobs ended other than succeeded (see the worker logs with -keep)", bad)
-		}
-		if wr.poll != nil {
-			wr.poll(workers, running, queued)
-		}
-		if done == wr.total {
-			break
-		}
-		for _, w := range workers {
-			if w.exited() {
-				return 0, queries, fmt.Errorf("worker exited: %s", w.tail())
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return 0, queries, ctx.Err()
-		case <-deadline.C:
-			return 0, queries, fmt.Errorf("%d of %d succeeded after %s", done, wr.total, c.phaseTimeout)
-		case <-tick.C:
-		}
+	if err := e.waitDone(ctx, q, wr, workers, &queries); err != nil {
+		return 0, queries, err
 	}
 	detected := time.Now()
 	// The last job's own commit time, not the poll's: finished_at is now()
@@ -344,6 +317,51 @@ type cpuUse struct {
 // pgCPU is the CPU time of the local Postgres server: its postmaster's
 // reaped children (exited backends) plus its live children. Zero when the
 // server is not on this machine.
+// waitDone polls q until wr.total jobs have succeeded, counting its queries
+// in *queries; it fails when a job ends otherwise, a worker exits, ctx ends or
+// the phase times out.
+func (e *engineBench) waitDone(ctx context.Context, q querier, wr workerRun, workers []*proc, queries *int) error {
+	deadline := time.NewTimer(e.c.phaseTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		// Index-only scans of jobs_tenant_status_created_idx: the poll
+		// costs the database little while the workers run.
+		var done, bad, running, queued int
+		*queries++
+		if err := q.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM jobs WHERE tenant = 'default' AND status = 'succeeded'),
+			(SELECT count(*) FROM jobs WHERE tenant = 'default'
+				AND status IN ('failed', 'dead_lettered', 'cancelled', 'outcome_unknown', 'awaiting_approval')),
+			(SELECT count(*) FROM jobs WHERE tenant = 'default' AND status = 'running'),
+			(SELECT count(*) FROM jobs WHERE tenant = 'default' AND status = 'queued')`).Scan(&done, &bad, &running, &queued); err != nil {
+			return err
+		}
+		if bad > 0 {
+			return fmt.Errorf("%d jobs ended other than succeeded (see the worker logs with -keep)", bad)
+		}
+		if wr.poll != nil {
+			wr.poll(workers, running, queued)
+		}
+		if done == wr.total {
+			return nil
+		}
+		for _, w := range workers {
+			if w.exited() {
+				return fmt.Errorf("worker exited: %s", w.tail())
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("%d of %d succeeded after %s", done, wr.total, e.c.phaseTimeout)
+		case <-tick.C:
+		}
+	}
+}
+
 func (e *engineBench) pgCPU(ctx context.Context) time.Duration {
 	if e.postmaster == 0 {
 		var backend int

@@ -77,37 +77,7 @@ func (e *engineBench) inflightPhase(ctx context.Context) (inflightResult, error)
 	dbURL := c.pgURL + "/" + c.db + "?sslmode=disable"
 
 	// The same worker, idle: on the empty queue after the warmup.
-	idle := func(pool *pgxpool.Pool) error {
-		logPath := filepath.Join(e.tmp, "worker-inflight-idle.log")
-		args := append([]string{"worker",
-			"--database-url", dbURL, "--pipelines", e.pipelines,
-			"--llm-base-url", e.simURL + "/v1", "--llm-lookup-path", "/oncejob/calls",
-			"--workers", strconv.Itoa(c.inflightWorkers), "--poll-interval", c.pollInterval.String(),
-			"--lease-duration", c.inflightLease.String(), "--log-level", c.logLevel},
-			c.workerArgs...)
-		w, err := startProcEnv(ctx, "worker", logPath, env, e.bin, args...)
-		if err != nil {
-			return err
-		}
-		defer w.stop()
-		time.Sleep(3 * time.Second)
-		var rss []float64
-		for range 5 {
-			if w.exited() {
-				return fmt.Errorf("idle worker exited: %s", w.tail())
-			}
-			v, _ := procStatusKB(w.cmd.Process.Pid, "VmRSS")
-			rss = append(rss, float64(v))
-			time.Sleep(200 * time.Millisecond)
-		}
-		r.idleRSS = int64(median(rss)) << 10
-		w.stop()
-		if gcs := readGCTrace(logPath); len(gcs) > 0 {
-			r.idleHeap = gcs[len(gcs)-1].liveMB
-		}
-		logf("%s: idle worker (--workers %d): RSS %.1f MiB", tag, c.inflightWorkers, float64(r.idleRSS)/(1<<20))
-		return nil
-	}
+	idle := func(*pgxpool.Pool) error { return e.measureIdle(ctx, dbURL, env, &r) }
 	p, err := e.prepare(ctx, tag, lightScenario(c.inflightJobs), 1, idle)
 	if err != nil {
 		return r, err
@@ -119,31 +89,8 @@ func (e *engineBench) inflightPhase(ctx context.Context) (inflightResult, error)
 	defer func() { _ = setSimLatency(context.WithoutCancel(ctx), e.simURL, c.simLatency) }()
 
 	// The simulator's calls in progress: received and not yet answered.
-	simCtx, stopSim := context.WithCancel(ctx)
-	var simWG sync.WaitGroup
-	var simSamples []int64
-	simWG.Add(1)
-	go func() {
-		defer simWG.Done()
-		t := time.NewTicker(500 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-simCtx.Done():
-				return
-			case <-t.C:
-			}
-			if n, err := simInFlight(simCtx, e.simURL); err == nil {
-				simSamples = append(simSamples, n)
-			}
-		}
-	}()
-
-	type sample struct {
-		running int
-		queued  int
-	}
-	var samples []sample
+	stopSim := startSimSampler(ctx, e.simURL)
+	var samples []inflightSample
 	logPath := filepath.Join(e.tmp, "worker-inflight-0.log")
 	logf("%s: one worker process, --workers %d, LLM latency %s, %d jobs", tag, c.inflightWorkers, c.inflightLatency, c.inflightJobs)
 	waits := startWaitSampler(ctx, c.pgURL, c.db)
@@ -151,7 +98,7 @@ func (e *engineBench) inflightPhase(ctx context.Context) (inflightResult, error)
 		tag: tag, procs: 1, workers: c.inflightWorkers, lease: c.inflightLease, env: env,
 		total: c.warmupJobs + c.inflightJobs,
 		poll: func(ws []*proc, running, queued int) {
-			samples = append(samples, sample{running, queued})
+			samples = append(samples, inflightSample{running, queued})
 			if len(ws) == 0 {
 				return
 			}
@@ -168,8 +115,7 @@ func (e *engineBench) inflightPhase(ctx context.Context) (inflightResult, error)
 			}
 		},
 	})
-	stopSim()
-	simWG.Wait()
+	simSamples := stopSim()
 	r.waits = waits.finish()
 	if err != nil {
 		return r, err
@@ -180,6 +126,88 @@ func (e *engineBench) inflightPhase(ctx context.Context) (inflightResult, error)
 	r.elapsed = elapsed
 	r.rate = float64(r.jobs) / elapsed.Seconds()
 
+	r.summarize(samples, simSamples, logPath)
+	logf("%s: %d jobs in %s: %.0f jobs/s (workers / latency %.0f); peak %d running, RSS %.1f MiB at peak (idle %.1f)",
+		tag, r.jobs, elapsed.Round(time.Millisecond), r.rate, r.ideal, r.peakRunning,
+		float64(r.rssAtPeak)/(1<<20), float64(r.idleRSS)/(1<<20))
+	return r, nil
+}
+
+// inflightSample is one poll of the inflight phase: jobs running and queued.
+type inflightSample struct {
+	running int
+	queued  int
+}
+
+// measureIdle runs the inflight phase's worker on the empty queue and
+// records its idle RSS and live heap in r.
+func (e *engineBench) measureIdle(ctx context.Context, dbURL string, env []string, r *inflightResult) error {
+	c := e.c
+	tag := "inflight"
+	logPath := filepath.Join(e.tmp, "worker-inflight-idle.log")
+	args := append([]string{"worker",
+		"--database-url", dbURL, "--pipelines", e.pipelines,
+		"--llm-base-url", e.simURL + "/v1", "--llm-lookup-path", "/oncejob/calls",
+		"--workers", strconv.Itoa(c.inflightWorkers), "--poll-interval", c.pollInterval.String(),
+		"--lease-duration", c.inflightLease.String(), "--log-level", c.logLevel},
+		c.workerArgs...)
+	w, err := startProcEnv(ctx, "worker", logPath, env, e.bin, args...)
+	if err != nil {
+		return err
+	}
+	defer w.stop()
+	time.Sleep(3 * time.Second)
+	var rss []float64
+	for range 5 {
+		if w.exited() {
+			return fmt.Errorf("idle worker exited: %s", w.tail())
+		}
+		v, _ := procStatusKB(w.cmd.Process.Pid, "VmRSS")
+		rss = append(rss, float64(v))
+		time.Sleep(200 * time.Millisecond)
+	}
+	r.idleRSS = int64(median(rss)) << 10
+	w.stop()
+	if gcs := readGCTrace(logPath); len(gcs) > 0 {
+		r.idleHeap = gcs[len(gcs)-1].liveMB
+	}
+	logf("%s: idle worker (--workers %d): RSS %.1f MiB", tag, c.inflightWorkers, float64(r.idleRSS)/(1<<20))
+	return nil
+}
+
+// startSimSampler samples the simulator's calls in progress every 500 ms
+// until the returned function is called; that returns the samples.
+func startSimSampler(ctx context.Context, simURL string) func() []int64 {
+	simCtx, stopSim := context.WithCancel(ctx)
+	var simWG sync.WaitGroup
+	var simSamples []int64
+	simWG.Add(1)
+	go func() {
+		defer simWG.Done()
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-simCtx.Done():
+				return
+			case <-t.C:
+			}
+			if n, err := simInFlight(simCtx, simURL); err == nil {
+				simSamples = append(simSamples, n)
+			}
+		}
+	}()
+	return func() []int64 {
+		stopSim()
+		simWG.Wait()
+		return simSamples
+	}
+}
+
+// summarize fills r's mean running jobs and Little's law ratio from the
+// poll's samples, its simulator figures from simSamples and its peak heap
+// from the worker's GC trace in logPath.
+func (r *inflightResult) summarize(samples []inflightSample, simSamples []int64, logPath string) {
 	// Little's law over the run: jobs claimed on average / jobs done per
 	// second is the time a job spends claimed; the LLM's latency of it is
 	// the ratio (1: the engine adds nothing to the wait).
@@ -205,10 +233,6 @@ func (e *engineBench) inflightPhase(ctx context.Context) (inflightResult, error)
 			r.peakHeap, r.peakStacks = g.liveMB, g.stacksMB
 		}
 	}
-	logf("%s: %d jobs in %s: %.0f jobs/s (workers / latency %.0f); peak %d running, RSS %.1f MiB at peak (idle %.1f)",
-		tag, r.jobs, elapsed.Round(time.Millisecond), r.rate, r.ideal, r.peakRunning,
-		float64(r.rssAtPeak)/(1<<20), float64(r.idleRSS)/(1<<20))
-	return r, nil
 }
 
 // procStatusKB reads a "Name: N kB" line of /proc/pid/status.

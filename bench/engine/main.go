@@ -317,26 +317,35 @@ func run(ctx context.Context, c config) error {
 		}()
 	}
 
-	simAddr, err := freeAddr()
-	if err != nil {
-		return err
-	}
-	sim, err := startProc(ctx, "llm-sim", filepath.Join(tmp, "llm-sim.log"), bin, "llm-sim", "--addr", simAddr, "--log-level", c.logLevel)
+	sim, simAddr, err := startSim(ctx, c, tmp, bin)
 	if err != nil {
 		return err
 	}
 	defer sim.stop()
-	if err := waitListen(ctx, sim, simAddr); err != nil {
-		return err
-	}
 	simURL := "http://" + simAddr
-	if err := setSimLatency(ctx, simURL, c.simLatency); err != nil {
-		return fmt.Errorf("simulator latency: %w", err)
-	}
 	logf("llm-sim on %s, latency %s", simAddr, c.simLatency)
 
 	e := &engineBench{c: c, bin: bin, tmp: tmp, pipelines: pipelinesPath, admin: admin, simURL: simURL, simPID: sim.cmd.Process.Pid}
 	rep := &report{c: c, loadBefore: loadavg()}
+	if err := e.runPhases(ctx, procs, rep); err != nil {
+		return err
+	}
+	rep.loadAfter = loadavg()
+	rep.stats = e.stats
+
+	missed := rep.print(os.Stdout)
+	fmt.Printf("load average (1m) before/after: %s / %s on %d CPUs; every phase shares the machine with whatever else runs\n",
+		rep.loadBefore, rep.loadAfter, runtime.NumCPU())
+	if c.strict && len(missed) > 0 {
+		return fmt.Errorf("targets not met: %s", strings.Join(missed, "; "))
+	}
+	return nil
+}
+
+// runPhases runs the phases -phases selects, procs being the -processes
+// list, and adds their results to rep.
+func (e *engineBench) runPhases(ctx context.Context, procs []int, rep *report) error {
+	c, admin := e.c, e.admin
 	for _, sc := range []scenario{lightScenario(c.lightJobs), realisticScenario(c.realisticJobs)} {
 		if !c.phases[sc.name] {
 			continue
@@ -403,16 +412,29 @@ func run(ctx context.Context, c config) error {
 		}
 		rep.results = append(rep.results, r)
 	}
-	rep.loadAfter = loadavg()
-	rep.stats = e.stats
-
-	missed := rep.print(os.Stdout)
-	fmt.Printf("load average (1m) before/after: %s / %s on %d CPUs; every phase shares the machine with whatever else runs\n",
-		rep.loadBefore, rep.loadAfter, runtime.NumCPU())
-	if c.strict && len(missed) > 0 {
-		return fmt.Errorf("targets not met: %s", strings.Join(missed, "; "))
-	}
 	return nil
+}
+
+// startSim starts bin's llm-sim, logging in tmp, with -sim-latency set, and
+// returns it and its address.
+func startSim(ctx context.Context, c config, tmp, bin string) (*proc, string, error) {
+	simAddr, err := freeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	sim, err := startProc(ctx, "llm-sim", filepath.Join(tmp, "llm-sim.log"), bin, "llm-sim", "--addr", simAddr, "--log-level", c.logLevel)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := waitListen(ctx, sim, simAddr); err != nil {
+		sim.stop()
+		return nil, "", err
+	}
+	if err := setSimLatency(ctx, "http://"+simAddr, c.simLatency); err != nil {
+		sim.stop()
+		return nil, "", fmt.Errorf("simulator latency: %w", err)
+	}
+	return sim, simAddr, nil
 }
 
 func setSimLatency(ctx context.Context, simURL string, d time.Duration) error {

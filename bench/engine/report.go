@@ -48,6 +48,16 @@ func (v *verdicts) check(name string, got string, met bool, target string) {
 
 // print writes the tables and the targets; it returns the targets missed.
 func (r *report) print(w io.Writer) []string {
+	r.printHeader(w)
+	rate := r.printResults(w)
+	r.printStatements(w)
+	costs := r.printCosts(w)
+	r.printInflight(w)
+	return r.printTargets(w, rate, costs)
+}
+
+// printHeader writes the engine's and River's settings.
+func (r *report) printHeader(w io.Writer) {
 	c := r.c
 	workers := "--workers " + strconv.Itoa(c.workers)
 	if c.workers <= 0 {
@@ -58,7 +68,11 @@ func (r *report) print(w io.Writer) []string {
 	fmt.Fprintf(w, "River %s: riverpgxv5, FetchCooldown 2ms, FetchPollInterval 20ms, MaxWorkers %d, pgxpool defaults;\n",
 		riverVersion(), c.riverMaxWorkers)
 	fmt.Fprintf(w, "  no-op: Work returns nil; durable: Work inserts a result row and an outbox row and calls JobCompleteTx, one transaction\n\n")
+}
 
+// printResults writes the throughput table and the wait events of each
+// phase; it returns the best rate per system and scenario.
+func (r *report) printResults(w io.Writer) map[string]float64 {
 	rate := map[string]float64{} // best rate per system and scenario
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
 	fmt.Fprintln(tw, "scenario\t system\t processes\t jobs\t time\t jobs/s\t CPU/job of the process\t")
@@ -89,10 +103,16 @@ func (r *report) print(w io.Writer) []string {
 		}
 		fmt.Fprintf(w, "  %s, %s: %s\n", x.scenario, x.system, x.waits)
 	}
+	return rate
+}
 
+// printStatements writes what Postgres counted per job in the throughput
+// phases, when -statements-report asks for it.
+func (r *report) printStatements(w io.Writer) {
+	c := r.c
 	if c.statementsReport && len(r.stats) > 0 {
 		fmt.Fprintf(w, "\nthroughput phases, what Postgres counted per engine job (commits of the database, bench polls and autovacuum included; WAL cluster-wide) and CPU:\n\n")
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
 		fmt.Fprintln(tw, "scenario\t processes\t commits/job\t rows ins/job\t rows upd/job\t WAL rec/job\t WAL bytes/job\t machine busy\t CPU/job: worker\t postgres\t simulator\t rest of machine\t")
 		for _, s := range r.stats {
 			n := float64(s.jobs)
@@ -107,7 +127,12 @@ func (r *report) print(w io.Writer) []string {
 		}
 		tw.Flush()
 	}
+}
 
+// printCosts writes the per job costs, the median per system; it returns
+// them by system.
+func (r *report) printCosts(w io.Writer) map[string]perJob {
+	c := r.c
 	costs := map[string]perJob{}
 	if len(r.costs) > 0 {
 		bySys := map[string][]costSample{}
@@ -131,7 +156,7 @@ func (r *report) print(w io.Writer) []string {
 			costs[sys] = m
 			ms = append(ms, m)
 		}
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
 		fmt.Fprint(tw, "per job\t")
 		for _, sys := range order {
 			fmt.Fprintf(tw, " %s (%d)\t", sys, len(bySys[sys]))
@@ -168,11 +193,16 @@ func (r *report) print(w io.Writer) []string {
 		fmt.Fprintf(w, "  a write commit waits for a WAL flush (synchronous_commit on), its own or one shared with other commits: WAL flushes\n")
 		fmt.Fprintf(w, "  caused by a system <= min(its write commits, the cluster's wal_sync)\n")
 	}
+	return costs
+}
 
+// printInflight writes the in-flight phase's tables, when it ran.
+func (r *report) printInflight(w io.Writer) {
+	c := r.c
 	if in := r.inflight; in != nil {
 		fmt.Fprintf(w, "\nin flight: %d light jobs, one worker process, --workers %d, --lease-duration %s, every LLM call %s\n\n",
 			in.jobs, in.workers, c.inflightLease, in.latency)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
 		fmt.Fprintln(tw, "time\t jobs/s\t workers/latency\t RUNNING: mean\t peak\t time claimed (mean/rate)\t latency/time claimed\t LLM calls in flight: mean\t peak\t")
 		fmt.Fprintf(tw, "%s\t %.0f\t %.0f\t %.0f\t %d\t %s\t %.3f\t %.0f\t %d\t\n",
 			in.elapsed.Round(time.Millisecond), in.rate, in.ideal, in.meanRunning, in.peakRunning,
@@ -195,7 +225,12 @@ func (r *report) print(w io.Writer) []string {
 		fmt.Fprintf(w, "  Go heap = live heap after the run's largest GC plus goroutine stacks (GODEBUG=gctrace=1), less the idle worker's\n")
 		fmt.Fprintf(w, "  wait events of the database's active client backends (pg_stat_activity every 50 ms; CPU: none): %s\n", in.waits)
 	}
+}
 
+// printTargets writes each target of issue 12 the results can judge and
+// returns those not met.
+func (r *report) printTargets(w io.Writer, rate map[string]float64, costs map[string]perJob) []string {
+	c := r.c
 	fmt.Fprintf(w, "\ntargets (issue 12):\n")
 	v := &verdicts{w: w}
 	light := rate[sysEngine+"/light"]

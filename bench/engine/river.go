@@ -111,71 +111,18 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 		return result{}, costSample{}, err
 	}
 	dbURL := c.pgURL + "/" + c.riverDB + "?sslmode=disable"
-	// Migrate, insert and settle on a pool of their own, closed before the
-	// measured run.
-	setup, err := pgxpool.New(ctx, dbURL)
+	inspect, err := riverFill(ctx, dbURL, tag, n, durable, cost)
 	if err != nil {
 		return result{}, costSample{}, err
 	}
-	defer setup.Close()
-	migrator, err := rivermigrate.New(riverpgxv5.New(setup), nil)
-	if err != nil {
-		return result{}, costSample{}, err
-	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return result{}, costSample{}, fmt.Errorf("river migrate: %w", err)
-	}
-	if durable {
-		if _, err := setup.Exec(ctx, durableSchema); err != nil {
-			return result{}, costSample{}, err
-		}
-	}
-	inserter, err := river.NewClient(riverpgxv5.New(setup), &river.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		return result{}, costSample{}, err
-	}
-	logf("%s: inserting %d jobs (InsertMany, batches of 5,000)", tag, n)
-	for inserted := 0; inserted < n; {
-		batch := make([]river.InsertManyParams, min(5000, n-inserted))
-		for i := range batch {
-			inserted++
-			var args river.JobArgs = benchArgs{Num: inserted}
-			if durable {
-				args = durableArgs{Num: inserted, Document: fmt.Sprintf("%d a one-chunk document for the light pipeline", inserted)}
-			}
-			batch[i] = river.InsertManyParams{Args: args}
-		}
-		if _, err := inserter.InsertMany(ctx, batch); err != nil {
-			return result{}, costSample{}, fmt.Errorf("river insert: %w", err)
-		}
-	}
-	inspect := cost && enableWALInspect(ctx, setup)
-	if err := settle(ctx, setup); err != nil {
-		return result{}, costSample{}, err
-	}
-	setup.Close()
 
-	var (
-		proxy  *pgCounter
-		before dbSnap
-		bg     background
-	)
+	var rc riverCost
 	workURL := dbURL
 	if cost {
-		if before, bg, err = quietWindow(ctx, dbURL); err != nil {
+		if workURL, err = rc.start(ctx, c, dbURL); err != nil {
 			return result{}, costSample{}, err
 		}
-		upstream, err := pgHostPort(c.pgURL)
-		if err != nil {
-			return result{}, costSample{}, err
-		}
-		if proxy, err = startPGCounter(upstream); err != nil {
-			return result{}, costSample{}, err
-		}
-		defer proxy.close()
-		if workURL, err = viaProxy(c.pgURL, proxy.addr(), c.riverDB); err != nil {
-			return result{}, costSample{}, err
-		}
+		defer rc.proxy.close()
 	}
 	// As the river CLI opens its pool: pgxpool defaults.
 	pool, err := pgxpool.New(ctx, workURL)
@@ -183,28 +130,10 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 		return result{}, costSample{}, err
 	}
 	defer pool.Close()
-
-	workers := river.NewWorkers()
-	if durable {
-		river.AddWorker(workers, &durableWorker{pool: pool})
-	} else {
-		river.AddWorker(workers, &benchWorker{})
-	}
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		// cmd/river/riverbench's settings.
-		FetchCooldown:     2 * time.Millisecond,
-		FetchPollInterval: 20 * time.Millisecond,
-		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: c.riverMaxWorkers}},
-		Workers:           workers,
-	})
+	client, events, cancelSub, err := riverClient(pool, c.riverMaxWorkers, n, durable)
 	if err != nil {
 		return result{}, costSample{}, err
 	}
-	events, cancelSub := client.SubscribeConfig(&river.SubscribeConfig{
-		ChanSize: max(n, 1000),
-		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled},
-	})
 	defer cancelSub()
 
 	logf("%s: starting the client, MaxWorkers %d", tag, c.riverMaxWorkers)
@@ -223,69 +152,26 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 		defer cancel()
 		_ = client.Stop(stopCtx)
 	}()
-	deadline := time.NewTimer(c.phaseTimeout)
-	defer deadline.Stop()
-	var last time.Time
-	for done := 0; done < n; {
-		select {
-		case <-ctx.Done():
-			return result{}, costSample{}, ctx.Err()
-		case <-deadline.C:
-			return result{}, costSample{}, fmt.Errorf("%d of %d completed after %s", done, n, c.phaseTimeout)
-		case ev := <-events:
-			if ev == nil {
-				return result{}, costSample{}, errors.New("river subscription closed")
-			}
-			if ev.Kind != river.EventKindJobCompleted {
-				return result{}, costSample{}, fmt.Errorf("river job %d: %s", ev.Job.ID, ev.Kind)
-			}
-			last = time.Now()
-			done++
-		}
+	last, err := waitRiverCompleted(ctx, events, n, c.phaseTimeout)
+	if err != nil {
+		return result{}, costSample{}, err
 	}
 	elapsed := last.Sub(t0)
 	if waits != nil {
 		waitDesc = waits.finish()
 	}
-	stopCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	err = client.Stop(stopCtx)
-	cancel()
-	if err != nil {
-		return result{}, costSample{}, fmt.Errorf("river stop: %w", err)
+	if err := stopRiver(ctx, client); err != nil {
+		return result{}, costSample{}, err
 	}
 	pool.Close()
-	var counts protoCounts
-	if proxy != nil {
-		counts = proxy.counts()
-	}
-
 	// Checked on a connection of its own, after the counters (cost).
-	var after dbSnap
 	if cost {
-		time.Sleep(1100 * time.Millisecond) // the closed backends report
-		if after, err = takeSnap(ctx, dbURL); err != nil {
+		if err := rc.finish(ctx, dbURL); err != nil {
 			return result{}, costSample{}, err
 		}
 	}
-	check, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
+	if err := checkRiverDone(ctx, dbURL, n, durable); err != nil {
 		return result{}, costSample{}, err
-	}
-	defer check.Close(context.WithoutCancel(ctx))
-	var completed, results, outbox int
-	if err := check.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'completed'`).Scan(&completed); err != nil {
-		return result{}, costSample{}, err
-	}
-	if completed != n {
-		return result{}, costSample{}, fmt.Errorf("river: %d jobs completed in the table, want %d", completed, n)
-	}
-	if durable {
-		if err := check.QueryRow(ctx, `SELECT (SELECT count(DISTINCT job_id) FROM bench_results), (SELECT count(DISTINCT job_id) FROM bench_outbox)`).Scan(&results, &outbox); err != nil {
-			return result{}, costSample{}, err
-		}
-		if results != n || outbox != n {
-			return result{}, costSample{}, fmt.Errorf("river durable: %d result rows and %d outbox rows, want %d each", results, outbox, n)
-		}
 	}
 	sys := riverSystem(durable)
 	r := result{scenario: "light", system: sys, processes: 1, jobs: n, elapsed: elapsed, rate: float64(n) / elapsed.Seconds(), waits: waitDesc}
@@ -295,16 +181,206 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 	logf("%s: %d jobs in %s: %.0f jobs/s", tag, n, elapsed.Round(time.Millisecond), r.rate)
 	var s costSample
 	if cost {
-		// The bench's own transaction on the database: the "before" reading.
-		s = costBetween(sys, n, elapsed, counts, before, after, 1, bg)
-		if inspect {
-			s.db = readDBWAL(ctx, dbURL, before, after)
-		}
-		pj := s.perJob()
-		logf("%s: %.2f statements, %.2f commits, %.3f WAL syncs (cluster), %.0f WAL bytes (this database) per job",
-			tag, pj.statements, pj.commits, pj.walSyncs, pj.dbBytes)
+		s = rc.sample(ctx, sys, tag, dbURL, n, elapsed, inspect)
 	}
 	return r, s, nil
+}
+
+// stopRiver stops client, waiting up to 15 s for it.
+func stopRiver(ctx context.Context, client *river.Client[pgx.Tx]) error {
+	stopCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := client.Stop(stopCtx); err != nil {
+		return fmt.Errorf("river stop: %w", err)
+	}
+	return nil
+}
+
+// riverFill migrates River's schema into the database at dbURL (and the
+// durable worker's tables), inserts n jobs and lets the database settle, on
+// a pool of its own closed before the measured run. With cost, it reports
+// whether pg_walinspect could be enabled.
+func riverFill(ctx context.Context, dbURL, tag string, n int, durable, cost bool) (bool, error) {
+	setup, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return false, err
+	}
+	defer setup.Close()
+	migrator, err := rivermigrate.New(riverpgxv5.New(setup), nil)
+	if err != nil {
+		return false, err
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return false, fmt.Errorf("river migrate: %w", err)
+	}
+	if durable {
+		if _, err := setup.Exec(ctx, durableSchema); err != nil {
+			return false, err
+		}
+	}
+	inserter, err := river.NewClient(riverpgxv5.New(setup), &river.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return false, err
+	}
+	logf("%s: inserting %d jobs (InsertMany, batches of 5,000)", tag, n)
+	for inserted := 0; inserted < n; {
+		batch := make([]river.InsertManyParams, min(5000, n-inserted))
+		for i := range batch {
+			inserted++
+			var args river.JobArgs = benchArgs{Num: inserted}
+			if durable {
+				args = durableArgs{Num: inserted, Document: fmt.Sprintf("%d a one-chunk document for the light pipeline", inserted)}
+			}
+			batch[i] = river.InsertManyParams{Args: args}
+		}
+		if _, err := inserter.InsertMany(ctx, batch); err != nil {
+			return false, fmt.Errorf("river insert: %w", err)
+		}
+	}
+	inspect := cost && enableWALInspect(ctx, setup)
+	if err := settle(ctx, setup); err != nil {
+		return false, err
+	}
+	setup.Close()
+	return inspect, nil
+}
+
+// riverCost is what a cost run of riverPhase reads before the run: the
+// counting proxy the working pool goes through, the database's counters
+// and the cluster's background.
+type riverCost struct {
+	proxy         *pgCounter
+	before, after dbSnap
+	bg            background
+	counts        protoCounts
+}
+
+// start reads the counters over a quiet window, then starts the counting
+// proxy in front of c's server; it returns the URL of the database through
+// the proxy. The caller closes rc.proxy.
+func (rc *riverCost) start(ctx context.Context, c config, dbURL string) (string, error) {
+	var err error
+	if rc.before, rc.bg, err = quietWindow(ctx, dbURL); err != nil {
+		return "", err
+	}
+	upstream, err := pgHostPort(c.pgURL)
+	if err != nil {
+		return "", err
+	}
+	if rc.proxy, err = startPGCounter(upstream); err != nil {
+		return "", err
+	}
+	workURL, err := viaProxy(c.pgURL, rc.proxy.addr(), c.riverDB)
+	if err != nil {
+		rc.proxy.close()
+		return "", err
+	}
+	return workURL, nil
+}
+
+// finish reads the proxy's counts, then the database's counters once the
+// closed backends have reported.
+func (rc *riverCost) finish(ctx context.Context, dbURL string) error {
+	rc.counts = rc.proxy.counts()
+	time.Sleep(1100 * time.Millisecond) // the closed backends report
+	var err error
+	rc.after, err = takeSnap(ctx, dbURL)
+	return err
+}
+
+// sample is the run's cost sample for system sys, n jobs in elapsed, with
+// the database's own WAL when inspect; it logs the per job figures.
+func (rc *riverCost) sample(ctx context.Context, sys, tag, dbURL string, n int, elapsed time.Duration, inspect bool) costSample {
+	// The bench's own transaction on the database: the "before" reading.
+	s := costBetween(sys, n, elapsed, rc.counts, rc.before, rc.after, 1, rc.bg)
+	if inspect {
+		s.db = readDBWAL(ctx, dbURL, rc.before, rc.after)
+	}
+	pj := s.perJob()
+	logf("%s: %.2f statements, %.2f commits, %.3f WAL syncs (cluster), %.0f WAL bytes (this database) per job",
+		tag, pj.statements, pj.commits, pj.walSyncs, pj.dbBytes)
+	return s
+}
+
+// riverClient is a River client on pool working the no-op or the durable
+// job, with cmd/river/riverbench's fetch settings, and its subscription to
+// the ends of n jobs with the function that cancels it.
+func riverClient(pool *pgxpool.Pool, maxWorkers, n int, durable bool) (*river.Client[pgx.Tx], <-chan *river.Event, func(), error) {
+	workers := river.NewWorkers()
+	if durable {
+		river.AddWorker(workers, &durableWorker{pool: pool})
+	} else {
+		river.AddWorker(workers, &benchWorker{})
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		// cmd/river/riverbench's settings.
+		FetchCooldown:     2 * time.Millisecond,
+		FetchPollInterval: 20 * time.Millisecond,
+		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
+		Workers:           workers,
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	events, cancelSub := client.SubscribeConfig(&river.SubscribeConfig{
+		ChanSize: max(n, 1000),
+		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled},
+	})
+	return client, events, cancelSub, nil
+}
+
+// waitRiverCompleted reads events until n jobs completed and returns when
+// the last did; a job failed or cancelled, ctx's end or timeout fails.
+func waitRiverCompleted(ctx context.Context, events <-chan *river.Event, n int, timeout time.Duration) (time.Time, error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	var last time.Time
+	for done := 0; done < n; {
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-deadline.C:
+			return last, fmt.Errorf("%d of %d completed after %s", done, n, timeout)
+		case ev := <-events:
+			if ev == nil {
+				return last, errors.New("river subscription closed")
+			}
+			if ev.Kind != river.EventKindJobCompleted {
+				return last, fmt.Errorf("river job %d: %s", ev.Job.ID, ev.Kind)
+			}
+			last = time.Now()
+			done++
+		}
+	}
+	return last, nil
+}
+
+// checkRiverDone checks, on a connection of its own, that the n jobs are
+// completed in river_job and, when durable, that each wrote its result and
+// outbox rows.
+func checkRiverDone(ctx context.Context, dbURL string, n int, durable bool) error {
+	check, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer check.Close(context.WithoutCancel(ctx))
+	var completed, results, outbox int
+	if err := check.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'completed'`).Scan(&completed); err != nil {
+		return err
+	}
+	if completed != n {
+		return fmt.Errorf("river: %d jobs completed in the table, want %d", completed, n)
+	}
+	if durable {
+		if err := check.QueryRow(ctx, `SELECT (SELECT count(DISTINCT job_id) FROM bench_results), (SELECT count(DISTINCT job_id) FROM bench_outbox)`).Scan(&results, &outbox); err != nil {
+			return err
+		}
+		if results != n || outbox != n {
+			return fmt.Errorf("river durable: %d result rows and %d outbox rows, want %d each", results, outbox, n)
+		}
+	}
+	return nil
 }
 
 func riverVersion() string {

@@ -161,190 +161,37 @@ func run(ctx context.Context, c config) error {
 	adminURL := c.pgURL + "/postgres"
 	dbURL := c.pgURL + "/" + c.db + "?sslmode=disable"
 	riverDB := c.db + "_river"
-	for _, db := range []string{c.db, riverDB} {
-		logf("recreating database %s", db)
-		if _, err := psql(ctx, adminURL, fmt.Sprintf(`DROP DATABASE IF EXISTS %q WITH (FORCE)`, db)); err != nil {
-			return err
-		}
-		if _, err := psql(ctx, adminURL, fmt.Sprintf(`CREATE DATABASE %q`, db)); err != nil {
-			return err
-		}
-		if !c.keep {
-			defer func() {
-				_, _ = psql(context.Background(), adminURL, fmt.Sprintf(`DROP DATABASE IF EXISTS %q WITH (FORCE)`, db))
-			}()
-		}
-	}
-
-	serverURL := dbURL
-	if c.poolMaxConns > 0 {
-		serverURL += "&pool_max_conns=" + strconv.Itoa(c.poolMaxConns)
-	}
-	addr, err := freeAddr()
+	drop, err := recreateDBs(ctx, adminURL, c.keep, c.db, riverDB)
 	if err != nil {
 		return err
 	}
-	srv, err := startServer(ctx, bin, c.serverArgs("--database-url", serverURL, "--migrate", "--grpc-addr", addr), filepath.Join(tmp, "server.log"))
+	defer drop()
+
+	srv, addr, err := c.startPgServer(ctx, bin, tmp, dbURL)
 	if err != nil {
 		return err
 	}
 	defer srv.stop()
-	logf("server pid %d on %s (log %s)", srv.cmd.Process.Pid, addr, srv.logPath)
 
-	// The pgbench twins: same columns, types, defaults, checks and indexes
-	// (LIKE ... INCLUDING ALL), no foreign keys. COPY's twin draws its ids.
-	if _, err := psql(ctx, dbURL, `CREATE TABLE pgbench_jobs (LIKE jobs INCLUDING ALL);
-CREATE TABLE pgbench_jobs_copy (LIKE jobs INCLUDING ALL);
-ALTER TABLE pgbench_jobs_copy ALTER COLUMN id SET DEFAULT gen_random_uuid();
-CREATE TABLE pgbench_keys (LIKE idempotency_keys INCLUDING ALL)`); err != nil {
+	p := newPhases(c, addr, dbURL, tmp, c.pgURL+"/"+riverDB+"?sslmode=disable")
+	if err := p.prepare(ctx); err != nil {
 		return err
 	}
 
-	g := &ghz{root: c.root, addr: addr, conc: c.concurrency, conns: c.connections}
-	filler := strings.Repeat("x", max(0, c.docBytes-40))
-	newBody := submitBody("fixed " + filler)
-	if c.uniqueDocs {
-		newBody = submitBody("{{.UUID}} " + filler)
-	}
-	replayBody := submitBody("replay " + filler)
-
-	if c.warmup > 0 {
-		logf("warmup: new keys for %s", c.warmup)
-		if _, err := g.run(ctx, "warmup", newBody, `{"idempotency-key":"warm-{{.UUID}}"}`, runner.WithRunDuration(c.warmup)); err != nil {
-			return err
-		}
-	}
-
-	logf("creating %d keys for the replay phase", c.replayKeys)
-	if _, err := g.run(ctx, "replay-setup", replayBody, `{"idempotency-key":"replay-{{.RequestNumber}}"}`,
-		runner.WithTotalRequests(uint(c.replayKeys)), runner.WithConcurrency(1)); err != nil {
-		return err
-	}
-	if n, err := psqlInt(ctx, dbURL, `SELECT count(*) FROM jobs WHERE idempotency_key LIKE 'replay-%'`); err != nil {
-		return err
-	} else if n != c.replayKeys {
-		return fmt.Errorf("replay setup made %d jobs, want %d", n, c.replayKeys)
-	}
-	if _, err := psql(ctx, dbURL, `INSERT INTO pgbench_keys SELECT * FROM idempotency_keys WHERE idem_key LIKE 'replay-%'`); err != nil {
-		return err
-	}
-
-	var results []result
 	loadBefore := loadavg()
-
-	logf("SubmitJob, new keys, -c %d for %s", c.concurrency, c.duration)
-	var perf *exec.Cmd
-	if c.perfOut != "" {
-		perf = exec.CommandContext(ctx, "perf", "record", "-a", "-g", "-o", c.perfOut,
-			"--", "sleep", strconv.Itoa(int(c.duration.Seconds())))
-		perf.Stdout, perf.Stderr = os.Stderr, os.Stderr
-		if err := perf.Start(); err != nil {
-			return fmt.Errorf("perf: %w", err)
-		}
-	}
-	before, err := psqlInt(ctx, dbURL, `SELECT count(*) FROM jobs`)
+	results, err := p.server(ctx)
 	if err != nil {
 		return err
 	}
-	newRate, newCount, newNote, err := c.newKeys(ctx, g, addr, newBody, filler, "new")
+	pg, err := p.postgres(ctx)
 	if err != nil {
 		return err
 	}
-	if perf != nil {
-		_ = perf.Wait()
-	}
-	after, err := psqlInt(ctx, dbURL, `SELECT count(*) FROM jobs`)
-	if err != nil {
-		return err
-	}
-	if uint64(after-before) != newCount {
-		return fmt.Errorf("new-key phase: %d OK calls but %d new jobs", newCount, after-before)
-	}
-	results = append(results, result{name: nameNewKey, rate: newRate, count: newCount, note: newNote, peer: namePgInsert, target: 1.0})
-
-	logf("SubmitJob, existing keys (replays), -c %d for %s", c.concurrency, c.duration)
-	before = after
-	replayRate, replayCount, replayNote, err := c.replays(ctx, g, addr, replayBody, "replay "+filler)
-	if err != nil {
-		return err
-	}
-	if after, err = psqlInt(ctx, dbURL, `SELECT count(*) FROM jobs`); err != nil {
-		return err
-	}
-	if after != before {
-		return fmt.Errorf("replay phase created %d jobs: the replays were not replays", after-before)
-	}
-	results = append(results, result{name: nameReplay, rate: replayRate, count: replayCount, note: replayNote, peer: namePgConflict, target: 0.5})
-
-	logf("SubmitJobs, %d items per call, %d concurrent calls, for %s", c.batchSize, c.batchConc, c.duration)
-	before = after
-	brep, err := runBatches(ctx, addr, c.batchConc, c.batchSize, filler, "batch", c.duration)
-	if err != nil {
-		return err
-	}
-	if after, err = psqlInt(ctx, dbURL, `SELECT count(*) FROM jobs`); err != nil {
-		return err
-	}
-	if after-before != brep.items {
-		return fmt.Errorf("batch phase: %d items created but %d new jobs", brep.items, after-before)
-	}
-	results = append(results, result{name: nameBatch, rate: float64(brep.items) / brep.elapsed.Seconds(), count: uint64(brep.items),
-		note: batchNote(brep), peer: nameRiver, target: 1.0})
-
-	// pgbench's rows look like the server's: the values of one job it wrote.
-	sample, err := psql(ctx, dbURL, `SELECT row_to_json(j) FROM jobs j WHERE idempotency_key LIKE 'new-%' LIMIT 1`)
-	if err != nil {
-		return err
-	}
-	var row map[string]any
-	if err := json.Unmarshal([]byte(strings.TrimSpace(sample)), &row); err != nil {
-		return fmt.Errorf("sample job row: %w", err)
-	}
-
-	logf("pgbench, single-row insert into pgbench_jobs, -c %d -j %d for %s", c.concurrency, c.pgbenchJobs, c.duration)
-	tps, n, err := pgbenchScript(ctx, c, dbURL, tmp, "insert.sql", insertJobScript(row), c.concurrency)
-	if err != nil {
-		return err
-	}
-	results = append(results, result{name: namePgInsert, rate: tps, count: n})
-
-	logf("pgbench, INSERT ... ON CONFLICT DO NOTHING of existing keys into pgbench_keys, -c %d for %s", c.concurrency, c.duration)
-	tps, n, err = pgbenchScript(ctx, c, dbURL, tmp, "conflict.sql", conflictScript(c.replayKeys), c.concurrency)
-	if err != nil {
-		return err
-	}
-	results = append(results, result{name: namePgConflict, rate: tps, count: n})
-
-	logf("River InsertMany, %d jobs per call, %d concurrent callers, for %s", c.batchSize, c.batchConc, c.duration)
-	inserted, elapsed, err := riverInsertMany(ctx, c.pgURL+"/"+riverDB+"?sslmode=disable", c.batchConc, c.batchSize, filler, c.duration)
-	if err != nil {
-		return err
-	}
-	results = append(results, result{name: nameRiver, rate: float64(inserted) / elapsed.Seconds(), count: uint64(inserted)})
-
-	logf("pgbench, COPY of %d rows into pgbench_jobs_copy, -c %d for %s", c.batchSize, c.batchConc, c.duration)
-	csvPath := filepath.Join(tmp, "rows.csv")
-	if err := os.WriteFile(csvPath, []byte(copyRows(row, filler, c.batchSize)), 0o644); err != nil {
-		return err
-	}
-	tps, n, err = pgbenchScript(ctx, c, dbURL, tmp, "copy.sql", copyScript(csvPath), uint(c.batchConc))
-	if err != nil {
-		return err
-	}
-	results = append(results, result{name: namePgCopy, rate: tps * float64(c.batchSize), count: n * uint64(c.batchSize)})
-
-	if c.pgbenchFull {
-		logf("reference: pgbench, one submission's write statement (4 tables), -c %d for %s", c.concurrency, c.duration)
-		tps, n, err := pgbenchScript(ctx, c, dbURL, tmp, "submit.sql", submitScript(row, filler), c.concurrency)
-		if err != nil {
-			return err
-		}
-		results = append(results, result{name: namePgSubmit, rate: tps, count: n})
-	}
+	results = append(results, pg...)
 	srv.stop()
 
 	if c.embedded {
-		res, err := embeddedPhases(ctx, c, bin, tmp, filler, newBody)
+		res, err := embeddedPhases(ctx, c, bin, tmp, p.filler, p.newBody)
 		if err != nil {
 			return err
 		}
@@ -358,6 +205,235 @@ CREATE TABLE pgbench_keys (LIKE idempotency_keys INCLUDING ALL)`); err != nil {
 		return fmt.Errorf("targets missed: %s", strings.Join(missed, "; "))
 	}
 	return nil
+}
+
+// phases is what the measured phases share: the server's address and
+// database, the River database, the temp dir and the submissions' bodies.
+type phases struct {
+	c                           config
+	g                           *ghz
+	addr, dbURL, tmp, riverURL  string
+	filler, newBody, replayBody string
+}
+
+// newPhases is the phases' shared state for the server at addr on dbURL.
+func newPhases(c config, addr, dbURL, tmp, riverURL string) *phases {
+	g := &ghz{root: c.root, addr: addr, conc: c.concurrency, conns: c.connections}
+	filler := strings.Repeat("x", max(0, c.docBytes-40))
+	newBody := submitBody("fixed " + filler)
+	if c.uniqueDocs {
+		newBody = submitBody("{{.UUID}} " + filler)
+	}
+	replayBody := submitBody("replay " + filler)
+	return &phases{c: c, g: g, addr: addr, dbURL: dbURL, tmp: tmp, riverURL: riverURL, filler: filler, newBody: newBody, replayBody: replayBody}
+}
+
+// recreateDBs drops and creates each of dbs on the server at adminURL. The
+// function it returns drops them again, the last first, unless keep; on an
+// error it has dropped those it created.
+func recreateDBs(ctx context.Context, adminURL string, keep bool, dbs ...string) (func(), error) {
+	var created []string
+	drop := func() {
+		if keep {
+			return
+		}
+		for i := len(created) - 1; i >= 0; i-- {
+			_, _ = psql(context.Background(), adminURL, fmt.Sprintf(`DROP DATABASE IF EXISTS %q WITH (FORCE)`, created[i]))
+		}
+	}
+	for _, db := range dbs {
+		logf("recreating database %s", db)
+		if _, err := psql(ctx, adminURL, fmt.Sprintf(`DROP DATABASE IF EXISTS %q WITH (FORCE)`, db)); err != nil {
+			drop()
+			return nil, err
+		}
+		if _, err := psql(ctx, adminURL, fmt.Sprintf(`CREATE DATABASE %q`, db)); err != nil {
+			drop()
+			return nil, err
+		}
+		created = append(created, db)
+	}
+	return drop, nil
+}
+
+// startPgServer starts the server on the database at dbURL (with
+// -pool-max-conns), logging to tmp/server.log, and returns it and its
+// gRPC address.
+func (c config) startPgServer(ctx context.Context, bin, tmp, dbURL string) (*server, string, error) {
+	serverURL := dbURL
+	if c.poolMaxConns > 0 {
+		serverURL += "&pool_max_conns=" + strconv.Itoa(c.poolMaxConns)
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	srv, err := startServer(ctx, bin, c.serverArgs("--database-url", serverURL, "--migrate", "--grpc-addr", addr), filepath.Join(tmp, "server.log"))
+	if err != nil {
+		return nil, "", err
+	}
+	logf("server pid %d on %s (log %s)", srv.cmd.Process.Pid, addr, srv.logPath)
+	return srv, addr, nil
+}
+
+// prepare makes the pgbench twin tables, runs the warmup and creates the
+// replay phase's keys (copied into the twin of idempotency_keys).
+func (p *phases) prepare(ctx context.Context) error {
+	// The pgbench twins: same columns, types, defaults, checks and indexes
+	// (LIKE ... INCLUDING ALL), no foreign keys. COPY's twin draws its ids.
+	if _, err := psql(ctx, p.dbURL, `CREATE TABLE pgbench_jobs (LIKE jobs INCLUDING ALL);
+CREATE TABLE pgbench_jobs_copy (LIKE jobs INCLUDING ALL);
+ALTER TABLE pgbench_jobs_copy ALTER COLUMN id SET DEFAULT gen_random_uuid();
+CREATE TABLE pgbench_keys (LIKE idempotency_keys INCLUDING ALL)`); err != nil {
+		return err
+	}
+
+	if p.c.warmup > 0 {
+		logf("warmup: new keys for %s", p.c.warmup)
+		if _, err := p.g.run(ctx, "warmup", p.newBody, `{"idempotency-key":"warm-{{.UUID}}"}`, runner.WithRunDuration(p.c.warmup)); err != nil {
+			return err
+		}
+	}
+
+	logf("creating %d keys for the replay phase", p.c.replayKeys)
+	if _, err := p.g.run(ctx, "replay-setup", p.replayBody, `{"idempotency-key":"replay-{{.RequestNumber}}"}`,
+		runner.WithTotalRequests(uint(p.c.replayKeys)), runner.WithConcurrency(1)); err != nil {
+		return err
+	}
+	if n, err := psqlInt(ctx, p.dbURL, `SELECT count(*) FROM jobs WHERE idempotency_key LIKE 'replay-%'`); err != nil {
+		return err
+	} else if n != p.c.replayKeys {
+		return fmt.Errorf("replay setup made %d jobs, want %d", n, p.c.replayKeys)
+	}
+	if _, err := psql(ctx, p.dbURL, `INSERT INTO pgbench_keys SELECT * FROM idempotency_keys WHERE idem_key LIKE 'replay-%'`); err != nil {
+		return err
+	}
+	return nil
+}
+
+// server runs the phases through the server: SubmitJob with new keys, with
+// existing keys, and SubmitJobs batches; each checks the jobs it made.
+func (p *phases) server(ctx context.Context) ([]result, error) {
+	c, g, addr, dbURL, filler := p.c, p.g, p.addr, p.dbURL, p.filler
+	var results []result
+	logf("SubmitJob, new keys, -c %d for %s", c.concurrency, c.duration)
+	var perf *exec.Cmd
+	if c.perfOut != "" {
+		perf = exec.CommandContext(ctx, "perf", "record", "-a", "-g", "-o", c.perfOut,
+			"--", "sleep", strconv.Itoa(int(c.duration.Seconds())))
+		perf.Stdout, perf.Stderr = os.Stderr, os.Stderr
+		if err := perf.Start(); err != nil {
+			return nil, fmt.Errorf("perf: %w", err)
+		}
+	}
+	before, err := psqlInt(ctx, dbURL, `SELECT count(*) FROM jobs`)
+	if err != nil {
+		return nil, err
+	}
+	newRate, newCount, newNote, err := c.newKeys(ctx, g, addr, p.newBody, filler, "new")
+	if err != nil {
+		return nil, err
+	}
+	if perf != nil {
+		_ = perf.Wait()
+	}
+	after, err := psqlInt(ctx, dbURL, `SELECT count(*) FROM jobs`)
+	if err != nil {
+		return nil, err
+	}
+	if uint64(after-before) != newCount {
+		return nil, fmt.Errorf("new-key phase: %d OK calls but %d new jobs", newCount, after-before)
+	}
+	results = append(results, result{name: nameNewKey, rate: newRate, count: newCount, note: newNote, peer: namePgInsert, target: 1.0})
+
+	logf("SubmitJob, existing keys (replays), -c %d for %s", c.concurrency, c.duration)
+	before = after
+	replayRate, replayCount, replayNote, err := c.replays(ctx, g, addr, p.replayBody, "replay "+filler)
+	if err != nil {
+		return nil, err
+	}
+	if after, err = psqlInt(ctx, dbURL, `SELECT count(*) FROM jobs`); err != nil {
+		return nil, err
+	}
+	if after != before {
+		return nil, fmt.Errorf("replay phase created %d jobs: the replays were not replays", after-before)
+	}
+	results = append(results, result{name: nameReplay, rate: replayRate, count: replayCount, note: replayNote, peer: namePgConflict, target: 0.5})
+
+	logf("SubmitJobs, %d items per call, %d concurrent calls, for %s", c.batchSize, c.batchConc, c.duration)
+	before = after
+	brep, err := runBatches(ctx, addr, c.batchConc, c.batchSize, filler, "batch", c.duration)
+	if err != nil {
+		return nil, err
+	}
+	if after, err = psqlInt(ctx, dbURL, `SELECT count(*) FROM jobs`); err != nil {
+		return nil, err
+	}
+	if after-before != brep.items {
+		return nil, fmt.Errorf("batch phase: %d items created but %d new jobs", brep.items, after-before)
+	}
+	results = append(results, result{name: nameBatch, rate: float64(brep.items) / brep.elapsed.Seconds(), count: uint64(brep.items),
+		note: batchNote(brep), peer: nameRiver, target: 1.0})
+	return results, nil
+}
+
+// postgres runs the peers straight on Postgres: pgbench's insert, ON
+// CONFLICT and COPY into the twins, River's InsertMany, and with
+// -pgbench-full one submission's write statement.
+func (p *phases) postgres(ctx context.Context) ([]result, error) {
+	c, dbURL, tmp, filler := p.c, p.dbURL, p.tmp, p.filler
+	var results []result
+	// pgbench's rows look like the server's: the values of one job it wrote.
+	sample, err := psql(ctx, dbURL, `SELECT row_to_json(j) FROM jobs j WHERE idempotency_key LIKE 'new-%' LIMIT 1`)
+	if err != nil {
+		return nil, err
+	}
+	var row map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(sample)), &row); err != nil {
+		return nil, fmt.Errorf("sample job row: %w", err)
+	}
+
+	logf("pgbench, single-row insert into pgbench_jobs, -c %d -j %d for %s", c.concurrency, c.pgbenchJobs, c.duration)
+	tps, n, err := pgbenchScript(ctx, c, dbURL, tmp, "insert.sql", insertJobScript(row), c.concurrency)
+	if err != nil {
+		return nil, err
+	}
+	results = append(results, result{name: namePgInsert, rate: tps, count: n})
+
+	logf("pgbench, INSERT ... ON CONFLICT DO NOTHING of existing keys into pgbench_keys, -c %d for %s", c.concurrency, c.duration)
+	tps, n, err = pgbenchScript(ctx, c, dbURL, tmp, "conflict.sql", conflictScript(c.replayKeys), c.concurrency)
+	if err != nil {
+		return nil, err
+	}
+	results = append(results, result{name: namePgConflict, rate: tps, count: n})
+
+	logf("River InsertMany, %d jobs per call, %d concurrent callers, for %s", c.batchSize, c.batchConc, c.duration)
+	inserted, elapsed, err := riverInsertMany(ctx, p.riverURL, c.batchConc, c.batchSize, filler, c.duration)
+	if err != nil {
+		return nil, err
+	}
+	results = append(results, result{name: nameRiver, rate: float64(inserted) / elapsed.Seconds(), count: uint64(inserted)})
+
+	logf("pgbench, COPY of %d rows into pgbench_jobs_copy, -c %d for %s", c.batchSize, c.batchConc, c.duration)
+	csvPath := filepath.Join(tmp, "rows.csv")
+	if err := os.WriteFile(csvPath, []byte(copyRows(row, filler, c.batchSize)), 0o644); err != nil {
+		return nil, err
+	}
+	tps, n, err = pgbenchScript(ctx, c, dbURL, tmp, "copy.sql", copyScript(csvPath), uint(c.batchConc))
+	if err != nil {
+		return nil, err
+	}
+	results = append(results, result{name: namePgCopy, rate: tps * float64(c.batchSize), count: n * uint64(c.batchSize)})
+
+	if c.pgbenchFull {
+		logf("reference: pgbench, one submission's write statement (4 tables), -c %d for %s", c.concurrency, c.duration)
+		tps, n, err := pgbenchScript(ctx, c, dbURL, tmp, "submit.sql", submitScript(row, filler), c.concurrency)
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, result{name: namePgSubmit, rate: tps, count: n})
+	}
+	return results, nil
 }
 
 // Phase names, also the peers' names in results.
