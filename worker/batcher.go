@@ -324,6 +324,41 @@ func (g *batchGroup) fence(ctx context.Context) (context.Context, context.Cancel
 // when given), polls it until it finishes and reads its results.
 func (g *batchGroup) follow(calls []*llm.Request) {
 	b, ctx := g.b, g.b.ctx
+	batch, err := g.ensure(calls)
+	if err != nil {
+		if !errors.Is(err, errBatchVoid) {
+			b.log.Warn("provider batch not created", "tag", g.tag, "calls", len(calls), "error", err)
+		}
+		g.finish(nil, err)
+		return
+	}
+	g.record(batch)
+	if batch, err = g.poll(batch, len(calls)); err != nil {
+		g.finish(nil, err)
+		return
+	}
+	var results []llm.BatchResult
+	err = retry(ctx, func() error {
+		var err error
+		results, err = b.bp.BatchResults(ctx, batch)
+		return err
+	})
+	if err != nil {
+		g.finish(nil, err)
+		return
+	}
+	byKey := make(map[string]llm.BatchResult, len(results))
+	for _, r := range results {
+		byKey[r.CustomID] = r
+	}
+	b.log.Info("provider batch finished", "tag", g.tag, "batch", batch.ID, "status", batch.Status, "completed", batch.Completed, "failed", batch.Failed)
+	g.finish(byKey, nil)
+}
+
+// ensure finds the batch of g's tag or, given calls, creates it (fenced);
+// without calls, a tag with no batch is revoked and errBatchVoid returned.
+func (g *batchGroup) ensure(calls []*llm.Request) (*llm.Batch, error) {
+	b, ctx := g.b, g.b.ctx
 	var batch *llm.Batch
 	err := retry(ctx, func() error {
 		var err error
@@ -356,30 +391,27 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 		}
 		return err
 	})
-	if err != nil {
-		if !errors.Is(err, errBatchVoid) {
-			b.log.Warn("provider batch not created", "tag", g.tag, "calls", len(calls), "error", err)
-		}
-		g.finish(nil, err)
-		return
-	}
-	g.record(batch)
+	return batch, err
+}
+
+// poll follows the batch with backoff until it has finished, cancelling it
+// at the provider when every one of its n calls' jobs was cancelled.
+func (g *batchGroup) poll(batch *llm.Batch, n int) (*llm.Batch, error) {
+	b, ctx := g.b, g.b.ctx
 	delay := 100 * time.Millisecond
 	for !batch.Finished() {
-		if g.allCancelled(len(calls)) {
+		if g.allCancelled(n) {
 			if cancelled, err := b.bp.CancelBatch(ctx, batch.ID); err != nil {
 				b.log.Error("cancel provider batch", "batch", batch.ID, "error", err)
 			} else {
 				g.record(cancelled)
 				b.log.Info("provider batch cancelled: every job in it was cancelled", "batch", batch.ID)
 			}
-			g.finish(nil, errCancelRequested)
-			return
+			return nil, errCancelRequested
 		}
 		select {
 		case <-ctx.Done():
-			g.finish(nil, context.Cause(ctx))
-			return
+			return nil, context.Cause(ctx)
 		case <-g.leaving:
 			continue
 		case <-time.After(delay/2 + rand.N(delay/2+1)):
@@ -395,22 +427,7 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 		}
 		batch = next
 	}
-	var results []llm.BatchResult
-	err = retry(ctx, func() error {
-		var err error
-		results, err = b.bp.BatchResults(ctx, batch)
-		return err
-	})
-	if err != nil {
-		g.finish(nil, err)
-		return
-	}
-	byKey := make(map[string]llm.BatchResult, len(results))
-	for _, r := range results {
-		byKey[r.CustomID] = r
-	}
-	b.log.Info("provider batch finished", "tag", g.tag, "batch", batch.ID, "status", batch.Status, "completed", batch.Completed, "failed", batch.Failed)
-	g.finish(byKey, nil)
+	return batch, nil
 }
 
 // record keeps the batch's state for the runs whose calls it carries
