@@ -46,6 +46,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -861,6 +862,7 @@ type server struct {
 	logPath string
 	logFile *os.File
 	done    chan error
+	stopped sync.Once // stop runs once: run stops the server early and defers it too
 }
 
 // startServer starts `oncejob` with args and waits until the address after
@@ -908,14 +910,16 @@ func startServer(ctx context.Context, bin string, args []string, logPath string)
 }
 
 func (s *server) stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(15 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
-	s.logFile.Close()
+	s.stopped.Do(func() {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(15 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-s.done
+		}
+		s.logFile.Close()
+	})
 }
 
 func freeAddr() (string, error) {
