@@ -183,14 +183,16 @@ func protoJSON(m proto.Message) []byte {
 	return b
 }
 
-func printJSONArray(w io.Writer, jobs []*oncejobv1.Job) {
-	if len(jobs) == 0 {
+// printJSONArray prints messages as a JSON array, one a line: the --json
+// output of every listing.
+func printJSONArray[M proto.Message](w io.Writer, msgs []M) {
+	if len(msgs) == 0 {
 		cmdline.Say(w, "[]\n")
 		return
 	}
-	for i, j := range jobs {
+	for i, j := range msgs {
 		sep := ","
-		if i == len(jobs)-1 {
+		if i == len(msgs)-1 {
 			sep = ""
 		}
 		open := " "

@@ -96,14 +96,7 @@ func RunList(ctx context.Context, args []string) error {
 		}
 	}
 	if cmd.cf.json {
-		cmdline.Say(os.Stdout, "[")
-		for i, r := range runs {
-			if i > 0 {
-				cmdline.Say(os.Stdout, ",")
-			}
-			cmdline.Say(os.Stdout, "%s", protoJSON(r))
-		}
-		cmdline.Say(os.Stdout, "]\n")
+		printJSONArray(os.Stdout, runs)
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
@@ -129,14 +122,7 @@ func RunBatches(ctx context.Context, args []string) error {
 		return err
 	}
 	if cmd.cf.json {
-		cmdline.Say(os.Stdout, "[")
-		for i, b := range batches {
-			if i > 0 {
-				cmdline.Say(os.Stdout, ",")
-			}
-			cmdline.Say(os.Stdout, "%s", protoJSON(b))
-		}
-		cmdline.Say(os.Stdout, "]\n")
+		printJSONArray(os.Stdout, batches)
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)

@@ -95,14 +95,7 @@ func ScheduleList(ctx context.Context, args []string) error {
 		req.PageToken = resp.GetNextPageToken()
 	}
 	if cmd.cf.json {
-		cmdline.Say(os.Stdout, "[")
-		for i, s := range all {
-			if i > 0 {
-				cmdline.Say(os.Stdout, ",")
-			}
-			cmdline.Say(os.Stdout, "%s", protoJSON(s))
-		}
-		cmdline.Say(os.Stdout, "]\n")
+		printJSONArray(os.Stdout, all)
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
