@@ -215,9 +215,12 @@ func EnsureBatch(ctx context.Context, p BatchProvider, tag string, since time.Ti
 // for a holder that stalled between its last check and its create.
 func RevokeBatch(ctx context.Context, p BatchProvider, tag string, since time.Time) error {
 	name := tag + ".jsonl"
+	deleted := map[string]bool{}
 	for {
 		f, err := p.FindBatchFile(ctx, name, since)
-		if errors.Is(err, ErrNotFound) {
+		// A file deleted already and still listed (a provider's listing
+		// may lag its deletes) is gone: looking again would only spin.
+		if errors.Is(err, ErrNotFound) || (err == nil && deleted[f.ID]) {
 			return nil
 		}
 		if err != nil {
@@ -226,5 +229,6 @@ func RevokeBatch(ctx context.Context, p BatchProvider, tag string, since time.Ti
 		if err := p.DeleteBatchFile(ctx, f.ID); err != nil {
 			return fmt.Errorf("delete the input file: %w", err)
 		}
+		deleted[f.ID] = true
 	}
 }

@@ -437,3 +437,27 @@ func TestRevokedBatchRefusesLateCreate(t *testing.T) {
 		require.Len(t, results, 3)
 	})
 }
+
+// laggingDeletes is a provider whose file listing still shows a file after
+// its delete succeeded (a listing that lags its deletes).
+type laggingDeletes struct {
+	llm.BatchProvider
+	deletes int
+}
+
+func (l *laggingDeletes) DeleteBatchFile(context.Context, string) error {
+	l.deletes++
+	return nil
+}
+
+// TestRevokeBatchWithALaggingListing: a file deleted but still listed is
+// deleted once, and the revoke ends rather than spinning on it.
+func TestRevokeBatchWithALaggingListing(t *testing.T) {
+	t.Parallel()
+	b := setupBatch(t, 0, llmsim.Faults{})
+	_, err := b.client.UploadBatchFile(t.Context(), "tag-lag.jsonl", batchCalls("lag", 2))
+	require.NoError(t, err)
+	lag := &laggingDeletes{BatchProvider: b.client}
+	require.NoError(t, llm.RevokeBatch(t.Context(), lag, "tag-lag", b.since))
+	require.Equal(t, 1, lag.deletes)
+}
