@@ -17,19 +17,10 @@ test: lint check-generate test-go fuzz apifuzz
 # is not linearizable, the browser tests' screenshots (each test logs its
 # path). -timeout: the end-to-end package (tests/e2e) drives the real
 # binary through kills, failovers and provider batches and runs past go
-# test's default 10 minutes under -race on a 2-core machine. The
-# end-to-end package runs in a go test of its own, beside the others from
-# the start: it is the longest (about 6 minutes) and mostly waits on the
-# processes it drives, so it overlaps the CPU-bound packages instead of
-# starting last, when go test's two-at-a-time queue reaches it.
-GOTEST = $(GO) test -race -count=1 -timeout 30m -artifacts -outputdir=$(CURDIR)/test-artifacts
+# test's default 10 minutes under -race on a 2-core machine.
 test-go:
 	@mkdir -p test-artifacts
-	@echo "$(GOTEST) ./tests/e2e & $(GOTEST) <every other package but tests/apifuzz>"
-	@$(GOTEST) ./tests/e2e & e2e=$$!; \
-	$(GOTEST) $$($(GO) list ./... | grep -v -e /tests/apifuzz -e '/tests/e2e$$'); rest=$$?; \
-	wait $$e2e; e2e=$$?; \
-	test $$rest -eq 0 && test $$e2e -eq 0
+	$(GO) test -race -count=1 -timeout 30m -artifacts -outputdir=$(CURDIR)/test-artifacts $$($(GO) list ./... | grep -v /tests/apifuzz)
 
 # The API fuzzer (tests/apifuzz): 5,000 hostile requests a store through the
 # real server. Without -race, which would make it 5-10 times slower for no
