@@ -158,10 +158,11 @@ sinks:
 		return spans[name][0]
 	}
 	// The SDK's client span, recorded in this process, is the root's child
-	// and the server span's parent.
+	// and the server span's parent. The recorder sees the spans of every
+	// test running in this process at once: only this trace's count.
 	var clientSpan sdktrace.ReadOnlySpan
 	for _, s := range recorder.GetSpans().Snapshots() {
-		if s.Name() == "oncejob.v1.JobService/SubmitJob" {
+		if s.Name() == "oncejob.v1.JobService/SubmitJob" && s.SpanContext().TraceID() == traceID {
 			clientSpan = s
 		}
 	}
