@@ -216,8 +216,10 @@ func TestKillWhileABatchedPublishIsInFlight(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	jobs := c.submit(t, 12)
-	// A long linger gathers the jobs that finish together into one batch.
-	args := workerArgs(c.dbURL, c.sim, c.pipes, "--workers", "12", "--publish-linger", "300ms")
+	// A long linger gathers the jobs into one batch. 300 ms was once too
+	// short: in a fresh-clone CI run, with the suite running four tests at
+	// once beside another package, the first batch closed on one job.
+	args := workerArgs(c.dbURL, c.sim, c.pipes, "--workers", "12", "--publish-linger", "2s")
 	w := start(t, "worker-killed", []string{"ONCEJOB_FAILPOINTS=publish_batch_in_flight=kill"}, args...)
 	<-w.exited
 	require.Contains(t, w.logs.String(), "failpoint: publish_batch_in_flight", "the worker died, but not at the failpoint")
