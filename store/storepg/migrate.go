@@ -10,13 +10,16 @@ import (
 	"github.com/oncejob/oncejob/migrations"
 )
 
-// migrateLockID is the pg_advisory_xact_lock key that serialises migration
-// transactions on one database ("oncejob" in ASCII).
+// migrateLockID seeds the pg_advisory_xact_lock key that serialises
+// migration transactions on one schema ("oncejob" in ASCII). The key is a
+// hash of the schema's name with this seed: deployments (and tests) in
+// other schemas of the same database migrate at the same time, since their
+// tables are apart; two processes migrating one schema take turns.
 const migrateLockID int64 = 0x6f6e63656a6f62
 
 // Migrate applies the pending Postgres migrations (migrations.Run), each in
-// its own transaction under an advisory lock, so concurrent calls are safe
-// and a re-run is a no-op. Tables are created in the first schema of the
+// its own transaction under an advisory lock of the schema, so concurrent
+// calls are safe and a re-run is a no-op. Tables are created in the first schema of the
 // connection's search_path.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	all, err := migrations.Postgres()
@@ -61,7 +64,7 @@ func (m poolMigrator) MigrationTx(ctx context.Context, fn func(tx migrations.Tx)
 // store (sqlc reads the schema the migrations make), so they stay here rather
 // than in dbsqlc.
 const (
-	sqlMigrateLock        = `SELECT pg_advisory_xact_lock($1)`
+	sqlMigrateLock        = `SELECT pg_advisory_xact_lock(hashtextextended(current_schema(), $1))`
 	sqlMigrateTableExists = `SELECT to_regclass('schema_migrations') IS NOT NULL`
 	sqlMigrateCreateTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
 	version    integer     PRIMARY KEY,

@@ -1,8 +1,10 @@
 package storepg_test
 
 import (
+	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -37,6 +39,43 @@ func TestMigrate(t *testing.T) {
 		require.Equal(t, len(all), applied)
 		require.Equal(t, all[len(all)-1].Version, latest)
 		require.NoError(t, storepg.New(pool).MigrationValidate(ctx))
+	})
+
+	t.Run("SchemasDoNotWaitForEachOther", func(t *testing.T) {
+		t.Parallel()
+		ctx := t.Context()
+		a, b := storepgtest.NewTestPool(t), storepgtest.NewTestPool(t)
+		// Schema a's migration lock, held by a transaction of the test.
+		tx, err := a.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		var pid int
+		require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+		_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended(current_schema(), $1))`, int64(0x6f6e63656a6f62))
+		require.NoError(t, err)
+
+		// a's migration waits for that lock...
+		migratedA := make(chan error, 1)
+		go func() { migratedA <- storepg.Migrate(ctx, a) }()
+		require.Eventually(t, func() bool {
+			var waiting bool
+			err := b.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_locks h
+				ON h.locktype = 'advisory' AND h.pid = $1 AND h.granted
+				AND l.classid = h.classid AND l.objid = h.objid AND l.objsubid = h.objsubid
+				WHERE l.locktype = 'advisory' AND NOT l.granted)`, pid).Scan(&waiting)
+			return err == nil && waiting
+		}, 30*time.Second, 20*time.Millisecond, "schema a's migration waits for its schema's lock")
+		// ...while b's goes on.
+		other, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		require.NoError(t, storepg.Migrate(other, b), "a migration of another schema waited")
+		select {
+		case err := <-migratedA:
+			t.Fatalf("schema a migrated under its held lock: %v", err)
+		default:
+		}
+		require.NoError(t, tx.Rollback(ctx))
+		require.NoError(t, <-migratedA)
 	})
 
 	t.Run("ValidateNamesWhatIsMissing", func(t *testing.T) {
