@@ -398,8 +398,9 @@ type JobTransitionParams struct {
 	Output  []byte
 	Message string
 	// RefundAttempt gives the attempt back to the budget: the worker is
-	// shutting down, so the work was interrupted, not tried. (The attempt
-	// itself, the fencing token, still counts.)
+	// shutting down, so the work was interrupted, not tried, or the worker
+	// runs another version of the job's pipeline. (The attempt itself, the
+	// fencing token, still counts.)
 	RefundAttempt bool
 }
 

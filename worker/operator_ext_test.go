@@ -156,13 +156,18 @@ func TestApprovalDoesNotNeedAttemptsLeft(t *testing.T) {
 func TestWorkerLeavesJobsOfAnotherPipelineVersion(t *testing.T) {
 	t.Parallel()
 	b := setup(t, llmsim.Faults{})
-	v1 := registry(t, summarize(1, "1", summarizeSchema, "    retry: {max_attempts: 2, initial_backoff: 1ms, max_backoff: 2ms}\n"))
-	v2 := registry(t, summarize(2, "1", summarizeSchema, "    retry: {max_attempts: 2, initial_backoff: 1ms, max_backoff: 2ms}\n"))
+	v1 := registry(t, summarize(1, "1", summarizeSchema, "    retry: {max_attempts: 2, initial_backoff: 1ms, max_backoff: 100ms, deadline: 2s}\n"))
+	v2 := registry(t, summarize(2, "1", summarizeSchema, "    retry: {max_attempts: 2, initial_backoff: 1ms, max_backoff: 100ms, deadline: 2s}\n"))
 	job := submit(t, b.store, v1, "acme", "Submitted under version 1.")
 	b.startWorker(t, v2, 0)
+	// Claims of another version are not tries: the attempts budget (2)
+	// never ends the job; its deadline does.
 	got := waitTerminal(t, b.store, job)
 	require.Equal(t, store.JobStatusDeadLettered, got.Status)
+	require.Contains(t, got.Error.Message, "deadline")
 	require.Contains(t, got.Error.Message, "the job needs summarize version 1")
+	require.Greater(t, got.Attempt, int32(2), "claimed more often than the attempts budget")
+	require.Zero(t, got.BudgetAttempts, "no claim spent an attempt")
 	require.Zero(t, b.sim.Stats().BilledCalls)
 }
 

@@ -134,8 +134,9 @@ func (r *run) prepare() error {
 	if p.Version != r.job.PipelineVersion || p.Prompt.Version != r.job.PromptVersion {
 		// A rolling deploy: this worker runs another version of the pipeline.
 		// Running the job here would publish another computation under the
-		// job's dedup key; a worker with its version may take it.
-		return &retryableError{code: "PIPELINE_VERSION_MISMATCH", err: fmt.Errorf(
+		// job's dedup key; a worker with its version may take it. Nothing
+		// was tried, so the claim costs the job no attempt.
+		return &retryableError{code: "PIPELINE_VERSION_MISMATCH", notTried: true, err: fmt.Errorf(
 			"the job needs %s version %d prompt %s; this worker has version %d prompt %s",
 			p.Name, r.job.PipelineVersion, r.job.PromptVersion, p.Version, p.Prompt.Version)}
 	}
@@ -154,6 +155,11 @@ func (r *run) prepare() error {
 type retryableError struct {
 	code string
 	err  error
+	// notTried: the attempt never started the job's work (a worker of
+	// another version claimed it), so it goes back to the attempts budget;
+	// the deadline still bounds how long the job waits for a worker that
+	// can run it.
+	notTried bool
 }
 
 func (e *retryableError) Error() string { return e.code + ": " + e.err.Error() }

@@ -59,6 +59,8 @@ type settleInput struct {
 	// included; budgetStarted is when its deadline started.
 	attempts      int32
 	budgetStarted time.Time
+	// claims is the job's attempt number: every claim, tried or not.
+	claims int32
 	// canLookup: the provider can look a call up by its key (asked only
 	// for an unknown outcome under on_unknown: reconcile).
 	canLookup bool
@@ -127,7 +129,11 @@ func decide(in settleInput) decision {
 	case errors.As(err, &perm):
 		return fail(&store.JobError{Code: perm.code, Message: perm.err.Error()})
 	case errors.As(err, &retryable):
-		return retryOrDeadLetter(in, &store.JobError{Code: retryable.code, Message: retryable.err.Error(), Retryable: true}, 0)
+		jobErr := &store.JobError{Code: retryable.code, Message: retryable.err.Error(), Retryable: true}
+		if retryable.notTried {
+			return notTried(in, jobErr)
+		}
+		return retryOrDeadLetter(in, jobErr, 0)
 	case errors.Is(err, store.ErrUnavailable):
 		return decision{act: actRequeueAfterOutage, message: "the store failed under the attempt; requeueing the job once it answers"}
 	case errors.Is(err, store.ErrInvalidRow):
@@ -198,7 +204,25 @@ func retryOrDeadLetter(in settleInput, jobErr *store.JobError, retryAfter time.D
 	if in.attempts >= int32(policy.MaxAttempts) {
 		return deadLetter("attempts", fmt.Sprintf("attempts spent: %d of %d; last error: %s", in.attempts, policy.MaxAttempts, jobErr.Message))
 	}
-	at := in.now.Add(backoff(policy, in.attempts, retryAfter, in.jitter))
+	return retryAfterBackoff(in, in.attempts, jobErr, retryAfter)
+}
+
+// notTried requeues a job an attempt claimed but never started (a worker
+// of another version): the attempt goes back to the budget, so a rolling
+// deploy's old workers cannot dead-letter a new job, as a shutdown cannot.
+// The backoff still grows with every such claim, and the deadline ends the
+// wait for a worker that never comes.
+func notTried(in settleInput, jobErr *store.JobError) decision {
+	d := retryAfterBackoff(in, in.claims, jobErr, 0)
+	d.refund = true
+	return d
+}
+
+// retryAfterBackoff retries after the n-th backoff, or dead-letters when
+// that retry would pass the deadline.
+func retryAfterBackoff(in settleInput, n int32, jobErr *store.JobError, retryAfter time.Duration) decision {
+	policy := in.retry
+	at := in.now.Add(backoff(policy, n, retryAfter, in.jitter))
 	if deadline := in.budgetStarted.Add(policy.Deadline); at.After(deadline) {
 		return deadLetter("deadline", fmt.Sprintf("the next retry (%s) would pass the deadline of %s; last error: %s", at.Format(time.RFC3339), policy.Deadline, jobErr.Message))
 	}
@@ -239,7 +263,7 @@ func (r *run) settleInput(ctx, jobCtx context.Context, shuttingDown bool, err er
 		err: err, cause: context.Cause(jobCtx), shuttingDown: shuttingDown,
 		now:      r.w.cfg.Now(),
 		attempts: r.job.BudgetAttempts, budgetStarted: r.job.BudgetStartedAt,
-		jitter: jitter(),
+		claims: r.job.Attempt, jitter: jitter(),
 	}
 	if r.p != nil {
 		in.retry = r.p.Retry

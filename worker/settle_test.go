@@ -19,7 +19,7 @@ func TestDecide(t *testing.T) {
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	policy := pipeline.RetryPolicy{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute, Multiplier: 2, Deadline: time.Hour, MaxCostTokens: 1000}
 	base := func() settleInput {
-		return settleInput{now: now, retry: policy, onUnknown: pipeline.OnUnknownRetry, attempts: 2, budgetStarted: now.Add(-time.Minute), jitter: 0.5}
+		return settleInput{now: now, retry: policy, onUnknown: pipeline.OnUnknownRetry, attempts: 2, claims: 2, budgetStarted: now.Add(-time.Minute), jitter: 0.5}
 	}
 	provider := func(c llm.Class) error { return &llm.Error{Class: c, Message: "provider said no"} }
 	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
@@ -67,12 +67,23 @@ func TestDecide(t *testing.T) {
 		{"a permanent error", func(in *settleInput) { in.err = permanent("PIPELINE_UNKNOWN", "no such pipeline") },
 			want{act: actTransition, to: store.JobStatusFailed, code: "PIPELINE_UNKNOWN"}},
 		{"a retryable error of ours", func(in *settleInput) {
-			in.err = &retryableError{code: "PIPELINE_VERSION_MISMATCH", err: errors.New("v2 needed")}
-		}, want{act: actTransition, to: store.JobStatusRetryWait, code: "PIPELINE_VERSION_MISMATCH", retryable: true, at: at(time.Second)}},
+			in.err = &retryableError{code: "STORE_HICCUP", err: errors.New("try again")}
+		}, want{act: actTransition, to: store.JobStatusRetryWait, code: "STORE_HICCUP", retryable: true, at: at(time.Second)}},
 		{"a retryable error of ours, attempts spent", func(in *settleInput) {
-			in.err = &retryableError{code: "PIPELINE_VERSION_MISMATCH", err: errors.New("v2 needed")}
+			in.err = &retryableError{code: "STORE_HICCUP", err: errors.New("try again")}
 			in.attempts = 5
 		}, want{act: actTransition, to: store.JobStatusDeadLettered, code: budgetSpentCode, budget: "attempts"}},
+		{"another version's worker claimed it: not a try", func(in *settleInput) {
+			in.err = &retryableError{code: "PIPELINE_VERSION_MISMATCH", notTried: true, err: errors.New("v2 needed")}
+		}, want{act: actTransition, to: store.JobStatusRetryWait, code: "PIPELINE_VERSION_MISMATCH", retryable: true, at: at(time.Second), refund: true}},
+		{"another version's worker claimed it, at the attempts limit: still not a try, the backoff grows with the claims", func(in *settleInput) {
+			in.err = &retryableError{code: "PIPELINE_VERSION_MISMATCH", notTried: true, err: errors.New("v2 needed")}
+			in.attempts, in.claims = 5, 6
+		}, want{act: actTransition, to: store.JobStatusRetryWait, code: "PIPELINE_VERSION_MISMATCH", retryable: true, at: at(16 * time.Second), refund: true}},
+		{"another version's worker claimed it, past the deadline: dead-lettered", func(in *settleInput) {
+			in.err = &retryableError{code: "PIPELINE_VERSION_MISMATCH", notTried: true, err: errors.New("v2 needed")}
+			in.budgetStarted = now.Add(-time.Hour)
+		}, want{act: actTransition, to: store.JobStatusDeadLettered, code: budgetSpentCode, budget: "deadline", refund: true}},
 		{"the store is down", func(in *settleInput) { in.err = fmt.Errorf("claim: %w", store.ErrUnavailable) },
 			want{act: actRequeueAfterOutage}},
 		{"the store refused a value of the job", func(in *settleInput) { in.err = fmt.Errorf("write: %w", store.ErrInvalidRow) },
