@@ -349,14 +349,18 @@ func measure() baseline {
 }
 
 // requireBackToBaseline waits until goroutines and heap are back where they
-// were (the heap within 4 MiB: pools and caches warm up).
+// were: the heap within 4 MiB (pools and caches warm up), the goroutines
+// within 4. The process's own background goroutines come and go (a pool's
+// health check, a connection's transport closing); a leak of the watchers,
+// a thousand of them, is hundreds. (Exact equality failed a loaded CI run
+// at one goroutine over, for 20 s.)
 func requireBackToBaseline(t *testing.T, before baseline) {
 	t.Helper()
 	var now baseline
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		now = measure()
-		if now.goroutines <= before.goroutines && now.heap <= before.heap+4<<20 {
+		if now.goroutines <= before.goroutines+4 && now.heap <= before.heap+4<<20 {
 			break
 		}
 		if time.Now().After(deadline) {
