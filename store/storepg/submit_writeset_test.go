@@ -143,3 +143,21 @@ func TestSubmitWriteSet(t *testing.T) {
 	require.InDelta(t, 4, perItem("table"), 0.05, "key, document, job, event: %s", w)
 	require.LessOrEqual(t, perItem("index"), 11.05, "index entries per item: %s", w)
 }
+
+// BenchmarkJobSubmitMany1000 is the Postgres store's share of a 1,000-item
+// SubmitJobs call with 1 KiB documents (docs/performance.md).
+func BenchmarkJobSubmitMany1000(b *testing.B) {
+	st := storepgtest.NewTestStore(b)
+	for b.Loop() {
+		b.StopTimer()
+		jobs := make([]*store.JobSubmitParams, 1000)
+		for i := range jobs {
+			jobs[i] = newWriteSetSubmission("tenant-a")
+		}
+		b.StartTimer()
+		res, err := st.JobSubmitMany(b.Context(), &store.JobSubmitManyParams{Jobs: jobs})
+		require.NoError(b, err)
+		require.Equal(b, store.OutcomeCreated, res.Items[999].Outcome)
+	}
+	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "items/s")
+}

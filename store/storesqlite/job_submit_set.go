@@ -2,9 +2,11 @@ package storesqlite
 
 import (
 	"context"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
@@ -65,7 +67,11 @@ func (s *Store) jobSubmitSetWrite(ctx context.Context, tx *writeTx, jobs []*stor
 		now[i] = s.clock.now()
 		keys = append(keys, []any{p.Tenant, p.Method, p.IdempotencyKey, p.Fingerprint, args[i].ID, now[i]})
 	}
-	inserted, err := s.q.IdempotencyKeyInsertMany(ctx, tx, jsonArray(keys))
+	keysJSON, err := jsonArray(keys)
+	if err != nil {
+		return nil, err
+	}
+	inserted, err := s.q.IdempotencyKeyInsertMany(ctx, tx, keysJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -74,19 +80,25 @@ func (s *Store) jobSubmitSetWrite(ctx context.Context, tx *writeTx, jobs []*stor
 		isNew[id] = true
 	}
 	var docs, rows [][]any
+	data := make([]byte, 0, len(jobs)*1024)
 	for i, p := range jobs {
 		if items[i].Err != nil || !isNew[args[i].ID] {
 			continue
 		}
 		a := args[i]
-		docs = append(docs, []any{p.Tenant, p.DocumentSHA256, p.DocumentMedia, hex.EncodeToString(p.Document), now[i]})
+		docs = append(docs, []any{p.Tenant, p.DocumentSHA256, p.DocumentMedia, len(data) + 1, len(p.Document), now[i]})
+		data = append(data, p.Document...)
 		rows = append(rows, []any{
 			a.ID, a.Tenant, a.IdempotencyKey, a.DedupKey, a.Pipeline, a.PipelineVersion,
 			a.PromptVersion, a.ModelProfile, a.DocumentSha256, a.DocumentMediaType, a.DocumentName,
 			a.DocumentSizeBytes, a.Params, a.Labels, now[i], a.Traceparent,
 		})
 	}
-	created, err := s.jobSubmitSetCreate(ctx, tx, docs, rows)
+	docsJSON, err := jsonArray(docs)
+	if err != nil {
+		return nil, err
+	}
+	created, err := s.jobSubmitSetCreate(ctx, tx, dbsqlite.DocumentInsertManyParams{Data: data, Batch: docsJSON}, rows)
 	if err != nil {
 		return nil, err
 	}
@@ -115,14 +127,18 @@ func (s *Store) jobSubmitSetWrite(ctx context.Context, tx *writeTx, jobs []*stor
 
 // jobSubmitSetCreate writes the documents, jobs and first events of the
 // submissions whose keys were new, and returns their answers by job id.
-func (s *Store) jobSubmitSetCreate(ctx context.Context, tx *writeTx, docs, rows [][]any) (map[string]*store.JobSubmitResult, error) {
+func (s *Store) jobSubmitSetCreate(ctx context.Context, tx *writeTx, docs dbsqlite.DocumentInsertManyParams, rows [][]any) (map[string]*store.JobSubmitResult, error) {
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	if err := s.q.DocumentInsertMany(ctx, tx, jsonArray(docs)); err != nil {
+	if err := s.q.DocumentInsertMany(ctx, tx, docs); err != nil {
 		return nil, err
 	}
-	inserted, err := s.q.JobInsertMany(ctx, tx, jsonArray(rows))
+	rowsJSON, err := jsonArray(rows)
+	if err != nil {
+		return nil, err
+	}
+	inserted, err := s.q.JobInsertMany(ctx, tx, rowsJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +153,11 @@ func (s *Store) jobSubmitSetCreate(ctx context.Context, tx *writeTx, docs, rows 
 		}
 		created[row.ID] = &store.JobSubmitResult{Job: job, Outcome: outcome}
 	}
-	n, err := s.q.JobEventAppendMany(ctx, tx, jsonArray(events))
+	eventsJSON, err := jsonArray(events)
+	if err != nil {
+		return nil, err
+	}
+	n, err := s.q.JobEventAppendMany(ctx, tx, eventsJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -148,12 +168,68 @@ func (s *Store) jobSubmitSetCreate(ctx context.Context, tx *writeTx, docs, rows 
 	return created, nil
 }
 
-// jsonArray is rows as one JSON array, the parameter json_each reads.
-// Every value is a string or an integer, which encode without failing.
-func jsonArray(rows [][]any) string {
-	b, err := json.Marshal(rows)
-	if err != nil {
-		panic("storesqlite: " + err.Error())
+// jsonArray is rows as one JSON array, the parameter json_each reads. Its
+// values are strings and integers. A string that is not valid UTF-8 or
+// holds a NUL has no faithful JSON form: it fails the set-wise write,
+// and the submission is then written alone with its bytes as given.
+func jsonArray(rows [][]any) (string, error) {
+	b := make([]byte, 0, 64*len(rows)*8)
+	b = append(b, '[')
+	for r, row := range rows {
+		if r > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		for c, v := range row {
+			if c > 0 {
+				b = append(b, ',')
+			}
+			switch v := v.(type) {
+			case string:
+				if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+					return "", errNoJSONForm
+				}
+				b = appendJSONString(b, v)
+			case int:
+				b = strconv.AppendInt(b, int64(v), 10)
+			case int64:
+				b = strconv.AppendInt(b, v, 10)
+			default:
+				return "", fmt.Errorf("storesqlite: jsonArray: a %T", v)
+			}
+		}
+		b = append(b, ']')
 	}
-	return string(b)
+	return string(append(b, ']')), nil
+}
+
+var errNoJSONForm = errors.New("storesqlite: a string with no JSON form (invalid UTF-8 or a NUL)")
+
+// appendJSONString appends s, valid UTF-8 without NUL, as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\t':
+			b = append(b, '\\', 't')
+		case '\r':
+			b = append(b, '\\', 'r')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }

@@ -142,3 +142,27 @@ func BenchmarkJobSubmitMany1000(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "items/s")
 }
+
+// TestJSONArrayIsWhatJSONEachReads: every string comes back from SQLite's
+// JSON functions as it went in, and a string with no JSON form (invalid
+// UTF-8, a NUL) is refused, so its submission is written alone.
+func TestJSONArrayIsWhatJSONEachReads(t *testing.T) {
+	t.Parallel()
+	s := openSetTestStore(t)
+	tricky := []string{"", `quote " and \ backslash`, "tab\tnew\nline\rcr \x01\x1f\x7f", "ünïcødé ✓ \u2028 😀", "</script>&"}
+	for _, v := range tricky {
+		enc, err := jsonArray([][]any{{v, 42, int64(-7)}})
+		require.NoError(t, err)
+		var back string
+		var n, m int64
+		require.NoError(t, s.read.QueryRowContext(t.Context(),
+			`SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?)`, enc).Scan(&back, &n, &m))
+		require.Equal(t, v, back)
+		require.Equal(t, int64(42), n)
+		require.Equal(t, int64(-7), m)
+	}
+	for _, v := range []string{"bad \xff utf-8", "nul \x00 byte"} {
+		_, err := jsonArray([][]any{{v}})
+		require.ErrorIs(t, err, errNoJSONForm)
+	}
+}

@@ -90,11 +90,15 @@ RETURNING job_id;
 
 -- name: DocumentInsertMany :exec
 -- Stores the documents of a batch once per tenant and content hash. @batch
--- is a JSON array of [tenant, sha256, media_type, hex(data), created_at].
+-- is a JSON array of [tenant, sha256, media_type, offset, size,
+-- created_at]; each document's bytes are @data's size bytes from offset
+-- (1-based): the documents side by side in one blob, so their bytes are
+-- neither escaped into the JSON nor parsed out of it.
 INSERT INTO documents (tenant, sha256, media_type, data, size_bytes, created_at)
 SELECT json_extract(b.value, '$[0]'), json_extract(b.value, '$[1]'),
-    json_extract(b.value, '$[2]'), unhex(json_extract(b.value, '$[3]')),
-    length(json_extract(b.value, '$[3]')) / 2, json_extract(b.value, '$[4]')
+    json_extract(b.value, '$[2]'),
+    substr(CAST(@data AS BLOB), json_extract(b.value, '$[3]'), json_extract(b.value, '$[4]')),
+    json_extract(b.value, '$[4]'), json_extract(b.value, '$[5]')
 FROM json_each(CAST(@batch AS TEXT)) AS b
 WHERE true
 ON CONFLICT DO NOTHING;

@@ -12,17 +12,26 @@ import (
 const documentInsertMany = `-- name: DocumentInsertMany :exec
 INSERT INTO documents (tenant, sha256, media_type, data, size_bytes, created_at)
 SELECT json_extract(b.value, '$[0]'), json_extract(b.value, '$[1]'),
-    json_extract(b.value, '$[2]'), unhex(json_extract(b.value, '$[3]')),
-    length(json_extract(b.value, '$[3]')) / 2, json_extract(b.value, '$[4]')
-FROM json_each(CAST(?1 AS TEXT)) AS b
+    json_extract(b.value, '$[2]'),
+    substr(CAST(?1 AS BLOB), json_extract(b.value, '$[3]'), json_extract(b.value, '$[4]')),
+    json_extract(b.value, '$[4]'), json_extract(b.value, '$[5]')
+FROM json_each(CAST(?2 AS TEXT)) AS b
 WHERE true
 ON CONFLICT DO NOTHING
 `
 
+type DocumentInsertManyParams struct {
+	Data  []byte
+	Batch string
+}
+
 // Stores the documents of a batch once per tenant and content hash. @batch
-// is a JSON array of [tenant, sha256, media_type, hex(data), created_at].
-func (q *Queries) DocumentInsertMany(ctx context.Context, db DBTX, batch string) error {
-	_, err := db.ExecContext(ctx, documentInsertMany, batch)
+// is a JSON array of [tenant, sha256, media_type, offset, size,
+// created_at]; each document's bytes are @data's size bytes from offset
+// (1-based): the documents side by side in one blob, so their bytes are
+// neither escaped into the JSON nor parsed out of it.
+func (q *Queries) DocumentInsertMany(ctx context.Context, db DBTX, arg DocumentInsertManyParams) error {
+	_, err := db.ExecContext(ctx, documentInsertMany, arg.Data, arg.Batch)
 	return err
 }
 
