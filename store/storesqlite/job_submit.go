@@ -19,8 +19,10 @@ const (
 	sqlItemReleaseSavepoint  = "RELEASE submit_item"
 )
 
-// jobSubmitDistinct is store.JobSubmitDistinct: every submission in a
-// savepoint of its own, so one the database refuses rolls back alone.
+// jobSubmitDistinct is store.JobSubmitDistinct: a batch set-wise
+// (jobSubmitSet: one statement per table), or when that fails, and for a
+// lone submission, every submission in a savepoint of its own, so one the
+// database refuses rolls back alone.
 // It is one write of the single writer, so one transaction, whatever the
 // number of submissions (JobSubmitMany, through store.JobSubmitter). Writes
 // are serialised, so between a key's insert and the reads after it nothing
@@ -35,6 +37,12 @@ func (s *Store) jobSubmitDistinct(ctx context.Context, jobs []*store.JobSubmitPa
 		}
 	}
 	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, _ int64) error {
+		if len(jobs) > 1 {
+			done, err := s.jobSubmitSet(ctx, tx, jobs, args, items)
+			if done || err != nil {
+				return err
+			}
+		}
 		for i, p := range jobs {
 			if items[i].Err != nil {
 				continue

@@ -72,3 +72,79 @@ WHERE tenant = @tenant
     AND id = @id
     AND status NOT IN ('succeeded', 'failed', 'cancelled', 'dead_lettered')
 RETURNING *;
+
+-- name: IdempotencyKeyInsertMany :many
+-- Binds every new key of a batch to the job it is about to create, in one
+-- statement, and returns the job ids of the keys it inserted: a key that
+-- exists inserts nothing. @batch is a JSON array of
+-- [tenant, method, idem_key, fingerprint, job_id, created_at], no two with
+-- the same key. (WHERE true: SQLite's upsert after a SELECT needs it.)
+INSERT INTO idempotency_keys (tenant, method, idem_key, fingerprint, job_id, created_at)
+SELECT json_extract(b.value, '$[0]'), json_extract(b.value, '$[1]'),
+    json_extract(b.value, '$[2]'), json_extract(b.value, '$[3]'),
+    json_extract(b.value, '$[4]'), json_extract(b.value, '$[5]')
+FROM json_each(CAST(@batch AS TEXT)) AS b
+WHERE true
+ON CONFLICT DO NOTHING
+RETURNING job_id;
+
+-- name: DocumentInsertMany :exec
+-- Stores the documents of a batch once per tenant and content hash. @batch
+-- is a JSON array of [tenant, sha256, media_type, offset, size,
+-- created_at]; each document's bytes are @data's size bytes from offset
+-- (1-based): the documents side by side in one blob, so their bytes are
+-- neither escaped into the JSON nor parsed out of it.
+INSERT INTO documents (tenant, sha256, media_type, data, size_bytes, created_at)
+SELECT json_extract(b.value, '$[0]'), json_extract(b.value, '$[1]'),
+    json_extract(b.value, '$[2]'),
+    substr(CAST(@data AS BLOB), json_extract(b.value, '$[3]'), json_extract(b.value, '$[4]')),
+    json_extract(b.value, '$[4]'), json_extract(b.value, '$[5]')
+FROM json_each(CAST(@batch AS TEXT)) AS b
+WHERE true
+ON CONFLICT DO NOTHING;
+
+-- name: JobInsertMany :many
+-- Inserts the jobs of a batch whose keys were new: queued, or succeeded
+-- from the computed success of their dedup key (as JobInsert after
+-- JobGetComputedSuccess). @batch is a JSON array of [id, tenant,
+-- idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version,
+-- model_profile, document_sha256, document_media_type, document_name,
+-- document_size_bytes, params, labels, created_at, traceparent]. The
+-- retry budget counts from the job's creation.
+INSERT INTO jobs (
+    id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version,
+    prompt_version, model_profile, status, stage, output, deduplicated_from,
+    document_sha256, document_media_type, document_name, document_size_bytes,
+    params, labels, created_at, updated_at, finished_at, budget_started_at,
+    traceparent
+)
+SELECT json_extract(b.value, '$[0]'), json_extract(b.value, '$[1]'),
+    json_extract(b.value, '$[2]'), json_extract(b.value, '$[3]'),
+    json_extract(b.value, '$[4]'), json_extract(b.value, '$[5]'),
+    json_extract(b.value, '$[6]'), json_extract(b.value, '$[7]'),
+    CASE WHEN source.id IS NULL THEN 'queued' ELSE 'succeeded' END,
+    CASE WHEN source.id IS NULL THEN 'uploaded' ELSE 'published' END,
+    source.output, source.id,
+    json_extract(b.value, '$[8]'), json_extract(b.value, '$[9]'),
+    json_extract(b.value, '$[10]'), json_extract(b.value, '$[11]'),
+    json_extract(b.value, '$[12]'), json_extract(b.value, '$[13]'),
+    json_extract(b.value, '$[14]'), json_extract(b.value, '$[14]'),
+    CASE WHEN source.id IS NULL THEN NULL ELSE json_extract(b.value, '$[14]') END,
+    json_extract(b.value, '$[14]'), json_extract(b.value, '$[15]')
+FROM json_each(CAST(@batch AS TEXT)) AS b
+LEFT JOIN jobs AS source ON source.tenant = json_extract(b.value, '$[1]')
+    AND source.dedup_key = json_extract(b.value, '$[3]')
+    AND source.status = 'succeeded'
+    AND source.deduplicated_from IS NULL
+ORDER BY b.key
+RETURNING *;
+
+-- name: JobEventAppendMany :execrows
+-- Appends the first event of each job of a batch, in the batch's order, as
+-- JobEventAppend does for one. @batch is a JSON array of [job_id, message].
+INSERT INTO job_events (job_id, seq, status, stage, attempt, message, created_at, tenant)
+SELECT jobs.id, jobs.last_event_seq, jobs.status, jobs.stage, jobs.attempt,
+    json_extract(b.value, '$[1]'), jobs.updated_at, jobs.tenant
+FROM json_each(CAST(@batch AS TEXT)) AS b
+JOIN jobs ON jobs.id = json_extract(b.value, '$[0]')
+ORDER BY b.key;

@@ -9,6 +9,71 @@ import (
 	"context"
 )
 
+const documentInsertMany = `-- name: DocumentInsertMany :exec
+INSERT INTO documents (tenant, sha256, media_type, data, size_bytes, created_at)
+SELECT json_extract(b.value, '$[0]'), json_extract(b.value, '$[1]'),
+    json_extract(b.value, '$[2]'),
+    substr(CAST(?1 AS BLOB), json_extract(b.value, '$[3]'), json_extract(b.value, '$[4]')),
+    json_extract(b.value, '$[4]'), json_extract(b.value, '$[5]')
+FROM json_each(CAST(?2 AS TEXT)) AS b
+WHERE true
+ON CONFLICT DO NOTHING
+`
+
+type DocumentInsertManyParams struct {
+	Data  []byte
+	Batch string
+}
+
+// Stores the documents of a batch once per tenant and content hash. @batch
+// is a JSON array of [tenant, sha256, media_type, offset, size,
+// created_at]; each document's bytes are @data's size bytes from offset
+// (1-based): the documents side by side in one blob, so their bytes are
+// neither escaped into the JSON nor parsed out of it.
+func (q *Queries) DocumentInsertMany(ctx context.Context, db DBTX, arg DocumentInsertManyParams) error {
+	_, err := db.ExecContext(ctx, documentInsertMany, arg.Data, arg.Batch)
+	return err
+}
+
+const idempotencyKeyInsertMany = `-- name: IdempotencyKeyInsertMany :many
+INSERT INTO idempotency_keys (tenant, method, idem_key, fingerprint, job_id, created_at)
+SELECT json_extract(b.value, '$[0]'), json_extract(b.value, '$[1]'),
+    json_extract(b.value, '$[2]'), json_extract(b.value, '$[3]'),
+    json_extract(b.value, '$[4]'), json_extract(b.value, '$[5]')
+FROM json_each(CAST(?1 AS TEXT)) AS b
+WHERE true
+ON CONFLICT DO NOTHING
+RETURNING job_id
+`
+
+// Binds every new key of a batch to the job it is about to create, in one
+// statement, and returns the job ids of the keys it inserted: a key that
+// exists inserts nothing. @batch is a JSON array of
+// [tenant, method, idem_key, fingerprint, job_id, created_at], no two with
+// the same key. (WHERE true: SQLite's upsert after a SELECT needs it.)
+func (q *Queries) IdempotencyKeyInsertMany(ctx context.Context, db DBTX, batch string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, idempotencyKeyInsertMany, batch)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var job_id string
+		if err := rows.Scan(&job_id); err != nil {
+			return nil, err
+		}
+		items = append(items, job_id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobComplete = `-- name: JobComplete :one
 UPDATE jobs
 SET status = 'succeeded',
@@ -83,6 +148,25 @@ func (q *Queries) JobComplete(ctx context.Context, db DBTX, arg JobCompleteParam
 		&i.Traceparent,
 	)
 	return i, err
+}
+
+const jobEventAppendMany = `-- name: JobEventAppendMany :execrows
+INSERT INTO job_events (job_id, seq, status, stage, attempt, message, created_at, tenant)
+SELECT jobs.id, jobs.last_event_seq, jobs.status, jobs.stage, jobs.attempt,
+    json_extract(b.value, '$[1]'), jobs.updated_at, jobs.tenant
+FROM json_each(CAST(?1 AS TEXT)) AS b
+JOIN jobs ON jobs.id = json_extract(b.value, '$[0]')
+ORDER BY b.key
+`
+
+// Appends the first event of each job of a batch, in the batch's order, as
+// JobEventAppend does for one. @batch is a JSON array of [job_id, message].
+func (q *Queries) JobEventAppendMany(ctx context.Context, db DBTX, batch string) (int64, error) {
+	result, err := db.ExecContext(ctx, jobEventAppendMany, batch)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const jobGetByID = `-- name: JobGetByID :one
@@ -347,6 +431,105 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 		&i.Traceparent,
 	)
 	return i, err
+}
+
+const jobInsertMany = `-- name: JobInsertMany :many
+INSERT INTO jobs (
+    id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version,
+    prompt_version, model_profile, status, stage, output, deduplicated_from,
+    document_sha256, document_media_type, document_name, document_size_bytes,
+    params, labels, created_at, updated_at, finished_at, budget_started_at,
+    traceparent
+)
+SELECT json_extract(b.value, '$[0]'), json_extract(b.value, '$[1]'),
+    json_extract(b.value, '$[2]'), json_extract(b.value, '$[3]'),
+    json_extract(b.value, '$[4]'), json_extract(b.value, '$[5]'),
+    json_extract(b.value, '$[6]'), json_extract(b.value, '$[7]'),
+    CASE WHEN source.id IS NULL THEN 'queued' ELSE 'succeeded' END,
+    CASE WHEN source.id IS NULL THEN 'uploaded' ELSE 'published' END,
+    source.output, source.id,
+    json_extract(b.value, '$[8]'), json_extract(b.value, '$[9]'),
+    json_extract(b.value, '$[10]'), json_extract(b.value, '$[11]'),
+    json_extract(b.value, '$[12]'), json_extract(b.value, '$[13]'),
+    json_extract(b.value, '$[14]'), json_extract(b.value, '$[14]'),
+    CASE WHEN source.id IS NULL THEN NULL ELSE json_extract(b.value, '$[14]') END,
+    json_extract(b.value, '$[14]'), json_extract(b.value, '$[15]')
+FROM json_each(CAST(?1 AS TEXT)) AS b
+LEFT JOIN jobs AS source ON source.tenant = json_extract(b.value, '$[1]')
+    AND source.dedup_key = json_extract(b.value, '$[3]')
+    AND source.status = 'succeeded'
+    AND source.deduplicated_from IS NULL
+ORDER BY b.key
+RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
+`
+
+// Inserts the jobs of a batch whose keys were new: queued, or succeeded
+// from the computed success of their dedup key (as JobInsert after
+// JobGetComputedSuccess). @batch is a JSON array of [id, tenant,
+// idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version,
+// model_profile, document_sha256, document_media_type, document_name,
+// document_size_bytes, params, labels, created_at, traceparent]. The
+// retry budget counts from the job's creation.
+func (q *Queries) JobInsertMany(ctx context.Context, db DBTX, batch string) ([]Job, error) {
+	rows, err := db.QueryContext(ctx, jobInsertMany, batch)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Job
+	for rows.Next() {
+		var i Job
+		if err := rows.Scan(
+			&i.ID,
+			&i.Tenant,
+			&i.IdempotencyKey,
+			&i.DedupKey,
+			&i.Pipeline,
+			&i.PipelineVersion,
+			&i.PromptVersion,
+			&i.ModelProfile,
+			&i.Status,
+			&i.Stage,
+			&i.Attempt,
+			&i.Output,
+			&i.Error,
+			&i.DeduplicatedFrom,
+			&i.DocumentSha256,
+			&i.DocumentMediaType,
+			&i.DocumentName,
+			&i.DocumentSizeBytes,
+			&i.Params,
+			&i.Labels,
+			&i.PromptTokens,
+			&i.CompletionTokens,
+			&i.CostMicros,
+			&i.LlmCalls,
+			&i.LastEventSeq,
+			&i.LeaseOwner,
+			&i.LeaseUntil,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.RunAfter,
+			&i.CancelRequested,
+			&i.BudgetStartedAt,
+			&i.BudgetAttempts,
+			&i.BudgetTokens,
+			&i.Approved,
+			&i.Generation,
+			&i.Traceparent,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const jobList = `-- name: JobList :many
