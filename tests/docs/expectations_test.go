@@ -11,7 +11,7 @@ type para struct {
 // A marked block whose paragraphs change must change here too.
 var expectations = map[string][]para{
 	"README.md: cli quickstart": {
-		{true, []string{`submitted: job [0-9a-f-]{36}`, `text_extracted`, `llm_done`, `published`, `SUCCEEDED`}},
+		{true, []string{`submitted: job [0-9a-f-]{36}`, `RUNNING`, `published`, `SUCCEEDED`}},
 		{true, []string{`replayed: job [0-9a-f-]{36}`}},
 		{true, []string{`[0-9a-f-]{36}\s+SUCCEEDED\s+published\s+summarize`, `"id":"[0-9a-f-]{36}"`}},
 	},
