@@ -284,8 +284,8 @@ func (r *run) stage(ctx context.Context, s stageSpec) (_ []byte, err error) {
 	source := "computed"
 	defer func() { end(source, err) }()
 	if s.deterministic {
-		out, _, err := r.compute(ctx, s)
-		if err != nil {
+		var out []byte
+		if out, _, err = r.compute(ctx, s); err != nil {
 			return nil, err
 		}
 		r.advance(s)
