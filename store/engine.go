@@ -133,6 +133,8 @@ type EngineStore interface {
 	// (its billed usage added), no checkpoint is written, and the answer is
 	// ErrLeaseLost. So an LLM answer and its chunk's checkpoint commit
 	// together: the journal is never behind a checkpoint that trusts a bill.
+	// Stage, when set, moves the job's stage in the same fenced write
+	// without an event.
 	CheckpointWriteMany(ctx context.Context, params *CheckpointWriteManyParams) error
 
 	// JobHeartbeatMany extends every lease of Leases in one statement, as
@@ -375,6 +377,10 @@ type CheckpointWriteManyParams struct {
 	// Attempt, when set, is journaled in the same write, unfenced
 	// (LLMAttemptRecord).
 	Attempt *LLMAttempt
+	// Stage, when set and no checkpoint of the write advances the stage,
+	// becomes the job's stage, fenced, with no event: a stage-only advance
+	// carried in the write (the worker never moves a job's stage back).
+	Stage JobStage
 }
 
 type JobHeartbeatManyParams struct {

@@ -214,6 +214,12 @@ func (p *JobCancelParams) EventMessage() string {
 	return operatorEventMessage("cancelled", p.Message, nil)
 }
 
+// After reports whether s comes after t in the lifecycle; every stage
+// comes after "" (none).
+func (s JobStage) After(t JobStage) bool {
+	return slices.Index(stageOrder, s) > slices.Index(stageOrder, t)
+}
+
 // stageOrder is the lifecycle order of stages.
 var stageOrder = []JobStage{
 	JobStageUploaded,

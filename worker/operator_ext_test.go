@@ -42,9 +42,12 @@ func TestDeadLetteredJobReplaysFromItsLastCheckpoint(t *testing.T) {
 	for _, e := range events(t, b.store, got)[before:] {
 		stagesAfterReplay = append(stagesAfterReplay, string(e.Status)+"/"+string(e.Stage))
 	}
+	// Status transitions only (stage-only advances append no event); the
+	// replay started from the stage the job's row kept, and the one bill
+	// below says no LLM call was made twice.
 	require.Equal(t, []string{
-		"queued/chunks_ready", "running/chunks_ready", "running/llm_done", "running/validated", "succeeded/published",
-	}, stagesAfterReplay, "text extraction and chunking did not run again")
+		"queued/chunks_ready", "running/chunks_ready", "succeeded/published",
+	}, stagesAfterReplay)
 	require.EqualValues(t, 1, b.sim.Stats().BilledCalls)
 }
 

@@ -63,6 +63,10 @@ type run struct {
 	// the attempt's next durable write (an LLM answer's, the publish, or
 	// the settling transition), fenced like it.
 	pending []store.StageCheckpoint
+	// stageTo is the stage the job reached that its row does not hold yet
+	// (""; none): the next durable write carries it. stageWritten is the
+	// stage the row holds.
+	stageTo, stageWritten store.JobStage
 	// computed are the deterministic stages computed ahead, by key.
 	computed []computedStage
 	// dedupChecked: the read-ahead just checked the dedup key (computedBy
@@ -98,6 +102,7 @@ func (w *Worker) work(ctx context.Context, claimed *store.JobWork) {
 		checkpointsRead:    claimed.CheckpointsRead,
 		decisions:          map[string]*store.Checkpoint{},
 		known:              map[string]bool{},
+		stageWritten:       job.Stage,
 	}
 	ctx, end := w.cfg.Observer.JobStarted(ctx, job)
 	defer func() { end(r.settled, r.budget) }()

@@ -13,11 +13,14 @@ import (
 )
 
 // stages runs every stage not yet checkpointed, then publishes. The
-// deterministic stages (text_extracted, chunks_ready, the merge) are
-// computed in memory, and every stage key known before the first LLM call
-// is looked up in the decision cache in one read; their checkpoints go
-// with the next durable write: an LLM answer's (with its journal row), or
-// the publish. See docs/architecture.md, "The batched engine".
+// deterministic stages (text_extracted, chunks_ready, the merge, and
+// validated when the output needs no repair) are computed in memory and
+// write no checkpoint: a later attempt computes them again from the
+// document and the LLM checkpoints, for nothing. Every chunk's stage key is
+// looked up in the decision cache in one read before the first LLM call.
+// A stage's advance of the job's stage is carried in the next durable
+// write: an LLM answer's (with its journal row and checkpoint), or the
+// publish. See docs/architecture.md, "The batched engine".
 func (r *run) stages(ctx context.Context) error {
 	if err := r.loadCheckpoints(ctx); err != nil {
 		return err
@@ -32,7 +35,7 @@ func (r *run) stages(ctx context.Context) error {
 		return err
 	}
 	chunkSpecs, mergeSpec := r.llmSpecs(chunks)
-	if err := r.readDecisions(ctx, append([]stageSpec{textSpec, chunksSpec, mergeSpec}, chunkSpecs...)); err != nil {
+	if err := r.readDecisions(ctx, chunkSpecs); err != nil {
 		return err
 	}
 
@@ -95,7 +98,7 @@ func (r *run) loadCheckpoints(ctx context.Context) error {
 // not an outage).
 func (r *run) textStage(ctx context.Context) (stageSpec, []byte, error) {
 	spec := stageSpec{
-		stage: store.JobStageTextExtracted, chunk: -1, version: extractVersion, advance: true,
+		stage: store.JobStageTextExtracted, chunk: -1, version: extractVersion, advance: true, deterministic: true,
 		inputs: map[string]any{"document_sha256": r.job.DocumentSHA256, "media_type": r.job.DocumentMedia},
 	}
 	text, err := r.deterministic(spec, func() ([]byte, error) {
@@ -121,7 +124,7 @@ func (r *run) textStage(ctx context.Context) (stageSpec, []byte, error) {
 // chunksStage is chunks_ready: the text cut by the pipeline's chunking.
 func (r *run) chunksStage(text []byte) (stageSpec, []string, error) {
 	spec := stageSpec{
-		stage: store.JobStageChunksReady, chunk: -1, version: chunkVersion, advance: true,
+		stage: store.JobStageChunksReady, chunk: -1, version: chunkVersion, advance: true, deterministic: true,
 		inputs: map[string]any{"text_sha256": sha256Hex(text), "size": r.p.Chunking.Size, "overlap": r.p.Chunking.Overlap},
 	}
 	chunksJSON, err := r.deterministic(spec, func() ([]byte, error) {
@@ -161,7 +164,7 @@ func (r *run) llmSpecs(chunks []string) ([]stageSpec, stageSpec) {
 		keys[i] = specs[i].key()
 	}
 	merge := stageSpec{
-		stage: store.JobStageLLMDone, chunk: -1, version: mergeVersion, advance: true,
+		stage: store.JobStageLLMDone, chunk: -1, version: mergeVersion, advance: true, deterministic: true,
 		inputs: map[string]any{"chunk_keys": keys},
 	}
 	return specs, merge
@@ -185,17 +188,18 @@ func (r *run) validSpec(merged []byte) stageSpec {
 		},
 	}
 	if schema, err := r.w.schema(schemaJSON); err == nil && validateJSON(schema, merged) == nil {
-		// Valid as it is: validating costs nothing, so the decision cache
-		// is not asked (it is for the repairs, which cost LLM calls).
+		// Valid as it is: validating costs nothing and makes no call, so
+		// the decision cache is not asked (it is for the repairs, which
+		// cost LLM calls) and no checkpoint is written.
 		r.known[spec.key()] = true
+		spec.deterministic = true
 	}
 	return spec
 }
 
 // deterministic returns a deterministic stage's output without writing
-// anything: this job's checkpoint when its key matches, else computed in
-// memory. stage() then decides what is checkpointed (the decision cache's
-// answer, when it has one, names the job it came from).
+// anything: this job's checkpoint when its key matches (one an earlier
+// version of the engine wrote), else computed in memory.
 func (r *run) deterministic(s stageSpec, compute func() ([]byte, error)) ([]byte, error) {
 	if cp, ok := r.cps[cpKey{s.stage, s.chunk}]; ok && cp.StageKey == s.key() {
 		return cp.Output, nil
@@ -252,6 +256,10 @@ type stageSpec struct {
 	version string
 	inputs  map[string]any
 	advance bool
+	// deterministic: a pure function of the document and the LLM
+	// checkpoints, made without an LLM call. It is computed, never looked
+	// up, and writes no checkpoint.
+	deterministic bool
 	// compute returns the stage's output and, for an LLM answer, the
 	// attempt to journal with its checkpoint.
 	compute func(context.Context) ([]byte, *store.LLMAttempt, error)
@@ -260,10 +268,13 @@ type stageSpec struct {
 func (s stageSpec) key() string { return stageKey(s.stage, s.version, s.inputs) }
 
 // stage returns a stage's output: from this job's checkpoint when its key
-// matches, else from the decision cache (any job of the tenant with the same
-// stage key), else computed. The last two are checkpointed, fenced: an LLM
-// answer at once, with its journal row and the checkpoints pending before
-// it, in one write; any other stage with the next such write.
+// matches, else computed when the stage is deterministic, else from the
+// decision cache (any job of the tenant with the same stage key), else
+// computed. A deterministic stage writes nothing; the others are
+// checkpointed, fenced: an LLM answer at once, with its journal row and the
+// checkpoints pending before it, in one write; any other (a chunk the
+// decision cache served, a repaired output) with the next such write. A
+// stage that advances the job's stage does so in the next write too.
 func (r *run) stage(ctx context.Context, s stageSpec) (_ []byte, err error) {
 	key := s.key()
 	if cp, ok := r.cps[cpKey{s.stage, s.chunk}]; ok && cp.StageKey == key {
@@ -272,6 +283,14 @@ func (r *run) stage(ctx context.Context, s stageSpec) (_ []byte, err error) {
 	ctx, end := r.w.cfg.Observer.StageStarted(ctx, r.job, s.stage, s.chunk)
 	source := "computed"
 	defer func() { end(source, err) }()
+	if s.deterministic {
+		var out []byte
+		if out, _, err = r.compute(ctx, s); err != nil {
+			return nil, err
+		}
+		r.advance(s)
+		return out, nil
+	}
 	var (
 		out                 []byte
 		message, reusedFrom = "computed", ""
@@ -291,15 +310,15 @@ func (r *run) stage(ctx context.Context, s stageSpec) (_ []byte, err error) {
 		return nil, err
 	}
 	r.pending = append(r.pending, store.StageCheckpoint{
-		Stage:        s.stage,
-		Chunk:        s.chunk,
-		StageKey:     key,
-		CodeVersion:  s.version,
-		Output:       out,
-		ReusedFrom:   reusedFrom,
-		AdvanceStage: s.advance,
-		Message:      string(s.stage) + ": " + message,
+		Stage:       s.stage,
+		Chunk:       s.chunk,
+		StageKey:    key,
+		CodeVersion: s.version,
+		Output:      out,
+		ReusedFrom:  reusedFrom,
+		Message:     string(s.stage) + ": " + message,
 	})
+	r.advance(s)
 	if attempt != nil {
 		if err := r.flush(ctx, attempt); err != nil {
 			// The output rests on a call the journal does not hold: the
@@ -310,6 +329,15 @@ func (r *run) stage(ctx context.Context, s stageSpec) (_ []byte, err error) {
 		}
 	}
 	return out, nil
+}
+
+// advance records that the job reached s's stage, when s advances it past
+// the stage its row holds: the next durable write carries it, with no event
+// of its own (a stage-only advance is not a status transition).
+func (r *run) advance(s stageSpec) {
+	if s.advance && s.stage.After(r.stageWritten) && s.stage.After(r.stageTo) {
+		r.stageTo = s.stage
+	}
 }
 
 // compute runs s, or takes what deterministic computed of it already.
@@ -340,11 +368,12 @@ func (r *run) decision(ctx context.Context, key string) (*store.Checkpoint, erro
 	return r.w.cfg.Store.CheckpointGetByStageKey(ctx, &store.CheckpointGetByStageKeyParams{Tenant: r.job.Tenant, StageKey: key})
 }
 
-// flush writes the pending checkpoints, fenced, and journals attempt with
-// them in the same write when set. The journal outlives the lease: it is
-// written even when the job's context is gone or its lease lost.
+// flush writes the pending checkpoints and the stage reached, fenced, and
+// journals attempt with them in the same write when set. The journal
+// outlives the lease: it is written even when the job's context is gone or
+// its lease lost.
 func (r *run) flush(ctx context.Context, attempt *store.LLMAttempt) error {
-	if len(r.pending) == 0 && attempt == nil {
+	if len(r.pending) == 0 && attempt == nil && r.stageTo == "" {
 		return nil
 	}
 	failpoint.Inject(failpoint.BeforeCheckpointWrite)
@@ -354,7 +383,7 @@ func (r *run) flush(ctx context.Context, attempt *store.LLMAttempt) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(10*time.Second, r.w.cfg.LeaseDuration))
 	defer cancel()
 	err := r.w.cfg.Store.CheckpointWriteMany(wctx, &store.CheckpointWriteManyParams{
-		Lease: r.lease, Checkpoints: r.pending, Attempt: attempt,
+		Lease: r.lease, Checkpoints: r.pending, Attempt: attempt, Stage: r.stageTo,
 	})
 	if err != nil {
 		if attempt != nil && !errors.Is(err, store.ErrLeaseLost) {
@@ -363,6 +392,9 @@ func (r *run) flush(ctx context.Context, attempt *store.LLMAttempt) error {
 		return err // unjournaled usage is not checkpointed: neither was written
 	}
 	r.pending = nil
+	if r.stageTo != "" {
+		r.stageWritten, r.stageTo = r.stageTo, ""
+	}
 	failpoint.Inject(failpoint.AfterCheckpointWrite)
 	return nil
 }

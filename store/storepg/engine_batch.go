@@ -187,6 +187,9 @@ func (s *Store) CheckpointWriteMany(ctx context.Context, params *store.Checkpoin
 		return store.ErrLeaseLost
 	}
 	records, advances, advanceTo := checkpointRecords("", params.Checkpoints)
+	if advanceTo == nil && params.Stage != "" {
+		advanceTo = new(string(params.Stage))
+	}
 	cps, err := json.Marshal(nonNilSlice(records))
 	if err != nil {
 		return fmt.Errorf("storepg: checkpoints: %w", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
@@ -137,7 +138,13 @@ func (s *Store) CheckpointWriteMany(ctx context.Context, params *store.Checkpoin
 					return err
 				}
 			}
-			return nil
+			if params.Stage == "" || slices.ContainsFunc(params.Checkpoints, func(cp store.StageCheckpoint) bool { return cp.AdvanceStage }) {
+				return nil
+			}
+			_, err := s.q.JobStageSet(ctx, tx, dbsqlite.JobStageSetParams{
+				Stage: string(params.Stage), Now: now, ID: id, Owner: new(params.Lease.Owner), Attempt: int64(params.Lease.Attempt),
+			})
+			return interpretLeaseError(err)
 		})
 		if fenceErr != nil && !errors.Is(fenceErr, store.ErrLeaseLost) {
 			return fenceErr // not the fence: nothing of this write commits

@@ -225,6 +225,48 @@ func exerciseEngineBatch(t *testing.T, newStore func(t *testing.T) Store) {
 			require.Len(t, found.Checkpoints, 1)
 		})
 
+		t.Run("StageAdvancesWithoutAnEventAndACheckpointIsReplaced", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			ctx := t.Context()
+			job := claimAll(t, s, 1, "w")[0]
+			chunk := func(key, out string) []store.StageCheckpoint {
+				return []store.StageCheckpoint{{Stage: store.JobStageLLMDone, Chunk: 0, StageKey: key, CodeVersion: "1", Output: []byte(out)}}
+			}
+			stageOf := func() store.JobStage {
+				got, err := s.JobGetByID(ctx, &store.JobGetByIDParams{Tenant: job.Tenant, ID: job.ID})
+				require.NoError(t, err)
+				return got.Stage
+			}
+
+			require.NoError(t, s.CheckpointWriteMany(ctx, &store.CheckpointWriteManyParams{
+				Lease: leaseOf(job), Checkpoints: chunk("stage:v1:l1", `{"a":1}`), Attempt: attempt(job, "k1"), Stage: store.JobStageChunksReady,
+			}))
+			require.Equal(t, store.JobStageChunksReady, stageOf())
+			got, err := s.JobGetByID(ctx, &store.JobGetByIDParams{Tenant: job.Tenant, ID: job.ID})
+			require.NoError(t, err)
+			require.Equal(t, []string{"queued/uploaded", "running/uploaded"}, statusStages(requireConsecutiveEvents(t, s, got)), "a stage-only advance appends no event")
+
+			// The same (stage, chunk) under a new stage key replaces the row.
+			require.NoError(t, s.CheckpointWriteMany(ctx, &store.CheckpointWriteManyParams{
+				Lease: leaseOf(job), Checkpoints: chunk("stage:v1:l2", `{"a":2}`), Stage: store.JobStageLLMDone,
+			}))
+			require.Equal(t, store.JobStageLLMDone, stageOf())
+			cps, err := s.CheckpointList(ctx, &store.CheckpointListParams{JobID: job.ID})
+			require.NoError(t, err)
+			require.Len(t, cps, 1)
+			require.Equal(t, "stage:v1:l2", cps[0].StageKey)
+			require.JSONEq(t, `{"a":2}`, string(cps[0].Output))
+
+			// A stage alone is fenced: with the lease lost it is refused.
+			taken := takeOver(t, s, job)
+			err = s.CheckpointWriteMany(ctx, &store.CheckpointWriteManyParams{Lease: leaseOf(job), Stage: store.JobStageValidated})
+			require.ErrorIs(t, err, store.ErrLeaseLost)
+			require.Equal(t, taken.Stage, stageOf())
+			require.NoError(t, s.CheckpointWriteMany(ctx, &store.CheckpointWriteManyParams{Lease: leaseOf(taken), Stage: store.JobStageValidated}))
+			require.Equal(t, store.JobStageValidated, stageOf())
+		})
+
 		t.Run("ALostLeaseJournalsTheAttemptAndWritesNoCheckpoint", func(t *testing.T) {
 			t.Parallel()
 			s := newStore(t)

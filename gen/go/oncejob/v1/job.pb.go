@@ -104,7 +104,7 @@ func (JobStatus) EnumDescriptor() ([]byte, []int) {
 	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{0}
 }
 
-// JobStage is the last checkpoint a job has passed.
+// JobStage is the last stage a job has passed.
 type JobStage int32
 
 const (
@@ -1731,7 +1731,8 @@ type Job struct {
 	// The resolved model profile.
 	ModelProfile string    `protobuf:"bytes,7,opt,name=model_profile,json=modelProfile,proto3" json:"model_profile,omitempty"`
 	Status       JobStatus `protobuf:"varint,8,opt,name=status,proto3,enum=oncejob.v1.JobStatus" json:"status,omitempty"`
-	// The last stage checkpointed.
+	// The last stage passed, as of the job's last durable write (a stage the
+	// worker computes in memory is recorded with the next one).
 	Stage JobStage `protobuf:"varint,9,opt,name=stage,proto3,enum=oncejob.v1.JobStage" json:"stage,omitempty"`
 	// The number of times a worker has claimed the job.
 	Attempt int32 `protobuf:"varint,10,opt,name=attempt,proto3" json:"attempt,omitempty"`
@@ -1755,7 +1756,9 @@ type Job struct {
 	Params            *structpb.Struct  `protobuf:"bytes,22,opt,name=params,proto3" json:"params,omitempty"`
 	Labels            map[string]string `protobuf:"bytes,23,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The job's stage checkpoints in lifecycle order, then by chunk. Only with
-	// JOB_VIEW_FULL.
+	// JOB_VIEW_FULL. The stages computed from the document and the LLM answers
+	// alone (text_extracted, chunks_ready, the merge, a validation without
+	// repair) have none: a later attempt computes them again at no cost.
 	Checkpoints []*StageCheckpoint `protobuf:"bytes,24,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
 	// The job's LLM attempt journal, oldest first. Only with JOB_VIEW_FULL.
 	LlmAttempts   []*LlmAttempt `protobuf:"bytes,25,rep,name=llm_attempts,json=llmAttempts,proto3" json:"llm_attempts,omitempty"`
@@ -2472,8 +2475,9 @@ func (x *WatchJobResponse) GetEvent() *JobEvent {
 	return nil
 }
 
-// JobEvent is one entry of a job's durable event log: the state a transition
-// moved the job to.
+// JobEvent is one entry of a job's durable event log: the state a status
+// transition moved the job to. A stage passed while the job stays RUNNING
+// appends no event; the next event carries the stage reached.
 type JobEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The job's id.
@@ -2483,7 +2487,7 @@ type JobEvent struct {
 	Seq int32 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	// The status the job moved to.
 	Status JobStatus `protobuf:"varint,3,opt,name=status,proto3,enum=oncejob.v1.JobStatus" json:"status,omitempty"`
-	// The job's last checkpointed stage after the transition.
+	// The stage the job had passed at the transition.
 	Stage JobStage `protobuf:"varint,4,opt,name=stage,proto3,enum=oncejob.v1.JobStage" json:"stage,omitempty"`
 	// The job's attempt after the transition.
 	Attempt int32 `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`

@@ -44,6 +44,11 @@ RETURNING jobs.id, jobs.cancel_requested;
 -- (owner, attempt, running) hold on the row it locked: the fence. Events
 -- take the seqs after the job's last: @advances of them; a checkpoint with
 -- an event (event_offset > 0) has events_after of them after its own.
+-- A checkpoint of a (job, stage, chunk) that has one replaces it (replaced);
+-- else it is inserted, without ON CONFLICT: a speculative insertion costs a
+-- WAL record more per row, and two fenced writes of one job never run at
+-- once (the job's row lock orders them, and the later one is fenced out
+-- unless it holds the lease, whose writes are sequential).
 WITH attempt AS (
     INSERT INTO llm_attempts (
         job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed,
@@ -87,6 +92,20 @@ job AS (
     RETURNING id, tenant, attempt, last_event_seq,
         coalesce(lease_owner = @owner::text AND attempt = @attempt::integer AND status = 'running', false) AS fenced
 ),
+replaced AS (
+    UPDATE job_checkpoints AS cp
+    SET stage_key = c.stage_key,
+        code_version = c.code_version,
+        attempt = job.attempt,
+        output = decode(c.output, 'base64'),
+        reused_from = c.reused_from,
+        created_at = now()
+    FROM job
+    JOIN jsonb_to_recordset(@checkpoints::jsonb) AS c(
+        stage text, chunk integer, stage_key text, code_version text,
+        output text, reused_from text, event_offset integer, events_after integer, message text) ON true
+    WHERE job.fenced AND cp.job_id = job.id AND cp.stage = c.stage AND cp.chunk = c.chunk
+),
 checkpoint AS (
     INSERT INTO job_checkpoints (job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, reused_from)
     SELECT job.id, job.tenant, c.stage, c.chunk, c.stage_key, c.code_version, job.attempt,
@@ -95,14 +114,9 @@ checkpoint AS (
     JOIN jsonb_to_recordset(@checkpoints::jsonb) AS c(
         stage text, chunk integer, stage_key text, code_version text,
         output text, reused_from text, event_offset integer, events_after integer, message text) ON true
-    WHERE job.fenced
-    ON CONFLICT (job_id, stage, chunk) DO UPDATE
-    SET stage_key = excluded.stage_key,
-        code_version = excluded.code_version,
-        attempt = excluded.attempt,
-        output = excluded.output,
-        reused_from = excluded.reused_from,
-        created_at = now()
+    WHERE job.fenced AND NOT EXISTS (
+        SELECT 1 FROM job_checkpoints AS cp
+        WHERE cp.job_id = job.id AND cp.stage = c.stage AND cp.chunk = c.chunk)
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)

@@ -100,6 +100,18 @@ WHERE id = @id
     AND status = 'running'
 RETURNING tenant, attempt;
 
+-- name: JobStageSet :one
+-- Moves the job's stage to @stage without an event (a stage-only advance
+-- carried in a checkpoint write), fenced. No row: lease lost.
+UPDATE jobs
+SET stage = @stage,
+    updated_at = @now
+WHERE id = @id
+    AND lease_owner = @owner
+    AND attempt = @attempt
+    AND status = 'running'
+RETURNING attempt;
+
 -- name: CheckpointUpsert :exec
 -- Records a checkpoint, replacing the one of the same (job, stage, chunk).
 INSERT INTO job_checkpoints (job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, created_at, reused_from)

@@ -606,6 +606,40 @@ func (q *Queries) JobStageAdvance(ctx context.Context, db DBTX, arg JobStageAdva
 	return i, err
 }
 
+const jobStageSet = `-- name: JobStageSet :one
+UPDATE jobs
+SET stage = ?1,
+    updated_at = ?2
+WHERE id = ?3
+    AND lease_owner = ?4
+    AND attempt = ?5
+    AND status = 'running'
+RETURNING attempt
+`
+
+type JobStageSetParams struct {
+	Stage   string
+	Now     int64
+	ID      string
+	Owner   *string
+	Attempt int64
+}
+
+// Moves the job's stage to @stage without an event (a stage-only advance
+// carried in a checkpoint write), fenced. No row: lease lost.
+func (q *Queries) JobStageSet(ctx context.Context, db DBTX, arg JobStageSetParams) (int64, error) {
+	row := db.QueryRowContext(ctx, jobStageSet,
+		arg.Stage,
+		arg.Now,
+		arg.ID,
+		arg.Owner,
+		arg.Attempt,
+	)
+	var attempt int64
+	err := row.Scan(&attempt)
+	return attempt, err
+}
+
 const jobTransition = `-- name: JobTransition :one
 UPDATE jobs
 SET status = CASE WHEN cancel_requested = 1 AND CAST(?1 AS INTEGER) = 1 THEN 'cancelled' ELSE ?2 END,
