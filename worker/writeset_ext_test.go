@@ -30,6 +30,10 @@ type writeSet struct {
 	rows     map[string]int64
 	walBytes int64
 	records  int64
+	// fpiBytes is the part of walBytes that is full-page images: written
+	// for a page's first change after a Postgres checkpoint, so they depend
+	// on when the checkpointer ran, not on the write set.
+	fpiBytes int64
 }
 
 func (w writeSet) total() (n int64) {
@@ -80,7 +84,7 @@ func schemaRows(t *testing.T, conn *pgx.Conn, schema string) map[string]int64 {
 
 // schemaWAL sums the WAL records between two LSNs that touch a relation of
 // the schema (its tables, indexes and TOAST).
-func schemaWAL(t *testing.T, conn *pgx.Conn, schema, from, to string) (bytes, records int64) {
+func schemaWAL(t *testing.T, conn *pgx.Conn, schema, from, to string) (bytes, records, fpi int64) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_walinspect`); err != nil {
@@ -101,12 +105,12 @@ func schemaWAL(t *testing.T, conn *pgx.Conn, schema, from, to string) (bytes, re
 	// Each record's relations, read from its block references, matched
 	// against the schema's: one pass over the WAL between the two LSNs.
 	require.NoError(t, conn.QueryRow(ctx, `
-		SELECT coalesce(sum(w.record_length), 0)::bigint, count(*)
+		SELECT coalesce(sum(w.record_length), 0)::bigint, count(*), coalesce(sum(w.fpi_length), 0)::bigint
 		FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn) AS w
 		WHERE w.block_ref IS NOT NULL AND EXISTS (
 			SELECT 1 FROM regexp_matches(w.block_ref, 'rel \d+/\d+/(\d+)', 'g') AS m
-			WHERE m[1]::oid = ANY($3::oid[]))`, from, to, nodes).Scan(&bytes, &records))
-	return bytes, records
+			WHERE m[1]::oid = ANY($3::oid[]))`, from, to, nodes).Scan(&bytes, &records, &fpi))
+	return bytes, records, fpi
 }
 
 func lsn(t *testing.T, conn *pgx.Conn) string {
@@ -178,7 +182,7 @@ func measureWriteSet(t *testing.T, pipelineYAML string, docs []string) writeSet 
 			ws.rows[table] = d
 		}
 	}
-	ws.walBytes, ws.records = schemaWAL(t, admin, schema, from, to)
+	ws.walBytes, ws.records, ws.fpiBytes = schemaWAL(t, admin, schema, from, to)
 	return ws
 }
 
@@ -206,9 +210,21 @@ func TestLightJobWriteSet(t *testing.T) {
 	for i := range light {
 		light[i] = fmt.Sprintf("Light document %d: one short chunk.", i)
 	}
-	ws := measureWriteSet(t, summarize(1, "1", `{type: object}`, ""), light)
-	rows, wal := float64(ws.total())/jobs, float64(ws.walBytes)/jobs
-	t.Logf("light job: %.1f rows and %.0f bytes of WAL (%.1f records) per job (%s)", rows, wal, float64(ws.records)/jobs, ws)
+	// A Postgres checkpoint inside the run adds full-page images, 8 KiB
+	// each, that say when the checkpointer ran, not what a job writes (the
+	// CI machine's runs cross several): measured again, up to three
+	// times, and if every run had some, held without them.
+	var ws writeSet
+	for run := 1; run <= 3; run++ {
+		ws = measureWriteSet(t, summarize(1, "1", `{type: object}`, ""), light)
+		if ws.fpiBytes == 0 {
+			break
+		}
+		t.Logf("run %d: a checkpoint fell inside it: %d bytes of full-page images", run, ws.fpiBytes)
+	}
+	rows, wal := float64(ws.total())/jobs, float64(ws.walBytes-ws.fpiBytes)/jobs
+	t.Logf("light job: %.1f rows and %.0f bytes of WAL (%.1f records; %d bytes of full-page images not counted) per job (%s)",
+		rows, wal, float64(ws.records)/jobs, ws.fpiBytes, ws)
 	require.EqualValues(t, jobs, ws.rows["llm_attempts"], "one journal row per job")
 	require.EqualValues(t, jobs, ws.rows["outbox"], "one outbox row per job")
 	require.LessOrEqual(t, rows, 8.0, "rows per light job")
