@@ -2,7 +2,9 @@
 // the sinks of its tenant that subscribe to it, claims due deliveries under
 // leases (any number of relays on one Postgres), delivers them - webhook,
 // NATS JetStream or chat, one sink kind per level of protection the external
-// system offers - journals every attempt with the sink's external reference,
+// system offers; on Postgres a sink with an idempotency key is delivered to
+// at routing, each delivery written once - journals every attempt with the
+// sink's external reference (one that landed at routing on its delivery),
 // retries inside a budget, and dead-letters what cannot land. Reconcile
 // compares the journal with the target systems.
 //
@@ -304,7 +306,7 @@ func (r *Relay) route(ctx context.Context) (int, error) {
 	var sent []*store.Delivery
 	var results []store.DeliveryResult
 	n, err := dr.OutboxRouteDeliver(ctx, &store.OutboxRouteDeliverParams{
-		Owner: r.cfg.Owner, Route: r.sinks.Route, Direct: r.sinks.Direct, Limit: r.cfg.BatchSize,
+		Owner: r.cfg.Owner, Route: r.sinks.Route, Direct: r.sinks.Direct, Limit: r.cfg.BatchSize * 5,
 		Hold: routeSendTimeout + 10*time.Second,
 		Deliver: func(ctx context.Context, ds []*store.Delivery) []store.DeliveryResult {
 			ctx, cancel := context.WithTimeout(ctx, routeSendTimeout)
