@@ -34,17 +34,20 @@ func newJetStreamSink(ctx context.Context, name string, c *JetStreamConfig) (*je
 	if err != nil {
 		return nil, fmt.Errorf("jetstream sink %s: connect: %w", name, err)
 	}
-	js, err := jetstream.New(nc)
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = 5 * time.Second
+	}
+	// An asynchronous publish whose ack does not come in time is dropped from
+	// the pending ones (its future errs), so none lingers.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(timeout))
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
-	s := &jetStreamSink{nc: nc, js: js, stream: c.Stream, prefix: c.SubjectPrefix, timeout: c.Timeout}
+	s := &jetStreamSink{nc: nc, js: js, stream: c.Stream, prefix: c.SubjectPrefix, timeout: timeout}
 	if s.prefix == "" {
 		s.prefix = "oncejob"
-	}
-	if s.timeout == 0 {
-		s.timeout = 5 * time.Second
 	}
 	if c.CreateStream {
 		window := c.DuplicateWindow
@@ -86,12 +89,58 @@ func subjectToken(s string) string {
 func (s *jetStreamSink) Deliver(ctx context.Context, d *store.Delivery) Result {
 	ack, err := s.publish(ctx, d.EventID, Subject(s.prefix, d.Tenant, d.EventType), d.Payload)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
-			return Result{Outcome: store.DeliveryOutcomeUnknown, Err: fmt.Errorf("no publish ack: %w", err)}
-		}
-		return Result{Outcome: store.DeliveryOutcomeFailed, Err: fmt.Errorf("publish: %w", err)}
+		return publishFailed(err)
 	}
+	return acked(ack)
+}
+
+// DeliverBatch implements BatchSink: every delivery published at once
+// (asynchronously, pipelined on the connection, in the batch's order), then
+// every ack awaited; each result is as Deliver's.
+func (s *jetStreamSink) DeliverBatch(ctx context.Context, ds []*store.Delivery) []Result {
+	out := make([]Result, len(ds))
+	futures := make([]jetstream.PubAckFuture, len(ds))
+	for i, d := range ds {
+		msg := nats.NewMsg(Subject(s.prefix, d.Tenant, d.EventType))
+		msg.Data = d.Payload
+		msg.Header.Set(jetstream.MsgIDHeader, d.EventID)
+		f, err := s.js.PublishMsgAsync(msg, jetstream.WithExpectStream(s.stream))
+		if err != nil {
+			out[i] = Result{Outcome: store.DeliveryOutcomeFailed, Err: fmt.Errorf("publish: %w", err)}
+			continue
+		}
+		futures[i] = f
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		select {
+		case ack := <-f.Ok():
+			out[i] = acked(ack)
+		case err := <-f.Err():
+			out[i] = publishFailed(err)
+		case <-ctx.Done():
+			out[i] = publishFailed(ctx.Err())
+		}
+	}
+	return out
+}
+
+func acked(ack *jetstream.PubAck) Result {
 	return Result{Outcome: store.DeliveryOutcomeDelivered, ExternalRef: ack.Stream + ":" + strconv.FormatUint(ack.Sequence, 10), Duplicate: ack.Duplicate}
+}
+
+// publishFailed is the result of a publish that got no ack: unknown when
+// it may have been stored (no ack in time), failed otherwise.
+func publishFailed(err error) Result {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
+		return Result{Outcome: store.DeliveryOutcomeUnknown, Err: fmt.Errorf("no publish ack: %w", err)}
+	}
+	return Result{Outcome: store.DeliveryOutcomeFailed, Err: fmt.Errorf("publish: %w", err)}
 }
 
 func (s *jetStreamSink) publish(ctx context.Context, id, subject string, payload []byte) (*jetstream.PubAck, error) {

@@ -2,7 +2,9 @@
 // the sinks of its tenant that subscribe to it, claims due deliveries under
 // leases (any number of relays on one Postgres), delivers them - webhook,
 // NATS JetStream or chat, one sink kind per level of protection the external
-// system offers - journals every attempt with the sink's external reference,
+// system offers; on Postgres a sink with an idempotency key is delivered to
+// at routing, each delivery written once - journals every attempt with the
+// sink's external reference (one that landed at routing on its delivery),
 // retries inside a budget, and dead-letters what cannot land. Reconcile
 // compares the journal with the target systems.
 //
@@ -256,7 +258,7 @@ const wakeCoalesce = 5 * time.Millisecond
 
 // round reports whether it found work.
 func (r *Relay) round(ctx context.Context) (bool, error) {
-	routed, err := r.cfg.Store.OutboxRoute(ctx, &store.OutboxRouteParams{Route: r.sinks.Route, Limit: r.cfg.BatchSize * 5})
+	routed, err := r.route(ctx)
 	if err != nil {
 		return false, &roundError{step: "route", err: err}
 	}
@@ -286,43 +288,108 @@ func (r *Relay) round(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// deliver makes one attempt of each delivery of the batch at once and
-// decides each one's next status.
+// routeSendTimeout bounds the attempts made at routing, while the routing
+// lock is held: one not answered by then is an unknown outcome, and its
+// delivery is retried by a claim (with the sink's own timeout), so a slow
+// receiver holds up the routing of other sinks' events this long at most.
+const routeSendTimeout = 2 * time.Second
+
+// route routes a batch of the outbox. On a store that can (an
+// store.OutboxDeliverer) it makes the first attempt of each delivery to a
+// sink with an idempotency key at routing, and each such delivery is
+// written once, settled; otherwise it only makes the deliveries, pending.
+func (r *Relay) route(ctx context.Context) (int, error) {
+	dr, ok := r.cfg.Store.(store.OutboxDeliverer)
+	if !ok {
+		return r.cfg.Store.OutboxRoute(ctx, &store.OutboxRouteParams{Route: r.sinks.Route, Limit: r.cfg.BatchSize * 5})
+	}
+	var sent []*store.Delivery
+	var results []store.DeliveryResult
+	n, err := dr.OutboxRouteDeliver(ctx, &store.OutboxRouteDeliverParams{
+		Owner: r.cfg.Owner, Route: r.sinks.Route, Direct: r.sinks.Direct, Limit: r.cfg.BatchSize * 5,
+		Hold: routeSendTimeout + 10*time.Second,
+		Deliver: func(ctx context.Context, ds []*store.Delivery) []store.DeliveryResult {
+			ctx, cancel := context.WithTimeout(ctx, routeSendTimeout)
+			defer cancel()
+			sent, results = ds, r.deliver(ctx, ds)
+			failpoint.Inject(failpoint.RelayAfterSend)
+			return results
+		},
+	})
+	if err == nil && len(sent) > 0 {
+		failpoint.Inject(failpoint.RelayAfterJournal)
+		r.disableGone(ctx, sent, results)
+	}
+	return n, err
+}
+
+// deliver makes one attempt of each delivery of the batch at once - those
+// of a BatchSink in one DeliverBatch per sink - and decides each one's next
+// status.
 func (r *Relay) deliver(ctx context.Context, batch []*store.Delivery) []store.DeliveryResult {
 	results := make([]store.DeliveryResult, len(batch))
+	bySink := map[string][]int{}
 	var wg sync.WaitGroup
 	for i, d := range batch {
+		if sink, _, ok := r.sinks.Get(d.Sink); ok {
+			if _, batched := sink.(BatchSink); batched {
+				bySink[d.Sink] = append(bySink[d.Sink], i)
+				continue
+			}
+		}
 		wg.Go(func() {
 			failpoint.Inject(failpoint.RelayBeforeSend)
 			started := time.Now()
-			sink, policy, ok := r.sinks.Get(d.Sink)
+			sink, _, ok := r.sinks.Get(d.Sink)
 			var res Result
 			if ok {
 				res = sink.Deliver(ctx, d)
 			} else {
 				res = Result{Outcome: store.DeliveryOutcomeFailed, Err: fmt.Errorf("sink %q is not configured on this relay", d.Sink)}
 			}
+			results[i] = r.decide(ctx, d, res, started, time.Now())
+		})
+	}
+	for name, idx := range bySink {
+		wg.Go(func() {
+			sink, _, _ := r.sinks.Get(name)
+			ds := make([]*store.Delivery, len(idx))
+			for j, i := range idx {
+				ds[j] = batch[i]
+			}
+			failpoint.Inject(failpoint.RelayBeforeSend)
+			started := time.Now()
+			res := sink.(BatchSink).DeliverBatch(ctx, ds)
 			finished := time.Now()
-			status, due, reason := next(policy, d, res, finished)
-			msg := ""
-			if res.Err != nil {
-				msg = res.Err.Error()
+			for j, i := range idx {
+				results[i] = r.decide(ctx, batch[i], res[j], started, finished)
 			}
-			if reason != "" {
-				msg = reason + "; last: " + msg
-			}
-			results[i] = store.DeliveryResult{
-				DeliveryID: d.ID, EventID: d.EventID, Sink: d.Sink, Tenant: d.Tenant, Attempt: d.Attempt,
-				Outcome: res.Outcome, Status: status, DueAt: due, HTTPStatus: int32(res.HTTPStatus),
-				Error: truncate(msg, 2000), ExternalRef: res.ExternalRef, Duplicate: res.Duplicate,
-				StartedAt: started, FinishedAt: finished,
-			}
-			r.logResult(d, results[i])
-			r.cfg.Observer.Delivered(ctx, d, &results[i])
 		})
 	}
 	wg.Wait()
 	return results
+}
+
+// decide makes the result of an attempt of d: its delivery's next status.
+func (r *Relay) decide(ctx context.Context, d *store.Delivery, res Result, started, finished time.Time) store.DeliveryResult {
+	_, policy, _ := r.sinks.Get(d.Sink)
+	status, due, reason := next(policy, d, res, finished)
+	msg := ""
+	if res.Err != nil {
+		msg = res.Err.Error()
+	}
+	if reason != "" {
+		msg = reason + "; last: " + msg
+	}
+	out := store.DeliveryResult{
+		DeliveryID: d.ID, EventID: d.EventID, Sink: d.Sink, Tenant: d.Tenant, Attempt: d.Attempt,
+		Outcome: res.Outcome, Status: status, DueAt: due, HTTPStatus: int32(res.HTTPStatus),
+		Error: truncate(msg, 2000), ExternalRef: res.ExternalRef, Duplicate: res.Duplicate,
+		StartedAt: started, FinishedAt: finished,
+	}
+	r.logResult(d, out)
+	r.cfg.Observer.Delivered(ctx, d, &out)
+	return out
 }
 
 func (r *Relay) logResult(d *store.Delivery, res store.DeliveryResult) {

@@ -15,6 +15,14 @@ type Sink interface {
 	Close() error
 }
 
+// BatchSink is a Sink that makes the attempts of many deliveries at once
+// (JetStream: the publishes pipelined, the acks awaited together). The
+// results are in the deliveries' order.
+type BatchSink interface {
+	Sink
+	DeliverBatch(ctx context.Context, ds []*store.Delivery) []Result
+}
+
 // Result is how one attempt ended.
 type Result struct {
 	Outcome store.DeliveryOutcome

@@ -82,6 +82,16 @@ func (s *Sinks) Get(name string) (Sink, RetryPolicy, bool) {
 	return o.sink, o.policy, true
 }
 
+// Direct reports whether the sink honours an idempotency key (webhook,
+// JetStream), so that its deliveries may be attempted at routing: an
+// attempt whose routing is not written is made again with the same event
+// id, and the receiver or the stream keeps the event once. The chat sink's
+// check-then-act needs its delivery row first.
+func (s *Sinks) Direct(name string) bool {
+	o, ok := s.byName[name]
+	return ok && (o.cfg.Webhook != nil || o.cfg.JetStream != nil)
+}
+
 // Names are the sinks' names, sorted.
 func (s *Sinks) Names() []string { return s.names }
 

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -395,4 +397,75 @@ type SentMessageGetParams struct {
 
 type SentMessageRecordParams struct {
 	Message SentMessage
+}
+
+// OutboxDeliverer is a DeliveryStore that can route and deliver in one
+// write: it makes the first attempt of the deliveries a routing makes
+// before their rows exist, inside the routing transaction (which holds the
+// routing lock, so no other relay routes or sends those events meanwhile),
+// and then writes each delivery once, in the status its attempt left it.
+// A delivered event so costs two row writes (the outbox row marked routed,
+// the delivery inserted delivered) instead of five. A relay that dies
+// before the commit leaves the events unrouted: the next routing sends them
+// again with the same event ids. The Postgres store is one; the SQLite
+// store, whose one writer the send would hold, is not.
+type OutboxDeliverer interface {
+	OutboxRouteDeliver(ctx context.Context, params *OutboxRouteDeliverParams) (int, error)
+}
+
+// OutboxRouteDeliverParams routes a batch of the outbox and delivers what
+// can be delivered at once.
+type OutboxRouteDeliverParams struct {
+	Owner string
+	// Route returns the names of the sinks an event goes to.
+	Route func(e *OutboxEvent) []string
+	// Direct says whether a sink's deliveries may be attempted at routing:
+	// the sink honours an idempotency key, so a send whose routing does not
+	// commit is harmless when made again.
+	Direct func(sink string) bool
+	// Deliver makes one attempt of each delivery (ID 0, Attempt 1, Payload
+	// loaded) and returns a result for each, in order. It runs inside the
+	// routing transaction; ctx ends at the transaction's deadline.
+	Deliver func(ctx context.Context, ds []*Delivery) []DeliveryResult
+	// Limit caps the events routed; 0 means 500.
+	Limit int
+	// Hold bounds how long the routing transaction stays open (the sends
+	// included); the store aborts it past that. 0 means 30s.
+	Hold time.Duration
+}
+
+// PageLimit is the number of events one OutboxRouteDeliver routes at most.
+func (p *OutboxRouteDeliverParams) PageLimit() int {
+	return pageLimit(p.Limit, OutboxRouteLimitDefault)
+}
+
+// LandedAttempt is the attempt that landed a delivery at its routing,
+// recorded on the delivery (its landed column) instead of in the journal.
+type LandedAttempt struct {
+	Relay       string    `json:"relay"`
+	ExternalRef string    `json:"external_ref"`
+	HTTPStatus  int32     `json:"http_status"`
+	Duplicate   bool      `json:"duplicate"`
+	StartedAt   time.Time `json:"started_at"`
+	FinishedAt  time.Time `json:"finished_at"`
+}
+
+// LandedJournal returns journal with the attempt recorded in landed (a
+// delivery's landed column, JSON; "" none) put first: it is always the
+// delivery's first attempt.
+func LandedJournal(d *Delivery, landed string, journal []*DeliveryAttempt) ([]*DeliveryAttempt, error) {
+	if landed == "" {
+		return journal, nil
+	}
+	var l LandedAttempt
+	if err := json.Unmarshal([]byte(landed), &l); err != nil {
+		return nil, fmt.Errorf("store: delivery %d: landed attempt: %w", d.ID, err)
+	}
+	a := &DeliveryAttempt{
+		DeliveryID: d.ID, EventID: d.EventID, Sink: d.Sink, Tenant: d.Tenant, Attempt: 1, Relay: l.Relay,
+		Outcome: DeliveryOutcomeDelivered, HTTPStatus: l.HTTPStatus, ExternalRef: l.ExternalRef,
+		Duplicate: l.Duplicate, StartedAt: l.StartedAt, FinishedAt: l.FinishedAt,
+		LatencyMS: l.FinishedAt.Sub(l.StartedAt).Milliseconds(),
+	}
+	return append([]*DeliveryAttempt{a}, journal...), nil
 }

@@ -61,16 +61,34 @@ func (s *Store) OutboxUnroutedList(ctx context.Context, params *store.OutboxUnro
 	return rowmap.Map(rows, err, interpretError, outboxFromRow)
 }
 
-// DeliveryClaim implements store.DeliveryStore.
+// claimPlanSettings make the claim's plan the one its query is written
+// for, whatever the table's statistics say: walk deliveries_due_idx in due
+// order and stop at the limit. A freshly analyzed empty deliveries table,
+// filled since, otherwise gets a plan that reads every pending delivery,
+// checks each one's order, and sorts them (61 ms against 0.4 ms for a
+// claim of 100 among 20,000 pending deliveries).
+const claimPlanSettings = `SELECT set_config('enable_seqscan', 'off', true),
+	set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true)`
+
+// DeliveryClaim implements store.DeliveryStore: the claim statement in a
+// transaction whose planner settings fix its plan (claimPlanSettings).
 func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimParams) ([]*store.Delivery, error) {
 	if params.Limit <= 0 || len(params.Sinks) == 0 {
 		return nil, nil
 	}
-	rows, err := s.q.DeliveryClaim(ctx, s.pool, dbsqlc.DeliveryClaimParams{
-		Owner:         params.Owner,
-		LeaseDuration: interval(params.LeaseDuration),
-		Sinks:         params.Sinks,
-		Max:           int32(min(params.Limit, 1<<31-1)),
+	var rows []dbsqlc.DeliveryClaimRow
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, claimPlanSettings); err != nil {
+			return err
+		}
+		var err error
+		rows, err = s.q.DeliveryClaim(ctx, tx, dbsqlc.DeliveryClaimParams{
+			Owner:         params.Owner,
+			LeaseDuration: interval(params.LeaseDuration),
+			Sinks:         params.Sinks,
+			Max:           int32(min(params.Limit, 1<<31-1)),
+		})
+		return err
 	})
 	if err != nil {
 		return nil, interpretError(err)
@@ -213,12 +231,24 @@ func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryPa
 	return res, nil
 }
 
-// DeliveryAttemptList implements store.DeliveryStore.
+// DeliveryAttemptList implements store.DeliveryStore: the journal rows,
+// after the attempt recorded on the delivery when it landed at routing.
 func (s *Store) DeliveryAttemptList(ctx context.Context, params *store.DeliveryAttemptListParams) ([]*store.DeliveryAttempt, error) {
 	rows, err := s.q.DeliveryAttemptList(ctx, s.pool, params.DeliveryID)
-	return rowmap.Map(rows, err, interpretError, func(r dbsqlc.DeliveryAttempt) *store.DeliveryAttempt {
+	journal, err := rowmap.Map(rows, err, interpretError, func(r dbsqlc.DeliveryAttempt) *store.DeliveryAttempt {
 		return columns.DeliveryAttempt(rowmap.DeliveryAttemptRow[int32, bool, time.Time](r))
 	})
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.q.DeliveryLanded(ctx, s.pool, params.DeliveryID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return journal, nil
+	}
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return store.LandedJournal(&store.Delivery{ID: d.ID, EventID: d.EventID, Sink: d.Sink, Tenant: d.Tenant}, d.Landed, journal)
 }
 
 // SinkDisable implements store.DeliveryStore.

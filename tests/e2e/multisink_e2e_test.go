@@ -411,7 +411,8 @@ func allDeliveredRPC(t *testing.T, c oncejobv1.DeliveryServiceClient, events int
 }
 
 // TestRelayThatCannotClaimIsNotReady: a relay whose claims fail (here its
-// store lost the table the claim reads, while pings still succeed) says so
+// store refuses the claim's update, which routing does not make, while
+// pings still succeed) says so
 // where an operator looks - /readyz answers 503 with the claim's error,
 // oncejob_relay_round_failures_total{step="claim"} counts the rounds, and
 // serve's JobService health is NOT_SERVING - and, once the claims work
@@ -426,7 +427,10 @@ func TestRelayThatCannotClaimIsNotReady(t *testing.T) {
 			config := e.config(t, "")
 			ids := e.announce(t, 1)
 			ctx := context.Background()
-			_, err := e.store.Pool().Exec(ctx, `ALTER TABLE sink_states RENAME TO sink_states_away`)
+			_, err := e.store.Pool().Exec(ctx, `CREATE FUNCTION claim_refused() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN RAISE EXCEPTION 'claim refused by the test'; END $$;
+				CREATE TRIGGER claim_refused BEFORE UPDATE OF lease_owner ON deliveries
+				FOR EACH ROW WHEN (NEW.lease_owner IS NOT NULL) EXECUTE FUNCTION claim_refused()`)
 			require.NoError(t, err)
 
 			httpAddr, grpcAddr := freeAddr(t), freeAddr(t)
@@ -453,7 +457,7 @@ func TestRelayThatCannotClaimIsNotReady(t *testing.T) {
 				return code == http.StatusServiceUnavailable
 			}, 30*time.Second, 20*time.Millisecond, "readyz: %d %s", code, body)
 			require.Contains(t, body, "not ready: relay: claim failed in every round since ")
-			require.Contains(t, body, "sink_states", "the store's error, not only that it failed")
+			require.Contains(t, body, "claim refused by the test", "the store's error, not only that it failed")
 			require.Eventually(t, func() bool {
 				return sumByLabel(scrape(t, "http://"+httpAddr+"/metrics"), "oncejob_relay_round_failures_total", "step", "claim") >= 2
 			}, 30*time.Second, 20*time.Millisecond)
@@ -462,7 +466,7 @@ func TestRelayThatCannotClaimIsNotReady(t *testing.T) {
 			}
 			require.False(t, e.allDelivered(t, 2*len(ids)))
 
-			_, err = e.store.Pool().Exec(ctx, `ALTER TABLE sink_states_away RENAME TO sink_states`)
+			_, err = e.store.Pool().Exec(ctx, `DROP TRIGGER claim_refused ON deliveries`)
 			require.NoError(t, err)
 			require.Eventually(t, func() bool { return e.allDelivered(t, 2*len(ids)) }, 30*time.Second, 20*time.Millisecond)
 			require.Eventually(t, func() bool {

@@ -302,6 +302,7 @@ type DeliveryRow[U, I, T, NT any] struct {
 	CreatedAt       T
 	UpdatedAt       T
 	DeliveredAt     NT
+	Landed          string
 }
 
 // Delivery is the store value of r.

@@ -22,6 +22,55 @@ JOIN outbox o ON o.id = r.outbox_id
 ORDER BY o.id
 ON CONFLICT (event_id, sink) DO NOTHING;
 
+-- name: DeliveryPendingPairs :many
+-- The (job, sink) pairs among job_ids and sinks with a pending delivery:
+-- an event of such a pair waits for it, so routing does not deliver it.
+SELECT DISTINCT job_id, sink FROM deliveries
+WHERE status = 'pending'
+    AND job_id = ANY(@job_ids::uuid[])
+    AND sink = ANY(@sinks::text[]);
+
+-- name: SinkDisabledList :many
+SELECT sink FROM sink_states
+WHERE sink = ANY(@sinks::text[]);
+
+-- name: DeliveryInsertRouted :exec
+-- The deliveries of a routing that delivered: each row written once, in its
+-- status - pending and due now (not attempted), or as its routing attempt
+-- left it - with the journal rows of the attempts marked journal (those that
+-- did not land; one that landed is recorded in the row's landed column).
+WITH ins AS (
+    INSERT INTO deliveries (outbox_id, event_id, event_type, sink, tenant, job_id, status,
+        attempt, attempts, due_at, last_outcome, last_error, external_ref, delivered_at, landed)
+    SELECT o.id, o.event_id, o.event_type, r.sink, o.tenant, o.job_id, r.status,
+        r.attempt, r.attempt, coalesce(r.due_at, now()), r.outcome, r.error, r.external_ref,
+        CASE WHEN r.status = 'delivered' THEN now() END, r.landed
+    FROM jsonb_to_recordset(@rows::jsonb) AS r(
+        outbox_id bigint, sink text, status text, attempt integer, due_at timestamptz,
+        outcome text, error text, external_ref text, landed text, journal boolean,
+        http_status integer, duplicate boolean, started_at timestamptz,
+        finished_at timestamptz, latency_ms bigint)
+    JOIN outbox o ON o.id = r.outbox_id
+    ORDER BY o.id
+    ON CONFLICT (event_id, sink) DO NOTHING
+    RETURNING id, outbox_id, event_id, sink, tenant
+)
+INSERT INTO delivery_attempts (delivery_id, event_id, sink, tenant, attempt, relay,
+    outcome, http_status, error, external_ref, duplicate, started_at, finished_at, latency_ms)
+SELECT ins.id, ins.event_id, ins.sink, ins.tenant, r.attempt, @owner::text,
+    r.outcome, r.http_status, r.error, r.external_ref, r.duplicate, r.started_at,
+    r.finished_at, r.latency_ms
+FROM ins JOIN jsonb_to_recordset(@rows::jsonb) AS r(
+        outbox_id bigint, sink text, status text, attempt integer, due_at timestamptz,
+        outcome text, error text, external_ref text, landed text, journal boolean,
+        http_status integer, duplicate boolean, started_at timestamptz,
+        finished_at timestamptz, latency_ms bigint) ON r.outbox_id = ins.outbox_id AND r.sink = ins.sink
+WHERE r.journal;
+
+-- name: DeliveryLanded :one
+SELECT id, event_id, sink, tenant, landed FROM deliveries
+WHERE id = @id::bigint;
+
 -- name: OutboxMarkRouted :exec
 UPDATE outbox SET routed_at = now()
 WHERE id = ANY(@ids::bigint[]);

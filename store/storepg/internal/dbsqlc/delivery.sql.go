@@ -78,7 +78,7 @@ SET lease_owner = $1::text,
     updated_at = now()
 FROM candidate, outbox o
 WHERE d.id = candidate.id AND o.id = d.outbox_id
-RETURNING d.id, d.outbox_id, d.event_id, d.event_type, d.sink, d.tenant, d.job_id, d.status, d.attempt, d.attempts, d.due_at, d.lease_owner, d.last_outcome, d.last_error, d.external_ref, d.budget_started_at, d.created_at, d.updated_at, d.delivered_at, o.payload, o.created_at AS event_created_at
+RETURNING d.id, d.outbox_id, d.event_id, d.event_type, d.sink, d.tenant, d.job_id, d.status, d.attempt, d.attempts, d.due_at, d.lease_owner, d.last_outcome, d.last_error, d.external_ref, d.budget_started_at, d.created_at, d.updated_at, d.delivered_at, d.landed, o.payload, o.created_at AS event_created_at
 `
 
 type DeliveryClaimParams struct {
@@ -108,6 +108,7 @@ type DeliveryClaimRow struct {
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 	DeliveredAt     *time.Time
+	Landed          string
 	Payload         []byte
 	EventCreatedAt  time.Time
 }
@@ -151,6 +152,7 @@ func (q *Queries) DeliveryClaim(ctx context.Context, db DBTX, arg DeliveryClaimP
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.DeliveredAt,
+			&i.Landed,
 			&i.Payload,
 			&i.EventCreatedAt,
 		); err != nil {
@@ -165,7 +167,7 @@ func (q *Queries) DeliveryClaim(ctx context.Context, db DBTX, arg DeliveryClaimP
 }
 
 const deliveryGetForUpdate = `-- name: DeliveryGetForUpdate :one
-SELECT id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at FROM deliveries
+SELECT id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at, landed FROM deliveries
 WHERE tenant = $1::text AND id = $2::bigint
 FOR UPDATE
 `
@@ -198,6 +200,7 @@ func (q *Queries) DeliveryGetForUpdate(ctx context.Context, db DBTX, arg Deliver
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.DeliveredAt,
+		&i.Landed,
 	)
 	return i, err
 }
@@ -223,8 +226,78 @@ func (q *Queries) DeliveryInsertBatch(ctx context.Context, db DBTX, arg Delivery
 	return err
 }
 
+const deliveryInsertRouted = `-- name: DeliveryInsertRouted :exec
+WITH ins AS (
+    INSERT INTO deliveries (outbox_id, event_id, event_type, sink, tenant, job_id, status,
+        attempt, attempts, due_at, last_outcome, last_error, external_ref, delivered_at, landed)
+    SELECT o.id, o.event_id, o.event_type, r.sink, o.tenant, o.job_id, r.status,
+        r.attempt, r.attempt, coalesce(r.due_at, now()), r.outcome, r.error, r.external_ref,
+        CASE WHEN r.status = 'delivered' THEN now() END, r.landed
+    FROM jsonb_to_recordset($2::jsonb) AS r(
+        outbox_id bigint, sink text, status text, attempt integer, due_at timestamptz,
+        outcome text, error text, external_ref text, landed text, journal boolean,
+        http_status integer, duplicate boolean, started_at timestamptz,
+        finished_at timestamptz, latency_ms bigint)
+    JOIN outbox o ON o.id = r.outbox_id
+    ORDER BY o.id
+    ON CONFLICT (event_id, sink) DO NOTHING
+    RETURNING id, outbox_id, event_id, sink, tenant
+)
+INSERT INTO delivery_attempts (delivery_id, event_id, sink, tenant, attempt, relay,
+    outcome, http_status, error, external_ref, duplicate, started_at, finished_at, latency_ms)
+SELECT ins.id, ins.event_id, ins.sink, ins.tenant, r.attempt, $1::text,
+    r.outcome, r.http_status, r.error, r.external_ref, r.duplicate, r.started_at,
+    r.finished_at, r.latency_ms
+FROM ins JOIN jsonb_to_recordset($2::jsonb) AS r(
+        outbox_id bigint, sink text, status text, attempt integer, due_at timestamptz,
+        outcome text, error text, external_ref text, landed text, journal boolean,
+        http_status integer, duplicate boolean, started_at timestamptz,
+        finished_at timestamptz, latency_ms bigint) ON r.outbox_id = ins.outbox_id AND r.sink = ins.sink
+WHERE r.journal
+`
+
+type DeliveryInsertRoutedParams struct {
+	Owner string
+	Rows  []byte
+}
+
+// The deliveries of a routing that delivered: each row written once, in its
+// status - pending and due now (not attempted), or as its routing attempt
+// left it - with the journal rows of the attempts marked journal (those that
+// did not land; one that landed is recorded in the row's landed column).
+func (q *Queries) DeliveryInsertRouted(ctx context.Context, db DBTX, arg DeliveryInsertRoutedParams) error {
+	_, err := db.Exec(ctx, deliveryInsertRouted, arg.Owner, arg.Rows)
+	return err
+}
+
+const deliveryLanded = `-- name: DeliveryLanded :one
+SELECT id, event_id, sink, tenant, landed FROM deliveries
+WHERE id = $1::bigint
+`
+
+type DeliveryLandedRow struct {
+	ID      int64
+	EventID string
+	Sink    string
+	Tenant  string
+	Landed  string
+}
+
+func (q *Queries) DeliveryLanded(ctx context.Context, db DBTX, id int64) (DeliveryLandedRow, error) {
+	row := db.QueryRow(ctx, deliveryLanded, id)
+	var i DeliveryLandedRow
+	err := row.Scan(
+		&i.ID,
+		&i.EventID,
+		&i.Sink,
+		&i.Tenant,
+		&i.Landed,
+	)
+	return i, err
+}
+
 const deliveryList = `-- name: DeliveryList :many
-SELECT id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at FROM deliveries
+SELECT id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at, landed FROM deliveries
 WHERE ($1::boolean OR tenant = $2::text)
     AND ($3::uuid IS NULL OR job_id = $3::uuid)
     AND ($4::text = '' OR status = $4::text)
@@ -292,7 +365,47 @@ func (q *Queries) DeliveryList(ctx context.Context, db DBTX, arg DeliveryListPar
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.DeliveredAt,
+			&i.Landed,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const deliveryPendingPairs = `-- name: DeliveryPendingPairs :many
+SELECT DISTINCT job_id, sink FROM deliveries
+WHERE status = 'pending'
+    AND job_id = ANY($1::uuid[])
+    AND sink = ANY($2::text[])
+`
+
+type DeliveryPendingPairsParams struct {
+	JobIds []pgtype.UUID
+	Sinks  []string
+}
+
+type DeliveryPendingPairsRow struct {
+	JobID pgtype.UUID
+	Sink  string
+}
+
+// The (job, sink) pairs among job_ids and sinks with a pending delivery:
+// an event of such a pair waits for it, so routing does not deliver it.
+func (q *Queries) DeliveryPendingPairs(ctx context.Context, db DBTX, arg DeliveryPendingPairsParams) ([]DeliveryPendingPairsRow, error) {
+	rows, err := db.Query(ctx, deliveryPendingPairs, arg.JobIds, arg.Sinks)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DeliveryPendingPairsRow
+	for rows.Next() {
+		var i DeliveryPendingPairsRow
+		if err := rows.Scan(&i.JobID, &i.Sink); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -315,7 +428,7 @@ WHERE tenant = $1::text
     AND (status = 'dead_lettered' OR ($2::boolean AND status = 'delivered'))
     AND ($3::bigint = 0 OR id = $3::bigint)
     AND ($4::text = '' OR sink = $4::text)
-RETURNING id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at
+RETURNING id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at, landed
 `
 
 type DeliveryRequeueParams struct {
@@ -361,6 +474,7 @@ func (q *Queries) DeliveryRequeue(ctx context.Context, db DBTX, arg DeliveryRequ
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.DeliveredAt,
+			&i.Landed,
 		); err != nil {
 			return nil, err
 		}
@@ -608,6 +722,31 @@ type SinkDisableParams struct {
 func (q *Queries) SinkDisable(ctx context.Context, db DBTX, arg SinkDisableParams) error {
 	_, err := db.Exec(ctx, sinkDisable, arg.Sink, arg.Tenant, arg.Reason)
 	return err
+}
+
+const sinkDisabledList = `-- name: SinkDisabledList :many
+SELECT sink FROM sink_states
+WHERE sink = ANY($1::text[])
+`
+
+func (q *Queries) SinkDisabledList(ctx context.Context, db DBTX, sinks []string) ([]string, error) {
+	rows, err := db.Query(ctx, sinkDisabledList, sinks)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var sink string
+		if err := rows.Scan(&sink); err != nil {
+			return nil, err
+		}
+		items = append(items, sink)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const sinkEnable = `-- name: SinkEnable :execrows

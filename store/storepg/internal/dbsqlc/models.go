@@ -41,6 +41,7 @@ type Delivery struct {
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 	DeliveredAt     *time.Time
+	Landed          string
 }
 
 type DeliveryAttempt struct {

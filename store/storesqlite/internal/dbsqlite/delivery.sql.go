@@ -106,7 +106,7 @@ SET lease_owner = ?1,
     due_at = ?2,
     updated_at = ?3
 WHERE id = ?4
-RETURNING id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at
+RETURNING id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at, landed
 `
 
 type DeliveryClaimParams struct {
@@ -144,6 +144,7 @@ func (q *Queries) DeliveryClaim(ctx context.Context, db DBTX, arg DeliveryClaimP
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.DeliveredAt,
+		&i.Landed,
 	)
 	return i, err
 }
@@ -198,7 +199,7 @@ func (q *Queries) DeliveryClaimCandidates(ctx context.Context, db DBTX, arg Deli
 }
 
 const deliveryGet = `-- name: DeliveryGet :one
-SELECT id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at FROM deliveries
+SELECT id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at, landed FROM deliveries
 WHERE tenant = ?1 AND id = ?2
 `
 
@@ -230,6 +231,7 @@ func (q *Queries) DeliveryGet(ctx context.Context, db DBTX, arg DeliveryGetParam
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.DeliveredAt,
+		&i.Landed,
 	)
 	return i, err
 }
@@ -257,7 +259,7 @@ func (q *Queries) DeliveryInsert(ctx context.Context, db DBTX, arg DeliveryInser
 }
 
 const deliveryList = `-- name: DeliveryList :many
-SELECT id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at FROM deliveries
+SELECT id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at, landed FROM deliveries
 WHERE (CAST(?1 AS INTEGER) = 1 OR tenant = ?2)
     AND (CAST(?3 AS TEXT) = '' OR job_id = CAST(?3 AS TEXT))
     AND (CAST(?4 AS TEXT) = '' OR status = CAST(?4 AS TEXT))
@@ -325,6 +327,7 @@ func (q *Queries) DeliveryList(ctx context.Context, db DBTX, arg DeliveryListPar
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.DeliveredAt,
+			&i.Landed,
 		); err != nil {
 			return nil, err
 		}
@@ -351,7 +354,7 @@ WHERE tenant = ?2
     AND (status = 'dead_lettered' OR (CAST(?3 AS INTEGER) = 1 AND status = 'delivered'))
     AND (CAST(?4 AS INTEGER) = 0 OR id = CAST(?4 AS INTEGER))
     AND (CAST(?5 AS TEXT) = '' OR sink = CAST(?5 AS TEXT))
-RETURNING id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at
+RETURNING id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at, landed
 `
 
 type DeliveryRequeueParams struct {
@@ -399,6 +402,7 @@ func (q *Queries) DeliveryRequeue(ctx context.Context, db DBTX, arg DeliveryRequ
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.DeliveredAt,
+			&i.Landed,
 		); err != nil {
 			return nil, err
 		}

@@ -35,6 +35,7 @@ type Delivery struct {
 	CreatedAt       int64
 	UpdatedAt       int64
 	DeliveredAt     *int64
+	Landed          string
 }
 
 type DeliveryAttempt struct {

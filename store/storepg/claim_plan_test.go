@@ -1,0 +1,84 @@
+package storepg_test
+
+import (
+	"context"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storepg"
+	"github.com/oncejob/oncejob/store/storepg/storepgtest"
+)
+
+// TestDeliveryClaimPlanIgnoresStaleStatistics: deliveries analyzed while
+// empty, then filled with 20,000 pending deliveries (a fresh deployment, a
+// backlog routed before autovacuum analyzes again): a claim of 100 still
+// walks deliveries_due_idx - the planner's statistics, which say the table
+// is empty, would have it read every pending delivery and sort them - and
+// reads no table sequentially.
+func TestDeliveryClaimPlanIgnoresStaleStatistics(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schemaURL := storepgtest.NewSchemaURL(t)
+	u, err := url.Parse(schemaURL)
+	require.NoError(t, err)
+	schema := u.Query().Get("search_path")
+	pool, err := pgxpool.New(ctx, schemaURL)
+	require.NoError(t, err)
+	require.NoError(t, storepg.Migrate(ctx, pool))
+	_, err = pool.Exec(ctx, `ANALYZE deliveries`)
+	require.NoError(t, err)
+
+	fill, err := pgx.Connect(ctx, schemaURL)
+	require.NoError(t, err)
+	// Events of 20,000 jobs that do not exist: no foreign key is checked.
+	_, err = fill.Exec(ctx, `SET session_replication_role = replica`)
+	require.NoError(t, err)
+	_, err = fill.Exec(ctx, `INSERT INTO outbox (event_id, tenant, job_id, event_type, payload, routed_at)
+		SELECT 'e' || g, 'acme', gen_random_uuid(), 'job.succeeded', '{}', now() FROM generate_series(1, 20000) g`)
+	require.NoError(t, err)
+	_, err = fill.Exec(ctx, `INSERT INTO deliveries (outbox_id, event_id, event_type, sink, tenant, job_id, due_at)
+		SELECT id, event_id, event_type, 'hook', tenant, job_id, now() - interval '1 minute' FROM outbox`)
+	require.NoError(t, err)
+	require.NoError(t, fill.Close(ctx))
+
+	admin, err := pgx.Connect(ctx, storepgtest.DatabaseURL())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = admin.Close(context.Background()) })
+	scans := func() (due, seq int64) {
+		var last [2]int64
+		for range 50 {
+			var next [2]int64
+			require.NoError(t, admin.QueryRow(ctx, `SELECT
+				(SELECT coalesce(idx_scan, 0) FROM pg_stat_user_indexes WHERE schemaname = $1 AND indexrelname = 'deliveries_due_idx'),
+				(SELECT coalesce(seq_scan, 0) FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'deliveries')`, schema).Scan(&next[0], &next[1]))
+			if next == last {
+				return next[0], next[1]
+			}
+			last = next
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Fatalf("the statistics of schema %s never settled", schema)
+		return 0, 0
+	}
+	pool.Close()
+	dueBefore, seqBefore := scans()
+
+	pool, err = pgxpool.New(ctx, schemaURL)
+	require.NoError(t, err)
+	started := time.Now()
+	ds, err := storepg.New(pool).DeliveryClaim(ctx, &store.DeliveryClaimParams{Owner: "r", Sinks: []string{"hook"}, Limit: 100, LeaseDuration: time.Minute})
+	took := time.Since(started)
+	require.NoError(t, err)
+	require.Len(t, ds, 100)
+	pool.Close()
+	dueAfter, seqAfter := scans()
+	t.Logf("claim of 100 among 20,000 pending, statistics of an empty table: %s", took)
+	require.Greater(t, dueAfter, dueBefore, "the claim walked deliveries_due_idx")
+	require.Equal(t, seqBefore, seqAfter, "the claim read deliveries sequentially")
+}
