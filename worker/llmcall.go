@@ -171,8 +171,12 @@ func (r *run) history(ctx context.Context, key string) (keyHistory, error) {
 		for _, a := range attempts {
 			h := r.journal[a.ProviderKey]
 			h.counted = h.counted || a.Billed
-			if a.Outcome != store.LLMOutcomeCancelled {
-				// A call left by a stopped attempt stays in its batch.
+			if !answeredInBatch(a) {
+				// A call left by a stopped attempt stays in its batch, and
+				// so does an answer journaled by an attempt whose lease was
+				// taken over as it applied it (the journal is unfenced,
+				// the checkpoint is not): the answer is read again from
+				// that batch, never asked in a new one.
 				h.batchTag = ""
 			}
 			if tag, ok := strings.CutPrefix(a.Error, intentPrefix); ok && a.Outcome == store.LLMOutcomeOutcomeUnknown {
@@ -194,6 +198,14 @@ func (r *run) history(ctx context.Context, key string) (keyHistory, error) {
 		}
 	}
 	return r.journal[key], nil
+}
+
+// answeredInBatch reports whether journal row a leaves its call in the
+// batch of the intent before it: a stopped attempt's row, or the answer of
+// a batch line (docs/architecture.md, "Provider batches").
+func answeredInBatch(a *store.LLMAttempt) bool {
+	return a.Outcome == store.LLMOutcomeCancelled ||
+		(a.Outcome == store.LLMOutcomeSucceeded && a.PriceClass == store.PriceClassBatch)
 }
 
 // lookup asks the provider for the call it may have finished under key when

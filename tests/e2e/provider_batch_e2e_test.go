@@ -255,7 +255,11 @@ func TestProviderBatchThroughKills(t *testing.T) {
 				st := sim.stats(t)
 				require.Zero(t, st.BilledCalls, "no call went online")
 				require.EqualValues(t, n, st.BatchBilledCalls)
-				require.EqualValues(t, 3, st.BatchesCreated, "300 calls in batches of 100, none created twice")
+				// 300 calls in batches of 100; a member whose lease ran out
+				// before its batch was sent (a loaded machine) is left out
+				// and sent in a later batch, so more batches are no
+				// second bill: the counts by key below say that.
+				require.GreaterOrEqual(t, st.BatchesCreated, int64(3), "300 calls in batches of 100")
 				require.Len(t, st.BatchCallsByKey, n)
 				for key, c := range st.BatchCallsByKey {
 					require.EqualValues(t, 1, c, "%s billed once", key)
