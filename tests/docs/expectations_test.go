@@ -60,8 +60,8 @@ var expectations = map[string][]para{
 		{true, []string{`HTTP/1.1 200 OK`, `(?i)Idempotent-Replayed: true`, `"outcome": ?"SUBMIT_OUTCOME_EXISTING"`}},
 		{true, []string{`HTTP/1.1 422`, `(?i)Content-Type: application/problem\+json`, `"reason": ?"IDEMPOTENCY_KEY_REUSED"`, `"status": ?422`}},
 		{true, []string{`HTTP/1.1 400`, `(?i)Content-Type: application/problem\+json`, `"reason": ?"IDEMPOTENCY_KEY_INVALID"`}},
-		{true, []string{`(?m)^id: 1$`, `(?m)^id: 7$`, `JOB_STATUS_SUCCEEDED`, `(?m)^event: end$`}},
-		{true, []string{`(?s)^retry: 1000\n\nid: 6\n`, `(?m)^event: end$`}},
+		{true, []string{`(?m)^id: 1$`, `(?m)^id: 3$`, `JOB_STATUS_SUCCEEDED`, `(?m)^event: end$`}},
+		{true, []string{`(?s)^retry: 1000\n\nid: 3\n`, `(?m)^event: end$`}},
 		{true, []string{`"checkpoints": ?\[`, `"llm_attempts": ?\[`, `"counts": ?\[`}},
 	},
 
