@@ -331,16 +331,14 @@ func (r *Relay) deliver(ctx context.Context, batch []*store.Delivery) []store.De
 	bySink := map[string][]int{}
 	var wg sync.WaitGroup
 	for i, d := range batch {
-		if sink, _, ok := r.sinks.Get(d.Sink); ok {
-			if _, batched := sink.(BatchSink); batched {
-				bySink[d.Sink] = append(bySink[d.Sink], i)
-				continue
-			}
+		sink, _, ok := r.sinks.Get(d.Sink)
+		if _, batched := sink.(BatchSink); ok && batched {
+			bySink[d.Sink] = append(bySink[d.Sink], i)
+			continue
 		}
 		wg.Go(func() {
 			failpoint.Inject(failpoint.RelayBeforeSend)
 			started := time.Now()
-			sink, _, ok := r.sinks.Get(d.Sink)
 			var res Result
 			if ok {
 				res = sink.Deliver(ctx, d)

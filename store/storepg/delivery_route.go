@@ -108,10 +108,12 @@ func (s *Store) OutboxRouteDeliver(ctx context.Context, params *store.OutboxRout
 func (s *Store) planRoute(ctx context.Context, tx pgx.Tx, params *store.OutboxRouteDeliverParams, events []dbsqlc.Outbox) (*routePlan, error) {
 	plan := &routePlan{}
 	sinksOf := make([][]string, len(events))
+	outs := make([]*store.OutboxEvent, len(events))
 	var jobs []pgtype.UUID
 	var direct []string
 	for i, e := range events {
-		sinksOf[i] = params.Route(outboxFromRow(e))
+		outs[i] = outboxFromRow(e)
+		sinksOf[i] = params.Route(outs[i])
 		for _, sink := range sinksOf[i] {
 			if params.Direct(sink) && !slices.Contains(direct, sink) {
 				direct = append(direct, sink)
@@ -139,16 +141,15 @@ func (s *Store) planRoute(ctx context.Context, tx pgx.Tx, params *store.OutboxRo
 		for _, sink := range sinksOf[i] {
 			key := e.JobID.String() + "\x00" + sink
 			plan.rows = append(plan.rows, routedRow{OutboxID: e.ID, Sink: sink, Status: string(store.DeliveryStatusPending)})
-			if blocked[key] || !slices.Contains(direct, sink) {
-				blocked[key] = true // a later event of the job waits for this one
+			wait := blocked[key] || !slices.Contains(direct, sink)
+			blocked[key] = true // a later event of the job waits for this one
+			if wait {
 				continue
 			}
-			blocked[key] = true
-			d := outboxFromRow(e)
 			plan.at = append(plan.at, len(plan.rows)-1)
 			plan.direct = append(plan.direct, &store.Delivery{
 				OutboxID: e.ID, EventID: e.EventID, EventType: e.EventType, Sink: sink, Tenant: e.Tenant,
-				JobID: d.JobID, Status: store.DeliveryStatusPending, Attempt: 1, Attempts: 1,
+				JobID: outs[i].JobID, Status: store.DeliveryStatusPending, Attempt: 1, Attempts: 1,
 				BudgetStartedAt: now, CreatedAt: now, UpdatedAt: now, Payload: e.Payload, EventCreatedAt: e.CreatedAt,
 			})
 		}

@@ -2,6 +2,7 @@ package storesqlite
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -189,7 +190,11 @@ func jsonArray(rows [][]any) (string, error) {
 				if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
 					return "", errNoJSONForm
 				}
-				b = appendJSONString(b, v)
+				q, err := json.Marshal(v) // valid UTF-8 without NUL: encoded as is
+				if err != nil {
+					return "", err
+				}
+				b = append(b, q...)
 			case int:
 				b = strconv.AppendInt(b, int64(v), 10)
 			case int64:
@@ -204,32 +209,3 @@ func jsonArray(rows [][]any) (string, error) {
 }
 
 var errNoJSONForm = errors.New("storesqlite: a string with no JSON form (invalid UTF-8 or a NUL)")
-
-// appendJSONString appends s, valid UTF-8 without NUL, as a JSON string.
-func appendJSONString(b []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\t':
-			b = append(b, '\\', 't')
-		case '\r':
-			b = append(b, '\\', 'r')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
