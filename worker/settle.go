@@ -210,13 +210,21 @@ func retryOrDeadLetter(in settleInput, jobErr *store.JobError, retryAfter time.D
 // notTried requeues a job an attempt claimed but never started (a worker
 // of another version): the attempt goes back to the budget, so a rolling
 // deploy's old workers cannot dead-letter a new job, as a shutdown cannot.
-// The backoff still grows with every such claim, and the deadline ends the
-// wait for a worker that never comes.
+// The backoff grows with the claims only up to its notTriedMaxStep-th step:
+// a mixed fleet's old workers may claim the job many times in a row, and
+// each such claim must not push the job's next chance at a worker of its
+// version further off (a job that waited the policy's full backoff after a
+// few unlucky claims waited a minute for nothing). The deadline still ends
+// the wait for a worker that never comes.
 func notTried(in settleInput, jobErr *store.JobError) decision {
-	d := retryAfterBackoff(in, in.claims, jobErr, 0)
+	d := retryAfterBackoff(in, min(in.claims, notTriedMaxStep), jobErr, 0)
 	d.refund = true
 	return d
 }
+
+// notTriedMaxStep bounds the backoff of a claim that tried nothing: 4×
+// the initial backoff under the default multiplier (4 s by default).
+const notTriedMaxStep = 3
 
 // retryAfterBackoff retries after the n-th backoff, or dead-letters when
 // that retry would pass the deadline.

@@ -76,10 +76,10 @@ func TestDecide(t *testing.T) {
 		{"another version's worker claimed it: not a try", func(in *settleInput) {
 			in.err = &retryableError{code: "PIPELINE_VERSION_MISMATCH", notTried: true, err: errors.New("v2 needed")}
 		}, want{act: actTransition, to: store.JobStatusRetryWait, code: "PIPELINE_VERSION_MISMATCH", retryable: true, at: at(time.Second), refund: true}},
-		{"another version's worker claimed it, at the attempts limit: still not a try, the backoff grows with the claims", func(in *settleInput) {
+		{"another version's worker claimed it, at the attempts limit: still not a try; the backoff grows with the claims to its third step (4 s, jittered by half) and no further", func(in *settleInput) {
 			in.err = &retryableError{code: "PIPELINE_VERSION_MISMATCH", notTried: true, err: errors.New("v2 needed")}
-			in.attempts, in.claims = 5, 6
-		}, want{act: actTransition, to: store.JobStatusRetryWait, code: "PIPELINE_VERSION_MISMATCH", retryable: true, at: at(16 * time.Second), refund: true}},
+			in.attempts, in.claims = 5, 60
+		}, want{act: actTransition, to: store.JobStatusRetryWait, code: "PIPELINE_VERSION_MISMATCH", retryable: true, at: at(2 * time.Second), refund: true}},
 		{"another version's worker claimed it, past the deadline: dead-lettered", func(in *settleInput) {
 			in.err = &retryableError{code: "PIPELINE_VERSION_MISMATCH", notTried: true, err: errors.New("v2 needed")}
 			in.budgetStarted = now.Add(-time.Hour)

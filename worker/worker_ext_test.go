@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,12 +38,19 @@ func setup(t *testing.T, faults llmsim.Faults) *testBundle {
 // startWorker runs a worker until the test ends.
 func (b *testBundle) startWorker(t *testing.T, reg *pipeline.Registry, llmTimeout time.Duration) *worker.Worker {
 	t.Helper()
+	w, _ := b.runWorker(t, reg, llmTimeout)
+	return w
+}
+
+// runWorker runs a worker until stop is called or the test ends.
+func (b *testBundle) runWorker(t *testing.T, reg *pipeline.Registry, llmTimeout time.Duration) (w *worker.Worker, stop func()) {
+	t.Helper()
 	if llmTimeout == 0 {
 		llmTimeout = 10 * time.Second
 	}
 	provider, err := llm.NewOpenAI(llm.Config{BaseURL: b.sim.URL, Timeout: llmTimeout, LookupPath: llmsim.LookupPath})
 	require.NoError(t, err)
-	w, err := worker.New(worker.Config{
+	w, err = worker.New(worker.Config{
 		Store:         b.store,
 		Provider:      provider,
 		Pipelines:     reg,
@@ -57,8 +65,9 @@ func (b *testBundle) startWorker(t *testing.T, reg *pipeline.Registry, llmTimeou
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return w
+	stop = sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(stop)
+	return w, stop
 }
 
 type testWriter struct{ t *testing.T }
@@ -218,7 +227,10 @@ func TestDecisionCacheRunsOnlyWhatChanged(t *testing.T) {
 
 	v1 := registry(t, summarize(1, "1", summarizeSchema, ""))
 	first := submit(t, b.store, v1, "acme", text)
-	b.startWorker(t, v1, 0)
+	// Each version's worker is stopped before the next starts, as a
+	// finished deploy leaves it: a mixed fleet is
+	// TestWorkerLeavesJobsOfAnotherPipelineVersion's subject.
+	_, stop := b.runWorker(t, v1, 0)
 	require.Equal(t, store.JobStatusSucceeded, waitTerminal(t, b.store, first).Status)
 	require.EqualValues(t, 1, b.sim.Stats().BilledCalls)
 
@@ -227,7 +239,8 @@ func TestDecisionCacheRunsOnlyWhatChanged(t *testing.T) {
 	v2 := registry(t, summarize(2, "1", `{type: object, required: [summary, key_points]}`, ""))
 	second := submit(t, b.store, v2, "acme", text)
 	require.NotEqual(t, first.DedupKey, second.DedupKey)
-	b.startWorker(t, v2, 0)
+	stop()
+	_, stop = b.runWorker(t, v2, 0)
 	got := waitTerminal(t, b.store, second)
 	require.Equal(t, store.JobStatusSucceeded, got.Status, "error: %+v", got.Error)
 	require.EqualValues(t, 1, b.sim.Stats().BilledCalls, "no second generation")
@@ -250,6 +263,7 @@ func TestDecisionCacheRunsOnlyWhatChanged(t *testing.T) {
 	// A new prompt version: a new computation, billed.
 	v3 := registry(t, summarize(3, "2", summarizeSchema, ""))
 	third := submit(t, b.store, v3, "acme", text)
+	stop()
 	b.startWorker(t, v3, 0)
 	require.Equal(t, store.JobStatusSucceeded, waitTerminal(t, b.store, third).Status)
 	require.EqualValues(t, 2, b.sim.Stats().BilledCalls)
