@@ -28,55 +28,63 @@ func TestDeliveryClaimPlanIgnoresStaleStatistics(t *testing.T) {
 	u, err := url.Parse(schemaURL)
 	require.NoError(t, err)
 	schema := u.Query().Get("search_path")
-	pool, err := pgxpool.New(ctx, schemaURL)
+	// One connection per pool: its backend's statistics reach
+	// pg_stat_user_tables when it exits (closeAndWait), so the counts read
+	// after it are whole. (The migration's seven index builds count as
+	// sequential scans of deliveries; counted late, they once failed this.)
+	poolURL := schemaURL + "&pool_max_conns=1"
+	pool, err := pgxpool.New(ctx, poolURL)
 	require.NoError(t, err)
 	require.NoError(t, storepg.Migrate(ctx, pool))
 	_, err = pool.Exec(ctx, `ANALYZE deliveries`)
 	require.NoError(t, err)
-
-	fill, err := pgx.Connect(ctx, schemaURL)
-	require.NoError(t, err)
 	// Events of 20,000 jobs that do not exist: no foreign key is checked.
-	_, err = fill.Exec(ctx, `SET session_replication_role = replica`)
-	require.NoError(t, err)
-	_, err = fill.Exec(ctx, `INSERT INTO outbox (event_id, tenant, job_id, event_type, payload, routed_at)
-		SELECT 'e' || g, 'acme', gen_random_uuid(), 'job.succeeded', '{}', now() FROM generate_series(1, 20000) g`)
-	require.NoError(t, err)
-	_, err = fill.Exec(ctx, `INSERT INTO deliveries (outbox_id, event_id, event_type, sink, tenant, job_id, due_at)
-		SELECT id, event_id, event_type, 'hook', tenant, job_id, now() - interval '1 minute' FROM outbox`)
-	require.NoError(t, err)
-	require.NoError(t, fill.Close(ctx))
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO outbox (event_id, tenant, job_id, event_type, payload, routed_at)
+			SELECT 'e' || g, 'acme', gen_random_uuid(), 'job.succeeded', '{}', now() FROM generate_series(1, 20000) g`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO deliveries (outbox_id, event_id, event_type, sink, tenant, job_id, due_at)
+			SELECT id, event_id, event_type, 'hook', tenant, job_id, now() - interval '1 minute' FROM outbox`)
+		return err
+	}))
 
 	admin, err := pgx.Connect(ctx, storepgtest.DatabaseURL())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = admin.Close(context.Background()) })
-	scans := func() (due, seq int64) {
-		var last [2]int64
-		for range 50 {
-			var next [2]int64
-			require.NoError(t, admin.QueryRow(ctx, `SELECT
-				(SELECT coalesce(idx_scan, 0) FROM pg_stat_user_indexes WHERE schemaname = $1 AND indexrelname = 'deliveries_due_idx'),
-				(SELECT coalesce(seq_scan, 0) FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'deliveries')`, schema).Scan(&next[0], &next[1]))
-			if next == last {
-				return next[0], next[1]
-			}
-			last = next
-			time.Sleep(200 * time.Millisecond)
-		}
-		t.Fatalf("the statistics of schema %s never settled", schema)
-		return 0, 0
+	// closeAndWait closes a one-connection pool and waits until its backend
+	// has exited: a backend flushes its statistics before it leaves
+	// pg_stat_activity.
+	closeAndWait := func(pool *pgxpool.Pool) {
+		var pid int32
+		require.NoError(t, pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+		pool.Close()
+		require.Eventually(t, func() bool {
+			var n int
+			require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n))
+			return n == 0
+		}, 30*time.Second, 10*time.Millisecond, "backend %d never exited", pid)
 	}
-	pool.Close()
+	scans := func() (due, seq int64) {
+		require.NoError(t, admin.QueryRow(ctx, `SELECT
+			(SELECT coalesce(idx_scan, 0) FROM pg_stat_user_indexes WHERE schemaname = $1 AND indexrelname = 'deliveries_due_idx'),
+			(SELECT coalesce(seq_scan, 0) FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'deliveries')`, schema).Scan(&due, &seq))
+		return due, seq
+	}
+	closeAndWait(pool)
 	dueBefore, seqBefore := scans()
 
-	pool, err = pgxpool.New(ctx, schemaURL)
+	pool, err = pgxpool.New(ctx, poolURL)
 	require.NoError(t, err)
 	started := time.Now()
 	ds, err := storepg.New(pool).DeliveryClaim(ctx, &store.DeliveryClaimParams{Owner: "r", Sinks: []string{"hook"}, Limit: 100, LeaseDuration: time.Minute})
 	took := time.Since(started)
 	require.NoError(t, err)
 	require.Len(t, ds, 100)
-	pool.Close()
+	closeAndWait(pool)
 	dueAfter, seqAfter := scans()
 	t.Logf("claim of 100 among 20,000 pending, statistics of an empty table: %s", took)
 	require.Greater(t, dueAfter, dueBefore, "the claim walked deliveries_due_idx")
