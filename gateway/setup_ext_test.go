@@ -21,7 +21,7 @@ import (
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
-	"github.com/oncejob/oncejob/store/storesqlite"
+	"github.com/oncejob/oncejob/store/storesqlite/storesqlitetest"
 	"github.com/oncejob/oncejob/watch"
 )
 
@@ -114,9 +114,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 func forEachStore(t *testing.T, opts setupOpts, fn func(t *testing.T, b *testBundle)) {
 	t.Run("postgres", func(t *testing.T) { fn(t, setup(t, opts)) })
 	t.Run("sqlite", func(t *testing.T) {
-		st, err := storesqlite.Open(context.Background(), storesqlite.Config{DataDir: t.TempDir()})
-		require.NoError(t, err)
-		t.Cleanup(st.Close)
+		st := storesqlitetest.NewTestStore(t)
 		o := opts
 		o.store = st
 		fn(t, setup(t, o))

@@ -22,7 +22,7 @@ import (
 	"github.com/oncejob/oncejob/relay"
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
-	"github.com/oncejob/oncejob/store/storesqlite"
+	"github.com/oncejob/oncejob/store/storesqlite/storesqlitetest"
 )
 
 // testStore is what these tests drive: jobs made to announce events, and
@@ -37,10 +37,7 @@ type testStore interface {
 func newPG(t *testing.T) testStore { return storepgtest.NewTestStore(t) }
 
 func newSQLite(t *testing.T) testStore {
-	s, err := storesqlite.Open(t.Context(), storesqlite.Config{DataDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(s.Close)
-	return s
+	return storesqlitetest.NewTestStore(t)
 }
 
 // submit creates a queued job of tenant.

@@ -1,7 +1,6 @@
 package schedule_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -10,7 +9,7 @@ import (
 	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/schedule"
 	"github.com/oncejob/oncejob/store"
-	"github.com/oncejob/oncejob/store/storesqlite"
+	"github.com/oncejob/oncejob/store/storesqlite/storesqlitetest"
 )
 
 func TestSpec(t *testing.T) {
@@ -54,9 +53,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 	for _, catchup := range []store.CatchupPolicy{store.CatchupNone, store.CatchupLatest} {
 		t.Run(string(catchup), func(t *testing.T) {
 			t.Parallel()
-			st, err := storesqlite.Open(context.Background(), storesqlite.Config{DataDir: t.TempDir()})
-			require.NoError(t, err)
-			t.Cleanup(st.Close)
+			st := storesqlitetest.NewTestStore(t)
 			now := time.Now().Truncate(time.Minute).Add(30 * time.Second)
 			res, err := st.ScheduleCreate(t.Context(), &store.ScheduleCreateParams{Schedule: store.Schedule{
 				ID: "0190a0a0-0000-7000-8000-000000000001", Tenant: "t", IdempotencyKey: "k", Fingerprint: "f", Name: "minutely",

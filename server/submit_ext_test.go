@@ -19,7 +19,7 @@ import (
 	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
-	"github.com/oncejob/oncejob/store/storesqlite"
+	"github.com/oncejob/oncejob/store/storesqlite/storesqlitetest"
 )
 
 // bothStores runs test against a Postgres store and an embedded one.
@@ -31,10 +31,7 @@ func bothStores(t *testing.T, test func(t *testing.T, st server.Store)) {
 	})
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
-		st, err := storesqlite.Open(context.Background(), storesqlite.Config{DataDir: t.TempDir()})
-		require.NoError(t, err)
-		t.Cleanup(st.Close)
-		test(t, st)
+		test(t, storesqlitetest.NewTestStore(t))
 	})
 }
 

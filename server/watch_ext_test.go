@@ -26,7 +26,7 @@ import (
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
-	"github.com/oncejob/oncejob/store/storesqlite"
+	"github.com/oncejob/oncejob/store/storesqlite/storesqlitetest"
 	"github.com/oncejob/oncejob/watch"
 )
 
@@ -56,10 +56,7 @@ func setupWatch(t *testing.T) *watchBundle {
 func forEachStore(t *testing.T, fn func(t *testing.T, b *watchBundle)) {
 	t.Run("postgres", func(t *testing.T) { fn(t, setupWatch(t)) })
 	t.Run("sqlite", func(t *testing.T) {
-		st, err := storesqlite.Open(context.Background(), storesqlite.Config{DataDir: t.TempDir()})
-		require.NoError(t, err)
-		t.Cleanup(st.Close)
-		fn(t, setupWatchOn(t, st))
+		fn(t, setupWatchOn(t, storesqlitetest.NewTestStore(t)))
 	})
 }
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/oncejob/oncejob/server/groupcommit"
 	"github.com/oncejob/oncejob/store"
-	"github.com/oncejob/oncejob/store/storesqlite"
+	"github.com/oncejob/oncejob/store/storesqlite/storesqlitetest"
 )
 
 func TestMain(m *testing.M) {
@@ -43,9 +43,7 @@ func (r *recorder) sizes() []int {
 
 func setup(t *testing.T, linger time.Duration, maxBatch int) (*groupcommit.Batcher, *recorder) {
 	t.Helper()
-	st, err := storesqlite.Open(t.Context(), storesqlite.Config{DataDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
+	st := storesqlitetest.NewTestStore(t)
 	r := &recorder{Store: st}
 	b, err := groupcommit.New(groupcommit.Config{SubmitMany: r.JobSubmitMany, Linger: linger, MaxBatch: maxBatch})
 	require.NoError(t, err)

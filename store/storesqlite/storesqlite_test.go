@@ -19,6 +19,7 @@ import (
 	"github.com/oncejob/oncejob/migrations"
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storesqlite"
+	"github.com/oncejob/oncejob/store/storesqlite/storesqlitetest"
 	"github.com/oncejob/oncejob/store/storetest"
 )
 
@@ -230,10 +231,7 @@ func TestMigrationsMatchPostgres(t *testing.T) {
 
 func openTestStore(t *testing.T, dir string) *storesqlite.Store {
 	t.Helper()
-	s, err := storesqlite.Open(t.Context(), storesqlite.Config{DataDir: dir})
-	require.NoError(t, err)
-	t.Cleanup(s.Close)
-	return s
+	return storesqlitetest.Open(t, dir)
 }
 
 func newSubmitParams(id string) *store.JobSubmitParams {

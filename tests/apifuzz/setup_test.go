@@ -37,7 +37,7 @@ import (
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
-	"github.com/oncejob/oncejob/store/storesqlite"
+	"github.com/oncejob/oncejob/store/storesqlite/storesqlitetest"
 	"github.com/oncejob/oncejob/watch"
 )
 
@@ -141,10 +141,7 @@ func forEachStore(t *testing.T, fn func(t *testing.T, st fuzzStore)) {
 	})
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
-		st, err := storesqlite.Open(context.Background(), storesqlite.Config{DataDir: t.TempDir()})
-		require.NoError(t, err)
-		t.Cleanup(st.Close)
-		fn(t, st)
+		fn(t, storesqlitetest.NewTestStore(t))
 	})
 }
 
