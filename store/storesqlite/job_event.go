@@ -2,7 +2,6 @@ package storesqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
 	"github.com/oncejob/oncejob/store"
@@ -18,11 +17,11 @@ func (s *Store) JobEventList(ctx context.Context, params *store.JobEventListPara
 	if !ok {
 		return nil, store.ErrNotFound
 	}
-	tx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := s.read.beginRead(ctx)
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	defer tx.Rollback() // nothing to keep: read only
+	defer tx.end(ctx)
 	rows, err := s.q.JobEventList(ctx, tx, dbsqlite.JobEventListParams{
 		Tenant:   params.Tenant,
 		JobID:    id,

@@ -76,7 +76,7 @@ type Store struct {
 	// they never wait for the writer.
 	reads
 	write  *sql.DB // one connection: all writes, one at a time
-	read   *sql.DB // reads
+	read   *readDB // reads, their statements prepared once (readDB)
 	q      *dbsqlite.Queries
 	lock   *os.File
 	clock  clock
@@ -149,9 +149,11 @@ func (s *Store) open(ctx context.Context, path string) error {
 		return err
 	}
 	s.writer = newWriter(s.write, &s.clock, &s.appended, s.listeners.wake)
-	if s.read, err = sql.Open("sqlite", dsn(path, readParams)); err != nil {
+	read, err := sql.Open("sqlite", dsn(path, readParams))
+	if err != nil {
 		return fmt.Errorf("storesqlite: open: %w", err)
 	}
+	s.read = newReadDB(read)
 	readConns := max(4, runtime.GOMAXPROCS(0))
 	s.read.SetMaxOpenConns(readConns)
 	s.read.SetMaxIdleConns(readConns)
