@@ -42,7 +42,7 @@ func (r *readDB) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	if ok || full {
 		return st, nil
 	}
-	st, err := r.DB.PrepareContext(ctx, query)
+	st, err := r.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func (r *readDB) cached(query string) *sql.Stmt {
 // beginRead starts a read-only transaction whose reads use the pool's
 // statements; end it with end.
 func (r *readDB) beginRead(ctx context.Context) (*readTx, error) {
-	tx, err := r.DB.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func (t *readTx) QueryRowContext(ctx context.Context, query string, args ...any)
 // end rolls the transaction back (it wrote nothing) and prepares the
 // statements it ran unprepared.
 func (t *readTx) end(ctx context.Context) {
-	_ = t.Tx.Rollback()
+	_ = t.Rollback()
 	for _, q := range t.wanted {
 		_, _ = t.r.stmt(context.WithoutCancel(ctx), q) // a failure leaves the query unprepared
 	}
