@@ -109,16 +109,29 @@ func probeRecovery(t *testing.T, client oncejobv1.JobServiceClient, prefix strin
 // never twice and never missing.)
 type changeWatch struct {
 	mu      sync.Mutex
-	seqs    map[string]map[int32]bool
-	twice   []string
+	seqs    map[string]map[int32]received
+	twice   []repeat
 	resumed int
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
 
+// received is the first copy of a change: its event's time, and when the
+// watch got it.
+type received struct {
+	eventTime, got time.Time
+}
+
+// repeat is a (job, seq) received a second time, with its first copy.
+type repeat struct {
+	job   string
+	seq   int32
+	first received
+}
+
 func watchChanges(client oncejobv1.JobServiceClient) *changeWatch {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &changeWatch{seqs: map[string]map[int32]bool{}, cancel: cancel, done: make(chan struct{})}
+	w := &changeWatch{seqs: map[string]map[int32]received{}, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		cursor := ""
@@ -127,7 +140,7 @@ func watchChanges(client oncejobv1.JobServiceClient) *changeWatch {
 			for err == nil {
 				var resp *oncejobv1.WatchJobsResponse
 				if resp, err = stream.Recv(); err == nil {
-					w.record(resp.GetJob().GetId(), resp.GetEvent().GetSeq())
+					w.record(resp.GetJob().GetId(), resp.GetEvent().GetSeq(), resp.GetEvent().GetTime().AsTime())
 					cursor = resp.GetCursor()
 				}
 			}
@@ -143,16 +156,17 @@ func watchChanges(client oncejobv1.JobServiceClient) *changeWatch {
 	return w
 }
 
-func (w *changeWatch) record(job string, seq int32) {
+func (w *changeWatch) record(job string, seq int32, eventTime time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.seqs[job] == nil {
-		w.seqs[job] = map[int32]bool{}
+		w.seqs[job] = map[int32]received{}
 	}
-	if w.seqs[job][seq] {
-		w.twice = append(w.twice, fmt.Sprintf("job %s: seq %d", job, seq))
+	if first, ok := w.seqs[job][seq]; ok {
+		w.twice = append(w.twice, repeat{job: job, seq: seq, first: first})
+		return
 	}
-	w.seqs[job][seq] = true
+	w.seqs[job][seq] = received{eventTime: eventTime, got: time.Now()}
 }
 
 // missing lists, per job of ids, the seqs of the store's log the watch has
@@ -166,7 +180,7 @@ func (w *changeWatch) missing(t *testing.T, db store.Store, ids []string) map[st
 		evs, err := db.JobEventList(context.Background(), &store.JobEventListParams{Tenant: "default", JobID: id})
 		require.NoError(t, err)
 		for _, e := range evs {
-			if !w.seqs[id][e.Seq] {
+			if _, ok := w.seqs[id][e.Seq]; !ok {
 				out[id] = append(out[id], e.Seq)
 			}
 		}
@@ -174,9 +188,9 @@ func (w *changeWatch) missing(t *testing.T, db store.Store, ids []string) map[st
 	return out
 }
 
-// stop ends the watch and returns the seqs it received twice and how often
-// it resumed.
-func (w *changeWatch) stop() ([]string, int) {
+// stop ends the watch and returns the changes it received twice and how
+// often it resumed.
+func (w *changeWatch) stop() ([]repeat, int) {
 	w.cancel()
 	<-w.done
 	w.mu.Lock()
@@ -299,11 +313,38 @@ func TestFailoverUnderLoad(t *testing.T) {
 		t.Fatalf("WatchJobs missed changes: %v", missing)
 	}
 	twice, resumedAll := changes.stop()
-	require.Empty(t, twice, "WatchJobs sent a change twice")
+	requireRepeatsWereLostWithThePrimary(t, e.db, twice, promoted)
 	t.Logf("failover: %d WatchJob streams (%d of them ending on the new primary) resumed %d times, the WatchJobs stream %d times", len(watches), acrossFailover, resumed, resumedAll)
 	w.stop()
 	api.stop()
 	requireServerAnswered(t, api)
+}
+
+// requireRepeatsWereLostWithThePrimary: a change WatchJobs sent twice is
+// only one the failover lost. A job's write whose commit the dying primary
+// made visible without its standby's confirmation (a backend waiting for
+// synchronous replication stops waiting when the postmaster dies, and its
+// transaction becomes visible to the primary's other sessions; its writer
+// was never answered) can reach a watch and be gone on the new primary,
+// where the job makes that transition again under the same seq (seen once
+// in CI: a worker's write for the job failed with "unexpected EOF" at the
+// kill). Such a first copy was received before the promotion and is not the
+// event the new primary's log holds (another time); a change sent twice
+// from one log would be the same event both times, and fails.
+func requireRepeatsWereLostWithThePrimary(t *testing.T, db store.Store, twice []repeat, promoted time.Time) {
+	t.Helper()
+	for _, r := range twice {
+		evs, err := db.JobEventList(context.Background(), &store.JobEventListParams{Tenant: "default", JobID: r.job})
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, len(evs), int(r.seq), "job %s: seq %d sent twice, not in the log", r.job, r.seq)
+		kept := evs[r.seq-1]
+		require.False(t, kept.CreatedAt.Equal(r.first.eventTime),
+			"WatchJobs sent job %s's change %d twice: the same event, at %s", r.job, r.seq, kept.CreatedAt)
+		require.True(t, r.first.got.Before(promoted),
+			"job %s: change %d was first received %s, after the promotion; only the old primary's last commits can be lost", r.job, r.seq, r.first.got)
+		t.Logf("failover: job %s's change %d was received from the old primary (event at %s) and lost with it; the new primary's log has its own change %d (at %s, %s), also sent",
+			r.job, r.seq, r.first.eventTime.Format(time.RFC3339Nano), r.seq, kept.CreatedAt.Format(time.RFC3339Nano), kept.Status)
+	}
 }
 
 // requireAppliedOnce checks the receiver applied the succeeded event of
