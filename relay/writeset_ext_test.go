@@ -18,27 +18,15 @@ import (
 )
 
 // schemaWrites is the rows inserted, updated and deleted in a schema's
-// tables (pg_stat_user_tables), read once the backends that wrote them have
-// exited and flushed their statistics: it polls until two reads agree.
+// tables (pg_stat_user_tables), read once the schema's connections have
+// exited and flushed their statistics (storepgtest.WaitIdle).
 func schemaWrites(t *testing.T, conn *pgx.Conn, schema string) int64 {
 	t.Helper()
-	read := func() int64 {
-		var n int64
-		require.NoError(t, conn.QueryRow(context.Background(), `SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint
-			FROM pg_stat_user_tables WHERE schemaname = $1`, schema).Scan(&n))
-		return n
-	}
-	last := read()
-	for range 50 {
-		time.Sleep(200 * time.Millisecond)
-		next := read()
-		if next == last {
-			return next
-		}
-		last = next
-	}
-	t.Fatalf("the statistics of schema %s never settled: %d", schema, last)
-	return 0
+	storepgtest.WaitIdle(t, schema)
+	var n int64
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint
+		FROM pg_stat_user_tables WHERE schemaname = $1`, schema).Scan(&n))
+	return n
 }
 
 // TestRelayRowWritesPerEvent: a relay delivering events to a sink that

@@ -45,41 +45,29 @@ func (w writeSet) total() (n int64) {
 	return n
 }
 
-// schemaRows reads the schema's row counters once the backends that wrote
-// them have exited and flushed their statistics: it polls until two reads
-// agree.
+// schemaRows reads the schema's row counters once the schema's
+// connections have exited and flushed their statistics
+// (storepgtest.WaitIdle).
 func schemaRows(t *testing.T, conn *pgx.Conn, schema string) map[string]int64 {
 	t.Helper()
-	read := func() map[string]int64 {
-		rows, err := conn.Query(context.Background(), `SELECT relname, n_tup_ins + n_tup_upd + n_tup_del
-			FROM pg_stat_user_tables WHERE schemaname = $1
-			UNION ALL SELECT relname || '(hot)', n_tup_hot_upd
-			FROM pg_stat_user_tables WHERE schemaname = $1 AND n_tup_hot_upd > 0`, schema)
-		require.NoError(t, err)
-		m, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (kv [2]any, err error) {
-			var name string
-			var n int64
-			err = r.Scan(&name, &n)
-			return [2]any{name, n}, err
-		})
-		require.NoError(t, err)
-		out := map[string]int64{}
-		for _, kv := range m {
-			out[kv[0].(string)] = kv[1].(int64)
-		}
-		return out
+	storepgtest.WaitIdle(t, schema)
+	rows, err := conn.Query(context.Background(), `SELECT relname, n_tup_ins + n_tup_upd + n_tup_del
+		FROM pg_stat_user_tables WHERE schemaname = $1
+		UNION ALL SELECT relname || '(hot)', n_tup_hot_upd
+		FROM pg_stat_user_tables WHERE schemaname = $1 AND n_tup_hot_upd > 0`, schema)
+	require.NoError(t, err)
+	m, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (kv [2]any, err error) {
+		var name string
+		var n int64
+		err = r.Scan(&name, &n)
+		return [2]any{name, n}, err
+	})
+	require.NoError(t, err)
+	out := map[string]int64{}
+	for _, kv := range m {
+		out[kv[0].(string)] = kv[1].(int64)
 	}
-	last := read()
-	for range 50 {
-		time.Sleep(200 * time.Millisecond)
-		next := read()
-		if fmt.Sprint(next) == fmt.Sprint(last) {
-			return next
-		}
-		last = next
-	}
-	t.Fatalf("the statistics of schema %s never settled: %v", schema, last)
-	return nil
+	return out
 }
 
 // schemaWAL sums the WAL records between two LSNs that touch a relation of
@@ -87,6 +75,12 @@ func schemaRows(t *testing.T, conn *pgx.Conn, schema string) map[string]int64 {
 func schemaWAL(t *testing.T, conn *pgx.Conn, schema, from, to string) (bytes, records, fpi int64) {
 	t.Helper()
 	ctx := context.Background()
+	// pg_walinspect reads only flushed WAL, and to was an insert position.
+	require.Eventually(t, func() bool {
+		var flushed bool
+		require.NoError(t, conn.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`, to).Scan(&flushed))
+		return flushed
+	}, 30*time.Second, 10*time.Millisecond, "WAL up to %s never flushed", to)
 	if _, err := conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_walinspect`); err != nil {
 		// Two tests creating it at once: one wins, the other finds it.
 		_, err = conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_walinspect`)

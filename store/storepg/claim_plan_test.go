@@ -28,12 +28,7 @@ func TestDeliveryClaimPlanIgnoresStaleStatistics(t *testing.T) {
 	u, err := url.Parse(schemaURL)
 	require.NoError(t, err)
 	schema := u.Query().Get("search_path")
-	// One connection per pool: its backend's statistics reach
-	// pg_stat_user_tables when it exits (closeAndWait), so the counts read
-	// after it are whole. (The migration's seven index builds count as
-	// sequential scans of deliveries; counted late, they once failed this.)
-	poolURL := schemaURL + "&pool_max_conns=1"
-	pool, err := pgxpool.New(ctx, poolURL)
+	pool, err := pgxpool.New(ctx, schemaURL)
 	require.NoError(t, err)
 	require.NoError(t, storepg.Migrate(ctx, pool))
 	_, err = pool.Exec(ctx, `ANALYZE deliveries`)
@@ -55,36 +50,28 @@ func TestDeliveryClaimPlanIgnoresStaleStatistics(t *testing.T) {
 	admin, err := pgx.Connect(ctx, storepgtest.DatabaseURL())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = admin.Close(context.Background()) })
-	// closeAndWait closes a one-connection pool and waits until its backend
-	// has exited: a backend flushes its statistics before it leaves
-	// pg_stat_activity.
-	closeAndWait := func(pool *pgxpool.Pool) {
-		var pid int32
-		require.NoError(t, pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
-		pool.Close()
-		require.Eventually(t, func() bool {
-			var n int
-			require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n))
-			return n == 0
-		}, 30*time.Second, 10*time.Millisecond, "backend %d never exited", pid)
-	}
 	scans := func() (due, seq int64) {
 		require.NoError(t, admin.QueryRow(ctx, `SELECT
 			(SELECT coalesce(idx_scan, 0) FROM pg_stat_user_indexes WHERE schemaname = $1 AND indexrelname = 'deliveries_due_idx'),
 			(SELECT coalesce(seq_scan, 0) FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'deliveries')`, schema).Scan(&due, &seq))
 		return due, seq
 	}
-	closeAndWait(pool)
+	// The counts are read once every backend of the schema has exited
+	// (storepgtest.WaitIdle): the migration's seven index builds count as
+	// sequential scans of deliveries.
+	pool.Close()
+	storepgtest.WaitIdle(t, schema)
 	dueBefore, seqBefore := scans()
 
-	pool, err = pgxpool.New(ctx, poolURL)
+	pool, err = pgxpool.New(ctx, schemaURL)
 	require.NoError(t, err)
 	started := time.Now()
 	ds, err := storepg.New(pool).DeliveryClaim(ctx, &store.DeliveryClaimParams{Owner: "r", Sinks: []string{"hook"}, Limit: 100, LeaseDuration: time.Minute})
 	took := time.Since(started)
 	require.NoError(t, err)
 	require.Len(t, ds, 100)
-	closeAndWait(pool)
+	pool.Close()
+	storepgtest.WaitIdle(t, schema)
 	dueAfter, seqAfter := scans()
 	t.Logf("claim of 100 among 20,000 pending, statistics of an empty table: %s", took)
 	require.Greater(t, dueAfter, dueBefore, "the claim walked deliveries_due_idx")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -95,8 +96,9 @@ func randomHex(tb testing.TB, n int) string {
 }
 
 // NewSchemaURL creates an empty schema t_<random> and returns a database URL
-// whose connections use it as search_path, for tests that start the real
-// binary. Cleanup drops the schema.
+// whose connections use it as search_path and carry its name as their
+// application_name (WaitIdle finds them by it), for tests that start the
+// real binary or open pools of their own. Cleanup drops the schema.
 func NewSchemaURL(tb testing.TB) string {
 	tb.Helper()
 	url := DatabaseURL()
@@ -107,5 +109,35 @@ func NewSchemaURL(tb testing.TB) string {
 	if strings.Contains(url, "?") {
 		sep = "&"
 	}
-	return url + sep + "search_path=" + schema
+	return url + sep + "search_path=" + schema + "&application_name=" + schema
+}
+
+// WaitIdle waits until no connection opened on schema's NewSchemaURL is
+// left on the server, after the test closed its pools. A backend flushes
+// its statistics before it leaves pg_stat_activity, and a closed client's
+// backend exits a moment later, so the counters of pg_stat_user_tables are
+// whole only after this: read before it, they once missed writes (a
+// migration's index builds counted after the "settled" read).
+func WaitIdle(tb testing.TB, schema string) {
+	tb.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, DatabaseURL())
+	if err != nil {
+		tb.Fatalf("storepgtest: %v", err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(30 * time.Second); ; <-tick.C {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, schema).Scan(&n); err != nil {
+			tb.Fatalf("storepgtest: %v", err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("storepgtest: %d connections of schema %s still open after 30s", n, schema)
+		}
+	}
 }
