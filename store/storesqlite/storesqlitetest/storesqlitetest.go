@@ -48,7 +48,7 @@ func NewTestStore(tb testing.TB) *storesqlite.Store {
 // database (a test reopening its store) is opened as it is.
 func Open(tb testing.TB, dir string) *storesqlite.Store {
 	tb.Helper()
-	Seed(tb, dir)
+	seed(tb, dir)
 	s, err := storesqlite.Open(context.Background(), storesqlite.Config{DataDir: dir})
 	if err != nil {
 		tb.Fatalf("storesqlitetest: %v", err)
@@ -57,9 +57,9 @@ func Open(tb testing.TB, dir string) *storesqlite.Store {
 	return s
 }
 
-// Seed writes the migrated template into dir unless dir already holds a
-// database, for tests that hand the directory to a process of their own.
-func Seed(tb testing.TB, dir string) {
+// seed writes the migrated template into dir unless dir already holds a
+// database.
+func seed(tb testing.TB, dir string) {
 	tb.Helper()
 	path := filepath.Join(dir, databaseFileName)
 	if _, err := os.Stat(path); err == nil {
