@@ -4,13 +4,13 @@ package store
 // Limit is capped so that Limit+1, the probe row that tells whether a next
 // page exists, still fits an int32 query parameter.
 const (
-	JobListLimitDefault                     = 100
-	JobEventListLimitDefault                = 1000
-	JobChangeListLimitDefault               = 500
+	JobListLimitDefault       = 100
+	JobEventListLimitDefault  = 1000
+	JobChangeListLimitDefault = 500
 	// PageBytesDefault is the default MaxBytes of the reads bounded in
 	// bytes (JobChangeList, JobList): past their first row, the rows a
 	// read returns hold no more than this (their large columns as text).
-	PageBytesDefault = 1 << 20
+	PageBytesDefault                        = 1 << 20
 	IdempotencyKeyDeleteExpiredLimitDefault = 1000
 
 	maxPageLimit = 1<<31 - 2
