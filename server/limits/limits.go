@@ -41,12 +41,12 @@ import (
 
 // ErrorInfo reasons of the limits.
 const (
-	ReasonSubmitRate    = "TENANT_SUBMIT_RATE"
-	ReasonJobsInFlight  = "TENANT_JOBS_IN_FLIGHT"
-	ReasonWatchStreams  = "TENANT_WATCH_STREAMS"
+	ReasonSubmitRate   = "TENANT_SUBMIT_RATE"
+	ReasonJobsInFlight = "TENANT_JOBS_IN_FLIGHT"
+	ReasonWatchStreams = "TENANT_WATCH_STREAMS"
 	// ReasonKeyWatchStreams: one API key's watch streams.
 	ReasonKeyWatchStreams = "KEY_WATCH_STREAMS"
-	ReasonDocumentBytes = "TENANT_DOCUMENT_BYTES_PER_DAY"
+	ReasonDocumentBytes   = "TENANT_DOCUMENT_BYTES_PER_DAY"
 )
 
 // usageTTL is how long a tenant's usage read from the store is used.
