@@ -34,7 +34,7 @@ func TestLimitRequestsRefillsContinuously(t *testing.T) {
 		require.Equal(t, http.StatusOK, a.status)
 		require.Equal(t, "4", a.header.Get("X-Ratelimit-Limit-Requests"))
 		require.Equal(t, strconv.Itoa(3-i), a.header.Get("X-Ratelimit-Remaining-Requests"))
-		require.Equal(t, (time.Duration(i+1)*250*time.Millisecond).String(), a.header.Get("X-Ratelimit-Reset-Requests"))
+		require.Equal(t, (time.Duration(i+1) * 250 * time.Millisecond).String(), a.header.Get("X-Ratelimit-Reset-Requests"))
 		require.Empty(t, a.header.Get("X-Ratelimit-Limit-Tokens"), "no token limit, no token headers")
 	}
 	a := chat(t, sim, "", "one too many")

@@ -147,9 +147,9 @@ func exerciseProviderLimit(t *testing.T, newStore func(t *testing.T) Store) {
 		b := setup(t)
 		const holders, asks = 8, 6
 		var (
-			mu             sync.Mutex
+			mu      sync.Mutex
 			granted int
-			wg             sync.WaitGroup
+			wg      sync.WaitGroup
 		)
 		for h := range holders {
 			wg.Go(func() {
