@@ -70,10 +70,6 @@ type limiter struct {
 	// promise is the next try handed to a deferred call, so deferred calls
 	// come back one after another, not all at once.
 	promise time.Time
-	// The rate of grants, for a provider that sends no headers.
-	meterStart time.Time
-	meterCount int
-	grantRate  float64
 	// Counters.
 	granted, used, rateLimited, deferred int64
 	byClassTenant                        map[string]int // waiting per class and tenant
@@ -428,7 +424,6 @@ func (l *limiter) apply(p *store.ProviderLimitDrawParams, res *store.ProviderLim
 		l.calls++
 		l.reserved += w.tokens
 		l.granted++
-		l.meterCount++
 		if p.RequestsPerSecond > 0 {
 			l.shadowReq = later(l.shadowReq, now).Add(time.Duration(float64(time.Second) / p.RequestsPerSecond))
 		}
@@ -442,10 +437,6 @@ func (l *limiter) apply(p *store.ProviderLimitDrawParams, res *store.ProviderLim
 	l.nextAt, l.inFlightBound = res.NextAt, res.InFlightBound
 	if p.PauseUntil != nil && p.PauseUntil.After(l.pausedUntil) {
 		l.pausedUntil = *p.PauseUntil
-	}
-	if d := time.Since(l.meterStart); d > 2*time.Second {
-		l.grantRate = 0.5*l.grantRate + 0.5*float64(l.meterCount)/d.Seconds()
-		l.meterStart, l.meterCount = time.Now(), 0
 	}
 }
 
@@ -496,10 +487,11 @@ func (l *limiter) done(t *Ticket, resp *llm.Response, err error) {
 		}
 		l.pausePending = true
 		l.observe(e.RateLimits)
-		if e.RateLimits == nil {
-			// A provider without headers: halve the pace (then grow it
-			// again slowly on answers).
-			rate := l.grantRate
+		if e.RateLimits == nil && l.latencyMean > 0 && l.calls > 0 {
+			// A provider without headers: halve the pace the calls in
+			// flight show (Little's law), then grow it again slowly on
+			// answers.
+			rate := float64(l.calls+1) / l.latencyMean
 			if l.learnedReq > 0 {
 				rate = min(rate, l.learnedReq)
 			}
