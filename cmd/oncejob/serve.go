@@ -48,7 +48,7 @@ func serveAPIFlags(fs *flag.FlagSet) *apiFlags {
 		linger:       fs.Duration("submit-linger", groupcommit.DefaultLinger, "how long a new-key SubmitJob waits for others to be written with it in one store write (group commit); 0 writes each alone"),
 		maxBatch:     fs.Int("submit-max-batch", groupcommit.DefaultMaxBatch, "most SubmitJob calls written in one store write; a full group is written at once"),
 		storeTimeout: fs.Duration("store-timeout", server.DefaultStoreTimeout, "longest a unary call waits on the store; then UNAVAILABLE (store unavailable)"),
-		keyCacheTTL:  fs.Duration("key-cache-ttl", tenant.DefaultCacheTTL, "how long a key of `oncejob keys` is trusted before it is read again: a revocation reaches every replica within it"),
+		keyCacheTTL:  fs.Duration("key-cache-ttl", tenant.DefaultCacheTTL, "how long a key made by 'oncejob keys' is trusted before it is read again: a revocation reaches every replica within it"),
 	}
 }
 
@@ -117,7 +117,7 @@ func serveFlags(fs *flag.FlagSet) *serveOpts {
 // validate checks serve's flags once, each group by its owner, before
 // anything starts.
 func (o *serveOpts) validate() error {
-	for _, validate := range []func() error{o.api.validate, o.eng.validate, o.rel.validate, o.listen.validate} {
+	for _, validate := range []func() error{o.api.validate, o.eng.validate, o.rel.validate, o.listen.validate, o.http.validate} {
 		if err := validate(); err != nil {
 			return err
 		}
