@@ -90,7 +90,7 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 			resp, err = r.w.batcher.call(ctx, r.lease, req, r.attemptOf(req, stage, chunk), batch.WithDefaults(), history.batchTag)
 		} else {
 			var sent bool
-			resp, err, sent, start = r.generatePaced(ctx, req, stage, chunk, history)
+			resp, start, sent, err = r.generatePaced(ctx, req, stage, chunk, history)
 			if !sent {
 				// Nothing reached the provider: there is nothing to
 				// journal, and the wait is settled by decide.
@@ -126,7 +126,7 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 // for its Retry-After, and the call waits its turn again, the job's
 // attempt untouched. It reports whether the last call was sent (false: the
 // wait ended first, with a *pace.WaitError or the job's context) and when.
-func (r *run) generatePaced(ctx context.Context, req *llm.Request, stage store.JobStage, chunk int32, history keyHistory) (*llm.Response, error, bool, time.Time) {
+func (r *run) generatePaced(ctx context.Context, req *llm.Request, stage store.JobStage, chunk int32, history keyHistory) (*llm.Response, time.Time, bool, error) {
 	call := pace.Call{
 		Limit: r.w.cfg.Pipelines.LimitOf(r.job.ModelProfile), Messages: req.Messages, MaxTokens: req.MaxTokens,
 		Tenant: r.job.Tenant, Deadline: r.job.BudgetStartedAt.Add(r.p.Retry.Deadline),
@@ -134,17 +134,17 @@ func (r *run) generatePaced(ctx context.Context, req *llm.Request, stage store.J
 	for {
 		ticket, err := r.w.pacer.Wait(ctx, call)
 		if err != nil {
-			return nil, err, false, time.Time{}
+			return nil, time.Time{}, false, err
 		}
 		start := time.Now()
 		resp, err := r.w.cfg.Provider.Generate(ctx, req)
 		ticket.Done(resp, err)
 		if class, ok := llm.ClassOf(err); !ok || class != llm.ClassRateLimited || ctx.Err() != nil {
-			return resp, err, true, start
+			return resp, start, true, err
 		}
 		attempt := r.outcome(ctx, r.attemptOf(req, stage, chunk), time.Since(start), nil, err, history, false)
 		if jerr := r.w.cfg.Store.LLMAttemptRecord(ctx, &store.LLMAttemptRecordParams{Attempt: attempt}); jerr != nil {
-			return nil, jerr, false, time.Time{}
+			return nil, time.Time{}, false, jerr
 		}
 	}
 }
