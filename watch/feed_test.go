@@ -40,7 +40,7 @@ func setupFeed(t *testing.T, configure func(*watch.Config)) *feedBundle {
 	st := storepgtest.NewTestStore(t)
 	st.TestSignals().Listening.Init()
 	counted := &countingStore{WatchStore: st}
-	cfg := watch.Config{Store: counted, PollInterval: time.Hour} // notifications only: the count is theirs
+	cfg := watch.Config{Store: counted, PollInterval: 200 * time.Millisecond} // the tail notifies too, and is counted
 	configure(&cfg)
 	hub, err := watch.New(cfg)
 	require.NoError(t, err)
