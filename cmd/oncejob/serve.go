@@ -108,7 +108,7 @@ func serveFlags(fs *flag.FlagSet) *serveOpts {
 // validate checks serve's flags once, each group by its owner, before
 // anything starts.
 func (o *serveOpts) validate() error {
-	for _, validate := range []func() error{o.api.validate, o.eng.validate, o.rel.validate, o.listen.validate} {
+	for _, validate := range []func() error{o.api.validate, o.eng.validate, o.rel.validate, o.listen.validate, o.http.validate} {
 		if err := validate(); err != nil {
 			return err
 		}
