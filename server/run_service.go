@@ -119,7 +119,7 @@ func (s *runService) ListRunBatches(ctx context.Context, req *oncejobv1.ListRunB
 	resp := &oncejobv1.ListRunBatchesResponse{Batches: make([]*oncejobv1.RunBatch, len(list))}
 	for i, b := range list {
 		out := &oncejobv1.RunBatch{
-			BatchId: b.BatchID, Status: b.Status, Lines: b.Lines, AnsweredLines: b.AnsweredLines,
+			BatchId: b.BatchID, Status: b.Status, Lines: b.Lines, AnsweredLines: b.AnsweredLines, BilledLines: b.BilledLines,
 			PriceClass: string(store.PriceClassBatch), CostMicros: b.CostMicros,
 			CreateTime: timestamppb.New(b.CreatedAt), UpdateTime: timestamppb.New(b.UpdatedAt),
 		}

@@ -369,9 +369,14 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 		return
 	}
 	byKey := make(map[string]llm.BatchResult, len(results))
+	var billed []string
 	for _, r := range results {
 		byKey[r.CustomID] = r
+		if r.Err == nil {
+			billed = append(billed, r.CustomID)
+		}
 	}
+	g.recordBills(billed)
 	b.log.Info("provider batch finished", "tag", g.tag, "batch", batch.ID, "status", batch.Status, "completed", batch.Completed, "failed", batch.Failed)
 	g.finish(byKey, nil)
 }
@@ -466,6 +471,18 @@ func (g *batchGroup) record(batch *llm.Batch) {
 	}
 	if err := g.b.w.cfg.Store.ProviderBatchRecord(ctx, params); err != nil {
 		g.b.log.Warn("provider batch: its state not recorded", "batch", batch.ID, "status", batch.Status, "error", err)
+	}
+}
+
+// recordBills keeps the lines the batch billed, by provider key, for the
+// runs whose calls it carries: the provider's count beside the journal's,
+// so that a call billed by two batches shows (RunBatch.BilledLines). Like
+// record, a failure loses a view, never a call.
+func (g *batchGroup) recordBills(keys []string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.b.ctx), 10*time.Second)
+	defer cancel()
+	if err := g.b.w.cfg.Store.ProviderBatchBillsRecord(ctx, &store.ProviderBatchBillsRecordParams{Tag: g.tag, ProviderKeys: keys}); err != nil {
+		g.b.log.Warn("provider batch: its bills not recorded", "tag", g.tag, "lines", len(keys), "error", err)
 	}
 }
 
