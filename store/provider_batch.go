@@ -62,7 +62,7 @@ type RunBatch struct {
 	// as the batcher read them from its results: the provider's side of
 	// AnsweredLines. A call billed by two batches counts in both, so the
 	// sum over a run's batches shows a double bill the journal never saw.
-	BilledLines int64
-	CreatedAt, UpdatedAt             time.Time
-	ExpiresAt                        *time.Time
+	BilledLines          int64
+	CreatedAt, UpdatedAt time.Time
+	ExpiresAt            *time.Time
 }
