@@ -41,7 +41,7 @@ type apiFlags struct {
 func serveAPIFlags(fs *flag.FlagSet) *apiFlags {
 	return &apiFlags{
 		grpcAddr:     fs.String("grpc-addr", "127.0.0.1:7070", "address the gRPC server listens on"),
-		apiKeysPath:  fs.String("api-keys", "", "YAML file of hashed API keys and their tenants; they add to the keys of `oncejob keys`"),
+		apiKeysPath:  fs.String("api-keys", "", "YAML file of hashed API keys and their tenants; they add to the keys made by oncejob keys create"),
 		auth:         fs.String("auth", "auto", "when callers without a key are let in (dev mode: one tenant \"default\", no auth): auto (only on a store that has never held a key, with no --api-keys), keys (never) or dev (while no key is active, even on a store that held keys)"),
 		window:       fs.Duration("idempotency-window", maintenance.IdempotencyKeyWindowDefault, "how long an idempotency key is remembered"),
 		maxDoc:       fs.Int("max-document-bytes", server.DefaultMaxDocumentBytes, "largest document accepted"),
