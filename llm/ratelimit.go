@@ -24,14 +24,15 @@ type RateLimit struct {
 }
 
 // PerSecond is the rate the limit refills at, as far as the headers tell:
-// what is missing divided by the time until it is whole again. ok is false
+// what is missing divided by the time until it is whole again. Remaining
+// is rounded down, so half a unit less is missing on average. ok is false
 // when they cannot tell (the limit is whole, or a header is absent).
 func (l RateLimit) PerSecond() (rate float64, ok bool) {
 	missing := l.Limit - l.Remaining
 	if l.Limit <= 0 || missing <= 0 || l.Reset <= 0 {
 		return 0, false
 	}
-	return float64(missing) / l.Reset.Seconds(), true
+	return (float64(missing) - 0.5) / l.Reset.Seconds(), true
 }
 
 // parseRateLimits reads the headers; nil when the answer had none.
