@@ -31,6 +31,7 @@ import (
 	"github.com/oncejob/oncejob/server/groupcommit"
 	"github.com/oncejob/oncejob/server/idempotency"
 	"github.com/oncejob/oncejob/server/limits"
+	"github.com/oncejob/oncejob/server/membudget"
 	"github.com/oncejob/oncejob/server/pagetoken"
 	"github.com/oncejob/oncejob/server/requestid"
 	"github.com/oncejob/oncejob/server/tenant"
@@ -50,9 +51,12 @@ type Config struct {
 	// Default: false, such runs are refused.
 	ProviderBatches bool
 	// Keys are the keys of the --api-keys file. With none here and none in
-	// KeyStore the server is in dev mode: every caller is an operator of
-	// tenant "default". Default: none.
+	// KeyStore ever, the server is in dev mode: every caller is an operator
+	// of tenant "default" (see AuthMode). Default: none.
 	Keys *tenant.Keys
+	// AuthMode says when callers without a key are let in (tenant.Mode).
+	// Default tenant.ModeAuto.
+	AuthMode tenant.Mode
 	// KeyStore holds the keys `oncejob keys create` made; they add to Keys.
 	// Default: none.
 	KeyStore store.APIKeyStore
@@ -83,6 +87,10 @@ type Config struct {
 	// UNIMPLEMENTED. The caller runs it (Hub.Run) and, before GracefulStop,
 	// shuts it down (Hub.Shutdown) so open streams end with where to resume.
 	Watch *watch.Hub
+	// Memory is the process's memory budget: list pages draw the bytes
+	// they hold from it (docs/operations.md, "Memory budget"). Default:
+	// none, unlimited.
+	Memory *membudget.Budget
 	// Transport are the connections' limits and TLS; zero fields take
 	// their defaults (see Transport).
 	Transport Transport
@@ -198,7 +206,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	tokens, _ := pagetoken.New(cfg.PageTokenSecret) // validated
 	svc := &jobService{cfg: cfg, submits: submits, tokens: tokens}
-	authn := tenant.NewAuthenticator(tenant.AuthConfig{File: cfg.Keys, Store: cfg.KeyStore, CacheTTL: cfg.KeyCacheTTL, Logger: cfg.Logger})
+	authn := tenant.NewAuthenticator(tenant.AuthConfig{File: cfg.Keys, Store: cfg.KeyStore, CacheTTL: cfg.KeyCacheTTL, Logger: cfg.Logger, Mode: cfg.AuthMode})
 	codec := newRequestCodec(cfg.Logger)
 	unary, stream, serverOpts := chains(cfg, svc, authn, codec)
 	streamChain := chainStream(stream...)

@@ -4,9 +4,13 @@ package store
 // Limit is capped so that Limit+1, the probe row that tells whether a next
 // page exists, still fits an int32 query parameter.
 const (
-	JobListLimitDefault                     = 100
-	JobEventListLimitDefault                = 1000
-	JobChangeListLimitDefault               = 500
+	JobListLimitDefault       = 100
+	JobEventListLimitDefault  = 1000
+	JobChangeListLimitDefault = 500
+	// PageBytesDefault is the default MaxBytes of the reads bounded in
+	// bytes (JobChangeList, JobList): past their first row, the rows a
+	// read returns hold no more than this (their large columns as text).
+	PageBytesDefault                        = 1 << 20
 	IdempotencyKeyDeleteExpiredLimitDefault = 1000
 
 	maxPageLimit = 1<<31 - 2
@@ -44,6 +48,16 @@ func JobEventListPage(events []*JobEvent, exists func() (bool, error)) ([]*JobEv
 
 // PageLimit is the number of changes JobChangeList returns at most.
 func (p *JobChangeListParams) PageLimit() int { return pageLimit(p.Limit, JobChangeListLimitDefault) }
+
+// PageBytes is the byte bound of a JobChangeList read (see MaxBytes).
+func (p *JobChangeListParams) PageBytes() int64 { return pageBytes(p.MaxBytes) }
+
+func pageBytes(n int64) int64 {
+	if n <= 0 {
+		return PageBytesDefault
+	}
+	return n
+}
 
 // PageLimit is the number of keys one sweep frees at most.
 func (p *IdempotencyKeyDeleteExpiredParams) PageLimit() int {
