@@ -17,7 +17,6 @@ import (
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/store"
-	"github.com/oncejob/oncejob/store/storepg"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
 	"github.com/oncejob/oncejob/watch"
 )
@@ -28,14 +27,8 @@ import (
 // streams of another key of the same tenant stay open.
 func TestRevokedKeyEndsEveryStream(t *testing.T) {
 	t.Parallel()
-	url := storepgtest.NewSchemaURL(t)
+	url := storepgtest.NewMigratedSchemaURL(t)
 	ctx := context.Background()
-	{
-		st, err := storepg.Open(ctx, url)
-		require.NoError(t, err)
-		require.NoError(t, storepg.Migrate(ctx, st.Pool()))
-		st.Close()
-	}
 	r1, r2 := startReplica(t, url), startReplica(t, url)
 	revoked, prefix := createKey(t, r1.store, "acme", store.RoleSubmitter)
 	other, _ := createKey(t, r1.store, "acme", store.RoleSubmitter)

@@ -70,7 +70,7 @@ func TestMain(m *testing.M) {
 func serve(t *testing.T, extraArgs ...string) string {
 	t.Helper()
 	addr := freeAddr(t)
-	args := append([]string{"serve", "--database-url", storepgtest.NewSchemaURL(t), "--migrate", "--grpc-addr", addr}, extraArgs...)
+	args := append([]string{"serve", "--database-url", storepgtest.NewMigratedSchemaURL(t), "--migrate", "--grpc-addr", addr}, extraArgs...)
 	p := start(t, "serve", nil, args...)
 	t.Cleanup(p.stop)
 	waitHealthy(t, p, addr)

@@ -37,12 +37,11 @@ type effects struct {
 
 func newEffects(t *testing.T) *effects {
 	t.Helper()
-	e := &effects{dbURL: storepgtest.NewSchemaURL(t)}
+	e := &effects{dbURL: storepgtest.NewMigratedSchemaURL(t)}
 	var err error
 	e.store, err = storepg.Open(context.Background(), e.dbURL)
 	require.NoError(t, err)
 	t.Cleanup(e.store.Close)
-	require.NoError(t, storepg.Migrate(context.Background(), e.store.Pool()))
 
 	key := make([]byte, 24)
 	_, _ = rand.Read(key)

@@ -53,7 +53,7 @@ type streamEnd struct {
 func TestRevokedKeyEndsOpenStreamsOnTwoReplicas(t *testing.T) {
 	t.Parallel()
 	const cacheTTL = time.Second // serve's default --key-cache-ttl
-	url := storepgtest.NewSchemaURL(t)
+	url := storepgtest.NewMigratedSchemaURL(t)
 	_, errOut, code := cli{t: t}.run("", "migrate", "--database-url", url)
 	require.Zero(t, code, errOut)
 	revokedKey, _ := keysCmd(t, url, "create", "--tenant", "acme", "--role", "submitter")

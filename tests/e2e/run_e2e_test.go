@@ -97,7 +97,7 @@ func TestRunTenThousandItemsThroughKills(t *testing.T) {
 		t.Skip("the 10,000-item run takes about a minute")
 	}
 	const n = 10000
-	dbURL := storepgtest.NewSchemaURL(t)
+	dbURL := storepgtest.NewMigratedSchemaURL(t)
 	sim := startSim(t)
 	pipes := writeFile(t, "pipelines.yaml", lightPipelines)
 	addr := freeAddr(t)
