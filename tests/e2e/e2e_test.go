@@ -64,7 +64,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// serve starts the real binary on a fresh Postgres schema and returns its
+// serve starts the real binary on a migrated Postgres schema of its own
+// (storepgtest.NewMigratedSchemaURL) and returns its
 // address once it is healthy. The process gets SIGTERM at cleanup and must
 // exit cleanly.
 func serve(t *testing.T, extraArgs ...string) string {

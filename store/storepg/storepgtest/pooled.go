@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -102,7 +103,7 @@ func ready(ctx context.Context, conn *pgx.Conn, url, name string) error {
 	switch {
 	case err == nil && marker != nil && *marker == readyMarker(relations):
 		return empty(ctx, conn, name)
-	case err != nil && err != pgx.ErrNoRows:
+	case err != nil && !errors.Is(err, pgx.ErrNoRows):
 		return err
 	}
 	// New, half-migrated (its migrator died) or altered: make it again.
