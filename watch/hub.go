@@ -189,7 +189,7 @@ func (h *Hub) subscribe(index map[string]map[*subscription]struct{}, key string)
 		index[key] = set
 	}
 	set[sub] = struct{}{}
-	h.active.Add(1)
+	h.signals.Active.Signal(h.active.Add(1)) // under mu: in order
 	return sub, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -197,7 +197,7 @@ func (h *Hub) subscribe(index map[string]map[*subscription]struct{}, key string)
 		if len(set) == 0 {
 			delete(index, key)
 		}
-		h.active.Add(-1)
+		h.signals.Active.Signal(h.active.Add(-1))
 	}, nil
 }
 

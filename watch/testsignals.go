@@ -15,6 +15,9 @@ type TestSignals struct {
 	// ChangesRead: a WatchJobs watcher read the change log; the value is
 	// how many changes the read returned.
 	ChangesRead testsignal.Signal[int]
+	// Active: a watch started or ended; the value is the number of watches
+	// running after it (Active's value), in the order they changed.
+	Active testsignal.Signal[int64]
 }
 
 // TestSignals returns the hub's test signals.

@@ -75,6 +75,7 @@ type Probe struct {
 	reason  atomic.Pointer[string] // why not ready, for /readyz
 	checkMu sync.Mutex
 	checks  []Check
+	signals TestSignals
 }
 
 // AddCheck adds a check to every following Check.
@@ -143,6 +144,7 @@ func (p *Probe) Check(ctx context.Context) error {
 			p.cfg.Health.SetServingStatus(s, st) // ignored after Health.Shutdown
 		}
 	}
+	p.signals.Checked.Signal(ready)
 	return err
 }
 

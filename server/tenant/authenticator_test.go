@@ -72,6 +72,23 @@ func (s *keyStore) APIKeyRevoke(_ context.Context, id string) (*store.APIKey, er
 
 func (s *keyStore) APIKeyTouch(context.Context, string, time.Duration) error { return nil }
 
+// fakeClock gives a a clock that stands still until the test advances it,
+// so what a TTL allows is shown without waiting for one.
+func fakeClock(a *tenant.Authenticator) (advance func(time.Duration)) {
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	tenant.SetNow(a, func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	})
+	return func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(d)
+	}
+}
+
 func principalOf(a *tenant.Authenticator, key string) (tenant.Principal, error) {
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+key))
 	ctx, err := a.AuthFunc()(ctx)
@@ -118,22 +135,26 @@ func TestAuthenticator(t *testing.T) {
 	t.Run("RevocationTakesEffectWithinTheTTL", func(t *testing.T) {
 		t.Parallel()
 		s := &keyStore{keys: map[string]*store.APIKey{}}
-		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: 50 * time.Millisecond})
+		const ttl = 50 * time.Millisecond
+		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: ttl})
+		advance := fakeClock(a)
 		key, id := create(t, s, "acme", store.RoleSubmitter)
 		_, err := principalOf(a, key)
 		require.NoError(t, err)
 		_, err = s.APIKeyRevoke(context.Background(), id)
 		require.NoError(t, err)
-		require.Eventually(t, func() bool {
-			_, err := principalOf(a, key)
-			return status.Code(err) == codes.Unauthenticated
-		}, 5*time.Second, 10*time.Millisecond)
+		_, err = principalOf(a, key)
+		require.NoError(t, err, "within the TTL the key read before is trusted")
+		advance(ttl)
+		_, err = principalOf(a, key)
+		require.Equal(t, codes.Unauthenticated, status.Code(err), "a TTL after the revocation: %v", err)
 	})
 
 	t.Run("AnUnreadableStoreIsUnavailableUnlessTheKeyWasReadLately", func(t *testing.T) {
 		t.Parallel()
 		s := &keyStore{keys: map[string]*store.APIKey{}}
 		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: time.Millisecond})
+		advance := fakeClock(a)
 		known, _ := create(t, s, "acme", store.RoleSubmitter)
 		other, _ := create(t, s, "acme", store.RoleSubmitter)
 		_, err := principalOf(a, known)
@@ -141,7 +162,9 @@ func TestAuthenticator(t *testing.T) {
 		s.mu.Lock()
 		s.err = errors.New("connection refused")
 		s.mu.Unlock()
-		require.Eventually(t, func() bool { _, err := principalOf(a, other); return status.Code(err) == codes.Unavailable }, 5*time.Second, 5*time.Millisecond)
+		advance(time.Millisecond) // known's read is past its TTL
+		_, err = principalOf(a, other)
+		require.Equal(t, codes.Unavailable, status.Code(err), "a key never read, on a store that cannot be read: %v", err)
 		_, err = principalOf(a, known)
 		require.NoError(t, err, "a key read within the minute is still known: the store cannot revoke it now either")
 	})
@@ -149,14 +172,18 @@ func TestAuthenticator(t *testing.T) {
 	t.Run("DevModeEndsWhenTheFirstKeyIsCreated", func(t *testing.T) {
 		t.Parallel()
 		s := &keyStore{keys: map[string]*store.APIKey{}}
-		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: 20 * time.Millisecond})
+		const ttl = 20 * time.Millisecond
+		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: ttl})
+		advance := fakeClock(a)
 		require.True(t, a.DevMode(context.Background()))
 		p, err := principalOf(a, "anything")
 		require.NoError(t, err)
 		require.Equal(t, tenant.DevTenant, p.Tenant)
 
 		key, _ := create(t, s, "acme", store.RoleSubmitter)
-		require.Eventually(t, func() bool { return !a.DevMode(context.Background()) }, 5*time.Second, 5*time.Millisecond)
+		require.True(t, a.DevMode(context.Background()), "the store is looked at once a TTL")
+		advance(ttl)
+		require.False(t, a.DevMode(context.Background()), "a TTL after the first key")
 		_, err = principalOf(a, "anything")
 		require.Equal(t, codes.Unauthenticated, status.Code(err))
 		p, err = principalOf(a, key)
