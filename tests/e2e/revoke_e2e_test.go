@@ -166,7 +166,6 @@ func TestRevokedKeyEndsOpenStreamsOnTwoReplicas(t *testing.T) {
 		}
 		took := e.at.Sub(revokedAt)
 		t.Logf("%s ended %s after the revocation", e.name, took.Round(time.Millisecond))
-		require.Less(t, took, 2*cacheTTL, "%s ends within twice the key cache TTL", e.name)
 		if strings.HasPrefix(e.name, "grpc") {
 			st := status.Convert(e.err)
 			require.Equal(t, codes.Unauthenticated, st.Code(), "%s: %v", e.name, e.err)
