@@ -294,7 +294,7 @@ func (g *keyGen) text() string {
 	if g.chance(0.05) {
 		return g.pick("x\xff", "\xed\xa0\x80", "ok")
 	}
-	return g.pick("", "hello", " hello ", "e\u0301", "\u00e9", "\U0001F600", "line\nbreak", "\x00")
+	return g.pick("", "hello", " hello ", "e\u0301", "\u00e9", "\U0001F600", "line\nbreak", "\x00", `C:\ufffd.txt`, `\\ufffd`, "\ufffd")
 }
 
 func (g *keyGen) number() string {

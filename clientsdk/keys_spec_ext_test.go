@@ -137,3 +137,29 @@ func TestKeysSubmitKeyRefusesTextThatIsNotUnicode(t *testing.T) {
 	_, err = clientsdk.SubmitKey(req("café"))
 	require.NoError(t, err)
 }
+
+// Issue 30, finding 6: the six characters \ufffd in a Go string are text,
+// not the escape encoding/json writes for invalid UTF-8, so a file named
+// C:\ufffd.txt has a key, the same as its JSON text's, and so does a
+// submission of it without a key of its own.
+func TestKeysEscapedBackslashUFFFDIsText(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{`C:\ufffd.txt`, `\ufffd`, `\\ufffd`, `a\ufffd` + "\ufffd", `\\\ufffd`} {
+		fromValue, err := clientsdk.WorkID("k", 1, map[string]any{"file": s, s: 1})
+		require.NoError(t, err, s)
+		text, err := json.Marshal(map[string]any{"file": s, s: 1})
+		require.NoError(t, err)
+		fromText, err := clientsdk.WorkID("k", 1, json.RawMessage(text))
+		require.NoError(t, err, s)
+		require.Equal(t, fromText, fromValue, s)
+	}
+	_, err := clientsdk.SubmitKey(&oncejobv1.SubmitJobRequest{Pipeline: "summarize", Document: &oncejobv1.Document{
+		Name: `C:\ufffd.txt`, Content: &oncejobv1.Document_Text{Text: `see C:\ufffd.txt`},
+	}})
+	require.NoError(t, err)
+	// Invalid UTF-8 in a Go string is still refused, beside the text too.
+	for _, s := range []string{"x\xffy", `\ufffd` + "\xff", "\xff" + `\\ufffd`} {
+		_, err := clientsdk.WorkID("k", 1, map[string]any{"s": s})
+		require.ErrorContains(t, err, "not valid Unicode", "%q", s)
+	}
+}

@@ -99,12 +99,13 @@ func jsonValue(payload any) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oncejob: WorkID payload: %w", err)
 	}
-	if _, raw := payload.(json.RawMessage); !raw && bytes.Contains(b, []byte(`\ufffd`)) {
-		// encoding/json writes invalid UTF-8 in a Go string as this
-		// escape; a real U+FFFD it writes as itself.
-		return nil, fmt.Errorf("oncejob: WorkID payload: a string is not valid UTF-8")
-	}
-	b, mark := markInvalidText(b)
+	// encoding/json writes invalid UTF-8 in a Go string as the escape
+	// \ufffd and a real U+FFFD as itself, so in the text it marshalled
+	// from a Go value that escape - a real escape, not the same six
+	// characters after an escaped backslash, as in "C:\\ufffd.txt" - is
+	// invalid UTF-8. JSON text given as such says what it means.
+	_, raw := payload.(json.RawMessage)
+	b, mark := markInvalidText(b, !raw)
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	var v any
@@ -164,8 +165,10 @@ var errNotUnicode = fmt.Errorf("a string holds a lone surrogate or invalid UTF-8
 // markInvalidText returns valid JSON text b with every lone surrogate
 // escape and every byte of invalid UTF-8 replaced by mark, a private-use
 // character found nowhere else in b (encoding/json would silently decode
-// them to U+FFFD), or b and 0 when it has neither.
-func markInvalidText(b []byte) ([]byte, rune) {
+// them to U+FFFD), or b and 0 when it has neither. With marshalled, b is
+// what encoding/json wrote for a Go value and its \ufffd escapes, which
+// stand for invalid UTF-8 there, are replaced too.
+func markInvalidText(b []byte, marshalled bool) ([]byte, rune) {
 	type span struct{ from, to int }
 	var bad []span
 	inString := false
@@ -184,7 +187,9 @@ func markInvalidText(b []byte) ([]byte, rune) {
 			inString = !inString
 		case c == '\\' && inString && b[i+1] == 'u':
 			r := hexRune(b[i+2 : i+6])
-			if utf16.IsSurrogate(r) {
+			if marshalled && string(b[i+2:i+6]) == "fffd" {
+				bad = append(bad, span{i, i + 6})
+			} else if utf16.IsSurrogate(r) {
 				if r < 0xDC00 && i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
 					if low := hexRune(b[i+8 : i+12]); low >= 0xDC00 && low <= 0xDFFF {
 						i += 12

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -51,5 +53,34 @@ func TestBadInputOverHTTPIs400(t *testing.T) {
 		}
 		list := c.do(t, http.MethodGet, b.base+"/v1/jobs", auth, nil)
 		require.Len(t, decode(t, list)["jobs"], 1, "nothing else written")
+	})
+}
+
+// TestBodyErrorsInTheCallersWords: a body cut short, one that is not JSON,
+// JSON after JSON, a field of the wrong type and an unknown field are 400
+// saying where and what, in words - never a decoder's "unexpected EOF" or
+// "proto: (line 1:14)" (issue 30, finding 8) - and nothing is written.
+func TestBodyErrorsInTheCallersWords(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, setupOpts{}, func(t *testing.T, b *testBundle) {
+		c := goClient{}
+		for i, tc := range []struct{ body, want string }{
+			{`{"pipeline": "summarize", "document": {"text": "x"`, "the request body ends before its JSON value does (after 50 bytes): is it cut short"},
+			{`{"pipeline": "summarize",}`, "the request body is not JSON: invalid character '}' looking for beginning of object key string at line 1, column 26"},
+			{"{\n \"pipeline\": summarize\n}", "the request body is not JSON: invalid character 's' looking for beginning of value at line 2, column 14"},
+			{`{"pipeline": "summarize"} {}`, "the request body holds more than one JSON value: more follows at line 1, column 27"},
+			{`{"pipeline": 5}`, "the request body, at line 1, column 14: invalid value for string field pipeline: 5"},
+			{`{"pipeline": "summarize", "documents": {}}`, `the request body, at line 1, column 27: unknown field "documents"`},
+		} {
+			r := c.do(t, http.MethodPost, b.base+"/v1/jobs", map[string]string{"Authorization": bearer(keyAcme), "Idempotency-Key": "b" + strconv.Itoa(i)}, []byte(tc.body))
+			requireProblem(t, r, http.StatusBadRequest, "")
+			p := decode(t, r)
+			require.True(t, strings.HasPrefix(p["detail"].(string), tc.want), "%s: %s", tc.body, p["detail"])
+			require.Contains(t, string(r.body), `"field":"body"`, tc.body)
+			require.NotContains(t, string(r.body), "unexpected EOF", tc.body)
+			require.NotContains(t, string(r.body), "proto:", tc.body)
+		}
+		list := c.do(t, http.MethodGet, b.base+"/v1/jobs", map[string]string{"Authorization": bearer(keyAcme)}, nil)
+		require.Empty(t, decode(t, list)["jobs"], "nothing written")
 	})
 }

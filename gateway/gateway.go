@@ -179,6 +179,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		body, p := g.readBody(w, r)
+		if p == nil {
+			p = invalidJSONBody(body)
+		}
 		if p != nil {
 			g.writeProblem(w, r, p)
 			return

@@ -159,7 +159,7 @@ func (g *Gateway) errorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime
 		g.writeProblem(w, r, p)
 		return
 	}
-	g.writeProblem(w, r, problemFromStatus(status.Convert(err)))
+	g.writeProblem(w, r, problemFromStatus(explainDecodeError(status.Convert(err))))
 }
 
 // routingErrorHandler answers a path or method the API does not have.

@@ -57,10 +57,14 @@ type setupOpts struct {
 	maxBodyBytes int64
 	heartbeat    time.Duration
 	limits       *limits.Limits
+	// corsOrigins are the origins whose pages may call (serve
+	// --cors-allowed-origins); default none.
+	corsOrigins []string
 }
 
-// setup runs the gRPC server (with a watch hub) and the gateway on it, in
-// process, the gateway listening on loopback.
+// setup runs the gRPC server (with a watch hub) and, listening on loopback
+// as serve mounts them, the gateway on it (in process) and its Connect and
+// gRPC-web face, both behind the CORS policy of opts.corsOrigins.
 func setup(t *testing.T, opts setupOpts) *testBundle {
 	t.Helper()
 	st := opts.store
@@ -90,9 +94,19 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		Conn: conn, Streams: s.Local, Logger: logger, MaxBodyBytes: opts.maxBodyBytes, Heartbeat: opts.heartbeat,
 	})
 	require.NoError(t, err)
+	connect, err := gateway.Connect(srv, server.MaxMessageBytes(server.DefaultMaxDocumentBytes))
+	require.NoError(t, err)
+	cors, err := gateway.NewCORS(opts.corsOrigins)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", cors.Wrap(gw))
+	mux.Handle("/", gw) // serve has the console here; the gateway's 404 is what tests see
+	for _, path := range connect.Paths {
+		mux.Handle(path, cors.Wrap(connect))
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	httpSrv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = httpSrv.Serve(lis) }()
 
 	t.Cleanup(func() {

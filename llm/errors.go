@@ -88,6 +88,9 @@ type Error struct {
 	StatusCode int
 	// Message is the provider's error message, if any.
 	Message string
+	// RateLimits is what the answer's headers said of the provider's rate
+	// limits; nil when there was no answer or it sent none.
+	RateLimits *RateLimits
 	// Err is the underlying transport or context error, if any: a
 	// deadline shows as errors.Is(err, context.DeadlineExceeded).
 	Err error

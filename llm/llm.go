@@ -62,6 +62,9 @@ type Response struct {
 	// the call it had already finished under the same provider key: nothing
 	// was billed for this attempt. Only providers that say so set it.
 	Replayed bool
+	// RateLimits is what the answer's headers said of the provider's rate
+	// limits; nil when it sent none.
+	RateLimits *RateLimits
 }
 
 // Provider generates text and says, on failure, what kind of failure it was.

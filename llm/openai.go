@@ -299,6 +299,7 @@ func parseCompletion(resp *http.Response, data []byte) (*Response, error) {
 		Model:             cc.Model,
 		FinishReason:      cc.Choices[0].FinishReason,
 		Replayed:          resp.Header.Get("Idempotent-Replayed") == "true",
+		RateLimits:        parseRateLimits(resp.Header),
 	}
 	if out.ProviderRequestID == "" {
 		out.ProviderRequestID = cc.ID
@@ -322,7 +323,7 @@ func readBody(resp *http.Response) ([]byte, error) {
 // statusError classifies a non-2xx answer.
 func statusError(resp *http.Response, body []byte) *Error {
 	msg, code := errorMessage(resp, body)
-	e := &Error{StatusCode: resp.StatusCode, Message: msg}
+	e := &Error{StatusCode: resp.StatusCode, Message: msg, RateLimits: parseRateLimits(resp.Header)}
 	switch s := resp.StatusCode; {
 	case s == http.StatusTooManyRequests && code == "insufficient_quota":
 		e.Class = ClassInvalidRequest

@@ -162,6 +162,68 @@ type ModelProfile struct {
 	// ProviderBatch, when set, sends the profile's calls through the
 	// provider's batch API (docs/architecture.md, "Provider batches").
 	ProviderBatch *ProviderBatch `yaml:"provider_batch"`
+	// Limits are the provider's limits on this profile's online calls: a
+	// limit of its own, named after the profile. Unset, the calls are
+	// paced by what the provider's answers say alone
+	// (docs/architecture.md, "Provider limits").
+	Limits *Limits `yaml:"limits"`
+	// SharedLimit names an entry of provider_limits that this profile
+	// draws from with the other profiles on the same account or
+	// endpoint; not with Limits.
+	SharedLimit string `yaml:"shared_limit"`
+}
+
+// Limits are a provider's limits. Zero sets no limit of that kind.
+type Limits struct {
+	RequestsPerMinute float64 `yaml:"requests_per_minute"`
+	TokensPerMinute   float64 `yaml:"tokens_per_minute"`
+	CallsInFlight     int     `yaml:"calls_in_flight"`
+}
+
+func (l Limits) validate() error {
+	const most = 1e12
+	if l.RequestsPerMinute < 0 || l.TokensPerMinute < 0 || l.CallsInFlight < 0 ||
+		l.RequestsPerMinute > most || l.TokensPerMinute > most || l.CallsInFlight > 1_000_000 {
+		return errors.New("requests_per_minute and tokens_per_minute must be 0-1e12, calls_in_flight 0-1000000")
+	}
+	return nil
+}
+
+// LimitOf names the limit a profile's online calls draw from: its shared
+// limit, or its own (the profile's name; a batch twin's base profile's).
+func (r *Registry) LimitOf(profile string) string {
+	base := strings.TrimSuffix(profile, BatchTwinSuffix)
+	if m, ok := r.profiles[base]; ok && m.SharedLimit != "" {
+		return m.SharedLimit
+	}
+	return base
+}
+
+// ProviderLimits returns every limit by name (LimitOf): the configured
+// values (zero: none configured) and the profiles that draw from it,
+// sorted.
+func (r *Registry) ProviderLimits() map[string]ProviderLimit {
+	out := map[string]ProviderLimit{}
+	for name, l := range r.shared {
+		out[name] = ProviderLimit{Limits: l}
+	}
+	for name, m := range r.profiles {
+		limit := r.LimitOf(name)
+		pl := out[limit]
+		if m.Limits != nil {
+			pl.Limits = *m.Limits
+		}
+		pl.Profiles = append(pl.Profiles, name)
+		sort.Strings(pl.Profiles)
+		out[limit] = pl
+	}
+	return out
+}
+
+// ProviderLimit is one limit and the profiles drawing from it.
+type ProviderLimit struct {
+	Limits
+	Profiles []string
 }
 
 // ProviderBatch bounds the batches a profile's calls are collected into.
@@ -230,6 +292,7 @@ func (r *Registry) BatchProfiles() []string {
 type Registry struct {
 	byName   map[string]*Pipeline
 	profiles map[string]ModelProfile
+	shared   map[string]Limits // provider_limits, by name
 }
 
 // Profile returns a model profile, or the batch twin of one
@@ -299,6 +362,7 @@ func Load(path string) (*Registry, error) {
 	for name, m := range file.profiles {
 		merged.profiles[name] = m
 	}
+	merged.shared = file.shared
 	if err := merged.checkProfiles(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -309,15 +373,40 @@ func Load(path string) (*Registry, error) {
 // validates each.
 func Parse(data []byte) (*Registry, error) {
 	var doc struct {
-		ModelProfiles map[string]ModelProfile `yaml:"model_profiles"`
-		Pipelines     []*Pipeline             `yaml:"pipelines"`
+		ProviderLimits map[string]Limits       `yaml:"provider_limits"`
+		ModelProfiles  map[string]ModelProfile `yaml:"model_profiles"`
+		Pipelines      []*Pipeline             `yaml:"pipelines"`
 	}
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))
 	dec.KnownFields(true)
 	if err := dec.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("parse pipelines: %w", err)
 	}
-	r := &Registry{byName: map[string]*Pipeline{}, profiles: map[string]ModelProfile{}}
+	r := &Registry{byName: map[string]*Pipeline{}, profiles: map[string]ModelProfile{}, shared: map[string]Limits{}}
+	for name, l := range doc.ProviderLimits {
+		if !nameRE.MatchString(name) {
+			return nil, fmt.Errorf("provider_limits[%q]: the name must match %s", name, nameRE)
+		}
+		if _, clash := doc.ModelProfiles[name]; clash {
+			return nil, fmt.Errorf("provider_limits[%q]: a model profile has this name (a profile's own limit is named after it)", name)
+		}
+		if err := l.validate(); err != nil {
+			return nil, fmt.Errorf("provider_limits[%q]: %w", name, err)
+		}
+		r.shared[name] = l
+	}
+	for name, m := range doc.ModelProfiles {
+		if m.Limits != nil {
+			if err := m.Limits.validate(); err != nil {
+				return nil, fmt.Errorf("model_profiles[%q].limits: %w", name, err)
+			}
+		}
+		if m.SharedLimit != "" {
+			if _, ok := r.shared[m.SharedLimit]; !ok || m.Limits != nil {
+				return nil, fmt.Errorf("model_profiles[%q].shared_limit: %q must name an entry of provider_limits, and the profile then has no limits of its own", name, m.SharedLimit)
+			}
+		}
+	}
 	for name, m := range doc.ModelProfiles {
 		if name == "" || m.Model == "" || m.PromptMicrosPer1K < 0 || m.CompletionMicrosPer1K < 0 {
 			return nil, fmt.Errorf("model_profiles[%q]: a name, a model and non-negative prices are required", name)

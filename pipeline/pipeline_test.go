@@ -77,3 +77,41 @@ pipelines:
 	_, err = pipeline.Load(path)
 	require.ErrorContains(t, err, "nme")
 }
+
+func TestProviderLimits(t *testing.T) {
+	t.Parallel()
+	const base = `
+provider_limits:
+  openai-main: {requests_per_minute: 1200, tokens_per_minute: 60000}
+model_profiles:
+  fast: {model: m1, shared_limit: openai-main}
+  smart: {model: m2, shared_limit: openai-main}
+  local: {model: m3, limits: {calls_in_flight: 4}}
+  free: {model: m4}
+`
+	r, err := pipeline.Parse([]byte(base))
+	require.NoError(t, err)
+	require.Equal(t, "openai-main", r.LimitOf("fast"))
+	require.Equal(t, "openai-main", r.LimitOf("smart@batch"))
+	require.Equal(t, "local", r.LimitOf("local"))
+	require.Equal(t, map[string]pipeline.ProviderLimit{
+		"openai-main": {Limits: pipeline.Limits{RequestsPerMinute: 1200, TokensPerMinute: 60000}, Profiles: []string{"fast", "smart"}},
+		"local":       {Limits: pipeline.Limits{CallsInFlight: 4}, Profiles: []string{"local"}},
+		"free":        {Profiles: []string{"free"}},
+	}, r.ProviderLimits())
+
+	for _, bad := range []string{
+		"model_profiles: {a: {model: m, limits: {requests_per_minute: -1}}}",
+		"model_profiles: {a: {model: m, limits: {calls_in_flight: -2}}}",
+		"model_profiles: {a: {model: m, limits: {tokens_per_minute: 1e13}}}",
+		"model_profiles: {a: {model: m, shared_limit: nowhere}}",
+		"provider_limits: {x: {requests_per_minute: 1}}\nmodel_profiles: {a: {model: m, shared_limit: x, limits: {calls_in_flight: 1}}}",
+		"provider_limits: {a: {requests_per_minute: 1}}\nmodel_profiles: {a: {model: m}}",
+		"provider_limits: {x: {requests_per_minute: -1}}",
+		"provider_limits: {x: {rpm: 1}}",
+		"provider_limits: {'Bad Name': {}}",
+	} {
+		_, err := pipeline.Parse([]byte(bad))
+		require.Error(t, err, bad)
+	}
+}

@@ -149,3 +149,56 @@ func TestRunBadInput(t *testing.T) {
 		requireFieldViolation(t, err, "run_id", "UUID")
 	})
 }
+
+// TestRunCompletedWhenItsLastItemEnds: a run whose items are all terminal
+// is COMPLETED, with no rate and no time left - before issue 30 it stayed
+// OPEN with a rate that decayed for a minute after its last item ended -
+// and a new item that is not terminal makes it OPEN again. A run without
+// items is OPEN.
+func TestRunCompletedWhenItsLastItemEnds(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, st server.Store) {
+		b := setup(t, setupOpts{store: st})
+		runs := oncejobv1.NewRunServiceClient(b.conn)
+		run := createRun(t, runs, "run-c", &oncejobv1.CreateRunRequest{Name: "done", Pipeline: "summarize"})
+		require.Equal(t, oncejobv1.RunState_RUN_STATE_OPEN, run.GetState(), "no items yet")
+		submit := func(keys ...string) []string {
+			items := make([]*oncejobv1.SubmitJobsItem, len(keys))
+			for i, k := range keys {
+				items[i] = &oncejobv1.SubmitJobsItem{IdempotencyKey: k, Request: &oncejobv1.SubmitJobRequest{
+					Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: "page " + k}},
+				}}
+			}
+			resp, err := b.client.SubmitJobs(as(keyAcme, ""), &oncejobv1.SubmitJobsRequest{RunId: run.GetId(), Items: items})
+			require.NoError(t, err)
+			var ids []string
+			for _, r := range resp.GetResults() {
+				require.Nil(t, r.GetError())
+				ids = append(ids, r.GetJob().GetId())
+			}
+			return ids
+		}
+		get := func() *oncejobv1.Run {
+			resp, err := runs.GetRun(as(keyAcme, ""), &oncejobv1.GetRunRequest{RunId: run.GetId()})
+			require.NoError(t, err)
+			return resp.GetRun()
+		}
+		ids := submit("a", "b")
+		require.Equal(t, oncejobv1.RunState_RUN_STATE_OPEN, get().GetState())
+		for _, id := range ids {
+			_, err := b.client.CancelJob(as(keyAcme, ""), &oncejobv1.CancelJobRequest{JobId: id})
+			require.NoError(t, err)
+		}
+		done := get()
+		require.Equal(t, oncejobv1.RunState_RUN_STATE_COMPLETED, done.GetState())
+		require.True(t, done.GetProgress().GetComplete())
+		require.Zero(t, done.GetProgress().GetItemsPerSecond(), "no decaying rate")
+		require.Nil(t, done.GetProgress().GetEstimatedTimeLeft())
+		list, err := runs.ListRuns(as(keyAcme, ""), &oncejobv1.ListRunsRequest{})
+		require.NoError(t, err)
+		require.Equal(t, oncejobv1.RunState_RUN_STATE_COMPLETED, list.GetRuns()[0].GetState(), "listed as completed too")
+
+		submit("c")
+		require.Equal(t, oncejobv1.RunState_RUN_STATE_OPEN, get().GetState(), "a new item opens it again")
+	})
+}

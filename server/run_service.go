@@ -290,8 +290,14 @@ func (s *runService) runToProto(r *store.Run) *oncejobv1.Run {
 			out.Params, _ = structpb.NewStruct(m)
 		}
 	}
-	if r.CancelledAt != nil {
+	switch {
+	case r.CancelledAt != nil:
 		out.State, out.CancelTime = oncejobv1.RunState_RUN_STATE_CANCELLED, timestamppb.New(*r.CancelledAt)
+	case p.Complete():
+		// Done: no rate decaying for a minute after the last item ended,
+		// no time left (issue 30).
+		out.State = oncejobv1.RunState_RUN_STATE_COMPLETED
+		return out
 	}
 	window := min(runRateWindow, s.now().Sub(r.CreatedAt))
 	if window > 0 {

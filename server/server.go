@@ -50,9 +50,12 @@ type Config struct {
 	// Default: false, such runs are refused.
 	ProviderBatches bool
 	// Keys are the keys of the --api-keys file. With none here and none in
-	// KeyStore the server is in dev mode: every caller is an operator of
-	// tenant "default". Default: none.
+	// KeyStore ever, the server is in dev mode: every caller is an operator
+	// of tenant "default" (see AuthMode). Default: none.
 	Keys *tenant.Keys
+	// AuthMode says when callers without a key are let in (tenant.Mode).
+	// Default tenant.ModeAuto.
+	AuthMode tenant.Mode
 	// KeyStore holds the keys `oncejob keys create` made; they add to Keys.
 	// Default: none.
 	KeyStore store.APIKeyStore
@@ -198,7 +201,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	tokens, _ := pagetoken.New(cfg.PageTokenSecret) // validated
 	svc := &jobService{cfg: cfg, submits: submits, tokens: tokens}
-	authn := tenant.NewAuthenticator(tenant.AuthConfig{File: cfg.Keys, Store: cfg.KeyStore, CacheTTL: cfg.KeyCacheTTL, Logger: cfg.Logger})
+	authn := tenant.NewAuthenticator(tenant.AuthConfig{File: cfg.Keys, Store: cfg.KeyStore, CacheTTL: cfg.KeyCacheTTL, Logger: cfg.Logger, Mode: cfg.AuthMode})
 	codec := newRequestCodec(cfg.Logger)
 	unary, stream, serverOpts := chains(cfg, svc, authn, codec)
 	streamChain := chainStream(stream...)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/oncejob/oncejob/failpoint"
 	"github.com/oncejob/oncejob/llm"
+	"github.com/oncejob/oncejob/llm/pace"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -88,7 +89,13 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 		if batch := r.profile.ProviderBatch; batch != nil {
 			resp, err = r.w.batcher.call(ctx, r.lease, req, r.attemptOf(req, stage, chunk), batch.WithDefaults(), history.batchTag)
 		} else {
-			resp, err = r.w.cfg.Provider.Generate(ctx, req)
+			var sent bool
+			resp, start, sent, err = r.generatePaced(ctx, req, stage, chunk, history)
+			if !sent {
+				// Nothing reached the provider: there is nothing to
+				// journal, and the wait is settled by decide.
+				return nil, nil, err
+			}
 		}
 	}
 	latency := time.Since(start)
@@ -111,6 +118,35 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 		}
 	}
 	return resp, nil, err
+}
+
+// generatePaced sends req when the provider limit lets it (pace), and
+// again after each 429, which is the provider's pacing and not the job's
+// failure: the 429 is journaled, the limit pauses every process's calls
+// for its Retry-After, and the call waits its turn again, the job's
+// attempt untouched. It reports whether the last call was sent (false: the
+// wait ended first, with a *pace.WaitError or the job's context) and when.
+func (r *run) generatePaced(ctx context.Context, req *llm.Request, stage store.JobStage, chunk int32, history keyHistory) (*llm.Response, time.Time, bool, error) {
+	call := pace.Call{
+		Limit: r.w.cfg.Pipelines.LimitOf(r.job.ModelProfile), Messages: req.Messages, MaxTokens: req.MaxTokens,
+		Tenant: r.job.Tenant, Deadline: r.job.BudgetStartedAt.Add(r.p.Retry.Deadline),
+	}
+	for {
+		ticket, err := r.w.pacer.Wait(ctx, call)
+		if err != nil {
+			return nil, time.Time{}, false, err
+		}
+		start := time.Now()
+		resp, err := r.w.cfg.Provider.Generate(ctx, req)
+		ticket.Done(resp, err)
+		if class, ok := llm.ClassOf(err); !ok || class != llm.ClassRateLimited || ctx.Err() != nil {
+			return resp, start, true, err
+		}
+		attempt := r.outcome(ctx, r.attemptOf(req, stage, chunk), time.Since(start), nil, err, history, false)
+		if jerr := r.w.cfg.Store.LLMAttemptRecord(ctx, &store.LLMAttemptRecordParams{Attempt: attempt}); jerr != nil {
+			return nil, time.Time{}, false, jerr
+		}
+	}
 }
 
 // attemptOf is the journal row of a call of req, its outcome to be set.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/oncejob/oncejob/failpoint"
 	"github.com/oncejob/oncejob/llm"
+	"github.com/oncejob/oncejob/llm/pace"
 	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/store"
 )
@@ -109,6 +110,7 @@ func decide(in settleInput) decision {
 		budget    *budgetError
 		perm      *permanentError
 		retryable *retryableError
+		limitWait *pace.WaitError
 	)
 	switch {
 	case errors.Is(err, store.ErrLeaseLost) || errors.Is(in.cause, errLeaseLost):
@@ -134,6 +136,11 @@ func decide(in settleInput) decision {
 			return notTried(in, jobErr)
 		}
 		return retryOrDeadLetter(in, jobErr, 0)
+	case errors.As(err, &limitWait):
+		// The provider limit would keep the call waiting longer than a
+		// claim waits: the job goes back to the queue until its turn,
+		// its attempt refunded (docs/architecture.md, "Provider limits").
+		return waitForProvider(in, limitWait.Until, &store.JobError{Code: limitWaitCode, Message: limitWait.Error(), Retryable: true})
 	case errors.Is(err, store.ErrUnavailable):
 		return decision{act: actRequeueAfterOutage, message: "the store failed under the attempt; requeueing the job once it answers"}
 	case errors.Is(err, store.ErrInvalidRow):
@@ -154,6 +161,12 @@ func decide(in settleInput) decision {
 	switch class {
 	case llm.ClassInvalidRequest:
 		return fail(jobErr)
+	case llm.ClassRateLimited:
+		// The provider's pacing, not the job's failure: the attempt goes
+		// back to the budget; only the deadline bounds the wait.
+		var le *llm.Error
+		_ = errors.As(err, &le)
+		return waitForProvider(in, in.now.Add(backoff(in.retry, min(in.claims, notTriedMaxStep), le.RetryAfter, in.jitter)), jobErr)
 	case llm.ClassOutcomeUnknown:
 		jobErr.Code = unknownOutcomeCode
 		if in.onUnknown == pipeline.OnUnknownReconcile {
@@ -166,6 +179,25 @@ func decide(in settleInput) decision {
 		retryAfter = le.RetryAfter
 	}
 	return retryOrDeadLetter(in, jobErr, retryAfter)
+}
+
+// limitWaitCode is the job error of a job waiting for a provider limit.
+const limitWaitCode = "PROVIDER_LIMIT_WAIT"
+
+// waitForProvider requeues a job the provider's limits hold back until
+// until, its attempt refunded, or dead-letters it when until passes its
+// deadline.
+func waitForProvider(in settleInput, until time.Time, jobErr *store.JobError) decision {
+	if deadline := in.budgetStarted.Add(in.retry.Deadline); until.After(deadline) {
+		d := deadLetter("deadline", fmt.Sprintf("the provider's limits hold the job past its deadline of %s; last error: %s", in.retry.Deadline, jobErr.Message))
+		d.refund = true
+		return d
+	}
+	msg := jobErr.Message
+	if !strings.Contains(msg, "next try at") {
+		msg = "rate limited by the provider (" + msg + "): next try at " + until.UTC().Format(time.RFC3339)
+	}
+	return decision{act: actTransition, to: store.JobStatusRetryWait, err: jobErr, at: &until, refund: true, message: msg}
 }
 
 func fail(jobErr *store.JobError) decision {

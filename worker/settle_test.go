@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/oncejob/oncejob/llm"
+	"github.com/oncejob/oncejob/llm/pace"
 	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/store"
 )
@@ -90,11 +91,24 @@ func TestDecide(t *testing.T) {
 			want{act: actTransition, to: store.JobStatusFailed, code: "INVALID_DATA"}},
 		{"an infrastructure error", func(in *settleInput) { in.err = errors.New("disk on fire") },
 			want{act: actNone, logError: true}},
-		{"provider rate limited", func(in *settleInput) { in.err = provider(llm.ClassRateLimited) },
-			want{act: actTransition, to: store.JobStatusRetryWait, code: "PROVIDER_RATE_LIMITED", retryable: true, at: at(time.Second)}},
+		{"provider rate limited: the attempt is refunded", func(in *settleInput) { in.err = provider(llm.ClassRateLimited) },
+			want{act: actTransition, to: store.JobStatusRetryWait, code: "PROVIDER_RATE_LIMITED", retryable: true, at: at(time.Second), refund: true}},
 		{"provider rate limited with Retry-After over the backoff", func(in *settleInput) {
 			in.err = &llm.Error{Class: llm.ClassRateLimited, RetryAfter: 30 * time.Second}
-		}, want{act: actTransition, to: store.JobStatusRetryWait, code: "PROVIDER_RATE_LIMITED", retryable: true, at: at(30 * time.Second)}},
+		}, want{act: actTransition, to: store.JobStatusRetryWait, code: "PROVIDER_RATE_LIMITED", retryable: true, at: at(30 * time.Second), refund: true}},
+		{"provider rate limited, attempts spent: still no dead letter", func(in *settleInput) { in.err = provider(llm.ClassRateLimited); in.attempts = 5 },
+			want{act: actTransition, to: store.JobStatusRetryWait, code: "PROVIDER_RATE_LIMITED", retryable: true, at: at(time.Second), refund: true}},
+		{"provider rate limited past the deadline", func(in *settleInput) {
+			in.err = &llm.Error{Class: llm.ClassRateLimited, RetryAfter: 2 * time.Second}
+			in.budgetStarted = now.Add(-time.Hour + time.Second)
+		}, want{act: actTransition, to: store.JobStatusDeadLettered, code: budgetSpentCode, budget: "deadline", refund: true}},
+		{"waiting for a provider limit", func(in *settleInput) {
+			in.err = &pace.WaitError{Limit: "default", Until: now.Add(42 * time.Second), Reason: "requests per minute"}
+			in.attempts = 5
+		}, want{act: actTransition, to: store.JobStatusRetryWait, code: limitWaitCode, retryable: true, at: at(42 * time.Second), refund: true}},
+		{"waiting for a provider limit past the deadline", func(in *settleInput) {
+			in.err = &pace.WaitError{Limit: "default", Until: now.Add(time.Hour), Reason: "requests per minute"}
+		}, want{act: actTransition, to: store.JobStatusDeadLettered, code: budgetSpentCode, budget: "deadline", refund: true}},
 		{"provider unavailable", func(in *settleInput) { in.err = provider(llm.ClassUnavailable) },
 			want{act: actTransition, to: store.JobStatusRetryWait, code: "PROVIDER_UNAVAILABLE", retryable: true, at: at(time.Second)}},
 		{"provider unavailable, attempts spent", func(in *settleInput) { in.err = provider(llm.ClassUnavailable); in.attempts = 5 },
@@ -161,7 +175,7 @@ func TestDecideBudgetSpentIsNeverRetryable(t *testing.T) {
 	errs := []error{
 		&budgetError{"tokens", "spent"}, &budgetError{"deadline", "passed"},
 		&retryableError{code: "X", err: errors.New("x")},
-		&llm.Error{Class: llm.ClassRateLimited}, &llm.Error{Class: llm.ClassUnavailable},
+		&llm.Error{Class: llm.ClassUnavailable},
 		&llm.Error{Class: llm.ClassOutcomeUnknown}, &llm.Error{Class: llm.ClassInvalidOutput},
 	}
 	for _, err := range errs {

@@ -21,6 +21,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/oncejob/oncejob/llm"
+	"github.com/oncejob/oncejob/llm/pace"
 	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/store"
 )
@@ -32,6 +33,8 @@ type Store interface {
 	// The batcher keeps what it sees of each provider batch (of
 	// store.ProviderBatchStore).
 	ProviderBatchRecord(ctx context.Context, params *store.ProviderBatchRecordParams) error
+	// The pacer draws every online call from the provider limits.
+	store.ProviderLimitStore
 }
 
 // Defaults of Config, used by WithDefaults and by the command's flags.
@@ -82,6 +85,10 @@ type Config struct {
 	// Observer is told of claims, stages and LLM calls (metrics, traces).
 	// Default: none.
 	Observer Observer
+	// Pacer keeps the online calls inside the provider limits. Default: one
+	// of this worker's, over Store, with the limits of Pipelines; Run
+	// closes it.
+	Pacer *pace.Pacer
 	// Now is the clock due times are computed on: a retry's backoff, the
 	// reconciler's next look-up. Claims and heartbeats run on the
 	// database's clock, shared by every process. Default: time.Now.
@@ -156,6 +163,8 @@ type Worker struct {
 	completer   *completer
 	heartbeater *heartbeater
 	batcher     *batcher // nil when the provider has no batch API
+	pacer       *pace.Pacer
+	ownPacer    bool // made by New, closed by Run
 
 	mu        sync.Mutex
 	schemas   map[string]*jsonschema.Schema // by schema hash
@@ -173,13 +182,35 @@ func New(cfg Config) (*Worker, error) {
 			return nil, fmt.Errorf("worker: model profile %q has provider_batch: %w", profiles[0], err)
 		}
 	}
-	return &Worker{
+	w := &Worker{
 		cfg:       cfg,
 		log:       cfg.Logger.With("worker", cfg.Owner),
 		schemas:   map[string]*jsonschema.Schema{},
 		templates: map[string]*template.Template{},
-	}, nil
+		pacer:     cfg.Pacer,
+	}
+	if w.pacer == nil {
+		p, err := NewPacer(cfg.Store, cfg.Owner, cfg.Pipelines, cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		w.pacer, w.ownPacer = p, true
+	}
+	return w, nil
 }
+
+// NewPacer returns a pacer of the provider limits of pipelines
+// (pipeline.Registry.ProviderLimits), drawing from st as holder.
+func NewPacer(st store.ProviderLimitStore, holder string, pipelines *pipeline.Registry, logger *slog.Logger) (*pace.Pacer, error) {
+	limits := map[string]pace.Limit{}
+	for name, l := range pipelines.ProviderLimits() {
+		limits[name] = pace.Limit{RequestsPerMinute: l.RequestsPerMinute, TokensPerMinute: l.TokensPerMinute, CallsInFlight: l.CallsInFlight}
+	}
+	return pace.New(pace.Config{Store: st, Holder: holder, Limits: limits, Logger: logger})
+}
+
+// Pacer is the pacer of the worker's online calls.
+func (w *Worker) Pacer() *pace.Pacer { return w.pacer }
 
 // Owner is the name this worker takes leases under.
 func (w *Worker) Owner() string { return w.cfg.Owner }
@@ -209,6 +240,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.completer.close()
 		stopBeats()
 		<-beatsDone
+		if w.ownPacer {
+			w.pacer.Close()
+		}
 	}()
 	failedClaims := 0 // in a row: the store is down or unreachable
 	for {

@@ -51,10 +51,12 @@ func (w writeSet) total() (n int64) {
 func schemaRows(t *testing.T, conn *pgx.Conn, schema string) map[string]int64 {
 	t.Helper()
 	storepgtest.WaitIdle(t, schema)
-	rows, err := conn.Query(context.Background(), `SELECT relname, n_tup_ins + n_tup_upd + n_tup_del
-		FROM pg_stat_user_tables WHERE schemaname = $1
-		UNION ALL SELECT relname || '(hot)', n_tup_hot_upd
-		FROM pg_stat_user_tables WHERE schemaname = $1 AND n_tup_hot_upd > 0`, schema)
+	// Unlogged tables are not counted: the provider limits' row is pacing
+	// state, written per draw (not per job) and never to the WAL.
+	rows, err := conn.Query(context.Background(), `SELECT s.relname, n_tup_ins + n_tup_upd + n_tup_del
+		FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid WHERE schemaname = $1 AND c.relpersistence = 'p'
+		UNION ALL SELECT s.relname || '(hot)', n_tup_hot_upd
+		FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid WHERE schemaname = $1 AND c.relpersistence = 'p' AND n_tup_hot_upd > 0`, schema)
 	require.NoError(t, err)
 	m, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (kv [2]any, err error) {
 		var name string

@@ -13,18 +13,24 @@
 //	})
 //	http.Handle("/oncejob", receiver.NewHandler(verifier, inbox))
 //
-// Webhooks are verified per Standard Webhooks 1.0 (constant-time, a
-// 5-minute tolerance, any of several secrets while one rotates); JetStream
+// Webhooks are verified per Standard Webhooks 1.0, exactly as its reference
+// library verifies them (constant-time, a 5-minute tolerance, any of
+// several secrets while one rotates: Verifier.Verify); JetStream
 // messages are acknowledged only after the apply committed
 // (JetStreamHandler).
 package receiver
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -33,7 +39,9 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
-// Tolerance is how far a webhook's timestamp may be from now.
+// Tolerance is how far a webhook's timestamp may be from now, in whole
+// seconds of now (as the Standard Webhooks library compares: a timestamp
+// 300.9 s old is accepted, 301 s old is not).
 const Tolerance = 5 * time.Minute
 
 // Errors of Verify.
@@ -45,7 +53,7 @@ var (
 
 // Verifier checks Standard Webhooks signatures.
 type Verifier struct {
-	hooks []*standardwebhooks.Webhook
+	keys [][]byte
 	// Now is the clock a webhook's timestamp is compared with (nil:
 	// time.Now). Tests set it, so the tolerance is checked at its edges.
 	Now func() time.Time
@@ -62,40 +70,104 @@ func NewVerifier(secrets ...string) (*Verifier, error) {
 		if !strings.HasPrefix(s, "whsec_") {
 			return nil, fmt.Errorf("receiver: secret %d: want whsec_ and base64", i+1)
 		}
-		h, err := standardwebhooks.NewWebhook(s)
+		if _, err := standardwebhooks.NewWebhook(s); err != nil {
+			return nil, fmt.Errorf("receiver: secret %d: %w", i+1, err)
+		}
+		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, "whsec_"))
 		if err != nil {
 			return nil, fmt.Errorf("receiver: secret %d: %w", i+1, err)
 		}
-		v.hooks = append(v.hooks, h)
+		v.keys = append(v.keys, key)
 	}
 	return v, nil
 }
 
-// Verify checks a request's signature headers against its body: the
-// timestamp within Tolerance of now, then any signature of any secret
-// (compared in constant time by the standard-webhooks library).
+// Verify checks a request's signature headers against its body exactly as
+// the Standard Webhooks reference library (npm standardwebhooks) does in
+// its own runtime, so that a request is accepted here if and only if it is
+// there (clientsdk/testdata/webhooks/vectors.json, signed and judged by
+// it; docs/architecture.md, "Receivers"):
+//
+//   - a header sent on several lines is its lines joined by ", ", as
+//     Node's http server combines them (RFC 9110 §5.3); empty is missing;
+//   - the timestamp is read as JavaScript's parseInt(s, 10) reads it: a
+//     sign and the leading digits, the rest ignored ("<now>.0" is now), no
+//     digits at all refused as a missing header;
+//   - it must lie within Tolerance of now in whole seconds, and the
+//     signed content is "id.<that integer>.body";
+//   - the signature header is split at each space, and any piece equal to
+//     "v1," and the base64 HMAC-SHA256 of any secret (compared in constant
+//     time) verifies it.
 func (v *Verifier) Verify(h http.Header, body []byte) error {
-	id, ts, sig := h.Get(standardwebhooks.HeaderWebhookID), h.Get(standardwebhooks.HeaderWebhookTimestamp), h.Get(standardwebhooks.HeaderWebhookSignature)
+	id, ts, sig := headerValue(h, standardwebhooks.HeaderWebhookID), headerValue(h, standardwebhooks.HeaderWebhookTimestamp), headerValue(h, standardwebhooks.HeaderWebhookSignature)
 	if id == "" || ts == "" || sig == "" {
 		return ErrMissingHeaders
 	}
-	secs, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
+	secs, ok := parseIntJS(ts)
+	if !ok {
 		return ErrMissingHeaders
 	}
 	now := time.Now
 	if v.Now != nil {
 		now = v.Now
 	}
-	if d := now().Sub(time.Unix(secs, 0)); d > Tolerance || d < -Tolerance {
+	tolerance := int64(Tolerance / time.Second)
+	nowSecs := now().Unix()
+	if secs < nowSecs-tolerance || secs > nowSecs+tolerance {
 		return ErrStale
 	}
-	for _, hook := range v.hooks {
-		if hook.VerifyIgnoringTimestamp(body, h) == nil {
+	signed := []byte(id + "." + strconv.FormatInt(secs, 10) + ".")
+	signed = append(signed, body...)
+	candidates := strings.Split(sig, " ")
+	for _, key := range v.keys {
+		mac := hmac.New(sha256.New, key)
+		mac.Write(signed)
+		want := []byte("v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+		match := 0
+		for _, c := range candidates {
+			match |= subtle.ConstantTimeCompare([]byte(c), want)
+		}
+		if match == 1 {
 			return nil
 		}
 	}
 	return ErrSignature
+}
+
+// headerValue is a header's lines joined by ", ", as Node's http server
+// hands them to the library.
+func headerValue(h http.Header, name string) string {
+	return strings.Join(h.Values(name), ", ")
+}
+
+// parseIntJS reads s as JavaScript's parseInt(s, 10): leading white space
+// (of a header's bytes as Node reads them, one Latin-1 character a byte),
+// a sign, then the ASCII digits up to the first other character; false
+// without a digit. A number past int64 is clamped: it is stale either way.
+func parseIntJS(s string) (int64, bool) {
+	for s != "" && (s[0] >= '\t' && s[0] <= '\r' || s[0] == ' ' || s[0] == 0xa0) {
+		s = s[1:]
+	}
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg = s[0] == '-'
+		s = s[1:]
+	}
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	if n == 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(s[:n], 10, 64)
+	if err != nil {
+		v = math.MaxInt64
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
 }
 
 // Event is an oncejob event: envelope version 1.
@@ -178,7 +250,7 @@ func NewHandler(v *Verifier, a Applier) http.Handler {
 			return
 		}
 		e, err := ParseEvent(body)
-		if err != nil || e.ID != r.Header.Get(standardwebhooks.HeaderWebhookID) {
+		if err != nil || e.ID != headerValue(r.Header, standardwebhooks.HeaderWebhookID) {
 			http.Error(w, "not an oncejob event, or its id is not the webhook-id", http.StatusBadRequest)
 			return
 		}

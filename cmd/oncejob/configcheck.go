@@ -15,6 +15,7 @@ import (
 
 	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 	"github.com/oncejob/oncejob/config"
+	"github.com/oncejob/oncejob/pipeline"
 )
 
 // mask replaces a secret when the effective configuration is shown.
@@ -156,12 +157,56 @@ func (e *effective) write(w io.Writer) error {
 		}
 		doc.Content = append(doc.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "limits"}, &lim)
 	}
+	limits, err := e.providerLimits()
+	if err != nil {
+		return err
+	}
+	doc.Content = append(doc.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "provider_limits"}, limits)
 	enc := yaml.NewEncoder(w)
 	enc.SetIndent(2)
 	if err := enc.Encode(doc); err != nil {
 		return err
 	}
 	return enc.Close()
+}
+
+// providerLimits is the provider limits of the pipelines serve and worker
+// would load (pipeline.Registry.ProviderLimits), each with the profiles
+// that draw from it; a limit none configured says it is paced by the
+// provider's answers alone.
+func (e *effective) providerLimits() (*yaml.Node, error) {
+	reg := pipeline.Builtin()
+	if path := e.value("pipelines"); path != "" {
+		var err error
+		if reg, err = pipeline.Load(path); err != nil {
+			return nil, err
+		}
+	}
+	all := reg.ProviderLimits()
+	names := make([]string, 0, len(all))
+	for name := range all {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	node := &yaml.Node{Kind: yaml.MappingNode, HeadComment: "Per minute, shared by every process on one store; 0: none configured, the\nprovider's x-ratelimit-* headers and 429s set the pace."}
+	for _, name := range names {
+		l := all[name]
+		var v yaml.Node
+		if err := v.Encode(struct {
+			RequestsPerMinute float64  `yaml:"requests_per_minute"`
+			TokensPerMinute   float64  `yaml:"tokens_per_minute"`
+			CallsInFlight     int      `yaml:"calls_in_flight"`
+			Profiles          []string `yaml:"profiles,flow"`
+		}{l.RequestsPerMinute, l.TokensPerMinute, l.CallsInFlight, l.Profiles}); err != nil {
+			return nil, err
+		}
+		key := &yaml.Node{Kind: yaml.ScalarNode, Value: name}
+		if l.Limits == (pipeline.Limits{}) {
+			key.LineComment = "none configured: paced by the provider's answers"
+		}
+		node.Content = append(node.Content, key, &v)
+	}
+	return node, nil
 }
 
 // maskValue hides the value of a secret flag, and the password of a URL

@@ -14,6 +14,7 @@ import (
 	"github.com/oncejob/oncejob/llm"
 	"github.com/oncejob/oncejob/llm/llmsim"
 	"github.com/oncejob/oncejob/pipeline"
+	"github.com/oncejob/oncejob/telemetry"
 	"github.com/oncejob/oncejob/worker"
 )
 
@@ -135,6 +136,7 @@ func (o *engineOpts) startWorkers(ctx context.Context, st worker.Store, pipeline
 		stopProvider()
 		return nil, err
 	}
+	obs.metrics.Register(telemetry.LimitsCollector{Stats: w.Pacer().Stats})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

@@ -66,6 +66,11 @@ func help(ctx context.Context, names []string) (string, error) {
 		listCommands(os.Stdout)
 		return "help", cmdline.ErrHelpShown
 	}
+	// `oncejob help --help` and `oncejob help run --help` ask for what
+	// help shows anyway.
+	for len(names) > 0 && isHelpFlag(names[len(names)-1]) {
+		names = names[:len(names)-1]
+	}
 	group, path := commands, ""
 	for i, name := range names {
 		c, ok := find(group, name)

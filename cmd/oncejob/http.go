@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/oncejob/oncejob/gateway"
@@ -16,16 +17,24 @@ import (
 	"github.com/oncejob/oncejob/web"
 )
 
-// httpOpts is serve's HTTP face: the HTTP/JSON API and the console.
+// httpOpts is serve's HTTP face: the HTTP/JSON API, the Connect and
+// gRPC-web protocols, and the console.
 type httpOpts struct {
-	addr string
-	tls  *tls.Config // nil: plaintext (listenFlags sets it)
+	addr        string
+	corsOrigins string
+	tls         *tls.Config // nil: plaintext (listenFlags sets it)
 }
 
 func httpFlags(fs *flag.FlagSet) *httpOpts {
 	o := &httpOpts{}
-	fs.StringVar(&o.addr, "http-addr", "127.0.0.1:7071", "address of the HTTP/JSON API and the web console; empty: none")
+	fs.StringVar(&o.addr, "http-addr", "127.0.0.1:7071", "address of the HTTP/JSON API, the Connect and gRPC-web protocols and the web console; empty: none")
+	fs.StringVar(&o.corsOrigins, "cors-allowed-origins", "", "comma-separated origins (https://app.example.com) whose pages may call the API from a browser; empty: none, a request from another origin is refused (docs/operations.md)")
 	return o
+}
+
+func (o *httpOpts) validate() error {
+	_, err := gateway.NewCORS(strings.Split(o.corsOrigins, ","))
+	return err
 }
 
 // httpFace is a running HTTP server.
@@ -35,9 +44,11 @@ type httpFace struct {
 	stopRPC func()
 }
 
-// start serves the gateway (on srv, in process), the console and GET
-// /metrics on o.addr,
-// unless it is empty. A dev-mode server (no API keys) answers only
+// start serves the gateway (on srv, in process), the Connect and gRPC-web
+// protocols (every service of srv, at /<service>/<method>), the console
+// and GET /metrics on o.addr, unless it is empty. The API's routes (JSON,
+// Connect, gRPC-web) answer pages of other origins only as
+// --cors-allowed-origins allows. A dev-mode server (no API keys) answers only
 // requests addressed to an IP or localhost.
 func (o *httpOpts) start(ctx context.Context, srv *server.Server, probe *readiness.Probe, metrics http.Handler, maxDocumentBytes int, devMode bool, logger *slog.Logger) (*httpFace, error) {
 	if o.addr == "" {
@@ -58,8 +69,23 @@ func (o *httpOpts) start(ctx context.Context, srv *server.Server, probe *readine
 		_ = lis.Close()
 		return nil, err
 	}
+	connect, err := gateway.Connect(srv.GRPC, server.MaxMessageBytes(maxDocumentBytes))
+	if err != nil {
+		stopRPC()
+		_ = lis.Close()
+		return nil, err
+	}
+	cors, err := gateway.NewCORS(strings.Split(o.corsOrigins, ","))
+	if err != nil {
+		stopRPC()
+		_ = lis.Close()
+		return nil, err
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", gw)
+	mux.Handle("/v1/", cors.Wrap(gw))
+	for _, path := range connect.Paths {
+		mux.Handle(path, cors.Wrap(connect))
+	}
 	mux.Handle("/healthz", gw)
 	probe.Mount(mux) // GET /readyz follows the store, GET /livez the process
 	mux.Handle("GET /metrics", metrics)

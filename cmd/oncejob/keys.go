@@ -29,8 +29,11 @@ func runKeysCreate(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if !tenant.ValidTenant(*tenantName) {
+	if *tenantName == "" {
 		return errors.New("--tenant is required: letters, digits, '_', '.', '-', at most 63")
+	}
+	if err := tenant.KeyTenantError(*tenantName); err != nil {
+		return fmt.Errorf("--tenant: %w", err)
 	}
 	if !store.Role(*role).Valid() {
 		return fmt.Errorf("--role %q: submitter or operator", *role)

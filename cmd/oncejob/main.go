@@ -118,6 +118,7 @@ func main() {
 		cancel(&cmdline.SignalError{Sig: sig.(syscall.Signal)})
 	}()
 	path, err := execute(ctx, os.Args[1:])
+	err = cli.Explain(err)
 	if err == nil || errors.Is(err, cmdline.ErrHelpShown) {
 		return // help asked for is no mistake: exit 0
 	}

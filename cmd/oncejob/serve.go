@@ -35,18 +35,20 @@ type apiFlags struct {
 	maxBatch              *int
 	storeTimeout          *time.Duration
 	keyCacheTTL           *time.Duration
+	auth                  *string
 }
 
 func serveAPIFlags(fs *flag.FlagSet) *apiFlags {
 	return &apiFlags{
 		grpcAddr:     fs.String("grpc-addr", "127.0.0.1:7070", "address the gRPC server listens on"),
-		apiKeysPath:  fs.String("api-keys", "", "YAML file of hashed API keys and their tenants; none: dev mode, one tenant \"default\", no auth"),
+		apiKeysPath:  fs.String("api-keys", "", "YAML file of hashed API keys and their tenants; they add to the keys made by oncejob keys create"),
+		auth:         fs.String("auth", "auto", "when callers without a key are let in (dev mode: one tenant \"default\", no auth): auto (only on a store that has never held a key, with no --api-keys), keys (never) or dev (while no key is active, even on a store that held keys)"),
 		window:       fs.Duration("idempotency-window", maintenance.IdempotencyKeyWindowDefault, "how long an idempotency key is remembered"),
 		maxDoc:       fs.Int("max-document-bytes", server.DefaultMaxDocumentBytes, "largest document accepted"),
 		linger:       fs.Duration("submit-linger", groupcommit.DefaultLinger, "how long a new-key SubmitJob waits for others to be written with it in one store write (group commit); 0 writes each alone"),
 		maxBatch:     fs.Int("submit-max-batch", groupcommit.DefaultMaxBatch, "most SubmitJob calls written in one store write; a full group is written at once"),
 		storeTimeout: fs.Duration("store-timeout", server.DefaultStoreTimeout, "longest a unary call waits on the store; then UNAVAILABLE (store unavailable)"),
-		keyCacheTTL:  fs.Duration("key-cache-ttl", tenant.DefaultCacheTTL, "how long a key of `oncejob keys` is trusted before it is read again: a revocation reaches every replica within it"),
+		keyCacheTTL:  fs.Duration("key-cache-ttl", tenant.DefaultCacheTTL, "how long a key made by 'oncejob keys' is trusted before it is read again: a revocation reaches every replica within it"),
 	}
 }
 
@@ -65,6 +67,13 @@ func (f *apiFlags) validate() error {
 		return errors.New("--submit-max-batch must be at least 1")
 	case *f.keyCacheTTL <= 0:
 		return errors.New("--key-cache-ttl must be positive")
+	}
+	mode, err := tenant.ParseMode(*f.auth)
+	if err != nil {
+		return fmt.Errorf("--auth: %w", err)
+	}
+	if mode == tenant.ModeDev && *f.apiKeysPath != "" {
+		return errors.New("--auth dev with --api-keys: a keys file ends dev mode; drop one of them")
 	}
 	return nil
 }
@@ -108,7 +117,7 @@ func serveFlags(fs *flag.FlagSet) *serveOpts {
 // validate checks serve's flags once, each group by its owner, before
 // anything starts.
 func (o *serveOpts) validate() error {
-	for _, validate := range []func() error{o.api.validate, o.eng.validate, o.rel.validate, o.listen.validate} {
+	for _, validate := range []func() error{o.api.validate, o.eng.validate, o.rel.validate, o.listen.validate, o.http.validate} {
 		if err := validate(); err != nil {
 			return err
 		}
@@ -166,18 +175,24 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	defer runBeside(ctx, probe.Run)()
 
+	// Nothing is served before the mode is known: a store whose keys
+	// cannot be read yet (down, api_keys locked) is waited for, never
+	// taken for one without keys.
+	devMode, err := s.Auth.Start(ctx)
+	if err != nil {
+		return err
+	}
 	lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *o.api.grpcAddr)
 	if err != nil {
 		return err
 	}
-	devMode := s.Auth.DevMode(ctx)
 	httpFace, err := o.http.start(ctx, s, probe, p.obs.metrics.Handler(), *o.api.maxDoc, devMode, p.logger)
 	if err != nil {
 		_ = lis.Close()
 		return err
 	}
 
-	announce(p.logger, devMode, lis.Addr().String(), httpFace.addr, p.where, pipelines, *o.api.window, o.eng, listen)
+	announce(p.logger, devMode, *o.api.auth, lis.Addr().String(), httpFace.addr, p.where, pipelines, *o.api.window, o.eng, listen)
 
 	stopBackground, err := startBackground(ctx, backgroundParts{
 		st: p.st, window: *o.api.window, eng: o.eng, rel: o.rel, sched: o.sched, cfg: p.cfg,
@@ -359,6 +374,7 @@ func (f *apiFlags) newServer(ctx context.Context, p serverParts) (*server.Server
 		Keys:             keys,
 		KeyStore:         p.st,
 		KeyCacheTTL:      *f.keyCacheTTL,
+		AuthMode:         mustMode(*f.auth),
 		Limits:           p.limits,
 		Logger:           p.logger,
 		MaxDocumentBytes: *f.maxDoc,
@@ -387,6 +403,12 @@ func (f *apiFlags) newServer(ctx context.Context, p serverParts) (*server.Server
 	return s, probe, nil
 }
 
+// mustMode is the mode of a validated --auth.
+func mustMode(s string) tenant.Mode {
+	m, _ := tenant.ParseMode(s)
+	return m
+}
+
 // runBeside runs run in a goroutine until ctx ends or the returned stop is
 // called.
 func runBeside(ctx context.Context, run func(context.Context)) (stop func()) {
@@ -397,9 +419,14 @@ func runBeside(ctx context.Context, run func(context.Context)) (stop func()) {
 
 // announce says the server is up: where it listens, on which store, with
 // which pipelines, and loudly when it runs in dev mode.
-func announce(logger *slog.Logger, devMode bool, grpcAddr, httpAddr, where string, pipelines *pipeline.Registry, window time.Duration, eng *engineOpts, listen *listeners) {
-	if devMode {
-		logger.Warn("DEV MODE: no --api-keys configured and no key in the store; every caller is tenant \"default\" and nothing is authenticated. Do not expose this server. (It leaves dev mode by itself once `oncejob keys create` makes a key.)")
+func announce(logger *slog.Logger, devMode bool, authMode, grpcAddr, httpAddr, where string, pipelines *pipeline.Registry, window time.Duration, eng *engineOpts, listen *listeners) {
+	switch {
+	case devMode && authMode == "dev":
+		logger.Warn("DEV MODE (--auth dev): no key of the store is active; every caller is tenant \"default\" and nothing is authenticated. Do not expose this server. (It leaves dev mode by itself once `oncejob keys create` makes a key.)")
+	case devMode:
+		logger.Warn("DEV MODE: no --api-keys and this store has never held a key; every caller is tenant \"default\" and nothing is authenticated. Do not expose this server. (It leaves dev mode for good once `oncejob keys create` makes a key; --auth keys refuses callers without a key from the start.)")
+	default:
+		logger.Info("authenticated mode: every caller needs an API key", "auth", authMode)
 	}
 	logger.Info("oncejob serving", "tls", listen.tls(), "grpc_addr", grpcAddr, "http_addr", httpAddr, "store", where, "pipelines", pipelines.Names(), "idempotency_window", window.String())
 	printBanner(grpcAddr, httpAddr, where, eng, listen.tls())

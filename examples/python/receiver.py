@@ -48,23 +48,29 @@ def effect(placeholder):
 def open_inbox(args):
     if args.database_url:
         import psycopg2
-        inbox = DBAPIInbox(lambda: psycopg2.connect(args.database_url), effect("%s"))
+        inbox = DBAPIInbox(lambda: psycopg2.connect(args.database_url), effect("%s"),
+                           max_connections=args.max_connections)
         identity = "GENERATED ALWAYS AS IDENTITY"
     elif args.sqlite:
-        inbox = SQLiteInbox(args.sqlite, effect("?"))
+        inbox = SQLiteInbox(args.sqlite, effect("?"), max_connections=args.max_connections)
         identity = "AUTOINCREMENT"
     else:
         sys.exit("set --database-url or --sqlite")
-    # The effects table through the inbox's own connection and transaction.
-    conn = inbox.connection()
-    conn.cursor().execute(EFFECTS.format(identity))
-    conn.commit()
+    # The effects table through a connection of the inbox's own pool.
+    with inbox.connection() as conn:
+        conn.cursor().execute(EFFECTS.format(identity))
+        conn.commit()
     inbox.create_table()
     return inbox
 
 
 class Server(socketserver.ThreadingMixIn, WSGIServer):
     daemon_threads = True
+    # The listen backlog: connections the kernel holds until the accept
+    # loop takes them. socketserver's default of 5 reset deliveries when 50
+    # arrived at once; the relay may send a thousand (Linux caps it at
+    # net.core.somaxconn, 4096 by default).
+    request_queue_size = 1024
 
 
 class Quiet(WSGIRequestHandler):
@@ -77,6 +83,8 @@ def main():
     p.add_argument("--addr", default="127.0.0.1:8080", help="listen address")
     p.add_argument("--database-url", help="Postgres URL of the receiver's own database")
     p.add_argument("--sqlite", help="SQLite file of the receiver's own database, when no --database-url")
+    p.add_argument("--max-connections", type=int, default=10,
+                   help="database connections the receiver opens at most (deliveries beyond wait for one)")
     args = p.parse_args()
     try:
         verifier = Verifier(*os.environ.get("WEBHOOK_SECRETS", "").split())

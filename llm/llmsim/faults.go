@@ -80,6 +80,10 @@ type RateLimit struct {
 	// RetryAfter is sent as Retry-After (whole seconds, rounded up) and
 	// retry-after-ms; zero sends neither.
 	RetryAfter Duration `json:"retry_after,omitempty"`
+	// For, when set, makes the fault answer 429 to every call it sees for
+	// this long from when the faults were armed (a provider refusing
+	// everything for a while); Every and Count are then ignored.
+	For Duration `json:"for,omitempty"`
 }
 
 // Unavailable is the 5xx fault.
@@ -123,6 +127,7 @@ func (d *Duration) UnmarshalJSON(data []byte) error {
 // armedFaults is Faults with each trigger's progress; guarded by Server.mu.
 type armedFaults struct {
 	cfg             Faults
+	armedAt         time.Time
 	rateLimit       *armed
 	unavailable     *armed
 	hang            *armed
@@ -139,9 +144,9 @@ type armed struct {
 	fired int
 }
 
-func arm(f Faults) (armedFaults, error) {
+func arm(f Faults, now time.Time) (armedFaults, error) {
 	var errs []error
-	a := armedFaults{cfg: f}
+	a := armedFaults{cfg: f, armedAt: now}
 	arm1 := func(name string, t *Trigger) *armed {
 		if t == nil {
 			return nil
@@ -161,8 +166,8 @@ func arm(f Faults) (armedFaults, error) {
 	}
 	if f.RateLimit != nil {
 		a.rateLimit = arm1("rate_limit", &f.RateLimit.Trigger)
-		if f.RateLimit.RetryAfter < 0 {
-			errs = append(errs, errors.New("rate_limit: retry_after must not be negative"))
+		if f.RateLimit.RetryAfter < 0 || f.RateLimit.For < 0 {
+			errs = append(errs, errors.New("rate_limit: retry_after and for must not be negative"))
 		}
 	}
 	if f.Unavailable != nil {

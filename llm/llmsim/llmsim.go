@@ -15,6 +15,9 @@
 //     another request body is refused with 422.
 //   - Billing is counted and readable (Stats), and calls are found by key.
 //   - Faults are injected on a count-based schedule (Faults).
+//   - Rate limits are enforced as hosted providers enforce them (Limits):
+//     429 with Retry-After, and OpenAI's x-ratelimit-* headers on every
+//     answer.
 //
 // Endpoints, each served both at the root and under /v1 so that a client
 // knowing only the API base URL reaches all of them:
@@ -25,6 +28,8 @@
 //	POST /oncejob/reset             forget calls and counters, re-arm Config.Faults
 //	GET  /oncejob/faults            the armed Faults
 //	POST /oncejob/faults            replace the Faults (JSON) and restart their counts
+//	GET  /oncejob/limits            the Limits in force
+//	POST /oncejob/limits            replace the Limits (JSON, window "1s"); buckets start full
 //	/v1/files, /v1/batches          OpenAI's Batch API (batch.go)
 package llmsim
 
@@ -39,9 +44,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"math"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -63,6 +66,8 @@ type Config struct {
 	BatchDelay time.Duration
 	// Now is the clock batches age by. Default: time.Now.
 	Now func() time.Time
+	// Limits are the provider's rate limits (limits.go). Default: none.
+	Limits Limits
 }
 
 // Stats counts what the simulator received and billed since start or the
@@ -82,6 +87,14 @@ type Stats struct {
 	// RequestsByKey is the number of requests received per key, faults
 	// and replays included.
 	RequestsByKey map[string]int64 `json:"requests_by_key"`
+	// RateLimited is the number of 429s answered, by Limits and by the
+	// rate_limit fault; RateLimitedBy splits them by cause: "requests",
+	// "tokens", "in_flight" or "fault".
+	RateLimited   int64            `json:"rate_limited"`
+	RateLimitedBy map[string]int64 `json:"rate_limited_by"`
+	// MaxInFlight is the most chat completion calls the simulator was
+	// answering at once (admitted by Limits, their latency included).
+	MaxInFlight int `json:"max_in_flight"`
 
 	// FilesUploaded counts POST /v1/files.
 	FilesUploaded int64 `json:"files_uploaded"`
@@ -115,6 +128,7 @@ type Server struct {
 	calls  map[string]*storedCall // finished calls by key
 	stats  Stats
 	seq    int64 // numbers requests, for request ids of answers that bill nothing
+	limits *limiter
 
 	files      map[string]*simFile
 	fileOrder  []string // oldest first
@@ -137,7 +151,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if _, err := arm(cfg.Faults); err != nil {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if _, err := arm(cfg.Faults, cfg.Now()); err != nil {
+		return nil, err
+	}
+	if err := cfg.Limits.Validate(); err != nil {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), closing: make(chan struct{})}
@@ -149,6 +169,8 @@ func New(cfg Config) (*Server, error) {
 		s.mux.HandleFunc("POST "+prefix+"/oncejob/reset", s.handleReset)
 		s.mux.HandleFunc("GET "+prefix+"/oncejob/faults", s.handleGetFaults)
 		s.mux.HandleFunc("POST "+prefix+"/oncejob/faults", s.handleSetFaults)
+		s.mux.HandleFunc("GET "+prefix+"/oncejob/limits", s.handleGetLimits)
+		s.mux.HandleFunc("POST "+prefix+"/oncejob/limits", s.handleSetLimits)
 	}
 	s.handleBatchRoutes()
 	return s, nil
@@ -170,12 +192,13 @@ func (s *Server) Stats() Stats {
 	st.CallsByKey = maps.Clone(s.stats.CallsByKey)
 	st.RequestsByKey = maps.Clone(s.stats.RequestsByKey)
 	st.BatchCallsByKey = maps.Clone(s.stats.BatchCallsByKey)
+	st.RateLimitedBy = maps.Clone(s.stats.RateLimitedBy)
 	return st
 }
 
 // SetFaults replaces the armed faults; their counts start from zero.
 func (s *Server) SetFaults(f Faults) error {
-	a, err := arm(f)
+	a, err := arm(f, s.cfg.Now())
 	if err != nil {
 		return err
 	}
@@ -196,12 +219,13 @@ func (s *Server) Faults() Faults {
 // as a fresh simulator would. Meant for between runs: calls in flight
 // finish against the new state.
 func (s *Server) Reset() {
-	a, _ := arm(s.cfg.Faults) // validated by New
+	a, _ := arm(s.cfg.Faults, s.cfg.Now()) // validated by New
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = a
+	s.limits = newLimiter(s.cfg.Limits, s.cfg.Now())
 	s.calls = map[string]*storedCall{}
-	s.stats = Stats{CallsByKey: map[string]int64{}, RequestsByKey: map[string]int64{}, BatchCallsByKey: map[string]int64{}}
+	s.stats = Stats{CallsByKey: map[string]int64{}, RequestsByKey: map[string]int64{}, BatchCallsByKey: map[string]int64{}, RateLimitedBy: map[string]int64{}}
 	s.files, s.fileOrder = map[string]*simFile{}, nil
 	s.batches, s.batchOrder = map[string]*simBatch{}, nil
 }
@@ -225,6 +249,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, reqID, http.StatusBadRequest, "invalid_request_error", "simulated invalid request ("+MarkerInvalidRequest+")")
 		return
 	}
+	if !s.admit(w, in, reqID) {
+		return
+	}
+	defer s.release()
 	if !s.injectFaults(w, r, key, reqID) {
 		return
 	}
@@ -239,6 +267,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			panic(http.ErrAbortHandler)
 		}
 	}
+	s.limitHeaders(w.Header())
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Request-Id", call.requestID)
 	if replayed {
@@ -263,7 +292,12 @@ func (s *Server) countRequest(key string) string {
 func (s *Server) injectFaults(w http.ResponseWriter, r *http.Request, key, reqID string) bool {
 	s.mu.Lock()
 	f := &s.faults
-	rateLimited := f.rateLimit.fire(key)
+	var rateLimited bool
+	if rl := f.cfg.RateLimit; rl != nil && rl.For > 0 {
+		rateLimited = s.cfg.Now().Before(f.armedAt.Add(time.Duration(rl.For))) && (f.rateLimit.re == nil || f.rateLimit.re.MatchString(key))
+	} else {
+		rateLimited = f.rateLimit.fire(key)
+	}
 	unavailable := !rateLimited && f.unavailable.fire(key)
 	hang := !rateLimited && !unavailable && f.hang.fire(key)
 	cfg := f.cfg
@@ -272,10 +306,11 @@ func (s *Server) injectFaults(w http.ResponseWriter, r *http.Request, key, reqID
 	switch {
 	case rateLimited:
 		s.log.Info("llmsim: fault rate_limit", "key", key)
+		s.countRateLimited("fault")
 		if d := time.Duration(cfg.RateLimit.RetryAfter); d > 0 {
-			w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(d.Seconds())), 10))
-			w.Header().Set("Retry-After-Ms", strconv.FormatInt(d.Milliseconds(), 10))
+			setRetryAfter(w.Header(), d)
 		}
+		s.limitHeaders(w.Header())
 		writeError(w, reqID, http.StatusTooManyRequests, "rate_limit_exceeded", "simulated rate limit")
 		return false
 	case unavailable:
@@ -292,6 +327,108 @@ func (s *Server) injectFaults(w http.ResponseWriter, r *http.Request, key, reqID
 		panic(http.ErrAbortHandler)
 	}
 	return true
+}
+
+// admit passes a call through the Limits, or answers it 429. An admitted
+// call holds its slot until release.
+func (s *Server) admit(w http.ResponseWriter, in *chatInput, reqID string) bool {
+	var tokens int64
+	if s.cfg.Limits.Tokens > 0 {
+		c := in.complete()
+		tokens = c.promptTokens + c.completionTokens
+	}
+	s.mu.Lock()
+	now := s.cfg.Now()
+	reason, retryAfter := s.limits.admit(tokens, now)
+	if reason == "" {
+		s.stats.MaxInFlight = max(s.stats.MaxInFlight, s.limits.inFlight)
+	} else {
+		s.stats.RateLimited++
+		s.stats.RateLimitedBy[reason]++
+	}
+	s.limits.headers(w.Header(), now)
+	s.mu.Unlock()
+	if reason == "" {
+		return true
+	}
+	setRetryAfter(w.Header(), retryAfter)
+	writeError(w, reqID, http.StatusTooManyRequests, "rate_limit_exceeded", "simulated provider limit: "+reason)
+	return false
+}
+
+// release ends an admitted call. A reset meanwhile started a new limiter,
+// which never counted it.
+func (s *Server) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.limits.inFlight > 0 {
+		s.limits.inFlight--
+	}
+}
+
+func (s *Server) countRateLimited(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.RateLimited++
+	s.stats.RateLimitedBy[reason]++
+}
+
+// limitHeaders sets the x-ratelimit-* headers as of now.
+func (s *Server) limitHeaders(h http.Header) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limits.headers(h, s.cfg.Now())
+}
+
+// SetLimits replaces the Limits; the buckets start full.
+func (s *Server) SetLimits(l Limits) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	inFlight := s.limits.inFlight
+	s.cfg.Limits = l
+	s.limits = newLimiter(l, s.cfg.Now())
+	s.limits.inFlight = inFlight
+	return nil
+}
+
+// CurrentLimits returns the Limits in force.
+func (s *Server) CurrentLimits() Limits {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.limits.cfg
+}
+
+func (s *Server) handleGetLimits(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, limitsJSON(s.CurrentLimits()))
+}
+
+func (s *Server) handleSetLimits(w http.ResponseWriter, r *http.Request) {
+	var l struct {
+		Requests int64    `json:"requests"`
+		Tokens   int64    `json:"tokens"`
+		InFlight int      `json:"in_flight"`
+		Window   Duration `json:"window"`
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&l); err != nil {
+		writeError(w, "", http.StatusBadRequest, "invalid_request_error", "limits: "+err.Error())
+		return
+	}
+	lim := Limits{Requests: l.Requests, Tokens: l.Tokens, InFlight: l.InFlight, Window: time.Duration(l.Window)}
+	if err := s.SetLimits(lim); err != nil {
+		writeError(w, "", http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, limitsJSON(s.CurrentLimits()))
+}
+
+// limitsJSON writes Limits with its window as a duration string.
+func limitsJSON(l Limits) any {
+	return map[string]any{"requests": l.Requests, "tokens": l.Tokens, "in_flight": l.InFlight, "window": Duration(l.WithDefaults().Window)}
 }
 
 var errKeyReused = errors.New("the Idempotency-Key was used with a different request body")

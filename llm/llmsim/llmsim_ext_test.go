@@ -181,7 +181,7 @@ func TestResetForgetsCallsAndRearmsFaults(t *testing.T) {
 	require.Equal(t, http.StatusOK, chat(t, sim, "k", "x").status)
 
 	require.Equal(t, http.StatusNoContent, do(t, http.MethodPost, sim.URL+"/oncejob/reset", "", "").status)
-	require.Equal(t, llmsim.Stats{CallsByKey: map[string]int64{}, RequestsByKey: map[string]int64{}, BatchCallsByKey: map[string]int64{}}, sim.Stats())
+	require.Equal(t, llmsim.Stats{CallsByKey: map[string]int64{}, RequestsByKey: map[string]int64{}, BatchCallsByKey: map[string]int64{}, RateLimitedBy: map[string]int64{}}, sim.Stats())
 	require.Equal(t, http.StatusNotFound, do(t, http.MethodGet, sim.URL+llmsim.LookupPath+"/k", "", "").status)
 	require.Equal(t, http.StatusServiceUnavailable, chat(t, sim, "k", "x").status, "Config.Faults armed again")
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -46,15 +47,65 @@ type AuthConfig struct {
 	CacheTTL time.Duration
 	// Logger receives failures to read the store. Default slog.Default().
 	Logger *slog.Logger
+	// Mode says when callers without a key are let in (dev mode). Default
+	// ModeAuto.
+	Mode Mode
+}
+
+// Mode is when an Authenticator lets in callers without a key (dev mode).
+// See docs/operations.md, "Authentication modes".
+type Mode int
+
+const (
+	// ModeAuto is dev mode on a store that has never held a key (a row of
+	// api_keys, revoked or not: revoked keys stay, for the audit trail)
+	// and with no keys file; anything else, and a store that cannot be
+	// read, is authenticated mode.
+	ModeAuto Mode = iota
+	// ModeKeys is never dev mode: a caller without a valid key is refused,
+	// even when no key exists yet.
+	ModeKeys
+	// ModeDev is dev mode asked for explicitly: while no key of the store
+	// is active (every key revoked, or none made), even on a store that
+	// has held keys. A keys file or an active store key still ends it.
+	ModeDev
+)
+
+// ParseMode reads a mode's name: auto, keys or dev.
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "auto", "":
+		return ModeAuto, nil
+	case "keys":
+		return ModeKeys, nil
+	case "dev":
+		return ModeDev, nil
+	}
+	return 0, fmt.Errorf("auth mode %q: auto, keys or dev", s)
+}
+
+func (m Mode) String() string {
+	switch m {
+	case ModeKeys:
+		return "keys"
+	case ModeDev:
+		return "dev"
+	default:
+		return "auto"
+	}
 }
 
 // Authenticator checks bearer keys against a keys file and the store.
 //
-// With no file keys and no active key in the store it is in dev mode: every
-// caller is an operator of DevTenant. It leaves dev mode, for good, the
-// first time it sees an active key in the store (it looks at most once per
-// CacheTTL), so creating the first key locks a running dev server within a
-// second.
+// It fails closed. With a keys file, or in ModeKeys, it is in
+// authenticated mode for good. Otherwise it is in dev mode — every caller
+// is an operator of DevTenant — only while it has read the store and found
+// no key (ModeAuto: no key ever; ModeDev: no active key); it reads again at
+// most once per CacheTTL and leaves dev mode, for good, the first time it
+// finds one, so creating the first key locks a running dev server within a
+// second. Until a read has succeeded, and whenever the last one failed, a
+// caller without a key is refused with UNAVAILABLE: a store that cannot be
+// read never lets anyone in.
 type Authenticator struct {
 	cfg AuthConfig
 
@@ -63,6 +114,7 @@ type Authenticator struct {
 	mu          sync.Mutex
 	cache       map[string]*cachedKey // by key id
 	devUntil    time.Time             // dev mode known until then
+	devKnown    bool                  // the last look for a key succeeded and found none
 	devChecking bool                  // a caller is asking the store
 	now         func() time.Time
 
@@ -94,7 +146,7 @@ func NewAuthenticator(cfg AuthConfig) *Authenticator {
 		cfg.Logger = slog.Default()
 	}
 	a := &Authenticator{cfg: cfg, cache: map[string]*cachedKey{}, now: time.Now, unknown: newUnknownKeys(cfg.CacheTTL)}
-	a.keysMode.Store(!cfg.File.DevMode())
+	a.keysMode.Store(!cfg.File.DevMode() || cfg.Mode == ModeKeys)
 	return a
 }
 
@@ -102,59 +154,113 @@ func NewAuthenticator(cfg AuthConfig) *Authenticator {
 // again.
 func (a *Authenticator) CacheTTL() time.Duration { return a.cfg.CacheTTL }
 
-// DevMode reports whether the authenticator lets every caller in. In dev
-// mode one caller a CacheTTL looks for a first key in the store (bounded by
-// devCheckTimeout); the others go on meanwhile. A store that cannot be
-// read leaves dev mode as it is: a dev server serves loopback only, and a
-// store that cannot be read answers nothing anyway.
+// DevMode reports whether the authenticator lets every caller in now; a
+// store it cannot read is not dev mode.
 func (a *Authenticator) DevMode(ctx context.Context) bool {
+	dev, err := a.devMode(ctx)
+	return dev && err == nil
+}
+
+// Start decides the mode a server starts in, reading the store until it
+// can say: it returns whether the server is in dev mode and, while the
+// store cannot be read (down, or api_keys locked), logs and tries again
+// with backoff until ctx ends. A server does not serve before it knows:
+// starting in dev mode because the read failed would let anyone in on a
+// store that holds keys.
+func (a *Authenticator) Start(ctx context.Context) (bool, error) {
+	backoff := 100 * time.Millisecond
+	for {
+		dev, err := a.devMode(ctx)
+		if err == nil {
+			return dev, nil
+		}
+		a.cfg.Logger.WarnContext(ctx, "cannot read the API keys; not serving until it is known whether this store has any", "error", err, "retry_in", backoff.String())
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false, fmt.Errorf("deciding the authentication mode: %w", context.Cause(ctx))
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+var errModeUnknown = func() error {
+	st, _ := status.New(codes.Unavailable, "the key store is unavailable, so the server cannot tell whether a caller without a key may call; retry").
+		WithDetails(&errdetails.ErrorInfo{Reason: "STORE_UNAVAILABLE", Domain: "oncejob.dev"})
+	return st.Err()
+}()
+
+// devMode reports whether the authenticator lets every caller in: true
+// only after a read of the store found no key (at most CacheTTL ago, or
+// while another caller reads again). A failed read is errModeUnknown,
+// never dev mode. One caller a CacheTTL reads the store, bounded by
+// devCheckTimeout; the others go on meanwhile as the last read said.
+func (a *Authenticator) devMode(ctx context.Context) (bool, error) {
 	if a.keysMode.Load() {
-		return false
+		return false, nil
 	}
 	if a.cfg.Store == nil {
-		return true
+		return true, nil
 	}
 	a.mu.Lock()
-	if a.devChecking || a.now().Before(a.devUntil) {
+	if a.devKnown && (a.devChecking || a.now().Before(a.devUntil)) {
 		a.mu.Unlock()
-		return true
+		return true, nil
+	}
+	if a.devChecking {
+		a.mu.Unlock()
+		return false, errModeUnknown
 	}
 	a.devChecking = true
 	a.mu.Unlock()
 	checkCtx, cancel := context.WithTimeout(ctx, devCheckTimeout)
-	keys, err := a.cfg.Store.APIKeyList(checkCtx, &store.APIKeyListParams{Limit: 1})
+	// ModeAuto ends dev mode on any key the store ever held (revoked keys
+	// stay): revoking every key does not open the server again.
+	keys, err := a.cfg.Store.APIKeyList(checkCtx, &store.APIKeyListParams{Limit: 1, IncludeRevoked: a.cfg.Mode != ModeDev})
 	cancel()
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.devChecking = false
-	a.devUntil = a.now().Add(a.cfg.CacheTTL)
-	a.mu.Unlock()
-	if err == nil && len(keys) > 0 {
+	switch {
+	case err != nil:
+		a.devKnown = false
+		a.cfg.Logger.WarnContext(ctx, "cannot read the API keys: callers without a key are refused until it can", "error", err)
+		return false, errModeUnknown
+	case len(keys) > 0:
 		a.keysMode.Store(true)
-		return false
+		return false, nil
 	}
-	return true
+	a.devKnown = true
+	a.devUntil = a.now().Add(a.cfg.CacheTTL)
+	return true, nil
 }
 
 // AuthFunc returns the go-grpc-middleware auth function: it reads
 // `authorization: Bearer <key>` and puts the key's Principal in the context.
 func (a *Authenticator) AuthFunc() auth.AuthFunc {
 	return func(ctx context.Context) (context.Context, error) {
-		if a.DevMode(ctx) {
+		dev, modeErr := a.devMode(ctx)
+		if dev {
 			return NewContext(ctx, DevTenant), nil
 		}
 		key, err := auth.AuthFromMD(ctx, "bearer")
-		if err != nil {
-			a.refused.Add(1)
-			return nil, err // already an Unauthenticated status
-		}
-		p, err := a.Authenticate(ctx, key)
-		if err != nil {
-			if status.Code(err) == codes.Unauthenticated {
-				a.refused.Add(1)
+		if err == nil {
+			var p Principal
+			if p, err = a.Authenticate(ctx, key); err == nil {
+				return WithPrincipal(ctx, p), nil
 			}
-			return nil, err
 		}
-		return WithPrincipal(ctx, p), nil
+		if modeErr != nil && status.Code(err) == codes.Unauthenticated {
+			// No valid key, and no telling whether one is needed: neither
+			// let in nor told it is refused for good.
+			return nil, modeErr
+		}
+		if status.Code(err) == codes.Unauthenticated {
+			a.refused.Add(1)
+		}
+		return nil, err
 	}
 }
 

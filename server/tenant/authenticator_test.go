@@ -49,13 +49,16 @@ func (s *keyStore) APIKeyGetByID(_ context.Context, id string) (*store.APIKey, e
 	return &c, nil
 }
 
-func (s *keyStore) APIKeyList(context.Context, *store.APIKeyListParams) ([]*store.APIKey, error) {
+func (s *keyStore) APIKeyList(_ context.Context, p *store.APIKeyListParams) ([]*store.APIKey, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lists++
+	if s.err != nil {
+		return nil, s.err
+	}
 	var out []*store.APIKey
 	for _, k := range s.keys {
-		if k.RevokedAt == nil {
+		if k.RevokedAt == nil || p.IncludeRevoked {
 			out = append(out, k)
 		}
 	}
@@ -189,6 +192,104 @@ func TestAuthenticator(t *testing.T) {
 		p, err = principalOf(a, key)
 		require.NoError(t, err)
 		require.Equal(t, "acme", p.Tenant)
+	})
+
+	// Finding 1 of issue #31: a store that cannot be read, or that has
+	// held keys, is never dev mode.
+	t.Run("AnUnreadableStoreIsNotDevMode", func(t *testing.T) {
+		t.Parallel()
+		s := &keyStore{keys: map[string]*store.APIKey{}, err: errors.New("lock timeout")}
+		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: time.Millisecond})
+		for range 3 {
+			require.False(t, a.DevMode(context.Background()))
+			_, err := principalOf(a, "anything")
+			require.Equal(t, codes.Unavailable, status.Code(err), "no key and no telling whether one is needed")
+			ctx, err := a.AuthFunc()(context.Background())
+			require.Nil(t, ctx)
+			require.Equal(t, codes.Unavailable, status.Code(err))
+		}
+		s.mu.Lock()
+		s.err = nil
+		s.mu.Unlock()
+		require.True(t, a.DevMode(context.Background()), "read at last: no key ever, dev mode")
+		p, err := principalOf(a, "anything")
+		require.NoError(t, err)
+		require.Equal(t, tenant.DevTenant, p.Tenant)
+	})
+
+	t.Run("AnUnreadableStoreStillAuthenticatesKeys", func(t *testing.T) {
+		t.Parallel()
+		s := &keyStore{keys: map[string]*store.APIKey{}}
+		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: time.Hour})
+		key, _ := create(t, s, "acme", store.RoleSubmitter)
+		_, err := principalOf(a, key) // read into the cache
+		require.NoError(t, err)
+		s.mu.Lock()
+		s.err = errors.New("lock timeout")
+		s.mu.Unlock()
+		p, err := principalOf(a, key)
+		require.NoError(t, err)
+		require.Equal(t, "acme", p.Tenant)
+	})
+
+	t.Run("StartWaitsUntilTheStoreCanBeRead", func(t *testing.T) {
+		t.Parallel()
+		s := &keyStore{keys: map[string]*store.APIKey{}, err: errors.New("lock timeout")}
+		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: time.Hour})
+		create(t, s, "acme", store.RoleOperator)
+		type result struct {
+			dev bool
+			err error
+		}
+		done := make(chan result, 1)
+		go func() { dev, err := a.Start(context.Background()); done <- result{dev, err} }()
+		require.Eventually(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.lists >= 2 }, 10*time.Second, time.Millisecond, "it tries again")
+		select {
+		case r := <-done:
+			t.Fatalf("Start returned while the store could not be read: %+v", r)
+		default:
+		}
+		s.mu.Lock()
+		s.err = nil
+		s.mu.Unlock()
+		r := <-done
+		require.NoError(t, r.err)
+		require.False(t, r.dev, "the store holds a key")
+
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := tenant.NewAuthenticator(tenant.AuthConfig{Store: &keyStore{err: errors.New("down")}}).Start(ctx)
+		require.Error(t, err, "Start gives up when its context ends")
+	})
+
+	t.Run("RevokingEveryKeyIsNotDevMode", func(t *testing.T) {
+		t.Parallel()
+		s := &keyStore{keys: map[string]*store.APIKey{}}
+		_, id := create(t, s, "acme", store.RoleOperator)
+		_, err := s.APIKeyRevoke(context.Background(), id)
+		require.NoError(t, err)
+		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: time.Millisecond})
+		require.False(t, a.DevMode(context.Background()), "the store has held a key")
+		_, err = principalOf(a, "anything")
+		require.Equal(t, codes.Unauthenticated, status.Code(err))
+
+		dev := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: time.Millisecond, Mode: tenant.ModeDev})
+		require.True(t, dev.DevMode(context.Background()), "asked for: dev mode while no key is active")
+		key, _ := create(t, s, "acme", store.RoleOperator)
+		require.Eventually(t, func() bool { return !dev.DevMode(context.Background()) }, 5*time.Second, time.Millisecond, "an active key still ends it")
+		p, err := principalOf(dev, key)
+		require.NoError(t, err)
+		require.Equal(t, "acme", p.Tenant)
+	})
+
+	t.Run("ModeKeysIsNeverDevMode", func(t *testing.T) {
+		t.Parallel()
+		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: &keyStore{keys: map[string]*store.APIKey{}}, Mode: tenant.ModeKeys})
+		dev, err := a.Start(context.Background())
+		require.NoError(t, err)
+		require.False(t, dev)
+		_, err = principalOf(a, "anything")
+		require.Equal(t, codes.Unauthenticated, status.Code(err))
 	})
 
 	t.Run("ParseKeyID", func(t *testing.T) {

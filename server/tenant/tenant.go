@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -99,8 +100,22 @@ var (
 	hashRE   = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
-// ValidTenant reports whether name is a tenant name keys may carry.
+// ValidTenant reports whether name is a tenant name: what limits may
+// name. A key may carry it unless it is reserved (KeyTenantError).
 func ValidTenant(name string) bool { return tenantRE.MatchString(name) }
+
+// KeyTenantError says why a key may not carry tenant name, or returns nil.
+// DevTenant (in any case) is reserved for dev mode's callers, so that no
+// real tenant's data is what a dev-mode caller reaches.
+func KeyTenantError(name string) error {
+	if !tenantRE.MatchString(name) {
+		return fmt.Errorf("tenant %q: letters, digits, '_', '.', '-', at most 63, starting with a letter or digit", name)
+	}
+	if strings.EqualFold(name, DevTenant) {
+		return fmt.Errorf("tenant %q is reserved for dev mode (the tenant of callers without a key); give the key another tenant", name)
+	}
+	return nil
+}
 
 // LoadKeys reads a keys file:
 //
@@ -125,8 +140,8 @@ func LoadKeys(path string) (*Keys, error) {
 	}
 	k := &Keys{}
 	for i, e := range doc.Keys {
-		if !tenantRE.MatchString(e.Tenant) {
-			return nil, fmt.Errorf("%s: keys[%d]: tenant must match %s", path, i, tenantRE)
+		if err := KeyTenantError(e.Tenant); err != nil {
+			return nil, fmt.Errorf("%s: keys[%d]: %w", path, i, err)
 		}
 		if !hashRE.MatchString(e.SHA256) {
 			return nil, fmt.Errorf("%s: keys[%d]: sha256 must be 64 lowercase hex digits", path, i)

@@ -80,8 +80,10 @@ func TestKeys(t *testing.T) {
 		for body, want := range map[string]string{
 			"keys: []\n": "no keys",
 			"keys:\n  - tenant: acme\n    sha256: abc\n":                       "sha256 must be 64 lowercase hex digits",
-			"keys:\n  - tenant: ACME " + hash + "\n    sha256: " + hash + "\n": "tenant must match",
-			"keys:\n  - tenant: -acme\n    sha256: " + hash + "\n":             "tenant must match",
+			"keys:\n  - tenant: ACME " + hash + "\n    sha256: " + hash + "\n": "letters, digits",
+			"keys:\n  - tenant: -acme\n    sha256: " + hash + "\n":             "letters, digits",
+			"keys:\n  - tenant: default\n    sha256: " + hash + "\n":           "reserved for dev mode",
+			"keys:\n  - tenant: Default\n    sha256: " + hash + "\n":           "reserved for dev mode",
 			"keys: [\n": "yaml",
 			"keys:\n  - tenant: acme\n    sha256: " + hash + "\n    role: admin\n": "role must be submitter or operator",
 			"keys:\n  - tenant: acme\n    sha256: " + hash[:63] + "A\n":            "sha256 must be",

@@ -75,6 +75,9 @@ type Store struct {
 	// reads is the reads written once for both stores, on the read pool:
 	// they never wait for the writer.
 	reads
+	// ProviderLimitMemory keeps the provider limits: the embedded store
+	// serves one process, which paces in memory.
+	store.ProviderLimitMemory
 	write  *sql.DB // one connection: all writes, one at a time
 	read   *readDB // reads, their statements prepared once (readDB)
 	q      *dbsqlite.Queries

@@ -36,6 +36,7 @@ type Store interface {
 	store.UsageStore
 	store.StatsStore
 	store.SecretStore
+	store.ProviderLimitStore
 }
 
 // Exercise runs the suite. newStore returns an empty, migrated store that
@@ -637,6 +638,11 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Run("Stats", func(t *testing.T) {
 		t.Parallel()
 		exerciseStats(t, newStore)
+	})
+
+	t.Run("ProviderLimit", func(t *testing.T) {
+		t.Parallel()
+		exerciseProviderLimit(t, newStore)
 	})
 }
 

@@ -36,7 +36,7 @@ func TestHelpEveryCommand(t *testing.T) {
 		require.True(t, strings.HasPrefix(out, want), "%q: stdout starts with %q:\n%s", args, want, out)
 	}
 	top := "usage: oncejob <command> [flags]\n"
-	for _, args := range [][]string{{"--help"}, {"-h"}, {"-help"}, {"help"}} {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"-help"}, {"help"}, {"help", "--help"}, {"help", "-h"}} {
 		check(t, top, args...)
 	}
 	// The top level's usage names every command.
@@ -55,6 +55,7 @@ func TestHelpEveryCommand(t *testing.T) {
 				check(t, want, append(words, flag)...)
 			}
 			check(t, want, append([]string{"help"}, words...)...)
+			check(t, want, append(append([]string{"help"}, words...), "--help")...)
 			if groups[p] {
 				// A group lists each of its subcommands.
 				out, _, _ := runCLI(t, p, "--help")
@@ -67,6 +68,15 @@ func TestHelpEveryCommand(t *testing.T) {
 				// A command's usage shows its flags.
 				out, _, _ := runCLI(t, append(words, "--help")...)
 				require.Contains(t, out, "\nflags:\n", "oncejob %s --help shows its flags", p)
+				// Each flag's line is its name and its value's type: Go's
+				// flag package takes `backquoted` usage text for the
+				// type, which garbled "-api-key authorization: Bearer"
+				// (issue 30).
+				for _, line := range strings.Split(out, "\n") {
+					if strings.HasPrefix(line, "  -") {
+						require.Regexp(t, `^  -[a-z0-9-]+( (string|duration|int|uint|int64|float|value|bool))?$`, line, "oncejob %s --help", p)
+					}
+				}
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
@@ -15,6 +17,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -441,4 +445,142 @@ func randomEnvelope(rng *mrand.Rand) []byte {
 		{"error", errObj}, {"usage", usage}})
 	id := fmt.Sprintf(`"job:%d:job.succeeded:0"`, rng.IntN(1000))
 	return []byte(object([][2]string{{"version", `1`}, {"type", `"job.succeeded"`}, {"id", id}, {"time", `"t"`}, {"data", data}}))
+}
+
+// TestPythonReceiverHoldsItsConnections (issue 30, finding 4): the Python
+// example receiver on Postgres as a role limited to 15 connections takes
+// 10,000 deliveries - 5,000 events, each twice, shuffled - from 1,000
+// clients at once, each delivery on a fresh TCP connection. Before, every
+// delivery's thread opened a connection of its own and never closed it:
+// 500 from the 15th delivery on; and the listen backlog of 5 reset
+// connections in such a burst. Every delivery is answered 200, every event
+// applied once, and the role's connections, sampled from pg_stat_activity
+// throughout, never pass the receiver's pool (--max-connections 10).
+func TestPythonReceiverHoldsItsConnections(t *testing.T) {
+	t.Parallel()
+	requirePython(t)
+	ctx := context.Background()
+	const (
+		events, copies, clients = 5000, 2, 1000
+		roleLimit, poolSize     = 15, 10
+	)
+	rcv := newPyReceiver(t, "postgres")
+	u, err := url.Parse(rcv.dbArgs[1])
+	require.NoError(t, err)
+	schema := strings.TrimPrefix(u.Query().Get("options"), "-c search_path=")
+	admin, err := pgxpool.New(ctx, storepgtest.DatabaseURL())
+	require.NoError(t, err)
+	t.Cleanup(admin.Close)
+	role := "pyrecv_" + strings.ToLower(rand.Text()[:10])
+	_, err = admin.Exec(ctx, fmt.Sprintf("CREATE ROLE %s LOGIN CONNECTION LIMIT %d", role, roleLimit))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role)
+		_, _ = admin.Exec(ctx, "DROP OWNED BY "+role)
+		_, _ = admin.Exec(ctx, "DROP ROLE "+role)
+	})
+	_, err = admin.Exec(ctx, fmt.Sprintf("GRANT USAGE, CREATE ON SCHEMA %s TO %s", schema, role))
+	require.NoError(t, err)
+	u.User = url.User(role)
+	rcv.dbArgs = []string{"--database-url", u.String(), "--max-connections", strconv.Itoa(poolSize)}
+	rcv.start(t, "py-receiver")
+
+	connections := func() int {
+		var n int
+		require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE usename = $1", role).Scan(&n))
+		return n
+	}
+	stop, sampled := make(chan struct{}), make(chan []int)
+	go func() {
+		var seen []int
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var n int
+			if admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE usename = $1", role).Scan(&n) == nil {
+				seen = append(seen, n)
+			}
+			select {
+			case <-stop:
+				sampled <- seen
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+
+	wh, err := standardwebhooks.NewWebhook(rcv.secret)
+	require.NoError(t, err)
+	type delivery struct {
+		id   string
+		body []byte
+	}
+	var all []delivery
+	for i := range events {
+		id := fmt.Sprintf("job:%08d-0000-4000-8000-000000000000:job.succeeded:0", i)
+		body, err := json.Marshal(map[string]any{"version": 1, "type": "job.succeeded", "id": id, "time": "2026-12-01T00:00:00.000000Z",
+			"data": map[string]any{"job_id": id[4:40], "status": "succeeded", "output": map[string]any{"n": i}}})
+		require.NoError(t, err)
+		for range copies {
+			all = append(all, delivery{id, body})
+		}
+	}
+	mrand.New(mrand.NewPCG(30, 4)).Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	client := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
+	work := make(chan delivery)
+	answers := make(chan string, len(all))
+	for range clients {
+		go func() {
+			for d := range work {
+				req, _ := http.NewRequest(http.MethodPost, "http://"+rcv.addr+"/hook", bytes.NewReader(d.body))
+				now := time.Now()
+				sig, _ := wh.Sign(d.id, now, d.body)
+				req.Header.Set("webhook-id", d.id)
+				req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
+				req.Header.Set("webhook-signature", sig)
+				resp, err := client.Do(req)
+				if err != nil {
+					answers <- err.Error()
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					answers <- fmt.Sprintf("%d %s", resp.StatusCode, b)
+					continue
+				}
+				answers <- "ok"
+			}
+		}()
+	}
+	for _, d := range all {
+		work <- d
+	}
+	close(work)
+	failed := map[string]int{}
+	for range all {
+		if a := <-answers; a != "ok" {
+			failed[regexp.MustCompile(`[0-9]+`).ReplaceAllString(a[:min(len(a), 120)], "N")]++
+		}
+	}
+	close(stop)
+	seen := <-sampled
+	require.Empty(t, failed, "deliveries not answered 200")
+
+	effects, inbox := rcv.applied(t)
+	require.Len(t, inbox, events)
+	applied := map[string]int{}
+	for _, e := range effects {
+		applied[e[0]]++
+	}
+	require.Len(t, applied, events, "every event applied")
+	for id, n := range applied {
+		require.Equal(t, 1, n, "event %s applied %d times", id, n)
+	}
+	require.NotEmpty(t, seen)
+	peak := slices.Max(seen)
+	after := connections()
+	t.Logf("%d deliveries; the role's connections: peak %d over %d samples, %d after", len(all), peak, len(seen), after)
+	require.LessOrEqual(t, peak, poolSize, "the receiver holds its pool, not a connection per delivery")
+	require.LessOrEqual(t, after, poolSize)
 }

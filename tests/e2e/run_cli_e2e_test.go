@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -115,9 +117,10 @@ func TestRunSubmitItemsOfOnePageAndBadLines(t *testing.T) {
 	require.True(t, resp.GetRun().GetProgress().GetComplete())
 }
 
-// TestRunSubmitWaitWithNoItem: --wait on a run that got no item (every
-// line bad, or an empty file) returns at once, saying so, rather than
-// waiting for items that will never come; bad lines still exit 1.
+// TestRunSubmitWaitWithNoItem: a file without a valid item (every line
+// bad, or empty) and a file that is not there create no run - before issue
+// 30 an empty OPEN run stayed in run list and the console - and --wait
+// returns at once, saying so; bad lines and a missing file exit 1.
 func TestRunSubmitWaitWithNoItem(t *testing.T) {
 	t.Parallel()
 	addr := freeAddr(t)
@@ -127,15 +130,25 @@ func TestRunSubmitWaitWithNoItem(t *testing.T) {
 		name, items string
 		code        int
 	}{
-		{"every line bad", "not JSON\n{\"url\": \"https://example.com/no-text\"}\n", 1},
+		{"every line bad", "not JSON\n{\"url\": \"https://example.com/no-text\"}\n[1]\n", 1},
 		{"empty file", "", 0},
 	} {
 		items := writeFile(t, "items.jsonl", c.items)
 		stdout, stderr, code := runCLI(t, "run", "submit", items, "--run", c.name, "--id-field", "url", "--wait", "--json", "--addr", addr)
 		require.Equal(t, c.code, code, "%s:\n%s\n%s", c.name, stdout, stderr)
-		require.Contains(t, stderr, "has no items: nothing to wait for", c.name)
-		require.Zero(t, lastSummary(t, stdout).Progress.Items, c.name)
+		require.Contains(t, stderr, fmt.Sprintf("the input has no items: run %q not created, nothing to wait for", c.name), c.name)
+		lines := strings.Split(strings.TrimSpace(stdout), "\n")
+		var sum runSummary
+		require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &sum), stdout)
+		require.Zero(t, sum.Progress.Items, c.name)
+		require.Empty(t, sum.RunID, c.name)
 	}
+	_, stderr, code := runCLI(t, "run", "submit", filepath.Join(t.TempDir(), "missing.jsonl"), "--run", "missing", "--addr", addr)
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, "cannot read the items: open ")
+	list, _, code := runCLI(t, "run", "list", "--json", "--addr", addr)
+	require.Zero(t, code)
+	require.JSONEq(t, "[]", list, "no run was created")
 }
 
 // failOncePipelines: one attempt, so a provider error dead-letters the job.

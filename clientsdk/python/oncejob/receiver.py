@@ -32,19 +32,21 @@ import hashlib
 import hmac
 import inspect
 import json
+import math
 import re
 import sqlite3
 import sys
 import threading
 import time
 from collections.abc import Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, List, Optional, Tuple
 
 __all__ = [
     "TOLERANCE", "RECEIPT_HEADER", "MAX_BODY", "DEFAULT_INBOX_TABLE", "VerificationError", "MissingHeadersError",
     "StaleError", "SignatureError", "EventError", "Verifier", "Event", "parse_event", "DBAPIInbox", "SQLiteInbox",
-    "Response", "handle", "handle_async", "WSGIHandler", "ASGIHandler",
+    "Response", "handle", "DEFAULT_MAX_CONNECTIONS", "handle_async", "WSGIHandler", "ASGIHandler",
 ]
 
 TOLERANCE = 300
@@ -82,8 +84,11 @@ class EventError(ValueError):
     """A body that is not an oncejob event: answered 400."""
 
 
-# Go's strconv.ParseInt(s, 10, 64): a sign, ASCII digits, int64.
-_TIMESTAMP = re.compile(r"[+-]?[0-9]+", re.ASCII)
+# JavaScript's parseInt(s, 10), as the Standard Webhooks library reads a
+# timestamp: leading white space (of a header's bytes as Node reads them,
+# one Latin-1 character a byte), a sign, the ASCII digits up to the first
+# other character.
+_TIMESTAMP = re.compile(rb"[\t\n\v\f\r \xa0]*([+-]?[0-9]+)")
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 
@@ -115,14 +120,30 @@ def _raw(value) -> bytes:
 
 
 def _header(headers, name: str) -> bytes:
-    """The first value of a header, by case-insensitive name, from a mapping
-    (dict, http.server's message) or a list of (name, value) pairs (ASGI)."""
+    """A header's value by case-insensitive name, as the Standard Webhooks
+    library meets it in Node: from a list of (name, value) lines (ASGI) or a
+    message with get_all (http.server), its lines joined by ", " (RFC 9110
+    5.3, as Node's http server combines them); from a dict, the value of
+    the last key that matches (as the library lower-cases a headers
+    object). A WSGI server combines lines itself before the application
+    sees them (wsgiref and gunicorn with ","; docs/architecture.md,
+    "Receivers")."""
+    if isinstance(headers, dict):
+        found = None
+        for key, value in headers.items():
+            k = key.decode("latin-1") if isinstance(key, (bytes, bytearray)) else key
+            if k.lower() == name and value is not None:
+                found = _raw(value)
+        return found or b""
+    if hasattr(headers, "get_all"):
+        return b", ".join(_raw(v) for v in headers.get_all(name) or [])
     items = headers.items() if isinstance(headers, Mapping) or hasattr(headers, "items") else headers
+    lines = []
     for key, value in items:
         k = key.decode("latin-1") if isinstance(key, (bytes, bytearray)) else key
         if k.lower() == name and value is not None:
-            return _raw(value)
-    return b""
+            lines.append(_raw(value))
+    return b", ".join(lines)
 
 
 class Verifier:
@@ -142,18 +163,26 @@ class Verifier:
     def verify(self, headers, body: bytes) -> None:
         """Raises MissingHeadersError, StaleError or SignatureError unless the
         timestamp is within TOLERANCE of now and any signature is of any
-        secret. The checks run in that order, as the Go receiver's do."""
+        secret - exactly as the Standard Webhooks reference library (npm
+        standardwebhooks) and the Go receiver decide: a header on several
+        lines is its lines joined by ", "; the timestamp is what
+        JavaScript's parseInt reads ("<now>.0" is now), compared with now
+        in whole seconds; the signature header is split at each space."""
         msg_id = _header(headers, "webhook-id")
         ts = _header(headers, "webhook-timestamp")
         sigs = _header(headers, "webhook-signature")
         if not msg_id or not ts or not sigs:
             raise MissingHeadersError()
-        if not _TIMESTAMP.fullmatch(ts.decode("latin-1")):
+        m = _TIMESTAMP.match(ts)
+        if not m:
             raise MissingHeadersError()
-        secs = int(ts)
-        if not _INT64[0] <= secs <= _INT64[1]:
-            raise MissingHeadersError()
-        if abs(self.now() - secs) > TOLERANCE:
+        digits = m.group(1)
+        # Past int64 it is stale either way; clamped as Go's receiver does
+        # (and before int() meets a number of thousands of digits).
+        secs = int(digits) if len(digits) <= 20 else (-1 if digits[:1] == b"-" else 1) * _INT64[1]
+        secs = max(min(secs, _INT64[1]), -_INT64[1])
+        now = math.floor(self.now())
+        if now - secs > TOLERANCE or secs > now + TOLERANCE:
             raise StaleError()
         if isinstance(body, str):
             body = body.encode("utf-8")
@@ -298,79 +327,132 @@ def _statements(table: str, paramstyle: str):
 Effect = Callable[[Any, Event], str]
 
 
+DEFAULT_MAX_CONNECTIONS = 10
+"""How many database connections an inbox opens at most, unless told."""
+
+
 class DBAPIInbox:
     """Applies events once through any DB-API 2.0 driver (psycopg2 for
     Postgres, sqlite3, ...), with INSERT ... ON CONFLICT DO NOTHING.
 
-    connect returns a new connection (e.g. lambda: psycopg2.connect(dsn));
-    each thread gets its own. effect(cursor, event) runs the effect on the
-    cursor, in the transaction of the inbox row, and returns the receipt.
-    The inbox insert is first in the transaction: on Postgres a concurrent
-    delivery of the same event waits on the primary key and, once the first
-    commits, inserts nothing and returns the first's receipt. paramstyle is
-    the driver module's unless given.
+    connect returns a new connection (e.g. lambda: psycopg2.connect(dsn)).
+    The inbox keeps a pool of at most max_connections of them, shared by
+    every thread: a delivery borrows one for its transaction and gives it
+    back, so a threaded server answering a thousand deliveries at once holds
+    max_connections, not one per thread (a Postgres role's CONNECTION LIMIT,
+    a process's file descriptors). A delivery that finds none free within
+    wait seconds raises TimeoutError: a 500, and the relay retries. A
+    connection that fails to roll back is closed, not reused; close() closes
+    them all.
+
+    effect(cursor, event) runs the effect on the cursor, in the transaction
+    of the inbox row, and returns the receipt. The inbox insert is first in
+    the transaction: on Postgres a concurrent delivery of the same event
+    waits on the primary key and, once the first commits, inserts nothing
+    and returns the first's receipt. paramstyle is the driver module's
+    unless given.
     """
 
     def __init__(self, connect: Callable[[], Any], effect: Effect, table: str = DEFAULT_INBOX_TABLE,
-                 paramstyle: Optional[str] = None):
+                 paramstyle: Optional[str] = None, max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 wait: float = 30.0):
         self._table = _check_table(table)
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
+            raise ValueError(f"receiver: max_connections {max_connections!r}: want an int >= 1")
         self._connect, self._effect, self._paramstyle = connect, effect, paramstyle
         if paramstyle is not None:
             _statements(self._table, paramstyle)  # refuses an unknown style now
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._conns: List[Any] = []
+        self._max, self._wait = max_connections, wait
+        self._cond = threading.Condition()
+        self._idle: List[Any] = []  # last in, first out: the warmest first
+        self._open = 0  # idle and lent
+        self._closed = False
         self._sql = None
 
-    def connection(self):
-        """This thread's connection, made by connect on first use: for
-        setting up the effect's own tables beside the inbox."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
+    @property
+    def open_connections(self) -> int:
+        """How many connections the pool holds now, idle and lent."""
+        with self._cond:
+            return self._open
+
+    def _acquire(self):
+        deadline = time.monotonic() + self._wait
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise RuntimeError("receiver: the inbox is closed")
+                if self._idle:
+                    return self._idle.pop()
+                if self._open < self._max:
+                    self._open += 1
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"receiver: no database connection free within {self._wait:g}s "
+                                       f"({self._max} in use)")
+                self._cond.wait(left)
+        try:
             conn = self._connect()
-            with self._lock:
-                if self._sql is None:
-                    style = self._paramstyle or _driver_paramstyle(conn)
-                    self._sql = _statements(self._table, style)
-                self._conns.append(conn)
-            self._local.conn = conn
+            if self._sql is None:
+                style = self._paramstyle or _driver_paramstyle(conn)
+                with self._cond:
+                    if self._sql is None:
+                        self._sql = _statements(self._table, style)
+        except BaseException:
+            with self._cond:
+                self._open -= 1
+                self._cond.notify()
+            raise
         return conn
 
-    def _drop(self, conn):
-        self._local.conn = None
-        with self._lock:
-            if conn in self._conns:
-                self._conns.remove(conn)
+    def _release(self, conn, broken: bool = False):
+        with self._cond:
+            keep = not broken and not self._closed
+            if keep:
+                self._idle.append(conn)
+            else:
+                self._open -= 1
+            self._cond.notify()
+        if not keep:
+            _close_quietly(conn)
+
+    @contextmanager
+    def connection(self):
+        """Lends a connection of the pool for the with block, for setting up
+        the effect's own tables beside the inbox; commit in the block. It is
+        rolled back and given back after it (closed if that fails)."""
+        conn = self._acquire()
+        broken = False
         try:
-            conn.close()
-        except Exception:  # noqa: BLE001 - a broken connection is dropped either way
-            pass
+            yield conn
+        finally:
+            broken = not self._rollback(conn)
+            self._release(conn, broken)
 
     def _begin(self, cur):
         """Starts the transaction; DB-API drivers start one on their own."""
 
     def create_table(self) -> None:
         """Creates the inbox table if it does not exist."""
-        conn = self.connection()
-        cur = conn.cursor()
-        try:
-            self._begin(cur)
-            cur.execute(self._sql[0])
-            conn.commit()
-        except BaseException:
-            self._rollback(conn)
-            raise
-        finally:
-            cur.close()
+        with self.connection() as conn:
+            cur = conn.cursor()
+            try:
+                self._begin(cur)
+                cur.execute(self._sql[0])
+                conn.commit()
+            finally:
+                cur.close()
 
     def apply(self, event: Event) -> Tuple[str, bool]:
         """Runs the effect once per event id: (receipt, applied). applied is
         False when the event had been applied before (nothing ran now); the
         receipt is the same on every delivery."""
-        conn = self.connection()
+        conn = self._acquire()
+        broken = False
         _, insert, select, update, bind = self._sql
-        cur = conn.cursor()
+        cur = None
         try:
+            cur = conn.cursor()
             self._begin(cur)
             cur.execute(insert, bind(event.id))
             if cur.rowcount == 0:
@@ -387,34 +469,43 @@ class DBAPIInbox:
             conn.commit()
             return receipt, True
         except BaseException:
-            self._rollback(conn)
+            broken = not self._rollback(conn)
             raise
         finally:
-            try:
-                cur.close()
-            except Exception:  # noqa: BLE001 - the connection may be gone
-                pass
+            if cur is not None:
+                _close_quietly(cur)
+            self._release(conn, broken)
 
     async def apply_async(self, event: Event) -> Tuple[str, bool]:
         """apply on a worker thread, for asyncio callers."""
         return await asyncio.to_thread(self.apply, event)
 
-    def _rollback(self, conn):
+    @staticmethod
+    def _rollback(conn) -> bool:
+        """Rolls back; False when the connection cannot, and must not be reused."""
         try:
             conn.rollback()
-        except Exception:  # noqa: BLE001 - a connection that cannot roll back is not reused
-            self._drop(conn)
+            return True
+        except Exception:  # noqa: BLE001 - a broken connection is dropped
+            return False
 
     def close(self) -> None:
-        """Closes every thread's connection."""
-        with self._lock:
-            conns, self._conns = self._conns, []
-        for c in conns:
-            try:
-                c.close()
-            except Exception:  # noqa: BLE001
-                pass
-        self._local = threading.local()
+        """Closes the pool's connections: the idle ones now, the lent ones
+        when they come back. The inbox applies nothing after it."""
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._open -= len(idle)
+            self._cond.notify_all()
+        for c in idle:
+            _close_quietly(c)
+
+
+def _close_quietly(resource):
+    try:
+        resource.close()
+    except Exception:  # noqa: BLE001 - it may be gone already
+        pass
 
 
 def _driver_paramstyle(conn) -> str:
@@ -429,14 +520,15 @@ class SQLiteInbox(DBAPIInbox):
     """Applies events once in a SQLite file through the standard library's
     sqlite3: WAL, a busy timeout, and BEGIN IMMEDIATE, so that a second
     process on the same file waits for the first's transaction rather than
-    failing. One connection per thread."""
+    failing. A pool of at most max_connections connections, as DBAPIInbox."""
 
-    def __init__(self, path, effect: Effect, table: str = DEFAULT_INBOX_TABLE, timeout: float = 10.0):
+    def __init__(self, path, effect: Effect, table: str = DEFAULT_INBOX_TABLE, timeout: float = 10.0,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS):
         def connect():
             conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             return conn
-        super().__init__(connect, effect, table, paramstyle="qmark")
+        super().__init__(connect, effect, table, paramstyle="qmark", max_connections=max_connections)
 
     def _begin(self, cur):
         cur.execute("BEGIN IMMEDIATE")

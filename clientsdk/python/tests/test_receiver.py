@@ -9,6 +9,7 @@ ONCEJOB_TEST_DATABASE_URL, or the local test server.
 """
 import asyncio
 import base64
+import email.message
 import hashlib
 import hmac
 import io
@@ -73,7 +74,8 @@ def via_wsgi(verifier, inbox, vec_headers, body, method="POST"):
 
 
 def via_asgi(verifier, inbox, vec_headers, body, method="POST"):
-    scope = {"type": "http", "method": method, "headers": [(k.lower().encode(), v.encode()) for k, v in vec_headers.items()]}
+    pairs = vec_headers.items() if isinstance(vec_headers, dict) else vec_headers
+    scope = {"type": "http", "method": method, "headers": [(k.lower().encode(), v.encode()) for k, v in pairs]}
     chunks = [body[i:i + 1000] for i in range(0, len(body), 1000)] or [b""]
     incoming = [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)]
     sent = []
@@ -98,17 +100,27 @@ def test_library_vector(vec):
     the file says at its fixed now - accepted, or refused for the reason it
     names - and answered its status by handle, WSGI and ASGI alike; a 200
     applies the event, and a second delivery applies nothing and is 200."""
-    verifier = Verifier(*vec["secrets"], now=lambda: NOW)
+    now_ms = vec.get("now_ms", NOW * 1000)
+    verifier = Verifier(*vec["secrets"], now=lambda: now_ms / 1000)
     body = vec["body"].encode("utf-8")
     want = VERDICTS[vec["verify"]]
-    if want is None:
-        verifier.verify(vec["headers"], body)
-    else:
-        with pytest.raises(want):
-            verifier.verify(vec["headers"], body)
+    lines = header_lines(vec["headers"])
+    message = email.message.Message()
+    for k, v in lines:
+        message[k] = v
+    for given in (lines, message):
+        if want is None:
+            verifier.verify(given, body)
+        else:
+            with pytest.raises(want):
+                verifier.verify(given, body)
     for name, deliver in ENTRY_POINTS.items():
         inbox = CountingInbox()
-        status, headers, out = deliver(verifier, inbox, vec["headers"], body)
+        # A mapping can hold each header once: its lines combined, as Node's
+        # http server (and so the library) combines them; handle and ASGI
+        # are given the lines themselves.
+        given = lines if name != "wsgi" else {k: ", ".join(v for n, v in lines if n == k) for k, _ in lines}
+        status, headers, out = deliver(verifier, inbox, given, body)
         assert status == vec["status"], (name, out)
         if status != 200:
             assert inbox.applied == {}, f"{name}: a refused request applies nothing"
@@ -116,9 +128,26 @@ def test_library_vector(vec):
             continue
         assert json.loads(out) == {"applied": True, "receipt": "r"}
         assert headers["webhook-receipt"] == "r"
-        status, headers, out = deliver(verifier, inbox, vec["headers"], body)
+        status, headers, out = deliver(verifier, inbox, given, body)
         assert status == 200 and json.loads(out) == {"applied": False, "receipt": "r"}, name
         assert inbox.applied == {json.loads(body)["id"]: 1}
+
+
+def header_lines(headers):
+    """A vector's headers as (name, value) lines: a list is several lines."""
+    return [(k, line) for k, v in headers.items() for line in (v if isinstance(v, list) else [v])]
+
+
+def test_header_lines_combined_as_node_does():
+    """Issue 30: a duplicate webhook-id was joined differently here than by
+    the library's runtime, and a dict's keys differing in case were read
+    first to last where the library keeps the last."""
+    from oncejob.receiver import _header
+    assert _header([("webhook-id", "a"), ("Webhook-Id", "b")], "webhook-id") == b"a, b"
+    assert _header([(b"webhook-id", b"a")], "webhook-id") == b"a"
+    assert _header({"Webhook-Id": "a", "webhook-id": "b"}, "webhook-id") == b"b"
+    assert _header({"webhook-id": ""}, "webhook-id") == b""
+    assert _header([], "webhook-id") == b""
 
 
 def test_vectors_cover_every_verdict():
@@ -195,7 +224,9 @@ def test_clock_is_read_per_request():
     verifier.verify(headers, b"{}")
     clock[0] = NOW + 300
     verifier.verify(headers, b"{}")
-    clock[0] = NOW + 300.5
+    clock[0] = NOW + 300.999  # whole seconds of now, as the library compares
+    verifier.verify(headers, b"{}")
+    clock[0] = NOW + 301
     with pytest.raises(StaleError):
         verifier.verify(headers, b"{}")
 
@@ -271,7 +302,8 @@ def sqlite_effect(cur, event):
 
 def sqlite_inbox(path):
     inbox = SQLiteInbox(path, sqlite_effect, table="inbox")
-    inbox.connection().execute("CREATE TABLE IF NOT EXISTS effects (id INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL)")
+    with inbox.connection() as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS effects (id INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL)")
     inbox.create_table()
     return inbox
 
@@ -286,6 +318,7 @@ def deliver_concurrently(app, deliveries, threads=16):
     HTTP server running app, threads at a time; returns the answers."""
     class Server(__import__("socketserver").ThreadingMixIn, WSGIServer):
         daemon_threads = True
+        request_queue_size = 1024  # as examples/python/receiver.py: 5 resets a burst
 
     class Quiet(WSGIRequestHandler):
         def log_message(self, *args):
@@ -335,6 +368,85 @@ def test_sqlite_concurrent_deliveries_apply_once(tmp_path):
     assert sqlite_counts(path) == {"job:a:job.succeeded:0": 1}
 
 
+def test_connections_are_pooled_and_closed(tmp_path):
+    """Issue 30: a threaded server gave every delivery a thread and every
+    thread a connection of its own, never closed - a Postgres role limited
+    to 15 connections answered 500 from the 15th delivery on. 300 deliveries
+    (100 events, each three times) from 60 threads at once over real HTTP
+    open at most max_connections connections, reuse them, apply each event
+    once; close() closes every one, and the inbox applies nothing after."""
+    path = tmp_path / "r.db"
+    made = []
+
+    def connect():
+        conn = sqlite3.connect(str(path), timeout=10, isolation_level=None, check_same_thread=False)
+        made.append(conn)
+        return conn
+    inbox = DBAPIInbox(connect, sqlite_effect, max_connections=4)
+    with inbox.connection() as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("CREATE TABLE effects (id INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL)")
+    inbox.create_table()
+    now = int(time.time())
+    ids = [f"job:{i}:job.succeeded:0" for i in range(100)]
+    deliveries = [(signed_headers(SECRET, i, event_body(i), now), event_body(i)) for i in ids * 3]
+    random.Random(30).shuffle(deliveries)
+    answers = deliver_concurrently(WSGIHandler(Verifier(SECRET), inbox), deliveries, threads=60)
+    assert {a[0] for a in answers} == {200}
+    assert sum(a[2]["applied"] for a in answers) == 100
+    assert sqlite_counts(path) == {i: 1 for i in ids}
+    assert 1 <= len(made) <= 4, f"{len(made)} connections for 60 threads"
+    assert inbox.open_connections == len(made)
+    inbox.close()
+    assert inbox.open_connections == 0
+    for conn in made:
+        with pytest.raises(sqlite3.ProgrammingError):
+            conn.execute("SELECT 1")
+    with pytest.raises(RuntimeError):
+        inbox.apply(parse_event(event_body(ids[0])))
+    for bad in [0, -1, 1.5, True, "4"]:
+        with pytest.raises(ValueError):
+            DBAPIInbox(connect, sqlite_effect, max_connections=bad)
+
+
+def test_pool_waits_then_times_out(tmp_path):
+    """With every connection lent, a delivery waits for one to come back,
+    and past wait raises TimeoutError (a 500: the relay retries); a
+    connection that cannot roll back is closed, not lent again."""
+    inbox = SQLiteInbox(tmp_path / "r.db", sqlite_effect, max_connections=1)
+    inbox._wait = 0.2
+    inbox.create_table()
+    event = parse_event(event_body("job:w:job.succeeded:0"))
+    with inbox.connection():
+        with pytest.raises(TimeoutError):
+            inbox.apply(event)
+    done = []
+    with inbox.connection() as conn:
+        t = threading.Thread(target=lambda: done.append(inbox.apply(event)))
+        t.start()
+        t.join(0.05)
+        assert not done, "it waits while the connection is lent"
+        conn.execute("CREATE TABLE effects (id INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL)")
+    t.join()
+    assert done == [("effect-1", True)]
+
+    class Broken:
+        def __init__(self, conn):
+            self.conn = conn
+
+        def __getattr__(self, name):
+            return getattr(self.conn, name)
+
+        def rollback(self):
+            raise sqlite3.OperationalError("the server went away")
+    broken = DBAPIInbox(lambda: Broken(sqlite3.connect(":memory:", check_same_thread=False)), sqlite_effect,
+                        paramstyle="qmark", max_connections=1)
+    with pytest.raises(sqlite3.OperationalError):
+        broken.apply(event)  # no inbox table: the insert fails, the rollback too
+    assert broken.open_connections == 0
+    inbox.close()
+
+
 def test_http_refusals(tmp_path):
     """Over real HTTP: GET is 405, a body past the limit is 400 before it is
     read, a bad signature 401; none applies anything."""
@@ -372,7 +484,8 @@ def test_failed_effect_rolls_back_and_is_retried(tmp_path):
             return None
         return f"effect-{cur.lastrowid}"
     inbox = SQLiteInbox(path, effect)
-    inbox.connection().execute("CREATE TABLE effects (id INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL)")
+    with inbox.connection() as conn:
+        conn.execute("CREATE TABLE effects (id INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL)")
     inbox.create_table()
     verifier = Verifier(SECRET, now=lambda: NOW)
     body = event_body("job:c:job.succeeded:0")
@@ -512,9 +625,9 @@ def postgres_inbox(dsn):
         cur.execute("INSERT INTO effects (event_id) VALUES (%s) RETURNING id", (event.id,))
         return f"effect-{cur.fetchone()[0]}"
     inbox = DBAPIInbox(lambda: psycopg2.connect(dsn), effect)
-    conn = inbox.connection()
-    conn.cursor().execute("CREATE TABLE IF NOT EXISTS effects (id bigserial PRIMARY KEY, event_id text NOT NULL)")
-    conn.commit()
+    with inbox.connection() as conn:
+        conn.cursor().execute("CREATE TABLE IF NOT EXISTS effects (id bigserial PRIMARY KEY, event_id text NOT NULL)")
+        conn.commit()
     inbox.create_table()
     return inbox
 

@@ -10,6 +10,7 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 
 DESCRIPTOR: _descriptor.FileDescriptor
 RUN_STATE_CANCELLED: RunState
+RUN_STATE_COMPLETED: RunState
 RUN_STATE_OPEN: RunState
 RUN_STATE_UNSPECIFIED: RunState
 

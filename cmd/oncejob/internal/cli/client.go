@@ -69,7 +69,7 @@ var connectionFlags = []string{"addr", "api-key", "tls", "ca-file", "cert-file",
 
 func (c *clientFlags) register(fs *flag.FlagSet, timeout time.Duration) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:7070", "server address (host:port; several, comma-separated, for replicas)")
-	fs.StringVar(&c.apiKey, "api-key", "", "API key, sent as `authorization: Bearer`; prefer ONCEJOB_API_KEY")
+	fs.StringVar(&c.apiKey, "api-key", "", "API key, sent as the header 'authorization: Bearer KEY'; prefer ONCEJOB_API_KEY")
 	fs.BoolVar(&c.tls, "tls", false, "connect over TLS (system roots unless --ca-file)")
 	fs.StringVar(&c.caFile, "ca-file", "", "PEM CA certificates to trust (implies --tls)")
 	fs.StringVar(&c.certFile, "cert-file", "", "PEM client certificate (implies --tls)")
@@ -151,9 +151,13 @@ func (c *clientCommand) start(args []string, arg string) (string, *clientsdk.Cli
 
 // dial connects with the flags' settings.
 func (c *clientFlags) dial() (*clientsdk.Client, error) {
+	if err := checkAddr(c.addr); err != nil {
+		return nil, err
+	}
 	opts := []clientsdk.Option{
 		clientsdk.WithUserAgent("oncejob-cli"), clientsdk.WithTimeout(c.timeout),
 		clientsdk.WithRetryPolicy(clientsdk.RetryPolicy{MaxAttempts: c.attempts}),
+		clientsdk.WithDialOptions(explainDialOptions(c.addr)...),
 	}
 	if c.apiKey != "" {
 		opts = append(opts, clientsdk.WithAPIKey(c.apiKey))

@@ -121,27 +121,47 @@ func RunSubmit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	run, err := c.CreateRun(ctx, &oncejobv1.CreateRunRequest{
-		Name: f.runName, Pipeline: defaults.GetPipeline(), ModelProfile: defaults.GetModelProfile(),
-		Params: defaults.GetParams(), Labels: defaults.GetLabels(), ProviderBatch: f.providerBatch,
-	})
-	if err != nil {
-		return err
-	}
 	in, err := openItems(path)
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot read the items: %w", err)
 	}
 	defer func() { _ = in.Close() }() // read only: nothing to lose
 
-	sum := &runSubmitSummary{RunID: run.GetId()}
+	// The run is created with the first batch of valid items, not before:
+	// a missing file or one without an item leaves no empty run behind
+	// in run list and the console (issue 30).
+	sum := &runSubmitSummary{}
 	show := newRunProgress(os.Stdout, cmd.cf.json)
-	show.header(run)
-	stop := show.poll(ctx, c, run.GetId(), sum)
-	err = submitItems(ctx, c, in, run.GetId(), defaults, f.idField, f.batch, sum)
+	var run *oncejobv1.Run
+	stop := func() {}
+	startRun := func() (string, error) {
+		if run != nil {
+			return run.GetId(), nil
+		}
+		r, err := c.CreateRun(ctx, &oncejobv1.CreateRunRequest{
+			Name: f.runName, Pipeline: defaults.GetPipeline(), ModelProfile: defaults.GetModelProfile(),
+			Params: defaults.GetParams(), Labels: defaults.GetLabels(), ProviderBatch: f.providerBatch,
+		})
+		if err != nil {
+			return "", err
+		}
+		run = r
+		sum.mu.Lock()
+		sum.RunID = r.GetId()
+		sum.mu.Unlock()
+		show.header(r)
+		stop = show.poll(ctx, c, r.GetId(), sum)
+		return r.GetId(), nil
+	}
+	err = submitItems(ctx, c, in, startRun, defaults, f.idField, f.batch, sum)
 	stop()
 	if err != nil {
 		return stopped(ctx, err, sum)
+	}
+	if run == nil {
+		cmdline.Say(os.Stderr, "the input has no items: run %q not created, nothing to wait for\n", f.runName)
+		show.done(nil, sum)
+		return sum.exit(nil, f.wait)
 	}
 	final, err := finalRun(ctx, c, run, f.wait, show, sum)
 	if err != nil {
@@ -254,8 +274,9 @@ func openItems(path string) (io.ReadCloser, error) {
 	return os.Open(path) //nolint:gosec // G304: the file named on the command line is the one to read
 }
 
-// submitItems reads the items line by line and submits them in batches.
-func submitItems(ctx context.Context, c *clientsdk.Client, in io.Reader, runID string, defaults *oncejobv1.SubmitJobRequest, idField string, batchSize int, sum *runSubmitSummary) error {
+// submitItems reads the items line by line and submits them in batches
+// into the run runID creates, when the first batch goes.
+func submitItems(ctx context.Context, c *clientsdk.Client, in io.Reader, runID func() (string, error), defaults *oncejobv1.SubmitJobRequest, idField string, batchSize int, sum *runSubmitSummary) error {
 	lineCh, readErr, stopReading := readLines(in)
 	defer stopReading()
 	var (
@@ -328,14 +349,18 @@ func readLines(in io.Reader) (lineCh <-chan string, err func() error, stop func(
 
 // sendBatch submits a batch of items into the run and counts the answers;
 // lines are the items' line numbers, for their errors.
-func sendBatch(ctx context.Context, c *clientsdk.Client, runID string, batch []clientsdk.SubmitItem, lines []int, sum *runSubmitSummary) error {
+func sendBatch(ctx context.Context, c *clientsdk.Client, runID func() (string, error), batch []clientsdk.SubmitItem, lines []int, sum *runSubmitSummary) error {
 	if len(batch) == 0 {
 		return nil
+	}
+	id, err := runID()
+	if err != nil {
+		return err
 	}
 	sum.mu.Lock()
 	sum.Sent += len(batch)
 	sum.mu.Unlock()
-	results, err := c.SubmitMany(ctx, batch, clientsdk.IntoRun(runID))
+	results, err := c.SubmitMany(ctx, batch, clientsdk.IntoRun(id))
 	if err != nil {
 		return err
 	}
@@ -387,11 +412,11 @@ type itemLine struct {
 func parseItem(line []byte, defaults *oncejobv1.SubmitJobRequest, idField string) (clientsdk.SubmitItem, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(line, &raw); err != nil {
-		return clientsdk.SubmitItem{}, fmt.Errorf("not a JSON object: %w", err)
+		return clientsdk.SubmitItem{}, lineError(line, err)
 	}
 	var it itemLine
 	if err := json.Unmarshal(line, &it); err != nil {
-		return clientsdk.SubmitItem{}, fmt.Errorf("not an item: %w", err)
+		return clientsdk.SubmitItem{}, lineError(line, err)
 	}
 	doc := &oncejobv1.Document{MediaType: it.MediaType, Name: it.Name}
 	switch {
@@ -439,6 +464,53 @@ func parseItem(line []byte, defaults *oncejobv1.SubmitJobRequest, idField string
 		}
 	}
 	return item, nil
+}
+
+// lineError says what is wrong with a line in the words of the items
+// file's format, not encoding/json's ("cannot unmarshal array into Go
+// value of type map[string]json.RawMessage": issue 30).
+func lineError(line []byte, err error) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax) && syntax.Offset < int64(len(line)):
+		return fmt.Errorf("not a JSON object: %s at column %d", syntax.Error(), max(syntax.Offset, 1))
+	case errors.As(err, &syntax) || errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("not a JSON object: the line ends before the object does (a brace or quote not closed?)")
+	case errors.As(err, &typ) && typ.Field == "":
+		return fmt.Errorf("not a JSON object: the line is %s; each line must be one object, such as {\"text\": \"...\"}", jsonKind(typ.Value))
+	case errors.As(err, &typ):
+		return fmt.Errorf("field %q must be %s; found %s", typ.Field, expected(typ.Field), jsonKind(typ.Value))
+	}
+	return fmt.Errorf("not an item: %w", err)
+}
+
+// jsonKind names a JSON value's kind as encoding/json's UnmarshalTypeError
+// reports it ("array", "number", "string", "bool", "object").
+func jsonKind(v string) string {
+	switch v {
+	case "array":
+		return "an array"
+	case "object":
+		return "an object"
+	case "bool":
+		return "true or false"
+	}
+	if strings.HasPrefix(v, "number") {
+		return "a number"
+	}
+	return "a " + v
+}
+
+// expected is what an item's field holds.
+func expected(field string) string {
+	switch {
+	case field == "params":
+		return "an object"
+	case field == "labels" || strings.HasPrefix(field, "labels."):
+		return "an object of strings"
+	}
+	return "a string"
 }
 
 // itemKey is the key of an item named by its id field: WorkID over the
@@ -565,14 +637,20 @@ func progressLine(pr *oncejobv1.RunProgress, submitted int) string {
 func (p *runProgress) done(run *oncejobv1.Run, sum *runSubmitSummary) {
 	pr := run.GetProgress()
 	if p.json {
-		sum.Final = protoJSON(pr)
-		sum.State = strings.TrimPrefix(run.GetState().String(), "RUN_STATE_")
+		if run != nil {
+			sum.Final = protoJSON(pr)
+			sum.State = strings.TrimPrefix(run.GetState().String(), "RUN_STATE_")
+		}
 		b, _ := json.Marshal(sum)
 		cmdline.Say(p.w, "%s\n", b)
 		return
 	}
 	if p.live {
 		cmdline.Say(p.w, "\r\033[K")
+	}
+	if run == nil {
+		cmdline.Say(p.w, "no run: %d lines, %d invalid\n", sum.Lines, sum.Invalid)
+		return
 	}
 	cmdline.Say(p.w, "%s\n", progressLine(pr, sum.Created+sum.AlreadyInRun+sum.Reused))
 	cmdline.Say(p.w, "run %s: %d lines; %d new items, %d already in the run (submitted before), %d already done, %d reused; %d invalid lines, %d refused\n",

@@ -72,6 +72,33 @@ func TestParseItem(t *testing.T) {
 	require.ErrorContains(t, err, `has no field "url"`)
 }
 
+// TestParseItemErrorsInTheUsersWords: a line that is not an item says
+// what was expected, in the items file's words - never encoding/json's
+// "cannot unmarshal array into Go value of type map[string]json.RawMessage"
+// (issue 30, finding 8).
+func TestParseItemErrorsInTheUsersWords(t *testing.T) {
+	t.Parallel()
+	defaults, err := runDefaults("summarize", "", nil, nil)
+	require.NoError(t, err)
+	for line, want := range map[string]string{
+		`[1]`:                               `not a JSON object: the line is an array; each line must be one object, such as {"text": "..."}`,
+		`"text"`:                            `not a JSON object: the line is a string; each line must be one object`,
+		`42`:                                `not a JSON object: the line is a number; each line must be one object`,
+		`not json`:                          `not a JSON object: invalid character 'o' in literal null (expecting 'u') at column 2`,
+		`{"text": "a"`:                      `not a JSON object: the line ends before the object does`,
+		`{"text": 5}`:                       `field "text" must be a string; found a number`,
+		`{"text": "a", "params": [1]}`:      `field "params" must be an object; found an array`,
+		`{"text": "a", "labels": {"x": 1}}`: `field "labels" must be an object of strings; found a number`,
+		`{"text": "a", "name": true}`:       `field "name" must be a string; found true or false`,
+	} {
+		_, err := parseItem([]byte(line), defaults, "")
+		require.Error(t, err, line)
+		require.True(t, strings.HasPrefix(err.Error(), want), "%s: %v", line, err)
+		require.NotContains(t, err.Error(), "Go value", line)
+		require.NotContains(t, err.Error(), "Go struct", line)
+	}
+}
+
 // TestReadLines: readLines hands over every line, then closes; a line
 // longer than an item may be ends the reading with bufio.ErrTooLong.
 func TestReadLines(t *testing.T) {

@@ -192,6 +192,14 @@ type ProviderBatch struct {
 	UpdatedAt time.Time
 }
 
+type ProviderLimit struct {
+	Name        string
+	RequestsTat float64
+	TokensTat   float64
+	PausedUntil float64
+	Holds       []byte
+}
+
 type Run struct {
 	ID            pgtype.UUID
 	Tenant        string

@@ -1,0 +1,573 @@
+package pace
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/oncejob/oncejob/llm"
+	"github.com/oncejob/oncejob/store"
+)
+
+// Weights of the two classes in the fair queue: an interactive call goes
+// before batch calls, 8 to 1, and batch calls still move.
+const (
+	interactiveWeight = 8
+	batchWeight       = 1
+	// maxAsk bounds the calls one draw asks for.
+	maxAsk = 512
+	// inFlightPoll is how often a limit bound by the calls in flight of
+	// other processes looks again.
+	inFlightPoll = 20 * time.Millisecond
+)
+
+type waiter struct {
+	call    Call
+	path    []fairKey
+	tokens  int64
+	bytes   int
+	granted chan struct{}
+	ticket  *Ticket
+}
+
+// limiter is one limit in this process: its fair queue, and the loop that
+// draws for it from the store.
+type limiter struct {
+	p          *Pacer
+	name       string
+	configured Limit
+	wake       chan struct{}
+
+	mu    sync.Mutex
+	queue *fairNode
+	// What this process holds and owes the store.
+	calls        int   // granted and not done
+	sentCalls    int   // the count the store has of this process
+	reserved     int64 // tokens of the calls in flight
+	returnTokens int64 // to settle at the next draw
+	pause        time.Time
+	pausePending bool
+	lastDraw     time.Time
+	// What the store said last.
+	sharedCalls   int
+	nextAt        time.Time
+	inFlightBound bool
+	pausedUntil   time.Time
+	// What the provider said.
+	answered       bool // any answer came
+	learnedReq     float64
+	learnedTok     float64
+	reqCapacity    float64
+	tokCapacity    float64
+	tokensPerByte  float64
+	completionMean float64
+	latencyMean    float64 // seconds
+	// shadowReq and shadowTok follow the buckets as this process's grants
+	// fill them (the other processes' unseen), for estimates.
+	shadowReq, shadowTok time.Time
+	// promise is the next try handed to a deferred call, so deferred calls
+	// come back one after another, not all at once.
+	promise time.Time
+	// Counters.
+	granted, used, rateLimited, deferred int64
+	byClassTenant                        map[string]int // waiting per class and tenant
+	tenantsByClass                       [2]map[string]int
+}
+
+func newLimiter(p *Pacer, name string, configured Limit) *limiter {
+	l := &limiter{
+		p: p, name: name, configured: configured,
+		wake:          make(chan struct{}, 1),
+		queue:         newFairNode(1),
+		tokensPerByte: 1.0 / 3, completionMean: 256,
+		byClassTenant: map[string]int{},
+	}
+	l.tenantsByClass = [2]map[string]int{{}, {}}
+	return l
+}
+
+func (l *limiter) lock()   { l.mu.Lock() }
+func (l *limiter) unlock() { l.mu.Unlock() }
+
+func (l *limiter) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// effective is the pace in force, per second, and the bursts.
+type effective struct {
+	reqRate, reqBurst, tokRate, tokBurst float64
+	inFlight                             int
+}
+
+func (l *limiter) effective() effective {
+	e := effective{reqRate: l.configured.RequestsPerMinute / 60, tokRate: l.configured.TokensPerMinute / 60, inFlight: l.configured.CallsInFlight}
+	if l.learnedReq > 0 && (e.reqRate == 0 || l.learnedReq < e.reqRate) {
+		e.reqRate = l.learnedReq
+	}
+	if l.learnedTok > 0 && (e.tokRate == 0 || l.learnedTok < e.tokRate) {
+		e.tokRate = l.learnedTok
+	}
+	if !l.answered && e.reqRate == 0 && e.tokRate == 0 && e.inFlight == 0 {
+		// Nothing known: one call goes first, and its answer's headers
+		// set the pace.
+		e.inFlight = 1
+	}
+	burst := BurstDefault.Seconds()
+	e.reqBurst = max(1, e.reqRate*burst)
+	if l.reqCapacity > 0 {
+		e.reqBurst = max(1, min(e.reqBurst, l.reqCapacity/2))
+	}
+	e.tokBurst = max(1, e.tokRate*burst)
+	if l.tokCapacity > 0 {
+		e.tokBurst = max(1, min(e.tokBurst, l.tokCapacity/2))
+	}
+	return e
+}
+
+// estimate is a call's tokens before it is sent: its prompt's bytes at
+// the tokens per byte the provider's usage has shown (a third of a token
+// per byte until then, more than common tokenizers give), a margin, and
+// its completion's cap (what completions used, half again, with no cap).
+func (l *limiter) estimate(bytes, messages, maxTokens int) int64 {
+	prompt := math.Ceil(float64(bytes)*l.tokensPerByte*1.1) + float64(4*messages)
+	completion := float64(maxTokens)
+	if maxTokens <= 0 {
+		completion = math.Ceil(l.completionMean * 1.5)
+	}
+	return int64(prompt + completion)
+}
+
+func classOf(batch bool) int {
+	if batch {
+		return 1
+	}
+	return 0
+}
+
+func (l *limiter) wait(ctx context.Context, c Call) (*Ticket, error) {
+	bytes := 0
+	for _, m := range c.Messages {
+		bytes += len(m.Content)
+	}
+	l.lock()
+	now := time.Now()
+	tokens := l.estimate(bytes, len(c.Messages), c.MaxTokens)
+	est := l.estimateWait(c, tokens, now)
+	if est > l.p.cfg.MaxWait || (!c.Deadline.IsZero() && now.Add(est).After(c.Deadline)) {
+		err := l.deferCall(now, est)
+		l.unlock()
+		return nil, err
+	}
+	class := classOf(c.Batch)
+	tenantWeight := l.p.cfg.TenantWeights[c.Tenant]
+	if tenantWeight == 0 {
+		tenantWeight = 1
+	}
+	w := &waiter{
+		call: c, tokens: tokens, bytes: bytes, granted: make(chan struct{}),
+		path: []fairKey{
+			{name: [2]string{"interactive", "batch"}[class], weight: [2]float64{interactiveWeight, batchWeight}[class]},
+			{name: c.Tenant, weight: tenantWeight},
+			{name: c.Group, weight: 1},
+		},
+	}
+	l.queue.push(w.path, w)
+	l.countWaiting(c, 1)
+	l.unlock()
+	l.signal()
+
+	limit := l.p.cfg.MaxWait + l.p.cfg.MaxWait/2
+	if !c.Deadline.IsZero() {
+		limit = min(limit, time.Until(c.Deadline))
+	}
+	timer := time.NewTimer(max(limit, 0))
+	defer timer.Stop()
+	select {
+	case <-w.granted:
+		return w.ticket, nil
+	case <-ctx.Done():
+		if !l.giveUp(w) {
+			w.ticket.Done(nil, nil) // granted as it gave up: never sent
+		}
+		return nil, context.Cause(ctx)
+	case <-timer.C:
+		if !l.giveUp(w) {
+			return w.ticket, nil
+		}
+		l.lock()
+		now := time.Now()
+		err := l.deferCall(now, l.estimateWait(c, tokens, now))
+		l.unlock()
+		return nil, err
+	}
+}
+
+// giveUp takes w out of the queue; false when it was granted meanwhile,
+// in which case a cancelled caller's grant is given back.
+func (l *limiter) giveUp(w *waiter) bool {
+	l.lock()
+	removed := l.queue.remove(w.path, w)
+	if removed {
+		l.countWaiting(w.call, -1)
+	}
+	l.unlock()
+	if !removed {
+		<-w.granted
+	}
+	return removed
+}
+
+func (l *limiter) countWaiting(c Call, d int) {
+	class := classOf(c.Batch)
+	key := string(rune('0'+class)) + c.Tenant
+	l.byClassTenant[key] += d
+	l.tenantsByClass[class][c.Tenant] += d
+	if l.byClassTenant[key] == 0 {
+		delete(l.byClassTenant, key)
+		delete(l.tenantsByClass[class], c.Tenant)
+	}
+}
+
+// estimateWait is how long a new call of tokens would wait: its place in
+// the fair queue (round robin among the tenants of its class, an
+// interactive call before batch ones) at the pace in force, after any
+// pause. Zero when no limit is known.
+func (l *limiter) estimateWait(c Call, tokens int64, now time.Time) time.Duration {
+	e := l.effective()
+	class := classOf(c.Batch)
+	mine := l.byClassTenant[string(rune('0'+class))+c.Tenant] + 1
+	tenants := len(l.tenantsByClass[class])
+	if l.tenantsByClass[class][c.Tenant] == 0 {
+		tenants++
+	}
+	pos := float64(mine * tenants)
+	if c.Batch {
+		interactive := 0
+		for _, n := range l.tenantsByClass[0] {
+			interactive += n
+		}
+		pos += math.Min(float64(interactive), pos*interactiveWeight/batchWeight)
+	}
+	pos = math.Min(pos, float64(l.queue.waiting+1))
+	var wait float64
+	if e.reqRate > 0 {
+		wait = math.Max(wait, l.shadowReq.Sub(now).Seconds()+(pos-e.reqBurst)/e.reqRate)
+	}
+	if e.tokRate > 0 {
+		wait = math.Max(wait, l.shadowTok.Sub(now).Seconds()+(pos*float64(tokens)-e.tokBurst)/e.tokRate)
+	}
+	if e.inFlight > 0 && l.latencyMean > 0 {
+		wait = math.Max(wait, (pos-float64(max(e.inFlight-l.sharedCalls, 0)))*l.latencyMean/float64(e.inFlight))
+	}
+	d := time.Duration(math.Max(wait, 0) * float64(time.Second))
+	if l.pausedUntil.After(now) {
+		d += l.pausedUntil.Sub(now)
+	}
+	if l.nextAt.After(now) {
+		d = max(d, l.nextAt.Sub(now))
+	}
+	return d
+}
+
+// deferCall hands a call back to wait elsewhere; est is its wait from now.
+func (l *limiter) deferCall(now time.Time, est time.Duration) *WaitError {
+	e := l.effective()
+	until := now.Add(est)
+	if l.promise.After(until) {
+		until = l.promise
+	}
+	if e.reqRate > 0 {
+		l.promise = until.Add(time.Duration(float64(time.Second) / e.reqRate))
+	}
+	l.deferred++
+	return &WaitError{Limit: l.name, Until: until, Reason: l.reason(e, now)}
+}
+
+// reason names what binds, for a job's status.
+func (l *limiter) reason(e effective, now time.Time) string {
+	switch {
+	case l.pausedUntil.After(now):
+		return "the provider answered 429"
+	case l.inFlightBound:
+		return "calls in flight"
+	case e.tokRate > 0 && e.reqRate > 0 && l.configured.TokensPerMinute > 0 && l.configured.RequestsPerMinute == 0:
+		return "tokens per minute"
+	case e.reqRate > 0:
+		return "requests per minute"
+	case e.tokRate > 0:
+		return "tokens per minute"
+	}
+	return "calls in flight"
+}
+
+// run draws for the limit until ctx ends, then gives its holds back.
+func (l *limiter) run(ctx context.Context) {
+	defer l.release()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		l.lock()
+		now := time.Now()
+		params, due := l.plan(now)
+		l.unlock()
+		if params != nil {
+			res, err := l.p.cfg.Store.ProviderLimitDraw(ctx, params)
+			if ctx.Err() != nil {
+				return
+			}
+			l.lock()
+			if err != nil {
+				l.p.log.Warn("provider limit draw failed", "limit", l.name, "error", err)
+				l.returnTokens += params.ReturnTokens
+				if params.PauseUntil != nil {
+					l.pausePending = true
+				}
+				l.nextAt = time.Now().Add(100 * time.Millisecond)
+			} else {
+				l.apply(params, res)
+			}
+			l.lastDraw = time.Now()
+			now = l.lastDraw
+			_, due = l.plan(now)
+			l.unlock()
+		}
+		if !due.IsZero() {
+			timer.Reset(max(time.Until(due), 0))
+		} else {
+			timer.Reset(time.Hour)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// plan returns the draw to make now, or nil and when to look again (zero:
+// when woken).
+func (l *limiter) plan(now time.Time) (*store.ProviderLimitDrawParams, time.Time) {
+	e := l.effective()
+	interval := l.p.cfg.DrawInterval
+	if earliest := l.lastDraw.Add(interval); now.Before(earliest) {
+		return nil, earliest
+	}
+	var ask []*waiter
+	if l.queue.waiting > 0 {
+		switch {
+		case l.nextAt.After(now) && !l.pausePending:
+			// The buckets say when.
+		case l.inFlightBound && l.calls == l.sentCalls && now.Before(l.lastDraw.Add(inFlightPoll)):
+			// Bound by calls in flight: a call of this process that ends
+			// wakes the loop; another's is looked for every inFlightPoll.
+		default:
+			n := l.queue.waiting
+			if e.inFlight > 0 {
+				n = min(n, max(e.inFlight-l.calls, 0))
+			}
+			ask = l.queue.ahead(min(n, maxAsk))
+		}
+	}
+	heartbeat := l.calls > 0 && now.Sub(l.lastDraw) > l.p.cfg.HoldTTL/3
+	if len(ask) == 0 && l.returnTokens == 0 && l.calls == l.sentCalls && !l.pausePending && !heartbeat {
+		var due time.Time
+		switch {
+		case l.queue.waiting > 0 && l.nextAt.After(now):
+			due = l.nextAt
+		case l.queue.waiting > 0:
+			due = l.lastDraw.Add(inFlightPoll)
+		}
+		if l.calls > 0 {
+			hb := l.lastDraw.Add(l.p.cfg.HoldTTL / 3)
+			if due.IsZero() || hb.Before(due) {
+				due = hb
+			}
+		}
+		return nil, due
+	}
+	p := &store.ProviderLimitDrawParams{
+		Name: l.name, Holder: l.p.cfg.Holder, HoldTTL: l.p.cfg.HoldTTL,
+		RequestsPerSecond: e.reqRate, RequestBurst: e.reqBurst,
+		TokensPerSecond: e.tokRate, TokenBurst: e.tokBurst, CallsInFlight: e.inFlight,
+		Calls: l.calls, ReturnTokens: l.returnTokens,
+	}
+	for _, w := range ask {
+		p.Ask = append(p.Ask, w.tokens)
+	}
+	if l.pausePending {
+		pause := l.pause
+		p.PauseUntil = &pause
+	}
+	l.returnTokens, l.pausePending = 0, false
+	return p, time.Time{}
+}
+
+// apply grants what the draw granted to the queue's next waiters (which
+// may have changed since: the tokens' difference is settled next).
+func (l *limiter) apply(p *store.ProviderLimitDrawParams, res *store.ProviderLimitDrawResult) {
+	l.sentCalls = p.Calls + res.Granted
+	now := time.Now()
+	for i := range res.Granted {
+		w := l.queue.pop()
+		if w == nil {
+			l.returnTokens += p.Ask[i]
+			continue
+		}
+		l.countWaiting(w.call, -1)
+		l.returnTokens += p.Ask[i] - w.tokens
+		l.calls++
+		l.reserved += w.tokens
+		l.granted++
+		if p.RequestsPerSecond > 0 {
+			l.shadowReq = later(l.shadowReq, now).Add(time.Duration(float64(time.Second) / p.RequestsPerSecond))
+		}
+		if p.TokensPerSecond > 0 {
+			l.shadowTok = later(l.shadowTok, now).Add(time.Duration(float64(w.tokens) / p.TokensPerSecond * float64(time.Second)))
+		}
+		w.ticket = &Ticket{l: l, tokens: w.tokens, bytes: w.bytes, messages: len(w.call.Messages), start: time.Now()}
+		close(w.granted)
+	}
+	l.sharedCalls = res.CallsInFlight - p.Calls - res.Granted + l.calls
+	l.nextAt, l.inFlightBound = res.NextAt, res.InFlightBound
+	if p.PauseUntil != nil && p.PauseUntil.After(l.pausedUntil) {
+		l.pausedUntil = *p.PauseUntil
+	}
+}
+
+// release gives this process's holds back as it stops.
+func (l *limiter) release() {
+	l.lock()
+	p := &store.ProviderLimitDrawParams{Name: l.name, Holder: l.p.cfg.Holder, HoldTTL: l.p.cfg.HoldTTL, ReturnTokens: l.returnTokens}
+	e := l.effective()
+	p.TokensPerSecond = e.tokRate
+	l.unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, _ = l.p.cfg.Store.ProviderLimitDraw(ctx, p)
+}
+
+// done settles a granted call.
+func (l *limiter) done(t *Ticket, resp *llm.Response, err error) {
+	l.lock()
+	defer l.unlock()
+	defer l.signal()
+	l.calls--
+	l.reserved -= t.tokens
+	class, classified := llm.ClassOf(err)
+	switch {
+	case resp != nil:
+		l.answered = true
+		used := resp.PromptTokens + resp.CompletionTokens
+		if used > 0 {
+			l.returnTokens += t.tokens - used
+			l.used += used
+			l.learnTokens(t, resp)
+		}
+		lat := time.Since(t.start).Seconds()
+		l.latencyMean = ewma(l.latencyMean, lat, 0.1)
+		l.observe(resp.RateLimits)
+	case classified && class == llm.ClassRateLimited:
+		l.answered = true
+		l.rateLimited++
+		l.returnTokens += t.tokens // the provider counted nothing
+		var e *llm.Error
+		_ = errors.As(err, &e)
+		wait := e.RetryAfter
+		if wait <= 0 {
+			wait = time.Second
+		}
+		if until := time.Now().Add(wait); until.After(l.pause) {
+			l.pause = until
+		}
+		l.pausePending = true
+		l.observe(e.RateLimits)
+		if e.RateLimits == nil && l.latencyMean > 0 && l.calls > 0 {
+			// A provider without headers: halve the pace the calls in
+			// flight show (Little's law), then grow it again slowly on
+			// answers.
+			rate := float64(l.calls+1) / l.latencyMean
+			if l.learnedReq > 0 {
+				rate = min(rate, l.learnedReq)
+			}
+			l.learnedReq = max(0.5*rate, 0.1)
+		}
+	case err == nil:
+		// Never sent: the whole reservation goes back.
+		l.returnTokens += t.tokens
+	default:
+		// Not answered: the provider may have counted the call's tokens;
+		// the reservation stays spent.
+	}
+}
+
+// observe adjusts the learned pace to the provider's headers.
+func (l *limiter) observe(rl *llm.RateLimits) {
+	if rl == nil {
+		if l.learnedReq > 0 && l.reqCapacity == 0 {
+			l.learnedReq *= 1.02 // no headers: grow back after a 429
+		}
+		return
+	}
+	if rate, ok := rl.Requests.PerSecond(); ok {
+		l.learnedReq = ewma(l.learnedReq, rate, 0.3)
+	} else if rl.Requests.Limit > 0 && l.learnedReq == 0 {
+		l.learnedReq = float64(rl.Requests.Limit) / 60 // whole: assume per minute
+	}
+	if rl.Requests.Limit > 0 {
+		l.reqCapacity = float64(rl.Requests.Limit)
+	}
+	if rate, ok := rl.Tokens.PerSecond(); ok {
+		l.learnedTok = ewma(l.learnedTok, rate, 0.3)
+	} else if rl.Tokens.Limit > 0 && l.learnedTok == 0 {
+		l.learnedTok = float64(rl.Tokens.Limit) / 60
+	}
+	if rl.Tokens.Limit > 0 {
+		l.tokCapacity = float64(rl.Tokens.Limit)
+	}
+}
+
+func (l *limiter) learnTokens(t *Ticket, resp *llm.Response) {
+	if t.bytes > 0 && resp.PromptTokens > 0 {
+		perByte := float64(resp.PromptTokens-int64(4*t.messages)) / float64(t.bytes)
+		l.tokensPerByte = min(max(ewma(l.tokensPerByte, perByte, 0.2), 1.0/8), 1)
+	}
+	l.completionMean = max(ewma(l.completionMean, float64(resp.CompletionTokens), 0.2), 1)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func ewma(old, v, alpha float64) float64 {
+	if old == 0 {
+		return v
+	}
+	return (1-alpha)*old + alpha*v
+}
+
+func (l *limiter) stats() Stats {
+	l.lock()
+	defer l.unlock()
+	e := l.effective()
+	return Stats{
+		Limit:              l.name,
+		Configured:         l.configured,
+		Learned:            Limit{RequestsPerMinute: l.learnedReq * 60, TokensPerMinute: l.learnedTok * 60},
+		Effective:          Limit{RequestsPerMinute: e.reqRate * 60, TokensPerMinute: e.tokRate * 60, CallsInFlight: e.inFlight},
+		CallsInFlight:      l.sharedCalls,
+		LocalCallsInFlight: l.calls,
+		ReservedTokens:     l.reserved,
+		Waiting:            l.queue.waiting,
+		Granted:            l.granted, UsedTokens: l.used, RateLimited: l.rateLimited, Deferred: l.deferred,
+		PausedUntil: l.pausedUntil,
+	}
+}

@@ -1,0 +1,200 @@
+package pace_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/oncejob/oncejob/llm"
+	"github.com/oncejob/oncejob/llm/llmsim"
+	"github.com/oncejob/oncejob/llm/pace"
+	"github.com/oncejob/oncejob/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type harness struct {
+	sim    *llmsim.Running
+	client *llm.OpenAIClient
+	store  *store.ProviderLimitMemory
+}
+
+func newHarness(t *testing.T, limits llmsim.Limits, latency time.Duration) *harness {
+	t.Helper()
+	sim, err := llmsim.Start("", llmsim.Config{Limits: limits, Faults: llmsim.Faults{Latency: llmsim.Duration(latency)}})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, sim.Close()) })
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 256
+	t.Cleanup(transport.CloseIdleConnections)
+	client, err := llm.NewOpenAI(llm.Config{BaseURL: sim.URL, HTTPClient: &http.Client{Transport: transport}})
+	require.NoError(t, err)
+	return &harness{sim: sim, client: client, store: &store.ProviderLimitMemory{}}
+}
+
+func (h *harness) pacer(t *testing.T, holder string, limits map[string]pace.Limit) *pace.Pacer {
+	t.Helper()
+	p, err := pace.New(pace.Config{Store: h.store, Holder: holder, Limits: limits, MaxWait: time.Minute})
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	return p
+}
+
+// call sends one call through p, as the worker does: a 429 waits its turn
+// again; it reports the 429s it met.
+func (h *harness) call(ctx context.Context, p *pace.Pacer, i int) (int, error) {
+	req := &llm.Request{Model: "sim-1", Messages: []llm.Message{{Role: "user", Content: fmt.Sprintf("document %d: the quarterly numbers were fine and the auditors agreed", i)}}}
+	limited := 0
+	for {
+		ticket, err := p.Wait(ctx, pace.Call{Limit: "default", Messages: req.Messages, Tenant: "t"})
+		if err != nil {
+			return limited, err
+		}
+		resp, err := h.client.Generate(ctx, req)
+		ticket.Done(resp, err)
+		if class, ok := llm.ClassOf(err); ok && class == llm.ClassRateLimited {
+			limited++
+			continue
+		}
+		return limited, err
+	}
+}
+
+func (h *harness) run(t *testing.T, pacers []*pace.Pacer, calls int) (limited int64) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var n atomic.Int64
+	for i := range calls {
+		wg.Go(func() {
+			l, err := h.call(t.Context(), pacers[i%len(pacers)], i)
+			n.Add(int64(l))
+			if err != nil {
+				t.Errorf("call %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	return n.Load()
+}
+
+func TestConfiguredRequestLimitSeesNo429(t *testing.T) {
+	t.Parallel()
+	// 1,200 requests a minute, as 20 per second.
+	h := newHarness(t, llmsim.Limits{Requests: 20, Window: time.Second}, 0)
+	p := h.pacer(t, "p1", map[string]pace.Limit{"default": {RequestsPerMinute: 1200}})
+	h.run(t, []*pace.Pacer{p}, 60)
+	st := h.sim.Stats()
+	require.EqualValues(t, 60, st.BilledCalls)
+	require.LessOrEqual(t, st.RateLimited, int64(0), "the provider's limit is never passed: %v", st.RateLimitedBy)
+}
+
+func TestConfiguredTokenLimitSeesNo429(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, llmsim.Limits{Tokens: 600, Window: time.Second}, 0)
+	p := h.pacer(t, "p1", map[string]pace.Limit{"default": {TokensPerMinute: 600 * 60}})
+	h.run(t, []*pace.Pacer{p}, 60)
+	st := h.sim.Stats()
+	require.EqualValues(t, 60, st.BilledCalls)
+	require.Zero(t, st.RateLimited, "%v", st.RateLimitedBy)
+}
+
+func TestCallsInFlightNeverPassTheLimit(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, llmsim.Limits{InFlight: 4}, 30*time.Millisecond)
+	// Two processes share the limit.
+	limits := map[string]pace.Limit{"default": {CallsInFlight: 4}}
+	pacers := []*pace.Pacer{h.pacer(t, "p1", limits), h.pacer(t, "p2", limits)}
+	h.run(t, pacers, 60)
+	st := h.sim.Stats()
+	require.EqualValues(t, 60, st.BilledCalls)
+	require.LessOrEqual(t, st.MaxInFlight, 4)
+	require.Zero(t, st.RateLimited, "%v", st.RateLimitedBy)
+}
+
+func TestTwoProcessesShareOneRequestLimit(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, llmsim.Limits{Requests: 20, Window: time.Second}, 0)
+	limits := map[string]pace.Limit{"default": {RequestsPerMinute: 1200}}
+	pacers := []*pace.Pacer{h.pacer(t, "p1", limits), h.pacer(t, "p2", limits), h.pacer(t, "p3", limits)}
+	h.run(t, pacers, 60)
+	st := h.sim.Stats()
+	require.EqualValues(t, 60, st.BilledCalls)
+	require.Zero(t, st.RateLimited, "%v", st.RateLimitedBy)
+}
+
+func TestNoLimitConfiguredLearnsTheProvidersFromItsHeaders(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, llmsim.Limits{Requests: 20, Window: time.Second}, 0)
+	p := h.pacer(t, "p1", nil)
+	first := h.run(t, []*pace.Pacer{p}, 30)
+	require.Equal(t, first, h.sim.Stats().RateLimited)
+	limited := h.run(t, []*pace.Pacer{p}, 80)
+	st := h.sim.Stats()
+	require.EqualValues(t, 110, st.BilledCalls)
+	require.LessOrEqual(t, limited, int64(1), "after the first window, the headers set the pace: %v", st.RateLimitedBy)
+	stats := p.Stats()
+	require.Len(t, stats, 1)
+	require.InDelta(t, 1200, stats[0].Learned.RequestsPerMinute, 120)
+}
+
+func TestAWrongLimitConvergesToTheProviders(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, llmsim.Limits{Requests: 20, Window: time.Second}, 0)
+	p := h.pacer(t, "p1", map[string]pace.Limit{"default": {RequestsPerMinute: 6000}})
+	first := h.run(t, []*pace.Pacer{p}, 30)
+	t.Logf("429s in the first window: %d", first)
+	limited := h.run(t, []*pace.Pacer{p}, 80)
+	st := h.sim.Stats()
+	require.EqualValues(t, 110, st.BilledCalls)
+	require.LessOrEqual(t, limited, int64(1), "after the first window the learned limit binds: %v", st.RateLimitedBy)
+	require.InDelta(t, 1200, p.Stats()[0].Effective.RequestsPerMinute, 120)
+}
+
+func TestALongWaitIsHandedBack(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, llmsim.Limits{}, 0)
+	p, err := pace.New(pace.Config{Store: h.store, Holder: "p", MaxWait: time.Second, Limits: map[string]pace.Limit{"slow": {RequestsPerMinute: 6}}})
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	var deferred []*pace.WaitError
+	var tickets []*pace.Ticket
+	for range 6 {
+		ticket, err := p.Wait(t.Context(), pace.Call{Limit: "slow", Tenant: "t", Batch: true})
+		var we *pace.WaitError
+		if errors.As(err, &we) {
+			deferred = append(deferred, we)
+			continue
+		}
+		require.NoError(t, err)
+		tickets = append(tickets, ticket)
+	}
+	require.NotEmpty(t, deferred, "one a second: the later calls would wait past a second")
+	for i, we := range deferred {
+		require.Equal(t, "slow", we.Limit)
+		require.Equal(t, "requests per minute", we.Reason)
+		if i > 0 {
+			require.True(t, we.Until.After(deferred[i-1].Until), "deferred calls come back one after another")
+		}
+	}
+	for _, tk := range tickets {
+		tk.Done(nil, nil)
+	}
+	_, err = p.Wait(t.Context(), pace.Call{Limit: "slow", Deadline: time.Now().Add(-time.Second)})
+	require.ErrorAs(t, err, new(*pace.WaitError), "a wait past the deadline is handed back")
+}
+
+func TestInvalidLimitsRefused(t *testing.T) {
+	t.Parallel()
+	for _, l := range []pace.Limit{{RequestsPerMinute: -1}, {TokensPerMinute: -5}, {CallsInFlight: -1}, {RequestsPerMinute: 1e13}} {
+		_, err := pace.New(pace.Config{Store: &store.ProviderLimitMemory{}, Holder: "h", Limits: map[string]pace.Limit{"x": l}})
+		require.Error(t, err, "%+v", l)
+	}
+}
