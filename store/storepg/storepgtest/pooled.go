@@ -35,8 +35,10 @@ import (
 // channel names the schema). What it does not get is fresh statistics:
 // a test that reads pg_stat_user_tables or needs an empty schema uses
 // NewSchemaURL or NewTestPool. The schema's shape is checked at each
-// take (its relation count, recorded when it was migrated): a schema
-// someone altered is dropped and migrated again.
+// take (a digest of its relations, columns, functions and triggers,
+// recorded when it was migrated): a schema a test altered - a trigger
+// added to make a statement fail, a function left behind - is dropped and
+// migrated again.
 
 // poolLockSeed keys the pool's advisory locks apart from the migrator's
 // (storepg's hashtextextended(schema, 0x6f6e63656a6f62)).
@@ -96,12 +98,12 @@ func ready(ctx context.Context, conn *pgx.Conn, url, name string) error {
 		return err
 	}
 	var marker *string
-	var relations int64
-	err := conn.QueryRow(ctx, `SELECT d.description, (SELECT count(*) FROM pg_class c WHERE c.relnamespace = n.oid)
+	var shape string
+	err := conn.QueryRow(ctx, `SELECT d.description, `+schemaShape+`
 		FROM pg_namespace n LEFT JOIN pg_description d ON d.objoid = n.oid AND d.classoid = 'pg_namespace'::regclass
-		WHERE n.nspname = $1`, name).Scan(&marker, &relations)
+		WHERE n.nspname = $1`, name).Scan(&marker, &shape)
 	switch {
-	case err == nil && marker != nil && *marker == readyMarker(relations):
+	case err == nil && marker != nil && *marker == readyMarker(shape):
 		return empty(ctx, conn, name)
 	case err != nil && !errors.Is(err, pgx.ErrNoRows):
 		return err
@@ -110,12 +112,24 @@ func ready(ctx context.Context, conn *pgx.Conn, url, name string) error {
 	return migrateFresh(ctx, conn, url, name)
 }
 
-func readyMarker(relations int64) string {
-	return "storepgtest pooled schema: " + strconv.FormatInt(relations, 10) + " relations"
+func readyMarker(shape string) string {
+	return "storepgtest pooled schema, shape " + shape
 }
 
+// schemaShape is the md5 of what a migration makes in schema n (an alias
+// of pg_namespace): relations, columns, functions with their source and
+// triggers with their state.
+const schemaShape = `md5(concat_ws('|',
+	(SELECT string_agg(c.relname || ':' || c.relkind::text, ',' ORDER BY c.relname) FROM pg_class c WHERE c.relnamespace = n.oid),
+	(SELECT string_agg(c.relname || '.' || a.attname || ':' || a.atttypid || ':' || a.attnotnull, ',' ORDER BY c.relname, a.attnum)
+		FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+		WHERE c.relnamespace = n.oid AND c.relkind IN ('r', 'p', 'v', 'm') AND a.attnum > 0 AND NOT a.attisdropped),
+	(SELECT string_agg(p.proname || ':' || md5(p.prosrc), ',' ORDER BY p.proname, md5(p.prosrc)) FROM pg_proc p WHERE p.pronamespace = n.oid),
+	(SELECT string_agg(c.relname || '.' || tg.tgname || ':' || tg.tgenabled::text, ',' ORDER BY c.relname, tg.tgname)
+		FROM pg_trigger tg JOIN pg_class c ON c.oid = tg.tgrelid WHERE c.relnamespace = n.oid AND NOT tg.tgisinternal)))`
+
 // migrateFresh drops and recreates schema name, migrates it and marks it
-// ready with its relation count.
+// ready with its shape.
 func migrateFresh(ctx context.Context, conn *pgx.Conn, url, name string) error {
 	id := pgx.Identifier{name}.Sanitize()
 	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+id+" CASCADE; CREATE SCHEMA "+id); err != nil {
@@ -137,12 +151,12 @@ func migrateFresh(ctx context.Context, conn *pgx.Conn, url, name string) error {
 	if err != nil {
 		return err
 	}
-	var relations int64
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relnamespace = $1::regnamespace`, name).Scan(&relations); err != nil {
+	var shape string
+	if err := conn.QueryRow(ctx, `SELECT `+schemaShape+` FROM pg_namespace n WHERE n.nspname = $1`, name).Scan(&shape); err != nil {
 		return err
 	}
-	// COMMENT takes no parameters; the marker is ours, digits and letters.
-	_, err = conn.Exec(ctx, "COMMENT ON SCHEMA "+id+" IS '"+readyMarker(relations)+"'")
+	// COMMENT takes no parameters; the marker is ours, letters and hex.
+	_, err = conn.Exec(ctx, "COMMENT ON SCHEMA "+id+" IS '"+readyMarker(shape)+"'")
 	return err
 }
 

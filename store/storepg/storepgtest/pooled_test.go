@@ -98,6 +98,26 @@ func TestPooledSchema(t *testing.T) {
 		require.Equal(t, len(all), applied)
 	})
 
+	t.Run("ALeftFunctionOrTriggerIsMigratedAgain", func(t *testing.T) {
+		t.Parallel()
+		for _, ddl := range []string{
+			// What tests/e2e's TestRelayThatCannotClaimIsNotReady does, and
+			// what it leaves when it drops the trigger only.
+			`CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'no'; END $$;
+			CREATE TRIGGER refuse BEFORE UPDATE ON deliveries FOR EACH ROW EXECUTE FUNCTION refuse()`,
+			`CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'no'; END $$`,
+			`ALTER TABLE jobs ADD COLUMN stray int`,
+		} {
+			name, lock, use := holdSchema(t)
+			_, err := use.Exec(ctx, ddl)
+			require.NoError(t, err)
+			require.NoError(t, ready(ctx, lock, DatabaseURL(), name))
+			use = connect(t, schemaURL(DatabaseURL(), name))
+			_, err = use.Exec(ctx, ddl)
+			require.NoError(t, err, "what the last owner made is gone: %s", ddl)
+		}
+	})
+
 	t.Run("ATestHoldsItsSchemaAlone", func(t *testing.T) {
 		t.Parallel()
 		seen := map[string]bool{}
