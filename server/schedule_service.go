@@ -254,11 +254,11 @@ func (s *jobService) validateScheduleRequest(req any, v *violations) {
 			v.add("misfire_threshold", "must be at least 1s")
 		}
 	case *oncejobv1.PauseScheduleRequest:
-		validateJobID(r.GetScheduleId(), "schedule_id", v)
+		validateID(&r.ScheduleId, "schedule_id", v)
 	case *oncejobv1.ResumeScheduleRequest:
-		validateJobID(r.GetScheduleId(), "schedule_id", v)
+		validateID(&r.ScheduleId, "schedule_id", v)
 	case *oncejobv1.DeleteScheduleRequest:
-		validateJobID(r.GetScheduleId(), "schedule_id", v)
+		validateID(&r.ScheduleId, "schedule_id", v)
 	case *oncejobv1.ListSchedulesRequest:
 		if r.GetPageSize() < 0 || r.GetPageSize() > 100 {
 			v.add("page_size", "must be between 0 and 100")

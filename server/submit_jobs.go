@@ -138,7 +138,7 @@ func (s *jobService) submitJobsResult(ctx context.Context, i int, item store.Job
 func validateSubmitJobs(r *oncejobv1.SubmitJobsRequest, v *violations) {
 	validateBatchSize(r, v)
 	if r.GetRunId() != "" {
-		validateJobID(r.GetRunId(), "run_id", v)
+		validateID(&r.RunId, "run_id", v)
 	}
 }
 

@@ -4,8 +4,9 @@
 // and per tenant, the watchers to wake.
 //
 // A notification is only a hint. A woken watcher re-reads the log from its
-// own position, so a lost, late, duplicated or coalesced notification costs
-// latency at worst, never an event. The hub never blocks on a watcher: a
+// own position (WatchJobs streams at the tail share one reader per tenant,
+// the tenant's feed), so a lost, late, duplicated or coalesced notification
+// costs latency at worst, never an event. The hub never blocks on a watcher: a
 // watcher's wake-up is a channel of capacity one, sent to without waiting,
 // so any number of notifications for a busy watcher fold into one re-read;
 // a slow client only delays itself, and catches up from the log.
@@ -20,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/oncejob/oncejob/server/membudget"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -43,7 +45,21 @@ type Config struct {
 	// BatchSize caps the events one read returns. Default:
 	// store.JobChangeListLimitDefault.
 	BatchSize int
+	// ReadBytes caps the bytes of one read of a tenant's changes
+	// (store.JobChangeListParams.MaxBytes). Default:
+	// store.PageBytesDefault.
+	ReadBytes int64
+	// FeedBytes caps the changes a tenant's feed keeps for its streams at
+	// the tail; a stream that falls further behind while its client does
+	// not read is cut off (ErrSlowConsumer). Default: DefaultFeedBytes.
+	FeedBytes int64
+	// Budget is the process's memory budget: the feeds' changes and the
+	// streams' batches draw from it. Default: none, unlimited.
+	Budget *membudget.Budget
 }
+
+// DefaultFeedBytes is the default Config.FeedBytes.
+const DefaultFeedBytes = 4 << 20
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
@@ -56,6 +72,12 @@ func (c Config) WithDefaults() Config {
 	if c.BatchSize <= 0 {
 		c.BatchSize = store.JobChangeListLimitDefault
 	}
+	if c.ReadBytes <= 0 {
+		c.ReadBytes = store.PageBytesDefault
+	}
+	if c.FeedBytes <= 0 {
+		c.FeedBytes = DefaultFeedBytes
+	}
 	return c
 }
 
@@ -65,6 +87,7 @@ type Hub struct {
 	mu       sync.RWMutex
 	jobs     map[string]map[*subscription]struct{} // by job id
 	tenants  map[string]map[*subscription]struct{} // by tenant
+	feeds    map[string]*feed                      // by tenant; see feed
 	closing  chan struct{}
 	shutdown sync.Once
 	reads    readGroup
@@ -100,6 +123,7 @@ func New(cfg Config) (*Hub, error) {
 		cfg:     cfg,
 		jobs:    make(map[string]map[*subscription]struct{}),
 		tenants: make(map[string]map[*subscription]struct{}),
+		feeds:   make(map[string]*feed),
 		closing: make(chan struct{}),
 	}
 	h.reads.epoch = &h.epoch
@@ -141,6 +165,14 @@ func (h *Hub) Shutdown() {
 	h.shutdown.Do(func() { close(h.closing) })
 }
 
+// Budget returns the memory budget the hub draws from (Config.Budget).
+func (h *Hub) Budget() *membudget.Budget { return h.cfg.Budget }
+
+// Notifications returns how many notifications the hub has dispatched
+// (and times it woke every watcher), for the reads-per-notification
+// metric.
+func (h *Hub) Notifications() uint64 { return h.epoch.Load() }
+
 // Active returns the number of watches running.
 func (h *Hub) Active() int64 { return h.active.Load() }
 
@@ -156,6 +188,9 @@ func (h *Hub) dispatch(n store.JobEventNotification) {
 	for sub := range h.tenants[n.Tenant] {
 		sub.signal()
 	}
+	if f := h.feeds[n.Tenant]; f != nil {
+		f.signal()
+	}
 	h.signals.Woken.Signal(n)
 }
 
@@ -169,6 +204,9 @@ func (h *Hub) wakeAll() {
 				sub.signal()
 			}
 		}
+	}
+	for _, f := range h.feeds {
+		f.signal()
 	}
 }
 

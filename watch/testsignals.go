@@ -18,6 +18,9 @@ type TestSignals struct {
 	// Active: a watch started or ended; the value is the number of watches
 	// running after it (Active's value), in the order they changed.
 	Active testsignal.Signal[int64]
+	// Joined: a WatchJobs stream caught up and joined its tenant's feed;
+	// the value is the tenant.
+	Joined testsignal.Signal[string]
 }
 
 // TestSignals returns the hub's test signals.

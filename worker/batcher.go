@@ -23,12 +23,15 @@ import (
 // provider's batch API (docs/architecture.md, "Provider batches"). Calls of
 // one model are collected into a group until it holds MaxCalls or Linger
 // has passed since its first call. A closed group is named by a tag, the
-// hash of its provider keys, and every member journals an intent row
-// (outcome_unknown, "provider batch <tag>") before anything reaches the
-// provider: so a member taken over after a crash knows which batch its call
-// went into and waits for that batch (found by its tag) instead of sending
-// the call again. A tag whose batch the provider does not hold was never
-// created: its calls are collected again.
+// hash of its provider keys and their jobs' attempts, and every member
+// journals an intent row (outcome_unknown, "provider batch <tag>"), fenced
+// by its lease, before anything reaches the provider: so a member taken
+// over after a crash knows which batch its call went into and waits for
+// that batch (found by its tag) instead of sending the call again. A tag
+// whose batch the provider does not hold was never created: its calls are
+// collected again. A call sent again after its line failed or expired is
+// in a later attempt, so in a batch of another name: never the old line
+// read back.
 
 // intentPrefix starts the error text of an intent row.
 const intentPrefix = "provider batch "
@@ -228,7 +231,10 @@ func (g *batchGroup) collect(model string) {
 	}
 	keys := make([]string, len(g.members))
 	for i, m := range g.members {
-		keys[i] = m.req.ProviderKey
+		// The attempt names the batch too: a call whose line failed or
+		// expired is retried by a later attempt, and a tag of its key
+		// alone would find the old batch and read the failed line back.
+		keys[i] = fmt.Sprintf("%s@%d", m.req.ProviderKey, m.intent.JobAttempt)
 	}
 	slices.Sort(keys)
 	sum := sha256.Sum256([]byte(strings.Join(keys, "\n")))
@@ -239,17 +245,20 @@ func (g *batchGroup) collect(model string) {
 
 	calls := g.intents(members)
 	if len(calls) == 0 {
+		b.log.Info("provider batch not sent: no member still holds its job", "tag", g.tag, "members", len(members))
 		g.finish(nil, errors.New("no call of the batch was journaled"))
 		return
 	}
 	g.follow(calls)
 }
 
-// intents journals each member's intent, then checks that the member's
-// job still holds its lease: a member gone, or whose job a later attempt
-// took over (which may have read the journal before the intent), is not
-// sent. A later attempt that reads the intent waits for this group (in
-// this process, by tag) or finds its batch at the provider.
+// intents journals each member's intent, fenced by its lease (an attempt
+// taken over writes nothing: its intent would name a batch that is never
+// created after the taker's own), then checks that the member's job still
+// holds its lease: a member gone, or whose job a later attempt took over
+// (which may have read the journal before the intent), is not sent. A
+// later attempt that reads the intent waits for this group (in this
+// process, by tag) or finds its batch at the provider.
 func (g *batchGroup) intents(members []*batchMember) []*llm.Request {
 	b := g.b
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 30*time.Second)
@@ -260,8 +269,13 @@ func (g *batchGroup) intents(members []*batchMember) []*llm.Request {
 			continue
 		}
 		m.intent.Outcome, m.intent.Error = store.LLMOutcomeOutcomeUnknown, intentPrefix+g.tag
-		if err := b.w.cfg.Store.LLMAttemptRecord(ctx, &store.LLMAttemptRecordParams{Attempt: m.intent}); err != nil {
-			b.log.Error("provider batch intent not journaled; the call is not sent", "error", err, "provider_key", m.req.ProviderKey)
+		failpoint.Inject(failpoint.ProviderBatchIntent)
+		if err := b.w.cfg.Store.LLMAttemptRecord(ctx, &store.LLMAttemptRecordParams{Attempt: m.intent, Fence: &m.lease}); err != nil {
+			if errors.Is(err, store.ErrLeaseLost) {
+				b.log.Info("provider batch: a member's job was taken over; its intent is not journaled, its call not sent", "tag", g.tag, "provider_key", m.req.ProviderKey)
+			} else {
+				b.log.Error("provider batch intent not journaled; the call is not sent", "error", err, "provider_key", m.req.ProviderKey)
+			}
 			continue
 		}
 		journaled = append(journaled, m)
@@ -333,7 +347,14 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 		return
 	}
 	g.record(batch)
-	if batch, err = g.poll(batch, len(calls)); err != nil {
+	n := len(calls)
+	if calls == nil {
+		// Resumed (after a restart, a takeover): the jobs of its lines
+		// wait on it here one by one, as they are claimed again.
+		n = batch.Total
+		b.log.Info("provider batch resumed", "tag", g.tag, "batch", batch.ID, "status", batch.Status, "lines", batch.Total)
+	}
+	if batch, err = g.poll(batch, n); err != nil {
 		g.finish(nil, err)
 		return
 	}
@@ -348,9 +369,14 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 		return
 	}
 	byKey := make(map[string]llm.BatchResult, len(results))
+	var billed []string
 	for _, r := range results {
 		byKey[r.CustomID] = r
+		if r.Err == nil {
+			billed = append(billed, r.CustomID)
+		}
 	}
+	g.recordBills(billed)
 	b.log.Info("provider batch finished", "tag", g.tag, "batch", batch.ID, "status", batch.Status, "completed", batch.Completed, "failed", batch.Failed)
 	g.finish(byKey, nil)
 }
@@ -448,15 +474,24 @@ func (g *batchGroup) record(batch *llm.Batch) {
 	}
 }
 
-// allCancelled reports whether every member of a group of n sent calls
-// (or, resumed, every member that joined) left because its job was
-// cancelled.
+// recordBills keeps the lines the batch billed, by provider key, for the
+// runs whose calls it carries: the provider's count beside the journal's,
+// so that a call billed by two batches shows (RunBatch.BilledLines). Like
+// record, a failure loses a view, never a call.
+func (g *batchGroup) recordBills(keys []string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.b.ctx), 10*time.Second)
+	defer cancel()
+	if err := g.b.w.cfg.Store.ProviderBatchBillsRecord(ctx, &store.ProviderBatchBillsRecordParams{Tag: g.tag, ProviderKeys: keys}); err != nil {
+		g.b.log.Warn("provider batch: its bills not recorded", "tag", g.tag, "lines", len(keys), "error", err)
+	}
+}
+
+// allCancelled reports whether every one of the n calls of the batch (the
+// calls this group sent, or, resumed, the batch's lines) left it because
+// its job was cancelled while it waited here.
 func (g *batchGroup) allCancelled(n int) bool {
 	g.b.mu.Lock()
 	defer g.b.mu.Unlock()
-	if n == 0 {
-		n = len(g.members)
-	}
 	return n > 0 && g.cancels >= n
 }
 

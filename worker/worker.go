@@ -30,9 +30,10 @@ import (
 type Store interface {
 	store.Store
 	store.EngineStore
-	// The batcher keeps what it sees of each provider batch (of
-	// store.ProviderBatchStore).
+	// The batcher keeps what it sees of each provider batch, and the lines
+	// each billed (of store.ProviderBatchStore).
 	ProviderBatchRecord(ctx context.Context, params *store.ProviderBatchRecordParams) error
+	ProviderBatchBillsRecord(ctx context.Context, params *store.ProviderBatchBillsRecordParams) error
 	// The pacer draws every online call from the provider limits.
 	store.ProviderLimitStore
 }

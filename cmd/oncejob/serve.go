@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"google.golang.org/grpc"
@@ -19,6 +20,7 @@ import (
 	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/server/groupcommit"
 	"github.com/oncejob/oncejob/server/limits"
+	"github.com/oncejob/oncejob/server/membudget"
 	"github.com/oncejob/oncejob/server/pagetoken"
 	"github.com/oncejob/oncejob/server/readiness"
 	"github.com/oncejob/oncejob/server/tenant"
@@ -35,6 +37,7 @@ type apiFlags struct {
 	maxBatch              *int
 	storeTimeout          *time.Duration
 	keyCacheTTL           *time.Duration
+	memoryBudget          *string
 	auth                  *string
 }
 
@@ -49,7 +52,19 @@ func serveAPIFlags(fs *flag.FlagSet) *apiFlags {
 		maxBatch:     fs.Int("submit-max-batch", groupcommit.DefaultMaxBatch, "most SubmitJob calls written in one store write; a full group is written at once"),
 		storeTimeout: fs.Duration("store-timeout", server.DefaultStoreTimeout, "longest a unary call waits on the store; then UNAVAILABLE (store unavailable)"),
 		keyCacheTTL:  fs.Duration("key-cache-ttl", tenant.DefaultCacheTTL, "how long a key made by 'oncejob keys' is trusted before it is read again: a revocation reaches every replica within it"),
+		memoryBudget: fs.String("memory-budget", "1GiB", "the memory this process may use (bytes, or with KiB, MiB, GiB): a quarter is the budget that watches, pages and bodies draw from (over it: RESOURCE_EXHAUSTED MEMORY_BUDGET), and the Go runtime's soft limit is nine tenths of it unless GOMEMLIMIT is set"),
 	}
+}
+
+// memory returns the data budget --memory-budget gives, and sets the Go
+// runtime's soft memory limit from it unless GOMEMLIMIT is set.
+func (f *apiFlags) memory() *membudget.Budget {
+	total, _ := membudget.ParseBytes(*f.memoryBudget) // validated
+	data, runtimeLimit := membudget.Split(total)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(runtimeLimit)
+	}
+	return membudget.New(data)
 }
 
 // validate checks the flags once, before anything starts.
@@ -67,6 +82,11 @@ func (f *apiFlags) validate() error {
 		return errors.New("--submit-max-batch must be at least 1")
 	case *f.keyCacheTTL <= 0:
 		return errors.New("--key-cache-ttl must be positive")
+	}
+	if n, err := membudget.ParseBytes(*f.memoryBudget); err != nil {
+		return fmt.Errorf("--memory-budget: %w", err)
+	} else if n < 64<<20 {
+		return errors.New("--memory-budget must be at least 64MiB")
 	}
 	mode, err := tenant.ParseMode(*f.auth)
 	if err != nil {
@@ -161,8 +181,9 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 
+	budget := o.api.memory()
 	wake := make(chan struct{}, 1) // the relay's, poked by the hub's notifications
-	hub, err := watch.New(watch.Config{Store: wakeOnListen{WatchStore: p.st, wake: wake}, Logger: p.logger})
+	hub, err := watch.New(watch.Config{Store: wakeOnListen{WatchStore: p.st, wake: wake}, Logger: p.logger, Budget: budget})
 	if err != nil {
 		return err
 	}
@@ -382,6 +403,7 @@ func (f *apiFlags) newServer(ctx context.Context, p serverParts) (*server.Server
 		SubmitLinger:     f.submitLinger(),
 		SubmitMaxBatch:   *f.maxBatch,
 		Watch:            p.hub,
+		Memory:           p.hub.Budget(),
 		Transport:        p.listen.transport,
 		Metrics:          p.obs.metrics.GRPC,
 		Tracing:          p.obs.tracing,

@@ -1193,7 +1193,12 @@ type RunBatch struct {
 	// When the provider's window closes on the batch.
 	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	// When a worker last saw the batch change.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// The run's calls the provider billed in the batch, as read from the
+	// batch's results once it finished: the provider's side of
+	// answered_lines. A call billed by two batches counts in both, so the
+	// sum over a run's batches above its calls is a double bill.
+	BilledLines   int64 `protobuf:"varint,10,opt,name=billed_lines,json=billedLines,proto3" json:"billed_lines,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1291,6 +1296,13 @@ func (x *RunBatch) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *RunBatch) GetBilledLines() int64 {
+	if x != nil {
+		return x.BilledLines
+	}
+	return 0
+}
+
 var File_oncejob_v1_run_proto protoreflect.FileDescriptor
 
 const file_oncejob_v1_run_proto_rawDesc = "" +
@@ -1380,7 +1392,7 @@ const file_oncejob_v1_run_proto_rawDesc = "" +
 	"\x15ListRunBatchesRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"H\n" +
 	"\x16ListRunBatchesResponse\x12.\n" +
-	"\abatches\x18\x01 \x03(\v2\x14.oncejob.v1.RunBatchR\abatches\"\xf3\x02\n" +
+	"\abatches\x18\x01 \x03(\v2\x14.oncejob.v1.RunBatchR\abatches\"\x96\x03\n" +
 	"\bRunBatch\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
@@ -1395,7 +1407,9 @@ const file_oncejob_v1_run_proto_rawDesc = "" +
 	"\vexpire_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12;\n" +
 	"\vupdate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime*k\n" +
+	"updateTime\x12!\n" +
+	"\fbilled_lines\x18\n" +
+	" \x01(\x03R\vbilledLines*k\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eRUN_STATE_OPEN\x10\x01\x12\x17\n" +

@@ -9,6 +9,23 @@ import (
 	"context"
 )
 
+const providerBatchBillsInsert = `-- name: ProviderBatchBillsInsert :exec
+INSERT INTO provider_batch_bills (tag, provider_key)
+SELECT ?1, value FROM json_each(?2) WHERE true -- (an upsert's SELECT needs a WHERE in SQLite)
+ON CONFLICT DO NOTHING
+`
+
+type ProviderBatchBillsInsertParams struct {
+	Tag          string
+	ProviderKeys interface{}
+}
+
+// The billed lines of a finished batch (a line billed is recorded once).
+func (q *Queries) ProviderBatchBillsInsert(ctx context.Context, db DBTX, arg ProviderBatchBillsInsertParams) error {
+	_, err := db.ExecContext(ctx, providerBatchBillsInsert, arg.Tag, arg.ProviderKeys)
+	return err
+}
+
 const providerBatchUpsert = `-- name: ProviderBatchUpsert :exec
 
 INSERT INTO provider_batches (tag, batch_id, status, created_at, expires_at, updated_at)
@@ -43,7 +60,7 @@ func (q *Queries) ProviderBatchUpsert(ctx context.Context, db DBTX, arg Provider
 const runBatchList = `-- name: RunBatchList :many
 WITH intents AS (
     SELECT a.job_id, a.provider_key, substr(a.error, 16) AS tag,
-        row_number() OVER (PARTITION BY a.job_id, a.provider_key ORDER BY a.id DESC) AS latest
+        row_number() OVER (PARTITION BY a.job_id, a.provider_key ORDER BY a.job_attempt DESC, a.id DESC) AS latest
     FROM run_items ri
     JOIN llm_attempts a ON a.job_id = ri.job_id
     WHERE ri.run_id = ?1 AND ri.tenant = ?2 AND ri.outcome = 'created'
@@ -52,9 +69,11 @@ WITH intents AS (
 SELECT pb.batch_id, pb.status, pb.created_at, pb.expires_at, pb.updated_at,
     count(DISTINCT i.job_id || ':' || i.provider_key) AS lines,
     count(bill.id) AS answered_lines,
-    CAST(coalesce(sum(bill.cost_micros), 0) AS INTEGER) AS cost_micros
+    CAST(coalesce(sum(bill.cost_micros), 0) AS INTEGER) AS cost_micros,
+    count(DISTINCT CASE WHEN pbb.tag IS NOT NULL THEN i.job_id || ':' || i.provider_key END) AS billed_lines
 FROM intents i
 JOIN provider_batches pb ON pb.tag = i.tag
+LEFT JOIN provider_batch_bills pbb ON pbb.tag = i.tag AND pbb.provider_key = i.provider_key
 LEFT JOIN llm_attempts bill ON i.latest = 1 AND bill.job_id = i.job_id AND bill.provider_key = i.provider_key
     AND bill.billed = 1 AND bill.price_class = 'batch'
 GROUP BY pb.tag, pb.batch_id, pb.status, pb.created_at, pb.expires_at, pb.updated_at
@@ -75,6 +94,7 @@ type RunBatchListRow struct {
 	Lines         int64
 	AnsweredLines int64
 	CostMicros    int64
+	BilledLines   int64
 }
 
 // The batches the calls of a run's computed items went into, oldest first
@@ -97,6 +117,7 @@ func (q *Queries) RunBatchList(ctx context.Context, db DBTX, arg RunBatchListPar
 			&i.Lines,
 			&i.AnsweredLines,
 			&i.CostMicros,
+			&i.BilledLines,
 		); err != nil {
 			return nil, err
 		}
