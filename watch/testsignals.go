@@ -16,7 +16,7 @@ type TestSignals struct {
 	// how many changes the read returned.
 	ChangesRead testsignal.Signal[int]
 	// Active: a watch started or ended; the value is the number of watches
-	// running after it (Active's value), in the order they changed.
+	// running right after it (Active's value then).
 	Active testsignal.Signal[int64]
 	// Joined: a WatchJobs stream caught up and joined its tenant's feed;
 	// the value is the tenant.
