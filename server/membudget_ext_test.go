@@ -7,9 +7,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/server/membudget"
 )
 
@@ -75,4 +78,49 @@ func TestListJobsOverTheMemoryBudgetIsRefusedWithAStatus(t *testing.T) {
 	_, err := b.client.ListJobs(as(keyAcme, ""), &oncejobv1.ListJobsRequest{})
 	requireReason(t, err, codes.ResourceExhausted, membudget.ReasonMemoryBudget)
 	require.Zero(t, budget.Used())
+}
+
+// TestRunAmplificationIsBounded: a small SubmitJobs into a run whose
+// params and labels are large cannot make the server copy them into a
+// thousand jobs and answer with all the copies (issue #31, finding 3: a
+// 21,818-byte call created 1,000 jobs of 261 KB, answered 261 MB, and a
+// default client was told RESOURCE_EXHAUSTED, retryable, although the jobs
+// were created). Over the bound the call is INVALID_ARGUMENT with nothing
+// written; within it the default client gets its answer. On main the first
+// call creates the jobs and fails with RESOURCE_EXHAUSTED.
+func TestRunAmplificationIsBounded(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, st server.Store) {
+		b := setup(t, setupOpts{store: st, quiet: true})
+		runs := oncejobv1.NewRunServiceClient(b.conn)
+		big := maximalSubmit(t, "run defaults")
+		run := createRun(t, runs, "amplified", &oncejobv1.CreateRunRequest{Name: "amplified", Pipeline: "summarize", Params: big.GetParams(), Labels: big.GetLabels()})
+		items := func(n int) []*oncejobv1.SubmitJobsItem {
+			out := make([]*oncejobv1.SubmitJobsItem, n)
+			for i := range out {
+				out[i] = &oncejobv1.SubmitJobsItem{IdempotencyKey: fmt.Sprintf("amp-%d", i), Request: &oncejobv1.SubmitJobRequest{
+					Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: fmt.Sprintf("p%d", i)}},
+				}}
+			}
+			return out
+		}
+		_, err := b.client.SubmitJobs(as(keyAcme, ""), &oncejobv1.SubmitJobsRequest{RunId: run.GetId(), Items: items(1000)})
+		require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+		require.Contains(t, status.Convert(err).Message(), "items per call")
+		list, err := b.client.ListJobs(as(keyAcme, ""), &oncejobv1.ListJobsRequest{RunId: run.GetId()})
+		require.NoError(t, err)
+		require.Empty(t, list.GetJobs(), "a refused call wrote jobs")
+
+		resp, err := b.client.SubmitJobs(as(keyAcme, ""), &oncejobv1.SubmitJobsRequest{RunId: run.GetId(), Items: items(100)})
+		require.NoError(t, err, "a default client cannot take the answer")
+		require.Len(t, resp.GetResults(), 100)
+		for _, r := range resp.GetResults() {
+			require.Nil(t, r.GetError())
+			require.Nil(t, r.GetJob().GetParams(), "the run's params copied into the answer")
+		}
+		require.Less(t, proto.Size(resp), 1<<20)
+		got, err := b.client.GetJob(as(keyAcme, ""), &oncejobv1.GetJobRequest{JobId: resp.GetResults()[0].GetJob().GetId()})
+		require.NoError(t, err)
+		require.Len(t, got.GetJob().GetParams().GetFields(), 4, "GetJob has the run's params")
+	})
 }

@@ -169,6 +169,10 @@ export type SubmitJobsRequest = Message<"oncejob.v1.SubmitJobsRequest"> & {
    * own record, however old; one whose key is bound to another request is
    * IDEMPOTENCY_KEY_REUSED. A run that does not exist is NOT_FOUND and a
    * cancelled run FAILED_PRECONDITION (RUN_CANCELLED), for the whole call.
+   * The run's params and labels, copied into every item, may make a call
+   * of at most 32 MiB (their size times the items): a larger one is
+   * INVALID_ARGUMENT (BadRequest on `items`, naming how many items fit),
+   * with nothing written.
    *
    * @generated from field: string run_id = 2;
    */
@@ -237,7 +241,9 @@ export const SubmitJobsResponseSchema: GenMessage<SubmitJobsResponse> = /*@__PUR
  */
 export type SubmitJobsResult = Message<"oncejob.v1.SubmitJobsResult"> & {
   /**
-   * The job, when the item succeeded.
+   * The job, when the item succeeded. With a `run_id`, without `params`
+   * and `labels` (the run's, in every item, would make the response as
+   * large as the jobs; GetJob has them).
    *
    * @generated from field: oncejob.v1.Job job = 1;
    */
