@@ -214,7 +214,7 @@ func (s *faultServer) start(t *testing.T) {
 	t.Helper()
 	s.runs++
 	s.proc = start(t, fmt.Sprintf("%s#%d", s.name, s.runs), nil, s.args...)
-	waitHealthy(t, s.proc, s.addr)
+	waitHealthyWithin(t, s.proc, s.addr, 2*time.Minute)
 }
 
 func runFaultSeq(t *testing.T, q faultSeq) {
