@@ -126,10 +126,19 @@ func (s *jobService) ListJobs(ctx context.Context, req *oncejobv1.ListJobsReques
 		return nil, s.storeError(ctx, err, "jobs")
 	}
 	head := encodeWatchCursor(s.tokens, t, c)
+	// The page is bounded in bytes (store.JobListBytesDefault), and the
+	// budget holds its read: the bound and the jobs a read may return past
+	// it, then the page's own size until the response is built.
+	hold := s.cfg.Memory.Hold("a page of jobs")
+	defer hold.Release()
+	if err := hold.Grow(params.PageBytes() + pageReadSlack); err != nil {
+		return nil, err
+	}
 	res, err := s.cfg.Store.JobList(ctx, params)
 	if err != nil {
 		return nil, s.storeError(ctx, err, "jobs")
 	}
+	hold.Shrink(hold.Bytes() - res.Bytes)
 	resp := &oncejobv1.ListJobsResponse{Jobs: make([]*oncejobv1.Job, len(res.Jobs)), WatchCursor: head}
 	for i, j := range res.Jobs {
 		resp.Jobs[i] = jobToProto(j)
@@ -139,6 +148,11 @@ func (s *jobService) ListJobs(ctx context.Context, req *oncejobv1.ListJobsReques
 	}
 	return resp, nil
 }
+
+// pageReadSlack is what a bounded read may return past its byte bound:
+// the rows that tell whether a next page exists, two jobs of at most
+// about 300 KiB (params, labels and an error).
+const pageReadSlack = 1 << 20
 
 // newID is a new resource id: a UUIDv7, so ids sort by creation.
 func newID() string { return jobspec.NewID() }

@@ -59,12 +59,16 @@ func TestRunBatchAnswersEachItem(t *testing.T) {
 				require.Equal(t, oncejobv1.SubmitOutcome_SUBMIT_OUTCOME_CREATED, r.GetOutcome())
 				require.False(t, r.GetAlreadyInRun())
 				require.Equal(t, "summarize", r.GetJob().GetPipeline())
-				require.Equal(t, "en", r.GetJob().GetParams().GetFields()["language"].GetStringValue())
-				require.Equal(t, "7", r.GetJob().GetLabels()["crawl"])
+				require.Nil(t, r.GetJob().GetParams(), "a run item's answer leaves out the run's params")
 				created++
 			}
 		}
 		require.Equal(t, 998, created)
+		// The job has the run's params and labels under its own.
+		job, err := b.client.GetJob(as(keyAcme, ""), &oncejobv1.GetJobRequest{JobId: resp.GetResults()[0].GetJob().GetId()})
+		require.NoError(t, err)
+		require.Equal(t, "en", job.GetJob().GetParams().GetFields()["language"].GetStringValue())
+		require.Equal(t, "7", job.GetJob().GetLabels()["crawl"])
 
 		got, err := runs.GetRun(as(keyAcme, ""), &oncejobv1.GetRunRequest{RunId: run.GetId()})
 		require.NoError(t, err)

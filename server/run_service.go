@@ -404,19 +404,19 @@ func (s *jobService) validateRunRequest(req any, v *violations) {
 		v.addSpec(jobspec.CheckParams(r.GetParams()))
 		v.addSpec(jobspec.CheckLabels(r.GetLabels()))
 	case *oncejobv1.GetRunRequest:
-		validateJobID(r.GetRunId(), "run_id", v)
+		validateID(&r.RunId, "run_id", v)
 	case *oncejobv1.ListRunBatchesRequest:
-		validateJobID(r.GetRunId(), "run_id", v)
+		validateID(&r.RunId, "run_id", v)
 	case *oncejobv1.WatchRunRequest:
-		validateJobID(r.GetRunId(), "run_id", v)
+		validateID(&r.RunId, "run_id", v)
 		if r.GetAfterSeq() < 0 {
 			v.add("after_seq", "must not be negative")
 		}
 	case *oncejobv1.RetryRunFailuresRequest:
-		validateJobID(r.GetRunId(), "run_id", v)
+		validateID(&r.RunId, "run_id", v)
 		validateReason(r.GetReason(), v)
 	case *oncejobv1.CancelRunRequest:
-		validateJobID(r.GetRunId(), "run_id", v)
+		validateID(&r.RunId, "run_id", v)
 		validateReason(r.GetReason(), v)
 	case *oncejobv1.ListRunsRequest:
 		if r.GetPageSize() < 0 || r.GetPageSize() > 100 {

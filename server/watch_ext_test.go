@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -553,4 +554,55 @@ func TestWatchJobsResumesAcrossConcurrentCommitters(t *testing.T) {
 	require.NoError(t, err)
 	_, err = other.Recv()
 	require.Equal(t, codes.DeadlineExceeded, status.Code(err), "no job of that pipeline")
+}
+
+// spellings are the ways uuid.Parse accepts an id beside its canonical
+// form.
+func spellings(id string) []string {
+	up := strings.ToUpper(id)
+	return []string{up, strings.ReplaceAll(id, "-", ""), strings.ReplaceAll(up, "-", ""), "urn:uuid:" + id, "{" + up + "}"}
+}
+
+// TestWatchJobAnySpellingOfTheIDGetsLiveEvents (issue #31, finding 9): a
+// watch that names its job in upper case, without dashes, in braces or as
+// a URN gets the backlog, then the live events, then the end, as the
+// canonical id does; GetJob and CancelJob answer the canonical id. Before,
+// such a watch got the backlog and then nothing (the hub matched live
+// events by the id as spelled).
+func TestWatchJobAnySpellingOfTheIDGetsLiveEvents(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, b *watchBundle) {
+		id := submit(t, b.client, keyAcme, "spelled")
+		// Bounded, so that a watch that never gets its live events fails
+		// the test rather than hanging it.
+		watchCtx, cancel := context.WithTimeout(as(keyAcme, ""), 30*time.Second)
+		defer cancel()
+		var streams []grpc.ServerStreamingClient[oncejobv1.WatchJobResponse]
+		for _, spelled := range spellings(id) {
+			got, err := b.client.GetJob(as(keyAcme, ""), &oncejobv1.GetJobRequest{JobId: spelled})
+			require.NoError(t, err, spelled)
+			require.Equal(t, id, got.GetJob().GetId())
+			stream, err := b.client.WatchJob(watchCtx, &oncejobv1.WatchJobRequest{JobId: spelled})
+			require.NoError(t, err)
+			first, err := stream.Recv()
+			require.NoError(t, err)
+			require.Equal(t, int32(1), first.GetEvent().GetSeq(), "the backlog")
+			require.Equal(t, id, first.GetEvent().GetJobId())
+			streams = append(streams, stream)
+		}
+		drive(t, b.store, 1, func() {})
+		for i, stream := range streams {
+			rest, err := collect(stream)
+			require.NoError(t, err)
+			require.NoError(t, checkEvents(rest, id, 1), "spelled %s", spellings(id)[i])
+		}
+
+		other := submit(t, b.client, keyAcme, "cancel me spelled")
+		resp, err := b.client.CancelJob(as(keyAcme, "cancel-spelled"), &oncejobv1.CancelJobRequest{JobId: strings.ToUpper(other)})
+		require.NoError(t, err)
+		require.Equal(t, other, resp.GetJob().GetId())
+		replay, err := b.client.CancelJob(as(keyAcme, "cancel-spelled"), &oncejobv1.CancelJobRequest{JobId: other})
+		require.NoError(t, err, "one id, one fingerprint, however it was spelled")
+		require.Equal(t, other, replay.GetJob().GetId())
+	})
 }

@@ -181,14 +181,12 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 
-	budget := o.api.memory()
 	wake := make(chan struct{}, 1) // the relay's, poked by the hub's notifications
-	hub, err := watch.New(watch.Config{Store: wakeOnListen{WatchStore: p.st, wake: wake}, Logger: p.logger, Budget: budget})
+	hub, stopHub, err := p.startHub(ctx, o.api.memory(), wake)
 	if err != nil {
 		return err
 	}
-	defer runBeside(ctx, hub.Run)()
-	p.obs.metrics.Register(telemetry.NewStatsCollector(p.st, p.logger), telemetry.WatchersOpen(hub.Active))
+	defer stopHub()
 
 	s, probe, err := o.api.newServer(ctx, serverParts{st: p.st, apiStore: apiStore, pipelines: pipelines, batches: o.eng.hasBatchAPI(), limits: lim, hub: hub, listen: listen, obs: p.obs, logger: p.logger})
 	if err != nil {
@@ -217,7 +215,8 @@ func runServe(ctx context.Context, args []string) error {
 
 	stopBackground, err := startBackground(ctx, backgroundParts{
 		st: p.st, window: *o.api.window, eng: o.eng, rel: o.rel, sched: o.sched, cfg: p.cfg,
-		wake: wake, pipelines: pipelines, obs: p.obs, probe: probe, logger: p.logger,
+		wake: wake, pipelines: pipelines, limits: lim, maxDoc: *o.api.maxDoc, batches: o.eng.hasBatchAPI(),
+		obs: p.obs, probe: probe, logger: p.logger,
 	})
 	if err != nil {
 		return err
@@ -299,6 +298,9 @@ type backgroundParts struct {
 	cfg       *config.File
 	wake      chan struct{}
 	pipelines *pipeline.Registry
+	limits    *limits.Limits
+	maxDoc    int
+	batches   bool
 	obs       *observability
 	probe     *readiness.Probe
 	logger    *slog.Logger
@@ -351,7 +353,7 @@ func startBackground(ctx context.Context, p backgroundParts) (stop func(), err e
 		return stop, err
 	}
 	if err := started(func(ctx context.Context) (func(), error) {
-		return p.sched.startScheduler(ctx, p.st, p.pipelines, p.logger)
+		return p.sched.startScheduler(ctx, p.st, p.pipelines, p.limits, p.maxDoc, p.batches, p.logger)
 	}); err != nil {
 		return stop, err
 	}
@@ -433,6 +435,17 @@ func mustMode(s string) tenant.Mode {
 
 // runBeside runs run in a goroutine until ctx ends or the returned stop is
 // called.
+// startHub starts the process's one watch hub (its LISTEN connection and
+// fan-out), drawing on budget, and registers its metrics.
+func (p *process) startHub(ctx context.Context, budget *membudget.Budget, wake chan struct{}) (*watch.Hub, func(), error) {
+	hub, err := watch.New(watch.Config{Store: wakeOnListen{WatchStore: p.st, wake: wake}, Logger: p.logger, Budget: budget})
+	if err != nil {
+		return nil, nil, err
+	}
+	p.obs.metrics.Register(telemetry.NewStatsCollector(p.st, p.logger), telemetry.WatchersOpen(hub.Active))
+	return hub, runBeside(ctx, hub.Run), nil
+}
+
 func runBeside(ctx context.Context, run func(context.Context)) (stop func()) {
 	ctx, stop = context.WithCancel(ctx)
 	go run(ctx)
