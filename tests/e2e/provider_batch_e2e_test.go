@@ -195,7 +195,7 @@ func startBatchServer(t *testing.T, embedded bool, sim *simProc, linger string, 
 	if embedded {
 		args = append(args, "--data-dir", t.TempDir())
 	} else {
-		s.dbURL = storepgtest.NewSchemaURL(t)
+		s.dbURL = storepgtest.NewMigratedSchemaURL(t)
 		args = append(args, "--database-url", s.dbURL, "--migrate")
 	}
 	s.args = args
