@@ -188,6 +188,9 @@ func (h *Hub) Notifications() uint64 { return h.epoch.Load() }
 // Active returns the number of watches running.
 func (h *Hub) Active() int64 { return h.active.Load() }
 
+// addActive counts a watch that starts (1) or ends (-1).
+func (h *Hub) addActive(d int64) { h.signals.Active.Signal(h.active.Add(d)) }
+
 func (h *Hub) dispatch(n store.JobEventNotification) {
 	h.epoch.Add(1)
 	h.mu.RLock()
@@ -239,7 +242,7 @@ func (h *Hub) subscribe(index map[string]map[*subscription]struct{}, key string)
 		index[key] = set
 	}
 	set[sub] = struct{}{}
-	h.active.Add(1)
+	h.addActive(1)
 	return sub, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -247,7 +250,7 @@ func (h *Hub) subscribe(index map[string]map[*subscription]struct{}, key string)
 		if len(set) == 0 {
 			delete(index, key)
 		}
-		h.active.Add(-1)
+		h.addActive(-1)
 	}, nil
 }
 

@@ -38,8 +38,8 @@ func (h *Hub) WatchJobs(ctx context.Context, p *store.JobChangeListParams, send 
 		return ErrShuttingDown
 	default:
 	}
-	h.active.Add(1)
-	defer h.active.Add(-1)
+	h.addActive(1)
+	defer h.addActive(-1)
 	hold := h.cfg.Budget.Hold("a watch's batch")
 	defer hold.Release()
 

@@ -215,7 +215,8 @@ func runServe(ctx context.Context, args []string) error {
 
 	stopBackground, err := startBackground(ctx, backgroundParts{
 		st: p.st, window: *o.api.window, eng: o.eng, rel: o.rel, sched: o.sched, cfg: p.cfg,
-		wake: wake, pipelines: pipelines, obs: p.obs, probe: probe, logger: p.logger,
+		wake: wake, pipelines: pipelines, limits: lim, maxDoc: *o.api.maxDoc, batches: o.eng.hasBatchAPI(),
+		obs: p.obs, probe: probe, logger: p.logger,
 	})
 	if err != nil {
 		return err
@@ -297,6 +298,9 @@ type backgroundParts struct {
 	cfg       *config.File
 	wake      chan struct{}
 	pipelines *pipeline.Registry
+	limits    *limits.Limits
+	maxDoc    int
+	batches   bool
 	obs       *observability
 	probe     *readiness.Probe
 	logger    *slog.Logger
@@ -349,7 +353,7 @@ func startBackground(ctx context.Context, p backgroundParts) (stop func(), err e
 		return stop, err
 	}
 	if err := started(func(ctx context.Context) (func(), error) {
-		return p.sched.startScheduler(ctx, p.st, p.pipelines, p.logger)
+		return p.sched.startScheduler(ctx, p.st, p.pipelines, p.limits, p.maxDoc, p.batches, p.logger)
 	}); err != nil {
 		return stop, err
 	}

@@ -298,6 +298,13 @@ func documentBytes(d *oncejobv1.Document) int64 {
 	return int64(len(d.GetText()) + len(d.GetData()))
 }
 
+// Admit decides a submission of n jobs and documentBytes document bytes
+// by tenant name that does not come through the interceptor (a schedule's
+// slot): nil, or the RESOURCE_EXHAUSTED status a SubmitJob would get.
+func (l *Limits) Admit(ctx context.Context, name string, n int, documentBytes int64) error {
+	return l.admit(ctx, name, n, documentBytes)
+}
+
 // admit decides a submission of n jobs and bytes document bytes by tenant
 // name: the store-read limits first, so a refusal by one of them spends no
 // rate token, then the rate.
