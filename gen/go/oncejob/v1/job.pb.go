@@ -223,7 +223,7 @@ func (SubmitOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{2}
 }
 
-// JobView selects how much of a job GetJob returns (AIP-157).
+// JobView selects how much of a job GetJob and ListJobs return (AIP-157).
 type JobView int32
 
 const (
@@ -1000,7 +1000,14 @@ type ListJobsRequest struct {
 	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Optional: only the jobs of this run (a UUID), including those it
 	// reused.
-	RunId         string `protobuf:"bytes,5,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	RunId string `protobuf:"bytes,5,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Optional: how much of each job. Unspecified is JOB_VIEW_BASIC: the job
+	// without `checkpoints` and `llm_attempts` (a Job never carries its
+	// document). JOB_VIEW_FULL adds them, as GetJob does; the page then also
+	// ends after the job whose checkpoints and attempts take them past
+	// 1 MiB (its first job always comes), and `next_page_token` goes on
+	// from there.
+	View          JobView `protobuf:"varint,6,opt,name=view,proto3,enum=oncejob.v1.JobView" json:"view,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1068,6 +1075,13 @@ func (x *ListJobsRequest) GetRunId() string {
 		return x.RunId
 	}
 	return ""
+}
+
+func (x *ListJobsRequest) GetView() JobView {
+	if x != nil {
+		return x.View
+	}
+	return JobView_JOB_VIEW_UNSPECIFIED
 }
 
 // ListJobsResponse is one page of jobs.
@@ -2835,14 +2849,15 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12'\n" +
 	"\x04view\x18\x02 \x01(\x0e2\x13.oncejob.v1.JobViewR\x04view\"3\n" +
 	"\x0eGetJobResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\"\xaf\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\"\xd8\x01\n" +
 	"\x0fListJobsRequest\x12-\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x15.oncejob.v1.JobStatusR\x06status\x12\x1a\n" +
 	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\x12\x15\n" +
-	"\x06run_id\x18\x05 \x01(\tR\x05runId\"\x82\x01\n" +
+	"\x06run_id\x18\x05 \x01(\tR\x05runId\x12'\n" +
+	"\x04view\x18\x06 \x01(\x0e2\x13.oncejob.v1.JobViewR\x04view\"\x82\x01\n" +
 	"\x10ListJobsResponse\x12#\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x0f.oncejob.v1.JobR\x04jobs\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12!\n" +
@@ -3120,67 +3135,68 @@ var file_oncejob_v1_job_proto_depIdxs = []int32{
 	3,  // 11: oncejob.v1.GetJobRequest.view:type_name -> oncejob.v1.JobView
 	28, // 12: oncejob.v1.GetJobResponse.job:type_name -> oncejob.v1.Job
 	0,  // 13: oncejob.v1.ListJobsRequest.status:type_name -> oncejob.v1.JobStatus
-	28, // 14: oncejob.v1.ListJobsResponse.jobs:type_name -> oncejob.v1.Job
-	19, // 15: oncejob.v1.CountJobsResponse.counts:type_name -> oncejob.v1.JobStatusCount
-	0,  // 16: oncejob.v1.JobStatusCount.status:type_name -> oncejob.v1.JobStatus
-	28, // 17: oncejob.v1.CancelJobResponse.job:type_name -> oncejob.v1.Job
-	1,  // 18: oncejob.v1.ReplayJobRequest.from_stage:type_name -> oncejob.v1.JobStage
-	28, // 19: oncejob.v1.ReplayJobResponse.job:type_name -> oncejob.v1.Job
-	4,  // 20: oncejob.v1.ResolveJobRequest.resolution:type_name -> oncejob.v1.Resolution
-	28, // 21: oncejob.v1.ResolveJobResponse.job:type_name -> oncejob.v1.Job
-	28, // 22: oncejob.v1.ApproveJobResponse.job:type_name -> oncejob.v1.Job
-	0,  // 23: oncejob.v1.Job.status:type_name -> oncejob.v1.JobStatus
-	1,  // 24: oncejob.v1.Job.stage:type_name -> oncejob.v1.JobStage
-	41, // 25: oncejob.v1.Job.output:type_name -> google.protobuf.Struct
-	31, // 26: oncejob.v1.Job.error:type_name -> oncejob.v1.JobError
-	32, // 27: oncejob.v1.Job.usage:type_name -> oncejob.v1.JobUsage
-	43, // 28: oncejob.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	43, // 29: oncejob.v1.Job.update_time:type_name -> google.protobuf.Timestamp
-	43, // 30: oncejob.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
-	41, // 31: oncejob.v1.Job.params:type_name -> google.protobuf.Struct
-	40, // 32: oncejob.v1.Job.labels:type_name -> oncejob.v1.Job.LabelsEntry
-	29, // 33: oncejob.v1.Job.checkpoints:type_name -> oncejob.v1.StageCheckpoint
-	30, // 34: oncejob.v1.Job.llm_attempts:type_name -> oncejob.v1.LlmAttempt
-	1,  // 35: oncejob.v1.StageCheckpoint.stage:type_name -> oncejob.v1.JobStage
-	43, // 36: oncejob.v1.StageCheckpoint.create_time:type_name -> google.protobuf.Timestamp
-	1,  // 37: oncejob.v1.LlmAttempt.stage:type_name -> oncejob.v1.JobStage
-	5,  // 38: oncejob.v1.LlmAttempt.outcome:type_name -> oncejob.v1.LlmOutcome
-	43, // 39: oncejob.v1.LlmAttempt.create_time:type_name -> google.protobuf.Timestamp
-	35, // 40: oncejob.v1.WatchJobResponse.event:type_name -> oncejob.v1.JobEvent
-	0,  // 41: oncejob.v1.JobEvent.status:type_name -> oncejob.v1.JobStatus
-	1,  // 42: oncejob.v1.JobEvent.stage:type_name -> oncejob.v1.JobStage
-	43, // 43: oncejob.v1.JobEvent.time:type_name -> google.protobuf.Timestamp
-	36, // 44: oncejob.v1.JobEvent.actor:type_name -> oncejob.v1.Actor
-	0,  // 45: oncejob.v1.WatchJobsRequest.status:type_name -> oncejob.v1.JobStatus
-	35, // 46: oncejob.v1.WatchJobsResponse.event:type_name -> oncejob.v1.JobEvent
-	28, // 47: oncejob.v1.WatchJobsResponse.job:type_name -> oncejob.v1.Job
-	7,  // 48: oncejob.v1.JobService.SubmitJob:input_type -> oncejob.v1.SubmitJobRequest
-	9,  // 49: oncejob.v1.JobService.SubmitJobs:input_type -> oncejob.v1.SubmitJobsRequest
-	13, // 50: oncejob.v1.JobService.GetJob:input_type -> oncejob.v1.GetJobRequest
-	15, // 51: oncejob.v1.JobService.ListJobs:input_type -> oncejob.v1.ListJobsRequest
-	17, // 52: oncejob.v1.JobService.CountJobs:input_type -> oncejob.v1.CountJobsRequest
-	20, // 53: oncejob.v1.JobService.CancelJob:input_type -> oncejob.v1.CancelJobRequest
-	22, // 54: oncejob.v1.JobService.ReplayJob:input_type -> oncejob.v1.ReplayJobRequest
-	24, // 55: oncejob.v1.JobService.ResolveJob:input_type -> oncejob.v1.ResolveJobRequest
-	26, // 56: oncejob.v1.JobService.ApproveJob:input_type -> oncejob.v1.ApproveJobRequest
-	33, // 57: oncejob.v1.JobService.WatchJob:input_type -> oncejob.v1.WatchJobRequest
-	37, // 58: oncejob.v1.JobService.WatchJobs:input_type -> oncejob.v1.WatchJobsRequest
-	8,  // 59: oncejob.v1.JobService.SubmitJob:output_type -> oncejob.v1.SubmitJobResponse
-	11, // 60: oncejob.v1.JobService.SubmitJobs:output_type -> oncejob.v1.SubmitJobsResponse
-	14, // 61: oncejob.v1.JobService.GetJob:output_type -> oncejob.v1.GetJobResponse
-	16, // 62: oncejob.v1.JobService.ListJobs:output_type -> oncejob.v1.ListJobsResponse
-	18, // 63: oncejob.v1.JobService.CountJobs:output_type -> oncejob.v1.CountJobsResponse
-	21, // 64: oncejob.v1.JobService.CancelJob:output_type -> oncejob.v1.CancelJobResponse
-	23, // 65: oncejob.v1.JobService.ReplayJob:output_type -> oncejob.v1.ReplayJobResponse
-	25, // 66: oncejob.v1.JobService.ResolveJob:output_type -> oncejob.v1.ResolveJobResponse
-	27, // 67: oncejob.v1.JobService.ApproveJob:output_type -> oncejob.v1.ApproveJobResponse
-	34, // 68: oncejob.v1.JobService.WatchJob:output_type -> oncejob.v1.WatchJobResponse
-	38, // 69: oncejob.v1.JobService.WatchJobs:output_type -> oncejob.v1.WatchJobsResponse
-	59, // [59:70] is the sub-list for method output_type
-	48, // [48:59] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	3,  // 14: oncejob.v1.ListJobsRequest.view:type_name -> oncejob.v1.JobView
+	28, // 15: oncejob.v1.ListJobsResponse.jobs:type_name -> oncejob.v1.Job
+	19, // 16: oncejob.v1.CountJobsResponse.counts:type_name -> oncejob.v1.JobStatusCount
+	0,  // 17: oncejob.v1.JobStatusCount.status:type_name -> oncejob.v1.JobStatus
+	28, // 18: oncejob.v1.CancelJobResponse.job:type_name -> oncejob.v1.Job
+	1,  // 19: oncejob.v1.ReplayJobRequest.from_stage:type_name -> oncejob.v1.JobStage
+	28, // 20: oncejob.v1.ReplayJobResponse.job:type_name -> oncejob.v1.Job
+	4,  // 21: oncejob.v1.ResolveJobRequest.resolution:type_name -> oncejob.v1.Resolution
+	28, // 22: oncejob.v1.ResolveJobResponse.job:type_name -> oncejob.v1.Job
+	28, // 23: oncejob.v1.ApproveJobResponse.job:type_name -> oncejob.v1.Job
+	0,  // 24: oncejob.v1.Job.status:type_name -> oncejob.v1.JobStatus
+	1,  // 25: oncejob.v1.Job.stage:type_name -> oncejob.v1.JobStage
+	41, // 26: oncejob.v1.Job.output:type_name -> google.protobuf.Struct
+	31, // 27: oncejob.v1.Job.error:type_name -> oncejob.v1.JobError
+	32, // 28: oncejob.v1.Job.usage:type_name -> oncejob.v1.JobUsage
+	43, // 29: oncejob.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	43, // 30: oncejob.v1.Job.update_time:type_name -> google.protobuf.Timestamp
+	43, // 31: oncejob.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
+	41, // 32: oncejob.v1.Job.params:type_name -> google.protobuf.Struct
+	40, // 33: oncejob.v1.Job.labels:type_name -> oncejob.v1.Job.LabelsEntry
+	29, // 34: oncejob.v1.Job.checkpoints:type_name -> oncejob.v1.StageCheckpoint
+	30, // 35: oncejob.v1.Job.llm_attempts:type_name -> oncejob.v1.LlmAttempt
+	1,  // 36: oncejob.v1.StageCheckpoint.stage:type_name -> oncejob.v1.JobStage
+	43, // 37: oncejob.v1.StageCheckpoint.create_time:type_name -> google.protobuf.Timestamp
+	1,  // 38: oncejob.v1.LlmAttempt.stage:type_name -> oncejob.v1.JobStage
+	5,  // 39: oncejob.v1.LlmAttempt.outcome:type_name -> oncejob.v1.LlmOutcome
+	43, // 40: oncejob.v1.LlmAttempt.create_time:type_name -> google.protobuf.Timestamp
+	35, // 41: oncejob.v1.WatchJobResponse.event:type_name -> oncejob.v1.JobEvent
+	0,  // 42: oncejob.v1.JobEvent.status:type_name -> oncejob.v1.JobStatus
+	1,  // 43: oncejob.v1.JobEvent.stage:type_name -> oncejob.v1.JobStage
+	43, // 44: oncejob.v1.JobEvent.time:type_name -> google.protobuf.Timestamp
+	36, // 45: oncejob.v1.JobEvent.actor:type_name -> oncejob.v1.Actor
+	0,  // 46: oncejob.v1.WatchJobsRequest.status:type_name -> oncejob.v1.JobStatus
+	35, // 47: oncejob.v1.WatchJobsResponse.event:type_name -> oncejob.v1.JobEvent
+	28, // 48: oncejob.v1.WatchJobsResponse.job:type_name -> oncejob.v1.Job
+	7,  // 49: oncejob.v1.JobService.SubmitJob:input_type -> oncejob.v1.SubmitJobRequest
+	9,  // 50: oncejob.v1.JobService.SubmitJobs:input_type -> oncejob.v1.SubmitJobsRequest
+	13, // 51: oncejob.v1.JobService.GetJob:input_type -> oncejob.v1.GetJobRequest
+	15, // 52: oncejob.v1.JobService.ListJobs:input_type -> oncejob.v1.ListJobsRequest
+	17, // 53: oncejob.v1.JobService.CountJobs:input_type -> oncejob.v1.CountJobsRequest
+	20, // 54: oncejob.v1.JobService.CancelJob:input_type -> oncejob.v1.CancelJobRequest
+	22, // 55: oncejob.v1.JobService.ReplayJob:input_type -> oncejob.v1.ReplayJobRequest
+	24, // 56: oncejob.v1.JobService.ResolveJob:input_type -> oncejob.v1.ResolveJobRequest
+	26, // 57: oncejob.v1.JobService.ApproveJob:input_type -> oncejob.v1.ApproveJobRequest
+	33, // 58: oncejob.v1.JobService.WatchJob:input_type -> oncejob.v1.WatchJobRequest
+	37, // 59: oncejob.v1.JobService.WatchJobs:input_type -> oncejob.v1.WatchJobsRequest
+	8,  // 60: oncejob.v1.JobService.SubmitJob:output_type -> oncejob.v1.SubmitJobResponse
+	11, // 61: oncejob.v1.JobService.SubmitJobs:output_type -> oncejob.v1.SubmitJobsResponse
+	14, // 62: oncejob.v1.JobService.GetJob:output_type -> oncejob.v1.GetJobResponse
+	16, // 63: oncejob.v1.JobService.ListJobs:output_type -> oncejob.v1.ListJobsResponse
+	18, // 64: oncejob.v1.JobService.CountJobs:output_type -> oncejob.v1.CountJobsResponse
+	21, // 65: oncejob.v1.JobService.CancelJob:output_type -> oncejob.v1.CancelJobResponse
+	23, // 66: oncejob.v1.JobService.ReplayJob:output_type -> oncejob.v1.ReplayJobResponse
+	25, // 67: oncejob.v1.JobService.ResolveJob:output_type -> oncejob.v1.ResolveJobResponse
+	27, // 68: oncejob.v1.JobService.ApproveJob:output_type -> oncejob.v1.ApproveJobResponse
+	34, // 69: oncejob.v1.JobService.WatchJob:output_type -> oncejob.v1.WatchJobResponse
+	38, // 70: oncejob.v1.JobService.WatchJobs:output_type -> oncejob.v1.WatchJobsResponse
+	60, // [60:71] is the sub-list for method output_type
+	49, // [49:60] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_oncejob_v1_job_proto_init() }
