@@ -63,51 +63,101 @@ const (
 )
 
 func run(rate, noisy float64, blocks, block int, strict bool) error {
-	root, err := benchkit.FindRoot()
+	httpAddr, stop, err := startServer(rate)
 	if err != nil {
 		return err
+	}
+	defer stop()
+	submit := submitter(httpAddr)
+	n := &noisyTenant{submit: submit}
+	defer n.start(noisy)()
+
+	if _, err := measure(submit, 100); err != nil { // warm up connections and the store
+		return err
+	}
+	var alone, beside []time.Duration
+	for range blocks {
+		a, err := measure(submit, block)
+		if err != nil {
+			return err
+		}
+		n.on.Store(true)
+		b, err := measure(submit, block)
+		n.on.Store(false)
+		if err != nil {
+			return err
+		}
+		alone, beside = append(alone, a...), append(beside, b...)
+	}
+	if p := n.err.Load(); p != nil {
+		return *p
+	}
+	ratio := float64(p99(beside)) / float64(p99(alone))
+	fmt.Printf("globex p99 alone %s, beside acme over its rate %s: %.2fx (acme: %d accepted, %d refused; load %s, %d CPUs)\n",
+		p99(alone), p99(beside), ratio, n.accepted.Load(), n.refused.Load(), benchkit.LoadAvg(), benchkit.NumCPU())
+	switch {
+	case n.refused.Load() == 0:
+		return errors.New("acme was never refused")
+	case strict && ratio > 2:
+		return fmt.Errorf("ratio %.2f over 2", ratio)
+	}
+	return nil
+}
+
+// startServer builds oncejob and starts it on the embedded store with the
+// two keys and acme's limit; stop ends it and removes its files.
+func startServer(rate float64) (httpAddr string, stop func(), err error) {
+	root, err := benchkit.FindRoot()
+	if err != nil {
+		return "", nil, err
 	}
 	dir, err := os.MkdirTemp("", "oncejob-bench-limits-")
 	if err != nil {
-		return err
+		return "", nil, err
 	}
-	defer os.RemoveAll(dir)
+	fail := func(err error) (string, func(), error) { _ = os.RemoveAll(dir); return "", nil, err }
 	bin := filepath.Join(dir, "oncejob")
 	benchkit.Logf("building %s/cmd/oncejob", root)
 	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/oncejob").CombinedOutput(); err != nil {
-		return fmt.Errorf("build: %v\n%s", err, out)
+		return fail(fmt.Errorf("build: %v\n%s", err, out))
 	}
 	hash := func(k string) string { s := sha256.Sum256([]byte(k)); return hex.EncodeToString(s[:]) }
 	keys := filepath.Join(dir, "keys.yaml")
 	if err := os.WriteFile(keys, fmt.Appendf(nil, "keys:\n  - tenant: acme\n    sha256: %s\n  - tenant: globex\n    sha256: %s\n", hash(keyAcme), hash(keyGlobex)), 0o600); err != nil {
-		return err
+		return fail(err)
 	}
 	config := filepath.Join(dir, "oncejob.yaml")
 	if err := os.WriteFile(config, fmt.Appendf(nil, "api-keys: %s\nlimits:\n  tenants:\n    acme: {submit_rate: %g, submit_burst: %d}\n", keys, rate, int(max(1, rate))), 0o600); err != nil {
-		return err
+		return fail(err)
 	}
-	httpAddr := benchkit.FreeAddr()
 	logFile, err := os.Create(filepath.Join(dir, "serve.log"))
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	defer logFile.Close()
+	httpAddr = benchkit.FreeAddr()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	serve := exec.CommandContext(ctx, bin, "serve", "--config", config, "--data-dir", filepath.Join(dir, "data"),
 		"--grpc-addr", benchkit.FreeAddr(), "--http-addr", httpAddr, "--workers", "0", "--relays", "0", "--log-level", "warn")
 	serve.Stdout, serve.Stderr = logFile, logFile
+	stop = func() { cancel(); _ = serve.Wait(); _ = logFile.Close(); _ = os.RemoveAll(dir) }
 	if err := serve.Start(); err != nil {
-		return err
+		cancel()
+		_ = logFile.Close()
+		return fail(err)
 	}
-	defer func() { cancel(); _ = serve.Wait() }()
 	if err := benchkit.WaitListen(httpAddr); err != nil {
-		return err
+		stop()
+		return "", nil, err
 	}
+	return httpAddr, stop, nil
+}
 
+// submitter returns a function that submits a new document as key over
+// the HTTP API and returns the status code.
+func submitter(httpAddr string) func(key string) (int, error) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}, Timeout: 30 * time.Second}
 	var seq atomic.Int64
-	submit := func(key string) (int, error) {
+	return func(key string) (int, error) {
 		n := seq.Add(1)
 		body := fmt.Sprintf(`{"pipeline": "summarize", "document": {"text": "document %d"}}`, n)
 		req, err := http.NewRequest(http.MethodPost, "http://"+httpAddr+"/v1/jobs", strings.NewReader(body))
@@ -125,89 +175,74 @@ func run(rate, noisy float64, blocks, block int, strict bool) error {
 		_ = resp.Body.Close()
 		return resp.StatusCode, nil
 	}
-	measure := func(n int) ([]time.Duration, error) {
-		lat := make([]time.Duration, n)
-		for i := range lat {
-			start := time.Now()
-			code, err := submit(keyGlobex)
-			if err != nil {
-				return nil, err
-			}
-			if code != http.StatusOK {
-				return nil, fmt.Errorf("globex's submit: HTTP %d", code)
-			}
-			lat[i] = time.Since(start)
-		}
-		return lat, nil
-	}
+}
 
-	var accepted, refused atomic.Int64
-	var on atomic.Bool
-	var noisyErr atomic.Pointer[error]
-	stop := make(chan struct{})
+// measure submits n documents as globex, one after another, and returns
+// each call's latency.
+func measure(submit func(string) (int, error), n int) ([]time.Duration, error) {
+	lat := make([]time.Duration, n)
+	for i := range lat {
+		start := time.Now()
+		code, err := submit(keyGlobex)
+		if err != nil {
+			return nil, err
+		}
+		if code != http.StatusOK {
+			return nil, fmt.Errorf("globex's submit: HTTP %d", code)
+		}
+		lat[i] = time.Since(start)
+	}
+	return lat, nil
+}
+
+// noisyTenant submits as acme while on, counting what it is answered.
+type noisyTenant struct {
+	submit            func(string) (int, error)
+	on                atomic.Bool
+	accepted, refused atomic.Int64
+	err               atomic.Pointer[error]
+}
+
+// start runs two callers at rate/2 a second each; the returned function
+// stops them.
+func (n *noisyTenant) start(rate float64) (stop func()) {
+	done := make(chan struct{})
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer close(stop)
-	for range 2 { // two callers, each at half the rate
+	for range 2 {
 		wg.Go(func() {
-			tick := time.NewTicker(time.Duration(float64(2*time.Second) / noisy))
+			tick := time.NewTicker(time.Duration(float64(2*time.Second) / rate))
 			defer tick.Stop()
 			for {
 				select {
-				case <-stop:
+				case <-done:
 					return
 				case <-tick.C:
 				}
-				if !on.Load() {
-					continue
-				}
-				switch code, err := submit(keyAcme); {
-				case err != nil:
-					noisyErr.Store(&err)
-					return
-				case code == http.StatusOK:
-					accepted.Add(1)
-				case code == http.StatusTooManyRequests:
-					refused.Add(1)
-				default:
-					err := fmt.Errorf("acme's submit: HTTP %d", code)
-					noisyErr.Store(&err)
+				if n.on.Load() && !n.call() {
 					return
 				}
 			}
 		})
 	}
+	return func() { close(done); wg.Wait() }
+}
 
-	if _, err := measure(100); err != nil { // warm up connections and the store
-		return err
-	}
-	var alone, beside []time.Duration
-	for range blocks {
-		a, err := measure(block)
-		if err != nil {
-			return err
-		}
-		on.Store(true)
-		b, err := measure(block)
-		on.Store(false)
-		if err != nil {
-			return err
-		}
-		alone, beside = append(alone, a...), append(beside, b...)
-	}
-	if p := noisyErr.Load(); p != nil {
-		return *p
-	}
-	ratio := float64(p99(beside)) / float64(p99(alone))
-	fmt.Printf("globex p99 alone %s, beside acme over its rate %s: %.2fx (acme: %d accepted, %d refused; load %s, %d CPUs)\n",
-		p99(alone), p99(beside), ratio, accepted.Load(), refused.Load(), benchkit.LoadAvg(), benchkit.NumCPU())
+// call submits once and counts the answer; false on a failure.
+func (n *noisyTenant) call() bool {
+	code, err := n.submit(keyAcme)
 	switch {
-	case refused.Load() == 0:
-		return errors.New("acme was never refused")
-	case strict && ratio > 2:
-		return fmt.Errorf("ratio %.2f over 2", ratio)
+	case err == nil && code == http.StatusOK:
+		n.accepted.Add(1)
+	case err == nil && code == http.StatusTooManyRequests:
+		n.refused.Add(1)
+	default:
+		if err == nil {
+			err = fmt.Errorf("acme's submit: HTTP %d", code)
+		}
+		n.err.Store(&err)
+		return false
 	}
-	return nil
+	return true
 }
 
 // p99 is the 99th percentile of d (nearest rank).
