@@ -163,3 +163,41 @@ func runOracle(t *testing.T, inputs []keyInput, name string, args ...string) []k
 	require.Len(t, answers, len(inputs), "%s: %s", name, stderr.String())
 	return answers
 }
+
+// TestKeysEveryCodePointAgreesTypeScript is TestKeysEveryCodePointAgrees
+// for the TypeScript client: every code point Unicode 14 assigns (Python's
+// unicodedata lists them), alone as a host label and between two letters,
+// through Go's NormalizeURL and the package's normalizeUrl: one result, or
+// refused by both.
+func TestKeysEveryCodePointAgreesTypeScript(t *testing.T) {
+	t.Parallel()
+	requireKeysPython(t)
+	requireTypeScriptClient(t)
+	out, err := exec.Command(python, "-c", `
+import json, unicodedata
+print(json.dumps([cp for cp in range(0x80, 0x110000)
+                  if not 0xD800 <= cp <= 0xDFFF and unicodedata.category(chr(cp)) not in ("Cn", "Co", "Cs")]))`).Output()
+	require.NoError(t, err)
+	var cps []rune
+	require.NoError(t, json.Unmarshal(out, &cps))
+	require.Greater(t, len(cps), 140000, "Unicode 14 assigns more")
+	inputs := make([]keyInput, 0, 2*len(cps))
+	for _, r := range cps {
+		inputs = append(inputs, keyInput{Op: "url", In: "https://" + string(r) + ".example/"}, keyInput{Op: "url", In: "https://a" + string(r) + "b.example/"})
+	}
+	answers := runOracle(t, inputs, "node", "typescript/test/keys_oracle.mjs")
+	var diffs []string
+	accepted := 0
+	for i, in := range inputs {
+		goOut, goErr := goAnswer(in)
+		if goErr == nil {
+			accepted++
+		}
+		if ts := answers[i]; ts.Crash || (goErr != nil) != (ts.Err != "") || goOut != ts.Out {
+			diffs = append(diffs, fmt.Sprintf("%+q: Go %q (%v), TypeScript %q (%s)", in.In, goOut, goErr, ts.Out, ts.Err))
+		}
+	}
+	t.Logf("%d code points, %d inputs, %d accepted by both", len(cps), len(inputs), accepted)
+	require.Empty(t, diffs[:min(len(diffs), 30)], "%d disagreements", len(diffs))
+	require.Greater(t, accepted, 100000)
+}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -22,6 +23,11 @@ type jobService struct {
 	cfg     Config
 	submits *groupcommit.Batcher
 	tokens  *pagetoken.Signer // seals page tokens and watch cursors
+	// jobBytes is each tenant's mean job size in its last ListJobs page
+	// (tenant -> int64), so that a page of large jobs asks the store to
+	// size about as many rows as its byte bound holds, not page_size:
+	// sizing a row costs the store its read.
+	jobBytes sync.Map
 }
 
 // SubmitJob creates a job, or returns the one its idempotency key created.
@@ -109,6 +115,9 @@ func (s *jobService) ListJobs(ctx context.Context, req *oncejobv1.ListJobsReques
 		limit = defaultPageSize
 	}
 	params := &store.JobListParams{Tenant: t, Pipeline: req.GetPipeline(), RunID: req.GetRunId(), Limit: limit}
+	if mean, ok := s.jobBytes.Load(t); ok {
+		params.Limit = int(min(int64(limit), max(1, 2*params.PageBytes()/mean.(int64))))
+	}
 	if req.GetStatus() != oncejobv1.JobStatus_JOB_STATUS_UNSPECIFIED {
 		params.Status = statusFromProto[req.GetStatus()]
 	}
@@ -139,6 +148,9 @@ func (s *jobService) ListJobs(ctx context.Context, req *oncejobv1.ListJobsReques
 		return nil, s.storeError(ctx, err, "jobs")
 	}
 	hold.Shrink(hold.Bytes() - res.Bytes)
+	if len(res.Jobs) > 0 {
+		s.jobBytes.Store(t, max(1, res.Bytes/int64(len(res.Jobs))))
+	}
 	resp := &oncejobv1.ListJobsResponse{Jobs: make([]*oncejobv1.Job, len(res.Jobs)), WatchCursor: head}
 	for i, j := range res.Jobs {
 		resp.Jobs[i] = jobToProto(j)

@@ -289,12 +289,11 @@ func TestSignedTokenIsParsedBeforeUse(t *testing.T) {
 // another store (another secret) refuses it.
 func TestPageTokensWorkAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	url := storepgtest.NewSchemaURL(t)
+	url := storepgtest.NewMigratedSchemaURL(t)
 	replica := func() *listSpy {
 		pool, err := pgxpool.New(context.Background(), url)
 		require.NoError(t, err)
 		t.Cleanup(pool.Close)
-		require.NoError(t, storepg.Migrate(context.Background(), pool))
 		s := storepg.New(pool)
 		t.Cleanup(s.Close)
 		return &listSpy{Store: s}

@@ -380,6 +380,7 @@ func (s *jobService) answerFromRun(ctx context.Context, run *store.Run, params [
 		case it.Fingerprint != p.Fingerprint:
 			results[at[j]] = &oncejobv1.SubmitJobsResult{Error: idempotency.ReusedStatus("field", fmt.Sprintf("items[%d].idempotency_key", at[j])).Proto()}
 		default:
+			it.Job.Params, it.Job.Labels = nil, nil // see SubmitJobsResult.job
 			results[at[j]] = &oncejobv1.SubmitJobsResult{Job: jobToProto(it.Job), Outcome: oncejobv1.SubmitOutcome_SUBMIT_OUTCOME_EXISTING, AlreadyInRun: true}
 		}
 	}

@@ -96,6 +96,9 @@ func (s *jobService) SubmitJobs(ctx context.Context, req *oncejobv1.SubmitJobsRe
 			return nil, s.storeError(ctx, err, "jobs")
 		}
 		for j, item := range res.Items {
+			if run != nil && item.Job != nil {
+				item.Job.Params, item.Job.Labels = nil, nil // not decoded only to be dropped
+			}
 			results[at[j]] = s.submitJobsResult(ctx, at[j], item)
 		}
 	}
@@ -110,14 +113,19 @@ func (s *jobService) SubmitJobs(ctx context.Context, req *oncejobv1.SubmitJobsRe
 // maxRunCopyBytes bounds what a run's params and labels, copied into each
 // item of one SubmitJobs call, may add up to (issue #31: a 21 KB call made
 // 1,000 jobs of 261 KB each).
-const maxRunCopyBytes = 32 << 20
+const maxRunCopyBytes = 8 << 20
+
+// runCopyHeld is how many times a copy of the run's params is held while
+// a call is answered: the merged params' canonical JSON, the fingerprint's
+// and the dedup key's, the store's row going and coming back, the
+// driver's buffers.
+const runCopyHeld = 8
 
 // holdRunCopies refuses a call whose items would copy more than
 // maxRunCopyBytes of the run's params and labels (INVALID_ARGUMENT: split
-// it), and draws what they copy (each copy held about three times: the
-// merged params, their canonical JSON and the store's row) from the memory
-// budget, before anything is written: a refusal there is retryable and
-// nothing was committed.
+// it), and draws what they copy (each held about runCopyHeld times) from
+// the memory budget, before anything is written: a refusal there is
+// retryable and nothing was committed.
 func (s *jobService) holdRunCopies(run *store.Run, items int) (release func(), err error) {
 	perItem := int64(len(run.Params))
 	for k, v := range run.Labels {
@@ -132,7 +140,7 @@ func (s *jobService) holdRunCopies(run *store.Run, items int) (release func(), e
 		return nil, v.err()
 	}
 	hold := s.cfg.Memory.Hold("a run's items")
-	if err := hold.Grow(3 * total); err != nil {
+	if err := hold.Grow(runCopyHeld * total); err != nil {
 		return nil, err
 	}
 	return hold.Release, nil

@@ -61,6 +61,13 @@ func forEachStore(t *testing.T, fn func(t *testing.T, b *watchBundle)) {
 	})
 }
 
+// waitActive waits until n watches run on hub.
+func waitActive(t *testing.T, hub *watch.Hub, n int64) {
+	t.Helper()
+	_, err := hub.TestSignals().Active.WaitFor(func(v int64) bool { return v == n })
+	require.NoError(t, err, "waiting for %d watches", n)
+}
+
 // setupWatchOn starts a server with a running hub on st.
 func setupWatchOn(t *testing.T, st watchTestStore) *watchBundle {
 	t.Helper()
@@ -74,6 +81,7 @@ func setupWatchOn(t *testing.T, st watchTestStore) *watchBundle {
 
 	hub, err := watch.New(watch.Config{Store: st, Logger: logger, PollInterval: 500 * time.Millisecond})
 	require.NoError(t, err)
+	hub.TestSignals().Active.Init()
 	hubCtx, stopHub := context.WithCancel(context.Background())
 	hubDone := make(chan struct{})
 	go func() { hub.Run(hubCtx); close(hubDone) }()
@@ -238,7 +246,7 @@ func TestWatchJobErrors(t *testing.T) {
 	events, err := collect(stream)
 	require.Len(t, events, 1)
 	require.Equal(t, codes.DeadlineExceeded, status.Code(err))
-	require.Eventually(t, func() bool { return b.hub.Active() == 0 }, 5*time.Second, 10*time.Millisecond)
+	waitActive(t, b.hub, 0)
 }
 
 func TestWatchUnimplementedWithoutHub(t *testing.T) {
@@ -302,7 +310,7 @@ func TestWatchShutdownTellsWhereToResume(t *testing.T) {
 	require.NoError(t, err)
 	change, err := jobs.Recv()
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return b.hub.Active() == 2 }, 5*time.Second, 10*time.Millisecond)
+	waitActive(t, b.hub, 2)
 
 	b.hub.Shutdown()
 	_, err = stream.Recv()
@@ -402,7 +410,7 @@ func watchMany(t *testing.T, b *watchBundle, ids []string, act func()) {
 			}
 		})
 	}
-	require.Eventually(t, func() bool { return b.hub.Active() == int64(len(ids)) }, 30*time.Second, 10*time.Millisecond)
+	waitActive(t, b.hub, int64(len(ids)))
 	act()
 	wg.Wait()
 	close(errs)

@@ -20,6 +20,11 @@ type ProviderBatchStore interface {
 	// kept once.
 	ProviderBatchBillsRecord(ctx context.Context, params *ProviderBatchBillsRecordParams) error
 
+	// ProviderBatchListStale returns up to Limit batches not finished
+	// (completed, failed, expired, cancelled) whose record no worker has
+	// touched since StaleBefore, oldest first: their follower is gone.
+	ProviderBatchListStale(ctx context.Context, params *ProviderBatchListStaleParams) ([]*ProviderBatch, error)
+
 	// RunBatchList returns the batches the calls of a run's computed items
 	// went into, oldest first; none for a run of another tenant.
 	RunBatchList(ctx context.Context, params *RunBatchListParams) ([]*RunBatch, error)
@@ -42,6 +47,17 @@ type ProviderBatchRecordParams struct {
 type ProviderBatchBillsRecordParams struct {
 	Tag          string
 	ProviderKeys []string
+}
+
+// ProviderBatchListStaleParams bounds ProviderBatchListStale.
+type ProviderBatchListStaleParams struct {
+	StaleBefore time.Time
+	Limit       int
+}
+
+// ProviderBatch is a batch as its record holds it.
+type ProviderBatch struct {
+	Tag, BatchID, Status string
 }
 
 // RunBatchListParams names a run.

@@ -53,13 +53,20 @@ type Config struct {
 	// the tail; a stream that falls further behind while its client does
 	// not read is cut off (ErrSlowConsumer). Default: DefaultFeedBytes.
 	FeedBytes int64
+	// CatchUpReads is how many reads of a tenant's streams catching up
+	// (behind the tail) run at once; the others wait their turn. Default:
+	// DefaultCatchUpReads.
+	CatchUpReads int
 	// Budget is the process's memory budget: the feeds' changes and the
 	// streams' batches draw from it. Default: none, unlimited.
 	Budget *membudget.Budget
 }
 
-// DefaultFeedBytes is the default Config.FeedBytes.
-const DefaultFeedBytes = 4 << 20
+// Defaults of Config.
+const (
+	DefaultFeedBytes    = 4 << 20
+	DefaultCatchUpReads = 2
+)
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
@@ -78,6 +85,9 @@ func (c Config) WithDefaults() Config {
 	if c.FeedBytes <= 0 {
 		c.FeedBytes = DefaultFeedBytes
 	}
+	if c.CatchUpReads <= 0 {
+		c.CatchUpReads = DefaultCatchUpReads
+	}
 	return c
 }
 
@@ -88,6 +98,7 @@ type Hub struct {
 	jobs     map[string]map[*subscription]struct{} // by job id
 	tenants  map[string]map[*subscription]struct{} // by tenant
 	feeds    map[string]*feed                      // by tenant; see feed
+	catchUps map[string]*catchUpTurns              // by tenant; see catchUp
 	closing  chan struct{}
 	shutdown sync.Once
 	reads    readGroup
@@ -120,11 +131,12 @@ func New(cfg Config) (*Hub, error) {
 		return nil, errors.New("watch: Config.Store is required")
 	}
 	h := &Hub{
-		cfg:     cfg,
-		jobs:    make(map[string]map[*subscription]struct{}),
-		tenants: make(map[string]map[*subscription]struct{}),
-		feeds:   make(map[string]*feed),
-		closing: make(chan struct{}),
+		cfg:      cfg,
+		jobs:     make(map[string]map[*subscription]struct{}),
+		tenants:  make(map[string]map[*subscription]struct{}),
+		feeds:    make(map[string]*feed),
+		catchUps: make(map[string]*catchUpTurns),
+		closing:  make(chan struct{}),
 	}
 	h.reads.epoch = &h.epoch
 	return h, nil
@@ -175,6 +187,9 @@ func (h *Hub) Notifications() uint64 { return h.epoch.Load() }
 
 // Active returns the number of watches running.
 func (h *Hub) Active() int64 { return h.active.Load() }
+
+// addActive counts a watch that starts (1) or ends (-1).
+func (h *Hub) addActive(d int64) { h.signals.Active.Signal(h.active.Add(d)) }
 
 func (h *Hub) dispatch(n store.JobEventNotification) {
 	h.epoch.Add(1)
@@ -227,7 +242,7 @@ func (h *Hub) subscribe(index map[string]map[*subscription]struct{}, key string)
 		index[key] = set
 	}
 	set[sub] = struct{}{}
-	h.active.Add(1)
+	h.addActive(1)
 	return sub, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -235,7 +250,7 @@ func (h *Hub) subscribe(index map[string]map[*subscription]struct{}, key string)
 		if len(set) == 0 {
 			delete(index, key)
 		}
-		h.active.Add(-1)
+		h.addActive(-1)
 	}, nil
 }
 

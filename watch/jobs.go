@@ -38,12 +38,13 @@ func (h *Hub) WatchJobs(ctx context.Context, p *store.JobChangeListParams, send 
 		return ErrShuttingDown
 	default:
 	}
-	h.active.Add(1)
-	defer h.active.Add(-1)
+	h.addActive(1)
+	defer h.addActive(-1)
 	hold := h.cfg.Budget.Hold("a watch's batch")
 	defer hold.Release()
 
 	pos := p.After
+	var rowBytes int64 // the mean size of the changes this stream read; 0 before its first read
 	var f *feed
 	defer func() {
 		if f != nil {
@@ -53,7 +54,7 @@ func (h *Hub) WatchJobs(ctx context.Context, p *store.JobChangeListParams, send 
 	fromFeed := false
 	for {
 		if f == nil {
-			full, err := h.catchUp(ctx, p, &pos, hold, send)
+			full, err := h.catchUp(ctx, p, &pos, &rowBytes, hold, send)
 			if err != nil {
 				return err
 			}
@@ -100,8 +101,12 @@ func (h *Hub) WatchJobs(ctx context.Context, p *store.JobChangeListParams, send 
 
 // catchUp reads one batch after *pos from the store and sends what
 // matches, advancing *pos over every change read. full says more may
-// follow at once.
-func (h *Hub) catchUp(ctx context.Context, p *store.JobChangeListParams, pos *store.JobChangeCursor, hold *membudget.Hold, send func(*store.JobChange) error) (full bool, err error) {
+// follow at once. A tenant's catch-up reads take turns (Config.CatchUpReads
+// at once), so a tenant's streams catching up share the store with every
+// other tenant; and a read asks for about twice the changes its byte
+// bound holds at the stream's mean change size (*rowBytes), as sizing a
+// row costs the store its read.
+func (h *Hub) catchUp(ctx context.Context, p *store.JobChangeListParams, pos *store.JobChangeCursor, rowBytes *int64, hold *membudget.Hold, send func(*store.JobChange) error) (full bool, err error) {
 	if err := h.stopped(ctx); err != nil {
 		return false, err
 	}
@@ -110,8 +115,17 @@ func (h *Hub) catchUp(ctx context.Context, p *store.JobChangeListParams, pos *st
 		return false, err
 	}
 	defer hold.Release()
-	params := &store.JobChangeListParams{Tenant: p.Tenant, After: *pos, Limit: h.cfg.BatchSize, MaxBytes: h.cfg.ReadBytes}
+	limit := h.cfg.BatchSize
+	if *rowBytes > 0 {
+		limit = int(min(int64(limit), max(1, 2*h.cfg.ReadBytes / *rowBytes)))
+	}
+	params := &store.JobChangeListParams{Tenant: p.Tenant, After: *pos, Limit: limit, MaxBytes: h.cfg.ReadBytes}
+	release, err := h.catchUpTurn(ctx, p.Tenant)
+	if err != nil {
+		return false, err
+	}
 	changes, err := h.cfg.Store.JobChangeList(ctx, params)
+	release()
 	h.signals.ChangesRead.Signal(len(changes))
 	if err != nil {
 		return false, err
@@ -119,6 +133,9 @@ func (h *Hub) catchUp(ctx context.Context, p *store.JobChangeListParams, pos *st
 	var n int64
 	for _, c := range changes {
 		n += c.Bytes
+	}
+	if len(changes) > 0 {
+		*rowBytes = max(1, n/int64(len(changes)))
 	}
 	if over := n - h.cfg.ReadBytes; over > 0 {
 		if err := hold.Grow(over); err != nil {
@@ -136,6 +153,42 @@ func (h *Hub) catchUp(ctx context.Context, p *store.JobChangeListParams, pos *st
 		changes[i] = nil // sent: the collector may have it
 	}
 	return full, nil
+}
+
+// catchUpTurn waits for one of the tenant's catch-up read turns.
+func (h *Hub) catchUpTurn(ctx context.Context, tenant string) (release func(), err error) {
+	h.mu.Lock()
+	turns := h.catchUps[tenant]
+	if turns == nil {
+		turns = &catchUpTurns{ch: make(chan struct{}, h.cfg.CatchUpReads)}
+		h.catchUps[tenant] = turns
+	}
+	turns.users++
+	h.mu.Unlock()
+	done := func() {
+		h.mu.Lock()
+		if turns.users--; turns.users == 0 {
+			delete(h.catchUps, tenant)
+		}
+		h.mu.Unlock()
+	}
+	select {
+	case turns.ch <- struct{}{}:
+		return func() { <-turns.ch; done() }, nil
+	case <-ctx.Done():
+		done()
+		return nil, ctx.Err()
+	case <-h.closing:
+		done()
+		return nil, ErrShuttingDown
+	}
+}
+
+// catchUpTurns are one tenant's catch-up read turns; users counts the
+// reads holding or waiting for one (guarded by the hub's mu).
+type catchUpTurns struct {
+	ch    chan struct{}
+	users int
 }
 
 // matches reports whether c passes p's filters.

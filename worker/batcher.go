@@ -67,6 +67,7 @@ type batcher struct {
 type batchGroup struct {
 	b       *batcher
 	tag     string
+	adopt   string // the provider's id of a batch adopted by the sweep
 	cfg     pipeline.ProviderBatch
 	members []*batchMember
 	sent    []store.Lease // the leases of the members whose calls are sent
@@ -101,7 +102,49 @@ func newBatcher(w *Worker, ctx context.Context) (*batcher, error) {
 		}
 		return nil, err
 	}
-	return &batcher{w: w, bp: bp, log: w.log, ctx: ctx, open: map[string]*batchGroup{}, byTag: map[string]*batchGroup{}}, nil
+	b := &batcher{w: w, bp: bp, log: w.log, ctx: ctx, open: map[string]*batchGroup{}, byTag: map[string]*batchGroup{}}
+	go b.sweep()
+	return b, nil
+}
+
+// sweep follows, every ProviderBatchSweep, the batches whose record nobody
+// touched for three of these: their follower is gone (a crash, a call
+// that went elsewhere, a job cancelled) and the provider bills their lines
+// all the same. Followed to their end, their bills are recorded, so a run
+// shows every line the provider billed for it (RunBatch.BilledLines). A
+// batch adopted so is never cancelled unless the jobs of all its lines
+// wait on it here and are cancelled, as for a resumed one; several
+// processes may adopt one batch at once, which costs polls, not calls.
+func (b *batcher) sweep() {
+	every := b.w.cfg.ProviderBatchSweep
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(b.ctx, every)
+		stale, err := b.w.cfg.Store.ProviderBatchListStale(ctx, &store.ProviderBatchListStaleParams{StaleBefore: time.Now().Add(-3 * every), Limit: 100})
+		cancel()
+		if err != nil {
+			b.log.Warn("provider batches nobody follows: not listed", "error", err)
+			continue
+		}
+		for _, pb := range stale {
+			b.mu.Lock()
+			if _, ok := b.byTag[pb.Tag]; ok {
+				b.mu.Unlock()
+				continue
+			}
+			g := &batchGroup{b: b, tag: pb.Tag, adopt: pb.BatchID, done: make(chan struct{}), leaving: make(chan struct{}, 1)}
+			b.byTag[pb.Tag] = g
+			b.mu.Unlock()
+			b.log.Info("provider batch adopted: nobody followed it", "tag", pb.Tag, "batch", pb.BatchID, "status", pb.Status)
+			go g.follow(nil)
+		}
+	}
 }
 
 // call answers req through a provider batch: the batch tag names, when an
@@ -338,7 +381,16 @@ func (g *batchGroup) fence(ctx context.Context) (context.Context, context.Cancel
 // when given), polls it until it finishes and reads its results.
 func (g *batchGroup) follow(calls []*llm.Request) {
 	b, ctx := g.b, g.b.ctx
-	batch, err := g.ensure(calls)
+	var batch *llm.Batch
+	var err error
+	if g.adopt != "" {
+		err = retry(ctx, func() error {
+			batch, err = b.bp.GetBatch(ctx, g.adopt)
+			return err
+		})
+	} else {
+		batch, err = g.ensure(calls)
+	}
 	if err != nil {
 		if !errors.Is(err, errBatchVoid) {
 			b.log.Warn("provider batch not created", "tag", g.tag, "calls", len(calls), "error", err)
@@ -425,6 +477,7 @@ func (g *batchGroup) ensure(calls []*llm.Request) (*llm.Batch, error) {
 func (g *batchGroup) poll(batch *llm.Batch, n int) (*llm.Batch, error) {
 	b, ctx := g.b, g.b.ctx
 	delay := 100 * time.Millisecond
+	touched := time.Now()
 	for !batch.Finished() {
 		if g.allCancelled(n) {
 			if cancelled, err := b.bp.CancelBatch(ctx, batch.ID); err != nil {
@@ -448,8 +501,11 @@ func (g *batchGroup) poll(batch *llm.Batch, n int) (*llm.Batch, error) {
 			b.log.Warn("poll provider batch", "batch", batch.ID, "error", err)
 			continue
 		}
-		if next.Status != batch.Status {
+		if next.Status != batch.Status || time.Since(touched) >= b.w.cfg.ProviderBatchSweep {
+			// Touched now and then: a record nobody touches is a batch
+			// nobody follows, for the sweep.
 			g.record(next)
+			touched = time.Now()
 		}
 		batch = next
 	}

@@ -84,6 +84,7 @@ type Probe struct {
 	reason  atomic.Pointer[string] // why not ready, for /readyz
 	checkMu sync.Mutex
 	checks  []Check
+	signals TestSignals
 }
 
 // AddCheck adds a check to every following Check.
@@ -163,6 +164,7 @@ func (p *Probe) Check(ctx context.Context) error {
 			p.cfg.Health.SetServingStatus(s, st) // ignored after Health.Shutdown
 		}
 	}
+	p.signals.Checked.Signal(ready)
 	return err
 }
 

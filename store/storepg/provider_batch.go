@@ -25,6 +25,21 @@ func (s *Store) ProviderBatchBillsRecord(ctx context.Context, params *store.Prov
 	}))
 }
 
+// ProviderBatchListStale implements store.ProviderBatchStore.
+func (s *Store) ProviderBatchListStale(ctx context.Context, params *store.ProviderBatchListStaleParams) ([]*store.ProviderBatch, error) {
+	rows, err := s.q.ProviderBatchListStale(ctx, s.pool, dbsqlc.ProviderBatchListStaleParams{
+		StaleBefore: params.StaleBefore, MaxBatches: int32(min(max(params.Limit, 0), 10_000)),
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	out := make([]*store.ProviderBatch, len(rows))
+	for i, r := range rows {
+		out[i] = &store.ProviderBatch{Tag: r.Tag, BatchID: r.BatchID, Status: r.Status}
+	}
+	return out, nil
+}
+
 // RunBatchList implements store.ProviderBatchStore.
 func (s *Store) RunBatchList(ctx context.Context, params *store.RunBatchListParams) ([]*store.RunBatch, error) {
 	id, err := parseUUID(params.RunID)

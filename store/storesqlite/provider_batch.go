@@ -39,6 +39,21 @@ func (s *Store) ProviderBatchBillsRecord(ctx context.Context, params *store.Prov
 	})
 }
 
+// ProviderBatchListStale implements store.ProviderBatchStore.
+func (s *Store) ProviderBatchListStale(ctx context.Context, params *store.ProviderBatchListStaleParams) ([]*store.ProviderBatch, error) {
+	rows, err := s.q.ProviderBatchListStale(ctx, s.read, dbsqlite.ProviderBatchListStaleParams{
+		StaleBefore: params.StaleBefore.UnixMicro(), MaxBatches: int64(max(params.Limit, 0)),
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	out := make([]*store.ProviderBatch, len(rows))
+	for i, r := range rows {
+		out[i] = &store.ProviderBatch{Tag: r.Tag, BatchID: r.BatchID, Status: r.Status}
+	}
+	return out, nil
+}
+
 // RunBatchList implements store.ProviderBatchStore.
 func (s *Store) RunBatchList(ctx context.Context, params *store.RunBatchListParams) ([]*store.RunBatch, error) {
 	id, ok := canonicalUUID(params.RunID)

@@ -2,7 +2,9 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -228,6 +230,34 @@ func exerciseRun(t *testing.T, newStore func(t *testing.T) Store) {
 		}
 		require.Equal(t, map[string]int64{"id-t1": 2, "id-t2": 1}, billed, "the run's calls only")
 		require.EqualValues(t, 3, sum, "two calls, three bills: the double bill shows")
+	})
+
+	t.Run("StaleProviderBatchesAreListed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		tag := newUUID(t) // the batches table is shared by the store's runs
+		for i, status := range []string{"in_progress", "completed", "validating", "cancelled", "finalizing"} {
+			require.NoError(t, b.store.ProviderBatchRecord(b.ctx, &store.ProviderBatchRecordParams{
+				Tag: fmt.Sprintf("%s-%d", tag, i), BatchID: fmt.Sprintf("id-%d", i), Status: status, CreatedAt: time.Now(),
+			}))
+		}
+		stale := func(before time.Time, limit int) []string {
+			t.Helper()
+			got, err := b.store.ProviderBatchListStale(b.ctx, &store.ProviderBatchListStaleParams{StaleBefore: before, Limit: limit})
+			require.NoError(t, err)
+			var ids []string
+			for _, pb := range got {
+				if strings.HasPrefix(pb.Tag, tag) {
+					ids = append(ids, pb.BatchID)
+				}
+			}
+			return ids
+		}
+		require.Empty(t, stale(time.Now().Add(-time.Minute), 100), "every record touched just now")
+		require.ElementsMatch(t, []string{"id-0", "id-2", "id-4"}, stale(time.Now().Add(time.Minute), 100), "the unfinished ones")
+		one, err := b.store.ProviderBatchListStale(b.ctx, &store.ProviderBatchListStaleParams{StaleBefore: time.Now().Add(time.Minute), Limit: 1})
+		require.NoError(t, err)
+		require.Len(t, one, 1, "at most Limit")
 	})
 
 	t.Run("ProviderBatchIsKept", func(t *testing.T) {

@@ -58,7 +58,7 @@ func anonymousList(t *testing.T, addr, key string) error {
 // mode: the anonymous ListJobs below succeeded.
 func TestAuthFailsClosedWhileTheKeysCannotBeRead(t *testing.T) {
 	t.Parallel()
-	url := storepgtest.NewSchemaURL(t)
+	url := storepgtest.NewMigratedSchemaURL(t)
 	c0 := cli{t: t}
 	_, errOut, code := c0.run("", "migrate", "--database-url", url)
 	require.Zero(t, code, errOut)
@@ -107,7 +107,7 @@ func TestAuthRevokingEveryKeyKeepsTheServerClosed(t *testing.T) {
 	t.Parallel()
 	for name, storeArgs := range map[string]func(t *testing.T) []string{
 		"postgres": func(t *testing.T) []string {
-			url := storepgtest.NewSchemaURL(t)
+			url := storepgtest.NewMigratedSchemaURL(t)
 			_, errOut, code := (cli{t: t}).run("", "migrate", "--database-url", url)
 			require.Zero(t, code, errOut)
 			return []string{"--database-url", url}

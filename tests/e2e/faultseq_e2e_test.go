@@ -214,7 +214,7 @@ func (s *faultServer) start(t *testing.T) {
 	t.Helper()
 	s.runs++
 	s.proc = start(t, fmt.Sprintf("%s#%d", s.name, s.runs), nil, s.args...)
-	waitHealthy(t, s.proc, s.addr)
+	waitHealthyWithin(t, s.proc, s.addr, 2*time.Minute)
 }
 
 func runFaultSeq(t *testing.T, q faultSeq) {
@@ -231,7 +231,7 @@ func runFaultSeq(t *testing.T, q faultSeq) {
 		s := &faultServer{name: fmt.Sprintf("s%d", i), addr: freeAddr(t)}
 		s.args = []string{"serve", "--grpc-addr", s.addr, "--database-url", dbURL, "--migrate", "--pipelines", pipelines,
 			"--llm-base-url", sim.base + "/v1", "--llm-lookup-path", llmsim.LookupPath, "--llm-batch-api", "--llm-timeout", "3s",
-			"--lease-duration", "2s", "--poll-interval", "50ms", "--relays", "0"}
+			"--lease-duration", "2s", "--poll-interval", "50ms", "--relays", "0", "--provider-batch-sweep", "1s"}
 		s.start(t)
 		servers[i] = s
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/llm"
 )
 
@@ -160,6 +161,63 @@ func lateIntents(t *testing.T, conn *pgx.Conn) int {
 			SELECT 1 FROM llm_attempts newer WHERE newer.job_id = stale.job_id AND newer.provider_key = stale.provider_key
 				AND newer.error LIKE 'provider batch %' AND newer.job_attempt > stale.job_attempt AND newer.id < stale.id)`).Scan(&late))
 	return late
+}
+
+// TestProviderBatchOrphanBillIsVisible: a batch at the provider that bills
+// a call of a run a second time, and that no job waits for (as the batch of
+// a taker restarted was, in the double bill above), is followed to its end
+// by the sweep (--provider-batch-sweep) and its bill recorded: the run's
+// batches count 6 billed lines for 5 calls, the simulator 2 bills for that
+// key, while the journal's accounting still says 5 calls.
+func TestProviderBatchOrphanBillIsVisible(t *testing.T) {
+	t.Parallel()
+	const n = 5
+	sim, client := batchSim(t, 300*time.Millisecond)
+	s := startBatchServer(t, false, sim, "200ms", nil, "--provider-batch-sweep", "200ms")
+	t.Cleanup(s.proc.stop)
+	sum := submitRun(t, s, writeItems(t, "items.jsonl", "orphan", n), "orphan")
+	require.EqualValues(t, n, sum.Progress.Succeeded, "%+v", sum)
+	runs, _ := runClients(t, s.addr)
+	billedLines := func() int64 {
+		list, err := runs.ListRunBatches(t.Context(), &oncejobv1.ListRunBatchesRequest{RunId: sum.RunID})
+		require.NoError(t, err)
+		var billed int64
+		for _, b := range list.GetBatches() {
+			billed += b.GetBilledLines()
+		}
+		return billed
+	}
+	require.EqualValues(t, n, billedLines(), "each call billed once")
+
+	// The orphan: one of the run's calls in a batch of its own, its intent
+	// and its record as a batcher that died after the create leaves them.
+	conn, err := pgx.Connect(t.Context(), s.dbURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	var intentID int64
+	var key string
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT id, provider_key FROM llm_attempts WHERE error LIKE 'provider batch %' ORDER BY id LIMIT 1`).Scan(&intentID, &key))
+	const tag = "oncejob-orphan"
+	orphan, err := llm.EnsureBatch(t.Context(), client, tag, time.Now().Add(-time.Hour),
+		[]*llm.Request{{Model: "sim-1", Messages: []llm.Message{{Role: "user", Content: "Summarize: again"}}, ProviderKey: key}}, nil, llm.EnsureHooks{})
+	require.NoError(t, err)
+	_, err = conn.Exec(t.Context(), `INSERT INTO llm_attempts (job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed,
+			prompt_tokens, completion_tokens, cost_micros, latency_ms, provider_request_id, error, model, price_class)
+		SELECT job_id, tenant, job_attempt + 1, stage, chunk, provider_key, outcome, false, 0, 0, 0, 0, '', $2, model, price_class
+		FROM llm_attempts WHERE id = $1`, intentID, "provider batch "+tag)
+	require.NoError(t, err)
+	_, err = conn.Exec(t.Context(), `INSERT INTO provider_batches (tag, batch_id, status, created_at, updated_at)
+		VALUES ($1, $2, 'validating', now(), now() - interval '1 hour')`, tag, orphan.ID)
+	require.NoError(t, err)
+
+	require.Eventually(t, func() bool { return billedLines() == n+1 }, 60*time.Second, 100*time.Millisecond, "the sweep follows the orphan and records its bill")
+	require.Contains(t, s.proc.logs.String(), "provider batch adopted")
+	st := sim.stats(t)
+	require.EqualValues(t, 2, st.BatchCallsByKey[key], "the provider billed the call twice")
+	require.EqualValues(t, n+1, st.BatchBilledCalls)
+	run, err := runs.GetRun(t.Context(), &oncejobv1.GetRunRequest{RunId: sum.RunID})
+	require.NoError(t, err)
+	require.EqualValues(t, n, run.GetRun().GetProgress().GetUsage().GetLlmCalls(), "the journal applied one answer per call")
 }
 
 // second starts another server on s's database with s's arguments on an

@@ -116,12 +116,23 @@ function normalizeHost(host: string): string {
   if (decoded === null) throw new UrlError("invalid percent-encoding in host");
   let h: string;
   try {
-    h = new TextDecoder("utf-8", { fatal: true }).decode(stringBytes(decoded));
+    h = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(stringBytes(decoded));
   } catch {
     throw new UrlError("host is not UTF-8");
   }
   if (h === "") throw new UrlError("not an absolute URL (no host)");
   return h.replace(/[\u3002\uff0e\uff61]/g, ".").split(".").map(normalizeLabel).join(".");
+}
+
+// The UTS #46 mapping alone (non-transitional, STD3), for uts46Map.
+const MAPPING = { useSTD3ASCIIRules: true, transitionalProcessing: false };
+
+// uts46Map is label after UTS #46's mapping, before any label is decoded as
+// punycode: a digit goes first, which no mapping composes with, so the
+// label does not start with "xn--" as tr46 looks at it (the Go SDK's
+// uts46Map).
+function uts46Map(label: string): string {
+  return toUnicode("0" + label, MAPPING).domain.slice(1);
 }
 
 function normalizeLabel(label: string): string {
@@ -131,27 +142,62 @@ function normalizeLabel(label: string): string {
     }
     return label.toLowerCase();
   }
+  const bad = (why: string): never => {
+    throw new UrlError(`host label ${JSON.stringify(label)}: ${why}`);
+  };
   // U+1E9E (capital sharp s) is "ss" in the UTS #46 tables of Unicode 15.0
-  // and before, which Go's x/net/idna and Python's idna have; Unicode
-  // 15.1's (tr46's) map it to ß. The SDKs agree on the older mapping.
-  const a = toASCII(label.replaceAll("\u1e9e", "ss"), IDNA);
-  if (a === null) throw new UrlError(`host label ${JSON.stringify(label)}: not valid under UTS #46`);
+  // and before, which Go's x/net/idna and Python's idna have, and in
+  // docs/keys.md; Unicode 15.1's (tr46's) map it to ß.
+  const l = label.replaceAll("\u1e9e", "ss");
+  // Likewise, what Unicode 15.1 and 16 newly map or ignore, the older
+  // tables disallow (TestKeysEveryCodePointAgreesTypeScript finds them).
+  const newer = NEWER_UTS46.exec(l);
+  if (newer) bad(`U+${newer[0].codePointAt(0)!.toString(16).toUpperCase()} is disallowed by UTS #46 before Unicode 15.1`);
+  // A label that maps to "xn--..." is an A-label spelled otherwise: it must
+  // be ASCII and the A-label of what it decodes to (docs/keys.md, step 2).
+  const mapped = uts46Map(l);
+  if (mapped.startsWith("xn--") && !/^[\x00-\x7f]*$/.test(mapped)) bad("starts with xn-- but is not ASCII");
+  const a = toASCII(l, IDNA);
+  if (a === null) return bad("not valid under UTS #46");
+  if (mapped.startsWith("xn--") && a !== mapped) bad(`${mapped} is not the A-label of what it decodes to (${a})`);
   const { domain: u, error } = toUnicode(a, IDNA);
-  if (error) throw new UrlError(`host label ${JSON.stringify(label)}: not valid under UTS #46`);
+  if (error) bad("not valid under UTS #46");
   const r = [...u];
   if (r[0] === "-" || r[r.length - 1] === "-" || (r.length >= 4 && r[2] === "-" && r[3] === "-")) {
-    throw new UrlError(`host label ${JSON.stringify(label)}: a hyphen at its start or end, or in its 3rd and 4th places`);
+    bad("a hyphen at its start or end, or in its 3rd and 4th places");
   }
-  if (/[\u0660-\u0669]/.test(u) && /[\u06f0-\u06f9]/.test(u)) {
-    throw new UrlError(`host label ${JSON.stringify(label)} mixes Arabic-Indic and extended Arabic-Indic digits`);
-  }
+  if (/[\u0660-\u0669]/.test(u) && /[\u06f0-\u06f9]/.test(u)) bad("mixes Arabic-Indic and extended Arabic-Indic digits");
+  let prev = -1;
   for (const c of r) {
-    if (!idnaLetterDigit(c.codePointAt(0)!)) {
-      throw new UrlError(`host label ${JSON.stringify(label)}: U+${c.codePointAt(0)!.toString(16).toUpperCase()} is not a letter, mark or digit (IDNA2008)`);
-    }
+    const cp = c.codePointAt(0)!;
+    if ((cp === ZWJ || cp === ZWNJ) && !VIRAMAS.has(prev)) bad(`U+${cp.toString(16).toUpperCase()} is allowed only right after a virama`);
+    if (!idnaLetterDigit(cp) && cp !== ZWJ && cp !== ZWNJ) bad(`U+${cp.toString(16).toUpperCase()} is not a letter, mark or digit (IDNA2008)`);
+    prev = cp;
   }
   return a;
 }
+
+// NEWER_UTS46 are the code points of Unicode 14 that UTS #46 disallowed up
+// to Unicode 15.0 (the tables of Go's x/net/idna and Python's idna) and
+// maps or ignores since 15.1 (tr46's): Cyrillic palochka, Georgian capitals,
+// two letterlike symbols, fillers and invisible operators, five CJK
+// compatibility ideographs.
+const NEWER_UTS46 = /[\u04c0\u10a0-\u10c5\u115f\u1160\u17b4\u17b5\u180e\u2061-\u2063\u206a-\u206f\u2132\u2183\u3164\uffa0\u{1d173}-\u{1d17a}\u{2f868}\u{2f874}\u{2f91f}\u{2f95f}\u{2f9bf}]/u;
+
+// The joiners: allowed in a U-label right after a virama, refused anywhere
+// else (docs/keys.md, step 3).
+const ZWNJ = 0x200c;
+const ZWJ = 0x200d;
+
+// VIRAMAS are the code points of Canonical_Combining_Class 9 in Unicode 14,
+// as docs/keys.md lists them, so that every SDK holds the same set.
+const VIRAMAS = new Set([
+  0x094d, 0x09cd, 0x0a4d, 0x0acd, 0x0b4d, 0x0bcd, 0x0c4d, 0x0ccd, 0x0d3b, 0x0d3c, 0x0d4d, 0x0dca, 0x0e3a, 0x0eba, 0x0f84, 0x1039,
+  0x103a, 0x1714, 0x1715, 0x1734, 0x17d2, 0x1a60, 0x1b44, 0x1baa, 0x1bab, 0x1bf2, 0x1bf3, 0x2d7f, 0xa806, 0xa82c, 0xa8c4, 0xa953,
+  0xa9c0, 0xaaf6, 0xabed, 0x10a3f, 0x11046, 0x11070, 0x1107f, 0x110b9, 0x11133, 0x11134, 0x111c0, 0x11235, 0x112ea, 0x1134d,
+  0x11442, 0x114c2, 0x115bf, 0x1163f, 0x116b6, 0x1172b, 0x11839, 0x1193d, 0x1193e, 0x119e0, 0x11a34, 0x11a47, 0x11a99, 0x11c3f,
+  0x11d44, 0x11d45, 0x11d97,
+]);
 
 const LETTER_DIGIT = /^[\p{Ll}\p{Lu}\p{Lo}\p{Lm}\p{Mn}\p{Mc}\p{Nd}]$/u;
 
@@ -161,6 +207,9 @@ function idnaLetterDigit(r: number): boolean {
   if (r === 0x2d || r === 0x06fd || r === 0x06fe || r === 0x0f0b || r === 0x3007) return true;
   if (r === 0x0640 || r === 0x07fa || r === 0x302e || r === 0x302f || (r >= 0x3031 && r <= 0x3035) || r === 0x303b) return false;
   if ((r >= 0x1100 && r <= 0x11ff) || (r >= 0xa960 && r <= 0xa97f) || (r >= 0xd7b0 && r <= 0xd7ff)) return false;
+  // IDNA2008's IgnorableBlocks: Combining Diacritical Marks for Symbols,
+  // Musical Symbols, Ancient Greek Musical Notation.
+  if ((r >= 0x20d0 && r <= 0x20ff) || (r >= 0x1d100 && r <= 0x1d1ff) || (r >= 0x1d200 && r <= 0x1d24f)) return false;
   return LETTER_DIGIT.test(String.fromCodePoint(r));
 }
 

@@ -656,7 +656,7 @@ type SubmitJobsRequest struct {
 	// IDEMPOTENCY_KEY_REUSED. A run that does not exist is NOT_FOUND and a
 	// cancelled run FAILED_PRECONDITION (RUN_CANCELLED), for the whole call.
 	// The run's params and labels, copied into every item, may make a call
-	// of at most 32 MiB (their size times the items): a larger one is
+	// of at most 8 MiB (their size times the items): a larger one is
 	// INVALID_ARGUMENT (BadRequest on `items`, naming how many items fit),
 	// with nothing written.
 	RunId         string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`

@@ -13,6 +13,14 @@ INSERT INTO provider_batch_bills (tag, provider_key)
 SELECT @tag::text, unnest(@provider_keys::text[])
 ON CONFLICT DO NOTHING;
 
+-- name: ProviderBatchListStale :many
+-- Batches not finished whose record no worker touched since @stale_before.
+SELECT tag, batch_id, status FROM provider_batches
+WHERE status NOT IN ('completed', 'failed', 'expired', 'cancelled')
+    AND updated_at < @stale_before::timestamptz
+ORDER BY updated_at
+LIMIT @max_batches::integer;
+
 -- name: RunBatchList :many
 -- The batches the calls of a run's computed items went into, oldest first:
 -- per batch the run's calls in it (distinct job and provider key), and

@@ -13,6 +13,14 @@ INSERT INTO provider_batch_bills (tag, provider_key)
 SELECT @tag, value FROM json_each(@provider_keys) WHERE true -- (an upsert's SELECT needs a WHERE in SQLite)
 ON CONFLICT DO NOTHING;
 
+-- name: ProviderBatchListStale :many
+-- Batches not finished whose record no worker touched since @stale_before.
+SELECT tag, batch_id, status FROM provider_batches
+WHERE status NOT IN ('completed', 'failed', 'expired', 'cancelled')
+    AND updated_at < @stale_before
+ORDER BY updated_at
+LIMIT @max_batches;
+
 -- name: RunBatchList :many
 -- The batches the calls of a run's computed items went into, oldest first
 -- (see the Postgres query).

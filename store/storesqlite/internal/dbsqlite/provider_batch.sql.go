@@ -26,6 +26,49 @@ func (q *Queries) ProviderBatchBillsInsert(ctx context.Context, db DBTX, arg Pro
 	return err
 }
 
+const providerBatchListStale = `-- name: ProviderBatchListStale :many
+SELECT tag, batch_id, status FROM provider_batches
+WHERE status NOT IN ('completed', 'failed', 'expired', 'cancelled')
+    AND updated_at < ?1
+ORDER BY updated_at
+LIMIT ?2
+`
+
+type ProviderBatchListStaleParams struct {
+	StaleBefore int64
+	MaxBatches  int64
+}
+
+type ProviderBatchListStaleRow struct {
+	Tag     string
+	BatchID string
+	Status  string
+}
+
+// Batches not finished whose record no worker touched since @stale_before.
+func (q *Queries) ProviderBatchListStale(ctx context.Context, db DBTX, arg ProviderBatchListStaleParams) ([]ProviderBatchListStaleRow, error) {
+	rows, err := db.QueryContext(ctx, providerBatchListStale, arg.StaleBefore, arg.MaxBatches)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ProviderBatchListStaleRow
+	for rows.Next() {
+		var i ProviderBatchListStaleRow
+		if err := rows.Scan(&i.Tag, &i.BatchID, &i.Status); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const providerBatchUpsert = `-- name: ProviderBatchUpsert :exec
 
 INSERT INTO provider_batches (tag, batch_id, status, created_at, expires_at, updated_at)
