@@ -169,7 +169,7 @@ func runServe(ctx context.Context, args []string) error {
 	defer runBeside(ctx, hub.Run)()
 	p.obs.metrics.Register(telemetry.NewStatsCollector(p.st, p.logger), telemetry.WatchersOpen(hub.Active))
 
-	s, probe, err := o.api.newServer(ctx, serverParts{st: p.st, apiStore: apiStore, pipelines: pipelines, batches: o.eng.hasBatchAPI(), limits: lim, hub: hub, listen: listen, obs: p.obs, logger: p.logger})
+	s, probe, err := o.api.newServer(ctx, serverParts{st: p.st, apiStore: apiStore, pipelines: pipelines, batches: o.eng.hasBatchAPI(), limits: lim, limitUse: o.eng.limitUse, hub: hub, listen: listen, obs: p.obs, logger: p.logger})
 	if err != nil {
 		return err
 	}
@@ -344,6 +344,7 @@ type serverParts struct {
 	pipelines *pipeline.Registry
 	batches   bool // the workers' provider has a batch API
 	limits    *limits.Limits
+	limitUse  func(string) *oncejobv1.ProviderLimitUse // the workers' provider limits
 	hub       *watch.Hub
 	listen    *listeners
 	obs       *observability
@@ -386,6 +387,7 @@ func (f *apiFlags) newServer(ctx context.Context, p serverParts) (*server.Server
 		Metrics:          p.obs.metrics.GRPC,
 		Tracing:          p.obs.tracing,
 		PageTokenSecret:  tokenSecret,
+		ProviderLimitUse: p.limitUse,
 	})
 	if err != nil {
 		return nil, nil, err

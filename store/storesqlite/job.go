@@ -133,6 +133,8 @@ func jobInsertArgs(p *store.JobSubmitParams) (dbsqlite.JobInsertParams, error) {
 		Params:            jobParams,
 		Labels:            string(labels),
 		Traceparent:       p.Traceparent,
+		RunID:             nilIfEmpty(p.RunID),
+		Priority:          string(p.PriorityOf()),
 	}, nil
 }
 

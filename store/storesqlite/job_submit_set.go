@@ -92,7 +92,7 @@ func (s *Store) jobSubmitSetWrite(ctx context.Context, tx *writeTx, jobs []*stor
 		rows = append(rows, []any{
 			a.ID, a.Tenant, a.IdempotencyKey, a.DedupKey, a.Pipeline, a.PipelineVersion,
 			a.PromptVersion, a.ModelProfile, a.DocumentSha256, a.DocumentMediaType, a.DocumentName,
-			a.DocumentSizeBytes, a.Params, a.Labels, now[i], a.Traceparent,
+			a.DocumentSizeBytes, a.Params, a.Labels, now[i], a.Traceparent, a.RunID, a.Priority,
 		})
 	}
 	docsJSON, err := jsonArray(docs)

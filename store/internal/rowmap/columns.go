@@ -223,6 +223,8 @@ type JobRow[U, N, I, B, T, NT, J, NJ any] struct {
 	Approved          B
 	Generation        I
 	Traceparent       string
+	RunID             N
+	Priority          string
 }
 
 // Job is the store value of r; a stored error or labels that are not the
@@ -265,6 +267,8 @@ func (c Columns[U, N, I, B, T, NT, J, NJ]) Job(r JobRow[U, N, I, B, T, NT, J, NJ
 		BudgetAttempts:  c.Int32(r.BudgetAttempts),
 		BudgetTokens:    r.BudgetTokens,
 		Approved:        c.Bool(r.Approved),
+		RunID:           c.NullUUID(r.RunID),
+		Priority:        store.JobPriority(r.Priority),
 	}
 	if r.LeaseOwner != nil {
 		job.LeaseOwner = *r.LeaseOwner
