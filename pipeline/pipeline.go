@@ -292,7 +292,7 @@ func (r *Registry) BatchProfiles() []string {
 type Registry struct {
 	byName   map[string]*Pipeline
 	profiles map[string]ModelProfile
-	shared   map[string]Limits // provider_limits, by name
+	shared   map[string]Limits  // provider_limits, by name
 	weights  map[string]float64 // tenant_weights
 }
 
