@@ -11,18 +11,21 @@
 //     against what the limit allows (the provider's bucket starts full:
 //     (calls - capacity) / rate; in flight: ceil(calls / limit) x latency).
 //     The limit is configured in the pipelines file as the provider's.
+//
 //   - nolimit: the provider enforces 20 requests a second and nothing is
 //     configured: after the first window, calls/s / limit and the share of
 //     429s, from the simulator's counters sampled every 100 ms.
+//
 //   - fair: tenant a's run of -fair-items items while tenant b submits one
 //     job a second: b's time from submission to its call's start (its
 //     journaled call's time less its latency) and to SUCCEEDED, p50/p99.
+//
 //   - headline: -headline-jobs jobs, the provider at 30,000 requests a
 //     minute (500 a second) with 2 s latency: calls/s / limit after the
 //     first window and the share of 429s, with serve's CPU.
 //
-//	cd bench && go run ./limits                      # every phase, ~6 minutes
-//	cd bench && go run ./limits -phases headline -headline-jobs 30000
+//     cd bench && go run ./limits                      # every phase, ~6 minutes
+//     cd bench && go run ./limits -phases headline -headline-jobs 30000
 package main
 
 import (
