@@ -265,7 +265,8 @@ type JobSubmitParams struct {
 }
 
 // PriorityOf is the priority a submission gets: its own, else batch for
-// an item of a run and interactive for a single job.
+// an item of a run and interactive for a single job. The stores keep
+// interactive as NULL.
 func (p *JobSubmitParams) PriorityOf() JobPriority {
 	switch {
 	case p.Priority != "":

@@ -3,5 +3,5 @@
 -- "Provider limits"). As migrations/postgres/0027_job_priority.up.sql;
 -- times in microseconds.
 ALTER TABLE jobs ADD COLUMN run_id TEXT;
-ALTER TABLE jobs ADD COLUMN priority TEXT NOT NULL DEFAULT 'interactive' CHECK (priority IN ('interactive', 'batch'));
+ALTER TABLE jobs ADD COLUMN priority TEXT CHECK (priority = 'batch');
 ALTER TABLE job_events ADD COLUMN next_attempt_at INTEGER;

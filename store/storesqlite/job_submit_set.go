@@ -195,6 +195,19 @@ func jsonArray(rows [][]any) (string, error) {
 					return "", err
 				}
 				b = append(b, q...)
+			case *string: // NULL when nil
+				if v == nil {
+					b = append(b, "null"...)
+					continue
+				}
+				if !utf8.ValidString(*v) || strings.IndexByte(*v, 0) >= 0 {
+					return "", errNoJSONForm
+				}
+				q, err := json.Marshal(*v)
+				if err != nil {
+					return "", err
+				}
+				b = append(b, q...)
 			case int:
 				b = strconv.AppendInt(b, int64(v), 10)
 			case int64:

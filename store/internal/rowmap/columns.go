@@ -224,7 +224,7 @@ type JobRow[U, N, I, B, T, NT, J, NJ any] struct {
 	Generation        I
 	Traceparent       string
 	RunID             N
-	Priority          string
+	Priority          *string // NULL: interactive
 }
 
 // Job is the store value of r; a stored error or labels that are not the
@@ -268,10 +268,13 @@ func (c Columns[U, N, I, B, T, NT, J, NJ]) Job(r JobRow[U, N, I, B, T, NT, J, NJ
 		BudgetTokens:    r.BudgetTokens,
 		Approved:        c.Bool(r.Approved),
 		RunID:           c.NullUUID(r.RunID),
-		Priority:        store.JobPriority(r.Priority),
+		Priority:        store.JobPriorityInteractive,
 	}
 	if r.LeaseOwner != nil {
 		job.LeaseOwner = *r.LeaseOwner
+	}
+	if r.Priority != nil {
+		job.Priority = store.JobPriority(*r.Priority)
 	}
 	if e := c.NullJSON(r.Error); e != nil {
 		job.Error = new(store.JobError)

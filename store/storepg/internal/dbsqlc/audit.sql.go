@@ -76,7 +76,7 @@ type JobEventAppendAuditRow struct {
 	Generation        int32
 	Traceparent       string
 	RunID             pgtype.UUID
-	Priority          string
+	Priority          *string
 }
 
 // Appends an event that records an operator's request without a status

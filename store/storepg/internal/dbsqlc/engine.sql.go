@@ -277,7 +277,7 @@ type JobClaimRow struct {
 	Generation        int32
 	Traceparent       string
 	RunID             pgtype.UUID
-	Priority          string
+	Priority          *string
 	ClaimedFrom       string
 }
 
@@ -540,7 +540,7 @@ type JobPublishRow struct {
 	Generation        int32
 	Traceparent       string
 	RunID             pgtype.UUID
-	Priority          string
+	Priority          *string
 }
 
 // The published stage in one statement, fenced like CheckpointWrite (the
@@ -688,7 +688,7 @@ type JobTransitionRow struct {
 	Generation        int32
 	Traceparent       string
 	RunID             pgtype.UUID
-	Priority          string
+	Priority          *string
 }
 
 // Moves a running job to @status, fenced like CheckpointWrite, clearing the

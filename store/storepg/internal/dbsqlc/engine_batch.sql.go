@@ -485,7 +485,7 @@ type JobPublishManyRow struct {
 	Generation        int32
 	Traceparent       string
 	RunID             pgtype.UUID
-	Priority          string
+	Priority          *string
 }
 
 // The completer's batch: for each job of @jobs, its checkpoints (merge,

@@ -96,7 +96,7 @@ type JobUpdateFullRow struct {
 	Generation        int32
 	Traceparent       string
 	RunID             pgtype.UUID
-	Priority          string
+	Priority          *string
 }
 
 // Sets a job's whole engine state for store/storetest's factory and appends

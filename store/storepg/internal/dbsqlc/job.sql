@@ -32,7 +32,7 @@ WITH input AS (
         unnest(@labels::jsonb[]) AS labels,
         unnest(@run_id::uuid[]) AS run_id,
         unnest(@traceparent::text[]) AS traceparent,
-        unnest(@priority::text[]) AS priority
+        nullif(unnest(@priority::text[]), '') AS priority
 ),
 idem AS (
     INSERT INTO idempotency_keys (tenant, method, idem_key, fingerprint, job_id)

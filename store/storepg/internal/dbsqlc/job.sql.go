@@ -82,7 +82,7 @@ type JobCompleteRow struct {
 	Generation        int32
 	Traceparent       string
 	RunID             pgtype.UUID
-	Priority          string
+	Priority          *string
 }
 
 // Publishes a job's output and appends its event in one statement. The
@@ -471,7 +471,7 @@ WITH input AS (
         unnest($16::jsonb[]) AS labels,
         unnest($17::uuid[]) AS run_id,
         unnest($18::text[]) AS traceparent,
-        unnest($19::text[]) AS priority
+        nullif(unnest($19::text[]), '') AS priority
 ),
 idem AS (
     INSERT INTO idempotency_keys (tenant, method, idem_key, fingerprint, job_id)
@@ -603,7 +603,7 @@ type JobSubmitManyRow struct {
 	Generation        int32
 	Traceparent       string
 	RunID             pgtype.UUID
-	Priority          string
+	Priority          *string
 }
 
 // Creates a job for every submission whose idempotency key is new, in one

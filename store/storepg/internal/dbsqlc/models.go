@@ -120,7 +120,7 @@ type Job struct {
 	Generation        int32
 	Traceparent       string
 	RunID             pgtype.UUID
-	Priority          string
+	Priority          *string
 }
 
 type JobCheckpoint struct {

@@ -144,7 +144,7 @@ type JobCancelRow struct {
 	Generation        int32
 	Traceparent       string
 	RunID             pgtype.UUID
-	Priority          string
+	Priority          *string
 }
 
 // Cancels a job no worker holds at once, with its event. A running job only
@@ -349,7 +349,7 @@ type JobReplayRow struct {
 	Generation        int32
 	Traceparent       string
 	RunID             pgtype.UUID
-	Priority          string
+	Priority          *string
 }
 
 // Queues a finished job again with a fresh budget and its error cleared. The
@@ -492,7 +492,7 @@ type JobSettleRow struct {
 	Generation        int32
 	Traceparent       string
 	RunID             pgtype.UUID
-	Priority          string
+	Priority          *string
 }
 
 // Moves a job no worker holds to @status, with its event: ResolveJob

@@ -368,7 +368,7 @@ type JobInsertParams struct {
 	FinishedAt        *int64
 	Traceparent       string
 	RunID             *string
-	Priority          string
+	Priority          *string
 }
 
 // The retry budget counts from the job's creation.

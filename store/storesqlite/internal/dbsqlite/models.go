@@ -114,7 +114,7 @@ type Job struct {
 	Generation        int64
 	Traceparent       string
 	RunID             *string
-	Priority          string
+	Priority          *string
 }
 
 type JobCheckpoint struct {
