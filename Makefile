@@ -5,12 +5,12 @@ GO      ?= go
 # deadline exceeded" and no crasher (golang/go#75804, fixed in Go 1.27).
 FUZZTIME ?= 300000x
 
-.PHONY: build test test-go fuzz apifuzz generate check-generate lint
+.PHONY: build test test-go test-ts ts fuzz apifuzz generate check-generate lint
 
 build:
 	$(GO) build -o bin/oncejob ./cmd/oncejob
 
-test: lint check-generate test-go fuzz apifuzz
+test: lint check-generate ts test-go test-ts fuzz apifuzz
 
 # -artifacts keeps what tests save (t.ArtifactDir) under
 # test-artifacts/_artifacts/: the porcupine visualisation of a history that
@@ -48,8 +48,37 @@ fuzz:
 # genproto Go module.
 PYSDK = clientsdk/python/oncejob
 
+# The TypeScript client (clientsdk/typescript): its npm packages, installed
+# from package-lock.json (npm ci) when the lock changed, hold the
+# protoc-gen-es that `buf generate` runs; `ts` builds it (tsc: ESM and .d.ts
+# in dist/) for the Node tests, the key differential and the browser tests.
+# Without npm each TypeScript step prints SKIP with the install command,
+# and fails under CI=true.
+TSDIR = clientsdk/typescript
+NPM_MISSING = echo "SKIP: npm is missing (Node 18 or later): apt-get install -y nodejs npm"; test "$$CI" != true
+$(TSDIR)/node_modules/.installed: $(TSDIR)/package-lock.json $(TSDIR)/package.json
+	cd $(TSDIR) && npm ci --no-audit --no-fund
+	@touch $@
+
+ts:
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory $(TSDIR)/node_modules/.installed && cd $(TSDIR) && npm run --silent build; else $(NPM_MISSING); fi
+
+# The TypeScript client's Node tests (node:test): the shared key vectors,
+# the scripted retries and watches, and the client against the real binary
+# on both stores (test/harness.mjs; Postgres at ONCEJOB_TEST_DATABASE_URL,
+# reached with psql).
+test-ts: build ts
+	@if command -v npm >/dev/null; then cd $(TSDIR) && ONCEJOB_BIN=$(CURDIR)/bin/oncejob npm test --silent; else $(NPM_MISSING); fi
+
 generate:
 	$(GO) tool buf generate
+	@if command -v npm >/dev/null; then \
+	  $(MAKE) --no-print-directory $(TSDIR)/node_modules/.installed && \
+	  $(GO) tool buf generate --template $(TSDIR)/buf.gen.yaml && \
+	  tmp=$$(mktemp -d) && $(GO) run ./internal/rpcdescset > $$tmp/rpc.binpb && \
+	  $(GO) tool buf generate $$tmp/rpc.binpb --template $(TSDIR)/buf.gen.rpc.yaml --path google/rpc/error_details.proto && \
+	  rm -rf $$tmp; \
+	else $(NPM_MISSING); fi
 	$(GO) tool sqlc generate
 	rm -rf $(PYSDK)/v1 && cp -r gen/python/oncejob/v1 $(PYSDK)/v1
 	tmp=$$(mktemp -d) && $(GO) run ./internal/rpcdescset > $$tmp/rpc.binpb && \
@@ -59,7 +88,7 @@ generate:
 
 # Regenerates and fails if anything tracked changed or anything new appeared
 # in the generated trees.
-GENERATED = gen store/storepg/internal/dbsqlc store/storesqlite/internal/dbsqlite $(PYSDK)/v1 $(PYSDK)/_rpc
+GENERATED = gen store/storepg/internal/dbsqlc store/storesqlite/internal/dbsqlite $(PYSDK)/v1 $(PYSDK)/_rpc $(TSDIR)/src/gen
 check-generate: generate
 	@git diff --exit-code --stat -- $(GENERATED) || { echo "generated code is stale: run make generate and commit"; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- $(GENERATED))" || { git status --porcelain -- $(GENERATED); echo "untracked generated files: run make generate and commit"; exit 1; }

@@ -82,13 +82,21 @@ var hostLabels = []string{
 	"l\u00b7l", "\u00e9", "e\u0301", "\u0301e", "\u00ad\u00fc", "\u2488", "\u00fc" + strings.Repeat("x", 62),
 	"\u00fc" + strings.Repeat("x", 70), "\u00fcx%41", "\u00fc%C3%BC", "%C3%BC", "%c3%bc", "ex%41mple", "%zz", "%",
 	"ex%2Fample", "ex%00", "%FF", "a b", "\u0131", "\u1e9e", "\u2126", "\u212a",
+	// Issue 30: xn-- spelled with non-ASCII or full-width characters, the
+	// marks of IDNA2008's IgnorableBlocks, joiners after a virama and
+	// elsewhere, ß and ẞ.
+	"xn--\u00e9-", "xn--b\u00fccher", "xn--\uff0dx0y", "\uff58\uff4e\uff0d\uff0dbcher-kva", "\uff58\uff4e\uff0d\uff0dzz", "XN--\u00e9",
+	"a\u20d0", "a\u20e1", "a\u20f0", "a\U0001d165", "a\U0001d17b", "a\U0001d242", "\u0915\u094d\u200d\u0937", "\u0915\u094d\u200c\u0937",
+	"\u0dc3\u0dca\u200d\u0dbb", "\u0915\u200d", "\u200d\u0915", "\u0628\u200c\u0628", "\u0628\u200c\u0662", "\u0628\u0662\u200c\u0628",
+	"\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645", "fa\u1e9e", "FA\u1e9e", "stra\u00dfe", "STRA\u1e9eE",
 }
 
 // goodLabels are valid in both SDKs.
 var goodLabels = []string{"example", "EXAMPLE", "Example", "com", "de", "a", "xn--bcher-kva", "XN--BCHER-KVA", "xn--zz",
 	"my_host", "a~b", "1", "127", "b\u00fccher", "B\u00dcCHER", "bu\u0308cher", "fa\u00df", "\u03c2\u03c3", "\u4f8b\u3048",
 	"\u30c6\u30b9\u30c8", "\u043f\u0440\u0438\u043c\u0435\u0440", "\u0645\u062b\u0627\u0644", "\u0130stanbul", "\u00e9",
-	"e\u0301", "\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45", "ex%41mple", "%C3%BC", "%c3%bc", "\u24d0\u24d1"}
+	"e\u0301", "\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45", "ex%41mple", "%C3%BC", "%c3%bc", "\u24d0\u24d1",
+	"\u0915\u094d\u200d\u0937", "\u0915\u094d\u200c\u0937", "\uff58\uff4e\uff0d\uff0dbcher-kva", "fa\u1e9e", "stra\u00dfe"}
 
 func (g *keyGen) host(plausible bool) string {
 	if plausible {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/stretchr/testify/require"
 
@@ -162,4 +163,39 @@ func TestKeysEscapedBackslashUFFFDIsText(t *testing.T) {
 		_, err := clientsdk.WorkID("k", 1, map[string]any{"s": s})
 		require.ErrorContains(t, err, "not valid Unicode", "%q", s)
 	}
+}
+
+// Issue 30, finding 7, as docs/keys.md now decides it: a non-ASCII label
+// that maps to "xn--..." is refused unless it maps to the A-label of a
+// valid U-label (Go decoded "xn--é-" as "é"); the marks of IDNA2008's
+// IgnorableBlocks are refused (Go accepted 59 of them); a joiner is
+// allowed right after a virama and nowhere else; ẞ maps to "ss" as UTS #46
+// maps it, while ß stays. Python: test_keys_spec.py.
+func TestKeysIDNAEdges(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "https://xn--bcher-kva.example/", normalized(t, "https://ｘｎ－－bcher-kva.example/"))
+	require.Equal(t, "https://xn--11b2ezcw70k.example/", normalized(t, "https://क्\u200dष.example/"))
+	require.Equal(t, "https://xn--11b2ezcs70k.example/", normalized(t, "https://क्\u200cष.example/"))
+	require.NotEqual(t, normalized(t, "https://क्\u200dष.example/"), normalized(t, "https://क्ष.example/"), "a joiner is part of the name")
+	require.Equal(t, "https://fass.de/", normalized(t, "https://faẞ.de/"))
+	require.Equal(t, "https://xn--fa-hia.de/", normalized(t, "https://faß.de/"))
+	for _, bad := range []string{
+		"https://xn--é-.com/", "https://XN--é.com/", "https://xn--bücher.example/", "https://xn--－x0y.example/", "https://ｘｎ－－zz.example/",
+		"https://a\u200db.example/", "https://\u200dक.example/", "https://क\u200d.example/", "https://ب\u200cب.example/", "https://ب\u200c٢.example/",
+	} {
+		_, err := clientsdk.NormalizeURL(bad)
+		require.Error(t, err, "%q", bad)
+	}
+	marks := 0
+	for _, block := range [][2]rune{{0x20D0, 0x20FF}, {0x1D100, 0x1D1FF}, {0x1D200, 0x1D24F}} {
+		for r := block[0]; r <= block[1]; r++ {
+			if !unicode.In(r, unicode.Mn, unicode.Mc, unicode.Me) {
+				continue
+			}
+			marks++
+			_, err := clientsdk.NormalizeURL("https://a" + string(r) + ".example/")
+			require.Error(t, err, "%U", r)
+		}
+	}
+	require.GreaterOrEqual(t, marks, 59)
 }

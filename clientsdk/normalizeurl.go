@@ -166,6 +166,19 @@ func splitHostPort(hostport string) (host, port string, err error) {
 var idnaProfile = idna.New(idna.MapForLookup(), idna.Transitional(false), idna.StrictDomainName(true),
 	idna.VerifyDNSLength(true), idna.BidiRule(), idna.CheckHyphens(false), idna.CheckJoiners(true))
 
+// idnaMapping is UTS #46's mapping alone (non-transitional, STD3), for
+// uts46Map.
+var idnaMapping = idna.New(idna.MapForLookup(), idna.Transitional(false), idna.ValidateLabels(false),
+	idna.StrictDomainName(true), idna.VerifyDNSLength(false), idna.CheckHyphens(false), idna.CheckJoiners(false))
+
+// uts46Map is label after UTS #46's mapping, before any label is decoded
+// as punycode: a digit goes first, which no mapping composes with, so the
+// label does not start with "xn--" as x/net/idna looks at it.
+func uts46Map(label string) string {
+	m, _ := idnaMapping.ToUnicode("0" + label) // the mapped text, also when invalid
+	return m[1:]
+}
+
 // normalizeHost returns the one form of a host: see NormalizeURL.
 func normalizeHost(host string) (string, error) {
 	if strings.HasPrefix(host, "[") {
@@ -205,9 +218,19 @@ func normalizeLabel(label string) (string, error) {
 		}
 		return strings.ToLower(label), nil
 	}
+	// UTS #46 decodes a label that maps to "xn--..." as an A-label; one
+	// that still holds a non-ASCII character then is no A-label at all
+	// (x/net/idna decoded "xn--é-" as "é": issue 30).
+	mapped := uts46Map(label)
+	if strings.HasPrefix(mapped, "xn--") && !isASCII(mapped) {
+		return "", fmt.Errorf("host label %q: starts with xn-- but is not ASCII", label)
+	}
 	a, err := idnaProfile.ToASCII(label)
 	if err != nil {
 		return "", fmt.Errorf("host label %q: %w", label, err)
+	}
+	if strings.HasPrefix(mapped, "xn--") && a != mapped {
+		return "", fmt.Errorf("host label %q: %s is not the A-label of what it decodes to (%s)", label, mapped, a)
 	}
 	u, err := idnaProfile.ToUnicode(a)
 	if err != nil {
@@ -221,24 +244,72 @@ func normalizeLabel(label string) (string, error) {
 		// checks and Go's does not.
 		return "", fmt.Errorf("host label %q mixes Arabic-Indic and extended Arabic-Indic digits", label)
 	}
+	if err := checkJoiners(u); err != nil {
+		return "", fmt.Errorf("host label %q: %w", label, err)
+	}
 	for _, r := range u {
-		if !idnaLetterDigit(r) {
+		if !idnaLetterDigit(r) && r != zwnj && r != zwj { // joiners: checkJoiners
 			return "", fmt.Errorf("host label %q: %U is not a letter, mark or digit (IDNA2008)", label, r)
 		}
 	}
 	return a, nil
 }
 
+// The joiners: allowed in a U-label right after a virama, refused anywhere
+// else (docs/keys.md). IDNA2008 also allows ZWNJ between Arabic-script
+// letters that join; x/net/idna and Python's idna each check that
+// differently (a non-joining character after it: accepted by Go; before
+// it: skipped by Python), so both SDKs refuse it rather than disagree.
+const (
+	zwnj = '\u200C'
+	zwj  = '\u200D'
+)
+
+// viramas are the code points of Canonical_Combining_Class 9 (Virama) in
+// Unicode 14, listed so that every SDK holds the same set whatever its
+// Unicode tables (docs/keys.md).
+var viramas = map[rune]bool{}
+
+func init() {
+	for _, r := range []rune{
+		0x094D, 0x09CD, 0x0A4D, 0x0ACD, 0x0B4D, 0x0BCD, 0x0C4D, 0x0CCD, 0x0D3B,
+		0x0D3C, 0x0D4D, 0x0DCA, 0x0E3A, 0x0EBA, 0x0F84, 0x1039, 0x103A, 0x1714,
+		0x1715, 0x1734, 0x17D2, 0x1A60, 0x1B44, 0x1BAA, 0x1BAB, 0x1BF2, 0x1BF3,
+		0x2D7F, 0xA806, 0xA82C, 0xA8C4, 0xA953, 0xA9C0, 0xAAF6, 0xABED, 0x10A3F,
+		0x11046, 0x11070, 0x1107F, 0x110B9, 0x11133, 0x11134, 0x111C0, 0x11235, 0x112EA,
+		0x1134D, 0x11442, 0x114C2, 0x115BF, 0x1163F, 0x116B6, 0x1172B, 0x11839, 0x1193D,
+		0x1193E, 0x119E0, 0x11A34, 0x11A47, 0x11A99, 0x11C3F, 0x11D44, 0x11D45, 0x11D97,
+	} {
+		viramas[r] = true
+	}
+}
+
+// checkJoiners refuses a ZWJ or ZWNJ of U-label u that does not follow a
+// virama.
+func checkJoiners(u string) error {
+	prev := rune(-1)
+	for _, r := range u {
+		if (r == zwj || r == zwnj) && !viramas[prev] {
+			return fmt.Errorf("%U is allowed only right after a virama", r)
+		}
+		prev = r
+	}
+	return nil
+}
+
 // idnaLetterDigit reports whether r may stand in a U-label: IDNA2008's
 // LetterDigits (RFC 5892 §2.1: Ll Lu Lo Lm Mn Mc Nd) and '-', less the
-// exceptions it disallows (§2.6, and old Hangul jamo), plus the exceptions
-// it allows.
+// exceptions it disallows (§2.6), old Hangul jamo (§2.9) and the
+// IgnorableBlocks (§2.8: Combining Diacritical Marks for Symbols, Musical
+// Symbols, Ancient Greek Musical Notation, whose 59 marks Go accepted and
+// Python refused: issue 30), plus the exceptions it allows.
 func idnaLetterDigit(r rune) bool {
 	switch {
 	case r == '-' || r == 0x06FD || r == 0x06FE || r == 0x0F0B || r == 0x3007:
 		return true
 	case r == 0x0640 || r == 0x07FA || r == 0x302E || r == 0x302F || r >= 0x3031 && r <= 0x3035 || r == 0x303B,
-		r >= 0x1100 && r <= 0x11FF || r >= 0xA960 && r <= 0xA97F || r >= 0xD7B0 && r <= 0xD7FF:
+		r >= 0x1100 && r <= 0x11FF || r >= 0xA960 && r <= 0xA97F || r >= 0xD7B0 && r <= 0xD7FF,
+		r >= 0x20D0 && r <= 0x20FF || r >= 0x1D100 && r <= 0x1D1FF || r >= 0x1D200 && r <= 0x1D24F:
 		return false
 	}
 	return unicode.In(r, unicode.Ll, unicode.Lu, unicode.Lo, unicode.Lm, unicode.Mn, unicode.Mc, unicode.Nd)

@@ -8,6 +8,7 @@
 //	kill%P      ... each time with probability P percent (1-100)
 //	stop        SIGSTOP this process the first time the line runs: a stall
 //	            the test ends with SIGCONT (the process then goes on)
+//	stop@N      ... the N-th time it runs
 //
 // e.g. ONCEJOB_FAILPOINTS=after_llm_response=kill@3,after_publish_commit=kill%5.
 // Unarmed, Inject costs one atomic load. The binary is the production
@@ -35,6 +36,9 @@ const (
 	// PublishBatchInFlight: the completer's batch of publishes committed,
 	// none of its jobs has been answered yet.
 	PublishBatchInFlight = "publish_batch_in_flight"
+	// ProviderBatchIntent: a member of a provider batch is about to
+	// journal its intent row.
+	ProviderBatchIntent = "provider_batch_intent"
 	// ProviderBatchAfterUpload: a provider batch's input file is uploaded,
 	// the batch not created yet.
 	ProviderBatchAfterUpload = "provider_batch_after_upload"
@@ -107,6 +111,12 @@ func Parse(spec string) (map[string]*point, error) {
 		case action == "kill":
 		case action == "stop":
 			p.stop = true
+		case strings.HasPrefix(action, "stop@"):
+			n, err := strconv.ParseInt(action[5:], 10, 64)
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("%q: stop@N needs N >= 1", item)
+			}
+			p.stop, p.nth = true, n
 		case strings.HasPrefix(action, "kill@"):
 			n, err := strconv.ParseInt(action[5:], 10, 64)
 			if err != nil || n < 1 {
@@ -138,9 +148,12 @@ func Inject(name string) {
 		return
 	}
 	hit := p.hits.Add(1)
-	if p.stop && hit == 1 {
+	if p.stop && hit == p.nth {
 		fmt.Fprintf(os.Stderr, "failpoint: %s hit %d: SIGSTOP\n", name, hit)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		return
+	}
+	if p.stop {
 		return
 	}
 	if (p.nth > 0 && hit == p.nth) || (p.percent > 0 && rand.IntN(100) < p.percent) {

@@ -16,7 +16,11 @@ func TestParse(t *testing.T) {
 	pts, err = Parse("provider_batch_before_create=stop")
 	require.NoError(t, err)
 	require.True(t, pts["provider_batch_before_create"].stop)
-	for _, bad := range []string{"x", "=kill", "x=kill@0", "x=kill%0", "x=kill%101", "x=pause", "x=stop@2"} {
+	pts, err = Parse("provider_batch_intent=stop@50")
+	require.NoError(t, err)
+	require.True(t, pts["provider_batch_intent"].stop)
+	require.EqualValues(t, 50, pts["provider_batch_intent"].nth)
+	for _, bad := range []string{"x", "=kill", "x=kill@0", "x=kill%0", "x=kill%101", "x=pause", "x=stop@0", "x=stop@x"} {
 		_, err := Parse(bad)
 		require.Error(t, err, bad)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
@@ -15,6 +16,7 @@ import (
 	"github.com/oncejob/oncejob/gateway"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/server/idempotency"
+	"github.com/oncejob/oncejob/server/limits"
 	"github.com/oncejob/oncejob/store/storesqlite/storesqlitetest"
 )
 
@@ -288,5 +290,41 @@ func TestNewCORSRefusesWhatIsNoOrigin(t *testing.T) {
 		req.Header.Set("Origin", origin)
 		h.ServeHTTP(rec, req)
 		require.Equal(t, want, rec.Code, origin)
+	}
+}
+
+// A tenant over its submit rate, calling over Connect or gRPC-web, gets
+// RESOURCE_EXHAUSTED with the limit's reason and a RetryInfo: the limits
+// interceptor runs for these protocols too.
+func TestConnectTenantLimits(t *testing.T) {
+	t.Parallel()
+	slow := 0.01 // one submission every 100s
+	lim, err := limits.New(limits.Config{Section: &limits.Section{Tenants: map[string]limits.Override{"acme": {SubmitRate: &slow}}}})
+	require.NoError(t, err)
+	b := setup(t, setupOpts{limits: lim, store: storesqlitetest.NewTestStore(t)})
+	for i, p := range connectProtocols {
+		submit := connectClient[oncejobv1.SubmitJobRequest, oncejobv1.SubmitJobResponse](b, "/oncejob.v1.JobService/SubmitJob", p.opts)
+		req := func() *connect.Request[oncejobv1.SubmitJobRequest] {
+			return connectRequest(&oncejobv1.SubmitJobRequest{Pipeline: "summarize", Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: "limits " + uuid.NewString()}}},
+				keyAcme, map[string]string{"Idempotency-Key": uuid.NewString()})
+		}
+		if i == 0 {
+			_, err := submit.CallUnary(context.Background(), req())
+			require.NoError(t, err, "the burst of one")
+		}
+		_, err := submit.CallUnary(context.Background(), req())
+		require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(err), p.name)
+		require.Equal(t, limits.ReasonSubmitRate, connectReason(t, err), p.name)
+		var ce *connect.Error
+		require.ErrorAs(t, err, &ce)
+		var delay time.Duration
+		for _, d := range ce.Details() {
+			if v, derr := d.Value(); derr == nil {
+				if ri, ok := v.(*errdetails.RetryInfo); ok {
+					delay = ri.GetRetryDelay().AsDuration()
+				}
+			}
+		}
+		require.Greater(t, delay, 90*time.Second, "%s: the RetryInfo says when to come back", p.name)
 	}
 }

@@ -348,3 +348,39 @@ func TestWatchShutdownSaysWhereToResume(t *testing.T) {
 	_, err = s.next()
 	require.ErrorIs(t, err, io.EOF)
 }
+
+// TestWatchJobSSEAnySpellingOfTheID (issue #31, finding 9): an SSE watch
+// whose URL names the job in upper case or without dashes gets every
+// event, live ones included, and the end. Before, it got the backlog and
+// then nothing.
+func TestWatchJobSSEAnySpellingOfTheID(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, setupOpts{}, func(t *testing.T, b *testBundle) {
+		id := submitHTTP(t, b, keyAcme, "watch me spelled otherwise")
+		var streams []*sseStream
+		for _, spelled := range []string{strings.ToUpper(id), strings.ReplaceAll(id, "-", "")} {
+			s := openSSE(t, b.base+"/v1/jobs/"+spelled+":watch", keyAcme, "")
+			e, err := s.next()
+			require.NoError(t, err)
+			require.Equal(t, int32(1), eventOf(t, e.data).Seq, "the backlog")
+			streams = append(streams, s)
+		}
+		drive(t, b.store, 1, func(int) {})
+		for _, s := range streams {
+			var got []watchedEvent
+			for {
+				e, err := s.next()
+				require.NoError(t, err, "got %+v", got)
+				if e.event == "end" {
+					break
+				}
+				got = append(got, eventOf(t, e.data))
+			}
+			require.Len(t, got, 6, "seqs 2-7, live: %+v", got)
+			for i, e := range got {
+				require.Equal(t, id, e.JobID)
+				require.Equal(t, int32(i+2), e.Seq)
+			}
+		}
+	})
+}

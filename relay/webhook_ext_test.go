@@ -147,30 +147,26 @@ func TestWebhookRetriesThenDeadLettersAndRetryBringsItHome(t *testing.T) {
 
 // requireBackoff checks a delivery's journal against the policy: refused
 // connections are failed attempts; a 503 with Retry-After: 1 is never
-// followed sooner than a second later; every gap stays under the full-jitter
-// ceiling of its attempt (plus slack for a loaded machine and the poll).
+// followed sooner than a second later. (That the waits stay under the
+// full-jitter ceiling is TestBackoffIsFullJitterUnderItsCeiling's, on the
+// computed waits: an upper bound on a shared machine's clock flakes.)
 func requireBackoff(t *testing.T, p relay.RetryPolicy, journal []*store.DeliveryAttempt) {
 	t.Helper()
 	require.GreaterOrEqual(t, len(journal), 4, "refused, 503, 503, delivered at least")
 	last := journal[len(journal)-1]
 	require.Equal(t, store.DeliveryOutcomeDelivered, last.Outcome)
 	var refused, unavailable int
-	const slack = 750 * time.Millisecond
 	for i := 1; i < len(journal); i++ {
 		prev, cur := journal[i-1], journal[i]
 		gap := cur.StartedAt.Sub(prev.FinishedAt)
-		ceiling := p.InitialBackoff << min(i-1, 10)
-		ceiling = min(ceiling, p.MaxBackoff)
 		switch prev.HTTPStatus {
 		case http.StatusServiceUnavailable:
 			unavailable++
 			require.GreaterOrEqual(t, gap, 990*time.Millisecond, "attempt %d came %s after a Retry-After: 1", cur.Attempt, gap)
-			require.Less(t, gap, time.Second+slack, "attempt %d", cur.Attempt)
 		default:
 			require.Equal(t, store.DeliveryOutcomeFailed, prev.Outcome)
 			require.True(t, strings.Contains(prev.Error, "refused"), prev.Error)
 			refused++
-			require.Less(t, gap, ceiling+slack, "attempt %d came %s after a refused connection; the ceiling is %s", cur.Attempt, gap, ceiling)
 		}
 	}
 	require.Positive(t, refused)

@@ -59,6 +59,7 @@ func TestRelayRowWritesPerEvent(t *testing.T) {
 			for range events {
 				failJob(t, st, "acme", "summarize")
 			}
+			st.Close() // its notifier, before the pool it sends on
 			pool.Close()
 			before := schemaWrites(t, admin, schema)
 
@@ -87,6 +88,7 @@ func TestRelayRowWritesPerEvent(t *testing.T) {
 				require.Equal(t, d.ExternalRef, journal[0].ExternalRef)
 				require.Equal(t, r.Owner(), journal[0].Relay)
 			}
+			st.Close()
 			pool.Close()
 			writes := schemaWrites(t, admin, schema) - before
 			perEvent := float64(writes) / events

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"time"
 
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -39,6 +41,17 @@ type Config struct {
 	// PollInterval is the wait between claims. Default 250ms; a slot fires
 	// at most this late while its holder lives.
 	PollInterval time.Duration
+	// MaxDocumentBytes and ProviderBatches complete the field rules a
+	// slot's job is checked by, as a direct submit is (jobspec.Rules).
+	// Default 0: the document's size is not checked here (CreateSchedule
+	// checked the template).
+	MaxDocumentBytes int
+	ProviderBatches  bool
+	// Admit, when set, holds a slot's job to the tenant's limits (submit
+	// rate, jobs in flight, document bytes a day) as a direct submit is
+	// held: an error refuses the slot (recorded SKIPPED with the error as
+	// its reason; a buffered slot waits). Default: none.
+	Admit func(ctx context.Context, tenant string, jobs int, documentBytes int64) error
 	// Logger. Default: slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default: time.Now.
@@ -114,6 +127,13 @@ func (s *Scheduler) Tick(ctx context.Context) error {
 func SlotKey(scheduleID string, slot time.Time) string {
 	return "schedule:" + scheduleID + ":" + slot.UTC().Format(time.RFC3339Nano)
 }
+
+// SlotMethod is the method scope of a slot's key: not SubmitJob's, nor any
+// RPC's, so no caller can take a slot's key before it fires (a key is
+// unique per tenant, method and value). Before, slots shared SubmitJob's
+// scope, and a submitter who sent a job under the next slot's key made the
+// slot record that job as fired (issue #31, finding 4).
+const SlotMethod = "oncejob.schedule/Slot"
 
 // decide decides every slot of sch due at now, in order: the buffered one,
 // slots missed (later than the misfire threshold) per the catch-up policy,
@@ -192,14 +212,26 @@ func (s *Scheduler) decideMissed(ctx context.Context, sch *store.Schedule, misse
 	return s.decideOne(ctx, sch, last, after, false)
 }
 
-// decideOne decides slot, with its job ready should it fire.
+// decideOne decides slot, with its job ready should it fire. A job a
+// direct submit would be refused (a field rule, a tenant limit) does not
+// fire: the slot is recorded SKIPPED with why, or, buffered, waits.
 func (s *Scheduler) decideOne(ctx context.Context, sch *store.Schedule, slot, next time.Time, buffered bool) error {
-	job, err := s.slotJob(sch, slot)
+	req, err := s.slotRequest(sch, slot)
 	if err != nil {
 		return err
 	}
+	var job *store.JobSubmitParams
+	refused := s.refusal(ctx, sch, req)
+	if refused == "" {
+		if job, err = jobspec.Params(s.cfg.Pipelines, jobspec.Key{Tenant: sch.Tenant, Method: SlotMethod, Value: SlotKey(sch.ID, slot)}, req); err != nil {
+			refused = "the job template: " + err.Error()
+		}
+	}
+	if refused != "" && buffered {
+		return nil // it waits in the buffer, as for a running job
+	}
 	res, err := s.cfg.Store.ScheduleDecide(ctx, &store.ScheduleDecideParams{
-		ScheduleID: sch.ID, Owner: s.cfg.Owner, Slot: slot, Next: next, Buffered: buffered, Job: job,
+		ScheduleID: sch.ID, Owner: s.cfg.Owner, Slot: slot, Next: next, Buffered: buffered, Job: job, Refused: refused,
 	})
 	if err != nil {
 		return err
@@ -210,27 +242,58 @@ func (s *Scheduler) decideOne(ctx context.Context, sch *store.Schedule, slot, ne
 	return nil
 }
 
-// slotJob is the job of one slot: the template, with the slot in its params
-// (each slot is a computation of its own) and labels, under the slot's key.
-func (s *Scheduler) slotJob(sch *store.Schedule, slot time.Time) (*store.JobSubmitParams, error) {
+// refusal says why req may not be submitted now, or "": the field rules
+// and the tenant's limits, as for SubmitJob.
+func (s *Scheduler) refusal(ctx context.Context, sch *store.Schedule, req *oncejobv1.SubmitJobRequest) string {
+	rules := jobspec.Rules{Pipelines: s.cfg.Pipelines, MaxDocumentBytes: s.cfg.MaxDocumentBytes, ProviderBatches: s.cfg.ProviderBatches}
+	if rules.MaxDocumentBytes == 0 {
+		rules.MaxDocumentBytes = math.MaxInt
+	}
+	if err := rules.Check(req).Err(); err != nil {
+		return "refused: the slot's job breaks a field rule: " + err.Error()
+	}
+	if s.cfg.Admit != nil {
+		if err := s.cfg.Admit(ctx, sch.Tenant, 1, int64(len(jobspec.DocumentBytes(req.GetDocument())))); err != nil {
+			return "refused: " + status.Convert(err).Message()
+		}
+	}
+	return ""
+}
+
+// slotRequest is the job of one slot: the template, with the slot in its
+// params (each slot is a computation of its own) and labels.
+func (s *Scheduler) slotRequest(sch *store.Schedule, slot time.Time) (*oncejobv1.SubmitJobRequest, error) {
 	var req oncejobv1.SubmitJobRequest
 	if err := protojson.Unmarshal(sch.Job, &req); err != nil {
 		return nil, fmt.Errorf("schedule %s: job template: %w", sch.ID, err)
 	}
+	return SlotRequest(&req, sch.ID, slot), nil
+}
+
+// SlotParams and SlotLabels are what a slot adds to its template's params
+// and labels: CreateSchedule checks the template with them added, so a
+// slot's job is within SubmitJob's limits (64 params, 64 labels).
+const (
+	SlotParams = 1
+	SlotLabels = 2
+)
+
+// SlotRequest returns the job slot submits: template (which it changes)
+// with the slot in its params and the schedule and slot in its labels.
+func SlotRequest(template *oncejobv1.SubmitJobRequest, scheduleID string, slot time.Time) *oncejobv1.SubmitJobRequest {
 	at := slot.UTC().Format(time.RFC3339Nano)
-	if req.Params == nil {
-		req.Params = &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	if template.Params == nil {
+		template.Params = &structpb.Struct{Fields: map[string]*structpb.Value{}}
 	}
-	req.Params.Fields["schedule_slot"] = structpb.NewStringValue(at)
-	labels := maps.Clone(req.GetLabels())
+	if template.Params.Fields == nil {
+		template.Params.Fields = map[string]*structpb.Value{}
+	}
+	template.Params.Fields["schedule_slot"] = structpb.NewStringValue(at)
+	labels := maps.Clone(template.GetLabels())
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels["oncejob.schedule"], labels["oncejob.slot"] = sch.ID, at
-	req.Labels = labels
-	p, err := jobspec.Params(s.cfg.Pipelines, jobspec.Key{Tenant: sch.Tenant, Method: jobspec.SubmitMethod, Value: SlotKey(sch.ID, slot)}, &req)
-	if err != nil {
-		return nil, fmt.Errorf("schedule %s: job template: %w", sch.ID, err)
-	}
-	return p, nil
+	labels["oncejob.schedule"], labels["oncejob.slot"] = scheduleID, at
+	template.Labels = labels
+	return template
 }

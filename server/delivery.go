@@ -43,7 +43,7 @@ func validateDelivery(req any) error {
 	switch r := req.(type) {
 	case *oncejobv1.ListDeliveriesRequest:
 		if r.GetJobId() != "" {
-			validateJobID(r.GetJobId(), "job_id", &v)
+			validateID(&r.JobId, "job_id", &v)
 		}
 		if _, ok := oncejobv1.DeliveryStatus_name[int32(r.GetStatus())]; !ok {
 			v.add("status", "unknown status %d", r.GetStatus())

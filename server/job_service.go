@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -22,6 +23,11 @@ type jobService struct {
 	cfg     Config
 	submits *groupcommit.Batcher
 	tokens  *pagetoken.Signer // seals page tokens and watch cursors
+	// jobBytes is each tenant's mean job size in its last ListJobs page
+	// (tenant -> int64), so that a page of large jobs asks the store to
+	// size about as many rows as its byte bound holds, not page_size:
+	// sizing a row costs the store its read.
+	jobBytes sync.Map
 }
 
 // SubmitJob creates a job, or returns the one its idempotency key created.
@@ -109,6 +115,9 @@ func (s *jobService) ListJobs(ctx context.Context, req *oncejobv1.ListJobsReques
 		limit = defaultPageSize
 	}
 	params := &store.JobListParams{Tenant: t, Pipeline: req.GetPipeline(), RunID: req.GetRunId(), Limit: limit}
+	if mean, ok := s.jobBytes.Load(t); ok {
+		params.Limit = int(min(int64(limit), max(1, 2*params.PageBytes()/mean.(int64))))
+	}
 	if req.GetStatus() != oncejobv1.JobStatus_JOB_STATUS_UNSPECIFIED {
 		params.Status = statusFromProto[req.GetStatus()]
 	}
@@ -126,9 +135,21 @@ func (s *jobService) ListJobs(ctx context.Context, req *oncejobv1.ListJobsReques
 		return nil, s.storeError(ctx, err, "jobs")
 	}
 	head := encodeWatchCursor(s.tokens, t, c)
+	// The page is bounded in bytes (store.JobListBytesDefault), and the
+	// budget holds its read: the bound and the jobs a read may return past
+	// it, then the page's own size until the response is built.
+	hold := s.cfg.Memory.Hold("a page of jobs")
+	defer hold.Release()
+	if err := hold.Grow(params.PageBytes() + pageReadSlack); err != nil {
+		return nil, err
+	}
 	res, err := s.cfg.Store.JobList(ctx, params)
 	if err != nil {
 		return nil, s.storeError(ctx, err, "jobs")
+	}
+	hold.Shrink(hold.Bytes() - res.Bytes)
+	if len(res.Jobs) > 0 {
+		s.jobBytes.Store(t, max(1, res.Bytes/int64(len(res.Jobs))))
 	}
 	resp := &oncejobv1.ListJobsResponse{Jobs: make([]*oncejobv1.Job, len(res.Jobs)), WatchCursor: head}
 	for i, j := range res.Jobs {
@@ -139,6 +160,11 @@ func (s *jobService) ListJobs(ctx context.Context, req *oncejobv1.ListJobsReques
 	}
 	return resp, nil
 }
+
+// pageReadSlack is what a bounded read may return past its byte bound:
+// the rows that tell whether a next page exists, two jobs of at most
+// about 300 KiB (params, labels and an error).
+const pageReadSlack = 1 << 20
 
 // newID is a new resource id: a UUIDv7, so ids sort by creation.
 func newID() string { return jobspec.NewID() }

@@ -88,14 +88,8 @@ func createKey(t *testing.T, st store.APIKeyStore, tenantName string, role store
 // (the cache holds a key for 1s).
 func TestStoreKeysOnTwoReplicas(t *testing.T) {
 	t.Parallel()
-	url := storepgtest.NewSchemaURL(t)
+	url := storepgtest.NewMigratedSchemaURL(t)
 	ctx := context.Background()
-	{
-		st, err := storepg.Open(ctx, url)
-		require.NoError(t, err)
-		require.NoError(t, storepg.Migrate(ctx, st.Pool()))
-		st.Close()
-	}
 	r1, r2 := startReplica(t, url), startReplica(t, url)
 	submitter, _ := createKey(t, r1.store, "acme", store.RoleSubmitter)
 	operator, operatorPrefix := createKey(t, r2.store, "acme", store.RoleOperator)

@@ -150,6 +150,18 @@ func TestPageTokensAreSignedForTenantAndList(t *testing.T) {
 	require.NotEqual(t, first.GetJobs()[0].GetId(), second.GetJobs()[0].GetId())
 	require.NoError(t, watchFrom(t, c.jobs, keyAcme, cursor))
 
+	// Neither shows what it holds (issue #31, finding 11): the cursor's
+	// position is the database's global transaction counter, which tells
+	// a tenant how busy every other tenant is. Before, the payload was in
+	// clear: "w1:<tx>:<id>" and the page token's JSON.
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	require.NoError(t, err)
+	require.NotContains(t, string(b), first.GetJobs()[0].GetId(), "a page token's payload is encrypted")
+	b, err = base64.RawURLEncoding.DecodeString(cursor)
+	require.NoError(t, err)
+	payload := b[:len(b)-16]
+	require.NotRegexp(t, `^[w0-9:]*$`, string(payload), "a cursor's payload (w1:<tx>:<id> in clear) is encrypted")
+
 	raw, err := base64.RawURLEncoding.DecodeString(token)
 	require.NoError(t, err)
 	listJobs := func(apiKey, token string) func() error {
@@ -277,12 +289,11 @@ func TestSignedTokenIsParsedBeforeUse(t *testing.T) {
 // another store (another secret) refuses it.
 func TestPageTokensWorkAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	url := storepgtest.NewSchemaURL(t)
+	url := storepgtest.NewMigratedSchemaURL(t)
 	replica := func() *listSpy {
 		pool, err := pgxpool.New(context.Background(), url)
 		require.NoError(t, err)
 		t.Cleanup(pool.Close)
-		require.NoError(t, storepg.Migrate(context.Background(), pool))
 		s := storepg.New(pool)
 		t.Cleanup(s.Close)
 		return &listSpy{Store: s}

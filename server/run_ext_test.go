@@ -59,12 +59,16 @@ func TestRunBatchAnswersEachItem(t *testing.T) {
 				require.Equal(t, oncejobv1.SubmitOutcome_SUBMIT_OUTCOME_CREATED, r.GetOutcome())
 				require.False(t, r.GetAlreadyInRun())
 				require.Equal(t, "summarize", r.GetJob().GetPipeline())
-				require.Equal(t, "en", r.GetJob().GetParams().GetFields()["language"].GetStringValue())
-				require.Equal(t, "7", r.GetJob().GetLabels()["crawl"])
+				require.Nil(t, r.GetJob().GetParams(), "a run item's answer leaves out the run's params")
 				created++
 			}
 		}
 		require.Equal(t, 998, created)
+		// The job has the run's params and labels under its own.
+		job, err := b.client.GetJob(as(keyAcme, ""), &oncejobv1.GetJobRequest{JobId: resp.GetResults()[0].GetJob().GetId()})
+		require.NoError(t, err)
+		require.Equal(t, "en", job.GetJob().GetParams().GetFields()["language"].GetStringValue())
+		require.Equal(t, "7", job.GetJob().GetLabels()["crawl"])
 
 		got, err := runs.GetRun(as(keyAcme, ""), &oncejobv1.GetRunRequest{RunId: run.GetId()})
 		require.NoError(t, err)
@@ -147,5 +151,58 @@ func TestRunBadInput(t *testing.T) {
 		requireReason(t, err, codes.InvalidArgument, "IDEMPOTENCY_KEY_INVALID")
 		_, err = runs.GetRun(as(keyAcme, ""), &oncejobv1.GetRunRequest{RunId: "not-a-uuid"})
 		requireFieldViolation(t, err, "run_id", "UUID")
+	})
+}
+
+// TestRunCompletedWhenItsLastItemEnds: a run whose items are all terminal
+// is COMPLETED, with no rate and no time left - before issue 30 it stayed
+// OPEN with a rate that decayed for a minute after its last item ended -
+// and a new item that is not terminal makes it OPEN again. A run without
+// items is OPEN.
+func TestRunCompletedWhenItsLastItemEnds(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, st server.Store) {
+		b := setup(t, setupOpts{store: st})
+		runs := oncejobv1.NewRunServiceClient(b.conn)
+		run := createRun(t, runs, "run-c", &oncejobv1.CreateRunRequest{Name: "done", Pipeline: "summarize"})
+		require.Equal(t, oncejobv1.RunState_RUN_STATE_OPEN, run.GetState(), "no items yet")
+		submit := func(keys ...string) []string {
+			items := make([]*oncejobv1.SubmitJobsItem, len(keys))
+			for i, k := range keys {
+				items[i] = &oncejobv1.SubmitJobsItem{IdempotencyKey: k, Request: &oncejobv1.SubmitJobRequest{
+					Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: "page " + k}},
+				}}
+			}
+			resp, err := b.client.SubmitJobs(as(keyAcme, ""), &oncejobv1.SubmitJobsRequest{RunId: run.GetId(), Items: items})
+			require.NoError(t, err)
+			var ids []string
+			for _, r := range resp.GetResults() {
+				require.Nil(t, r.GetError())
+				ids = append(ids, r.GetJob().GetId())
+			}
+			return ids
+		}
+		get := func() *oncejobv1.Run {
+			resp, err := runs.GetRun(as(keyAcme, ""), &oncejobv1.GetRunRequest{RunId: run.GetId()})
+			require.NoError(t, err)
+			return resp.GetRun()
+		}
+		ids := submit("a", "b")
+		require.Equal(t, oncejobv1.RunState_RUN_STATE_OPEN, get().GetState())
+		for _, id := range ids {
+			_, err := b.client.CancelJob(as(keyAcme, ""), &oncejobv1.CancelJobRequest{JobId: id})
+			require.NoError(t, err)
+		}
+		done := get()
+		require.Equal(t, oncejobv1.RunState_RUN_STATE_COMPLETED, done.GetState())
+		require.True(t, done.GetProgress().GetComplete())
+		require.Zero(t, done.GetProgress().GetItemsPerSecond(), "no decaying rate")
+		require.Nil(t, done.GetProgress().GetEstimatedTimeLeft())
+		list, err := runs.ListRuns(as(keyAcme, ""), &oncejobv1.ListRunsRequest{})
+		require.NoError(t, err)
+		require.Equal(t, oncejobv1.RunState_RUN_STATE_COMPLETED, list.GetRuns()[0].GetState(), "listed as completed too")
+
+		submit("c")
+		require.Equal(t, oncejobv1.RunState_RUN_STATE_OPEN, get().GetState(), "a new item opens it again")
 	})
 }

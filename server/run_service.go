@@ -119,7 +119,7 @@ func (s *runService) ListRunBatches(ctx context.Context, req *oncejobv1.ListRunB
 	resp := &oncejobv1.ListRunBatchesResponse{Batches: make([]*oncejobv1.RunBatch, len(list))}
 	for i, b := range list {
 		out := &oncejobv1.RunBatch{
-			BatchId: b.BatchID, Status: b.Status, Lines: b.Lines, AnsweredLines: b.AnsweredLines,
+			BatchId: b.BatchID, Status: b.Status, Lines: b.Lines, AnsweredLines: b.AnsweredLines, BilledLines: b.BilledLines,
 			PriceClass: string(store.PriceClassBatch), CostMicros: b.CostMicros,
 			CreateTime: timestamppb.New(b.CreatedAt), UpdateTime: timestamppb.New(b.UpdatedAt),
 		}
@@ -290,8 +290,14 @@ func (s *runService) runToProto(r *store.Run) *oncejobv1.Run {
 			out.Params, _ = structpb.NewStruct(m)
 		}
 	}
-	if r.CancelledAt != nil {
+	switch {
+	case r.CancelledAt != nil:
 		out.State, out.CancelTime = oncejobv1.RunState_RUN_STATE_CANCELLED, timestamppb.New(*r.CancelledAt)
+	case p.Complete():
+		// Done: no rate decaying for a minute after the last item ended,
+		// no time left (issue 30).
+		out.State = oncejobv1.RunState_RUN_STATE_COMPLETED
+		return out
 	}
 	window := min(runRateWindow, s.now().Sub(r.CreatedAt))
 	if window > 0 {
@@ -428,6 +434,7 @@ func (s *jobService) answerFromRun(ctx context.Context, run *store.Run, params [
 		case it.Fingerprint != p.Fingerprint:
 			results[at[j]] = &oncejobv1.SubmitJobsResult{Error: idempotency.ReusedStatus("field", fmt.Sprintf("items[%d].idempotency_key", at[j])).Proto()}
 		default:
+			it.Job.Params, it.Job.Labels = nil, nil // see SubmitJobsResult.job
 			results[at[j]] = &oncejobv1.SubmitJobsResult{Job: jobToProto(it.Job), Outcome: oncejobv1.SubmitOutcome_SUBMIT_OUTCOME_EXISTING, AlreadyInRun: true}
 		}
 	}
@@ -452,19 +459,19 @@ func (s *jobService) validateRunRequest(req any, v *violations) {
 		v.addSpec(jobspec.CheckParams(r.GetParams()))
 		v.addSpec(jobspec.CheckLabels(r.GetLabels()))
 	case *oncejobv1.GetRunRequest:
-		validateJobID(r.GetRunId(), "run_id", v)
+		validateID(&r.RunId, "run_id", v)
 	case *oncejobv1.ListRunBatchesRequest:
-		validateJobID(r.GetRunId(), "run_id", v)
+		validateID(&r.RunId, "run_id", v)
 	case *oncejobv1.WatchRunRequest:
-		validateJobID(r.GetRunId(), "run_id", v)
+		validateID(&r.RunId, "run_id", v)
 		if r.GetAfterSeq() < 0 {
 			v.add("after_seq", "must not be negative")
 		}
 	case *oncejobv1.RetryRunFailuresRequest:
-		validateJobID(r.GetRunId(), "run_id", v)
+		validateID(&r.RunId, "run_id", v)
 		validateReason(r.GetReason(), v)
 	case *oncejobv1.CancelRunRequest:
-		validateJobID(r.GetRunId(), "run_id", v)
+		validateID(&r.RunId, "run_id", v)
 		validateReason(r.GetReason(), v)
 	case *oncejobv1.ListRunsRequest:
 		if r.GetPageSize() < 0 || r.GetPageSize() > 100 {

@@ -1,11 +1,13 @@
 package server_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/server"
@@ -40,7 +42,23 @@ func TestScheduleBadInputWritesNothing(t *testing.T) {
 			{"no spec", "cron", "give a cron expression or an interval", func(r *oncejobv1.CreateScheduleRequest) { r.Spec = nil }},
 			{"no job", "job", "is required", func(r *oncejobv1.CreateScheduleRequest) { r.Job = nil }},
 			{"bad job", "job.pipeline", "unknown pipeline", func(r *oncejobv1.CreateScheduleRequest) { r.Job.Pipeline = "nope" }},
-			{"misfire too short", "misfire_threshold", "at least 1s", func(r *oncejobv1.CreateScheduleRequest) { r.MisfireThreshold = durationpb.New(1e6) }},
+			{"misfire too short", "misfire_threshold", "between 1s and", func(r *oncejobv1.CreateScheduleRequest) { r.MisfireThreshold = durationpb.New(1e6) }},
+			// Issue #31, finding 11: refused, not clamped to about 292
+			// years (before, both were accepted and clamped).
+			{"interval of 10,000 years", "interval", "at most", func(r *oncejobv1.CreateScheduleRequest) {
+				r.Spec, r.TimeZone = &oncejobv1.CreateScheduleRequest_Interval{Interval: &durationpb.Duration{Seconds: 315_576_000_000}}, ""
+			}},
+			{"interval of 101 years", "interval", "at most", func(r *oncejobv1.CreateScheduleRequest) {
+				r.Spec, r.TimeZone = &oncejobv1.CreateScheduleRequest_Interval{Interval: &durationpb.Duration{Seconds: 101 * 365 * 86400}}, ""
+			}},
+			{"misfire of 10,000 years", "misfire_threshold", "between 1s and", func(r *oncejobv1.CreateScheduleRequest) {
+				r.MisfireThreshold = &durationpb.Duration{Seconds: 315_576_000_000}
+			}},
+			// A slot adds one param and two labels: a template at
+			// SubmitJob's limits would fire jobs past them (before: 66
+			// labels, 65 params).
+			{"64 labels", "job.labels", "each slot adds", func(r *oncejobv1.CreateScheduleRequest) { r.Job.Labels = manyLabels(63) }},
+			{"64 params", "job.params", "each slot adds", func(r *oncejobv1.CreateScheduleRequest) { r.Job.Params = manyParams(64) }},
 		} {
 			req := valid()
 			tc.edit(req)
@@ -66,4 +84,20 @@ func TestScheduleBadInputWritesNothing(t *testing.T) {
 		require.Equal(t, 0, next.Minute())
 		require.Contains(t, []int{1, 2}, next.Hour(), "03:00 in Paris is 01:00 or 02:00 UTC")
 	})
+}
+
+func manyLabels(n int) map[string]string {
+	m := map[string]string{}
+	for i := range n {
+		m[fmt.Sprintf("l%d", i)] = "v"
+	}
+	return m
+}
+
+func manyParams(n int) *structpb.Struct {
+	s := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	for i := range n {
+		s.Fields[fmt.Sprintf("p%d", i)] = structpb.NewStringValue("v")
+	}
+	return s
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -212,6 +213,13 @@ func scheduleToProto(sch *store.Schedule) *oncejobv1.Schedule {
 	return out
 }
 
+// maxScheduleDuration bounds a schedule's interval and misfire threshold:
+// 100 years, far past any use, and far from the bounds of time.Duration
+// (about 292 years) and of the slot arithmetic (up to the year 2262), so
+// that what is asked is what runs; beyond it a request is refused, never
+// clamped.
+const maxScheduleDuration = 100 * 365 * 24 * time.Hour
+
 // validateScheduleRequest checks ScheduleService's requests.
 func (s *jobService) validateScheduleRequest(req any, v *violations) {
 	switch r := req.(type) {
@@ -223,6 +231,10 @@ func (s *jobService) validateScheduleRequest(req any, v *violations) {
 		if r.GetInterval() != nil {
 			if err := r.GetInterval().CheckValid(); err != nil {
 				v.add("interval", "%v", err)
+			} else if r.GetInterval().GetSeconds() > int64(maxScheduleDuration/time.Second) {
+				// AsDuration would clamp it (at about 292 years) and the
+				// schedule would fire at another interval than asked.
+				v.add("interval", "must be at most %s (%d days)", maxScheduleDuration, maxScheduleDuration/(24*time.Hour))
 			}
 			interval = r.GetInterval().AsDuration()
 			if interval == 0 {
@@ -242,6 +254,15 @@ func (s *jobService) validateScheduleRequest(req any, v *violations) {
 		} else {
 			var job violations
 			s.validateSubmit(r.GetJob(), &job)
+			if len(job) == 0 {
+				// What each slot submits: the template and what the slot
+				// adds, held to SubmitJob's rules (64 params, 64 labels).
+				slotJob := schedule.SlotRequest(proto.CloneOf(r.GetJob()), uuid.Nil.String(), time.Unix(0, 0))
+				s.validateSubmit(slotJob, &job)
+				for _, fv := range job {
+					fv.Description += " (counting what each slot adds: the param schedule_slot and the labels oncejob.schedule and oncejob.slot)"
+				}
+			}
 			*v = append(*v, job.prefixed("job.")...)
 		}
 		if _, ok := overlapFromProto[r.GetOverlap()]; !ok {
@@ -250,15 +271,15 @@ func (s *jobService) validateScheduleRequest(req any, v *violations) {
 		if _, ok := catchupFromProto[r.GetCatchup()]; !ok {
 			v.add("catchup", "unknown catch-up policy %d", r.GetCatchup())
 		}
-		if m := r.GetMisfireThreshold(); m != nil && (m.CheckValid() != nil || m.AsDuration() < time.Second) {
-			v.add("misfire_threshold", "must be at least 1s")
+		if m := r.GetMisfireThreshold(); m != nil && (m.CheckValid() != nil || m.AsDuration() < time.Second || m.GetSeconds() > int64(maxScheduleDuration/time.Second)) {
+			v.add("misfire_threshold", "must be between 1s and %s (%d days)", maxScheduleDuration, maxScheduleDuration/(24*time.Hour))
 		}
 	case *oncejobv1.PauseScheduleRequest:
-		validateJobID(r.GetScheduleId(), "schedule_id", v)
+		validateID(&r.ScheduleId, "schedule_id", v)
 	case *oncejobv1.ResumeScheduleRequest:
-		validateJobID(r.GetScheduleId(), "schedule_id", v)
+		validateID(&r.ScheduleId, "schedule_id", v)
 	case *oncejobv1.DeleteScheduleRequest:
-		validateJobID(r.GetScheduleId(), "schedule_id", v)
+		validateID(&r.ScheduleId, "schedule_id", v)
 	case *oncejobv1.ListSchedulesRequest:
 		if r.GetPageSize() < 0 || r.GetPageSize() > 100 {
 			v.add("page_size", "must be between 0 and 100")

@@ -31,6 +31,7 @@ import (
 	"github.com/oncejob/oncejob/server/groupcommit"
 	"github.com/oncejob/oncejob/server/idempotency"
 	"github.com/oncejob/oncejob/server/limits"
+	"github.com/oncejob/oncejob/server/membudget"
 	"github.com/oncejob/oncejob/server/pagetoken"
 	"github.com/oncejob/oncejob/server/requestid"
 	"github.com/oncejob/oncejob/server/tenant"
@@ -90,6 +91,10 @@ type Config struct {
 	// UNIMPLEMENTED. The caller runs it (Hub.Run) and, before GracefulStop,
 	// shuts it down (Hub.Shutdown) so open streams end with where to resume.
 	Watch *watch.Hub
+	// Memory is the process's memory budget: list pages draw the bytes
+	// they hold from it (docs/operations.md, "Memory budget"). Default:
+	// none, unlimited.
+	Memory *membudget.Budget
 	// Transport are the connections' limits and TLS; zero fields take
 	// their defaults (see Transport).
 	Transport Transport

@@ -27,6 +27,7 @@ import (
 	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/server/limits"
+	"github.com/oncejob/oncejob/server/membudget"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
@@ -55,6 +56,8 @@ type setupOpts struct {
 	quiet          bool // log warnings only, not every call
 	// providerBatches: the provider has a batch API.
 	providerBatches bool
+	// memory is the server's memory budget; nil: unlimited.
+	memory *membudget.Budget
 }
 
 func setup(t *testing.T, opts setupOpts) *testBundle {
@@ -84,6 +87,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		SubmitLinger:     opts.submitLinger,
 		SubmitMaxBatch:   opts.submitMaxBatch,
 		Limits:           opts.limits,
+		Memory:           opts.memory,
 	})
 	require.NoError(t, err)
 	srv := s.GRPC

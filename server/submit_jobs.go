@@ -54,6 +54,11 @@ func (s *jobService) SubmitJobs(ctx context.Context, req *oncejobv1.SubmitJobsRe
 			return nil, err
 		}
 		runDefaults = jobspec.RunParams(run)
+		release, err := s.holdRunCopies(run, len(req.GetItems()))
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 	}
 	items := req.GetItems()
 	results := make([]*oncejobv1.SubmitJobsResult, len(items))
@@ -91,10 +96,62 @@ func (s *jobService) SubmitJobs(ctx context.Context, req *oncejobv1.SubmitJobsRe
 			return nil, s.storeError(ctx, err, "jobs")
 		}
 		for j, item := range res.Items {
+			if run != nil && item.Job != nil {
+				item.Job.Params, item.Job.Labels = nil, nil // not decoded only to be dropped
+			}
 			results[at[j]] = s.submitJobsResult(ctx, at[j], item)
 		}
 	}
+	if run != nil {
+		for _, r := range results {
+			withoutRunCopies(r.GetJob())
+		}
+	}
 	return &oncejobv1.SubmitJobsResponse{Results: results}, nil
+}
+
+// maxRunCopyBytes bounds what a run's params and labels, copied into each
+// item of one SubmitJobs call, may add up to (issue #31: a 21 KB call made
+// 1,000 jobs of 261 KB each).
+const maxRunCopyBytes = 8 << 20
+
+// runCopyHeld is how many times a copy of the run's params is held while
+// a call is answered: the merged params' canonical JSON, the fingerprint's
+// and the dedup key's, the store's row going and coming back, the
+// driver's buffers.
+const runCopyHeld = 8
+
+// holdRunCopies refuses a call whose items would copy more than
+// maxRunCopyBytes of the run's params and labels (INVALID_ARGUMENT: split
+// it), and draws what they copy (each held about runCopyHeld times) from
+// the memory budget, before anything is written: a refusal there is
+// retryable and nothing was committed.
+func (s *jobService) holdRunCopies(run *store.Run, items int) (release func(), err error) {
+	perItem := int64(len(run.Params))
+	for k, v := range run.Labels {
+		perItem += int64(len(k) + len(v))
+	}
+	total := perItem * int64(items)
+	if total > maxRunCopyBytes {
+		fit := max(1, maxRunCopyBytes/perItem)
+		var v violations
+		v.add("items", "holds %d items; the run's params and labels (%d bytes) copied into each would be %d bytes, more than %d: submit at most %d items per call to this run",
+			items, perItem, total, maxRunCopyBytes, fit)
+		return nil, v.err()
+	}
+	hold := s.cfg.Memory.Hold("a run's items")
+	if err := hold.Grow(runCopyHeld * total); err != nil {
+		return nil, err
+	}
+	return hold.Release, nil
+}
+
+// withoutRunCopies drops what a run item's job has from its run from a
+// SubmitJobs result (see SubmitJobsResult.job).
+func withoutRunCopies(j *oncejobv1.Job) {
+	if j != nil {
+		j.Params, j.Labels = nil, nil
+	}
 }
 
 // submitJobsItem validates item i and makes its store params, or returns
@@ -138,7 +195,7 @@ func (s *jobService) submitJobsResult(ctx context.Context, i int, item store.Job
 func validateSubmitJobs(r *oncejobv1.SubmitJobsRequest, v *violations) {
 	validateBatchSize(r, v)
 	if r.GetRunId() != "" {
-		validateJobID(r.GetRunId(), "run_id", v)
+		validateID(&r.RunId, "run_id", v)
 	}
 }
 

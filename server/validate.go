@@ -42,12 +42,12 @@ func (s *jobService) validate(req any) error {
 	case *oncejobv1.SubmitJobRequest:
 		s.validateSubmit(r, &v)
 	case *oncejobv1.GetJobRequest:
-		validateJobID(r.GetJobId(), "job_id", &v)
+		validateID(&r.JobId, "job_id", &v)
 		if _, ok := oncejobv1.JobView_name[int32(r.GetView())]; !ok {
 			v.add("view", "unknown view %d", r.GetView())
 		}
 	case *oncejobv1.WatchJobRequest:
-		validateJobID(r.GetJobId(), "job_id", &v)
+		validateID(&r.JobId, "job_id", &v)
 		if r.GetAfterSeq() < 0 {
 			v.add("after_seq", "must not be negative")
 		}
@@ -56,10 +56,10 @@ func (s *jobService) validate(req any) error {
 			v.add("status", "unknown status %d", r.GetStatus())
 		}
 	case *oncejobv1.CancelJobRequest:
-		validateJobID(r.GetJobId(), "job_id", &v)
+		validateID(&r.JobId, "job_id", &v)
 		validateReason(r.GetReason(), &v)
 	case *oncejobv1.ReplayJobRequest:
-		validateJobID(r.GetJobId(), "job_id", &v)
+		validateID(&r.JobId, "job_id", &v)
 		validateReason(r.GetReason(), &v)
 		if _, ok := oncejobv1.JobStage_name[int32(r.GetFromStage())]; !ok {
 			v.add("from_stage", "unknown stage %d", r.GetFromStage())
@@ -67,13 +67,13 @@ func (s *jobService) validate(req any) error {
 			v.add("from_stage", "PUBLISHED cannot be re-run; replay from VALIDATED or earlier")
 		}
 	case *oncejobv1.ResolveJobRequest:
-		validateJobID(r.GetJobId(), "job_id", &v)
+		validateID(&r.JobId, "job_id", &v)
 		validateReason(r.GetReason(), &v)
 		if r.GetResolution() != oncejobv1.Resolution_RESOLUTION_RETRY && r.GetResolution() != oncejobv1.Resolution_RESOLUTION_FAIL {
 			v.add("resolution", "must be RESOLUTION_RETRY or RESOLUTION_FAIL")
 		}
 	case *oncejobv1.ApproveJobRequest:
-		validateJobID(r.GetJobId(), "job_id", &v)
+		validateID(&r.JobId, "job_id", &v)
 		validateReason(r.GetReason(), &v)
 	case *oncejobv1.ListJobsRequest:
 		if r.GetPageSize() < 0 || r.GetPageSize() > maxPageSize {
@@ -83,7 +83,7 @@ func (s *jobService) validate(req any) error {
 			v.add("status", "unknown status %d", r.GetStatus())
 		}
 		if r.GetRunId() != "" {
-			validateJobID(r.GetRunId(), "run_id", &v)
+			validateID(&r.RunId, "run_id", &v)
 		}
 	case *oncejobv1.SubmitJobsRequest:
 		validateSubmitJobs(r, &v)
@@ -100,12 +100,23 @@ func (s *jobService) validateSubmit(r *oncejobv1.SubmitJobRequest, v *violations
 	v.addSpec(rules.Check(r))
 }
 
-func validateJobID(id, field string, v *violations) {
-	if id == "" {
+// validateID checks that *id is a UUID and rewrites it in canonical form
+// (lower case, dashed, as the store returns ids): every handler, the
+// idempotency fingerprint and the watch hub's match by id then see one
+// spelling. uuid.Parse also takes upper case, no dashes, braces and
+// "urn:uuid:"; before, such an id found its job in Postgres but WatchJob
+// never matched its live events (issue #31, finding 9).
+func validateID(id *string, field string, v *violations) {
+	if *id == "" {
 		v.add(field, "is required")
-	} else if _, err := uuid.Parse(id); err != nil {
-		v.add(field, "must be a UUID")
+		return
 	}
+	u, err := uuid.Parse(*id)
+	if err != nil {
+		v.add(field, "must be a UUID")
+		return
+	}
+	*id = u.String()
 }
 
 func validateReason(reason string, v *violations) {

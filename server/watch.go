@@ -10,9 +10,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/server/membudget"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/watch"
@@ -99,8 +101,39 @@ func (s *jobService) WatchJobs(req *oncejobv1.WatchJobsRequest, stream grpc.Serv
 		return sendErr
 	case errors.Is(err, watch.ErrShuttingDown):
 		return shuttingDown("after_cursor", last)
+	case errors.Is(err, watch.ErrSlowConsumer):
+		return cutOff(ReasonSlowConsumer, "after_cursor", last,
+			"this watch fell further behind its tenant's changes than the server keeps while its client was not reading")
+	case isMemoryBudget(err):
+		return cutOff(membudget.ReasonMemoryBudget, "after_cursor", last,
+			"the server's memory budget cannot hold this watch's changes now")
 	}
 	return s.storeError(ctx, err, "jobs")
+}
+
+// ReasonSlowConsumer is the ErrorInfo reason of a watch cut off because its
+// client read slower than its changes came (watch.ErrSlowConsumer).
+const ReasonSlowConsumer = "SLOW_CONSUMER"
+
+// cutOff is RESOURCE_EXHAUSTED for a watch the server ended to bound what
+// it holds: the reason and where to resume in ErrorInfo metadata, and a
+// RetryInfo, as the SDKs resume on it.
+func cutOff(reason, field, value, why string) error {
+	st, _ := status.New(codes.ResourceExhausted, why+"; resume with "+field+"="+value).WithDetails(
+		&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain, Metadata: map[string]string{field: value}},
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)},
+	)
+	return st.Err()
+}
+
+// isMemoryBudget reports whether err is the memory budget's refusal.
+func isMemoryBudget(err error) bool {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == membudget.ReasonMemoryBudget {
+			return true
+		}
+	}
+	return false
 }
 
 // shuttingDown is UNAVAILABLE with where to resume, in the message for

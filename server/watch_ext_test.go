@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -60,6 +61,13 @@ func forEachStore(t *testing.T, fn func(t *testing.T, b *watchBundle)) {
 	})
 }
 
+// waitActive waits until n watches run on hub.
+func waitActive(t *testing.T, hub *watch.Hub, n int64) {
+	t.Helper()
+	_, err := hub.TestSignals().Active.WaitFor(func(v int64) bool { return v == n })
+	require.NoError(t, err, "waiting for %d watches", n)
+}
+
 // setupWatchOn starts a server with a running hub on st.
 func setupWatchOn(t *testing.T, st watchTestStore) *watchBundle {
 	t.Helper()
@@ -73,6 +81,7 @@ func setupWatchOn(t *testing.T, st watchTestStore) *watchBundle {
 
 	hub, err := watch.New(watch.Config{Store: st, Logger: logger, PollInterval: 500 * time.Millisecond})
 	require.NoError(t, err)
+	hub.TestSignals().Active.Init()
 	hubCtx, stopHub := context.WithCancel(context.Background())
 	hubDone := make(chan struct{})
 	go func() { hub.Run(hubCtx); close(hubDone) }()
@@ -237,7 +246,7 @@ func TestWatchJobErrors(t *testing.T) {
 	events, err := collect(stream)
 	require.Len(t, events, 1)
 	require.Equal(t, codes.DeadlineExceeded, status.Code(err))
-	require.Eventually(t, func() bool { return b.hub.Active() == 0 }, 5*time.Second, 10*time.Millisecond)
+	waitActive(t, b.hub, 0)
 }
 
 func TestWatchUnimplementedWithoutHub(t *testing.T) {
@@ -301,7 +310,7 @@ func TestWatchShutdownTellsWhereToResume(t *testing.T) {
 	require.NoError(t, err)
 	change, err := jobs.Recv()
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return b.hub.Active() == 2 }, 5*time.Second, 10*time.Millisecond)
+	waitActive(t, b.hub, 2)
 
 	b.hub.Shutdown()
 	_, err = stream.Recv()
@@ -401,7 +410,7 @@ func watchMany(t *testing.T, b *watchBundle, ids []string, act func()) {
 			}
 		})
 	}
-	require.Eventually(t, func() bool { return b.hub.Active() == int64(len(ids)) }, 30*time.Second, 10*time.Millisecond)
+	waitActive(t, b.hub, int64(len(ids)))
 	act()
 	wg.Wait()
 	close(errs)
@@ -553,4 +562,55 @@ func TestWatchJobsResumesAcrossConcurrentCommitters(t *testing.T) {
 	require.NoError(t, err)
 	_, err = other.Recv()
 	require.Equal(t, codes.DeadlineExceeded, status.Code(err), "no job of that pipeline")
+}
+
+// spellings are the ways uuid.Parse accepts an id beside its canonical
+// form.
+func spellings(id string) []string {
+	up := strings.ToUpper(id)
+	return []string{up, strings.ReplaceAll(id, "-", ""), strings.ReplaceAll(up, "-", ""), "urn:uuid:" + id, "{" + up + "}"}
+}
+
+// TestWatchJobAnySpellingOfTheIDGetsLiveEvents (issue #31, finding 9): a
+// watch that names its job in upper case, without dashes, in braces or as
+// a URN gets the backlog, then the live events, then the end, as the
+// canonical id does; GetJob and CancelJob answer the canonical id. Before,
+// such a watch got the backlog and then nothing (the hub matched live
+// events by the id as spelled).
+func TestWatchJobAnySpellingOfTheIDGetsLiveEvents(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, b *watchBundle) {
+		id := submit(t, b.client, keyAcme, "spelled")
+		// Bounded, so that a watch that never gets its live events fails
+		// the test rather than hanging it.
+		watchCtx, cancel := context.WithTimeout(as(keyAcme, ""), 30*time.Second)
+		defer cancel()
+		var streams []grpc.ServerStreamingClient[oncejobv1.WatchJobResponse]
+		for _, spelled := range spellings(id) {
+			got, err := b.client.GetJob(as(keyAcme, ""), &oncejobv1.GetJobRequest{JobId: spelled})
+			require.NoError(t, err, spelled)
+			require.Equal(t, id, got.GetJob().GetId())
+			stream, err := b.client.WatchJob(watchCtx, &oncejobv1.WatchJobRequest{JobId: spelled})
+			require.NoError(t, err)
+			first, err := stream.Recv()
+			require.NoError(t, err)
+			require.Equal(t, int32(1), first.GetEvent().GetSeq(), "the backlog")
+			require.Equal(t, id, first.GetEvent().GetJobId())
+			streams = append(streams, stream)
+		}
+		drive(t, b.store, 1, func() {})
+		for i, stream := range streams {
+			rest, err := collect(stream)
+			require.NoError(t, err)
+			require.NoError(t, checkEvents(rest, id, 1), "spelled %s", spellings(id)[i])
+		}
+
+		other := submit(t, b.client, keyAcme, "cancel me spelled")
+		resp, err := b.client.CancelJob(as(keyAcme, "cancel-spelled"), &oncejobv1.CancelJobRequest{JobId: strings.ToUpper(other)})
+		require.NoError(t, err)
+		require.Equal(t, other, resp.GetJob().GetId())
+		replay, err := b.client.CancelJob(as(keyAcme, "cancel-spelled"), &oncejobv1.CancelJobRequest{JobId: other})
+		require.NoError(t, err, "one id, one fingerprint, however it was spelled")
+		require.Equal(t, other, replay.GetJob().GetId())
+	})
 }

@@ -20,3 +20,15 @@ type Pinger interface {
 	// returns nil when the database answered.
 	Ping(ctx context.Context) error
 }
+
+// WritePinger is a store whose reads may answer while its writes cannot
+// commit: Postgres with synchronous_standby_names set and the synchronous
+// standby lost, where every commit waits for a confirmation that never
+// comes (docs/operations.md, "A lost synchronous standby"). The readiness
+// probe asks it too.
+type WritePinger interface {
+	// PingWrite commits one transaction that writes (and so waits for
+	// what every commit waits for) within ctx. It returns nil when the
+	// commit was confirmed.
+	PingWrite(ctx context.Context) error
+}

@@ -82,7 +82,11 @@ type EngineStore interface {
 	// that lost its lease and journals the answer it saw, or a retry the
 	// provider answered from its idempotency store (same request id), never
 	// counts a bill twice, while a provider that bills a retry again (a new
-	// request id) is counted again.
+	// request id) is counted again. With Fence set the write is fenced
+	// instead: written only while the lease holds the job (its owner and
+	// attempt, the job running), otherwise nothing and ErrLeaseLost — the
+	// rows that steer a later attempt (a provider batch's intent, its
+	// outcome) are never written by a stale one.
 	LLMAttemptRecord(ctx context.Context, params *LLMAttemptRecordParams) error
 
 	// LLMAttemptList returns a job's journal, oldest first.
@@ -285,6 +289,9 @@ func (c PriceClass) Or() PriceClass {
 
 type LLMAttemptRecordParams struct {
 	Attempt LLMAttempt
+	// Fence, when set, writes the attempt only while this lease holds the
+	// job (see LLMAttemptRecord).
+	Fence *Lease
 }
 
 type LLMAttemptListParams struct {

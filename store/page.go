@@ -4,9 +4,16 @@ package store
 // Limit is capped so that Limit+1, the probe row that tells whether a next
 // page exists, still fits an int32 query parameter.
 const (
-	JobListLimitDefault                     = 100
-	JobEventListLimitDefault                = 1000
-	JobChangeListLimitDefault               = 500
+	JobListLimitDefault       = 100
+	JobEventListLimitDefault  = 1000
+	JobChangeListLimitDefault = 500
+	// PageBytesDefault is the default MaxBytes of the reads bounded in
+	// bytes (JobChangeList, JobList): past their first row, the rows a
+	// read returns hold no more than this (their large columns as text).
+	PageBytesDefault = 1 << 20
+	// JobListBytesDefault is JobList's default MaxBytes: a page well under
+	// the 4 MiB a gRPC client receives by default, once encoded.
+	JobListBytesDefault                     = 2 << 20
 	IdempotencyKeyDeleteExpiredLimitDefault = 1000
 
 	maxPageLimit = 1<<31 - 2
@@ -45,6 +52,16 @@ func JobEventListPage(events []*JobEvent, exists func() (bool, error)) ([]*JobEv
 // PageLimit is the number of changes JobChangeList returns at most.
 func (p *JobChangeListParams) PageLimit() int { return pageLimit(p.Limit, JobChangeListLimitDefault) }
 
+// PageBytes is the byte bound of a JobChangeList read (see MaxBytes).
+func (p *JobChangeListParams) PageBytes() int64 { return pageBytes(p.MaxBytes) }
+
+func pageBytes(n int64) int64 {
+	if n <= 0 {
+		return PageBytesDefault
+	}
+	return n
+}
+
 // PageLimit is the number of keys one sweep frees at most.
 func (p *IdempotencyKeyDeleteExpiredParams) PageLimit() int {
 	return pageLimit(p.Limit, IdempotencyKeyDeleteExpiredLimitDefault)
@@ -58,6 +75,41 @@ func pageOf[T any](items []T, limit int) (page []T, last T, more bool) {
 		return items, last, false
 	}
 	return items[:limit], items[limit-1], true
+}
+
+// PageBytes is the byte bound of a JobList page (see MaxBytes).
+func (p *JobListParams) PageBytes() int64 {
+	if p.MaxBytes <= 0 {
+		return JobListBytesDefault
+	}
+	return p.MaxBytes
+}
+
+// SizedJob is a job read with its size as JobListParams.MaxBytes counts it.
+type SizedJob struct {
+	Job   *Job
+	Bytes int64
+}
+
+// JobListPageSized is JobList's answer from up to limit+1 jobs read, each
+// with its size, of which the store returned those that start within
+// maxBytes and the one after them: the page is the first jobs within limit
+// and maxBytes (at least one), and there is a next page when a job read was
+// left out.
+func JobListPageSized(jobs []SizedJob, limit int, maxBytes int64) *JobListResult {
+	res := &JobListResult{Jobs: make([]*Job, 0, min(len(jobs), limit))}
+	for _, j := range jobs {
+		if len(res.Jobs) == limit || (len(res.Jobs) > 0 && res.Bytes+j.Bytes > maxBytes) {
+			break
+		}
+		res.Jobs = append(res.Jobs, j.Job)
+		res.Bytes += j.Bytes
+	}
+	if len(res.Jobs) < len(jobs) {
+		last := res.Jobs[len(res.Jobs)-1]
+		res.Next = &JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	return res
 }
 
 // JobListPage makes the result of a JobList read of up to limit+1 jobs,

@@ -15,6 +15,16 @@ type ProviderBatchStore interface {
 	// provider id, status and expiry.
 	ProviderBatchRecord(ctx context.Context, params *ProviderBatchRecordParams) error
 
+	// ProviderBatchBillsRecord records the lines a finished batch billed,
+	// by provider key, as read from its results; a line recorded before is
+	// kept once.
+	ProviderBatchBillsRecord(ctx context.Context, params *ProviderBatchBillsRecordParams) error
+
+	// ProviderBatchListStale returns up to Limit batches not finished
+	// (completed, failed, expired, cancelled) whose record no worker has
+	// touched since StaleBefore, oldest first: their follower is gone.
+	ProviderBatchListStale(ctx context.Context, params *ProviderBatchListStaleParams) ([]*ProviderBatch, error)
+
 	// RunBatchList returns the batches the calls of a run's computed items
 	// went into, oldest first; none for a run of another tenant.
 	RunBatchList(ctx context.Context, params *RunBatchListParams) ([]*RunBatch, error)
@@ -32,6 +42,24 @@ type ProviderBatchRecordParams struct {
 	ExpiresAt *time.Time
 }
 
+// ProviderBatchBillsRecordParams names a batch by its tag and the provider
+// keys (custom_ids) of the lines it billed.
+type ProviderBatchBillsRecordParams struct {
+	Tag          string
+	ProviderKeys []string
+}
+
+// ProviderBatchListStaleParams bounds ProviderBatchListStale.
+type ProviderBatchListStaleParams struct {
+	StaleBefore time.Time
+	Limit       int
+}
+
+// ProviderBatch is a batch as its record holds it.
+type ProviderBatch struct {
+	Tag, BatchID, Status string
+}
+
 // RunBatchListParams names a run.
 type RunBatchListParams struct {
 	Tenant string
@@ -46,6 +74,11 @@ type RunBatch struct {
 	// the batch answered (billed at the batch price), CostMicros their
 	// cost.
 	Lines, AnsweredLines, CostMicros int64
-	CreatedAt, UpdatedAt             time.Time
-	ExpiresAt                        *time.Time
+	// BilledLines counts the run's calls the provider billed in the batch,
+	// as the batcher read them from its results: the provider's side of
+	// AnsweredLines. A call billed by two batches counts in both, so the
+	// sum over a run's batches shows a double bill the journal never saw.
+	BilledLines          int64
+	CreatedAt, UpdatedAt time.Time
+	ExpiresAt            *time.Time
 }

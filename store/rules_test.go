@@ -216,7 +216,7 @@ func TestJobEventListPage(t *testing.T) {
 func TestNewJobChange(t *testing.T) {
 	t.Parallel()
 	job := &store.Job{ID: "j", Output: []byte(`{"a":1}`)}
-	c := store.NewJobChange(store.JobChangeCursor{Tx: 3, ID: 4}, &store.JobEvent{Seq: 2}, job)
+	c := store.NewJobChange(store.JobChangeCursor{Tx: 3, ID: 4}, &store.JobEvent{Seq: 2}, job, 300)
 	require.Equal(t, store.JobChangeCursor{Tx: 3, ID: 4}, c.Cursor)
 	require.Equal(t, &store.JobEvent{Seq: 2}, c.Event)
 	require.Equal(t, "j", c.Job.ID)

@@ -173,6 +173,10 @@ type ScheduleDecideParams struct {
 	// Missed records Slot as missed with MissedReason, firing nothing.
 	Missed       bool
 	MissedReason string
+	// Refused, when not empty, records Slot as skipped with this reason,
+	// firing nothing: its job broke a limit or a field rule a direct
+	// submit is held to. Not with Buffered.
+	Refused string
 	// Job is the slot's job, should it fire: its key derived from the
 	// schedule and the slot, so a slot's job is created once.
 	Job *JobSubmitParams

@@ -326,6 +326,11 @@ type JobListParams struct {
 	RunID    string    // empty: any; else only the run's items' jobs
 	// Limit caps the page size; 0 means 100.
 	Limit int
+	// MaxBytes caps the bytes of the page past its first job (its params,
+	// labels, output and error as text, plus 256 a job); 0 means
+	// JobListBytesDefault. A page cut by it has a Next like one cut by
+	// Limit.
+	MaxBytes int64
 	// After is the cursor of the last job of the previous page; nil for the
 	// first page.
 	After *JobCursor
@@ -340,7 +345,9 @@ type JobCursor struct {
 // JobListResult is one page; Next is nil on the last page.
 type JobListResult struct {
 	Jobs []*Job
-	Next *JobCursor
+	// Bytes is the page's size as MaxBytes counts it.
+	Bytes int64
+	Next  *JobCursor
 }
 
 // JobCompleteParams names the job to complete and its output.

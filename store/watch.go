@@ -75,13 +75,31 @@ type JobChange struct {
 	Cursor JobChangeCursor
 	Event  *JobEvent
 	Job    *Job
+	// Bytes is the change's size as the store bounds a read by
+	// (JobChangeListParams.MaxBytes), which the memory budget counts it by.
+	Bytes int64
+}
+
+// JobChangesFull reports whether a read of changes with params stopped at
+// one of its bounds, so that more may follow at once: it returned Limit
+// changes, or changes of MaxBytes or more.
+func JobChangesFull(changes []*JobChange, params *JobChangeListParams) bool {
+	if len(changes) >= params.PageLimit() {
+		return true
+	}
+	var n int64
+	for _, c := range changes {
+		n += c.Bytes
+	}
+	return n >= params.PageBytes()
 }
 
 // NewJobChange is the change of event at cursor with job, the job it moved,
-// as JobChangeList answers it: the job's Output dropped (see JobChange).
-func NewJobChange(cursor JobChangeCursor, event *JobEvent, job *Job) *JobChange {
+// as JobChangeList answers it: the job's Output dropped (see JobChange),
+// bytes its size as the store measured it.
+func NewJobChange(cursor JobChangeCursor, event *JobEvent, job *Job, bytes int64) *JobChange {
 	job.Output = nil
-	return &JobChange{Cursor: cursor, Event: event, Job: job}
+	return &JobChange{Cursor: cursor, Event: event, Job: job, Bytes: bytes}
 }
 
 // JobChangeListParams selects the tenant's changes after a cursor.
@@ -94,4 +112,10 @@ type JobChangeListParams struct {
 	After    JobChangeCursor
 	// Limit caps the changes returned; 0 means 500.
 	Limit int
+	// MaxBytes caps the bytes of the changes returned past the first (the
+	// job's params, labels, output and error and the event's message as
+	// text, plus 256 a change: JobChange.Bytes); 0 means PageBytesDefault.
+	// A read that stops at it may return fewer than Limit changes although
+	// more follow: JobChangesFull tells.
+	MaxBytes int64
 }

@@ -4,8 +4,9 @@
 // and per tenant, the watchers to wake.
 //
 // A notification is only a hint. A woken watcher re-reads the log from its
-// own position, so a lost, late, duplicated or coalesced notification costs
-// latency at worst, never an event. The hub never blocks on a watcher: a
+// own position (WatchJobs streams at the tail share one reader per tenant,
+// the tenant's feed), so a lost, late, duplicated or coalesced notification
+// costs latency at worst, never an event. The hub never blocks on a watcher: a
 // watcher's wake-up is a channel of capacity one, sent to without waiting,
 // so any number of notifications for a busy watcher fold into one re-read;
 // a slow client only delays itself, and catches up from the log.
@@ -20,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/oncejob/oncejob/server/membudget"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -43,7 +45,28 @@ type Config struct {
 	// BatchSize caps the events one read returns. Default:
 	// store.JobChangeListLimitDefault.
 	BatchSize int
+	// ReadBytes caps the bytes of one read of a tenant's changes
+	// (store.JobChangeListParams.MaxBytes). Default:
+	// store.PageBytesDefault.
+	ReadBytes int64
+	// FeedBytes caps the changes a tenant's feed keeps for its streams at
+	// the tail; a stream that falls further behind while its client does
+	// not read is cut off (ErrSlowConsumer). Default: DefaultFeedBytes.
+	FeedBytes int64
+	// CatchUpReads is how many reads of a tenant's streams catching up
+	// (behind the tail) run at once; the others wait their turn. Default:
+	// DefaultCatchUpReads.
+	CatchUpReads int
+	// Budget is the process's memory budget: the feeds' changes and the
+	// streams' batches draw from it. Default: none, unlimited.
+	Budget *membudget.Budget
 }
+
+// Defaults of Config.
+const (
+	DefaultFeedBytes    = 4 << 20
+	DefaultCatchUpReads = 2
+)
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
@@ -56,6 +79,15 @@ func (c Config) WithDefaults() Config {
 	if c.BatchSize <= 0 {
 		c.BatchSize = store.JobChangeListLimitDefault
 	}
+	if c.ReadBytes <= 0 {
+		c.ReadBytes = store.PageBytesDefault
+	}
+	if c.FeedBytes <= 0 {
+		c.FeedBytes = DefaultFeedBytes
+	}
+	if c.CatchUpReads <= 0 {
+		c.CatchUpReads = DefaultCatchUpReads
+	}
 	return c
 }
 
@@ -65,6 +97,8 @@ type Hub struct {
 	mu       sync.RWMutex
 	jobs     map[string]map[*subscription]struct{} // by job id
 	tenants  map[string]map[*subscription]struct{} // by tenant
+	feeds    map[string]*feed                      // by tenant; see feed
+	catchUps map[string]*catchUpTurns              // by tenant; see catchUp
 	closing  chan struct{}
 	shutdown sync.Once
 	reads    readGroup
@@ -97,10 +131,12 @@ func New(cfg Config) (*Hub, error) {
 		return nil, errors.New("watch: Config.Store is required")
 	}
 	h := &Hub{
-		cfg:     cfg,
-		jobs:    make(map[string]map[*subscription]struct{}),
-		tenants: make(map[string]map[*subscription]struct{}),
-		closing: make(chan struct{}),
+		cfg:      cfg,
+		jobs:     make(map[string]map[*subscription]struct{}),
+		tenants:  make(map[string]map[*subscription]struct{}),
+		feeds:    make(map[string]*feed),
+		catchUps: make(map[string]*catchUpTurns),
+		closing:  make(chan struct{}),
 	}
 	h.reads.epoch = &h.epoch
 	return h, nil
@@ -141,8 +177,19 @@ func (h *Hub) Shutdown() {
 	h.shutdown.Do(func() { close(h.closing) })
 }
 
+// Budget returns the memory budget the hub draws from (Config.Budget).
+func (h *Hub) Budget() *membudget.Budget { return h.cfg.Budget }
+
+// Notifications returns how many notifications the hub has dispatched
+// (and times it woke every watcher), for the reads-per-notification
+// metric.
+func (h *Hub) Notifications() uint64 { return h.epoch.Load() }
+
 // Active returns the number of watches running.
 func (h *Hub) Active() int64 { return h.active.Load() }
+
+// addActive counts a watch that starts (1) or ends (-1).
+func (h *Hub) addActive(d int64) { h.signals.Active.Signal(h.active.Add(d)) }
 
 func (h *Hub) dispatch(n store.JobEventNotification) {
 	h.epoch.Add(1)
@@ -155,6 +202,9 @@ func (h *Hub) dispatch(n store.JobEventNotification) {
 	}
 	for sub := range h.tenants[n.Tenant] {
 		sub.signal()
+	}
+	if f := h.feeds[n.Tenant]; f != nil {
+		f.signal()
 	}
 	h.signals.Woken.Signal(n)
 }
@@ -169,6 +219,9 @@ func (h *Hub) wakeAll() {
 				sub.signal()
 			}
 		}
+	}
+	for _, f := range h.feeds {
+		f.signal()
 	}
 }
 
@@ -189,7 +242,7 @@ func (h *Hub) subscribe(index map[string]map[*subscription]struct{}, key string)
 		index[key] = set
 	}
 	set[sub] = struct{}{}
-	h.active.Add(1)
+	h.addActive(1)
 	return sub, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -197,7 +250,7 @@ func (h *Hub) subscribe(index map[string]map[*subscription]struct{}, key string)
 		if len(set) == 0 {
 			delete(index, key)
 		}
-		h.active.Add(-1)
+		h.addActive(-1)
 	}, nil
 }
 

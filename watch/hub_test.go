@@ -32,6 +32,7 @@ func setup(t *testing.T) *testBundle {
 	st.TestSignals().Listening.Init()
 	hub, err := watch.New(watch.Config{Store: st, PollInterval: 200 * time.Millisecond})
 	require.NoError(t, err)
+	hub.TestSignals().Active.Init()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { hub.Run(ctx); close(done) }()
@@ -94,6 +95,13 @@ func (b *testBundle) watch(id string, send func(*store.JobEvent) error) <-chan r
 
 func noop(*store.JobEvent) error { return nil }
 
+// waitActive waits until n watches run on hub.
+func waitActive(t *testing.T, hub *watch.Hub, n int64) {
+	t.Helper()
+	_, err := hub.TestSignals().Active.WaitFor(func(v int64) bool { return v == n })
+	require.NoError(t, err, "waiting for %d watches", n)
+}
+
 func TestSlowWatcherBlocksNobody(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -101,7 +109,7 @@ func TestSlowWatcherBlocksNobody(t *testing.T) {
 	release := make(chan struct{})
 	slow := b.watch(a, func(*store.JobEvent) error { <-release; return nil })
 	fastA, fastB := b.watch(a, noop), b.watch(other, noop)
-	require.Eventually(t, func() bool { return b.hub.Active() == 3 }, 5*time.Second, 10*time.Millisecond)
+	waitActive(t, b.hub, 3)
 
 	b.run(t, 2)
 	for _, w := range []<-chan result{fastA, fastB} {
@@ -130,7 +138,7 @@ func TestShutdownEndsWatches(t *testing.T) {
 	go func() {
 		jobs <- b.hub.WatchJobs(context.Background(), &store.JobChangeListParams{Tenant: "acme"}, func(*store.JobChange) error { return nil })
 	}()
-	require.Eventually(t, func() bool { return b.hub.Active() == 2 }, 5*time.Second, 10*time.Millisecond)
+	waitActive(t, b.hub, 2)
 	b.hub.Shutdown()
 	r := <-w
 	require.ErrorIs(t, r.err, watch.ErrShuttingDown)

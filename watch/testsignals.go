@@ -15,6 +15,12 @@ type TestSignals struct {
 	// ChangesRead: a WatchJobs watcher read the change log; the value is
 	// how many changes the read returned.
 	ChangesRead testsignal.Signal[int]
+	// Active: a watch started or ended; the value is the number of watches
+	// running right after it (Active's value then).
+	Active testsignal.Signal[int64]
+	// Joined: a WatchJobs stream caught up and joined its tenant's feed;
+	// the value is the tenant.
+	Joined testsignal.Signal[string]
 }
 
 // TestSignals returns the hub's test signals.

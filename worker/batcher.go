@@ -23,12 +23,15 @@ import (
 // provider's batch API (docs/architecture.md, "Provider batches"). Calls of
 // one model are collected into a group until it holds MaxCalls or Linger
 // has passed since its first call. A closed group is named by a tag, the
-// hash of its provider keys, and every member journals an intent row
-// (outcome_unknown, "provider batch <tag>") before anything reaches the
-// provider: so a member taken over after a crash knows which batch its call
-// went into and waits for that batch (found by its tag) instead of sending
-// the call again. A tag whose batch the provider does not hold was never
-// created: its calls are collected again.
+// hash of its provider keys and their jobs' attempts, and every member
+// journals an intent row (outcome_unknown, "provider batch <tag>"), fenced
+// by its lease, before anything reaches the provider: so a member taken
+// over after a crash knows which batch its call went into and waits for
+// that batch (found by its tag) instead of sending the call again. A tag
+// whose batch the provider does not hold was never created: its calls are
+// collected again. A call sent again after its line failed or expired is
+// in a later attempt, so in a batch of another name: never the old line
+// read back.
 
 // intentPrefix starts the error text of an intent row.
 const intentPrefix = "provider batch "
@@ -64,6 +67,7 @@ type batcher struct {
 type batchGroup struct {
 	b       *batcher
 	tag     string
+	adopt   string // the provider's id of a batch adopted by the sweep
 	cfg     pipeline.ProviderBatch
 	members []*batchMember
 	sent    []store.Lease // the leases of the members whose calls are sent
@@ -98,7 +102,49 @@ func newBatcher(w *Worker, ctx context.Context) (*batcher, error) {
 		}
 		return nil, err
 	}
-	return &batcher{w: w, bp: bp, log: w.log, ctx: ctx, open: map[string]*batchGroup{}, byTag: map[string]*batchGroup{}}, nil
+	b := &batcher{w: w, bp: bp, log: w.log, ctx: ctx, open: map[string]*batchGroup{}, byTag: map[string]*batchGroup{}}
+	go b.sweep()
+	return b, nil
+}
+
+// sweep follows, every ProviderBatchSweep, the batches whose record nobody
+// touched for three of these: their follower is gone (a crash, a call
+// that went elsewhere, a job cancelled) and the provider bills their lines
+// all the same. Followed to their end, their bills are recorded, so a run
+// shows every line the provider billed for it (RunBatch.BilledLines). A
+// batch adopted so is never cancelled unless the jobs of all its lines
+// wait on it here and are cancelled, as for a resumed one; several
+// processes may adopt one batch at once, which costs polls, not calls.
+func (b *batcher) sweep() {
+	every := b.w.cfg.ProviderBatchSweep
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(b.ctx, every)
+		stale, err := b.w.cfg.Store.ProviderBatchListStale(ctx, &store.ProviderBatchListStaleParams{StaleBefore: time.Now().Add(-3 * every), Limit: 100})
+		cancel()
+		if err != nil {
+			b.log.Warn("provider batches nobody follows: not listed", "error", err)
+			continue
+		}
+		for _, pb := range stale {
+			b.mu.Lock()
+			if _, ok := b.byTag[pb.Tag]; ok {
+				b.mu.Unlock()
+				continue
+			}
+			g := &batchGroup{b: b, tag: pb.Tag, adopt: pb.BatchID, done: make(chan struct{}), leaving: make(chan struct{}, 1)}
+			b.byTag[pb.Tag] = g
+			b.mu.Unlock()
+			b.log.Info("provider batch adopted: nobody followed it", "tag", pb.Tag, "batch", pb.BatchID, "status", pb.Status)
+			go g.follow(nil)
+		}
+	}
 }
 
 // call answers req through a provider batch: the batch tag names, when an
@@ -228,7 +274,10 @@ func (g *batchGroup) collect(model string) {
 	}
 	keys := make([]string, len(g.members))
 	for i, m := range g.members {
-		keys[i] = m.req.ProviderKey
+		// The attempt names the batch too: a call whose line failed or
+		// expired is retried by a later attempt, and a tag of its key
+		// alone would find the old batch and read the failed line back.
+		keys[i] = fmt.Sprintf("%s@%d", m.req.ProviderKey, m.intent.JobAttempt)
 	}
 	slices.Sort(keys)
 	sum := sha256.Sum256([]byte(strings.Join(keys, "\n")))
@@ -239,17 +288,20 @@ func (g *batchGroup) collect(model string) {
 
 	calls := g.intents(members)
 	if len(calls) == 0 {
+		b.log.Info("provider batch not sent: no member still holds its job", "tag", g.tag, "members", len(members))
 		g.finish(nil, errors.New("no call of the batch was journaled"))
 		return
 	}
 	g.follow(calls)
 }
 
-// intents journals each member's intent, then checks that the member's
-// job still holds its lease: a member gone, or whose job a later attempt
-// took over (which may have read the journal before the intent), is not
-// sent. A later attempt that reads the intent waits for this group (in
-// this process, by tag) or finds its batch at the provider.
+// intents journals each member's intent, fenced by its lease (an attempt
+// taken over writes nothing: its intent would name a batch that is never
+// created after the taker's own), then checks that the member's job still
+// holds its lease: a member gone, or whose job a later attempt took over
+// (which may have read the journal before the intent), is not sent. A
+// later attempt that reads the intent waits for this group (in this
+// process, by tag) or finds its batch at the provider.
 func (g *batchGroup) intents(members []*batchMember) []*llm.Request {
 	b := g.b
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 30*time.Second)
@@ -260,8 +312,13 @@ func (g *batchGroup) intents(members []*batchMember) []*llm.Request {
 			continue
 		}
 		m.intent.Outcome, m.intent.Error = store.LLMOutcomeOutcomeUnknown, intentPrefix+g.tag
-		if err := b.w.cfg.Store.LLMAttemptRecord(ctx, &store.LLMAttemptRecordParams{Attempt: m.intent}); err != nil {
-			b.log.Error("provider batch intent not journaled; the call is not sent", "error", err, "provider_key", m.req.ProviderKey)
+		failpoint.Inject(failpoint.ProviderBatchIntent)
+		if err := b.w.cfg.Store.LLMAttemptRecord(ctx, &store.LLMAttemptRecordParams{Attempt: m.intent, Fence: &m.lease}); err != nil {
+			if errors.Is(err, store.ErrLeaseLost) {
+				b.log.Info("provider batch: a member's job was taken over; its intent is not journaled, its call not sent", "tag", g.tag, "provider_key", m.req.ProviderKey)
+			} else {
+				b.log.Error("provider batch intent not journaled; the call is not sent", "error", err, "provider_key", m.req.ProviderKey)
+			}
 			continue
 		}
 		journaled = append(journaled, m)
@@ -324,7 +381,16 @@ func (g *batchGroup) fence(ctx context.Context) (context.Context, context.Cancel
 // when given), polls it until it finishes and reads its results.
 func (g *batchGroup) follow(calls []*llm.Request) {
 	b, ctx := g.b, g.b.ctx
-	batch, err := g.ensure(calls)
+	var batch *llm.Batch
+	var err error
+	if g.adopt != "" {
+		err = retry(ctx, func() error {
+			batch, err = b.bp.GetBatch(ctx, g.adopt)
+			return err
+		})
+	} else {
+		batch, err = g.ensure(calls)
+	}
 	if err != nil {
 		if !errors.Is(err, errBatchVoid) {
 			b.log.Warn("provider batch not created", "tag", g.tag, "calls", len(calls), "error", err)
@@ -333,7 +399,14 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 		return
 	}
 	g.record(batch)
-	if batch, err = g.poll(batch, len(calls)); err != nil {
+	n := len(calls)
+	if calls == nil {
+		// Resumed (after a restart, a takeover): the jobs of its lines
+		// wait on it here one by one, as they are claimed again.
+		n = batch.Total
+		b.log.Info("provider batch resumed", "tag", g.tag, "batch", batch.ID, "status", batch.Status, "lines", batch.Total)
+	}
+	if batch, err = g.poll(batch, n); err != nil {
 		g.finish(nil, err)
 		return
 	}
@@ -348,9 +421,14 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 		return
 	}
 	byKey := make(map[string]llm.BatchResult, len(results))
+	var billed []string
 	for _, r := range results {
 		byKey[r.CustomID] = r
+		if r.Err == nil {
+			billed = append(billed, r.CustomID)
+		}
 	}
+	g.recordBills(billed)
 	b.log.Info("provider batch finished", "tag", g.tag, "batch", batch.ID, "status", batch.Status, "completed", batch.Completed, "failed", batch.Failed)
 	g.finish(byKey, nil)
 }
@@ -399,6 +477,7 @@ func (g *batchGroup) ensure(calls []*llm.Request) (*llm.Batch, error) {
 func (g *batchGroup) poll(batch *llm.Batch, n int) (*llm.Batch, error) {
 	b, ctx := g.b, g.b.ctx
 	delay := 100 * time.Millisecond
+	touched := time.Now()
 	for !batch.Finished() {
 		if g.allCancelled(n) {
 			if cancelled, err := b.bp.CancelBatch(ctx, batch.ID); err != nil {
@@ -422,8 +501,11 @@ func (g *batchGroup) poll(batch *llm.Batch, n int) (*llm.Batch, error) {
 			b.log.Warn("poll provider batch", "batch", batch.ID, "error", err)
 			continue
 		}
-		if next.Status != batch.Status {
+		if next.Status != batch.Status || time.Since(touched) >= b.w.cfg.ProviderBatchSweep {
+			// Touched now and then: a record nobody touches is a batch
+			// nobody follows, for the sweep.
 			g.record(next)
+			touched = time.Now()
 		}
 		batch = next
 	}
@@ -448,15 +530,24 @@ func (g *batchGroup) record(batch *llm.Batch) {
 	}
 }
 
-// allCancelled reports whether every member of a group of n sent calls
-// (or, resumed, every member that joined) left because its job was
-// cancelled.
+// recordBills keeps the lines the batch billed, by provider key, for the
+// runs whose calls it carries: the provider's count beside the journal's,
+// so that a call billed by two batches shows (RunBatch.BilledLines). Like
+// record, a failure loses a view, never a call.
+func (g *batchGroup) recordBills(keys []string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.b.ctx), 10*time.Second)
+	defer cancel()
+	if err := g.b.w.cfg.Store.ProviderBatchBillsRecord(ctx, &store.ProviderBatchBillsRecordParams{Tag: g.tag, ProviderKeys: keys}); err != nil {
+		g.b.log.Warn("provider batch: its bills not recorded", "tag", g.tag, "lines", len(keys), "error", err)
+	}
+}
+
+// allCancelled reports whether every one of the n calls of the batch (the
+// calls this group sent, or, resumed, the batch's lines) left it because
+// its job was cancelled while it waited here.
 func (g *batchGroup) allCancelled(n int) bool {
 	g.b.mu.Lock()
 	defer g.b.mu.Unlock()
-	if n == 0 {
-		n = len(g.members)
-	}
 	return n > 0 && g.cancels >= n
 }
 

@@ -1,9 +1,11 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -108,10 +110,19 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 		return resp, &attempt, nil
 	}
 	// The journal outlives the lease: record even when the job's context is
-	// gone.
+	// gone. A provider batch's row steers the next attempt (which batch to
+	// wait for), so it is fenced: an attempt taken over writes none.
 	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if jerr := r.w.cfg.Store.LLMAttemptRecord(jctx, &store.LLMAttemptRecordParams{Attempt: attempt}); jerr != nil {
+	var fence *store.Lease
+	if attempt.PriceClass == store.PriceClassBatch {
+		fence = &r.lease
+	}
+	if jerr := r.w.cfg.Store.LLMAttemptRecord(jctx, &store.LLMAttemptRecordParams{Attempt: attempt, Fence: fence}); jerr != nil {
+		if errors.Is(jerr, store.ErrLeaseLost) {
+			r.log.Info("provider batch outcome not journaled: the job was taken over", "provider_key", req.ProviderKey, "outcome", attempt.Outcome)
+			return nil, nil, jerr
+		}
 		r.log.Error("journal write failed", "error", jerr, "provider_key", req.ProviderKey)
 		if err == nil {
 			return nil, nil, jerr // unjournaled usage must not be checkpointed
@@ -204,6 +215,11 @@ func (r *run) history(ctx context.Context, key string) (keyHistory, error) {
 		if err != nil {
 			return keyHistory{}, err
 		}
+		// Folded attempt by attempt (then in row order): the batch a call
+		// waits for is named by the last attempt that journaled it, never
+		// by a row an earlier attempt wrote late (docs/architecture.md,
+		// "Provider batches").
+		slices.SortStableFunc(attempts, func(a, b *store.LLMAttempt) int { return cmp.Compare(a.JobAttempt, b.JobAttempt) })
 		r.journal = map[string]keyHistory{}
 		for _, a := range attempts {
 			h := r.journal[a.ProviderKey]

@@ -71,13 +71,12 @@ func TestLightJobStatements(t *testing.T) {
 	t.Parallel()
 	const jobs = 100
 	counter := &statementCounter{byName: map[string]int{}}
-	config, err := pgxpool.ParseConfig(storepgtest.NewSchemaURL(t))
+	config, err := pgxpool.ParseConfig(storepgtest.NewMigratedSchemaURL(t))
 	require.NoError(t, err)
 	config.ConnConfig.Tracer = counter
 	pool, err := pgxpool.NewWithConfig(context.Background(), config)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	require.NoError(t, storepg.Migrate(context.Background(), pool))
 	st := storepg.New(pool)
 	t.Cleanup(st.Close)
 

@@ -30,17 +30,20 @@ import (
 type Store interface {
 	store.Store
 	store.EngineStore
-	// The batcher keeps what it sees of each provider batch (of
-	// store.ProviderBatchStore).
+	// The batcher keeps what it sees of each provider batch, and the lines
+	// each billed (of store.ProviderBatchStore).
 	ProviderBatchRecord(ctx context.Context, params *store.ProviderBatchRecordParams) error
+	ProviderBatchBillsRecord(ctx context.Context, params *store.ProviderBatchBillsRecordParams) error
+	ProviderBatchListStale(ctx context.Context, params *store.ProviderBatchListStaleParams) ([]*store.ProviderBatch, error)
 	// The pacer draws every online call from the provider limits.
 	store.ProviderLimitStore
 }
 
 // Defaults of Config, used by WithDefaults and by the command's flags.
 const (
-	LeaseDurationDefault = 30 * time.Second
-	PollIntervalDefault  = 200 * time.Millisecond
+	LeaseDurationDefault      = 30 * time.Second
+	PollIntervalDefault       = 200 * time.Millisecond
+	ProviderBatchSweepDefault = time.Minute
 )
 
 // ConcurrencyDefault is the default of Config.Concurrency. A job spends
@@ -80,6 +83,12 @@ type Config struct {
 	// PublishMaxBatch bounds the jobs one publish write carries. Default:
 	// PublishMaxBatchDefault.
 	PublishMaxBatch int
+	// ProviderBatchSweep is how often a follower of a provider batch
+	// touches its record, and how often the batcher looks for batches
+	// whose record nobody touched for three of these (their follower is
+	// gone) to follow them to their end and record their bills. Default:
+	// ProviderBatchSweepDefault.
+	ProviderBatchSweep time.Duration
 	// Logger. Default: slog.Default().
 	Logger *slog.Logger
 	// Observer is told of claims, stages and LLM calls (metrics, traces).
@@ -123,6 +132,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.PublishMaxBatch == 0 {
 		c.PublishMaxBatch = PublishMaxBatchDefault
+	}
+	if c.ProviderBatchSweep <= 0 {
+		c.ProviderBatchSweep = ProviderBatchSweepDefault
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -39,6 +39,7 @@ type engineOpts struct {
 	pollInterval  time.Duration
 	publishLinger time.Duration
 	publishBatch  int
+	batchSweep    time.Duration
 	minWorkers    int // the least --workers the command takes
 }
 
@@ -57,6 +58,7 @@ func engineFlags(fs *flag.FlagSet, minWorkers int) *engineOpts {
 	fs.DurationVar(&o.pollInterval, "poll-interval", worker.PollIntervalDefault, "wait between claims when the queue is empty")
 	fs.DurationVar(&o.publishLinger, "publish-linger", worker.PublishLingerDefault, "how long a finished job waits for others to share its publishing commit (negative: no wait)")
 	fs.IntVar(&o.publishBatch, "publish-max-batch", worker.PublishMaxBatchDefault, "most jobs published in one commit")
+	fs.DurationVar(&o.batchSweep, "provider-batch-sweep", worker.ProviderBatchSweepDefault, "how often a provider batch's follower touches its record, and how often batches nobody followed for three of these are followed to their end (their bills recorded)")
 	return o
 }
 
@@ -129,16 +131,17 @@ func (o *engineOpts) startWorkers(ctx context.Context, st worker.Store, pipeline
 		return nil, err
 	}
 	w, err := worker.New(worker.Config{
-		Store:           st,
-		Provider:        provider,
-		Pipelines:       pipelines,
-		Concurrency:     o.workers,
-		LeaseDuration:   o.leaseDuration,
-		PollInterval:    o.pollInterval,
-		PublishLinger:   o.publishLinger,
-		PublishMaxBatch: o.publishBatch,
-		Logger:          logger,
-		Observer:        obs.workerObserver(o.providerName()),
+		Store:              st,
+		Provider:           provider,
+		Pipelines:          pipelines,
+		Concurrency:        o.workers,
+		LeaseDuration:      o.leaseDuration,
+		PollInterval:       o.pollInterval,
+		PublishLinger:      o.publishLinger,
+		PublishMaxBatch:    o.publishBatch,
+		ProviderBatchSweep: o.batchSweep,
+		Logger:             logger,
+		Observer:           obs.workerObserver(o.providerName()),
 	})
 	if err != nil {
 		stopProvider()

@@ -6,8 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/oncejob/oncejob/cmd/oncejob/internal/cmdline"
 	"github.com/oncejob/oncejob/server/tenant"
@@ -40,6 +43,9 @@ func runKeysCreate(ctx context.Context, args []string) error {
 	}
 	if len(*name) > 200 {
 		return errors.New("--name: at most 200 bytes")
+	}
+	if !printableName(*name) {
+		return errors.New("--name: printable UTF-8 only (no control characters: keys list prints it to a terminal)")
 	}
 	st, _, err := stf.open(ctx)
 	if err != nil {
@@ -79,7 +85,7 @@ func runKeysList(ctx context.Context, args []string) error {
 	cmdline.Say(w, "KEY\tTENANT\tROLE\tCREATED\tLAST USED\tREVOKED\tNAME\n")
 	for _, k := range keys {
 		cmdline.Say(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tenant.StoreKeyPrefix(k.ID), k.Tenant, k.Role,
-			k.CreatedAt.UTC().Format(time.RFC3339), timeOrDash(k.LastUsedAt), timeOrDash(k.RevokedAt), k.Name)
+			k.CreatedAt.UTC().Format(time.RFC3339), timeOrDash(k.LastUsedAt), timeOrDash(k.RevokedAt), displayName(k.Name))
 	}
 	return w.Flush()
 }
@@ -115,6 +121,31 @@ func runKeysRevoke(ctx context.Context, args []string) error {
 	fmt.Printf("revoked %s (tenant %s, %s) at %s; servers refuse it within --key-cache-ttl\n",
 		tenant.StoreKeyPrefix(k.ID), k.Tenant, k.Role, k.RevokedAt.UTC().Format(time.RFC3339))
 	return nil
+}
+
+// printableName reports whether a key's name is valid UTF-8 without
+// control characters.
+func printableName(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) || r == utf8.RuneError || (r >= 0x2066 && r <= 0x2069) || (r >= 0x202a && r <= 0x202e) {
+			return false
+		}
+	}
+	return true
+}
+
+// displayName is a key's name as keys list prints it: as it is when
+// printable, else Go-quoted, so a name stored before names were checked
+// (or written to the table by hand) cannot send escape sequences to the
+// terminal or break the table's columns.
+func displayName(s string) string {
+	if printableName(s) {
+		return s
+	}
+	return strconv.QuoteToASCII(s)
 }
 
 func timeOrDash(t *time.Time) string {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/schedule"
+	"github.com/oncejob/oncejob/server/limits"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -30,16 +31,21 @@ func schedulerFlags(fs *flag.FlagSet) *schedulerOpts {
 }
 
 // startScheduler runs the scheduler until ctx ends; wait waits for it.
-func (o *schedulerOpts) startScheduler(ctx context.Context, st store.ScheduleStore, pipelines *pipeline.Registry, logger *slog.Logger) (wait func(), err error) {
+// A slot's job is held to the field rules and the tenant limits a direct
+// submit is held to (lim, maxDoc, batches).
+func (o *schedulerOpts) startScheduler(ctx context.Context, st store.ScheduleStore, pipelines *pipeline.Registry, lim *limits.Limits, maxDoc int, batches bool, logger *slog.Logger) (wait func(), err error) {
 	if !o.enabled {
 		return func() {}, nil
 	}
 	s, err := schedule.New(schedule.Config{
-		Store:        st,
-		Pipelines:    pipelines,
-		Lease:        o.lease,
-		PollInterval: o.pollInterval,
-		Logger:       logger,
+		Store:            st,
+		Pipelines:        pipelines,
+		MaxDocumentBytes: maxDoc,
+		ProviderBatches:  batches,
+		Admit:            lim.Admit,
+		Lease:            o.lease,
+		PollInterval:     o.pollInterval,
+		Logger:           logger,
 	})
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"google.golang.org/grpc"
@@ -19,6 +20,7 @@ import (
 	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/server/groupcommit"
 	"github.com/oncejob/oncejob/server/limits"
+	"github.com/oncejob/oncejob/server/membudget"
 	"github.com/oncejob/oncejob/server/pagetoken"
 	"github.com/oncejob/oncejob/server/readiness"
 	"github.com/oncejob/oncejob/server/tenant"
@@ -35,6 +37,7 @@ type apiFlags struct {
 	maxBatch              *int
 	storeTimeout          *time.Duration
 	keyCacheTTL           *time.Duration
+	memoryBudget          *string
 	auth                  *string
 }
 
@@ -49,7 +52,19 @@ func serveAPIFlags(fs *flag.FlagSet) *apiFlags {
 		maxBatch:     fs.Int("submit-max-batch", groupcommit.DefaultMaxBatch, "most SubmitJob calls written in one store write; a full group is written at once"),
 		storeTimeout: fs.Duration("store-timeout", server.DefaultStoreTimeout, "longest a unary call waits on the store; then UNAVAILABLE (store unavailable)"),
 		keyCacheTTL:  fs.Duration("key-cache-ttl", tenant.DefaultCacheTTL, "how long a key made by 'oncejob keys' is trusted before it is read again: a revocation reaches every replica within it"),
+		memoryBudget: fs.String("memory-budget", "1GiB", "the memory this process may use (bytes, or with KiB, MiB, GiB): a quarter is the budget that watches, pages and bodies draw from (over it: RESOURCE_EXHAUSTED MEMORY_BUDGET), and the Go runtime's soft limit is nine tenths of it unless GOMEMLIMIT is set"),
 	}
+}
+
+// memory returns the data budget --memory-budget gives, and sets the Go
+// runtime's soft memory limit from it unless GOMEMLIMIT is set.
+func (f *apiFlags) memory() *membudget.Budget {
+	total, _ := membudget.ParseBytes(*f.memoryBudget) // validated
+	data, runtimeLimit := membudget.Split(total)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(runtimeLimit)
+	}
+	return membudget.New(data)
 }
 
 // validate checks the flags once, before anything starts.
@@ -67,6 +82,11 @@ func (f *apiFlags) validate() error {
 		return errors.New("--submit-max-batch must be at least 1")
 	case *f.keyCacheTTL <= 0:
 		return errors.New("--key-cache-ttl must be positive")
+	}
+	if n, err := membudget.ParseBytes(*f.memoryBudget); err != nil {
+		return fmt.Errorf("--memory-budget: %w", err)
+	} else if n < 64<<20 {
+		return errors.New("--memory-budget must be at least 64MiB")
 	}
 	mode, err := tenant.ParseMode(*f.auth)
 	if err != nil {
@@ -162,12 +182,11 @@ func runServe(ctx context.Context, args []string) error {
 	}
 
 	wake := make(chan struct{}, 1) // the relay's, poked by the hub's notifications
-	hub, err := watch.New(watch.Config{Store: wakeOnListen{WatchStore: p.st, wake: wake}, Logger: p.logger})
+	hub, stopHub, err := p.startHub(ctx, o.api.memory(), wake)
 	if err != nil {
 		return err
 	}
-	defer runBeside(ctx, hub.Run)()
-	p.obs.metrics.Register(telemetry.NewStatsCollector(p.st, p.logger), telemetry.WatchersOpen(hub.Active))
+	defer stopHub()
 
 	s, probe, err := o.api.newServer(ctx, serverParts{st: p.st, apiStore: apiStore, pipelines: pipelines, batches: o.eng.hasBatchAPI(), limits: lim, limitUse: o.eng.limitUse, hub: hub, listen: listen, obs: p.obs, logger: p.logger})
 	if err != nil {
@@ -196,7 +215,8 @@ func runServe(ctx context.Context, args []string) error {
 
 	stopBackground, err := startBackground(ctx, backgroundParts{
 		st: p.st, window: *o.api.window, eng: o.eng, rel: o.rel, sched: o.sched, cfg: p.cfg,
-		wake: wake, pipelines: pipelines, obs: p.obs, probe: probe, logger: p.logger,
+		wake: wake, pipelines: pipelines, limits: lim, maxDoc: *o.api.maxDoc, batches: o.eng.hasBatchAPI(),
+		obs: p.obs, probe: probe, logger: p.logger,
 	})
 	if err != nil {
 		return err
@@ -278,6 +298,9 @@ type backgroundParts struct {
 	cfg       *config.File
 	wake      chan struct{}
 	pipelines *pipeline.Registry
+	limits    *limits.Limits
+	maxDoc    int
+	batches   bool
 	obs       *observability
 	probe     *readiness.Probe
 	logger    *slog.Logger
@@ -330,7 +353,7 @@ func startBackground(ctx context.Context, p backgroundParts) (stop func(), err e
 		return stop, err
 	}
 	if err := started(func(ctx context.Context) (func(), error) {
-		return p.sched.startScheduler(ctx, p.st, p.pipelines, p.logger)
+		return p.sched.startScheduler(ctx, p.st, p.pipelines, p.limits, p.maxDoc, p.batches, p.logger)
 	}); err != nil {
 		return stop, err
 	}
@@ -383,6 +406,7 @@ func (f *apiFlags) newServer(ctx context.Context, p serverParts) (*server.Server
 		SubmitLinger:     f.submitLinger(),
 		SubmitMaxBatch:   *f.maxBatch,
 		Watch:            p.hub,
+		Memory:           p.hub.Budget(),
 		Transport:        p.listen.transport,
 		Metrics:          p.obs.metrics.GRPC,
 		Tracing:          p.obs.tracing,
@@ -413,6 +437,17 @@ func mustMode(s string) tenant.Mode {
 
 // runBeside runs run in a goroutine until ctx ends or the returned stop is
 // called.
+// startHub starts the process's one watch hub (its LISTEN connection and
+// fan-out), drawing on budget, and registers its metrics.
+func (p *process) startHub(ctx context.Context, budget *membudget.Budget, wake chan struct{}) (*watch.Hub, func(), error) {
+	hub, err := watch.New(watch.Config{Store: wakeOnListen{WatchStore: p.st, wake: wake}, Logger: p.logger, Budget: budget})
+	if err != nil {
+		return nil, nil, err
+	}
+	p.obs.metrics.Register(telemetry.NewStatsCollector(p.st, p.logger), telemetry.WatchersOpen(hub.Active))
+	return hub, runBeside(ctx, hub.Run), nil
+}
+
 func runBeside(ctx context.Context, run func(context.Context)) (stop func()) {
 	ctx, stop = context.WithCancel(ctx)
 	go run(ctx)

@@ -41,10 +41,12 @@ import (
 
 // ErrorInfo reasons of the limits.
 const (
-	ReasonSubmitRate    = "TENANT_SUBMIT_RATE"
-	ReasonJobsInFlight  = "TENANT_JOBS_IN_FLIGHT"
-	ReasonWatchStreams  = "TENANT_WATCH_STREAMS"
-	ReasonDocumentBytes = "TENANT_DOCUMENT_BYTES_PER_DAY"
+	ReasonSubmitRate   = "TENANT_SUBMIT_RATE"
+	ReasonJobsInFlight = "TENANT_JOBS_IN_FLIGHT"
+	ReasonWatchStreams = "TENANT_WATCH_STREAMS"
+	// ReasonKeyWatchStreams: one API key's watch streams.
+	ReasonKeyWatchStreams = "KEY_WATCH_STREAMS"
+	ReasonDocumentBytes   = "TENANT_DOCUMENT_BYTES_PER_DAY"
 )
 
 // usageTTL is how long a tenant's usage read from the store is used.
@@ -71,6 +73,9 @@ type Tenant struct {
 	// WatchStreams bounds the WatchJob, WatchJobs and WatchRun streams open
 	// at once, per process.
 	WatchStreams int `yaml:"watch_streams"`
+	// WatchStreamsPerKey bounds the watch streams one API key has open at
+	// once, per process, so one key cannot take its tenant's whole share.
+	WatchStreamsPerKey int `yaml:"watch_streams_per_key"`
 	// DocumentBytesPerDay bounds the document bytes of the jobs the tenant
 	// creates in a UTC day.
 	DocumentBytesPerDay int64 `yaml:"document_bytes_per_day"`
@@ -86,6 +91,8 @@ func (t Tenant) validate(name string) error {
 		return fmt.Errorf("%s: jobs_in_flight must not be negative", name)
 	case t.WatchStreams < 0:
 		return fmt.Errorf("%s: watch_streams must not be negative", name)
+	case t.WatchStreamsPerKey < 0:
+		return fmt.Errorf("%s: watch_streams_per_key must not be negative", name)
 	case t.DocumentBytesPerDay < 0:
 		return fmt.Errorf("%s: document_bytes_per_day must not be negative", name)
 	}
@@ -106,6 +113,7 @@ type Override struct {
 	SubmitBurst         *int     `yaml:"submit_burst,omitempty"`
 	JobsInFlight        *int64   `yaml:"jobs_in_flight,omitempty"`
 	WatchStreams        *int     `yaml:"watch_streams,omitempty"`
+	WatchStreamsPerKey  *int     `yaml:"watch_streams_per_key,omitempty"`
 	DocumentBytesPerDay *int64   `yaml:"document_bytes_per_day,omitempty"`
 }
 
@@ -121,6 +129,9 @@ func (o Override) apply(t Tenant) Tenant {
 	}
 	if o.WatchStreams != nil {
 		t.WatchStreams = *o.WatchStreams
+	}
+	if o.WatchStreamsPerKey != nil {
+		t.WatchStreamsPerKey = *o.WatchStreamsPerKey
 	}
 	if o.DocumentBytesPerDay != nil {
 		t.DocumentBytesPerDay = *o.DocumentBytesPerDay
@@ -165,6 +176,8 @@ type Limits struct {
 
 	mu    sync.Mutex
 	state map[string]*state
+	// keyWatches counts the open watch streams of each key (by prefix).
+	keyWatches map[string]int
 }
 
 // state is one tenant's counters in this process.
@@ -216,7 +229,7 @@ func New(cfg Config) (*Limits, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Limits{def: def, tenants: tenants, usage: cfg.Usage, logger: logger, now: time.Now, state: map[string]*state{}}, nil
+	return &Limits{def: def, tenants: tenants, usage: cfg.Usage, logger: logger, now: time.Now, state: map[string]*state{}, keyWatches: map[string]int{}}, nil
 }
 
 // For returns the limits of tenant name.
@@ -283,6 +296,13 @@ func submission(req any) (n int, bytes int64) {
 
 func documentBytes(d *oncejobv1.Document) int64 {
 	return int64(len(d.GetText()) + len(d.GetData()))
+}
+
+// Admit decides a submission of n jobs and documentBytes document bytes
+// by tenant name that does not come through the interceptor (a schedule's
+// slot): nil, or the RESOURCE_EXHAUSTED status a SubmitJob would get.
+func (l *Limits) Admit(ctx context.Context, name string, n int, documentBytes int64) error {
+	return l.admit(ctx, name, n, documentBytes)
 }
 
 // admit decides a submission of n jobs and bytes document bytes by tenant
@@ -386,30 +406,45 @@ var watchMethods = map[string]bool{
 	oncejobv1.RunService_WatchRun_FullMethodName:  true,
 }
 
-// StreamServerInterceptor enforces the watch-streams limit.
+// StreamServerInterceptor enforces the watch-streams limits, per tenant
+// and per API key.
 func (l *Limits) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if !watchMethods[info.FullMethod] {
 			return handler(srv, ss)
 		}
-		name, _ := tenant.FromContext(ss.Context())
+		p, _ := tenant.PrincipalFromContext(ss.Context())
+		name := p.Tenant
+		if name == "" {
+			name, _ = tenant.FromContext(ss.Context())
+		}
 		t := l.For(name)
-		if t.WatchStreams == 0 {
+		if t.WatchStreams == 0 && t.WatchStreamsPerKey == 0 {
 			return handler(srv, ss)
 		}
 		s := l.stateOf(name, t)
 		l.mu.Lock()
-		if s.watches >= t.WatchStreams {
+		if t.WatchStreams > 0 && s.watches >= t.WatchStreams {
 			open := s.watches
 			l.mu.Unlock()
 			return exhausted(ReasonWatchStreams, watchRetry, map[string]string{"limit": strconv.Itoa(t.WatchStreams)},
 				"tenant %s has %d watch streams open on this server, its limit is %d", name, open, t.WatchStreams)
 		}
+		if t.WatchStreamsPerKey > 0 && l.keyWatches[p.KeyPrefix] >= t.WatchStreamsPerKey {
+			open := l.keyWatches[p.KeyPrefix]
+			l.mu.Unlock()
+			return exhausted(ReasonKeyWatchStreams, watchRetry, map[string]string{"limit": strconv.Itoa(t.WatchStreamsPerKey), "key": p.KeyPrefix},
+				"API key %s has %d watch streams open on this server, its limit is %d", p.KeyPrefix, open, t.WatchStreamsPerKey)
+		}
 		s.watches++
+		l.keyWatches[p.KeyPrefix]++
 		l.mu.Unlock()
 		defer func() {
 			l.mu.Lock()
 			s.watches--
+			if l.keyWatches[p.KeyPrefix]--; l.keyWatches[p.KeyPrefix] == 0 {
+				delete(l.keyWatches, p.KeyPrefix)
+			}
 			l.mu.Unlock()
 		}()
 		return handler(srv, ss)

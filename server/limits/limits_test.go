@@ -209,3 +209,36 @@ func TestWatchStreams(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, intercept(nil, acme, info, func(any, grpc.ServerStream) error { return nil }), "closed streams free their places")
 }
+
+// TestWatchStreamsPerKey: one key cannot open more than its share of its
+// tenant's watch streams; the tenant's bound holds over all its keys
+// (issue #31: no cap on streams by default, none per key at all).
+func TestWatchStreamsPerKey(t *testing.T) {
+	t.Parallel()
+	l, err := limits.New(limits.Config{Default: limits.Tenant{WatchStreams: 3, WatchStreamsPerKey: 2}})
+	require.NoError(t, err)
+	intercept := l.StreamServerInterceptor()
+	info := &grpc.StreamServerInfo{FullMethod: oncejobv1.JobService_WatchJobs_FullMethodName}
+	keyOf := func(prefix string) stream {
+		return stream{ctx: tenant.WithPrincipal(context.Background(), tenant.Principal{Tenant: "acme", Role: "submitter", KeyPrefix: prefix})}
+	}
+	a, b := keyOf("ojk_a"), keyOf("ojk_b")
+
+	release := make(chan struct{})
+	opened := make(chan struct{})
+	var wg sync.WaitGroup
+	open := func(s stream) {
+		wg.Go(func() {
+			_ = intercept(nil, s, info, func(any, grpc.ServerStream) error { opened <- struct{}{}; <-release; return nil })
+		})
+		<-opened
+	}
+	open(a)
+	open(a)
+	requireExhausted(t, intercept(nil, a, info, func(any, grpc.ServerStream) error { return nil }), limits.ReasonKeyWatchStreams)
+	open(b)
+	requireExhausted(t, intercept(nil, b, info, func(any, grpc.ServerStream) error { return nil }), limits.ReasonWatchStreams)
+	close(release)
+	wg.Wait()
+	require.NoError(t, intercept(nil, a, info, func(any, grpc.ServerStream) error { return nil }), "closed streams free their places")
+}

@@ -1,6 +1,7 @@
 // Package readiness tells load balancers and orchestrators whether a server
-// can do its work right now. A Probe pings the store periodically; while the
-// store does not answer, the gRPC health status of the served services is
+// can do its work right now. A Probe pings the store periodically, and
+// commits a write on a store that can tell (store.WritePinger); while the
+// store does not answer, or answers but commits no write, the gRPC health status of the served services is
 // NOT_SERVING and HTTP /readyz answers 503, and both come back by
 // themselves once it answers again. Checks added with AddCheck (a relay
 // that cannot claim) hold readiness down the same way while they fail, and
@@ -40,6 +41,11 @@ type Config struct {
 	// Timeout of one ping; default 1s. A store slower than this is not
 	// ready: the calls it would serve would time out too.
 	Timeout time.Duration
+	// WriteTimeout bounds the commit of one write, for a store that is a
+	// store.WritePinger; default 5s. A store that answers reads but commits
+	// no write within it is not ready: with a lost synchronous standby
+	// every write waits forever (docs/operations.md).
+	WriteTimeout time.Duration
 	// Logger receives the changes of readiness; default slog.Default().
 	Logger *slog.Logger
 }
@@ -51,6 +57,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 5 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -75,6 +84,7 @@ type Probe struct {
 	reason  atomic.Pointer[string] // why not ready, for /readyz
 	checkMu sync.Mutex
 	checks  []Check
+	signals TestSignals
 }
 
 // AddCheck adds a check to every following Check.
@@ -110,20 +120,31 @@ func (p *Probe) Run(ctx context.Context) {
 	}
 }
 
-// Check pings the store once, asks the added checks, publishes the result
-// and returns the ping's error, or else the first failing check's.
+// Check pings the store once, commits a write where the store can, asks
+// the added checks, publishes the result and returns the ping's or the
+// write's error, or else the first failing check's.
 func (p *Probe) Check(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	err := p.cfg.Store.Ping(pctx)
 	cancel()
-	if ctx.Err() != nil {
-		return ctx.Err() // shutting down: say nothing
-	}
 	reason := ""
 	if err != nil {
 		reason = "the job store does not answer"
-	} else if err = p.failingCheck(); err != nil {
-		reason = err.Error()
+	} else if w, ok := p.cfg.Store.(store.WritePinger); ok {
+		wctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
+		err = w.PingWrite(wctx)
+		cancel()
+		if err != nil {
+			reason = fmt.Sprintf("the job store answers but commits no write within %s (a synchronous standby that does not confirm? docs/operations.md)", p.cfg.WriteTimeout)
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err() // shutting down: say nothing
+	}
+	if err == nil {
+		if err = p.failingCheck(); err != nil {
+			reason = err.Error()
+		}
 	}
 	ready := err == nil
 	old := p.reason.Swap(&reason)
@@ -143,6 +164,7 @@ func (p *Probe) Check(ctx context.Context) error {
 			p.cfg.Health.SetServingStatus(s, st) // ignored after Health.Shutdown
 		}
 	}
+	p.signals.Checked.Signal(ready)
 	return err
 }
 

@@ -66,6 +66,13 @@ func TestProbeFollowsTheStore(t *testing.T) {
 		return rec.Code
 	}
 
+	checked := &p.TestSignals().Checked
+	checked.Init()
+	waitChecked := func(ready bool) {
+		t.Helper()
+		_, err := checked.WaitFor(func(r bool) bool { return r == ready })
+		require.NoError(t, err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { p.Run(ctx); close(done) }()
@@ -75,14 +82,16 @@ func TestProbeFollowsTheStore(t *testing.T) {
 	require.Equal(t, http.StatusOK, ready())
 
 	st.down.Store(true)
-	require.Eventually(t, func() bool { return status(t, hs, svc) == healthpb.HealthCheckResponse_NOT_SERVING }, 5*time.Second, 5*time.Millisecond)
+	waitChecked(false)
+	require.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, status(t, hs, svc))
 	require.False(t, p.Ready())
 	require.Equal(t, http.StatusServiceUnavailable, ready())
 	require.Equal(t, healthpb.HealthCheckResponse_SERVING, status(t, hs, ""), "liveness stays up")
 	require.Equal(t, http.StatusOK, live())
 
 	st.down.Store(false)
-	require.Eventually(t, func() bool { return status(t, hs, svc) == healthpb.HealthCheckResponse_SERVING }, 5*time.Second, 5*time.Millisecond)
+	waitChecked(true)
+	require.Equal(t, healthpb.HealthCheckResponse_SERVING, status(t, hs, svc))
 	require.True(t, p.Ready())
 	require.Equal(t, http.StatusOK, ready())
 }

@@ -24,6 +24,8 @@ type keyStore struct {
 	err   error
 	reads int // by id
 	lists int
+	// listed, when set, receives the count of lists at each list.
+	listed chan int
 }
 
 func (s *keyStore) APIKeyCreate(_ context.Context, p *store.APIKeyCreateParams) (*store.APIKey, error) {
@@ -53,6 +55,9 @@ func (s *keyStore) APIKeyList(_ context.Context, p *store.APIKeyListParams) ([]*
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lists++
+	if s.listed != nil {
+		s.listed <- s.lists
+	}
 	if s.err != nil {
 		return nil, s.err
 	}
@@ -74,6 +79,23 @@ func (s *keyStore) APIKeyRevoke(_ context.Context, id string) (*store.APIKey, er
 }
 
 func (s *keyStore) APIKeyTouch(context.Context, string, time.Duration) error { return nil }
+
+// fakeClock gives a a clock that stands still until the test advances it,
+// so what a TTL allows is shown without waiting for one.
+func fakeClock(a *tenant.Authenticator) (advance func(time.Duration)) {
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	tenant.SetNow(a, func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	})
+	return func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(d)
+	}
+}
 
 func principalOf(a *tenant.Authenticator, key string) (tenant.Principal, error) {
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+key))
@@ -121,22 +143,26 @@ func TestAuthenticator(t *testing.T) {
 	t.Run("RevocationTakesEffectWithinTheTTL", func(t *testing.T) {
 		t.Parallel()
 		s := &keyStore{keys: map[string]*store.APIKey{}}
-		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: 50 * time.Millisecond})
+		const ttl = 50 * time.Millisecond
+		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: ttl})
+		advance := fakeClock(a)
 		key, id := create(t, s, "acme", store.RoleSubmitter)
 		_, err := principalOf(a, key)
 		require.NoError(t, err)
 		_, err = s.APIKeyRevoke(context.Background(), id)
 		require.NoError(t, err)
-		require.Eventually(t, func() bool {
-			_, err := principalOf(a, key)
-			return status.Code(err) == codes.Unauthenticated
-		}, 5*time.Second, 10*time.Millisecond)
+		_, err = principalOf(a, key)
+		require.NoError(t, err, "within the TTL the key read before is trusted")
+		advance(ttl)
+		_, err = principalOf(a, key)
+		require.Equal(t, codes.Unauthenticated, status.Code(err), "a TTL after the revocation: %v", err)
 	})
 
 	t.Run("AnUnreadableStoreIsUnavailableUnlessTheKeyWasReadLately", func(t *testing.T) {
 		t.Parallel()
 		s := &keyStore{keys: map[string]*store.APIKey{}}
 		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: time.Millisecond})
+		advance := fakeClock(a)
 		known, _ := create(t, s, "acme", store.RoleSubmitter)
 		other, _ := create(t, s, "acme", store.RoleSubmitter)
 		_, err := principalOf(a, known)
@@ -144,7 +170,9 @@ func TestAuthenticator(t *testing.T) {
 		s.mu.Lock()
 		s.err = errors.New("connection refused")
 		s.mu.Unlock()
-		require.Eventually(t, func() bool { _, err := principalOf(a, other); return status.Code(err) == codes.Unavailable }, 5*time.Second, 5*time.Millisecond)
+		advance(time.Millisecond) // known's read is past its TTL
+		_, err = principalOf(a, other)
+		require.Equal(t, codes.Unavailable, status.Code(err), "a key never read, on a store that cannot be read: %v", err)
 		_, err = principalOf(a, known)
 		require.NoError(t, err, "a key read within the minute is still known: the store cannot revoke it now either")
 	})
@@ -152,14 +180,18 @@ func TestAuthenticator(t *testing.T) {
 	t.Run("DevModeEndsWhenTheFirstKeyIsCreated", func(t *testing.T) {
 		t.Parallel()
 		s := &keyStore{keys: map[string]*store.APIKey{}}
-		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: 20 * time.Millisecond})
+		const ttl = 20 * time.Millisecond
+		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: ttl})
+		advance := fakeClock(a)
 		require.True(t, a.DevMode(context.Background()))
 		p, err := principalOf(a, "anything")
 		require.NoError(t, err)
 		require.Equal(t, tenant.DevTenant, p.Tenant)
 
 		key, _ := create(t, s, "acme", store.RoleSubmitter)
-		require.Eventually(t, func() bool { return !a.DevMode(context.Background()) }, 5*time.Second, 5*time.Millisecond)
+		require.True(t, a.DevMode(context.Background()), "the store is looked at once a TTL")
+		advance(ttl)
+		require.False(t, a.DevMode(context.Background()), "a TTL after the first key")
 		_, err = principalOf(a, "anything")
 		require.Equal(t, codes.Unauthenticated, status.Code(err))
 		p, err = principalOf(a, key)
@@ -207,7 +239,7 @@ func TestAuthenticator(t *testing.T) {
 
 	t.Run("StartWaitsUntilTheStoreCanBeRead", func(t *testing.T) {
 		t.Parallel()
-		s := &keyStore{keys: map[string]*store.APIKey{}, err: errors.New("lock timeout")}
+		s := &keyStore{keys: map[string]*store.APIKey{}, err: errors.New("lock timeout"), listed: make(chan int, 1000)}
 		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: time.Hour})
 		create(t, s, "acme", store.RoleOperator)
 		type result struct {
@@ -216,7 +248,13 @@ func TestAuthenticator(t *testing.T) {
 		}
 		done := make(chan result, 1)
 		go func() { dev, err := a.Start(context.Background()); done <- result{dev, err} }()
-		require.Eventually(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.lists >= 2 }, 10*time.Second, time.Millisecond, "it tries again")
+		for n := 0; n < 2; { // it tries again
+			select {
+			case n = <-s.listed:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Start did not read the store again")
+			}
+		}
 		select {
 		case r := <-done:
 			t.Fatalf("Start returned while the store could not be read: %+v", r)
@@ -247,9 +285,11 @@ func TestAuthenticator(t *testing.T) {
 		require.Equal(t, codes.Unauthenticated, status.Code(err))
 
 		dev := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: time.Millisecond, Mode: tenant.ModeDev})
+		advance := fakeClock(dev)
 		require.True(t, dev.DevMode(context.Background()), "asked for: dev mode while no key is active")
 		key, _ := create(t, s, "acme", store.RoleOperator)
-		require.Eventually(t, func() bool { return !dev.DevMode(context.Background()) }, 5*time.Second, time.Millisecond, "an active key still ends it")
+		advance(time.Millisecond)
+		require.False(t, dev.DevMode(context.Background()), "an active key still ends it, a TTL later")
 		p, err := principalOf(dev, key)
 		require.NoError(t, err)
 		require.Equal(t, "acme", p.Tenant)

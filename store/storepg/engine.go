@@ -161,11 +161,20 @@ func (s *Store) LLMAttemptRecord(ctx context.Context, params *store.LLMAttemptRe
 		PriceClass:        string(a.PriceClass.Or()),
 		JobID:             id,
 	}
+	if f := params.Fence; f != nil {
+		if f.JobID != a.JobID {
+			return store.ErrLeaseLost
+		}
+		args.Fenced, args.Owner, args.LeaseAttempt = true, f.Owner, f.Attempt
+	}
 	_, err = s.q.LLMAttemptRecord(ctx, s.pool, args)
 	if isBilledOnceViolation(err) {
 		// A concurrent attempt counted this key's bill first.
 		args.Billed = false
 		_, err = s.q.LLMAttemptRecord(ctx, s.pool, args)
+	}
+	if args.Fenced && errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrLeaseLost
 	}
 	return interpretError(err)
 }

@@ -15,6 +15,31 @@ func (s *Store) ProviderBatchRecord(ctx context.Context, params *store.ProviderB
 	}))
 }
 
+// ProviderBatchBillsRecord implements store.ProviderBatchStore.
+func (s *Store) ProviderBatchBillsRecord(ctx context.Context, params *store.ProviderBatchBillsRecordParams) error {
+	if len(params.ProviderKeys) == 0 {
+		return nil
+	}
+	return interpretError(s.q.ProviderBatchBillsInsert(ctx, s.pool, dbsqlc.ProviderBatchBillsInsertParams{
+		Tag: params.Tag, ProviderKeys: params.ProviderKeys,
+	}))
+}
+
+// ProviderBatchListStale implements store.ProviderBatchStore.
+func (s *Store) ProviderBatchListStale(ctx context.Context, params *store.ProviderBatchListStaleParams) ([]*store.ProviderBatch, error) {
+	rows, err := s.q.ProviderBatchListStale(ctx, s.pool, dbsqlc.ProviderBatchListStaleParams{
+		StaleBefore: params.StaleBefore, MaxBatches: int32(min(max(params.Limit, 0), 10_000)),
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	out := make([]*store.ProviderBatch, len(rows))
+	for i, r := range rows {
+		out[i] = &store.ProviderBatch{Tag: r.Tag, BatchID: r.BatchID, Status: r.Status}
+	}
+	return out, nil
+}
+
 // RunBatchList implements store.ProviderBatchStore.
 func (s *Store) RunBatchList(ctx context.Context, params *store.RunBatchListParams) ([]*store.RunBatch, error) {
 	id, err := parseUUID(params.RunID)
@@ -24,7 +49,7 @@ func (s *Store) RunBatchList(ctx context.Context, params *store.RunBatchListPara
 	rows, err := s.q.RunBatchList(ctx, s.pool, dbsqlc.RunBatchListParams{RunID: id, Tenant: params.Tenant})
 	return rowmap.Map(rows, err, interpretError, func(r dbsqlc.RunBatchListRow) *store.RunBatch {
 		return &store.RunBatch{
-			BatchID: r.BatchID, Status: r.Status, Lines: r.Lines, AnsweredLines: r.AnsweredLines, CostMicros: r.CostMicros,
+			BatchID: r.BatchID, Status: r.Status, Lines: r.Lines, AnsweredLines: r.AnsweredLines, CostMicros: r.CostMicros, BilledLines: r.BilledLines,
 			CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ExpiresAt: r.ExpiresAt,
 		}
 	})

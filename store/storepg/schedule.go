@@ -144,6 +144,9 @@ func (s *Store) scheduleDecideTx(ctx context.Context, tx pgx.Tx, sch dbsqlc.Sche
 	if params.Missed {
 		return s.scheduleRecord(ctx, tx, sch, params.Slot, next, store.SlotDecision{Outcome: store.SlotMissed, Reason: params.MissedReason, Buffered: sch.BufferedSlotAt})
 	}
+	if params.Refused != "" && !params.Buffered {
+		return s.scheduleRecord(ctx, tx, sch, params.Slot, next, store.SlotDecision{Outcome: store.SlotSkipped, Reason: params.Refused, Buffered: sch.BufferedSlotAt})
+	}
 	running := false
 	if sch.LastJobID.Valid {
 		st, err := s.q.JobStatusGet(ctx, tx, sch.LastJobID)

@@ -13,10 +13,11 @@ import (
 // internal/dbsqlc/watch.sql and docs/architecture.md.
 func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListParams) ([]*store.JobChange, error) {
 	args := dbsqlc.JobChangeListParams{
-		Tenant:  params.Tenant,
-		AfterTx: params.After.Tx,
-		AfterID: params.After.ID,
-		Max:     int32(params.PageLimit()),
+		Tenant:   params.Tenant,
+		AfterTx:  params.After.Tx,
+		AfterID:  params.After.ID,
+		Max:      int32(params.PageLimit()),
+		MaxBytes: params.PageBytes(),
 	}
 	if params.Status != "" {
 		status := string(params.Status)
@@ -32,7 +33,7 @@ func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListPa
 		if err != nil {
 			return nil, err
 		}
-		return store.NewJobChange(store.JobChangeCursor{Tx: r.JobEvent.Tx, ID: r.JobEvent.ID}, jobEventFromRow(r.JobEvent), job), nil
+		return store.NewJobChange(store.JobChangeCursor{Tx: r.JobEvent.Tx, ID: r.JobEvent.ID}, jobEventFromRow(r.JobEvent), job, r.Bytes), nil
 	})
 }
 

@@ -170,6 +170,18 @@ func (s *Store) LLMAttemptRecord(ctx context.Context, params *store.LLMAttemptRe
 		return store.ErrNotFound
 	}
 	return s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
+		if f := params.Fence; f != nil {
+			if f.JobID != a.JobID {
+				return store.ErrLeaseLost
+			}
+			_, err := s.q.JobCheckpointFence(ctx, tx, dbsqlite.JobCheckpointFenceParams{Now: now, ID: id, Owner: new(f.Owner), Attempt: int64(f.Attempt)})
+			if errors.Is(err, sql.ErrNoRows) {
+				return store.ErrLeaseLost
+			}
+			if err != nil {
+				return interpretError(err)
+			}
+		}
 		return s.llmAttemptRecordTx(ctx, tx, now, id, a)
 	})
 }

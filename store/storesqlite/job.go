@@ -148,8 +148,8 @@ func (s *Store) JobGetByID(ctx context.Context, params *store.JobGetByIDParams) 
 	return rowmap.OneErr(row, err, interpretError, jobFromRow)
 }
 
-// JobList implements store.Store. It fetches one row more than the page to
-// know whether a next page exists.
+// JobList implements store.Store. It fetches one row more than the page
+// (by count or by bytes) to know whether a next page exists.
 func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*store.JobListResult, error) {
 	limit := params.PageLimit()
 	args := dbsqlite.JobListParams{
@@ -163,8 +163,16 @@ func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*stor
 	if args.AfterCreatedAt, args.AfterID, err = cursorAfter(params.After); err != nil {
 		return nil, err
 	}
+	args.MaxBytes = params.PageBytes()
 	rows, err := s.q.JobList(ctx, s.read, args)
-	return rowmap.Page(rows, err, interpretError, jobFromRow, limit, store.JobListPage)
+	jobs, err := rowmap.MapErr(rows, err, interpretError, func(r dbsqlite.JobListRow) (store.SizedJob, error) {
+		j, err := jobFromRow(r.Job)
+		return store.SizedJob{Job: j, Bytes: r.Bytes}, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return store.JobListPageSized(jobs, limit, params.PageBytes()), nil
 }
 
 // JobComplete implements store.Store: the update and its event in one write

@@ -2,6 +2,7 @@ package storesqlite
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
@@ -22,6 +23,37 @@ func (s *Store) ProviderBatchRecord(ctx context.Context, params *store.ProviderB
 	})
 }
 
+// ProviderBatchBillsRecord implements store.ProviderBatchStore.
+func (s *Store) ProviderBatchBillsRecord(ctx context.Context, params *store.ProviderBatchBillsRecordParams) error {
+	if len(params.ProviderKeys) == 0 {
+		return nil
+	}
+	keys, err := json.Marshal(params.ProviderKeys)
+	if err != nil {
+		return err
+	}
+	return s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, _ int64) error {
+		return interpretError(s.q.ProviderBatchBillsInsert(ctx, tx, dbsqlite.ProviderBatchBillsInsertParams{
+			Tag: params.Tag, ProviderKeys: string(keys),
+		}))
+	})
+}
+
+// ProviderBatchListStale implements store.ProviderBatchStore.
+func (s *Store) ProviderBatchListStale(ctx context.Context, params *store.ProviderBatchListStaleParams) ([]*store.ProviderBatch, error) {
+	rows, err := s.q.ProviderBatchListStale(ctx, s.read, dbsqlite.ProviderBatchListStaleParams{
+		StaleBefore: params.StaleBefore.UnixMicro(), MaxBatches: int64(max(params.Limit, 0)),
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	out := make([]*store.ProviderBatch, len(rows))
+	for i, r := range rows {
+		out[i] = &store.ProviderBatch{Tag: r.Tag, BatchID: r.BatchID, Status: r.Status}
+	}
+	return out, nil
+}
+
 // RunBatchList implements store.ProviderBatchStore.
 func (s *Store) RunBatchList(ctx context.Context, params *store.RunBatchListParams) ([]*store.RunBatch, error) {
 	id, ok := canonicalUUID(params.RunID)
@@ -35,7 +67,7 @@ func (s *Store) RunBatchList(ctx context.Context, params *store.RunBatchListPara
 	out := make([]*store.RunBatch, len(rows))
 	for i, r := range rows {
 		b := &store.RunBatch{
-			BatchID: r.BatchID, Status: r.Status, Lines: r.Lines, AnsweredLines: r.AnsweredLines, CostMicros: r.CostMicros,
+			BatchID: r.BatchID, Status: r.Status, Lines: r.Lines, AnsweredLines: r.AnsweredLines, CostMicros: r.CostMicros, BilledLines: r.BilledLines,
 			CreatedAt: timeFrom(r.CreatedAt), UpdatedAt: timeFrom(r.UpdatedAt),
 		}
 		if r.ExpiresAt != nil {

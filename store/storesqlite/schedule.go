@@ -159,6 +159,9 @@ func (s *Store) scheduleDecideTx(ctx context.Context, tx *writeTx, sch dbsqlite.
 	if params.Missed {
 		return s.scheduleRecord(ctx, tx, sch, params.Slot, next, store.SlotDecision{Outcome: store.SlotMissed, Reason: params.MissedReason, Buffered: buffered}, now)
 	}
+	if params.Refused != "" && !params.Buffered {
+		return s.scheduleRecord(ctx, tx, sch, params.Slot, next, store.SlotDecision{Outcome: store.SlotSkipped, Reason: params.Refused, Buffered: buffered}, now)
+	}
 	running := false
 	if lastJob != "" {
 		st, err := s.q.JobStatusGet(ctx, tx, lastJob)

@@ -27,6 +27,7 @@ func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListPa
 		Status:   string(params.Status),
 		Pipeline: params.Pipeline,
 		Max:      int64(params.PageLimit()),
+		MaxBytes: params.PageBytes(),
 	})
 	return rowmap.MapErr(rows, err, interpretError, func(r dbsqlite.JobChangeListRow) (*store.JobChange, error) {
 		r.Job.Output = nil // not read into the job only to be dropped
@@ -34,7 +35,7 @@ func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListPa
 		if err != nil {
 			return nil, err
 		}
-		return store.NewJobChange(store.JobChangeCursor{ID: r.JobEvent.ID}, jobEventFromRow(r.JobEvent), job), nil
+		return store.NewJobChange(store.JobChangeCursor{ID: r.JobEvent.ID}, jobEventFromRow(r.JobEvent), job, r.Bytes), nil
 	})
 }
 

@@ -571,6 +571,45 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 			require.ErrorIs(t, err, store.ErrNotFound)
 		})
 
+		t.Run("AFencedRecordIsWrittenOnlyUnderItsLease", func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			job, lease := submitAndClaim(t, b, newSubmitParams(t), "w1")
+			intent := func(attempt int32, tag string) store.LLMAttempt {
+				return store.LLMAttempt{
+					JobID: job.ID, JobAttempt: attempt, Stage: store.JobStageLLMDone, ProviderKey: "pk-fenced",
+					Outcome: store.LLMOutcomeOutcomeUnknown, Error: "provider batch " + tag,
+				}
+			}
+			require.NoError(t, b.engine.LLMAttemptRecord(b.ctx, &store.LLMAttemptRecordParams{Attempt: intent(lease.Attempt, "t1"), Fence: &lease}))
+			other := lease
+			other.Owner = "w2"
+			require.ErrorIs(t, b.engine.LLMAttemptRecord(b.ctx, &store.LLMAttemptRecordParams{Attempt: intent(lease.Attempt, "t-other"), Fence: &other}), store.ErrLeaseLost)
+			stale := lease
+			stale.Attempt--
+			require.ErrorIs(t, b.engine.LLMAttemptRecord(b.ctx, &store.LLMAttemptRecordParams{Attempt: intent(lease.Attempt, "t-stale"), Fence: &stale}), store.ErrLeaseLost)
+			elsewhere := lease
+			elsewhere.JobID = newUUID(t)
+			require.ErrorIs(t, b.engine.LLMAttemptRecord(b.ctx, &store.LLMAttemptRecordParams{Attempt: intent(lease.Attempt, "t-elsewhere"), Fence: &elsewhere}), store.ErrLeaseLost)
+
+			// Taken over: the first attempt writes nothing more, the taker does.
+			past := time.Now().Add(-time.Second)
+			_, err := b.engine.JobTransition(b.ctx, &store.JobTransitionParams{Lease: lease, To: store.JobStatusRetryWait, RunAfter: &past})
+			require.NoError(t, err)
+			taker := leaseOf(claimOne(t, b.engine, "w2", engineLease))
+			require.Equal(t, job.ID, taker.JobID)
+			require.NoError(t, b.engine.LLMAttemptRecord(b.ctx, &store.LLMAttemptRecordParams{Attempt: intent(taker.Attempt, "t2"), Fence: &taker}))
+			require.ErrorIs(t, b.engine.LLMAttemptRecord(b.ctx, &store.LLMAttemptRecordParams{Attempt: intent(lease.Attempt, "t1-late"), Fence: &lease}), store.ErrLeaseLost)
+
+			list, err := b.engine.LLMAttemptList(b.ctx, &store.LLMAttemptListParams{JobID: job.ID})
+			require.NoError(t, err)
+			var tags []string
+			for _, a := range list {
+				tags = append(tags, a.Error)
+			}
+			require.Equal(t, []string{"provider batch t1", "provider batch t2"}, tags, "only the rows written under their lease")
+		})
+
 		t.Run("PriceClassIsJournaledWithTheCheckpoint", func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)

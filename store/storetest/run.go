@@ -2,7 +2,9 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,6 +186,78 @@ func exerciseRun(t *testing.T, newStore func(t *testing.T) Store) {
 		none, err = b.store.RunBatchList(b.ctx, &store.RunBatchListParams{Tenant: run.Tenant, RunID: "not-a-uuid"})
 		require.NoError(t, err)
 		require.Empty(t, none)
+	})
+
+	t.Run("BatchesOfARunCountTheProvidersBills", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		run := newRun(t, b)
+		other := newRun(t, b)
+		items := submitMany(t, b, inRun(t, run), inRun(t, run), inRun(t, other))
+		mine1, mine2, theirs := items[0].Job, items[1].Job, items[2].Job
+		intent := func(job *store.Job, attempt int32, key, tag string) {
+			t.Helper()
+			require.NoError(t, b.store.LLMAttemptRecord(b.ctx, &store.LLMAttemptRecordParams{Attempt: store.LLMAttempt{
+				JobID: job.ID, JobAttempt: attempt, Stage: store.JobStageLLMDone, ProviderKey: key, Model: "m",
+				Outcome: store.LLMOutcomeOutcomeUnknown, Error: "provider batch " + tag, PriceClass: store.PriceClassBatch,
+			}}))
+			require.NoError(t, b.store.ProviderBatchRecord(b.ctx, &store.ProviderBatchRecordParams{
+				Tag: tag, BatchID: "id-" + tag, Status: "completed", CreatedAt: time.Now(),
+			}))
+		}
+		// Batch t1 carries the run's two calls and another run's; batch t2
+		// a second bill of k1 (an attempt that sent it again).
+		intent(mine1, 1, "k1", "t1")
+		intent(mine2, 1, "k2", "t1")
+		intent(theirs, 1, "k3", "t1")
+		intent(mine1, 2, "k1", "t2")
+		bills := func(tag string, keys ...string) {
+			t.Helper()
+			require.NoError(t, b.store.ProviderBatchBillsRecord(b.ctx, &store.ProviderBatchBillsRecordParams{Tag: tag, ProviderKeys: keys}))
+		}
+		bills("t1", "k1", "k3")
+		bills("t1", "k1", "k2") // read again: k1 kept once
+		bills("t2", "k1")
+		bills("t2")
+
+		got, err := b.store.RunBatchList(b.ctx, &store.RunBatchListParams{Tenant: run.Tenant, RunID: run.ID})
+		require.NoError(t, err)
+		billed := map[string]int64{}
+		var sum int64
+		for _, rb := range got {
+			billed[rb.BatchID] = rb.BilledLines
+			sum += rb.BilledLines
+		}
+		require.Equal(t, map[string]int64{"id-t1": 2, "id-t2": 1}, billed, "the run's calls only")
+		require.EqualValues(t, 3, sum, "two calls, three bills: the double bill shows")
+	})
+
+	t.Run("StaleProviderBatchesAreListed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		tag := newUUID(t) // the batches table is shared by the store's runs
+		for i, status := range []string{"in_progress", "completed", "validating", "cancelled", "finalizing"} {
+			require.NoError(t, b.store.ProviderBatchRecord(b.ctx, &store.ProviderBatchRecordParams{
+				Tag: fmt.Sprintf("%s-%d", tag, i), BatchID: fmt.Sprintf("id-%d", i), Status: status, CreatedAt: time.Now(),
+			}))
+		}
+		stale := func(before time.Time, limit int) []string {
+			t.Helper()
+			got, err := b.store.ProviderBatchListStale(b.ctx, &store.ProviderBatchListStaleParams{StaleBefore: before, Limit: limit})
+			require.NoError(t, err)
+			var ids []string
+			for _, pb := range got {
+				if strings.HasPrefix(pb.Tag, tag) {
+					ids = append(ids, pb.BatchID)
+				}
+			}
+			return ids
+		}
+		require.Empty(t, stale(time.Now().Add(-time.Minute), 100), "every record touched just now")
+		require.ElementsMatch(t, []string{"id-0", "id-2", "id-4"}, stale(time.Now().Add(time.Minute), 100), "the unfinished ones")
+		one, err := b.store.ProviderBatchListStale(b.ctx, &store.ProviderBatchListStaleParams{StaleBefore: time.Now().Add(time.Minute), Limit: 1})
+		require.NoError(t, err)
+		require.Len(t, one, 1, "at most Limit")
 	})
 
 	t.Run("ProviderBatchIsKept", func(t *testing.T) {

@@ -7,7 +7,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -447,6 +449,52 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 
 	t.Run("JobList", func(t *testing.T) {
 		t.Parallel()
+
+		t.Run("PagesAreBoundedInBytes", func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+
+			// Sizes from 1 KB to 200 KB, in a seeded random order.
+			seed := uint64(time.Now().UnixNano())
+			t.Logf("seed %d", seed)
+			r := rand.New(rand.NewPCG(seed, 31))
+			var submitted []string
+			for range 12 {
+				p := newSubmitParams(t)
+				p.Params = []byte(`{"blob":"` + strings.Repeat("p", 1000+r.IntN(200_000)) + `"}`)
+				submitted = append(submitted, submit(t, b.store, p).ID)
+			}
+			slices.Reverse(submitted)
+			const maxBytes = 300_000
+			var seen []*store.Job
+			var after *store.JobCursor
+			for pages := 0; ; pages++ {
+				require.Less(t, pages, len(submitted), "pagination does not end")
+				res, err := b.store.JobList(b.ctx, &store.JobListParams{Tenant: "tenant-a", Limit: 5, MaxBytes: maxBytes, After: after})
+				require.NoError(t, err)
+				require.NotEmpty(t, res.Jobs)
+				var n int64
+				for _, j := range res.Jobs {
+					n += int64(len(j.Params))
+				}
+				if len(res.Jobs) > 1 {
+					require.LessOrEqual(t, n, int64(maxBytes), "a page of %d jobs went past MaxBytes", len(res.Jobs))
+				}
+				require.LessOrEqual(t, len(res.Jobs), 5)
+				seen = append(seen, res.Jobs...)
+				if res.Next == nil {
+					break
+				}
+				after = res.Next
+			}
+			require.Equal(t, submitted, jobIDs(seen), "pages cut by bytes skip or repeat jobs")
+
+			// A job over MaxBytes comes alone, and the next page follows it.
+			res, err := b.store.JobList(b.ctx, &store.JobListParams{Tenant: "tenant-a", MaxBytes: 10})
+			require.NoError(t, err)
+			require.Len(t, res.Jobs, 1)
+			require.NotNil(t, res.Next)
+		})
 
 		t.Run("NewestFirstAcrossPages", func(t *testing.T) {
 			t.Parallel()

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -181,6 +182,48 @@ func exerciseWatch(t *testing.T, newStore func(t *testing.T) Store) {
 			waitVisible(t, b, "tenant-a", 7)
 			require.Equal(t, []eventKey{{"tenant-a", later.ID, 1}, {"tenant-a", later.ID, 2}},
 				keysOf(changesAfter(t, b, store.JobChangeListParams{Tenant: "tenant-a", After: last})))
+		})
+
+		t.Run("ReadsAreBoundedInBytes", func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+
+			var ids []string
+			for range 6 {
+				p := newSubmitParams(t)
+				p.Params = []byte(`{"blob":"` + strings.Repeat("x", 100_000) + `"}`)
+				ids = append(ids, submit(t, b.store, p).ID)
+			}
+			waitVisible(t, b, "tenant-a", 6)
+			params := store.JobChangeListParams{Tenant: "tenant-a", MaxBytes: 250_000}
+			var got []string
+			for {
+				page, err := b.watch.JobChangeList(b.ctx, &params)
+				require.NoError(t, err)
+				if len(page) == 0 {
+					break
+				}
+				var before int64 // the bytes of the page before its last change
+				for i, c := range page {
+					require.Greater(t, c.Bytes, int64(100_000), "a change's bytes count its params")
+					if i < len(page)-1 {
+						before += c.Bytes
+					}
+					got = append(got, c.Event.JobID)
+					params.After = c.Cursor
+				}
+				require.Less(t, before, params.MaxBytes, "a read went on past MaxBytes")
+				if len(got) < 6 {
+					require.True(t, store.JobChangesFull(page, &params), "a read cut by MaxBytes must say more may follow")
+				}
+			}
+			require.Equal(t, ids, got)
+
+			// One change larger than MaxBytes still comes, alone.
+			page, err := b.watch.JobChangeList(b.ctx, &store.JobChangeListParams{Tenant: "tenant-a", MaxBytes: 10})
+			require.NoError(t, err)
+			require.Len(t, page, 1)
+			require.True(t, store.JobChangesFull(page, &store.JobChangeListParams{MaxBytes: 10}))
 		})
 
 		t.Run("FiltersByStatusAndPipeline", func(t *testing.T) {

@@ -154,6 +154,7 @@ func TestDocBlocks(t *testing.T) {
 	requireTool(t, []string{"/usr/bin/python3", "-c", "import venv, ensurepip, grpc, google.protobuf, idna, setuptools, wheel"},
 		"apt-get install -y python3-venv python3-grpcio python3-protobuf python3-idna python3-setuptools python3-wheel")
 	requireTool(t, []string{"createdb", "--version"}, "apt-get install -y postgresql-client")
+	requireTool(t, []string{"npm", "--version"}, "apt-get install -y nodejs npm")
 	requireListening(t, "127.0.0.1:5432", "Postgres")
 	requireListening(t, "127.0.0.1:4222", "NATS (nats-server -js)")
 	var ran, notRun int

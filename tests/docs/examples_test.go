@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -68,4 +69,33 @@ func TestDocGoBlocks(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), out)
 	}
+}
+
+// hardCodedAddr finds a client made on a literal address in a Go or Python
+// block: a reader whose server is elsewhere (ONCEJOB_ADDR, as the CLI reads
+// it) would have to edit the snippet.
+var hardCodedAddr = regexp.MustCompile(`(?:Dial|Client|AsyncClient)\(\s*"[^"]*:\d+"`)
+
+// TestDocClientsReadOncejobAddr: every Go and Python block of the README
+// and the guides that dials the server takes ONCEJOB_ADDR before the
+// default address, as the CLI does - three of them hard-coded
+// 127.0.0.1:7070 (issue 30, finding 8).
+func TestDocClientsReadOncejobAddr(t *testing.T) {
+	var bad []string
+	n := 0
+	for _, file := range docFiles(t) {
+		for _, b := range parseBlocks(t, file) {
+			if b.lang != "go" && b.lang != "python" && !strings.Contains(b.text, "<<'GO'") {
+				continue
+			}
+			if strings.Contains(b.text, "ONCEJOB_ADDR") {
+				n++
+			}
+			if hardCodedAddr.MatchString(b.text) {
+				bad = append(bad, b.String()+": "+hardCodedAddr.FindString(b.text))
+			}
+		}
+	}
+	require.Empty(t, bad, "dial cmp.Or(os.Getenv(\"ONCEJOB_ADDR\"), ...) / os.environ.get(\"ONCEJOB_ADDR\", ...)")
+	require.Positive(t, n)
 }

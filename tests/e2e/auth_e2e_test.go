@@ -58,7 +58,7 @@ func anonymousList(t *testing.T, addr, key string) error {
 // mode: the anonymous ListJobs below succeeded.
 func TestAuthFailsClosedWhileTheKeysCannotBeRead(t *testing.T) {
 	t.Parallel()
-	url := storepgtest.NewSchemaURL(t)
+	url := storepgtest.NewMigratedSchemaURL(t)
 	c0 := cli{t: t}
 	_, errOut, code := c0.run("", "migrate", "--database-url", url)
 	require.Zero(t, code, errOut)
@@ -107,7 +107,7 @@ func TestAuthRevokingEveryKeyKeepsTheServerClosed(t *testing.T) {
 	t.Parallel()
 	for name, storeArgs := range map[string]func(t *testing.T) []string{
 		"postgres": func(t *testing.T) []string {
-			url := storepgtest.NewSchemaURL(t)
+			url := storepgtest.NewMigratedSchemaURL(t)
 			_, errOut, code := (cli{t: t}).run("", "migrate", "--database-url", url)
 			require.Zero(t, code, errOut)
 			return []string{"--database-url", url}
@@ -160,4 +160,35 @@ func TestAuthRevokingEveryKeyKeepsTheServerClosed(t *testing.T) {
 			p.stop()
 		})
 	}
+}
+
+// TestKeysListEscapesNames (issue #31, finding 11): `keys create` refuses a
+// name with control characters, and `keys list` prints a name that has
+// them (written before names were checked, or by hand) quoted, so it
+// cannot send escape sequences to the terminal or forge a row. Before,
+// the name was printed raw.
+func TestKeysListEscapesNames(t *testing.T) {
+	t.Parallel()
+	url := storepgtest.NewSchemaURL(t)
+	_, errOut, code := (cli{t: t}).run("", "migrate", "--database-url", url)
+	require.Zero(t, code, errOut)
+	st := []string{"--database-url", url}
+	hostile := "\x1b]0;owned\x07\x1b[2J\nojk_aaaaaaaaaaaa  acme  operator\u202e"
+	_, errOut, ok := keysOn(t, st, "create", "--tenant", "acme", "--name", hostile)
+	require.False(t, ok, "a name with control characters is refused")
+	require.Contains(t, errOut, "printable")
+
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `INSERT INTO api_keys (id, tenant, role, name, sha256) VALUES ('bbbbbbbbbbbb', 'acme', 'submitter', $1, $2)`,
+		hostile, strings.Repeat("0", 64))
+	require.NoError(t, err)
+	list, errOut, ok := keysOn(t, st, "list")
+	require.True(t, ok, errOut)
+	require.NotContains(t, list, "\x1b", "no escape sequence reaches the terminal")
+	require.NotContains(t, list, "\u202e")
+	require.Equal(t, 2, strings.Count(list, "\n")+1, "a header and one row: %q", list)
+	require.Contains(t, list, `"\x1b]0;owned\a\x1b[2J\nojk_aaaaaaaaaaaa  acme  operator\u202e"`)
 }

@@ -254,12 +254,10 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 			require.Eventually(t, func() bool { return httpStatus(t, httpAddr, "/readyz") == http.StatusServiceUnavailable }, 15*time.Second, 20*time.Millisecond)
 			require.Equal(t, http.StatusOK, httpStatus(t, httpAddr, "/livez"))
 			// Meanwhile a call is told the store is unavailable, at once.
-			start := time.Now()
 			cctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, "idempotency-key", "restart-while-down"), callDeadline)
 			_, err := client.SubmitJob(cctx, &oncejobv1.SubmitJobRequest{Pipeline: "summarize", Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: "while down"}}})
 			cancel()
-			require.True(t, storeUnavailable(err), "a submit while Postgres is down: %v", err)
-			require.Less(t, time.Since(start), callDeadline)
+			require.True(t, storeUnavailable(err), "a submit while Postgres is down (not its deadline's end): %v", err)
 			require.NoError(t, e.pg.Start(ctx))
 			health.waitReady(t, healthpb.HealthCheckResponse_SERVING)
 			require.Eventually(t, func() bool { return httpStatus(t, httpAddr, "/readyz") == http.StatusOK }, 15*time.Second, 20*time.Millisecond)
@@ -481,18 +479,26 @@ func TestConnectionFaults(t *testing.T) {
 		release := apiProxy.Stall()
 		health.waitReady(t, healthpb.HealthCheckResponse_NOT_SERVING)
 		for i := range 2 {
-			start := time.Now()
 			cctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, "idempotency-key", "stalled-"+strconv.Itoa(i)), callDeadline)
 			_, err := client.SubmitJob(cctx, &oncejobv1.SubmitJobRequest{Pipeline: "summarize", Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: "stalled"}}})
 			cancel()
-			requireOutageAnswer(t, err, time.Since(start))
+			requireOutageAnswer(t, err)
 		}
 		// A caller without a deadline is answered by the server's own
-		// bound: store unavailable, not a hang.
-		start := time.Now()
-		_, err := client.GetJob(ctx, &oncejobv1.GetJobRequest{JobId: "01a23b3e-0000-7000-8000-000000000000"})
-		require.True(t, storeUnavailable(err), "a call without a deadline on a stalled store: %v", err)
-		require.Less(t, time.Since(start), storeTimeout+time.Second)
+		// bound (the store timeout): store unavailable, not a hang. The
+		// guard is a hang's, not a measure of the bound: a deadline of the
+		// caller's would reach the server and be the bound.
+		answered := make(chan error, 1)
+		go func() {
+			_, err := client.GetJob(ctx, &oncejobv1.GetJobRequest{JobId: "01a23b3e-0000-7000-8000-000000000000"})
+			answered <- err
+		}()
+		select {
+		case err := <-answered:
+			require.True(t, storeUnavailable(err), "a call without a deadline on a stalled store: %v", err)
+		case <-time.After(time.Minute):
+			t.Fatal("a call without a deadline on a stalled store hung")
+		}
 		release()
 		health.waitReady(t, healthpb.HealthCheckResponse_SERVING)
 		_, liveness := health.stop()

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
 )
@@ -28,6 +29,22 @@ var binDir string
 // CPU, so more of them than go test's default (GOMAXPROCS) fit a small
 // machine. An explicit -parallel wins.
 const parallel = 4
+
+// big runs the tests that take a size at the size their issues showed
+// them at (a run of 10,000 items through kills, two relays over 10,000
+// events); by default they run at a fifth of it, where what they check
+// holds the same (docs/performance.md, "The test suite's time"):
+//
+//	go test ./tests/e2e -run 'TestRunItemsThroughKills|TestTwoRelaysDeliverEveryEvent' -e2e.big
+var big = flag.Bool("e2e.big", false, "run the sized tests at their issues' sizes (10,000 items, 10,000 events)")
+
+// sized is small, or large under -e2e.big.
+func sized(small, large int) int {
+	if *big {
+		return large
+	}
+	return small
+}
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -61,16 +78,22 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
+	// goleak.VerifyTestMain's check, after the binaries are removed.
+	if err := goleak.Find(); code == 0 && err != nil {
+		fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+		code = 1
+	}
 	os.Exit(code)
 }
 
-// serve starts the real binary on a fresh Postgres schema and returns its
+// serve starts the real binary on a migrated Postgres schema of its own
+// (storepgtest.NewMigratedSchemaURL) and returns its
 // address once it is healthy. The process gets SIGTERM at cleanup and must
 // exit cleanly.
 func serve(t *testing.T, extraArgs ...string) string {
 	t.Helper()
 	addr := freeAddr(t)
-	args := append([]string{"serve", "--database-url", storepgtest.NewSchemaURL(t), "--migrate", "--grpc-addr", addr}, extraArgs...)
+	args := append([]string{"serve", "--database-url", storepgtest.NewMigratedSchemaURL(t), "--migrate", "--grpc-addr", addr}, extraArgs...)
 	p := start(t, "serve", nil, args...)
 	t.Cleanup(p.stop)
 	waitHealthy(t, p, addr)

@@ -47,14 +47,13 @@ func storeUnavailable(err error) bool {
 }
 
 // requireOutageAnswer accepts an error only as an outage answer: store
-// unavailable, or the call's own deadline passing (a stalled store), and
-// never later than the deadline allows.
-func requireOutageAnswer(t *testing.T, err error, took time.Duration) {
+// unavailable, or the call's own deadline passing (a stalled store; gRPC
+// ends the call at its deadline).
+func requireOutageAnswer(t *testing.T, err error) {
 	t.Helper()
 	code := status.Code(err)
 	require.True(t, storeUnavailable(err) || code == codes.DeadlineExceeded,
 		"during a store outage a call must be UNAVAILABLE/STORE_UNAVAILABLE or DEADLINE_EXCEEDED, got %v", err)
-	require.Less(t, took, callDeadline+time.Second, "the call hung past its deadline: %v", err)
 }
 
 // submitDoc is the document of a fault test's key: one to three chunks of

@@ -23,7 +23,7 @@ var storeKeyRE = regexp.MustCompile(`^ojk_([a-z2-7]{12})_[a-z2-7]+$`)
 // locks the key out of the running server within 5s, no restart.
 func TestKeysCLI(t *testing.T) {
 	t.Parallel()
-	url := storepgtest.NewSchemaURL(t)
+	url := storepgtest.NewMigratedSchemaURL(t)
 	keys := func(args ...string) (string, string) {
 		t.Helper()
 		cmd := exec.Command(filepath.Join(binDir, "oncejob"), append([]string{"keys"}, args...)...)

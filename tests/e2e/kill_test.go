@@ -43,7 +43,7 @@ type cluster struct {
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	c := &cluster{dbURL: storepgtest.NewSchemaURL(t), sim: startSim(t), pipes: writeFile(t, "pipelines.yaml", killPipelines)}
+	c := &cluster{dbURL: storepgtest.NewMigratedSchemaURL(t), sim: startSim(t), pipes: writeFile(t, "pipelines.yaml", killPipelines)}
 	addr := freeAddr(t)
 	api := start(t, "serve", nil, "serve", "--database-url", c.dbURL, "--migrate", "--workers", "0", "--grpc-addr", addr, "--pipelines", c.pipes)
 	waitHealthy(t, api, addr)

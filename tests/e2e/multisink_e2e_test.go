@@ -332,11 +332,10 @@ func TestMultiSinkDeliveryOnceAcrossKills(t *testing.T) {
 	t.Run("Postgres", func(t *testing.T) {
 		t.Parallel()
 		m := newMultiSink(t)
-		dbURL := storepgtest.NewSchemaURL(t)
+		dbURL := storepgtest.NewMigratedSchemaURL(t)
 		st, err := storepg.Open(context.Background(), dbURL)
 		require.NoError(t, err)
 		t.Cleanup(st.Close)
-		require.NoError(t, storepg.Migrate(context.Background(), st.Pool()))
 		ids := announceOn(t, st, jobs)
 		events := 2 * jobs
 

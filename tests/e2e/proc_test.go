@@ -142,6 +142,13 @@ func (p *proc) stopOrDieAt(logLine string) {
 // waitHealthy waits until a serve process answers health checks.
 func waitHealthy(t *testing.T, p *proc, addr string) {
 	t.Helper()
+	waitHealthyWithin(t, p, addr, 30*time.Second)
+}
+
+// waitHealthyWithin is waitHealthy with a deadline of its own: the fault
+// sequences start many servers on a machine they load.
+func waitHealthyWithin(t *testing.T, p *proc, addr string, within time.Duration) {
+	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	defer conn.Close()
@@ -153,7 +160,7 @@ func waitHealthy(t *testing.T, p *proc, addr string) {
 		defer cancel()
 		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
 		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
-	}, 30*time.Second, 50*time.Millisecond, "%s never became healthy", p.name)
+	}, within, 50*time.Millisecond, "%s never became healthy", p.name)
 }
 
 // simProc is `oncejob llm-sim` in a process of its own, so its billing

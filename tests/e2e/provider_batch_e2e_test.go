@@ -184,17 +184,18 @@ type batchServer struct {
 	restarts int
 }
 
-func startBatchServer(t *testing.T, embedded bool, sim *simProc, linger string, env []string) *batchServer {
+func startBatchServer(t *testing.T, embedded bool, sim *simProc, linger string, env []string, extraArgs ...string) *batchServer {
 	t.Helper()
 	addr := freeAddr(t)
 	args := []string{"serve", "--grpc-addr", addr, "--pipelines", writeFile(t, "pipelines.yaml", batchPipelines(linger)),
 		"--llm-base-url", sim.base + "/v1", "--llm-batch-api",
 		"--lease-duration", "2s", "--poll-interval", "20ms", "--relays", "0"}
+	args = append(args, extraArgs...)
 	s := &batchServer{t: t, addr: addr}
 	if embedded {
 		args = append(args, "--data-dir", t.TempDir())
 	} else {
-		s.dbURL = storepgtest.NewSchemaURL(t)
+		s.dbURL = storepgtest.NewMigratedSchemaURL(t)
 		args = append(args, "--database-url", s.dbURL, "--migrate")
 	}
 	s.args = args

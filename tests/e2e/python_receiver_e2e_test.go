@@ -160,12 +160,11 @@ func TestPythonReceiverAppliesRelayDeliveriesOnce(t *testing.T) {
 		t.Run(db, func(t *testing.T) {
 			rcv := newPyReceiver(t, db)
 			recv := rcv.start(t, "py-receiver-1")
-			e := &effects{dbURL: storepgtest.NewSchemaURL(t), secret: rcv.secret, recvURL: "http://" + rcv.addr}
+			e := &effects{dbURL: storepgtest.NewMigratedSchemaURL(t), secret: rcv.secret, recvURL: "http://" + rcv.addr}
 			var err error
 			e.store, err = storepg.Open(context.Background(), e.dbURL)
 			require.NoError(t, err)
 			t.Cleanup(e.store.Close)
-			require.NoError(t, storepg.Migrate(context.Background(), e.store.Pool()))
 			config := e.config(t, "")
 			jobs := e.announce(t, 3)
 

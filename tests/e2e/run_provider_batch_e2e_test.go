@@ -68,7 +68,7 @@ func TestRunProviderBatchFlag(t *testing.T) {
 
 	out, stderr, code = runCLI(t, "run", "batches", sum.RunID, "--addr", addr)
 	require.Zero(t, code, stderr)
-	require.Regexp(t, `(?m)^batch_\S+\s+completed\s+20\s+20\s+batch\s+\d+`, out)
+	require.Regexp(t, `(?m)^batch_\S+\s+completed\s+20\s+20\s+20\s+batch\s+\d+`, out, "20 lines, answered and billed")
 
 	// The Go SDK: the option on a run, and the run's batches.
 	c := dialSDK(t, addr)
@@ -78,6 +78,7 @@ func TestRunProviderBatchFlag(t *testing.T) {
 	require.Equal(t, "completed", batches[0].GetStatus())
 	require.EqualValues(t, n, batches[0].GetLines())
 	require.EqualValues(t, n, batches[0].GetAnsweredLines())
+	require.EqualValues(t, n, batches[0].GetBilledLines(), "the provider billed what the journal answered")
 	require.Equal(t, "batch", batches[0].GetPriceClass())
 	run, err := c.GetRun(t.Context(), sum.RunID)
 	require.NoError(t, err)

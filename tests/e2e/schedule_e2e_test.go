@@ -40,7 +40,7 @@ type scheduleCluster struct {
 
 func newScheduleCluster(t *testing.T) *scheduleCluster {
 	t.Helper()
-	c := &scheduleCluster{dbURL: storepgtest.NewSchemaURL(t)}
+	c := &scheduleCluster{dbURL: storepgtest.NewMigratedSchemaURL(t)}
 	sim := startSim(t)
 	sim.setFaults(t, fmt.Sprintf(`{"latency": %q}`, scheduleJobTime.String()))
 	pipes := writeFile(t, "pipelines.yaml", lightPipelines)

@@ -53,7 +53,7 @@ type watchCluster struct {
 
 func newWatchCluster(t *testing.T) *watchCluster {
 	t.Helper()
-	u := storepgtest.NewSchemaURL(t)
+	u := storepgtest.NewMigratedSchemaURL(t)
 	a := serveOn(t, u, "--migrate")
 	b := serveOn(t, u)
 	st, err := storepg.Open(context.Background(), u)

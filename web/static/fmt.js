@@ -20,5 +20,9 @@ export const cost = (micros) => (num(micros) / 1e6).toFixed(6);
 export const time = (ts) => (ts ? new Date(ts).toLocaleString() : '');
 export const ms = (ts) => (ts ? Date.parse(ts) : 0);
 export const terminal = (s) => ['SUCCEEDED', 'FAILED', 'CANCELLED', 'DEAD_LETTERED'].includes(statusName(s));
-export const jobTitle = (j) => j.document_name || j.id;
+// jobTitle names a job by its document: the document's name, or for an
+// unnamed one (pasted text, a run's item) its kind and size and the job
+// id's first part - never the bare id alone (issue 30).
+export const jobTitle = (j) => j.document_name ||
+  `(unnamed ${j.document_media_type || 'document'}, ${num(j.document_size_bytes)} bytes) ${String(j.id || '').slice(0, 8)}`;
 export const json = (v) => JSON.stringify(v, null, 2);

@@ -133,12 +133,43 @@ def _normalize_label(label: str) -> str:
         return label.lower()
     try:
         mapped = idna.uts46_remap(label, std3_rules=True, transitional=False)
+        if mapped.startswith("xn--"):
+            # UTS #46 decodes it as an A-label: ASCII, valid punycode, not
+            # all ASCII once decoded; then it is that U-label (docs/keys.md).
+            if not mapped.isascii():
+                raise ValueError(f"host label {label!r}: starts with xn-- but is not ASCII")
+            try:
+                decoded = mapped[4:].encode("ascii").decode("punycode")
+            except UnicodeError:
+                raise ValueError(f"host label {label!r}: xn-- but not punycode") from None
+            if not decoded or decoded.isascii():
+                raise ValueError(f"host label {label!r}: xn-- but punycode of ASCII")
+            a_label = _normalize_label(decoded)
+            if a_label != mapped:
+                raise ValueError(f"host label {label!r}: {mapped} is not the A-label of what it decodes to ({a_label})")
+            return a_label
+        for i, c in enumerate(mapped):
+            if c in "\u200c\u200d" and (i == 0 or ord(mapped[i - 1]) not in _VIRAMAS):
+                raise ValueError(f"host label {label!r}: U+{ord(c):04X} is allowed only right after a virama")
         for c in mapped:
-            if not _idna_letter_digit(c):
+            if not _idna_letter_digit(c) and c not in "\u200c\u200d":  # joiners: above
                 raise ValueError(f"host label {label!r}: U+{ord(c):04X} is not a letter, mark or digit (IDNA2008)")
         return idna.encode(mapped, uts46=False).decode("ascii")
     except idna.IDNAError as e:
         raise ValueError(f"host label {label!r}: {e}") from None
+
+
+# Canonical_Combining_Class 9 (Virama) in Unicode 14, as Go's viramas: the
+# one place a joiner (ZWJ, ZWNJ) may stand in a host label (docs/keys.md).
+_VIRAMAS = frozenset([
+    0x094D, 0x09CD, 0x0A4D, 0x0ACD, 0x0B4D, 0x0BCD, 0x0C4D, 0x0CCD, 0x0D3B,
+    0x0D3C, 0x0D4D, 0x0DCA, 0x0E3A, 0x0EBA, 0x0F84, 0x1039, 0x103A, 0x1714,
+    0x1715, 0x1734, 0x17D2, 0x1A60, 0x1B44, 0x1BAA, 0x1BAB, 0x1BF2, 0x1BF3,
+    0x2D7F, 0xA806, 0xA82C, 0xA8C4, 0xA953, 0xA9C0, 0xAAF6, 0xABED, 0x10A3F,
+    0x11046, 0x11070, 0x1107F, 0x110B9, 0x11133, 0x11134, 0x111C0, 0x11235, 0x112EA,
+    0x1134D, 0x11442, 0x114C2, 0x115BF, 0x1163F, 0x116B6, 0x1172B, 0x11839, 0x1193D,
+    0x1193E, 0x119E0, 0x11A34, 0x11A47, 0x11A99, 0x11C3F, 0x11D44, 0x11D45, 0x11D97,
+])
 
 
 def _idna_letter_digit(c: str) -> bool:
@@ -148,7 +179,8 @@ def _idna_letter_digit(c: str) -> bool:
     if c == "-" or o in (0x06FD, 0x06FE, 0x0F0B, 0x3007):
         return True
     if o in (0x0640, 0x07FA, 0x302E, 0x302F, 0x303B) or 0x3031 <= o <= 0x3035 \
-            or 0x1100 <= o <= 0x11FF or 0xA960 <= o <= 0xA97F or 0xD7B0 <= o <= 0xD7FF:
+            or 0x1100 <= o <= 0x11FF or 0xA960 <= o <= 0xA97F or 0xD7B0 <= o <= 0xD7FF \
+            or 0x20D0 <= o <= 0x20FF or 0x1D100 <= o <= 0x1D1FF or 0x1D200 <= o <= 0x1D24F:
         return False
     return unicodedata.category(c) in _LETTER_DIGIT
 

@@ -110,3 +110,30 @@ def test_submit_key_refuses_text_that_is_not_unicode():
     with pytest.raises(ValueError):
         submit_key("summarize", "caf\udce9")
     assert len(submit_key("summarize", "café")) == 64
+
+
+def test_idna_edges_of_issue_30():
+    """Issue 30, finding 7, as docs/keys.md decides it (the Go twin:
+    TestKeysIDNAEdges): xn-- only as the A-label of a valid U-label, the
+    IgnorableBlocks' marks refused, a joiner only right after a virama, and
+    capital sharp s mapped to ss as UTS #46 maps it."""
+    import unicodedata
+    assert normalized("https://ｘｎ－－bcher-kva.example/") == "https://xn--bcher-kva.example/"
+    assert normalized("https://क्\u200dष.example/") == "https://xn--11b2ezcw70k.example/"
+    assert normalized("https://क्\u200cष.example/") == "https://xn--11b2ezcs70k.example/"
+    assert normalized("https://faẞ.de/") == "https://fass.de/"
+    assert normalized("https://faß.de/") == "https://xn--fa-hia.de/"
+    for bad in ["https://xn--é-.com/", "https://XN--é.com/", "https://xn--bücher.example/", "https://xn--－x0y.example/",
+                "https://ｘｎ－－zz.example/", "https://a\u200db.example/", "https://\u200dक.example/", "https://क\u200d.example/",
+                "https://ب\u200cب.example/", "https://ب\u200c٢.example/"]:
+        with pytest.raises(ValueError):
+            normalize_url(bad)
+    marks = 0
+    for lo, hi in [(0x20D0, 0x20FF), (0x1D100, 0x1D1FF), (0x1D200, 0x1D24F)]:
+        for cp in range(lo, hi + 1):
+            if unicodedata.category(chr(cp)) not in ("Mn", "Mc", "Me"):
+                continue
+            marks += 1
+            with pytest.raises(ValueError):
+                normalize_url("https://a" + chr(cp) + ".example/")
+    assert marks >= 59

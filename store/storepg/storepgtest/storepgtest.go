@@ -1,5 +1,8 @@
-// Package storepgtest gives tests a storepg.Store on a fresh, migrated
-// Postgres schema of their own, dropped when the test ends.
+// Package storepgtest gives tests a Postgres schema of their own: a
+// migrated one from a pool of schemas reused across tests (NewTestStore,
+// NewMigratedSchemaURL; pooled.go), or a fresh, empty one dropped when the
+// test ends (NewTestPool, NewSchemaURL) for tests of the migrations
+// themselves and of the statistics a schema accumulates.
 package storepgtest
 
 import (
@@ -33,14 +36,12 @@ func DatabaseURL() string {
 	return DefaultDatabaseURL
 }
 
-// NewTestStore returns a Store on NewTestPool, migrated.
+// NewTestStore returns a Store on a migrated, empty schema of the pool,
+// which goes back to the pool at cleanup (pooled.go). The test may commit,
+// listen and run concurrently with others.
 func NewTestStore(tb testing.TB) *storepg.Store {
 	tb.Helper()
-	pool := NewTestPool(tb)
-	if err := storepg.Migrate(context.Background(), pool); err != nil {
-		tb.Fatalf("storepgtest: %v", err)
-	}
-	s := storepg.New(pool)
+	s := storepg.New(newPool(tb, DatabaseURL(), takeSchema(tb)))
 	tb.Cleanup(s.Close) // before the pool's: cleanups run last-in first-out
 	return s
 }
@@ -105,6 +106,11 @@ func NewSchemaURL(tb testing.TB) string {
 	schema := "t_" + randomHex(tb, 8)
 	adminExec(tb, url, "CREATE SCHEMA "+schema)
 	tb.Cleanup(func() { adminExec(tb, url, "DROP SCHEMA "+schema+" CASCADE") })
+	return schemaURL(url, schema)
+}
+
+// schemaURL is url with schema as search_path and application_name.
+func schemaURL(url, schema string) string {
 	sep := "?"
 	if strings.Contains(url, "?") {
 		sep = "&"

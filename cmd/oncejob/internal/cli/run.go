@@ -126,10 +126,10 @@ func RunBatches(ctx context.Context, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	cmdline.Say(tw, "BATCH\tSTATUS\tLINES\tANSWERED\tPRICE\tCOST_MICROS\tCREATED\tEXPIRES\n")
+	cmdline.Say(tw, "BATCH\tSTATUS\tLINES\tANSWERED\tBILLED\tPRICE\tCOST_MICROS\tCREATED\tEXPIRES\n")
 	for _, b := range batches {
-		cmdline.Say(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\t%s\n", b.GetBatchId(), b.GetStatus(), b.GetLines(), b.GetAnsweredLines(),
-			b.GetPriceClass(), b.GetCostMicros(), when(b.GetCreateTime()), when(b.GetExpireTime()))
+		cmdline.Say(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\n", b.GetBatchId(), b.GetStatus(), b.GetLines(), b.GetAnsweredLines(),
+			b.GetBilledLines(), b.GetPriceClass(), b.GetCostMicros(), when(b.GetCreateTime()), when(b.GetExpireTime()))
 	}
 	return tw.Flush()
 }

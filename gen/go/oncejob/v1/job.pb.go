@@ -722,6 +722,10 @@ type SubmitJobsRequest struct {
 	// own record, however old; one whose key is bound to another request is
 	// IDEMPOTENCY_KEY_REUSED. A run that does not exist is NOT_FOUND and a
 	// cancelled run FAILED_PRECONDITION (RUN_CANCELLED), for the whole call.
+	// The run's params and labels, copied into every item, may make a call
+	// of at most 8 MiB (their size times the items): a larger one is
+	// INVALID_ARGUMENT (BadRequest on `items`, naming how many items fit),
+	// with nothing written.
 	RunId         string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -875,7 +879,9 @@ func (x *SubmitJobsResponse) GetResults() []*SubmitJobsResult {
 // SubmitJobsResult is one item's answer: `job` and `outcome`, or `error`.
 type SubmitJobsResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The job, when the item succeeded.
+	// The job, when the item succeeded. With a `run_id`, without `params`
+	// and `labels` (the run's, in every item, would make the response as
+	// large as the jobs; GetJob has them).
 	Job *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	// What SubmitJob would have done; unspecified when `error` is set.
 	Outcome SubmitOutcome `protobuf:"varint,2,opt,name=outcome,proto3,enum=oncejob.v1.SubmitOutcome" json:"outcome,omitempty"`

@@ -24,15 +24,21 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// RunState is whether a run accepts items.
+// RunState is whether a run accepts items, and whether they are done.
 type RunState int32
 
 const (
 	RunState_RUN_STATE_UNSPECIFIED RunState = 0
-	// Accepts items; its progress says how far its items are.
+	// Accepts items, and has at least one not terminal, or none yet; its
+	// progress says how far its items are.
 	RunState_RUN_STATE_OPEN RunState = 1
 	// Cancelled: accepts no items; its jobs were cancelled.
 	RunState_RUN_STATE_CANCELLED RunState = 2
+	// Every item is terminal (`progress.complete`): the run is done, its
+	// rate and time left are no longer estimated. It still accepts items (the
+	// same `run submit` again resumes a run): a new item that is not
+	// terminal makes it OPEN again.
+	RunState_RUN_STATE_COMPLETED RunState = 3
 )
 
 // Enum value maps for RunState.
@@ -41,11 +47,13 @@ var (
 		0: "RUN_STATE_UNSPECIFIED",
 		1: "RUN_STATE_OPEN",
 		2: "RUN_STATE_CANCELLED",
+		3: "RUN_STATE_COMPLETED",
 	}
 	RunState_value = map[string]int32{
 		"RUN_STATE_UNSPECIFIED": 0,
 		"RUN_STATE_OPEN":        1,
 		"RUN_STATE_CANCELLED":   2,
+		"RUN_STATE_COMPLETED":   3,
 	}
 )
 
@@ -246,7 +254,8 @@ type RunProgress struct {
 	// run nothing).
 	Usage *JobUsage `protobuf:"bytes,14,opt,name=usage,proto3" json:"usage,omitempty"`
 	// Computed items that reached a terminal status per second, over the last
-	// minute (or since the run started, when younger).
+	// minute (or since the run started, when younger); 0 once the run is
+	// complete, rather than a rate that decays after its last item ended.
 	ItemsPerSecond float64 `protobuf:"fixed64,15,opt,name=items_per_second,json=itemsPerSecond,proto3" json:"items_per_second,omitempty"`
 	// Non-terminal items / items_per_second; unset when the rate is zero or
 	// nothing is left.
@@ -1345,7 +1354,12 @@ type RunBatch struct {
 	// When the provider's window closes on the batch.
 	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	// When a worker last saw the batch change.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// The run's calls the provider billed in the batch, as read from the
+	// batch's results once it finished: the provider's side of
+	// answered_lines. A call billed by two batches counts in both, so the
+	// sum over a run's batches above its calls is a double bill.
+	BilledLines   int64 `protobuf:"varint,10,opt,name=billed_lines,json=billedLines,proto3" json:"billed_lines,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1441,6 +1455,13 @@ func (x *RunBatch) GetUpdateTime() *timestamppb.Timestamp {
 		return x.UpdateTime
 	}
 	return nil
+}
+
+func (x *RunBatch) GetBilledLines() int64 {
+	if x != nil {
+		return x.BilledLines
+	}
+	return 0
 }
 
 var File_oncejob_v1_run_proto protoreflect.FileDescriptor
@@ -1547,7 +1568,7 @@ const file_oncejob_v1_run_proto_rawDesc = "" +
 	"\x15ListRunBatchesRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"H\n" +
 	"\x16ListRunBatchesResponse\x12.\n" +
-	"\abatches\x18\x01 \x03(\v2\x14.oncejob.v1.RunBatchR\abatches\"\xf3\x02\n" +
+	"\abatches\x18\x01 \x03(\v2\x14.oncejob.v1.RunBatchR\abatches\"\x96\x03\n" +
 	"\bRunBatch\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
@@ -1562,11 +1583,14 @@ const file_oncejob_v1_run_proto_rawDesc = "" +
 	"\vexpire_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12;\n" +
 	"\vupdate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime*R\n" +
+	"updateTime\x12!\n" +
+	"\fbilled_lines\x18\n" +
+	" \x01(\x03R\vbilledLines*k\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eRUN_STATE_OPEN\x10\x01\x12\x17\n" +
-	"\x13RUN_STATE_CANCELLED\x10\x022\xa9\x04\n" +
+	"\x13RUN_STATE_CANCELLED\x10\x02\x12\x17\n" +
+	"\x13RUN_STATE_COMPLETED\x10\x032\xa9\x04\n" +
 	"\n" +
 	"RunService\x12H\n" +
 	"\tCreateRun\x12\x1c.oncejob.v1.CreateRunRequest\x1a\x1d.oncejob.v1.CreateRunResponse\x12?\n" +

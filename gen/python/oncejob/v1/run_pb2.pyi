@@ -10,6 +10,7 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 
 DESCRIPTOR: _descriptor.FileDescriptor
 RUN_STATE_CANCELLED: RunState
+RUN_STATE_COMPLETED: RunState
 RUN_STATE_OPEN: RunState
 RUN_STATE_UNSPECIFIED: RunState
 
@@ -176,9 +177,10 @@ class Run(_message.Message):
     def __init__(self, id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., name: _Optional[str] = ..., pipeline: _Optional[str] = ..., model_profile: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., state: _Optional[_Union[RunState, str]] = ..., progress: _Optional[_Union[RunProgress, _Mapping]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., provider_batch: bool = ...) -> None: ...
 
 class RunBatch(_message.Message):
-    __slots__ = ["answered_lines", "batch_id", "cost_micros", "create_time", "expire_time", "lines", "price_class", "status", "update_time"]
+    __slots__ = ["answered_lines", "batch_id", "billed_lines", "cost_micros", "create_time", "expire_time", "lines", "price_class", "status", "update_time"]
     ANSWERED_LINES_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    BILLED_LINES_FIELD_NUMBER: _ClassVar[int]
     COST_MICROS_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
@@ -188,6 +190,7 @@ class RunBatch(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     answered_lines: int
     batch_id: str
+    billed_lines: int
     cost_micros: int
     create_time: _timestamp_pb2.Timestamp
     expire_time: _timestamp_pb2.Timestamp
@@ -195,7 +198,7 @@ class RunBatch(_message.Message):
     price_class: str
     status: str
     update_time: _timestamp_pb2.Timestamp
-    def __init__(self, batch_id: _Optional[str] = ..., status: _Optional[str] = ..., lines: _Optional[int] = ..., answered_lines: _Optional[int] = ..., price_class: _Optional[str] = ..., cost_micros: _Optional[int] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expire_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, batch_id: _Optional[str] = ..., status: _Optional[str] = ..., lines: _Optional[int] = ..., answered_lines: _Optional[int] = ..., price_class: _Optional[str] = ..., cost_micros: _Optional[int] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expire_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., billed_lines: _Optional[int] = ...) -> None: ...
 
 class RunProgress(_message.Message):
     __slots__ = ["awaiting_approval", "cancelled", "complete", "computed", "dead_lettered", "estimated_time_left", "failed", "items", "items_per_second", "limit", "limit_time_left", "outcome_unknown", "provider_batch_window", "queued", "retry_wait", "reused", "running", "seq", "succeeded", "usage"]

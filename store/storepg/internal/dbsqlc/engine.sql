@@ -129,8 +129,18 @@ SELECT id, tenant, last_event_seq FROM job;
 -- to the job, in one statement. No row: no such job. An attempt is billed
 -- only if no billed attempt of the job has its bill identity (the provider
 -- request id, else the provider key); the unique index
--- llm_attempts_billed_once settles a race between two such inserts.
-WITH attempt AS (
+-- llm_attempts_billed_once settles a race between two such inserts. With
+-- @fenced the row is written only while the lease (@owner, @lease_attempt)
+-- holds the job: the fence locks the job's row, so a claim that takes the
+-- job over commits before or after the whole write, never in between. No
+-- row then: lease lost.
+WITH fence AS (
+    SELECT id FROM jobs
+    WHERE id = @job_id::uuid AND @fenced::boolean
+        AND lease_owner = @owner::text AND attempt = @lease_attempt::integer AND status = 'running'
+    FOR UPDATE
+),
+attempt AS (
     INSERT INTO llm_attempts (
         job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed,
         prompt_tokens, completion_tokens, cost_micros, latency_ms,
@@ -148,7 +158,7 @@ WITH attempt AS (
         @prompt_tokens::bigint, @completion_tokens::bigint, @cost_micros::bigint,
         @latency_ms::bigint, @provider_request_id::text, @error::text, @model::text, @price_class::text
     FROM jobs
-    WHERE jobs.id = @job_id::uuid
+    WHERE jobs.id = @job_id::uuid AND (NOT @fenced::boolean OR EXISTS (SELECT 1 FROM fence))
     RETURNING id, job_id, billed, prompt_tokens, completion_tokens, cost_micros
 ),
 usage AS (

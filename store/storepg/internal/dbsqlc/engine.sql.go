@@ -805,25 +805,31 @@ func (q *Queries) LLMAttemptList(ctx context.Context, db DBTX, jobID pgtype.UUID
 }
 
 const lLMAttemptRecord = `-- name: LLMAttemptRecord :one
-WITH attempt AS (
+WITH fence AS (
+    SELECT id FROM jobs
+    WHERE id = $1::uuid AND $2::boolean
+        AND lease_owner = $3::text AND attempt = $4::integer AND status = 'running'
+    FOR UPDATE
+),
+attempt AS (
     INSERT INTO llm_attempts (
         job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed,
         prompt_tokens, completion_tokens, cost_micros, latency_ms,
         provider_request_id, error, model, price_class
     )
-    SELECT jobs.id, jobs.tenant, $1::integer, $2::text, $3::integer,
-        $4::text, $5::text,
-        $6::boolean AND NOT EXISTS (
+    SELECT jobs.id, jobs.tenant, $5::integer, $6::text, $7::integer,
+        $8::text, $9::text,
+        $10::boolean AND NOT EXISTS (
             SELECT 1 FROM llm_attempts billed
             WHERE billed.job_id = jobs.id AND billed.billed
                 AND (CASE WHEN billed.provider_request_id <> '' THEN 'req:' || billed.provider_request_id
                     ELSE 'key:' || billed.provider_key END)
-                  = (CASE WHEN $7::text <> '' THEN 'req:' || $7::text
-                    ELSE 'key:' || $4::text END)),
-        $8::bigint, $9::bigint, $10::bigint,
-        $11::bigint, $7::text, $12::text, $13::text, $14::text
+                  = (CASE WHEN $11::text <> '' THEN 'req:' || $11::text
+                    ELSE 'key:' || $8::text END)),
+        $12::bigint, $13::bigint, $14::bigint,
+        $15::bigint, $11::text, $16::text, $17::text, $18::text
     FROM jobs
-    WHERE jobs.id = $15::uuid
+    WHERE jobs.id = $1::uuid AND (NOT $2::boolean OR EXISTS (SELECT 1 FROM fence))
     RETURNING id, job_id, billed, prompt_tokens, completion_tokens, cost_micros
 ),
 usage AS (
@@ -841,6 +847,10 @@ SELECT id FROM attempt
 `
 
 type LLMAttemptRecordParams struct {
+	JobID             pgtype.UUID
+	Fenced            bool
+	Owner             string
+	LeaseAttempt      int32
 	JobAttempt        int32
 	Stage             string
 	Chunk             int32
@@ -855,16 +865,23 @@ type LLMAttemptRecordParams struct {
 	Error             string
 	Model             string
 	PriceClass        string
-	JobID             pgtype.UUID
 }
 
 // Journals an attempt under the job's tenant and, when billed, adds its usage
 // to the job, in one statement. No row: no such job. An attempt is billed
 // only if no billed attempt of the job has its bill identity (the provider
 // request id, else the provider key); the unique index
-// llm_attempts_billed_once settles a race between two such inserts.
+// llm_attempts_billed_once settles a race between two such inserts. With
+// @fenced the row is written only while the lease (@owner, @lease_attempt)
+// holds the job: the fence locks the job's row, so a claim that takes the
+// job over commits before or after the whole write, never in between. No
+// row then: lease lost.
 func (q *Queries) LLMAttemptRecord(ctx context.Context, db DBTX, arg LLMAttemptRecordParams) (int64, error) {
 	row := db.QueryRow(ctx, lLMAttemptRecord,
+		arg.JobID,
+		arg.Fenced,
+		arg.Owner,
+		arg.LeaseAttempt,
 		arg.JobAttempt,
 		arg.Stage,
 		arg.Chunk,
@@ -879,7 +896,6 @@ func (q *Queries) LLMAttemptRecord(ctx context.Context, db DBTX, arg LLMAttemptR
 		arg.Error,
 		arg.Model,
 		arg.PriceClass,
-		arg.JobID,
 	)
 	var id int64
 	err := row.Scan(&id)

@@ -134,17 +134,36 @@ SELECT * FROM jobs
 WHERE tenant = @tenant::text AND id = @id::uuid;
 
 -- name: JobList :many
--- One page, newest first. A nil filter or cursor matches every row.
-SELECT * FROM jobs
-WHERE tenant = @tenant::text
-    AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status)::text)
-    AND (sqlc.narg(pipeline)::text IS NULL OR pipeline = sqlc.narg(pipeline)::text)
-    AND (sqlc.narg(run_id)::uuid IS NULL OR id IN (
-        SELECT run_items.job_id FROM run_items WHERE run_items.run_id = sqlc.narg(run_id)::uuid))
-    AND (sqlc.narg(after_created_at)::timestamptz IS NULL
-        OR (created_at, id) < (sqlc.narg(after_created_at)::timestamptz, sqlc.narg(after_id)::uuid))
-ORDER BY created_at DESC, id DESC
-LIMIT @max::integer;
+-- One page, newest first. A nil filter or cursor matches every row. At most
+-- @max rows, and of their sizes (params, labels, output and error as text,
+-- plus 256 a row) only the rows that start within @max_bytes and the one
+-- after them: the caller cuts the page at the bytes and knows from that one
+-- whether a next page exists. Sizes are taken of the first @max rows only.
+SELECT sqlc.embed(jobs), sized.bytes::bigint AS bytes
+FROM (
+    SELECT page.id, page.bytes,
+        sum(page.bytes) OVER w - page.bytes - coalesce(lag(page.bytes) OVER w, 0) AS prev_start_bytes
+    FROM (
+        SELECT jobs.id, jobs.created_at,
+            octet_length(jobs.params::text) + octet_length(jobs.labels::text)
+                + coalesce(octet_length(jobs.output::text), 0) + coalesce(octet_length(jobs.error::text), 0)
+                + 256 AS bytes
+        FROM jobs
+        WHERE tenant = @tenant::text
+            AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status)::text)
+            AND (sqlc.narg(pipeline)::text IS NULL OR pipeline = sqlc.narg(pipeline)::text)
+            AND (sqlc.narg(run_id)::uuid IS NULL OR id IN (
+                SELECT run_items.job_id FROM run_items WHERE run_items.run_id = sqlc.narg(run_id)::uuid))
+            AND (sqlc.narg(after_created_at)::timestamptz IS NULL
+                OR (created_at, id) < (sqlc.narg(after_created_at)::timestamptz, sqlc.narg(after_id)::uuid))
+        ORDER BY created_at DESC, id DESC
+        LIMIT @max::integer
+    ) AS page
+    WINDOW w AS (ORDER BY page.created_at DESC, page.id DESC ROWS UNBOUNDED PRECEDING)
+) AS sized
+JOIN jobs ON jobs.id = sized.id
+WHERE sized.prev_start_bytes < @max_bytes::bigint
+ORDER BY jobs.created_at DESC, jobs.id DESC;
 
 -- name: JobComplete :one
 -- Publishes a job's output and appends its event in one statement. The

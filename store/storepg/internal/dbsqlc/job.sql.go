@@ -357,16 +357,31 @@ func (q *Queries) JobGetByIdempotencyKeyMany(ctx context.Context, db DBTX, arg J
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM jobs
-WHERE tenant = $1::text
-    AND ($2::text IS NULL OR status = $2::text)
-    AND ($3::text IS NULL OR pipeline = $3::text)
-    AND ($4::uuid IS NULL OR id IN (
-        SELECT run_items.job_id FROM run_items WHERE run_items.run_id = $4::uuid))
-    AND ($5::timestamptz IS NULL
-        OR (created_at, id) < ($5::timestamptz, $6::uuid))
-ORDER BY created_at DESC, id DESC
-LIMIT $7::integer
+SELECT jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority, sized.bytes::bigint AS bytes
+FROM (
+    SELECT page.id, page.bytes,
+        sum(page.bytes) OVER w - page.bytes - coalesce(lag(page.bytes) OVER w, 0) AS prev_start_bytes
+    FROM (
+        SELECT jobs.id, jobs.created_at,
+            octet_length(jobs.params::text) + octet_length(jobs.labels::text)
+                + coalesce(octet_length(jobs.output::text), 0) + coalesce(octet_length(jobs.error::text), 0)
+                + 256 AS bytes
+        FROM jobs
+        WHERE tenant = $1::text
+            AND ($2::text IS NULL OR status = $2::text)
+            AND ($3::text IS NULL OR pipeline = $3::text)
+            AND ($4::uuid IS NULL OR id IN (
+                SELECT run_items.job_id FROM run_items WHERE run_items.run_id = $4::uuid))
+            AND ($5::timestamptz IS NULL
+                OR (created_at, id) < ($5::timestamptz, $6::uuid))
+        ORDER BY created_at DESC, id DESC
+        LIMIT $7::integer
+    ) AS page
+    WINDOW w AS (ORDER BY page.created_at DESC, page.id DESC ROWS UNBOUNDED PRECEDING)
+) AS sized
+JOIN jobs ON jobs.id = sized.id
+WHERE sized.prev_start_bytes < $8::bigint
+ORDER BY jobs.created_at DESC, jobs.id DESC
 `
 
 type JobListParams struct {
@@ -377,10 +392,20 @@ type JobListParams struct {
 	AfterCreatedAt *time.Time
 	AfterID        pgtype.UUID
 	Max            int32
+	MaxBytes       int64
 }
 
-// One page, newest first. A nil filter or cursor matches every row.
-func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Job, error) {
+type JobListRow struct {
+	Job   Job
+	Bytes int64
+}
+
+// One page, newest first. A nil filter or cursor matches every row. At most
+// @max rows, and of their sizes (params, labels, output and error as text,
+// plus 256 a row) only the rows that start within @max_bytes and the one
+// after them: the caller cuts the page at the bytes and knows from that one
+// whether a next page exists. Sizes are taken of the first @max rows only.
+func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]JobListRow, error) {
 	rows, err := db.Query(ctx, jobList,
 		arg.Tenant,
 		arg.Status,
@@ -389,55 +414,57 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 		arg.AfterCreatedAt,
 		arg.AfterID,
 		arg.Max,
+		arg.MaxBytes,
 	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Job
+	var items []JobListRow
 	for rows.Next() {
-		var i Job
+		var i JobListRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.Tenant,
-			&i.IdempotencyKey,
-			&i.DedupKey,
-			&i.Pipeline,
-			&i.PipelineVersion,
-			&i.PromptVersion,
-			&i.ModelProfile,
-			&i.Status,
-			&i.Stage,
-			&i.Attempt,
-			&i.Output,
-			&i.Error,
-			&i.DeduplicatedFrom,
-			&i.DocumentSha256,
-			&i.DocumentMediaType,
-			&i.DocumentName,
-			&i.DocumentSizeBytes,
-			&i.Params,
-			&i.Labels,
-			&i.PromptTokens,
-			&i.CompletionTokens,
-			&i.CostMicros,
-			&i.LlmCalls,
-			&i.LastEventSeq,
-			&i.LeaseOwner,
-			&i.LeaseUntil,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.FinishedAt,
-			&i.RunAfter,
-			&i.CancelRequested,
-			&i.BudgetStartedAt,
-			&i.BudgetAttempts,
-			&i.BudgetTokens,
-			&i.Approved,
-			&i.Generation,
-			&i.Traceparent,
-			&i.RunID,
-			&i.Priority,
+			&i.Job.ID,
+			&i.Job.Tenant,
+			&i.Job.IdempotencyKey,
+			&i.Job.DedupKey,
+			&i.Job.Pipeline,
+			&i.Job.PipelineVersion,
+			&i.Job.PromptVersion,
+			&i.Job.ModelProfile,
+			&i.Job.Status,
+			&i.Job.Stage,
+			&i.Job.Attempt,
+			&i.Job.Output,
+			&i.Job.Error,
+			&i.Job.DeduplicatedFrom,
+			&i.Job.DocumentSha256,
+			&i.Job.DocumentMediaType,
+			&i.Job.DocumentName,
+			&i.Job.DocumentSizeBytes,
+			&i.Job.Params,
+			&i.Job.Labels,
+			&i.Job.PromptTokens,
+			&i.Job.CompletionTokens,
+			&i.Job.CostMicros,
+			&i.Job.LlmCalls,
+			&i.Job.LastEventSeq,
+			&i.Job.LeaseOwner,
+			&i.Job.LeaseUntil,
+			&i.Job.CreatedAt,
+			&i.Job.UpdatedAt,
+			&i.Job.FinishedAt,
+			&i.Job.RunAfter,
+			&i.Job.CancelRequested,
+			&i.Job.BudgetStartedAt,
+			&i.Job.BudgetAttempts,
+			&i.Job.BudgetTokens,
+			&i.Job.Approved,
+			&i.Job.Generation,
+			&i.Job.Traceparent,
+			&i.Job.RunID,
+			&i.Job.Priority,
+			&i.Bytes,
 		); err != nil {
 			return nil, err
 		}

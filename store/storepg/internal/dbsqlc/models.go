@@ -195,6 +195,11 @@ type ProviderBatch struct {
 	UpdatedAt time.Time
 }
 
+type ProviderBatchBill struct {
+	Tag         string
+	ProviderKey string
+}
+
 type ProviderLimit struct {
 	Name        string
 	RequestsTat float64

@@ -12,6 +12,63 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const providerBatchBillsInsert = `-- name: ProviderBatchBillsInsert :exec
+INSERT INTO provider_batch_bills (tag, provider_key)
+SELECT $1::text, unnest($2::text[])
+ON CONFLICT DO NOTHING
+`
+
+type ProviderBatchBillsInsertParams struct {
+	Tag          string
+	ProviderKeys []string
+}
+
+// The billed lines of a finished batch (a line billed is recorded once).
+func (q *Queries) ProviderBatchBillsInsert(ctx context.Context, db DBTX, arg ProviderBatchBillsInsertParams) error {
+	_, err := db.Exec(ctx, providerBatchBillsInsert, arg.Tag, arg.ProviderKeys)
+	return err
+}
+
+const providerBatchListStale = `-- name: ProviderBatchListStale :many
+SELECT tag, batch_id, status FROM provider_batches
+WHERE status NOT IN ('completed', 'failed', 'expired', 'cancelled')
+    AND updated_at < $1::timestamptz
+ORDER BY updated_at
+LIMIT $2::integer
+`
+
+type ProviderBatchListStaleParams struct {
+	StaleBefore time.Time
+	MaxBatches  int32
+}
+
+type ProviderBatchListStaleRow struct {
+	Tag     string
+	BatchID string
+	Status  string
+}
+
+// Batches not finished whose record no worker touched since @stale_before.
+func (q *Queries) ProviderBatchListStale(ctx context.Context, db DBTX, arg ProviderBatchListStaleParams) ([]ProviderBatchListStaleRow, error) {
+	rows, err := db.Query(ctx, providerBatchListStale, arg.StaleBefore, arg.MaxBatches)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ProviderBatchListStaleRow
+	for rows.Next() {
+		var i ProviderBatchListStaleRow
+		if err := rows.Scan(&i.Tag, &i.BatchID, &i.Status); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const providerBatchUpsert = `-- name: ProviderBatchUpsert :exec
 
 INSERT INTO provider_batches (tag, batch_id, status, created_at, expires_at)
@@ -44,7 +101,7 @@ func (q *Queries) ProviderBatchUpsert(ctx context.Context, db DBTX, arg Provider
 const runBatchList = `-- name: RunBatchList :many
 WITH intents AS (
     SELECT a.job_id, a.provider_key, substr(a.error, 16) AS tag,
-        row_number() OVER (PARTITION BY a.job_id, a.provider_key ORDER BY a.id DESC) AS latest
+        row_number() OVER (PARTITION BY a.job_id, a.provider_key ORDER BY a.job_attempt DESC, a.id DESC) AS latest
     FROM run_items ri
     JOIN llm_attempts a ON a.job_id = ri.job_id
     WHERE ri.run_id = $1::uuid AND ri.tenant = $2::text AND ri.outcome = 'created'
@@ -53,9 +110,11 @@ WITH intents AS (
 SELECT pb.batch_id, pb.status, pb.created_at, pb.expires_at, pb.updated_at,
     count(DISTINCT i.job_id::text || ':' || i.provider_key)::bigint AS lines,
     count(bill.id)::bigint AS answered_lines,
-    coalesce(sum(bill.cost_micros), 0)::bigint AS cost_micros
+    coalesce(sum(bill.cost_micros), 0)::bigint AS cost_micros,
+    count(DISTINCT CASE WHEN pbb.tag IS NOT NULL THEN i.job_id::text || ':' || i.provider_key END)::bigint AS billed_lines
 FROM intents i
 JOIN provider_batches pb ON pb.tag = i.tag
+LEFT JOIN provider_batch_bills pbb ON pbb.tag = i.tag AND pbb.provider_key = i.provider_key
 LEFT JOIN llm_attempts bill ON i.latest = 1 AND bill.job_id = i.job_id AND bill.provider_key = i.provider_key
     AND bill.billed AND bill.price_class = 'batch'
 GROUP BY pb.tag, pb.batch_id, pb.status, pb.created_at, pb.expires_at, pb.updated_at
@@ -76,13 +135,16 @@ type RunBatchListRow struct {
 	Lines         int64
 	AnsweredLines int64
 	CostMicros    int64
+	BilledLines   int64
 }
 
 // The batches the calls of a run's computed items went into, oldest first:
 // per batch the run's calls in it (distinct job and provider key), and
 // those answered by it, with their cost. A call retried into a later batch
 // (its line failed or expired) was answered by the batch of its latest
-// intent, so only that intent counts the bill.
+// intent (the latest attempt's), so only that intent counts the bill. And
+// the run's lines the provider billed, as read from the batch's results
+// (provider_batch_bills): a call billed by two batches counts in both.
 func (q *Queries) RunBatchList(ctx context.Context, db DBTX, arg RunBatchListParams) ([]RunBatchListRow, error) {
 	rows, err := db.Query(ctx, runBatchList, arg.RunID, arg.Tenant)
 	if err != nil {
@@ -101,6 +163,7 @@ func (q *Queries) RunBatchList(ctx context.Context, db DBTX, arg RunBatchListPar
 			&i.Lines,
 			&i.AnsweredLines,
 			&i.CostMicros,
+			&i.BilledLines,
 		); err != nil {
 			return nil, err
 		}

@@ -12,16 +12,30 @@ import (
 )
 
 const jobChangeList = `-- name: JobChangeList :many
-SELECT job_events.job_id, job_events.seq, job_events.status, job_events.stage, job_events.attempt, job_events.message, job_events.created_at, job_events.tenant, job_events.tx, job_events.id, job_events.actor_key, job_events.actor_role, job_events.actor_rpc, job_events.next_attempt_at, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority
-FROM job_events
+SELECT job_events.job_id, job_events.seq, job_events.status, job_events.stage, job_events.attempt, job_events.message, job_events.created_at, job_events.tenant, job_events.tx, job_events.id, job_events.actor_key, job_events.actor_role, job_events.actor_rpc, job_events.next_attempt_at, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority, sized.bytes::bigint AS bytes
+FROM (
+    SELECT page.tx, page.id, page.bytes,
+        sum(page.bytes) OVER (ORDER BY page.tx, page.id ROWS UNBOUNDED PRECEDING) AS end_bytes
+    FROM (
+        SELECT job_events.tx, job_events.id,
+            octet_length(jobs.params::text) + octet_length(jobs.labels::text)
+                + coalesce(octet_length(jobs.output::text), 0) + coalesce(octet_length(jobs.error::text), 0)
+                + octet_length(job_events.message) + 256 AS bytes
+        FROM job_events
+        JOIN jobs ON jobs.id = job_events.job_id
+        WHERE job_events.tenant = $1::text
+            AND (job_events.tx, job_events.id) > ($2::bigint, $3::bigint)
+            AND job_events.tx < pg_snapshot_xmin(pg_current_snapshot())::text::bigint
+            AND ($4::text IS NULL OR job_events.status = $4::text)
+            AND ($5::text IS NULL OR jobs.pipeline = $5::text)
+        ORDER BY job_events.tx, job_events.id
+        LIMIT $6::integer
+    ) AS page
+) AS sized
+JOIN job_events ON job_events.tx = sized.tx AND job_events.id = sized.id
 JOIN jobs ON jobs.id = job_events.job_id
-WHERE job_events.tenant = $1::text
-    AND (job_events.tx, job_events.id) > ($2::bigint, $3::bigint)
-    AND job_events.tx < pg_snapshot_xmin(pg_current_snapshot())::text::bigint
-    AND ($4::text IS NULL OR job_events.status = $4::text)
-    AND ($5::text IS NULL OR jobs.pipeline = $5::text)
+WHERE sized.end_bytes - sized.bytes < $7::bigint
 ORDER BY job_events.tx, job_events.id
-LIMIT $6::integer
 `
 
 type JobChangeListParams struct {
@@ -31,15 +45,21 @@ type JobChangeListParams struct {
 	Status   *string
 	Pipeline *string
 	Max      int32
+	MaxBytes int64
 }
 
 type JobChangeListRow struct {
 	JobEvent JobEvent
 	Job      Job
+	Bytes    int64
 }
 
 // The tenant's events after a cursor with their jobs, under the same rule
-// as JobEventTail.
+// as JobEventTail: at most @max, and past the first no more than
+// @max_bytes of their rows (the job's params, labels, output and error and
+// the event's message, as text, plus 256 a row), so that a read of large
+// jobs holds a bounded amount. Sizes are taken of the first @max rows
+// only; the rows themselves are read once, for the page.
 func (q *Queries) JobChangeList(ctx context.Context, db DBTX, arg JobChangeListParams) ([]JobChangeListRow, error) {
 	rows, err := db.Query(ctx, jobChangeList,
 		arg.Tenant,
@@ -48,6 +68,7 @@ func (q *Queries) JobChangeList(ctx context.Context, db DBTX, arg JobChangeListP
 		arg.Status,
 		arg.Pipeline,
 		arg.Max,
+		arg.MaxBytes,
 	)
 	if err != nil {
 		return nil, err
@@ -111,6 +132,7 @@ func (q *Queries) JobChangeList(ctx context.Context, db DBTX, arg JobChangeListP
 			&i.Job.Traceparent,
 			&i.Job.RunID,
 			&i.Job.Priority,
+			&i.Bytes,
 		); err != nil {
 			return nil, err
 		}

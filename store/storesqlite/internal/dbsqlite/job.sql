@@ -45,16 +45,35 @@ WHERE tenant = @tenant AND id = @id;
 -- plus a tie-break on id, so it stays a range on the tenant's index: SQLite
 -- plans a statement once, whatever its arguments, and "? IS NULL OR" would
 -- turn the range into a scan. (A row value, (created_at, id) < (?, ?), says
--- the same, but sqlc mistypes its parameters.)
-SELECT * FROM jobs
-WHERE jobs.tenant = @tenant
-    AND (jobs.status = @status OR @status = '')
-    AND (jobs.pipeline = @pipeline OR @pipeline = '')
-    AND (@run_id = '' OR jobs.id IN (SELECT run_items.job_id FROM run_items WHERE run_items.run_id = @run_id))
-    AND jobs.created_at <= @after_created_at
-    AND (jobs.created_at < @after_created_at OR jobs.id < @after_id)
-ORDER BY created_at DESC, id DESC
-LIMIT @max;
+-- the same, but sqlc mistypes its parameters.) At most @max rows, and of
+-- their sizes (params, labels, output and error, plus 256 a row) only the
+-- rows that start within @max_bytes and the one after them: the caller
+-- cuts the page at the bytes and knows from that one whether a next page
+-- exists.
+SELECT sqlc.embed(jobs), CAST(sized.bytes AS INTEGER) AS bytes
+FROM (
+    SELECT page.id, page.bytes,
+        sum(page.bytes) OVER w - page.bytes - coalesce(lag(page.bytes) OVER w, 0) AS prev_start_bytes
+    FROM (
+        SELECT jobs.id, jobs.created_at,
+            length(CAST(jobs.params AS BLOB)) + length(CAST(jobs.labels AS BLOB))
+                + coalesce(length(CAST(jobs.output AS BLOB)), 0) + coalesce(length(CAST(jobs.error AS BLOB)), 0)
+                + 256 AS bytes
+        FROM jobs
+        WHERE jobs.tenant = @tenant
+            AND (jobs.status = @status OR @status = '')
+            AND (jobs.pipeline = @pipeline OR @pipeline = '')
+            AND (@run_id = '' OR jobs.id IN (SELECT run_items.job_id FROM run_items WHERE run_items.run_id = @run_id))
+            AND jobs.created_at <= @after_created_at
+            AND (jobs.created_at < @after_created_at OR jobs.id < @after_id)
+        ORDER BY jobs.created_at DESC, jobs.id DESC
+        LIMIT @max
+    ) AS page
+    WINDOW w AS (ORDER BY page.created_at DESC, page.id DESC ROWS UNBOUNDED PRECEDING)
+) AS sized
+JOIN jobs ON jobs.id = sized.id
+WHERE sized.prev_start_bytes < CAST(@max_bytes AS INTEGER)
+ORDER BY jobs.created_at DESC, jobs.id DESC;
 
 -- name: JobComplete :one
 -- Publishes a job's output. The caller appends the event (JobEventAppend) in

@@ -548,15 +548,30 @@ func (q *Queries) JobInsertMany(ctx context.Context, db DBTX, batch string) ([]J
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM jobs
-WHERE jobs.tenant = ?1
-    AND (jobs.status = ?2 OR ?2 = '')
-    AND (jobs.pipeline = ?3 OR ?3 = '')
-    AND (?4 = '' OR jobs.id IN (SELECT run_items.job_id FROM run_items WHERE run_items.run_id = ?4))
-    AND jobs.created_at <= ?5
-    AND (jobs.created_at < ?5 OR jobs.id < ?6)
-ORDER BY created_at DESC, id DESC
-LIMIT ?7
+SELECT jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority, CAST(sized.bytes AS INTEGER) AS bytes
+FROM (
+    SELECT page.id, page.bytes,
+        sum(page.bytes) OVER w - page.bytes - coalesce(lag(page.bytes) OVER w, 0) AS prev_start_bytes
+    FROM (
+        SELECT jobs.id, jobs.created_at,
+            length(CAST(jobs.params AS BLOB)) + length(CAST(jobs.labels AS BLOB))
+                + coalesce(length(CAST(jobs.output AS BLOB)), 0) + coalesce(length(CAST(jobs.error AS BLOB)), 0)
+                + 256 AS bytes
+        FROM jobs
+        WHERE jobs.tenant = ?1
+            AND (jobs.status = ?2 OR ?2 = '')
+            AND (jobs.pipeline = ?3 OR ?3 = '')
+            AND (?4 = '' OR jobs.id IN (SELECT run_items.job_id FROM run_items WHERE run_items.run_id = ?4))
+            AND jobs.created_at <= ?5
+            AND (jobs.created_at < ?5 OR jobs.id < ?6)
+        ORDER BY jobs.created_at DESC, jobs.id DESC
+        LIMIT ?7
+    ) AS page
+    WINDOW w AS (ORDER BY page.created_at DESC, page.id DESC ROWS UNBOUNDED PRECEDING)
+) AS sized
+JOIN jobs ON jobs.id = sized.id
+WHERE sized.prev_start_bytes < CAST(?8 AS INTEGER)
+ORDER BY jobs.created_at DESC, jobs.id DESC
 `
 
 type JobListParams struct {
@@ -567,6 +582,12 @@ type JobListParams struct {
 	AfterCreatedAt int64
 	AfterID        string
 	Max            int64
+	MaxBytes       int64
+}
+
+type JobListRow struct {
+	Job   Job
+	Bytes int64
 }
 
 // One page, newest first, after the cursor (after_created_at, after_id). An
@@ -575,8 +596,12 @@ type JobListParams struct {
 // plus a tie-break on id, so it stays a range on the tenant's index: SQLite
 // plans a statement once, whatever its arguments, and "? IS NULL OR" would
 // turn the range into a scan. (A row value, (created_at, id) < (?, ?), says
-// the same, but sqlc mistypes its parameters.)
-func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Job, error) {
+// the same, but sqlc mistypes its parameters.) At most @max rows, and of
+// their sizes (params, labels, output and error, plus 256 a row) only the
+// rows that start within @max_bytes and the one after them: the caller
+// cuts the page at the bytes and knows from that one whether a next page
+// exists.
+func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]JobListRow, error) {
 	rows, err := db.QueryContext(ctx, jobList,
 		arg.Tenant,
 		arg.Status,
@@ -585,55 +610,57 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 		arg.AfterCreatedAt,
 		arg.AfterID,
 		arg.Max,
+		arg.MaxBytes,
 	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Job
+	var items []JobListRow
 	for rows.Next() {
-		var i Job
+		var i JobListRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.Tenant,
-			&i.IdempotencyKey,
-			&i.DedupKey,
-			&i.Pipeline,
-			&i.PipelineVersion,
-			&i.PromptVersion,
-			&i.ModelProfile,
-			&i.Status,
-			&i.Stage,
-			&i.Attempt,
-			&i.Output,
-			&i.Error,
-			&i.DeduplicatedFrom,
-			&i.DocumentSha256,
-			&i.DocumentMediaType,
-			&i.DocumentName,
-			&i.DocumentSizeBytes,
-			&i.Params,
-			&i.Labels,
-			&i.PromptTokens,
-			&i.CompletionTokens,
-			&i.CostMicros,
-			&i.LlmCalls,
-			&i.LastEventSeq,
-			&i.LeaseOwner,
-			&i.LeaseUntil,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.FinishedAt,
-			&i.RunAfter,
-			&i.CancelRequested,
-			&i.BudgetStartedAt,
-			&i.BudgetAttempts,
-			&i.BudgetTokens,
-			&i.Approved,
-			&i.Generation,
-			&i.Traceparent,
-			&i.RunID,
-			&i.Priority,
+			&i.Job.ID,
+			&i.Job.Tenant,
+			&i.Job.IdempotencyKey,
+			&i.Job.DedupKey,
+			&i.Job.Pipeline,
+			&i.Job.PipelineVersion,
+			&i.Job.PromptVersion,
+			&i.Job.ModelProfile,
+			&i.Job.Status,
+			&i.Job.Stage,
+			&i.Job.Attempt,
+			&i.Job.Output,
+			&i.Job.Error,
+			&i.Job.DeduplicatedFrom,
+			&i.Job.DocumentSha256,
+			&i.Job.DocumentMediaType,
+			&i.Job.DocumentName,
+			&i.Job.DocumentSizeBytes,
+			&i.Job.Params,
+			&i.Job.Labels,
+			&i.Job.PromptTokens,
+			&i.Job.CompletionTokens,
+			&i.Job.CostMicros,
+			&i.Job.LlmCalls,
+			&i.Job.LastEventSeq,
+			&i.Job.LeaseOwner,
+			&i.Job.LeaseUntil,
+			&i.Job.CreatedAt,
+			&i.Job.UpdatedAt,
+			&i.Job.FinishedAt,
+			&i.Job.RunAfter,
+			&i.Job.CancelRequested,
+			&i.Job.BudgetStartedAt,
+			&i.Job.BudgetAttempts,
+			&i.Job.BudgetTokens,
+			&i.Job.Approved,
+			&i.Job.Generation,
+			&i.Job.Traceparent,
+			&i.Job.RunID,
+			&i.Job.Priority,
+			&i.Bytes,
 		); err != nil {
 			return nil, err
 		}

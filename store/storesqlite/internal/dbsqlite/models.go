@@ -188,6 +188,11 @@ type ProviderBatch struct {
 	UpdatedAt int64
 }
 
+type ProviderBatchBill struct {
+	Tag         string
+	ProviderKey string
+}
+
 type Run struct {
 	ID            string
 	Tenant        string

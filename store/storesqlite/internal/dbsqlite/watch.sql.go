@@ -10,15 +10,29 @@ import (
 )
 
 const jobChangeList = `-- name: JobChangeList :many
-SELECT job_events.job_id, job_events.seq, job_events.status, job_events.stage, job_events.attempt, job_events.message, job_events.created_at, job_events.tenant, job_events.id, job_events.actor_key, job_events.actor_role, job_events.actor_rpc, job_events.next_attempt_at, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority
-FROM job_events
+SELECT job_events.job_id, job_events.seq, job_events.status, job_events.stage, job_events.attempt, job_events.message, job_events.created_at, job_events.tenant, job_events.id, job_events.actor_key, job_events.actor_role, job_events.actor_rpc, job_events.next_attempt_at, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority, CAST(sized.bytes AS INTEGER) AS bytes
+FROM (
+    SELECT page.id, page.bytes,
+        sum(page.bytes) OVER (ORDER BY page.id ROWS UNBOUNDED PRECEDING) AS end_bytes
+    FROM (
+        SELECT job_events.id,
+            length(CAST(jobs.params AS BLOB)) + length(CAST(jobs.labels AS BLOB))
+                + coalesce(length(CAST(jobs.output AS BLOB)), 0) + coalesce(length(CAST(jobs.error AS BLOB)), 0)
+                + length(CAST(job_events.message AS BLOB)) + 256 AS bytes
+        FROM job_events
+        JOIN jobs ON jobs.id = job_events.job_id
+        WHERE job_events.tenant = ?1
+            AND job_events.id > ?2
+            AND (job_events.status = ?3 OR ?3 = '')
+            AND (jobs.pipeline = ?4 OR ?4 = '')
+        ORDER BY job_events.id
+        LIMIT ?5
+    ) AS page
+) AS sized
+JOIN job_events ON job_events.id = sized.id
 JOIN jobs ON jobs.id = job_events.job_id
-WHERE job_events.tenant = ?1
-    AND job_events.id > ?2
-    AND (job_events.status = ?3 OR ?3 = '')
-    AND (jobs.pipeline = ?4 OR ?4 = '')
+WHERE sized.end_bytes - sized.bytes < CAST(?6 AS INTEGER)
 ORDER BY job_events.id
-LIMIT ?5
 `
 
 type JobChangeListParams struct {
@@ -27,15 +41,20 @@ type JobChangeListParams struct {
 	Status   string
 	Pipeline string
 	Max      int64
+	MaxBytes int64
 }
 
 type JobChangeListRow struct {
 	JobEvent JobEvent
 	Job      Job
+	Bytes    int64
 }
 
 // The tenant's events after an id with their jobs. An empty filter keeps
-// every event.
+// every event. At most @max, and past the first no more than @max_bytes of
+// their rows (the job's params, labels, output and error and the event's
+// message, plus 256 a row), so that a read of large jobs holds a bounded
+// amount.
 func (q *Queries) JobChangeList(ctx context.Context, db DBTX, arg JobChangeListParams) ([]JobChangeListRow, error) {
 	rows, err := db.QueryContext(ctx, jobChangeList,
 		arg.Tenant,
@@ -43,6 +62,7 @@ func (q *Queries) JobChangeList(ctx context.Context, db DBTX, arg JobChangeListP
 		arg.Status,
 		arg.Pipeline,
 		arg.Max,
+		arg.MaxBytes,
 	)
 	if err != nil {
 		return nil, err
@@ -105,6 +125,7 @@ func (q *Queries) JobChangeList(ctx context.Context, db DBTX, arg JobChangeListP
 			&i.Job.Traceparent,
 			&i.Job.RunID,
 			&i.Job.Priority,
+			&i.Bytes,
 		); err != nil {
 			return nil, err
 		}

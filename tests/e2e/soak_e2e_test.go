@@ -1,0 +1,274 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/server"
+	"github.com/oncejob/oncejob/server/tenant"
+	"github.com/oncejob/oncejob/store/storepg/storepgtest"
+)
+
+// soakBudget is the --memory-budget of the soaked server; its VmHWM must
+// stay under it.
+const soakBudget = 512 << 20
+
+// TestResourceSoak (issue #31): one submitter key does everything the
+// issue found that made a server hold memory without bound, at once, for
+// each store — non-reading WatchJobs streams over gRPC and SSE, maximal
+// ListJobs pages over gRPC and HTTP clients that do not read them, runs
+// whose params are copied into every item — while another tenant keeps
+// working. The server
+// (the real binary, --memory-budget 512MiB) must keep its peak resident
+// memory (VmHWM) under its budget, answer every one of the other tenant's
+// requests, and stay ready.
+func TestResourceSoak(t *testing.T) {
+	t.Parallel()
+	for name, storeArgs := range map[string]func(t *testing.T) []string{
+		"postgres": func(t *testing.T) []string {
+			return []string{"--database-url", storepgtest.NewSchemaURL(t), "--migrate"}
+		},
+		"embedded": func(t *testing.T) []string { return []string{"--data-dir", t.TempDir()} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			soak(t, storeArgs(t))
+		})
+	}
+}
+
+const (
+	soakHostileKey = "soak-hostile-submitter-key"
+	soakOtherKey   = "soak-other-tenant-key"
+)
+
+func soak(t *testing.T, storeArgs []string) {
+	keys := writeFile(t, "keys.yaml", fmt.Sprintf("keys:\n  - tenant: hostile\n    role: submitter\n    sha256: %s\n  - tenant: other\n    role: submitter\n    sha256: %s\n",
+		tenant.HashKey(soakHostileKey), tenant.HashKey(soakOtherKey)))
+	addr, httpAddr := freeAddr(t), freeAddr(t)
+	args := append([]string{"serve", "--grpc-addr", addr, "--http-addr", httpAddr, "--api-keys", keys,
+		"--workers", "0", "--memory-budget", strconv.Itoa(soakBudget)}, storeArgs...)
+	p := start(t, "serve-soak", nil, args...)
+	t.Cleanup(p.stop)
+	waitHealthy(t, p, addr)
+
+	hostileConn := dialSoak(t, addr)
+	hostile := oncejobv1.NewJobServiceClient(hostileConn)
+	hctx := soakCtx(soakHostileKey)
+	seedMaximalJobs(t, hostile, hctx, oncejobv1.NewRunServiceClient(hostileConn))
+	rss, hwm := procMemory(t, p.cmd.Process.Pid)
+	t.Logf("after seeding 40 maximal jobs and a run of 500 amplified items: VmRSS %d MiB, VmHWM %d MiB", rss>>20, hwm>>20)
+
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
+	var refusedStreams atomic.Int64
+	hostileLoad(ctx, t, &wg, addr, httpAddr, &refusedStreams)
+
+	// Meanwhile: another tenant's calls, /readyz, and the server's memory.
+	otherConn := dialSoak(t, addr)
+	other := oncejobv1.NewJobServiceClient(otherConn)
+	var otherCalls, otherFailures int
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		cctx, cancel := context.WithTimeout(soakCtx(soakOtherKey), 10*time.Second)
+		resp, err := other.SubmitJob(metadata.AppendToOutgoingContext(cctx, "idempotency-key", fmt.Sprintf("other-%d", i)), &oncejobv1.SubmitJobRequest{
+			Pipeline: "summarize", Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: fmt.Sprintf("other %d", i)}},
+		})
+		if err == nil {
+			_, err = other.GetJob(cctx, &oncejobv1.GetJobRequest{JobId: resp.GetJob().GetId()})
+		}
+		if err == nil {
+			_, err = other.ListJobs(cctx, &oncejobv1.ListJobsRequest{PageSize: 10})
+		}
+		cancel()
+		otherCalls++
+		if err != nil {
+			otherFailures++
+			t.Logf("the other tenant's call failed: %v", err)
+		}
+		requireReady(t, httpAddr)
+		time.Sleep(100 * time.Millisecond)
+	}
+	rss, hwm = procMemory(t, p.cmd.Process.Pid)
+	t.Logf("after 20 s of hostile load: VmRSS %d MiB, VmHWM %d MiB (budget %d MiB); %d watch streams refused; the other tenant made %d rounds, %d failed",
+		rss>>20, hwm>>20, soakBudget>>20, refusedStreams.Load(), otherCalls, otherFailures)
+	require.Zero(t, otherFailures, "another tenant's requests failed under the hostile load")
+	require.Less(t, hwm, int64(soakBudget), "the server's peak memory went past its budget")
+	require.Positive(t, refusedStreams.Load(), "one key opened more watch streams than its limit")
+}
+
+// requireReady fails the test, with the probe's answer, unless /readyz
+// answers 200.
+func requireReady(t *testing.T, httpAddr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+"/readyz", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err, "/readyz under the hostile load")
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	require.Equal(t, http.StatusOK, resp.StatusCode, "/readyz under the hostile load: %s", body)
+}
+
+func dialSoak(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+func soakCtx(key string) context.Context {
+	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+key)
+}
+
+// maximalParams are 4 × 63 KiB of params and 64 labels of 255 bytes: the
+// largest a job may carry beside its document.
+func maximalParams(t *testing.T) (*structpb.Struct, map[string]string) {
+	t.Helper()
+	fields := map[string]any{}
+	for i := range 4 {
+		fields[fmt.Sprintf("p%d", i)] = strings.Repeat(string(rune('a'+i)), 63<<10)
+	}
+	params, err := structpb.NewStruct(fields)
+	require.NoError(t, err)
+	labels := map[string]string{}
+	for i := range 64 {
+		labels[fmt.Sprintf("l%02d", i)] = strings.Repeat("v", 255)
+	}
+	return params, labels
+}
+
+// seedMaximalJobs gives the hostile tenant 40 maximal jobs and a run of
+// 500 items that copy maximal run params (the amplification).
+func seedMaximalJobs(t *testing.T, jobs oncejobv1.JobServiceClient, ctx context.Context, runs oncejobv1.RunServiceClient) {
+	t.Helper()
+	params, labels := maximalParams(t)
+	for i := range 40 {
+		_, err := jobs.SubmitJob(metadata.AppendToOutgoingContext(ctx, "idempotency-key", fmt.Sprintf("max-%d", i)), &oncejobv1.SubmitJobRequest{
+			Pipeline: "summarize", Params: params, Labels: labels,
+			Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: fmt.Sprintf("maximal %d", i)}},
+		})
+		require.NoError(t, err)
+	}
+	run, err := runs.CreateRun(metadata.AppendToOutgoingContext(ctx, "idempotency-key", "amplified"), &oncejobv1.CreateRunRequest{
+		Name: "amplified", Pipeline: "summarize", Params: params, Labels: labels,
+	})
+	require.NoError(t, err)
+	for start := 0; start < 500; {
+		items := make([]*oncejobv1.SubmitJobsItem, 1000)
+		for i := range items {
+			items[i] = &oncejobv1.SubmitJobsItem{IdempotencyKey: fmt.Sprintf("amp-%d", start+i), Request: &oncejobv1.SubmitJobRequest{
+				Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: fmt.Sprintf("item %d", start+i)}},
+			}}
+		}
+		// A thousand is over the bound: the server says how many fit.
+		_, err := jobs.SubmitJobs(ctx, &oncejobv1.SubmitJobsRequest{RunId: run.GetRun().GetId(), Items: items})
+		require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+		resp, err := jobs.SubmitJobs(ctx, &oncejobv1.SubmitJobsRequest{RunId: run.GetRun().GetId(), Items: items[:25]})
+		require.NoError(t, err)
+		require.Len(t, resp.GetResults(), 25)
+		start += 25
+	}
+}
+
+// hostileLoad starts the hostile key's load until ctx ends: 80 WatchJobs
+// streams from the start of the log whose client never reads (its key may
+// open 64), 20 SSE watches and 10 HTTP ListJobs whose sockets are never
+// read, and maximal gRPC pages in a loop. (Slow and 8 MB unauthenticated
+// bodies, issue #31 findings 7 and 10, join it with their fix.)
+func hostileLoad(ctx context.Context, t *testing.T, wg *sync.WaitGroup, addr, httpAddr string, refused *atomic.Int64) {
+	t.Helper()
+	conns := make([]*grpc.ClientConn, 4)
+	for i := range conns {
+		conns[i] = dialSoak(t, addr)
+	}
+	for i := range 80 {
+		wg.Go(func() {
+			client := oncejobv1.NewJobServiceClient(conns[i%len(conns)])
+			stream, err := client.WatchJobs(metadata.NewOutgoingContext(ctx, metadata.Pairs("authorization", "Bearer "+soakHostileKey)), &oncejobv1.WatchJobsRequest{})
+			if err != nil {
+				return
+			}
+			if h, err := stream.Header(); err == nil && len(h.Get(server.EstablishedHeader)) > 0 {
+				<-ctx.Done() // never reads
+				return
+			}
+			if _, err := stream.Recv(); status.Code(err) == codes.ResourceExhausted {
+				refused.Add(1)
+			}
+		})
+	}
+	raw := func(request string) {
+		wg.Go(func() {
+			c, err := net.Dial("tcp", httpAddr)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			_, _ = c.Write([]byte(request))
+			<-ctx.Done() // never reads
+		})
+	}
+	auth := "Authorization: Bearer " + soakHostileKey + "\r\n"
+	for range 20 {
+		raw("GET /v1/jobs:watch HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n" + auth + "\r\n")
+	}
+	for range 10 {
+		raw("GET /v1/jobs?page_size=500 HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n")
+	}
+	for range 4 {
+		wg.Go(func() {
+			client := oncejobv1.NewJobServiceClient(conns[0])
+			for ctx.Err() == nil {
+				_, _ = client.ListJobs(metadata.NewOutgoingContext(ctx, metadata.Pairs("authorization", "Bearer "+soakHostileKey)), &oncejobv1.ListJobsRequest{PageSize: 500})
+			}
+		})
+	}
+}
+
+// procMemory returns a process's VmRSS and VmHWM in bytes.
+func procMemory(t *testing.T, pid int) (rss, hwm int64) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+		switch {
+		case err != nil:
+		case name == "VmRSS":
+			rss = kb << 10
+		case name == "VmHWM":
+			hwm = kb << 10
+		}
+	}
+	require.Positive(t, hwm)
+	return rss, hwm
+}
