@@ -515,8 +515,16 @@ func (b *bench) fair(ctx context.Context) error {
 	if err := submit(srv, keyA, "a", created.Run.ID, b.c.fairItems); err != nil {
 		return err
 	}
-	bJobs := 0
-	for {
+	if err := interactiveBeside(ctx, conn, srv, keyB); err != nil {
+		return err
+	}
+	return b.reportFair(ctx, conn, s)
+}
+
+// interactiveBeside submits one job of tenant b a second while tenant a
+// has jobs to go, then waits for every job to succeed.
+func interactiveBeside(ctx context.Context, conn *pgx.Conn, srv *server, keyB string) error {
+	for n := 0; ; n++ {
 		var left int64
 		if err := conn.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE tenant = 'a' AND status <> 'succeeded'`).Scan(&left); err != nil {
 			return err
@@ -524,12 +532,11 @@ func (b *bench) fair(ctx context.Context) error {
 		if left == 0 {
 			break
 		}
-		err := post(srv.addr+"/v1/jobs", keyB, fmt.Sprintf("b-%d", bJobs), map[string]any{"pipeline": "light", "document": map[string]any{
-			"text": fmt.Sprintf("tenant b's job %d, someone waits for it", bJobs)}}, nil)
+		err := post(srv.addr+"/v1/jobs", keyB, fmt.Sprintf("b-%d", n), map[string]any{"pipeline": "light", "document": map[string]any{
+			"text": fmt.Sprintf("tenant b's job %d, someone waits for it", n)}}, nil)
 		if err != nil {
 			return err
 		}
-		bJobs++
 		time.Sleep(time.Second)
 	}
 	for {
@@ -538,10 +545,15 @@ func (b *bench) fair(ctx context.Context) error {
 			return err
 		}
 		if left == 0 {
-			break
+			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// reportFair prints tenant b's waits: to its call's start (its journaled
+// call's time less its latency) and to SUCCEEDED.
+func (b *bench) reportFair(ctx context.Context, conn *pgx.Conn, s *sim) error {
 	rows, err := conn.Query(ctx, `
 		SELECT extract(epoch FROM (a.created_at - make_interval(secs => a.latency_ms / 1000.0)) - j.created_at)::float8,
 			extract(epoch FROM j.finished_at - j.created_at)::float8
