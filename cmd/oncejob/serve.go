@@ -163,7 +163,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	o.http.tls = listen.httpTLS
+	o.http.tls, o.http.timeouts = listen.httpTLS, listen.http
 	pipelines, err := o.eng.pipelines()
 	if err != nil {
 		return err
