@@ -66,6 +66,10 @@ type Config struct {
 	KeyCacheTTL time.Duration
 	// Limits are the per-tenant limits. Default: none.
 	Limits *limits.Limits
+	// ProviderLimitUse reports a provider limit's pace and use as this
+	// process's workers see it (llm/pace), for a run's progress; nil, or
+	// an answer of nil: only the configured limit is known. Default: none.
+	ProviderLimitUse func(limit string) *oncejobv1.ProviderLimitUse
 	// Logger receives one line per RPC. Default: slog.Default().
 	Logger *slog.Logger
 	// MaxDocumentBytes bounds a submitted document. Default:
