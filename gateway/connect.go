@@ -1,12 +1,21 @@
 package gateway
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
+	"net/url"
 	"sort"
+	"strconv"
+	"strings"
 
 	"connectrpc.com/vanguard"
 	"connectrpc.com/vanguard/vanguardgrpc"
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/oncejob/oncejob/server/membudget"
 )
 
 // ConnectHandler serves every service of a gRPC server over the Connect
@@ -19,7 +28,9 @@ import (
 // HTTP headers reach the server as metadata, as a gRPC client's would; the
 // response's metadata (idempotent-replayed) comes back as headers.
 type ConnectHandler struct {
-	transcoder *vanguard.Transcoder
+	transcoder   *vanguard.Transcoder
+	authenticate func(ctx context.Context, authorization string) error
+	memory       *membudget.Budget
 	// Paths are the patterns to mount it under: "/<service>/" for each
 	// service of the server (oncejob.v1.JobService, grpc.health.v1.Health, ...).
 	Paths []string
@@ -43,7 +54,50 @@ func Connect(srv *grpc.Server, maxMessageBytes int) (*ConnectHandler, error) {
 	return h, nil
 }
 
+// Guard checks a call's Authorization header with authenticate before its
+// body is read, and draws the body from memory while the call runs, as
+// the JSON routes do (Config.Authenticate, Config.Memory). The
+// translation reads a body whole before the gRPC server sees the call.
+func (h *ConnectHandler) Guard(authenticate func(ctx context.Context, authorization string) error, memory *membudget.Budget) {
+	h.authenticate, h.memory = authenticate, memory
+}
+
 // ServeHTTP serves one Connect, gRPC-web or gRPC call.
 func (h *ConnectHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && !strings.HasPrefix(r.URL.Path, "/grpc.") {
+		if h.authenticate != nil {
+			if err := h.authenticate(r.Context(), r.Header.Get("Authorization")); err != nil {
+				writeCallError(w, r, status.Convert(err))
+				return
+			}
+		}
+		hold := h.memory.Hold("a request body")
+		defer hold.Release()
+		if r.ContentLength > 0 {
+			if err := hold.Grow(r.ContentLength); err != nil {
+				writeCallError(w, r, status.Convert(err))
+				return
+			}
+		} else {
+			r.Body = heldBody{ReadCloser: r.Body, hold: hold}
+		}
+	}
 	h.transcoder.ServeHTTP(w, r)
+}
+
+// writeCallError answers a call refused before the translation: in gRPC
+// and gRPC-web, grpc-status and grpc-message headers (HTTP 200, as those
+// protocols answer errors); in Connect, the HTTP status of the code and
+// its JSON error.
+func writeCallError(w http.ResponseWriter, r *http.Request, st *status.Status) {
+	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/grpc") {
+		w.Header().Set("Content-Type", ct)
+		w.Header().Set("Grpc-Status", strconv.Itoa(int(st.Code())))
+		w.Header().Set("Grpc-Message", url.PathEscape(st.Message()))
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(runtime.HTTPStatusFromCode(st.Code()))
+	_ = json.NewEncoder(w).Encode(map[string]string{"code": strings.ToLower(codeName(st.Code())), "message": st.Message()})
 }

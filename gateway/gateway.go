@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/google/uuid"
@@ -35,6 +36,7 @@ import (
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/server/idempotency"
+	"github.com/oncejob/oncejob/server/membudget"
 	"github.com/oncejob/oncejob/server/requestid"
 )
 
@@ -55,6 +57,18 @@ type Config struct {
 	// Heartbeat is how often a quiet watch stream sends a comment (SSE) or
 	// an empty line (NDJSON), so proxies keep it open; default 15s.
 	Heartbeat time.Duration
+	// Authenticate, when set, checks a request's Authorization header
+	// before its body is read, so a caller that would be refused costs no
+	// read of its body (its error, a gRPC status, is the answer). The
+	// gRPC server authenticates the call again, from its cache. Default:
+	// none, the server alone decides.
+	Authenticate func(ctx context.Context, authorization string) error
+	// Memory is the process's memory budget: a request body draws its
+	// bytes from it before they are read (by its Content-Length, else as
+	// they arrive) and gives them back when the request is answered; one
+	// the budget cannot hold now is 429 MEMORY_BUDGET with Retry-After.
+	// Default: none, unlimited.
+	Memory *membudget.Budget
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -178,6 +192,22 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			g.writeProblem(w, r, p)
 			return
 		}
+		if g.cfg.Authenticate != nil {
+			if err := g.cfg.Authenticate(r.Context(), r.Header.Get("Authorization")); err != nil {
+				g.writeProblem(w, r, problemFromStatus(status.Convert(err)))
+				return
+			}
+		}
+		hold := g.cfg.Memory.Hold("a request body")
+		defer hold.Release() // after the call: the body is held until then
+		if r.ContentLength > 0 && r.ContentLength <= g.cfg.MaxBodyBytes {
+			if err := hold.Grow(r.ContentLength); err != nil {
+				g.writeProblem(w, r, problemFromStatus(status.Convert(err)))
+				return
+			}
+		} else {
+			r.Body = heldBody{ReadCloser: r.Body, hold: hold}
+		}
 		body, p := g.readBody(w, r)
 		if p == nil {
 			p = invalidJSONBody(body)
@@ -222,8 +252,35 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *pro
 	switch {
 	case errors.As(err, &tooLarge):
 		return nil, bodyTooLarge(g.cfg.MaxBodyBytes, "the body is larger")
+	case errors.As(err, new(overBudget)):
+		return nil, problemFromStatus(status.Convert(errors.Unwrap(err)))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, bodyTimeout()
 	case err != nil:
 		return nil, problemFromStatus(status.New(codes.InvalidArgument, "cannot read the request body: "+err.Error()))
 	}
 	return body, nil
+}
+
+// heldBody draws a body of unknown length from the memory budget as it is
+// read, before its bytes reach the caller.
+type heldBody struct {
+	io.ReadCloser
+	hold *membudget.Hold
+}
+
+// overBudget is the budget's refusal of a body's next bytes.
+type overBudget struct{ err error }
+
+func (e overBudget) Error() string { return e.err.Error() }
+func (e overBudget) Unwrap() error { return e.err }
+
+func (b heldBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		if gerr := b.hold.Grow(int64(n)); gerr != nil {
+			return 0, overBudget{gerr}
+		}
+	}
+	return n, err
 }

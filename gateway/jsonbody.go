@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -59,8 +58,14 @@ func position(b []byte, offset int) (line, col int) {
 }
 
 // protoJSONError reads a protojson error as grpc-gateway passes it on:
-// "proto: (line 1:14): invalid value for string field pipeline: 5".
-var protoJSONError = regexp.MustCompile(`^proto:\s+(?:\(line (\d+):(\d+)\):\s+)?(.*)$`)
+// "proto: (line 1:14): invalid value for string field pipeline: 5". The
+// space after "proto:" is a U+00A0 in some binaries and a U+0020 in others
+// (protojson picks one by a hash of the binary, so that no one parses its
+// messages): both are matched.
+var protoJSONError = regexp.MustCompile(`^proto:[\s\x{00a0}]+(?:\(line (\d+):(\d+)\):[\s\x{00a0}]+)?(.*)$`)
+
+// protoPrefix is protojson's "proto: " inside a message, either space.
+var protoPrefix = regexp.MustCompile(`proto:[ \x{00a0}]`)
 
 // explainDecodeError rewrites the INVALID_ARGUMENT grpc-gateway answers for
 // a body its request message does not take, naming where and what; other
@@ -70,7 +75,7 @@ func explainDecodeError(st *status.Status) *status.Status {
 	if st.Code() != codes.InvalidArgument || m == nil {
 		return st
 	}
-	what := strings.ReplaceAll(m[3], "proto: ", "")
+	what := protoPrefix.ReplaceAllString(m[3], "")
 	msg := "the request body does not fit the request: " + what
 	if m[1] != "" {
 		msg = fmt.Sprintf("the request body, at line %s, column %s: %s", m[1], m[2], what)

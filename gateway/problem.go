@@ -130,6 +130,22 @@ func bodyTooLarge(limit int64, why string) *problem {
 	}
 }
 
+// reasonBodyTimeout is the reason of a body that did not arrive in time.
+const reasonBodyTimeout = "REQUEST_BODY_TIMEOUT"
+
+// bodyTimeout is the 408 of a body that did not arrive within the
+// server's request read timeout (serve --request-read-timeout).
+func bodyTimeout() *problem {
+	return &problem{
+		Type:   "urn:oncejob:problem:" + reasonBodyTimeout,
+		Title:  http.StatusText(http.StatusRequestTimeout),
+		Status: http.StatusRequestTimeout,
+		Detail: "the request body did not arrive within the server's request read timeout; send it again, faster",
+		Code:   codeName(codes.DeadlineExceeded),
+		Reason: reasonBodyTimeout, Domain: idempotency.ErrorDomain,
+	}
+}
+
 // writeProblem sends p as the response, with the request id and, for 429
 // and 503, Retry-After; 401 says how to authenticate.
 func (g *Gateway) writeProblem(w http.ResponseWriter, r *http.Request, p *problem) {

@@ -11,6 +11,7 @@ import (
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/jobkey"
 	"github.com/oncejob/oncejob/pipeline"
+	"github.com/oncejob/oncejob/store"
 )
 
 // Limits of the proto comments.
@@ -80,7 +81,18 @@ func (rules Rules) Check(r *oncejobv1.SubmitJobRequest) Violations {
 	} else if strings.HasSuffix(r.GetModelProfile(), pipeline.BatchTwinSuffix) && !rules.ProviderBatches {
 		v.Add("model_profile", "%q sends its calls through a provider batch, and the server's LLM provider has no batch API", r.GetModelProfile())
 	}
+	if _, ok := priorities[r.GetPriority()]; !ok {
+		v.Add("priority", "must be PRIORITY_INTERACTIVE, PRIORITY_BATCH or unset, not %d", int32(r.GetPriority()))
+	}
 	return v
+}
+
+// priorities are the stored priority of each value of the API's; unset
+// is the store's default (store.JobSubmitParams.PriorityOf).
+var priorities = map[oncejobv1.Priority]store.JobPriority{
+	oncejobv1.Priority_PRIORITY_UNSPECIFIED: "",
+	oncejobv1.Priority_PRIORITY_INTERACTIVE: store.JobPriorityInteractive,
+	oncejobv1.Priority_PRIORITY_BATCH:       store.JobPriorityBatch,
 }
 
 // CheckParams checks params by SubmitJob's rules (a run's params are

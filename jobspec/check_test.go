@@ -124,6 +124,7 @@ func TestCheck(t *testing.T) {
 		{name: "empty label key", change: func(r *oncejobv1.SubmitJobRequest) { r.Labels[""] = "v" }, field: "labels", desc: "keys must be 1-63 characters"},
 		{name: "long label key", change: func(r *oncejobv1.SubmitJobRequest) { r.Labels[strings.Repeat("k", 64)] = "v" }, field: "labels", desc: "keys must be 1-63 characters"},
 		{name: "long label value", change: func(r *oncejobv1.SubmitJobRequest) { r.Labels["team"] = strings.Repeat("v", 256) }, field: "labels.team", desc: "must be at most 255 characters"},
+		{name: "unknown priority", change: func(r *oncejobv1.SubmitJobRequest) { r.Priority = 7 }, field: "priority", desc: "must be PRIORITY_INTERACTIVE, PRIORITY_BATCH or unset, not 7"},
 		{name: "profile not the pipeline's", change: func(r *oncejobv1.SubmitJobRequest) { r.ModelProfile = "other" }, field: "model_profile", desc: `pipeline "summarize" allows default`},
 		{
 			name:   "batch twin without a batch API",

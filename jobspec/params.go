@@ -101,6 +101,7 @@ func Params(pipelines *pipeline.Registry, key Key, req *oncejobv1.SubmitJobReque
 		DocumentName:    doc.GetName(),
 		Params:          canonicalParams,
 		Labels:          req.GetLabels(),
+		Priority:        priorities[req.GetPriority()],
 	}, nil
 }
 

@@ -292,8 +292,13 @@ func (r *Registry) BatchProfiles() []string {
 type Registry struct {
 	byName   map[string]*Pipeline
 	profiles map[string]ModelProfile
-	shared   map[string]Limits // provider_limits, by name
+	shared   map[string]Limits  // provider_limits, by name
+	weights  map[string]float64 // tenant_weights
 }
+
+// TenantWeights are the tenants' weights in the provider limits' fair
+// share (tenant_weights); a tenant not named weighs 1.
+func (r *Registry) TenantWeights() map[string]float64 { return r.weights }
 
 // Profile returns a model profile, or the batch twin of one
 // (BatchTwinSuffix) of a profile that has no provider_batch of its own.
@@ -363,6 +368,7 @@ func Load(path string) (*Registry, error) {
 		merged.profiles[name] = m
 	}
 	merged.shared = file.shared
+	merged.weights = file.weights
 	if err := merged.checkProfiles(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -374,6 +380,7 @@ func Load(path string) (*Registry, error) {
 func Parse(data []byte) (*Registry, error) {
 	var doc struct {
 		ProviderLimits map[string]Limits       `yaml:"provider_limits"`
+		TenantWeights  map[string]float64      `yaml:"tenant_weights"`
 		ModelProfiles  map[string]ModelProfile `yaml:"model_profiles"`
 		Pipelines      []*Pipeline             `yaml:"pipelines"`
 	}
@@ -382,7 +389,13 @@ func Parse(data []byte) (*Registry, error) {
 	if err := dec.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("parse pipelines: %w", err)
 	}
-	r := &Registry{byName: map[string]*Pipeline{}, profiles: map[string]ModelProfile{}, shared: map[string]Limits{}}
+	r := &Registry{byName: map[string]*Pipeline{}, profiles: map[string]ModelProfile{}, shared: map[string]Limits{}, weights: map[string]float64{}}
+	for tenant, w := range doc.TenantWeights {
+		if tenant == "" || !(w > 0 && w <= 1000) {
+			return nil, fmt.Errorf("tenant_weights[%q]: a tenant and a weight above 0 and at most 1000 (a tenant's share of a busy limit against another's weight)", tenant)
+		}
+		r.weights[tenant] = w
+	}
 	for name, l := range doc.ProviderLimits {
 		if !nameRE.MatchString(name) {
 			return nil, fmt.Errorf("provider_limits[%q]: the name must match %s", name, nameRE)

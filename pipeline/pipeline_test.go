@@ -83,6 +83,7 @@ func TestProviderLimits(t *testing.T) {
 	const base = `
 provider_limits:
   openai-main: {requests_per_minute: 1200, tokens_per_minute: 60000}
+tenant_weights: {acme: 4, small: 0.5}
 model_profiles:
   fast: {model: m1, shared_limit: openai-main}
   smart: {model: m2, shared_limit: openai-main}
@@ -99,6 +100,7 @@ model_profiles:
 		"local":       {Limits: pipeline.Limits{CallsInFlight: 4}, Profiles: []string{"local"}},
 		"free":        {Profiles: []string{"free"}},
 	}, r.ProviderLimits())
+	require.Equal(t, map[string]float64{"acme": 4, "small": 0.5}, r.TenantWeights())
 
 	for _, bad := range []string{
 		"model_profiles: {a: {model: m, limits: {requests_per_minute: -1}}}",
@@ -110,6 +112,11 @@ model_profiles:
 		"provider_limits: {x: {requests_per_minute: -1}}",
 		"provider_limits: {x: {rpm: 1}}",
 		"provider_limits: {'Bad Name': {}}",
+		"tenant_weights: {acme: 0}",
+		"tenant_weights: {acme: -1}",
+		"tenant_weights: {acme: 1001}",
+		"tenant_weights: {'': 1}",
+		"tenant_weights: {acme: heavy}",
 	} {
 		_, err := pipeline.Parse([]byte(bad))
 		require.Error(t, err, bad)

@@ -80,7 +80,16 @@ func jobToProto(j *store.Job) *oncejobv1.Job {
 	if j.FinishedAt != nil {
 		pj.FinishTime = timestamppb.New(*j.FinishedAt)
 	}
+	pj.RunId, pj.Priority = j.RunID, priorityToProto[j.Priority]
+	if j.RunAfter != nil && (j.Status == store.JobStatusRetryWait || j.Status == store.JobStatusOutcomeUnknown) {
+		pj.NextAttemptTime = timestamppb.New(*j.RunAfter)
+	}
 	return pj
+}
+
+var priorityToProto = map[store.JobPriority]oncejobv1.Priority{
+	store.JobPriorityInteractive: oncejobv1.Priority_PRIORITY_INTERACTIVE,
+	store.JobPriorityBatch:       oncejobv1.Priority_PRIORITY_BATCH,
 }
 
 // jsonToStruct decodes a stored JSON object; nil or invalid gives nil, which

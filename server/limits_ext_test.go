@@ -74,6 +74,9 @@ func TestTenantOverItsRateIsRefusedAndAnotherIsNot(t *testing.T) {
 		}
 		require.NoError(t, submitAs(keyGlobex), "globex beside acme over its rate")
 	}
+	// The bucket's bound, whatever the pace the machine allowed (on a
+	// loaded one a round takes long enough for a token to come back, so
+	// how many of acme's calls are refused is not the property).
 	require.LessOrEqual(t, float64(accepted), float64(burst)+rate*time.Since(from).Seconds(), "acme was held to its rate")
-	require.Greater(t, refused, accepted)
+	t.Logf("acme: %d accepted, %d refused in %s", accepted, refused, time.Since(from).Round(time.Millisecond))
 }

@@ -319,7 +319,61 @@ func (s *runService) runToProto(r *store.Run) *oncejobv1.Run {
 	if estimate > 0 {
 		out.Progress.EstimatedTimeLeft = durationpb.New(estimate)
 	}
+	if !r.ProviderBatch {
+		s.limitProgress(r, out.Progress, left)
+	}
 	return out
+}
+
+// limitProgress sets the provider limit the run's calls draw from, its use,
+// and the time the run's items left need at its pace: their calls (as many
+// per item as its finished items made, 1 before any) over its requests per
+// second, or their tokens (as many per call as its calls used) over its
+// tokens per second, whichever is longer.
+func (s *runService) limitProgress(r *store.Run, p *oncejobv1.RunProgress, left int64) {
+	pipes := s.jobs.cfg.Pipelines
+	profile := r.ModelProfile
+	if pl, ok := pipes.Get(r.Pipeline); ok && profile == "" {
+		profile = pl.DefaultModelProfile()
+	}
+	if profile == "" {
+		return
+	}
+	name := pipes.LimitOf(profile)
+	configured := pipes.ProviderLimits()[name].Limits
+	var use *oncejobv1.ProviderLimitUse
+	if f := s.jobs.cfg.ProviderLimitUse; f != nil {
+		use = f(name)
+	}
+	if use == nil {
+		use = &oncejobv1.ProviderLimitUse{
+			RequestsPerMinute: configured.RequestsPerMinute, TokensPerMinute: configured.TokensPerMinute,
+			CallsInFlightLimit: int32(configured.CallsInFlight),
+		}
+	}
+	use.Name = name
+	use.ConfiguredRequestsPerMinute, use.ConfiguredTokensPerMinute = configured.RequestsPerMinute, configured.TokensPerMinute
+	p.Limit = use
+	if left <= 0 {
+		return
+	}
+	u := p.GetUsage()
+	callsPerItem := 1.0
+	if done := p.Succeeded + p.Failed + p.DeadLettered - p.Reused; done > 0 && u.GetLlmCalls() > 0 {
+		callsPerItem = max(float64(u.GetLlmCalls())/float64(done), 1)
+	}
+	calls := float64(left) * callsPerItem
+	var seconds float64
+	if rpm := use.GetRequestsPerMinute(); rpm > 0 {
+		seconds = calls / (rpm / 60)
+	}
+	if tpm := use.GetTokensPerMinute(); tpm > 0 && u.GetLlmCalls() > 0 {
+		perCall := float64(u.GetPromptTokens()+u.GetCompletionTokens()) / float64(u.GetLlmCalls())
+		seconds = max(seconds, calls*perCall/(tpm/60))
+	}
+	if seconds > 0 {
+		p.LimitTimeLeft = durationpb.New(time.Duration(seconds * float64(time.Second)))
+	}
 }
 
 // errProviderBatchUnsupported refuses a provider_batch run on a server

@@ -66,6 +66,10 @@ type Config struct {
 	KeyCacheTTL time.Duration
 	// Limits are the per-tenant limits. Default: none.
 	Limits *limits.Limits
+	// ProviderLimitUse reports a provider limit's pace and use as this
+	// process's workers see it (llm/pace), for a run's progress; nil, or
+	// an answer of nil: only the configured limit is known. Default: none.
+	ProviderLimitUse func(limit string) *oncejobv1.ProviderLimitUse
 	// Logger receives one line per RPC. Default: slog.Default().
 	Logger *slog.Logger
 	// MaxDocumentBytes bounds a submitted document. Default:
@@ -172,6 +176,8 @@ type Server struct {
 	// MalformedRequests counts the requests refused with INVALID_ARGUMENT
 	// because they were not valid protobuf (see requestCodec).
 	MalformedRequests func() int64
+	// Memory is Config.Memory, for the HTTP face's bodies to draw from.
+	Memory *membudget.Budget
 }
 
 // New returns a gRPC server with JobService, health and reflection
@@ -210,8 +216,9 @@ func New(cfg Config) (*Server, error) {
 	tokens, _ := pagetoken.New(cfg.PageTokenSecret) // validated
 	svc := &jobService{cfg: cfg, submits: submits, tokens: tokens}
 	authn := tenant.NewAuthenticator(tenant.AuthConfig{File: cfg.Keys, Store: cfg.KeyStore, CacheTTL: cfg.KeyCacheTTL, Logger: cfg.Logger, Mode: cfg.AuthMode})
-	codec := newRequestCodec(cfg.Logger)
-	unary, stream, serverOpts := chains(cfg, svc, authn, codec)
+	codec := newRequestCodec(cfg.Logger, cfg.Memory)
+	callLog := boundRefusals(slogAdapter(cfg.Logger)) // one bound for the tap's refusals and the chain's
+	unary, stream, serverOpts := chains(cfg, svc, authn, codec, callLog)
 	streamChain := chainStream(stream...)
 
 	srv := grpc.NewServer(append(serverOpts,
@@ -219,6 +226,9 @@ func New(cfg Config) (*Server, error) {
 		grpc.KeepaliveParams(cfg.Transport.keepaliveParams()),
 		grpc.KeepaliveEnforcementPolicy(cfg.Transport.enforcementPolicy()),
 		grpc.MaxConcurrentStreams(cfg.Transport.MaxConcurrentStreams),
+		grpc.ConnectionTimeout(cfg.Transport.HandshakeTimeout),
+		grpc.InTapHandle((&edge{auth: authn, readTimeout: cfg.Transport.RequestReadTimeout, log: callLog}).tap),
+		grpc.StatsHandler(readDeadlineStats{}),
 		grpc.Creds(cfg.Transport.creds()), // nil: plaintext
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.StreamInterceptor(streamChain),
@@ -234,7 +244,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics != nil {
 		cfg.Metrics.InitializeMetrics(srv) // every method's series from the start, at zero
 	}
-	return &Server{GRPC: srv, Health: hs, Local: newLocal(svc, streamChain), Auth: authn, MalformedRequests: codec.Malformed}, nil
+	return &Server{GRPC: srv, Health: hs, Local: newLocal(svc, streamChain), Auth: authn, MalformedRequests: codec.Malformed, Memory: cfg.Memory}, nil
 }
 
 // chains are the server's unary and stream chains, in order, and the
@@ -243,7 +253,7 @@ func New(cfg Config) (*Server, error) {
 // log, panic recovery, authentication, authorisation (streams: the key
 // re-checked while open), per-tenant limits, validation and, for unary
 // calls, the idempotency key and the store's timeout.
-func chains(cfg Config, svc *jobService, authn *tenant.Authenticator, codec *requestCodec) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor, []grpc.ServerOption) {
+func chains(cfg Config, svc *jobService, authn *tenant.Authenticator, codec *requestCodec, callLog logging.Logger) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor, []grpc.ServerOption) {
 	logOpts := []logging.Option{
 		logging.WithLogOnEvents(logging.FinishCall),
 		logging.WithFieldsFromContext(logFields),
@@ -257,7 +267,6 @@ func chains(cfg Config, svc *jobService, authn *tenant.Authenticator, codec *req
 			c.Service != "grpc.reflection.v1.ServerReflection" &&
 			c.Service != "grpc.reflection.v1alpha.ServerReflection"
 	})
-	callLog := boundRefusals(slogAdapter(cfg.Logger))
 	authFunc := withLogTenant(authn.AuthFunc())
 	lim := cfg.Limits
 	if lim == nil {

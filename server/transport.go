@@ -49,6 +49,14 @@ type Transport struct {
 	// once on one connection; the client queues those over it. Default
 	// DefaultMaxConcurrentStreams (1000).
 	MaxConcurrentStreams uint32
+	// RequestReadTimeout bounds how long a call may take to send its
+	// request message, from its headers on; past it the call ends
+	// (CANCELLED) and its stream and bytes are freed. Default
+	// DefaultRequestReadTimeout (30s); negative: none.
+	RequestReadTimeout time.Duration
+	// HandshakeTimeout bounds a new connection's handshake (TLS and the
+	// HTTP/2 preface). Default DefaultHandshakeTimeout (10s).
+	HandshakeTimeout time.Duration
 	// TLS, when set, is the server's TLS configuration (see
 	// internal/certreload for certificates that rotate); nil: plaintext.
 	// Connections made in process (the HTTP gateway's) stay plaintext.
@@ -62,6 +70,8 @@ const (
 	DefaultKeepaliveMinTime     = 10 * time.Second
 	DefaultMaxConnectionIdle    = 15 * time.Minute
 	DefaultMaxConcurrentStreams = 1000
+	DefaultRequestReadTimeout   = 30 * time.Second
+	DefaultHandshakeTimeout     = 10 * time.Second
 )
 
 // WithDefaults returns t with zero fields set to their defaults.
@@ -80,6 +90,12 @@ func (t Transport) WithDefaults() Transport {
 	}
 	if t.MaxConcurrentStreams == 0 {
 		t.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	if t.RequestReadTimeout == 0 {
+		t.RequestReadTimeout = DefaultRequestReadTimeout
+	}
+	if t.HandshakeTimeout <= 0 {
+		t.HandshakeTimeout = DefaultHandshakeTimeout
 	}
 	return t
 }

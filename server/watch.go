@@ -154,7 +154,17 @@ func eventToProto(e *store.JobEvent) *oncejobv1.JobEvent {
 		Time:    timestamppb.New(e.CreatedAt),
 		Message: e.Message,
 		Actor:   actorToProto(e.Actor),
+
+		NextAttemptTime: timeToProto(e.NextAttemptAt),
 	}
+}
+
+// timeToProto is t, unset when nil.
+func timeToProto(t *time.Time) *timestamppb.Timestamp {
+	if t == nil {
+		return nil
+	}
+	return timestamppb.New(*t)
 }
 
 func actorToProto(a *store.Actor) *oncejobv1.Actor {

@@ -197,7 +197,22 @@ type Job struct {
 	// ClaimedFrom is set by JobClaim only: the status the job was claimed
 	// from. Running is a lease takeover.
 	ClaimedFrom JobStatus
+	// RunID is the run whose item created the job; empty for a single job.
+	RunID string
+	// Priority places the job's LLM calls in the provider limits' fair
+	// queue.
+	Priority JobPriority
 }
+
+// JobPriority orders LLM calls waiting for a provider limit
+// (docs/architecture.md, "Provider limits").
+type JobPriority string
+
+// The priorities: interactive calls go before batch calls, 8 to 1.
+const (
+	JobPriorityInteractive JobPriority = "interactive"
+	JobPriorityBatch       JobPriority = "batch"
+)
 
 // JobError is the last error of a job.
 type JobError struct {
@@ -244,6 +259,22 @@ type JobSubmitParams struct {
 	// none. Not part of the fingerprint: a replay from another trace is the
 	// same request.
 	Traceparent string
+	// Priority is the job's (a created job's; an existing one keeps its
+	// own). Empty: interactive outside a run, batch in one.
+	Priority JobPriority
+}
+
+// PriorityOf is the priority a submission gets: its own, else batch for
+// an item of a run and interactive for a single job. The stores keep
+// interactive as NULL.
+func (p *JobSubmitParams) PriorityOf() JobPriority {
+	switch {
+	case p.Priority != "":
+		return p.Priority
+	case p.RunID != "":
+		return JobPriorityBatch
+	}
+	return JobPriorityInteractive
 }
 
 // JobSubmitResult is the job and what JobSubmit did.
@@ -338,6 +369,9 @@ type JobEvent struct {
 	CreatedAt time.Time
 	// Actor is who made the event by an operator RPC; nil otherwise.
 	Actor *Actor
+	// NextAttemptAt is when the job is tried next, on an event that moved
+	// it to retry_wait or outcome_unknown with a time; nil otherwise.
+	NextAttemptAt *time.Time
 }
 
 // JobEventListParams selects the events of one job after a seq.

@@ -140,7 +140,8 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 func (r *run) generatePaced(ctx context.Context, req *llm.Request, stage store.JobStage, chunk int32, history keyHistory) (*llm.Response, time.Time, bool, error) {
 	call := pace.Call{
 		Limit: r.w.cfg.Pipelines.LimitOf(r.job.ModelProfile), Messages: req.Messages, MaxTokens: req.MaxTokens,
-		Tenant: r.job.Tenant, Deadline: r.job.BudgetStartedAt.Add(r.p.Retry.Deadline),
+		Tenant: r.job.Tenant, Group: r.job.RunID, Batch: r.job.Priority == store.JobPriorityBatch,
+		Deadline: r.job.BudgetStartedAt.Add(r.p.Retry.Deadline),
 	}
 	for {
 		ticket, err := r.w.pacer.Wait(ctx, call)

@@ -218,7 +218,7 @@ func NewPacer(st store.ProviderLimitStore, holder string, pipelines *pipeline.Re
 	for name, l := range pipelines.ProviderLimits() {
 		limits[name] = pace.Limit{RequestsPerMinute: l.RequestsPerMinute, TokensPerMinute: l.TokensPerMinute, CallsInFlight: l.CallsInFlight}
 	}
-	return pace.New(pace.Config{Store: st, Holder: holder, Limits: limits, Logger: logger})
+	return pace.New(pace.Config{Store: st, Holder: holder, Limits: limits, TenantWeights: pipelines.TenantWeights(), Logger: logger})
 }
 
 // Pacer is the pacer of the worker's online calls.

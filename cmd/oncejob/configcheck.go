@@ -162,12 +162,31 @@ func (e *effective) write(w io.Writer) error {
 		return err
 	}
 	doc.Content = append(doc.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "provider_limits"}, limits)
+	if weights := e.tenantWeights(); len(weights) > 0 {
+		var w yaml.Node
+		if err := w.Encode(weights); err != nil {
+			return err
+		}
+		w.HeadComment = "Each tenant's share of a busy limit against the others' (1 unless named)."
+		doc.Content = append(doc.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "tenant_weights"}, &w)
+	}
 	enc := yaml.NewEncoder(w)
 	enc.SetIndent(2)
 	if err := enc.Encode(doc); err != nil {
 		return err
 	}
 	return enc.Close()
+}
+
+// tenantWeights is the tenant_weights of the pipelines file, if it loads
+// (providerLimits reports one that does not).
+func (e *effective) tenantWeights() map[string]float64 {
+	if path := e.value("pipelines"); path != "" {
+		if reg, err := pipeline.Load(path); err == nil {
+			return reg.TenantWeights()
+		}
+	}
+	return nil
 }
 
 // providerLimits is the provider limits of the pipelines serve and worker

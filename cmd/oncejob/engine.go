@@ -9,10 +9,15 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/llm"
 	"github.com/oncejob/oncejob/llm/llmsim"
+	"github.com/oncejob/oncejob/llm/pace"
 	"github.com/oncejob/oncejob/pipeline"
 	"github.com/oncejob/oncejob/telemetry"
 	"github.com/oncejob/oncejob/worker"
@@ -20,6 +25,9 @@ import (
 
 // engineOpts are the flags of the commands that run workers (serve, worker).
 type engineOpts struct {
+	// pacer is the running workers' pacer, once they started.
+	pacer atomic.Pointer[pace.Pacer]
+
 	pipelinesPath string
 	workers       int
 	llmBaseURL    string
@@ -140,6 +148,7 @@ func (o *engineOpts) startWorkers(ctx context.Context, st worker.Store, pipeline
 		return nil, err
 	}
 	obs.metrics.Register(telemetry.LimitsCollector{Stats: w.Pacer().Stats})
+	o.pacer.Store(w.Pacer())
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -149,6 +158,30 @@ func (o *engineOpts) startWorkers(ctx context.Context, st worker.Store, pipeline
 	}()
 	logger.Info("workers running", "owner", w.Owner(), "concurrency", o.workers)
 	return wg.Wait, nil
+}
+
+// limitUse is a provider limit's pace and use as the running workers see
+// it (server.Config.ProviderLimitUse); nil before they drew from it.
+func (o *engineOpts) limitUse(name string) *oncejobv1.ProviderLimitUse {
+	p := o.pacer.Load()
+	if p == nil {
+		return nil
+	}
+	for _, st := range p.Stats() {
+		if st.Limit != name {
+			continue
+		}
+		use := &oncejobv1.ProviderLimitUse{
+			RequestsPerMinute: st.Effective.RequestsPerMinute, TokensPerMinute: st.Effective.TokensPerMinute,
+			CallsInFlightLimit: int32(st.Effective.CallsInFlight), CallsInFlight: int32(st.CallsInFlight),
+			WaitingCalls: int32(st.Waiting), GrantedCalls: st.Granted, RateLimitedCalls: st.RateLimited,
+		}
+		if st.PausedUntil.After(time.Now()) {
+			use.PausedUntil = timestamppb.New(st.PausedUntil)
+		}
+		return use
+	}
+	return nil
 }
 
 // pipelines returns the built-in pipelines, with those of the --pipelines

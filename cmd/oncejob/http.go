@@ -5,15 +5,19 @@ import (
 	"crypto/tls"
 	"errors"
 	"flag"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/metadata"
+
 	"github.com/oncejob/oncejob/gateway"
 	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/server/readiness"
+	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/web"
 )
 
@@ -22,7 +26,8 @@ import (
 type httpOpts struct {
 	addr        string
 	corsOrigins string
-	tls         *tls.Config // nil: plaintext (listenFlags sets it)
+	tls         *tls.Config  // nil: plaintext (listenFlags sets it)
+	timeouts    httpTimeouts // listenFlags sets them
 }
 
 func httpFlags(fs *flag.FlagSet) *httpOpts {
@@ -63,7 +68,10 @@ func (o *httpOpts) start(ctx context.Context, srv *server.Server, probe *readine
 		_ = lis.Close()
 		return nil, err
 	}
-	gw, err := gateway.New(ctx, gateway.Config{Conn: conn, Streams: srv.Local, MaxBodyBytes: gateway.MaxBodyBytesFor(maxDocumentBytes), MaxMessageBytes: server.MaxMessageBytes(maxDocumentBytes), Logger: logger})
+	gw, err := gateway.New(ctx, gateway.Config{
+		Conn: conn, Streams: srv.Local, MaxBodyBytes: gateway.MaxBodyBytesFor(maxDocumentBytes), MaxMessageBytes: server.MaxMessageBytes(maxDocumentBytes),
+		Authenticate: authenticateHeader(srv.Auth), Memory: srv.Memory, Logger: logger,
+	})
 	if err != nil {
 		stopRPC()
 		_ = lis.Close()
@@ -75,6 +83,7 @@ func (o *httpOpts) start(ctx context.Context, srv *server.Server, probe *readine
 		_ = lis.Close()
 		return nil, err
 	}
+	connect.Guard(authenticateHeader(srv.Auth), srv.Memory)
 	cors, err := gateway.NewCORS(strings.Split(o.corsOrigins, ","))
 	if err != nil {
 		stopRPC()
@@ -97,8 +106,16 @@ func (o *httpOpts) start(ctx context.Context, srv *server.Server, probe *readine
 	f := &httpFace{
 		addr:    lis.Addr().String(),
 		stopRPC: stopRPC,
-		// No write timeout: watches stream for as long as clients stay.
-		srv: &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute},
+		// ReadTimeout bounds a request's headers and body; once the body is
+		// in, readDeadlineLifted lifts it, so responses (watches, streams)
+		// last as long as they need. No write timeout: watches stream for
+		// as long as clients stay.
+		srv: &http.Server{
+			Handler:           readDeadlineLifted(handler),
+			ReadHeaderTimeout: o.timeouts.readHeader,
+			ReadTimeout:       o.timeouts.read,
+			IdleTimeout:       o.timeouts.idle,
+		},
 	}
 	serve := f.srv.Serve
 	if o.tls != nil {
@@ -125,4 +142,56 @@ func (f *httpFace) stop(timeout time.Duration) {
 		_ = f.srv.Close()
 	}
 	f.stopRPC()
+}
+
+// authenticateHeader checks an HTTP Authorization header as the gRPC
+// server would, so the gateway refuses a caller before reading its body.
+func authenticateHeader(a *tenant.Authenticator) func(ctx context.Context, authorization string) error {
+	authFunc := a.AuthFunc()
+	return func(ctx context.Context, authorization string) error {
+		md := metadata.MD{}
+		if authorization != "" {
+			md.Set("authorization", authorization)
+		}
+		_, err := authFunc(metadata.NewIncomingContext(ctx, md))
+		return err
+	}
+}
+
+// readDeadlineLifted lifts a request's read deadline (the server's
+// ReadTimeout, which bounds its headers and body) once its body has been
+// read whole, or at once when it has none: Go's HTTP server otherwise
+// cancels a request whose connection passes the deadline, which would end
+// every watch and long response at ReadTimeout. A body that trickles, or
+// never ends, stays bounded by it.
+func readDeadlineLifted(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			_ = rc.SetReadDeadline(time.Time{})
+		} else {
+			// On a copy: the server still sees its own body, to discard
+			// what a handler left unread, or close the connection on a
+			// large rest rather than wait for it.
+			r = r.WithContext(r.Context())
+			r.Body = &liftAtEOF{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// liftAtEOF calls lift once, when its body has been read to its end.
+type liftAtEOF struct {
+	io.ReadCloser
+	lift func()
+	done bool
+}
+
+func (b *liftAtEOF) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) && !b.done {
+		b.done = true
+		b.lift()
+	}
+	return n, err
 }

@@ -57,3 +57,31 @@ limits:
 	_, err = config.Parse([]byte("limits:\n  tenants:\n    acme:\n      submit_rates: 1\n"))
 	require.ErrorContains(t, err, "submit_rates")
 }
+
+// TestConfigCheckPrintsProviderLimitsAndTenantWeights: config check prints
+// the pipelines file's provider limits, with the profiles drawing from
+// each, and its tenant weights.
+func TestConfigCheckPrintsProviderLimitsAndTenantWeights(t *testing.T) {
+	pipes := writeConfig(t, `
+provider_limits:
+  openai-main: {requests_per_minute: 1200}
+tenant_weights: {acme: 4}
+model_profiles:
+  fast: {model: m1, shared_limit: openai-main}
+`)
+	eff, err := effectiveConfig(writeConfig(t, "pipelines: "+pipes+"\n"))
+	require.NoError(t, err)
+	var out bytes.Buffer
+	require.NoError(t, eff.write(&out))
+	var back struct {
+		ProviderLimits map[string]struct {
+			RequestsPerMinute float64  `yaml:"requests_per_minute"`
+			Profiles          []string `yaml:"profiles"`
+		} `yaml:"provider_limits"`
+		TenantWeights map[string]float64 `yaml:"tenant_weights"`
+	}
+	require.NoError(t, yaml.Unmarshal(out.Bytes(), &back), out.String())
+	require.EqualValues(t, 1200, back.ProviderLimits["openai-main"].RequestsPerMinute)
+	require.Equal(t, []string{"fast"}, back.ProviderLimits["openai-main"].Profiles)
+	require.Equal(t, map[string]float64{"acme": 4}, back.TenantWeights)
+}

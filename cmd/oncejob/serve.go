@@ -163,7 +163,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	o.http.tls = listen.httpTLS
+	o.http.tls, o.http.timeouts = listen.httpTLS, listen.http
 	pipelines, err := o.eng.pipelines()
 	if err != nil {
 		return err
@@ -188,7 +188,7 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	defer stopHub()
 
-	s, probe, err := o.api.newServer(ctx, serverParts{st: p.st, apiStore: apiStore, pipelines: pipelines, batches: o.eng.hasBatchAPI(), limits: lim, hub: hub, listen: listen, obs: p.obs, logger: p.logger})
+	s, probe, err := o.api.newServer(ctx, serverParts{st: p.st, apiStore: apiStore, pipelines: pipelines, batches: o.eng.hasBatchAPI(), limits: lim, limitUse: o.eng.limitUse, hub: hub, listen: listen, obs: p.obs, logger: p.logger})
 	if err != nil {
 		return err
 	}
@@ -367,6 +367,7 @@ type serverParts struct {
 	pipelines *pipeline.Registry
 	batches   bool // the workers' provider has a batch API
 	limits    *limits.Limits
+	limitUse  func(string) *oncejobv1.ProviderLimitUse // the workers' provider limits
 	hub       *watch.Hub
 	listen    *listeners
 	obs       *observability
@@ -410,6 +411,7 @@ func (f *apiFlags) newServer(ctx context.Context, p serverParts) (*server.Server
 		Metrics:          p.obs.metrics.GRPC,
 		Tracing:          p.obs.tracing,
 		PageTokenSecret:  tokenSecret,
+		ProviderLimitUse: p.limitUse,
 	})
 	if err != nil {
 		return nil, nil, err

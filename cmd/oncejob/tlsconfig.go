@@ -48,6 +48,8 @@ type listenOpts struct {
 	keepaliveTime, keepaliveTimeout, keepaliveMinTime time.Duration
 	maxConnectionIdle, maxConnectionAge, ageGrace     time.Duration
 	maxConcurrentStreams                              uint
+	requestReadTimeout, handshakeTimeout              time.Duration
+	httpReadHeaderTimeout, httpIdleTimeout            time.Duration
 }
 
 func listenFlags(fs *flag.FlagSet) *listenOpts {
@@ -59,6 +61,10 @@ func listenFlags(fs *flag.FlagSet) *listenOpts {
 	fs.DurationVar(&o.maxConnectionAge, "grpc-max-connection-age", 0, "send GOAWAY to a gRPC connection this old, so clients reconnect and spread over replicas behind one address (0: never)")
 	fs.DurationVar(&o.ageGrace, "grpc-max-connection-age-grace", 0, "after --grpc-max-connection-age, cut the calls and streams still open this much later (0: let them end; the SDKs resume cut watches)")
 	fs.UintVar(&o.maxConcurrentStreams, "grpc-max-concurrent-streams", server.DefaultMaxConcurrentStreams, "most calls and streams open at once on one gRPC connection; clients queue the rest")
+	fs.DurationVar(&o.requestReadTimeout, "request-read-timeout", server.DefaultRequestReadTimeout, "longest a call may take to send its request, headers included (gRPC message, HTTP body); then it is cut and its bytes freed. Responses, watches included, are not bounded")
+	fs.DurationVar(&o.handshakeTimeout, "grpc-handshake-timeout", server.DefaultHandshakeTimeout, "longest a new gRPC connection may take to finish its TLS and HTTP/2 handshake")
+	fs.DurationVar(&o.httpReadHeaderTimeout, "http-read-header-timeout", 10*time.Second, "longest an HTTP request may take to send its headers")
+	fs.DurationVar(&o.httpIdleTimeout, "http-idle-timeout", 2*time.Minute, "close an HTTP keep-alive connection idle this long")
 	return o
 }
 
@@ -67,6 +73,13 @@ func listenFlags(fs *flag.FlagSet) *listenOpts {
 type listeners struct {
 	transport server.Transport
 	httpTLS   *tls.Config
+	http      httpTimeouts
+}
+
+// httpTimeouts are the HTTP face's timeouts (docs/operations.md, "Request
+// bodies and timeouts").
+type httpTimeouts struct {
+	readHeader, read, idle time.Duration
 }
 
 // validate checks the flags once, before anything starts.
@@ -76,6 +89,12 @@ func (o *listenOpts) validate() error {
 	}
 	if o.maxConcurrentStreams < 1 || o.maxConcurrentStreams > 1<<31 {
 		return errors.New("--grpc-max-concurrent-streams must be between 1 and 2^31")
+	}
+	if o.requestReadTimeout <= 0 || o.handshakeTimeout <= 0 || o.httpReadHeaderTimeout <= 0 || o.httpIdleTimeout <= 0 {
+		return errors.New("--request-read-timeout, --grpc-handshake-timeout, --http-read-header-timeout and --http-idle-timeout must be positive")
+	}
+	if o.httpReadHeaderTimeout > o.requestReadTimeout {
+		return errors.New("--http-read-header-timeout must not be longer than --request-read-timeout (which includes the headers)")
 	}
 	return nil
 }
@@ -91,7 +110,9 @@ func (o *listenOpts) listeners(logger *slog.Logger) (*listeners, error) {
 		MaxConnectionAge:      o.maxConnectionAge,
 		MaxConnectionAgeGrace: o.ageGrace,
 		MaxConcurrentStreams:  uint32(o.maxConcurrentStreams),
-	}}
+		RequestReadTimeout:    o.requestReadTimeout,
+		HandshakeTimeout:      o.handshakeTimeout,
+	}, http: httpTimeouts{readHeader: o.httpReadHeaderTimeout, read: o.requestReadTimeout, idle: o.httpIdleTimeout}}
 	if l.transport.MaxConnectionIdle == 0 {
 		l.transport.MaxConnectionIdle = -1 // server.Transport: zero is the default, negative never
 	}

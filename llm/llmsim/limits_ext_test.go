@@ -105,6 +105,7 @@ func TestLimitInFlight(t *testing.T) {
 	require.Equal(t, 2, st.MaxInFlight, "the provider never answers more than its limit at once")
 	require.GreaterOrEqual(t, ok, 2)
 	require.EqualValues(t, calls-ok, st.RateLimitedBy["in_flight"])
+	require.Zero(t, st.InFlight, "every call answered")
 	require.Equal(t, http.StatusOK, chat(t, sim, "", "after").status, "finished calls free their slots")
 }
 

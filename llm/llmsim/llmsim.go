@@ -95,6 +95,8 @@ type Stats struct {
 	// MaxInFlight is the most chat completion calls the simulator was
 	// answering at once (admitted by Limits, their latency included).
 	MaxInFlight int `json:"max_in_flight"`
+	// InFlight is the chat completion calls being answered now.
+	InFlight int `json:"in_flight"`
 
 	// FilesUploaded counts POST /v1/files.
 	FilesUploaded int64 `json:"files_uploaded"`
@@ -189,6 +191,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stats
+	st.InFlight = s.limits.inFlight
 	st.CallsByKey = maps.Clone(s.stats.CallsByKey)
 	st.RequestsByKey = maps.Clone(s.stats.RequestsByKey)
 	st.BatchCallsByKey = maps.Clone(s.stats.BatchCallsByKey)

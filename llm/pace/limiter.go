@@ -1,6 +1,7 @@
 package pace
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"math"
@@ -59,6 +60,8 @@ type limiter struct {
 	answered       bool // any answer came
 	learnedReq     float64
 	learnedTok     float64
+	reqGuessed     bool // learnedReq is a whole bucket's limit per minute
+	tokGuessed     bool
 	reqCapacity    float64
 	tokCapacity    float64
 	tokensPerByte  float64
@@ -67,9 +70,12 @@ type limiter struct {
 	// shadowReq and shadowTok follow the buckets as this process's grants
 	// fill them (the other processes' unseen), for estimates.
 	shadowReq, shadowTok time.Time
-	// promise is the next try handed to a deferred call, so deferred calls
-	// come back one after another, not all at once.
-	promise time.Time
+	// deferredUntil holds the next tries handed to deferred calls that
+	// have not come yet (a min-heap): a call deferred now comes back after
+	// them, spaced at the rate the limit serves calls, so deferred calls
+	// come back one after another, not all at once. A next try that passed
+	// leaves it, so a call deferred again is not counted twice.
+	deferredUntil timeHeap
 	// Counters.
 	granted, used, rateLimited, deferred int64
 	byClassTenant                        map[string]int // waiting per class and tenant
@@ -159,7 +165,7 @@ func (l *limiter) wait(ctx context.Context, c Call) (*Ticket, error) {
 	tokens := l.estimate(bytes, len(c.Messages), c.MaxTokens)
 	est := l.estimateWait(c, tokens, now)
 	if est > l.p.cfg.MaxWait || (!c.Deadline.IsZero() && now.Add(est).After(c.Deadline)) {
-		err := l.deferCall(now, est)
+		err := l.deferCall(now, est, tokens)
 		l.unlock()
 		return nil, err
 	}
@@ -201,7 +207,7 @@ func (l *limiter) wait(ctx context.Context, c Call) (*Ticket, error) {
 		}
 		l.lock()
 		now := time.Now()
-		err := l.deferCall(now, l.estimateWait(c, tokens, now))
+		err := l.deferCall(now, l.estimateWait(c, tokens, now), tokens)
 		l.unlock()
 		return nil, err
 	}
@@ -274,18 +280,55 @@ func (l *limiter) estimateWait(c Call, tokens int64, now time.Time) time.Duratio
 	return d
 }
 
-// deferCall hands a call back to wait elsewhere; est is its wait from now.
-func (l *limiter) deferCall(now time.Time, est time.Duration) *WaitError {
+// deferCall hands a call of tokens back to wait elsewhere; est is its
+// wait from now. It comes back after the calls deferred before it that
+// have not come back yet, at the rate the limit serves calls.
+func (l *limiter) deferCall(now time.Time, est time.Duration, tokens int64) *WaitError {
 	e := l.effective()
+	for len(l.deferredUntil) > 0 && !l.deferredUntil[0].After(now) {
+		heap.Pop(&l.deferredUntil)
+	}
 	until := now.Add(est)
-	if l.promise.After(until) {
-		until = l.promise
+	if rate := l.serviceRate(e, tokens); rate > 0 {
+		until = until.Add(time.Duration(float64(len(l.deferredUntil)) / rate * float64(time.Second)))
 	}
-	if e.reqRate > 0 {
-		l.promise = until.Add(time.Duration(float64(time.Second) / e.reqRate))
-	}
+	heap.Push(&l.deferredUntil, until)
 	l.deferred++
 	return &WaitError{Limit: l.name, Until: until, Reason: l.reason(e, now)}
+}
+
+// serviceRate is the calls a second the limit lets through at the pace in
+// force (0: no bound known): its requests, its tokens at calls of tokens,
+// and its calls in flight over their latency, whichever is lowest.
+func (l *limiter) serviceRate(e effective, tokens int64) float64 {
+	rate := math.Inf(1)
+	if e.reqRate > 0 {
+		rate = e.reqRate
+	}
+	if e.tokRate > 0 && tokens > 0 {
+		rate = min(rate, e.tokRate/float64(tokens))
+	}
+	if e.inFlight > 0 && l.latencyMean > 0 {
+		rate = min(rate, float64(e.inFlight)/l.latencyMean)
+	}
+	if math.IsInf(rate, 1) {
+		return 0
+	}
+	return rate
+}
+
+// timeHeap is a min-heap of times (container/heap).
+type timeHeap []time.Time
+
+func (h timeHeap) Len() int           { return len(h) }
+func (h timeHeap) Less(i, j int) bool { return h[i].Before(h[j]) }
+func (h timeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timeHeap) Push(x any)        { *h = append(*h, x.(time.Time)) }
+func (h *timeHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return t
 }
 
 // reason names what binds, for a job's status.
@@ -515,17 +558,19 @@ func (l *limiter) observe(rl *llm.RateLimits) {
 		return
 	}
 	if rate, ok := rl.Requests.PerSecond(); ok {
-		l.learnedReq = ewma(l.learnedReq, rate, 0.3)
-	} else if rl.Requests.Limit > 0 && l.learnedReq == 0 {
-		l.learnedReq = float64(rl.Requests.Limit) / 60 // whole: assume per minute
+		l.learnedReq = learn(l.learnedReq, rate, &l.reqGuessed)
+	} else if rl.Requests.Limit > 0 && l.learnedReq == 0 && l.configured.RequestsPerMinute == 0 {
+		// Whole, and nothing else known: assume a limit per minute until
+		// a reading says otherwise.
+		l.learnedReq, l.reqGuessed = float64(rl.Requests.Limit)/60, true
 	}
 	if rl.Requests.Limit > 0 {
 		l.reqCapacity = float64(rl.Requests.Limit)
 	}
 	if rate, ok := rl.Tokens.PerSecond(); ok {
-		l.learnedTok = ewma(l.learnedTok, rate, 0.3)
-	} else if rl.Tokens.Limit > 0 && l.learnedTok == 0 {
-		l.learnedTok = float64(rl.Tokens.Limit) / 60
+		l.learnedTok = learn(l.learnedTok, rate, &l.tokGuessed)
+	} else if rl.Tokens.Limit > 0 && l.learnedTok == 0 && l.configured.TokensPerMinute == 0 {
+		l.learnedTok, l.tokGuessed = float64(rl.Tokens.Limit)/60, true
 	}
 	if rl.Tokens.Limit > 0 {
 		l.tokCapacity = float64(rl.Tokens.Limit)
@@ -538,6 +583,19 @@ func (l *limiter) learnTokens(t *Ticket, resp *llm.Response) {
 		l.tokensPerByte = min(max(ewma(l.tokensPerByte, perByte, 0.2), 1.0/8), 1)
 	}
 	l.completionMean = max(ewma(l.completionMean, float64(resp.CompletionTokens), 0.2), 1)
+}
+
+// learn is the learned rate after a reading of rate: the reading itself
+// when the old one was a guess (a whole bucket's limit taken as per
+// minute: a provider whose window is shorter would be paced far below its
+// limit until enough readings averaged the guess away), else their
+// moving average.
+func learn(old, rate float64, guessed *bool) float64 {
+	if *guessed {
+		*guessed = false
+		return rate
+	}
+	return ewma(old, rate, 0.3)
 }
 
 func later(a, b time.Time) time.Time {

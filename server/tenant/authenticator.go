@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/oncejob/oncejob/store"
@@ -382,3 +384,56 @@ func (k *Keys) lookupOrNone(hash [sha256.Size]byte) (Principal, bool) {
 func (k *Keys) AuthFunc() auth.AuthFunc {
 	return NewAuthenticator(AuthConfig{File: k}).AuthFunc()
 }
+
+// Precheck says, from what this process holds and without waiting on the
+// store, whether a caller whose request headers are md is surely refused:
+// UNAUTHENTICATED when there are keys and md has no bearer key, or a key
+// no file holds, not shaped like a store key, cached as revoked or as
+// another's, or remembered as unknown; nil otherwise (dev mode, a key
+// known good, or one that needs a read: AuthFunc decides after). The
+// server calls it when a call's headers arrive, before any byte of its
+// message is read (docs/operations.md, "Request bodies").
+func (a *Authenticator) Precheck(md metadata.MD) error {
+	if !a.keysMode.Load() {
+		return nil
+	}
+	vals := md.Get("authorization")
+	if len(vals) == 0 {
+		a.refused.Add(1)
+		return errNoKey
+	}
+	scheme, key, ok := strings.Cut(vals[0], " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") {
+		a.refused.Add(1)
+		return errNoKey
+	}
+	hash := sha256.Sum256([]byte(key))
+	if _, ok := a.cfg.File.lookupOrNone(hash); ok {
+		return nil
+	}
+	id, ok := parseStoreKey(key)
+	if !ok || a.cfg.Store == nil {
+		a.refused.Add(1)
+		return errUnknownKey
+	}
+	now := a.now()
+	a.mu.Lock()
+	c := a.cache[id]
+	a.mu.Unlock()
+	if c != nil && now.Sub(c.readAt) < staleFor {
+		k := (*cachedAPIKey)(c.key)
+		want, err := hex.DecodeString(k.GetSHA256())
+		if k == nil || err != nil || subtle.ConstantTimeCompare(hash[:], want) != 1 || k.RevokedAt != nil {
+			a.refused.Add(1)
+			return errUnknownKey
+		}
+		return nil
+	}
+	if a.unknown.missingNow(id, now) {
+		a.refused.Add(1)
+		return errUnknownKey
+	}
+	return nil
+}
+
+var errNoKey = status.Error(codes.Unauthenticated, "an API key is required: send authorization: Bearer <key>")

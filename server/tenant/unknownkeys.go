@@ -88,6 +88,16 @@ func (u *unknownKeys) knownMissing(ctx context.Context, st store.APIKeyStore, id
 	return active != nil && !active[id]
 }
 
+// missingNow is knownMissing from memory alone: it never reads the store.
+func (u *unknownKeys) missingNow(id string, now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if at, ok := u.missing[id]; ok && now.Sub(at) < u.ttl {
+		return true
+	}
+	return now.Before(u.floodUntil) && u.active != nil && now.Sub(u.listedAt) < u.ttl && !u.active[id]
+}
+
 // missed records that the store did not have id.
 func (u *unknownKeys) missed(id string, now time.Time) {
 	u.mu.Lock()

@@ -88,6 +88,8 @@ func jobFromClaimRow(row dbsqlc.JobClaimRow) dbsqlc.Job {
 		Approved:          row.Approved,
 		Generation:        row.Generation,
 		Traceparent:       row.Traceparent,
+		RunID:             row.RunID,
+		Priority:          row.Priority,
 	}
 }
 

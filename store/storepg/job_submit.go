@@ -208,6 +208,7 @@ func submitArgs(rows []submitRow, idx []int) dbsqlc.JobSubmitManyParams {
 		ModelProfile: make([]string, n), DocumentSha256: make([]string, n), DocumentMediaType: make([]string, n),
 		DocumentData: make([][]byte, n), DocumentName: make([]string, n), Params: make([][]byte, n),
 		Labels: make([][]byte, n), RunID: make([]pgtype.UUID, n), Traceparent: make([]string, n),
+		Priority: make([]string, n),
 	}
 	for j, i := range idx {
 		r := rows[i]
@@ -220,7 +221,7 @@ func submitArgs(rows []submitRow, idx []int) dbsqlc.JobSubmitManyParams {
 		a.DocumentSha256[j], a.DocumentMediaType[j] = p.DocumentSHA256, p.DocumentMedia
 		a.DocumentData[j], a.DocumentName[j] = rowmap.NonNilSlice(p.Document), p.DocumentName
 		a.Params[j], a.Labels[j], a.RunID[j] = r.params, r.labels, r.run
-		a.Traceparent[j] = p.Traceparent
+		a.Traceparent[j], a.Priority[j] = p.Traceparent, storedPriority(p)
 	}
 	return a
 }
@@ -233,4 +234,13 @@ func submitArgs(rows []submitRow, idx []int) dbsqlc.JobSubmitManyParams {
 func isRowError(e *pgconn.PgError) bool {
 	class := e.Code[:2]
 	return class == "22" || class == "23"
+}
+
+// storedPriority is the jobs.priority of a submission: "" (NULL) for
+// interactive.
+func storedPriority(p *store.JobSubmitParams) string {
+	if pr := p.PriorityOf(); pr != store.JobPriorityInteractive {
+		return string(pr)
+	}
+	return ""
 }

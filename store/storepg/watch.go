@@ -47,5 +47,7 @@ func jobEventFromRow(r dbsqlc.JobEvent) *store.JobEvent {
 		Message:   r.Message,
 		CreatedAt: r.CreatedAt,
 		Actor:     store.ActorFrom(r.ActorKey, r.ActorRole, r.ActorRpc),
+
+		NextAttemptAt: r.NextAttemptAt,
 	}
 }

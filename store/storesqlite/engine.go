@@ -391,3 +391,11 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// nilIfEmpty is NULL for an empty string.
+func nilIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -133,6 +133,8 @@ func jobInsertArgs(p *store.JobSubmitParams) (dbsqlite.JobInsertParams, error) {
 		Params:            jobParams,
 		Labels:            string(labels),
 		Traceparent:       p.Traceparent,
+		RunID:             nilIfEmpty(p.RunID),
+		Priority:          storedPriority(p),
 	}, nil
 }
 
@@ -226,4 +228,13 @@ func cursorAfter(after *store.JobCursor) (int64, string, error) {
 		return 0, "", fmt.Errorf("storesqlite: cursor id %q is not a uuid: %w", after.ID, store.ErrInvalidRow)
 	}
 	return after.CreatedAt.UnixMicro(), id, nil
+}
+
+// storedPriority is the jobs.priority of a submission: NULL for
+// interactive.
+func storedPriority(p *store.JobSubmitParams) *string {
+	if pr := p.PriorityOf(); pr != store.JobPriorityInteractive {
+		return new(string(pr))
+	}
+	return nil
 }

@@ -92,7 +92,7 @@ func (s *Store) jobSubmitSetWrite(ctx context.Context, tx *writeTx, jobs []*stor
 		rows = append(rows, []any{
 			a.ID, a.Tenant, a.IdempotencyKey, a.DedupKey, a.Pipeline, a.PipelineVersion,
 			a.PromptVersion, a.ModelProfile, a.DocumentSha256, a.DocumentMediaType, a.DocumentName,
-			a.DocumentSizeBytes, a.Params, a.Labels, now[i], a.Traceparent,
+			a.DocumentSizeBytes, a.Params, a.Labels, now[i], a.Traceparent, a.RunID, a.Priority,
 		})
 	}
 	docsJSON, err := jsonArray(docs)
@@ -191,6 +191,19 @@ func jsonArray(rows [][]any) (string, error) {
 					return "", errNoJSONForm
 				}
 				q, err := json.Marshal(v) // valid UTF-8 without NUL: encoded as is
+				if err != nil {
+					return "", err
+				}
+				b = append(b, q...)
+			case *string: // NULL when nil
+				if v == nil {
+					b = append(b, "null"...)
+					continue
+				}
+				if !utf8.ValidString(*v) || strings.IndexByte(*v, 0) >= 0 {
+					return "", errNoJSONForm
+				}
+				q, err := json.Marshal(*v)
 				if err != nil {
 					return "", err
 				}

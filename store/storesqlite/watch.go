@@ -49,5 +49,7 @@ func jobEventFromRow(r dbsqlite.JobEvent) *store.JobEvent {
 		Message:   r.Message,
 		CreatedAt: timeFrom(r.CreatedAt),
 		Actor:     store.ActorFrom(r.ActorKey, r.ActorRole, r.ActorRpc),
+
+		NextAttemptAt: timePtrFrom(r.NextAttemptAt),
 	}
 }

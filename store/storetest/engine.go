@@ -150,12 +150,13 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 			// between this process and the database.
 			later, lateLease := submitAndClaim(t, b, newSubmitParams(t), "w")
 			due, dueLease := submitAndClaim(t, b, newSubmitParams(t), "w")
+			dueAt := time.Now().Add(-time.Hour)
 			for _, step := range []struct {
 				lease    store.Lease
 				runAfter time.Time
 			}{
 				{lateLease, time.Now().Add(time.Hour)},
-				{dueLease, time.Now().Add(-time.Hour)},
+				{dueLease, dueAt},
 			} {
 				_, err := b.engine.JobTransition(b.ctx, &store.JobTransitionParams{
 					Lease: step.lease, To: store.JobStatusRetryWait, RunAfter: &step.runAfter, Message: "backing off",
@@ -173,6 +174,13 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 			events := requireConsecutiveEvents(t, b.store, got[0])
 			require.Len(t, events, 4) // queued, claimed, retry_wait, claimed
 			require.Equal(t, store.JobStatusRunning, events[3].Status)
+			// The retry_wait event says when the job is tried next; no other
+			// event does.
+			require.NotNil(t, events[2].NextAttemptAt)
+			require.WithinDuration(t, dueAt, *events[2].NextAttemptAt, time.Millisecond)
+			for _, i := range []int{0, 1, 3} {
+				require.Nil(t, events[i].NextAttemptAt, "event %d", i)
+			}
 			require.Equal(t, int32(2), events[3].Attempt)
 
 			stillWaiting, err := b.store.JobGetByID(b.ctx, &store.JobGetByIDParams{Tenant: later.Tenant, ID: later.ID})

@@ -294,6 +294,7 @@ func exerciseRun(t *testing.T, newStore func(t *testing.T) Store) {
 		outside := submit(t, b.store, newSubmitParams(t))
 
 		created := []*store.JobSubmitParams{inRun(t, run), inRun(t, run), inRun(t, run)}
+		created[2].Priority = store.JobPriorityInteractive // asked for: kept
 		dedup := inRun(t, run)
 		dedup.DedupKey = done.DedupKey
 		existing := inRun(t, run)
@@ -305,6 +306,14 @@ func exerciseRun(t *testing.T, newStore func(t *testing.T) Store) {
 		require.Equal(t, store.OutcomeDeduplicated, items[3].Outcome)
 		require.Equal(t, store.OutcomeExisting, items[4].Outcome)
 		require.Equal(t, outside.ID, items[4].Job.ID)
+		// A created job knows its run and, unless asked otherwise, is
+		// batch work; a job from outside keeps its own (none, interactive).
+		for i, want := range []store.JobPriority{store.JobPriorityBatch, store.JobPriorityBatch, store.JobPriorityInteractive} {
+			require.Equal(t, run.ID, items[i].Job.RunID)
+			require.Equal(t, want, items[i].Job.Priority)
+		}
+		require.Empty(t, items[4].Job.RunID)
+		require.Equal(t, store.JobPriorityInteractive, items[4].Job.Priority)
 
 		p := progress(t, b, run)
 		require.EqualValues(t, 5, p.Items)
@@ -369,6 +378,17 @@ func exerciseRun(t *testing.T, newStore func(t *testing.T) Store) {
 		require.NoError(t, err)
 		require.Len(t, list.Jobs, 2)
 		require.NotNil(t, list.Next)
+
+		// The claim that hands the jobs to a worker says the same.
+		claimed, err := b.store.JobClaim(b.ctx, &store.JobClaimParams{Owner: "w", Limit: 10, LeaseDuration: time.Minute})
+		require.NoError(t, err)
+		require.Len(t, claimed, 4)
+		for _, j := range claimed {
+			got, err := b.store.JobGetByID(b.ctx, &store.JobGetByIDParams{Tenant: j.Tenant, ID: j.ID})
+			require.NoError(t, err)
+			require.Equal(t, got.RunID, j.RunID)
+			require.Equal(t, got.Priority, j.Priority)
+		}
 	})
 
 	t.Run("ProgressCountsUsageOfComputedItemsAndGrowsItsSeq", func(t *testing.T) {

@@ -531,3 +531,43 @@ func TestConsoleShowsARunsProviderBatches(t *testing.T) {
 	require.Zero(t, st.BilledCalls)
 	require.Zero(t, e.dialogs.Load())
 }
+
+// TestConsoleShowsTheProviderLimit: against a provider that takes one
+// call a second, a run's page shows the limit its calls draw from, its
+// use and the run's time left at its pace; a job the limit sent back to
+// the queue shows when it is tried next and why, on its page and in its
+// timeline.
+func TestConsoleShowsTheProviderLimit(t *testing.T) {
+	t.Parallel()
+	sim := startLimitedSim(t, "--limit-requests", "1", "--limit-window", "1s")
+	limited := writeFile(t, "limited.yaml", strings.Replace(consolePipelines, "pipelines:", "model_profiles:\n  default:\n    model: oncejob-sim-1\n    limits: {requests_per_minute: 60}\npipelines:", 1))
+	e := startConsoleOn(t, sim, "", "--pipelines", limited)
+	run := e.api("POST", "/v1/runs", map[string]any{"name": "paced run", "pipeline": "fragile"})["run"].(map[string]any)["id"].(string)
+	var items []any
+	for i := range 30 {
+		items = append(items, map[string]any{"idempotency_key": fmt.Sprintf("paced-%d", i), "request": map[string]any{"document": map[string]any{"text": fmt.Sprintf("paced item %d", i)}}})
+	}
+	e.api("POST", "/v1/jobs:batchSubmit", map[string]any{"run_id": run, "items": items})
+
+	e.do(chromedp.Navigate(e.base+"/#/runs/"+run), chromedp.WaitVisible(css(`#run-facts [data-field="limit"]`)))
+	e.do(chromedp.Poll[chromedp.Void](`document.querySelector('#run-facts [data-field="limit"]').textContent.includes('s left at this pace')`))
+	// The pace: the configured 60 a minute, or lower when the provider's
+	// headers say so.
+	require.Regexp(t, `^default: \d+(\.\d+)? requests/min · \d+ in flight, \d+ waiting, \d+ 429s, \d+s left at this pace`,
+		evaluate[string](e, `document.querySelector('#run-facts [data-field="limit"]').textContent`))
+	e.screenshot("run-limit")
+
+	var waiting string
+	require.Eventually(t, func() bool {
+		jobs, _ := e.api("GET", "/v1/jobs?run_id="+run+"&status=JOB_STATUS_RETRY_WAIT&page_size=1", nil)["jobs"].([]any)
+		if len(jobs) == 0 {
+			return false
+		}
+		waiting = jobs[0].(map[string]any)["id"].(string)
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "a run item waits in the queue for the limit")
+	e.do(chromedp.Navigate(e.base+"/#/jobs/"+waiting), chromedp.WaitVisible(css(`#timeline li[data-status="RETRY_WAIT"] .next-try`)))
+	require.Contains(t, evaluate[string](e, `document.getElementById('job-next-try')?.textContent || ''`), "waiting for the provider limit")
+	e.screenshot("job-next-try")
+	require.Zero(t, e.dialogs.Load())
+}

@@ -7,6 +7,14 @@ export const stages = ['UPLOADED', 'TEXT_EXTRACTED', 'CHUNKS_READY', 'LLM_DONE',
 export const statusName = (s) => (s || '').replace(/^JOB_STATUS_/, '') || 'UNSPECIFIED';
 export const stageName = (s) => (s || '').replace(/^JOB_STAGE_/, '') || '-';
 export const outcomeName = (s) => (s || '').replace(/^LLM_OUTCOME_/, '') || '-';
+export const priorityName = (s) => (s || '').replace(/^PRIORITY_/, '').toLowerCase() || 'interactive';
+// untilText is how long until ts, e.g. "in 12s"; "due" once it passed.
+export const untilText = (ts) => {
+  const s = Math.round((Date.parse(ts) - Date.now()) / 1000);
+  return s > 0 ? `in ${s}s` : 'due';
+};
+// seconds is a google.protobuf.Duration's JSON ("12.5s") as a number.
+export const seconds = (d) => (d ? parseFloat(d) : 0);
 export const num = (x) => Number(x || 0);
 export const cost = (micros) => (num(micros) / 1e6).toFixed(6);
 export const time = (ts) => (ts ? new Date(ts).toLocaleString() : '');

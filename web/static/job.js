@@ -6,7 +6,7 @@
 import { act, ApiError, call, watch } from './api.js';
 import { fill, h, jobLink } from './dom.js';
 import { statusBadge } from './jobs.js';
-import { cost, json, jobTitle, num, outcomeName, stageName, stages, statusName, terminal, time } from './fmt.js';
+import { cost, json, jobTitle, num, outcomeName, priorityName, stageName, stages, statusName, terminal, time, untilText } from './fmt.js';
 
 export function jobPage(main, id, setLive) {
   const summary = h('section', { id: 'job-summary' });
@@ -39,7 +39,8 @@ export function jobPage(main, id, setLive) {
           h('span', { class: 'seq' }, `#${e.seq}`), ' ', statusBadge(e.status), ' ',
           h('span', { class: 'stage' }, stageName(e.stage)), ' ',
           h('span', { class: 'muted' }, `attempt ${e.attempt || 0} · ${time(e.time)}`),
-          e.message ? h('div', { class: 'message' }, e.message) : null));
+          e.message ? h('div', { class: 'message' }, e.message) : null,
+          e.next_attempt_time ? h('div', { class: 'next-try' }, `next try ${time(e.next_attempt_time)}`) : null));
         refresh();
       },
       onEnd: () => setLive('ended'),
@@ -73,6 +74,10 @@ export function jobPage(main, id, setLive) {
         fact('Job id', j.id), fact('Pipeline', `${j.pipeline} v${j.pipeline_version || 0}`),
         fact('Prompt version', j.prompt_version), fact('Model profile', j.model_profile),
         fact('Stage', stageName(j.stage)), fact('Attempt', String(j.attempt || 0)),
+        j.next_attempt_time ? fact('Next try', h('span', { id: 'job-next-try' }, `${time(j.next_attempt_time)} (${untilText(j.next_attempt_time)})`,
+          j.error?.code === 'PROVIDER_LIMIT_WAIT' ? ' · waiting for the provider limit' : '')) : null,
+        fact('Priority', priorityName(j.priority)),
+        j.run_id ? fact('Run', h('a', { href: `#/runs/${encodeURIComponent(j.run_id)}` }, j.run_id)) : null,
         fact('Document', `${j.document_name || '(unnamed)'} · ${j.document_media_type || ''} · ${num(j.document_size_bytes)} bytes`),
         fact('Idempotency key', j.idempotency_key), fact('Dedup key', j.dedup_key),
         j.deduplicated_from ? fact('Deduplicated from', jobLink(j.deduplicated_from)) : null,

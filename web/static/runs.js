@@ -6,7 +6,7 @@
 import { act, ApiError, call } from './api.js';
 import { fill, h, jobLink } from './dom.js';
 import { statusBadge } from './jobs.js';
-import { cost, jobTitle, num, time } from './fmt.js';
+import { cost, jobTitle, num, seconds, time } from './fmt.js';
 
 const refreshMs = 1000;
 
@@ -43,6 +43,22 @@ function left(p) {
   const d = p.estimated_time_left;
   if (!d) return '-';
   return `${Math.round(parseFloat(d))}s`;
+}
+
+// limitText is the provider limit the run's calls draw from: its pace,
+// its use (calls in flight of every process, calls waiting in this
+// server, 429s) and the time the items left need at its pace.
+function limitText(p) {
+  const l = p.limit;
+  if (!l) return '-';
+  const pace = [];
+  if (l.requests_per_minute) pace.push(`${num(l.requests_per_minute)} requests/min`);
+  if (l.tokens_per_minute) pace.push(`${num(l.tokens_per_minute)} tokens/min`);
+  if (l.calls_in_flight_limit) pace.push(`${num(l.calls_in_flight_limit)} in flight`);
+  const use = `${num(l.calls_in_flight)} in flight, ${num(l.waiting_calls)} waiting, ${num(l.rate_limited_calls)} 429s`;
+  const leftAtLimit = p.limit_time_left ? `, ${Math.round(seconds(p.limit_time_left))}s left at this pace` : '';
+  const paused = l.paused_until ? `, paused until ${time(l.paused_until)}` : '';
+  return `${l.name}: ${pace.join(', ') || 'no limit known'} · ${use}${leftAtLimit}${paused}`;
 }
 
 function progressCells(p) {
@@ -146,6 +162,7 @@ export function runPage(main, id, setLive) {
       h('dt', {}, 'Running, waiting'), h('dd', {}, num(p.queued) + num(p.running) + num(p.retry_wait) + num(p.awaiting_approval) + num(p.outcome_unknown)),
       h('dt', {}, 'Reused'), h('dd', { dataset: { field: 'reused' } }, num(p.reused)),
       h('dt', {}, 'Rate, left'), h('dd', {}, `${(p.items_per_second || 0).toFixed(1)}/s, ${left(p)}`),
+      h('dt', {}, 'Provider limit'), h('dd', { dataset: { field: 'limit' } }, limitText(p)),
       h('dt', {}, 'Cost'), h('dd', {}, `${num(p.usage?.llm_calls)} calls, ${cost(p.usage?.cost_micros)}`),
       h('dt', {}, 'Pipeline'), h('dd', {}, run.pipeline || '-'),
       h('dt', {}, 'Provider batch'), h('dd', { dataset: { field: 'provider-batch' } }, run.provider_batch

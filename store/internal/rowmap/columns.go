@@ -223,6 +223,8 @@ type JobRow[U, N, I, B, T, NT, J, NJ any] struct {
 	Approved          B
 	Generation        I
 	Traceparent       string
+	RunID             N
+	Priority          *string // NULL: interactive
 }
 
 // Job is the store value of r; a stored error or labels that are not the
@@ -265,9 +267,14 @@ func (c Columns[U, N, I, B, T, NT, J, NJ]) Job(r JobRow[U, N, I, B, T, NT, J, NJ
 		BudgetAttempts:  c.Int32(r.BudgetAttempts),
 		BudgetTokens:    r.BudgetTokens,
 		Approved:        c.Bool(r.Approved),
+		RunID:           c.NullUUID(r.RunID),
+		Priority:        store.JobPriorityInteractive,
 	}
 	if r.LeaseOwner != nil {
 		job.LeaseOwner = *r.LeaseOwner
+	}
+	if r.Priority != nil {
+		job.Priority = store.JobPriority(*r.Priority)
 	}
 	if e := c.NullJSON(r.Error); e != nil {
 		job.Error = new(store.JobError)

@@ -220,6 +220,15 @@ func printJob(w io.Writer, j *oncejobv1.Job, asJSON bool) {
 	row("stage", "%s", stageName(j.GetStage()))
 	row("pipeline", "%s v%d (prompt %s, model profile %s)", j.GetPipeline(), j.GetPipelineVersion(), j.GetPromptVersion(), j.GetModelProfile())
 	row("attempt", "%d", j.GetAttempt())
+	if t := j.GetNextAttemptTime(); t != nil {
+		row("next try", "%s (in %s)", when(t), time.Until(t.AsTime()).Round(time.Second))
+	}
+	if p := j.GetPriority(); p != oncejobv1.Priority_PRIORITY_UNSPECIFIED {
+		row("priority", "%s", strings.ToLower(strings.TrimPrefix(p.String(), "PRIORITY_")))
+	}
+	if j.GetRunId() != "" {
+		row("run", "%s", j.GetRunId())
+	}
 	row("key", "%s", j.GetIdempotencyKey())
 	row("document", "%s %s, %d bytes", or(j.GetDocumentName(), "(unnamed)"), j.GetDocumentMediaType(), j.GetDocumentSizeBytes())
 	if j.GetDeduplicatedFrom() != "" {

@@ -223,6 +223,60 @@ func (SubmitOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{2}
 }
 
+// Priority orders LLM calls that wait for a provider limit
+// (docs/architecture.md, "Provider limits"): interactive calls go before
+// batch calls, 8 to 1, so batch calls still move.
+type Priority int32
+
+const (
+	Priority_PRIORITY_UNSPECIFIED Priority = 0
+	// Someone waits for the answer: a single job, by default.
+	Priority_PRIORITY_INTERACTIVE Priority = 1
+	// Bulk work: a run's item, by default.
+	Priority_PRIORITY_BATCH Priority = 2
+)
+
+// Enum value maps for Priority.
+var (
+	Priority_name = map[int32]string{
+		0: "PRIORITY_UNSPECIFIED",
+		1: "PRIORITY_INTERACTIVE",
+		2: "PRIORITY_BATCH",
+	}
+	Priority_value = map[string]int32{
+		"PRIORITY_UNSPECIFIED": 0,
+		"PRIORITY_INTERACTIVE": 1,
+		"PRIORITY_BATCH":       2,
+	}
+)
+
+func (x Priority) Enum() *Priority {
+	p := new(Priority)
+	*p = x
+	return p
+}
+
+func (x Priority) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Priority) Descriptor() protoreflect.EnumDescriptor {
+	return file_oncejob_v1_job_proto_enumTypes[3].Descriptor()
+}
+
+func (Priority) Type() protoreflect.EnumType {
+	return &file_oncejob_v1_job_proto_enumTypes[3]
+}
+
+func (x Priority) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Priority.Descriptor instead.
+func (Priority) EnumDescriptor() ([]byte, []int) {
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{3}
+}
+
 // JobView selects how much of a job GetJob and ListJobs return (AIP-157).
 type JobView int32
 
@@ -260,11 +314,11 @@ func (x JobView) String() string {
 }
 
 func (JobView) Descriptor() protoreflect.EnumDescriptor {
-	return file_oncejob_v1_job_proto_enumTypes[3].Descriptor()
+	return file_oncejob_v1_job_proto_enumTypes[4].Descriptor()
 }
 
 func (JobView) Type() protoreflect.EnumType {
-	return &file_oncejob_v1_job_proto_enumTypes[3]
+	return &file_oncejob_v1_job_proto_enumTypes[4]
 }
 
 func (x JobView) Number() protoreflect.EnumNumber {
@@ -273,7 +327,7 @@ func (x JobView) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use JobView.Descriptor instead.
 func (JobView) EnumDescriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{3}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{4}
 }
 
 // Resolution is how an operator settles an unknown outcome.
@@ -312,11 +366,11 @@ func (x Resolution) String() string {
 }
 
 func (Resolution) Descriptor() protoreflect.EnumDescriptor {
-	return file_oncejob_v1_job_proto_enumTypes[4].Descriptor()
+	return file_oncejob_v1_job_proto_enumTypes[5].Descriptor()
 }
 
 func (Resolution) Type() protoreflect.EnumType {
-	return &file_oncejob_v1_job_proto_enumTypes[4]
+	return &file_oncejob_v1_job_proto_enumTypes[5]
 }
 
 func (x Resolution) Number() protoreflect.EnumNumber {
@@ -325,7 +379,7 @@ func (x Resolution) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Resolution.Descriptor instead.
 func (Resolution) EnumDescriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{4}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{5}
 }
 
 // LlmOutcome is how one LLM attempt ended.
@@ -379,11 +433,11 @@ func (x LlmOutcome) String() string {
 }
 
 func (LlmOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_oncejob_v1_job_proto_enumTypes[5].Descriptor()
+	return file_oncejob_v1_job_proto_enumTypes[6].Descriptor()
 }
 
 func (LlmOutcome) Type() protoreflect.EnumType {
-	return &file_oncejob_v1_job_proto_enumTypes[5]
+	return &file_oncejob_v1_job_proto_enumTypes[6]
 }
 
 func (x LlmOutcome) Number() protoreflect.EnumNumber {
@@ -392,7 +446,7 @@ func (x LlmOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LlmOutcome.Descriptor instead.
 func (LlmOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{5}
+	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{6}
 }
 
 // Document is the input of a job.
@@ -520,7 +574,13 @@ type SubmitJobRequest struct {
 	Labels map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Optional: one of the model profiles the pipeline allows. Empty means the
 	// pipeline's default profile.
-	ModelProfile  string `protobuf:"bytes,5,opt,name=model_profile,json=modelProfile,proto3" json:"model_profile,omitempty"`
+	ModelProfile string `protobuf:"bytes,5,opt,name=model_profile,json=modelProfile,proto3" json:"model_profile,omitempty"`
+	// Optional: the order of the job's LLM calls in the provider limits' fair
+	// queue. Unspecified: INTERACTIVE for a single job, BATCH for an item of a
+	// run (SubmitJobs with run_id). Scheduling only, like labels: not part of
+	// the request's fingerprint or the dedup key, so a replay of the key with
+	// another priority answers the original job.
+	Priority      Priority `protobuf:"varint,6,opt,name=priority,proto3,enum=oncejob.v1.Priority" json:"priority,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -588,6 +648,13 @@ func (x *SubmitJobRequest) GetModelProfile() string {
 		return x.ModelProfile
 	}
 	return ""
+}
+
+func (x *SubmitJobRequest) GetPriority() Priority {
+	if x != nil {
+		return x.Priority
+	}
+	return Priority_PRIORITY_UNSPECIFIED
 }
 
 // SubmitJobResponse is the job and what SubmitJob did.
@@ -1781,9 +1848,20 @@ type Job struct {
 	// repair) have none: a later attempt computes them again at no cost.
 	Checkpoints []*StageCheckpoint `protobuf:"bytes,24,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
 	// The job's LLM attempt journal, oldest first. Only with JOB_VIEW_FULL.
-	LlmAttempts   []*LlmAttempt `protobuf:"bytes,25,rep,name=llm_attempts,json=llmAttempts,proto3" json:"llm_attempts,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LlmAttempts []*LlmAttempt `protobuf:"bytes,25,rep,name=llm_attempts,json=llmAttempts,proto3" json:"llm_attempts,omitempty"`
+	// The job's priority in the provider limits' fair queue (never
+	// UNSPECIFIED; jobs submitted before priorities existed are INTERACTIVE).
+	Priority Priority `protobuf:"varint,26,opt,name=priority,proto3,enum=oncejob.v1.Priority" json:"priority,omitempty"`
+	// The run whose item created the job; empty for a single job (a job a
+	// later run reuses keeps its first run).
+	RunId string `protobuf:"bytes,27,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// When the job is tried next: set while RETRY_WAIT (after a retryable
+	// failure, or while it waits for a provider limit: error.code
+	// PROVIDER_LIMIT_WAIT says so and which limit binds) and while
+	// OUTCOME_UNKNOWN (the reconciler's next look).
+	NextAttemptTime *timestamppb.Timestamp `protobuf:"bytes,28,opt,name=next_attempt_time,json=nextAttemptTime,proto3" json:"next_attempt_time,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
@@ -1987,6 +2065,27 @@ func (x *Job) GetCheckpoints() []*StageCheckpoint {
 func (x *Job) GetLlmAttempts() []*LlmAttempt {
 	if x != nil {
 		return x.LlmAttempts
+	}
+	return nil
+}
+
+func (x *Job) GetPriority() Priority {
+	if x != nil {
+		return x.Priority
+	}
+	return Priority_PRIORITY_UNSPECIFIED
+}
+
+func (x *Job) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *Job) GetNextAttemptTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextAttemptTime
 	}
 	return nil
 }
@@ -2519,9 +2618,12 @@ type JobEvent struct {
 	// ResolveJob, ApproveJob, RetryRunFailures, CancelRun): the audit record,
 	// written in the transaction of the action. Unset on events of submits
 	// and workers.
-	Actor         *Actor `protobuf:"bytes,8,opt,name=actor,proto3" json:"actor,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Actor *Actor `protobuf:"bytes,8,opt,name=actor,proto3" json:"actor,omitempty"`
+	// When the job is tried next, on an event that moved it to RETRY_WAIT or
+	// OUTCOME_UNKNOWN with a time set (Job.next_attempt_time as of the event).
+	NextAttemptTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=next_attempt_time,json=nextAttemptTime,proto3" json:"next_attempt_time,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *JobEvent) Reset() {
@@ -2606,6 +2708,13 @@ func (x *JobEvent) GetMessage() string {
 func (x *JobEvent) GetActor() *Actor {
 	if x != nil {
 		return x.Actor
+	}
+	return nil
+}
+
+func (x *JobEvent) GetNextAttemptTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextAttemptTime
 	}
 	return nil
 }
@@ -2819,13 +2928,14 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"media_type\x18\x03 \x01(\tR\tmediaType\x12\x12\n" +
 	"\x04name\x18\x04 \x01(\tR\x04nameB\t\n" +
-	"\acontent\"\xb3\x02\n" +
+	"\acontent\"\xe5\x02\n" +
 	"\x10SubmitJobRequest\x12\x1a\n" +
 	"\bpipeline\x18\x01 \x01(\tR\bpipeline\x120\n" +
 	"\bdocument\x18\x02 \x01(\v2\x14.oncejob.v1.DocumentR\bdocument\x12/\n" +
 	"\x06params\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x06params\x12@\n" +
 	"\x06labels\x18\x04 \x03(\v2(.oncejob.v1.SubmitJobRequest.LabelsEntryR\x06labels\x12#\n" +
-	"\rmodel_profile\x18\x05 \x01(\tR\fmodelProfile\x1a9\n" +
+	"\rmodel_profile\x18\x05 \x01(\tR\fmodelProfile\x120\n" +
+	"\bpriority\x18\x06 \x01(\x0e2\x14.oncejob.v1.PriorityR\bpriority\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"k\n" +
@@ -2895,7 +3005,8 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\aapprove\x18\x02 \x01(\bR\aapprove\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"7\n" +
 	"\x12ApproveJobResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\"\x99\t\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\"\xaa\n" +
+	"\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12\x1b\n" +
@@ -2925,7 +3036,10 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\x06params\x18\x16 \x01(\v2\x17.google.protobuf.StructR\x06params\x123\n" +
 	"\x06labels\x18\x17 \x03(\v2\x1b.oncejob.v1.Job.LabelsEntryR\x06labels\x12=\n" +
 	"\vcheckpoints\x18\x18 \x03(\v2\x1b.oncejob.v1.StageCheckpointR\vcheckpoints\x129\n" +
-	"\fllm_attempts\x18\x19 \x03(\v2\x16.oncejob.v1.LlmAttemptR\vllmAttempts\x1a9\n" +
+	"\fllm_attempts\x18\x19 \x03(\v2\x16.oncejob.v1.LlmAttemptR\vllmAttempts\x120\n" +
+	"\bpriority\x18\x1a \x01(\x0e2\x14.oncejob.v1.PriorityR\bpriority\x12\x15\n" +
+	"\x06run_id\x18\x1b \x01(\tR\x05runId\x12F\n" +
+	"\x11next_attempt_time\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\x0fnextAttemptTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc3\x02\n" +
@@ -2974,7 +3088,7 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1b\n" +
 	"\tafter_seq\x18\x02 \x01(\x05R\bafterSeq\">\n" +
 	"\x10WatchJobResponse\x12*\n" +
-	"\x05event\x18\x01 \x01(\v2\x14.oncejob.v1.JobEventR\x05event\"\x9b\x02\n" +
+	"\x05event\x18\x01 \x01(\v2\x14.oncejob.v1.JobEventR\x05event\"\xe3\x02\n" +
 	"\bJobEvent\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x05R\x03seq\x12-\n" +
@@ -2983,7 +3097,8 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\aattempt\x18\x05 \x01(\x05R\aattempt\x12.\n" +
 	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12'\n" +
-	"\x05actor\x18\b \x01(\v2\x11.oncejob.v1.ActorR\x05actor\"L\n" +
+	"\x05actor\x18\b \x01(\v2\x11.oncejob.v1.ActorR\x05actor\x12F\n" +
+	"\x11next_attempt_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x0fnextAttemptTime\"L\n" +
 	"\x05Actor\x12\x1d\n" +
 	"\n" +
 	"key_prefix\x18\x01 \x01(\tR\tkeyPrefix\x12\x12\n" +
@@ -3020,7 +3135,11 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\x1aSUBMIT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16SUBMIT_OUTCOME_CREATED\x10\x01\x12\x1b\n" +
 	"\x17SUBMIT_OUTCOME_EXISTING\x10\x02\x12\x1f\n" +
-	"\x1bSUBMIT_OUTCOME_DEDUPLICATED\x10\x03*J\n" +
+	"\x1bSUBMIT_OUTCOME_DEDUPLICATED\x10\x03*R\n" +
+	"\bPriority\x12\x18\n" +
+	"\x14PRIORITY_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14PRIORITY_INTERACTIVE\x10\x01\x12\x12\n" +
+	"\x0ePRIORITY_BATCH\x10\x02*J\n" +
 	"\aJobView\x12\x18\n" +
 	"\x14JOB_VIEW_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eJOB_VIEW_BASIC\x10\x01\x12\x11\n" +
@@ -3072,131 +3191,136 @@ func file_oncejob_v1_job_proto_rawDescGZIP() []byte {
 	return file_oncejob_v1_job_proto_rawDescData
 }
 
-var file_oncejob_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_oncejob_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
 var file_oncejob_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_oncejob_v1_job_proto_goTypes = []any{
 	(JobStatus)(0),                // 0: oncejob.v1.JobStatus
 	(JobStage)(0),                 // 1: oncejob.v1.JobStage
 	(SubmitOutcome)(0),            // 2: oncejob.v1.SubmitOutcome
-	(JobView)(0),                  // 3: oncejob.v1.JobView
-	(Resolution)(0),               // 4: oncejob.v1.Resolution
-	(LlmOutcome)(0),               // 5: oncejob.v1.LlmOutcome
-	(*Document)(nil),              // 6: oncejob.v1.Document
-	(*SubmitJobRequest)(nil),      // 7: oncejob.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),     // 8: oncejob.v1.SubmitJobResponse
-	(*SubmitJobsRequest)(nil),     // 9: oncejob.v1.SubmitJobsRequest
-	(*SubmitJobsItem)(nil),        // 10: oncejob.v1.SubmitJobsItem
-	(*SubmitJobsResponse)(nil),    // 11: oncejob.v1.SubmitJobsResponse
-	(*SubmitJobsResult)(nil),      // 12: oncejob.v1.SubmitJobsResult
-	(*GetJobRequest)(nil),         // 13: oncejob.v1.GetJobRequest
-	(*GetJobResponse)(nil),        // 14: oncejob.v1.GetJobResponse
-	(*ListJobsRequest)(nil),       // 15: oncejob.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),      // 16: oncejob.v1.ListJobsResponse
-	(*CountJobsRequest)(nil),      // 17: oncejob.v1.CountJobsRequest
-	(*CountJobsResponse)(nil),     // 18: oncejob.v1.CountJobsResponse
-	(*JobStatusCount)(nil),        // 19: oncejob.v1.JobStatusCount
-	(*CancelJobRequest)(nil),      // 20: oncejob.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),     // 21: oncejob.v1.CancelJobResponse
-	(*ReplayJobRequest)(nil),      // 22: oncejob.v1.ReplayJobRequest
-	(*ReplayJobResponse)(nil),     // 23: oncejob.v1.ReplayJobResponse
-	(*ResolveJobRequest)(nil),     // 24: oncejob.v1.ResolveJobRequest
-	(*ResolveJobResponse)(nil),    // 25: oncejob.v1.ResolveJobResponse
-	(*ApproveJobRequest)(nil),     // 26: oncejob.v1.ApproveJobRequest
-	(*ApproveJobResponse)(nil),    // 27: oncejob.v1.ApproveJobResponse
-	(*Job)(nil),                   // 28: oncejob.v1.Job
-	(*StageCheckpoint)(nil),       // 29: oncejob.v1.StageCheckpoint
-	(*LlmAttempt)(nil),            // 30: oncejob.v1.LlmAttempt
-	(*JobError)(nil),              // 31: oncejob.v1.JobError
-	(*JobUsage)(nil),              // 32: oncejob.v1.JobUsage
-	(*WatchJobRequest)(nil),       // 33: oncejob.v1.WatchJobRequest
-	(*WatchJobResponse)(nil),      // 34: oncejob.v1.WatchJobResponse
-	(*JobEvent)(nil),              // 35: oncejob.v1.JobEvent
-	(*Actor)(nil),                 // 36: oncejob.v1.Actor
-	(*WatchJobsRequest)(nil),      // 37: oncejob.v1.WatchJobsRequest
-	(*WatchJobsResponse)(nil),     // 38: oncejob.v1.WatchJobsResponse
-	nil,                           // 39: oncejob.v1.SubmitJobRequest.LabelsEntry
-	nil,                           // 40: oncejob.v1.Job.LabelsEntry
-	(*structpb.Struct)(nil),       // 41: google.protobuf.Struct
-	(*status.Status)(nil),         // 42: google.rpc.Status
-	(*timestamppb.Timestamp)(nil), // 43: google.protobuf.Timestamp
+	(Priority)(0),                 // 3: oncejob.v1.Priority
+	(JobView)(0),                  // 4: oncejob.v1.JobView
+	(Resolution)(0),               // 5: oncejob.v1.Resolution
+	(LlmOutcome)(0),               // 6: oncejob.v1.LlmOutcome
+	(*Document)(nil),              // 7: oncejob.v1.Document
+	(*SubmitJobRequest)(nil),      // 8: oncejob.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),     // 9: oncejob.v1.SubmitJobResponse
+	(*SubmitJobsRequest)(nil),     // 10: oncejob.v1.SubmitJobsRequest
+	(*SubmitJobsItem)(nil),        // 11: oncejob.v1.SubmitJobsItem
+	(*SubmitJobsResponse)(nil),    // 12: oncejob.v1.SubmitJobsResponse
+	(*SubmitJobsResult)(nil),      // 13: oncejob.v1.SubmitJobsResult
+	(*GetJobRequest)(nil),         // 14: oncejob.v1.GetJobRequest
+	(*GetJobResponse)(nil),        // 15: oncejob.v1.GetJobResponse
+	(*ListJobsRequest)(nil),       // 16: oncejob.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),      // 17: oncejob.v1.ListJobsResponse
+	(*CountJobsRequest)(nil),      // 18: oncejob.v1.CountJobsRequest
+	(*CountJobsResponse)(nil),     // 19: oncejob.v1.CountJobsResponse
+	(*JobStatusCount)(nil),        // 20: oncejob.v1.JobStatusCount
+	(*CancelJobRequest)(nil),      // 21: oncejob.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),     // 22: oncejob.v1.CancelJobResponse
+	(*ReplayJobRequest)(nil),      // 23: oncejob.v1.ReplayJobRequest
+	(*ReplayJobResponse)(nil),     // 24: oncejob.v1.ReplayJobResponse
+	(*ResolveJobRequest)(nil),     // 25: oncejob.v1.ResolveJobRequest
+	(*ResolveJobResponse)(nil),    // 26: oncejob.v1.ResolveJobResponse
+	(*ApproveJobRequest)(nil),     // 27: oncejob.v1.ApproveJobRequest
+	(*ApproveJobResponse)(nil),    // 28: oncejob.v1.ApproveJobResponse
+	(*Job)(nil),                   // 29: oncejob.v1.Job
+	(*StageCheckpoint)(nil),       // 30: oncejob.v1.StageCheckpoint
+	(*LlmAttempt)(nil),            // 31: oncejob.v1.LlmAttempt
+	(*JobError)(nil),              // 32: oncejob.v1.JobError
+	(*JobUsage)(nil),              // 33: oncejob.v1.JobUsage
+	(*WatchJobRequest)(nil),       // 34: oncejob.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),      // 35: oncejob.v1.WatchJobResponse
+	(*JobEvent)(nil),              // 36: oncejob.v1.JobEvent
+	(*Actor)(nil),                 // 37: oncejob.v1.Actor
+	(*WatchJobsRequest)(nil),      // 38: oncejob.v1.WatchJobsRequest
+	(*WatchJobsResponse)(nil),     // 39: oncejob.v1.WatchJobsResponse
+	nil,                           // 40: oncejob.v1.SubmitJobRequest.LabelsEntry
+	nil,                           // 41: oncejob.v1.Job.LabelsEntry
+	(*structpb.Struct)(nil),       // 42: google.protobuf.Struct
+	(*status.Status)(nil),         // 43: google.rpc.Status
+	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
 }
 var file_oncejob_v1_job_proto_depIdxs = []int32{
-	6,  // 0: oncejob.v1.SubmitJobRequest.document:type_name -> oncejob.v1.Document
-	41, // 1: oncejob.v1.SubmitJobRequest.params:type_name -> google.protobuf.Struct
-	39, // 2: oncejob.v1.SubmitJobRequest.labels:type_name -> oncejob.v1.SubmitJobRequest.LabelsEntry
-	28, // 3: oncejob.v1.SubmitJobResponse.job:type_name -> oncejob.v1.Job
-	2,  // 4: oncejob.v1.SubmitJobResponse.outcome:type_name -> oncejob.v1.SubmitOutcome
-	10, // 5: oncejob.v1.SubmitJobsRequest.items:type_name -> oncejob.v1.SubmitJobsItem
-	7,  // 6: oncejob.v1.SubmitJobsItem.request:type_name -> oncejob.v1.SubmitJobRequest
-	12, // 7: oncejob.v1.SubmitJobsResponse.results:type_name -> oncejob.v1.SubmitJobsResult
-	28, // 8: oncejob.v1.SubmitJobsResult.job:type_name -> oncejob.v1.Job
-	2,  // 9: oncejob.v1.SubmitJobsResult.outcome:type_name -> oncejob.v1.SubmitOutcome
-	42, // 10: oncejob.v1.SubmitJobsResult.error:type_name -> google.rpc.Status
-	3,  // 11: oncejob.v1.GetJobRequest.view:type_name -> oncejob.v1.JobView
-	28, // 12: oncejob.v1.GetJobResponse.job:type_name -> oncejob.v1.Job
-	0,  // 13: oncejob.v1.ListJobsRequest.status:type_name -> oncejob.v1.JobStatus
-	3,  // 14: oncejob.v1.ListJobsRequest.view:type_name -> oncejob.v1.JobView
-	28, // 15: oncejob.v1.ListJobsResponse.jobs:type_name -> oncejob.v1.Job
-	19, // 16: oncejob.v1.CountJobsResponse.counts:type_name -> oncejob.v1.JobStatusCount
-	0,  // 17: oncejob.v1.JobStatusCount.status:type_name -> oncejob.v1.JobStatus
-	28, // 18: oncejob.v1.CancelJobResponse.job:type_name -> oncejob.v1.Job
-	1,  // 19: oncejob.v1.ReplayJobRequest.from_stage:type_name -> oncejob.v1.JobStage
-	28, // 20: oncejob.v1.ReplayJobResponse.job:type_name -> oncejob.v1.Job
-	4,  // 21: oncejob.v1.ResolveJobRequest.resolution:type_name -> oncejob.v1.Resolution
-	28, // 22: oncejob.v1.ResolveJobResponse.job:type_name -> oncejob.v1.Job
-	28, // 23: oncejob.v1.ApproveJobResponse.job:type_name -> oncejob.v1.Job
-	0,  // 24: oncejob.v1.Job.status:type_name -> oncejob.v1.JobStatus
-	1,  // 25: oncejob.v1.Job.stage:type_name -> oncejob.v1.JobStage
-	41, // 26: oncejob.v1.Job.output:type_name -> google.protobuf.Struct
-	31, // 27: oncejob.v1.Job.error:type_name -> oncejob.v1.JobError
-	32, // 28: oncejob.v1.Job.usage:type_name -> oncejob.v1.JobUsage
-	43, // 29: oncejob.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	43, // 30: oncejob.v1.Job.update_time:type_name -> google.protobuf.Timestamp
-	43, // 31: oncejob.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
-	41, // 32: oncejob.v1.Job.params:type_name -> google.protobuf.Struct
-	40, // 33: oncejob.v1.Job.labels:type_name -> oncejob.v1.Job.LabelsEntry
-	29, // 34: oncejob.v1.Job.checkpoints:type_name -> oncejob.v1.StageCheckpoint
-	30, // 35: oncejob.v1.Job.llm_attempts:type_name -> oncejob.v1.LlmAttempt
-	1,  // 36: oncejob.v1.StageCheckpoint.stage:type_name -> oncejob.v1.JobStage
-	43, // 37: oncejob.v1.StageCheckpoint.create_time:type_name -> google.protobuf.Timestamp
-	1,  // 38: oncejob.v1.LlmAttempt.stage:type_name -> oncejob.v1.JobStage
-	5,  // 39: oncejob.v1.LlmAttempt.outcome:type_name -> oncejob.v1.LlmOutcome
-	43, // 40: oncejob.v1.LlmAttempt.create_time:type_name -> google.protobuf.Timestamp
-	35, // 41: oncejob.v1.WatchJobResponse.event:type_name -> oncejob.v1.JobEvent
-	0,  // 42: oncejob.v1.JobEvent.status:type_name -> oncejob.v1.JobStatus
-	1,  // 43: oncejob.v1.JobEvent.stage:type_name -> oncejob.v1.JobStage
-	43, // 44: oncejob.v1.JobEvent.time:type_name -> google.protobuf.Timestamp
-	36, // 45: oncejob.v1.JobEvent.actor:type_name -> oncejob.v1.Actor
-	0,  // 46: oncejob.v1.WatchJobsRequest.status:type_name -> oncejob.v1.JobStatus
-	35, // 47: oncejob.v1.WatchJobsResponse.event:type_name -> oncejob.v1.JobEvent
-	28, // 48: oncejob.v1.WatchJobsResponse.job:type_name -> oncejob.v1.Job
-	7,  // 49: oncejob.v1.JobService.SubmitJob:input_type -> oncejob.v1.SubmitJobRequest
-	9,  // 50: oncejob.v1.JobService.SubmitJobs:input_type -> oncejob.v1.SubmitJobsRequest
-	13, // 51: oncejob.v1.JobService.GetJob:input_type -> oncejob.v1.GetJobRequest
-	15, // 52: oncejob.v1.JobService.ListJobs:input_type -> oncejob.v1.ListJobsRequest
-	17, // 53: oncejob.v1.JobService.CountJobs:input_type -> oncejob.v1.CountJobsRequest
-	20, // 54: oncejob.v1.JobService.CancelJob:input_type -> oncejob.v1.CancelJobRequest
-	22, // 55: oncejob.v1.JobService.ReplayJob:input_type -> oncejob.v1.ReplayJobRequest
-	24, // 56: oncejob.v1.JobService.ResolveJob:input_type -> oncejob.v1.ResolveJobRequest
-	26, // 57: oncejob.v1.JobService.ApproveJob:input_type -> oncejob.v1.ApproveJobRequest
-	33, // 58: oncejob.v1.JobService.WatchJob:input_type -> oncejob.v1.WatchJobRequest
-	37, // 59: oncejob.v1.JobService.WatchJobs:input_type -> oncejob.v1.WatchJobsRequest
-	8,  // 60: oncejob.v1.JobService.SubmitJob:output_type -> oncejob.v1.SubmitJobResponse
-	11, // 61: oncejob.v1.JobService.SubmitJobs:output_type -> oncejob.v1.SubmitJobsResponse
-	14, // 62: oncejob.v1.JobService.GetJob:output_type -> oncejob.v1.GetJobResponse
-	16, // 63: oncejob.v1.JobService.ListJobs:output_type -> oncejob.v1.ListJobsResponse
-	18, // 64: oncejob.v1.JobService.CountJobs:output_type -> oncejob.v1.CountJobsResponse
-	21, // 65: oncejob.v1.JobService.CancelJob:output_type -> oncejob.v1.CancelJobResponse
-	23, // 66: oncejob.v1.JobService.ReplayJob:output_type -> oncejob.v1.ReplayJobResponse
-	25, // 67: oncejob.v1.JobService.ResolveJob:output_type -> oncejob.v1.ResolveJobResponse
-	27, // 68: oncejob.v1.JobService.ApproveJob:output_type -> oncejob.v1.ApproveJobResponse
-	34, // 69: oncejob.v1.JobService.WatchJob:output_type -> oncejob.v1.WatchJobResponse
-	38, // 70: oncejob.v1.JobService.WatchJobs:output_type -> oncejob.v1.WatchJobsResponse
-	60, // [60:71] is the sub-list for method output_type
-	49, // [49:60] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	7,  // 0: oncejob.v1.SubmitJobRequest.document:type_name -> oncejob.v1.Document
+	42, // 1: oncejob.v1.SubmitJobRequest.params:type_name -> google.protobuf.Struct
+	40, // 2: oncejob.v1.SubmitJobRequest.labels:type_name -> oncejob.v1.SubmitJobRequest.LabelsEntry
+	3,  // 3: oncejob.v1.SubmitJobRequest.priority:type_name -> oncejob.v1.Priority
+	29, // 4: oncejob.v1.SubmitJobResponse.job:type_name -> oncejob.v1.Job
+	2,  // 5: oncejob.v1.SubmitJobResponse.outcome:type_name -> oncejob.v1.SubmitOutcome
+	11, // 6: oncejob.v1.SubmitJobsRequest.items:type_name -> oncejob.v1.SubmitJobsItem
+	8,  // 7: oncejob.v1.SubmitJobsItem.request:type_name -> oncejob.v1.SubmitJobRequest
+	13, // 8: oncejob.v1.SubmitJobsResponse.results:type_name -> oncejob.v1.SubmitJobsResult
+	29, // 9: oncejob.v1.SubmitJobsResult.job:type_name -> oncejob.v1.Job
+	2,  // 10: oncejob.v1.SubmitJobsResult.outcome:type_name -> oncejob.v1.SubmitOutcome
+	43, // 11: oncejob.v1.SubmitJobsResult.error:type_name -> google.rpc.Status
+	4,  // 12: oncejob.v1.GetJobRequest.view:type_name -> oncejob.v1.JobView
+	29, // 13: oncejob.v1.GetJobResponse.job:type_name -> oncejob.v1.Job
+	0,  // 14: oncejob.v1.ListJobsRequest.status:type_name -> oncejob.v1.JobStatus
+	4,  // 15: oncejob.v1.ListJobsRequest.view:type_name -> oncejob.v1.JobView
+	29, // 16: oncejob.v1.ListJobsResponse.jobs:type_name -> oncejob.v1.Job
+	20, // 17: oncejob.v1.CountJobsResponse.counts:type_name -> oncejob.v1.JobStatusCount
+	0,  // 18: oncejob.v1.JobStatusCount.status:type_name -> oncejob.v1.JobStatus
+	29, // 19: oncejob.v1.CancelJobResponse.job:type_name -> oncejob.v1.Job
+	1,  // 20: oncejob.v1.ReplayJobRequest.from_stage:type_name -> oncejob.v1.JobStage
+	29, // 21: oncejob.v1.ReplayJobResponse.job:type_name -> oncejob.v1.Job
+	5,  // 22: oncejob.v1.ResolveJobRequest.resolution:type_name -> oncejob.v1.Resolution
+	29, // 23: oncejob.v1.ResolveJobResponse.job:type_name -> oncejob.v1.Job
+	29, // 24: oncejob.v1.ApproveJobResponse.job:type_name -> oncejob.v1.Job
+	0,  // 25: oncejob.v1.Job.status:type_name -> oncejob.v1.JobStatus
+	1,  // 26: oncejob.v1.Job.stage:type_name -> oncejob.v1.JobStage
+	42, // 27: oncejob.v1.Job.output:type_name -> google.protobuf.Struct
+	32, // 28: oncejob.v1.Job.error:type_name -> oncejob.v1.JobError
+	33, // 29: oncejob.v1.Job.usage:type_name -> oncejob.v1.JobUsage
+	44, // 30: oncejob.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	44, // 31: oncejob.v1.Job.update_time:type_name -> google.protobuf.Timestamp
+	44, // 32: oncejob.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
+	42, // 33: oncejob.v1.Job.params:type_name -> google.protobuf.Struct
+	41, // 34: oncejob.v1.Job.labels:type_name -> oncejob.v1.Job.LabelsEntry
+	30, // 35: oncejob.v1.Job.checkpoints:type_name -> oncejob.v1.StageCheckpoint
+	31, // 36: oncejob.v1.Job.llm_attempts:type_name -> oncejob.v1.LlmAttempt
+	3,  // 37: oncejob.v1.Job.priority:type_name -> oncejob.v1.Priority
+	44, // 38: oncejob.v1.Job.next_attempt_time:type_name -> google.protobuf.Timestamp
+	1,  // 39: oncejob.v1.StageCheckpoint.stage:type_name -> oncejob.v1.JobStage
+	44, // 40: oncejob.v1.StageCheckpoint.create_time:type_name -> google.protobuf.Timestamp
+	1,  // 41: oncejob.v1.LlmAttempt.stage:type_name -> oncejob.v1.JobStage
+	6,  // 42: oncejob.v1.LlmAttempt.outcome:type_name -> oncejob.v1.LlmOutcome
+	44, // 43: oncejob.v1.LlmAttempt.create_time:type_name -> google.protobuf.Timestamp
+	36, // 44: oncejob.v1.WatchJobResponse.event:type_name -> oncejob.v1.JobEvent
+	0,  // 45: oncejob.v1.JobEvent.status:type_name -> oncejob.v1.JobStatus
+	1,  // 46: oncejob.v1.JobEvent.stage:type_name -> oncejob.v1.JobStage
+	44, // 47: oncejob.v1.JobEvent.time:type_name -> google.protobuf.Timestamp
+	37, // 48: oncejob.v1.JobEvent.actor:type_name -> oncejob.v1.Actor
+	44, // 49: oncejob.v1.JobEvent.next_attempt_time:type_name -> google.protobuf.Timestamp
+	0,  // 50: oncejob.v1.WatchJobsRequest.status:type_name -> oncejob.v1.JobStatus
+	36, // 51: oncejob.v1.WatchJobsResponse.event:type_name -> oncejob.v1.JobEvent
+	29, // 52: oncejob.v1.WatchJobsResponse.job:type_name -> oncejob.v1.Job
+	8,  // 53: oncejob.v1.JobService.SubmitJob:input_type -> oncejob.v1.SubmitJobRequest
+	10, // 54: oncejob.v1.JobService.SubmitJobs:input_type -> oncejob.v1.SubmitJobsRequest
+	14, // 55: oncejob.v1.JobService.GetJob:input_type -> oncejob.v1.GetJobRequest
+	16, // 56: oncejob.v1.JobService.ListJobs:input_type -> oncejob.v1.ListJobsRequest
+	18, // 57: oncejob.v1.JobService.CountJobs:input_type -> oncejob.v1.CountJobsRequest
+	21, // 58: oncejob.v1.JobService.CancelJob:input_type -> oncejob.v1.CancelJobRequest
+	23, // 59: oncejob.v1.JobService.ReplayJob:input_type -> oncejob.v1.ReplayJobRequest
+	25, // 60: oncejob.v1.JobService.ResolveJob:input_type -> oncejob.v1.ResolveJobRequest
+	27, // 61: oncejob.v1.JobService.ApproveJob:input_type -> oncejob.v1.ApproveJobRequest
+	34, // 62: oncejob.v1.JobService.WatchJob:input_type -> oncejob.v1.WatchJobRequest
+	38, // 63: oncejob.v1.JobService.WatchJobs:input_type -> oncejob.v1.WatchJobsRequest
+	9,  // 64: oncejob.v1.JobService.SubmitJob:output_type -> oncejob.v1.SubmitJobResponse
+	12, // 65: oncejob.v1.JobService.SubmitJobs:output_type -> oncejob.v1.SubmitJobsResponse
+	15, // 66: oncejob.v1.JobService.GetJob:output_type -> oncejob.v1.GetJobResponse
+	17, // 67: oncejob.v1.JobService.ListJobs:output_type -> oncejob.v1.ListJobsResponse
+	19, // 68: oncejob.v1.JobService.CountJobs:output_type -> oncejob.v1.CountJobsResponse
+	22, // 69: oncejob.v1.JobService.CancelJob:output_type -> oncejob.v1.CancelJobResponse
+	24, // 70: oncejob.v1.JobService.ReplayJob:output_type -> oncejob.v1.ReplayJobResponse
+	26, // 71: oncejob.v1.JobService.ResolveJob:output_type -> oncejob.v1.ResolveJobResponse
+	28, // 72: oncejob.v1.JobService.ApproveJob:output_type -> oncejob.v1.ApproveJobResponse
+	35, // 73: oncejob.v1.JobService.WatchJob:output_type -> oncejob.v1.WatchJobResponse
+	39, // 74: oncejob.v1.JobService.WatchJobs:output_type -> oncejob.v1.WatchJobsResponse
+	64, // [64:75] is the sub-list for method output_type
+	53, // [53:64] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_oncejob_v1_job_proto_init() }
@@ -3213,7 +3337,7 @@ func file_oncejob_v1_job_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_oncejob_v1_job_proto_rawDesc), len(file_oncejob_v1_job_proto_rawDesc)),
-			NumEnums:      6,
+			NumEnums:      7,
 			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -268,8 +268,20 @@ type RunProgress struct {
 	// zero and estimated_time_left is this window; after, it is the estimate
 	// of the rate, at most this window.
 	ProviderBatchWindow *durationpb.Duration `protobuf:"bytes,18,opt,name=provider_batch_window,json=providerBatchWindow,proto3" json:"provider_batch_window,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The time the run's items not yet terminal need at the provider limit
+	// its model profile draws from (docs/architecture.md, "Provider
+	// limits"): their LLM calls (the calls per item the run's finished items
+	// made, 1 before any) over the limit's requests per second, or their
+	// tokens over its tokens per second, whichever is longer. Unset when
+	// nothing is left or the limit's rate is unknown (no limit configured and
+	// none learned by this server).
+	LimitTimeLeft *durationpb.Duration `protobuf:"bytes,19,opt,name=limit_time_left,json=limitTimeLeft,proto3" json:"limit_time_left,omitempty"`
+	// The provider limit the run's model profile draws from and its use, as
+	// the answering server sees it; unset when the run names no model
+	// profile its pipeline resolves.
+	Limit         *ProviderLimitUse `protobuf:"bytes,20,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunProgress) Reset() {
@@ -428,6 +440,155 @@ func (x *RunProgress) GetProviderBatchWindow() *durationpb.Duration {
 	return nil
 }
 
+func (x *RunProgress) GetLimitTimeLeft() *durationpb.Duration {
+	if x != nil {
+		return x.LimitTimeLeft
+	}
+	return nil
+}
+
+func (x *RunProgress) GetLimit() *ProviderLimitUse {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
+// ProviderLimitUse is one provider limit and its use
+// (docs/architecture.md, "Provider limits"; the same figures as the
+// oncejob_provider_limit_* metrics).
+type ProviderLimitUse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The limit's name: a provider_limits entry, or a model profile's own.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The pace in force: the lower of the configured limit and what the
+	// provider's x-ratelimit-* headers say; 0: no limit of that kind.
+	RequestsPerMinute  float64 `protobuf:"fixed64,2,opt,name=requests_per_minute,json=requestsPerMinute,proto3" json:"requests_per_minute,omitempty"`
+	TokensPerMinute    float64 `protobuf:"fixed64,3,opt,name=tokens_per_minute,json=tokensPerMinute,proto3" json:"tokens_per_minute,omitempty"`
+	CallsInFlightLimit int32   `protobuf:"varint,4,opt,name=calls_in_flight_limit,json=callsInFlightLimit,proto3" json:"calls_in_flight_limit,omitempty"`
+	// The configured limit (the pipelines file); 0: none of that kind.
+	ConfiguredRequestsPerMinute float64 `protobuf:"fixed64,5,opt,name=configured_requests_per_minute,json=configuredRequestsPerMinute,proto3" json:"configured_requests_per_minute,omitempty"`
+	ConfiguredTokensPerMinute   float64 `protobuf:"fixed64,6,opt,name=configured_tokens_per_minute,json=configuredTokensPerMinute,proto3" json:"configured_tokens_per_minute,omitempty"`
+	// The calls in flight of every process, as of this server's last draw.
+	CallsInFlight int32 `protobuf:"varint,7,opt,name=calls_in_flight,json=callsInFlight,proto3" json:"calls_in_flight,omitempty"`
+	// The calls waiting for the limit in this server.
+	WaitingCalls int32 `protobuf:"varint,8,opt,name=waiting_calls,json=waitingCalls,proto3" json:"waiting_calls,omitempty"`
+	// Calls granted and 429s answered to this server since it started.
+	GrantedCalls     int64 `protobuf:"varint,9,opt,name=granted_calls,json=grantedCalls,proto3" json:"granted_calls,omitempty"`
+	RateLimitedCalls int64 `protobuf:"varint,10,opt,name=rate_limited_calls,json=rateLimitedCalls,proto3" json:"rate_limited_calls,omitempty"`
+	// Set while a 429's Retry-After pauses the limit for every process.
+	PausedUntil   *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=paused_until,json=pausedUntil,proto3" json:"paused_until,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProviderLimitUse) Reset() {
+	*x = ProviderLimitUse{}
+	mi := &file_oncejob_v1_run_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderLimitUse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderLimitUse) ProtoMessage() {}
+
+func (x *ProviderLimitUse) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_run_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderLimitUse.ProtoReflect.Descriptor instead.
+func (*ProviderLimitUse) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ProviderLimitUse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProviderLimitUse) GetRequestsPerMinute() float64 {
+	if x != nil {
+		return x.RequestsPerMinute
+	}
+	return 0
+}
+
+func (x *ProviderLimitUse) GetTokensPerMinute() float64 {
+	if x != nil {
+		return x.TokensPerMinute
+	}
+	return 0
+}
+
+func (x *ProviderLimitUse) GetCallsInFlightLimit() int32 {
+	if x != nil {
+		return x.CallsInFlightLimit
+	}
+	return 0
+}
+
+func (x *ProviderLimitUse) GetConfiguredRequestsPerMinute() float64 {
+	if x != nil {
+		return x.ConfiguredRequestsPerMinute
+	}
+	return 0
+}
+
+func (x *ProviderLimitUse) GetConfiguredTokensPerMinute() float64 {
+	if x != nil {
+		return x.ConfiguredTokensPerMinute
+	}
+	return 0
+}
+
+func (x *ProviderLimitUse) GetCallsInFlight() int32 {
+	if x != nil {
+		return x.CallsInFlight
+	}
+	return 0
+}
+
+func (x *ProviderLimitUse) GetWaitingCalls() int32 {
+	if x != nil {
+		return x.WaitingCalls
+	}
+	return 0
+}
+
+func (x *ProviderLimitUse) GetGrantedCalls() int64 {
+	if x != nil {
+		return x.GrantedCalls
+	}
+	return 0
+}
+
+func (x *ProviderLimitUse) GetRateLimitedCalls() int64 {
+	if x != nil {
+		return x.RateLimitedCalls
+	}
+	return 0
+}
+
+func (x *ProviderLimitUse) GetPausedUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PausedUntil
+	}
+	return nil
+}
+
 type CreateRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required: a display name, 1-255 characters.
@@ -456,7 +617,7 @@ type CreateRunRequest struct {
 
 func (x *CreateRunRequest) Reset() {
 	*x = CreateRunRequest{}
-	mi := &file_oncejob_v1_run_proto_msgTypes[2]
+	mi := &file_oncejob_v1_run_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -468,7 +629,7 @@ func (x *CreateRunRequest) String() string {
 func (*CreateRunRequest) ProtoMessage() {}
 
 func (x *CreateRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_run_proto_msgTypes[2]
+	mi := &file_oncejob_v1_run_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -481,7 +642,7 @@ func (x *CreateRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRunRequest.ProtoReflect.Descriptor instead.
 func (*CreateRunRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{2}
+	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreateRunRequest) GetName() string {
@@ -535,7 +696,7 @@ type CreateRunResponse struct {
 
 func (x *CreateRunResponse) Reset() {
 	*x = CreateRunResponse{}
-	mi := &file_oncejob_v1_run_proto_msgTypes[3]
+	mi := &file_oncejob_v1_run_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -547,7 +708,7 @@ func (x *CreateRunResponse) String() string {
 func (*CreateRunResponse) ProtoMessage() {}
 
 func (x *CreateRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_run_proto_msgTypes[3]
+	mi := &file_oncejob_v1_run_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -560,7 +721,7 @@ func (x *CreateRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRunResponse.ProtoReflect.Descriptor instead.
 func (*CreateRunResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{3}
+	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateRunResponse) GetRun() *Run {
@@ -580,7 +741,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_oncejob_v1_run_proto_msgTypes[4]
+	mi := &file_oncejob_v1_run_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +753,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_run_proto_msgTypes[4]
+	mi := &file_oncejob_v1_run_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +766,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{4}
+	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -624,7 +785,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_oncejob_v1_run_proto_msgTypes[5]
+	mi := &file_oncejob_v1_run_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -636,7 +797,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_run_proto_msgTypes[5]
+	mi := &file_oncejob_v1_run_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +810,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{5}
+	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetRunResponse) GetRun() *Run {
@@ -671,7 +832,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_oncejob_v1_run_proto_msgTypes[6]
+	mi := &file_oncejob_v1_run_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +844,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_run_proto_msgTypes[6]
+	mi := &file_oncejob_v1_run_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +857,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{6}
+	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListRunsRequest) GetPageSize() int32 {
@@ -724,7 +885,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_oncejob_v1_run_proto_msgTypes[7]
+	mi := &file_oncejob_v1_run_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -736,7 +897,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_run_proto_msgTypes[7]
+	mi := &file_oncejob_v1_run_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -749,7 +910,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{7}
+	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListRunsResponse) GetRuns() []*Run {
@@ -779,7 +940,7 @@ type WatchRunRequest struct {
 
 func (x *WatchRunRequest) Reset() {
 	*x = WatchRunRequest{}
-	mi := &file_oncejob_v1_run_proto_msgTypes[8]
+	mi := &file_oncejob_v1_run_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +952,7 @@ func (x *WatchRunRequest) String() string {
 func (*WatchRunRequest) ProtoMessage() {}
 
 func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_run_proto_msgTypes[8]
+	mi := &file_oncejob_v1_run_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +965,7 @@ func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunRequest.ProtoReflect.Descriptor instead.
 func (*WatchRunRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{8}
+	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WatchRunRequest) GetRunId() string {
@@ -831,7 +992,7 @@ type WatchRunResponse struct {
 
 func (x *WatchRunResponse) Reset() {
 	*x = WatchRunResponse{}
-	mi := &file_oncejob_v1_run_proto_msgTypes[9]
+	mi := &file_oncejob_v1_run_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +1004,7 @@ func (x *WatchRunResponse) String() string {
 func (*WatchRunResponse) ProtoMessage() {}
 
 func (x *WatchRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_run_proto_msgTypes[9]
+	mi := &file_oncejob_v1_run_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +1017,7 @@ func (x *WatchRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunResponse.ProtoReflect.Descriptor instead.
 func (*WatchRunResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{9}
+	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WatchRunResponse) GetRun() *Run {
@@ -879,7 +1040,7 @@ type RetryRunFailuresRequest struct {
 
 func (x *RetryRunFailuresRequest) Reset() {
 	*x = RetryRunFailuresRequest{}
-	mi := &file_oncejob_v1_run_proto_msgTypes[10]
+	mi := &file_oncejob_v1_run_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1052,7 @@ func (x *RetryRunFailuresRequest) String() string {
 func (*RetryRunFailuresRequest) ProtoMessage() {}
 
 func (x *RetryRunFailuresRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_run_proto_msgTypes[10]
+	mi := &file_oncejob_v1_run_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1065,7 @@ func (x *RetryRunFailuresRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryRunFailuresRequest.ProtoReflect.Descriptor instead.
 func (*RetryRunFailuresRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{10}
+	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RetryRunFailuresRequest) GetRunId() string {
@@ -933,7 +1094,7 @@ type RetryRunFailuresResponse struct {
 
 func (x *RetryRunFailuresResponse) Reset() {
 	*x = RetryRunFailuresResponse{}
-	mi := &file_oncejob_v1_run_proto_msgTypes[11]
+	mi := &file_oncejob_v1_run_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1106,7 @@ func (x *RetryRunFailuresResponse) String() string {
 func (*RetryRunFailuresResponse) ProtoMessage() {}
 
 func (x *RetryRunFailuresResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_run_proto_msgTypes[11]
+	mi := &file_oncejob_v1_run_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1119,7 @@ func (x *RetryRunFailuresResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryRunFailuresResponse.ProtoReflect.Descriptor instead.
 func (*RetryRunFailuresResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{11}
+	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RetryRunFailuresResponse) GetReplayed() int32 {
@@ -988,7 +1149,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_oncejob_v1_run_proto_msgTypes[12]
+	mi := &file_oncejob_v1_run_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1161,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_run_proto_msgTypes[12]
+	mi := &file_oncejob_v1_run_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1174,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{12}
+	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -1041,7 +1202,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_oncejob_v1_run_proto_msgTypes[13]
+	mi := &file_oncejob_v1_run_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1214,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_run_proto_msgTypes[13]
+	mi := &file_oncejob_v1_run_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1227,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{13}
+	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelRunResponse) GetCancelled() int32 {
@@ -1093,7 +1254,7 @@ type ListRunBatchesRequest struct {
 
 func (x *ListRunBatchesRequest) Reset() {
 	*x = ListRunBatchesRequest{}
-	mi := &file_oncejob_v1_run_proto_msgTypes[14]
+	mi := &file_oncejob_v1_run_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1266,7 @@ func (x *ListRunBatchesRequest) String() string {
 func (*ListRunBatchesRequest) ProtoMessage() {}
 
 func (x *ListRunBatchesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_run_proto_msgTypes[14]
+	mi := &file_oncejob_v1_run_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1279,7 @@ func (x *ListRunBatchesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunBatchesRequest.ProtoReflect.Descriptor instead.
 func (*ListRunBatchesRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{14}
+	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListRunBatchesRequest) GetRunId() string {
@@ -1137,7 +1298,7 @@ type ListRunBatchesResponse struct {
 
 func (x *ListRunBatchesResponse) Reset() {
 	*x = ListRunBatchesResponse{}
-	mi := &file_oncejob_v1_run_proto_msgTypes[15]
+	mi := &file_oncejob_v1_run_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +1310,7 @@ func (x *ListRunBatchesResponse) String() string {
 func (*ListRunBatchesResponse) ProtoMessage() {}
 
 func (x *ListRunBatchesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_run_proto_msgTypes[15]
+	mi := &file_oncejob_v1_run_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +1323,7 @@ func (x *ListRunBatchesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunBatchesResponse.ProtoReflect.Descriptor instead.
 func (*ListRunBatchesResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{15}
+	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListRunBatchesResponse) GetBatches() []*RunBatch {
@@ -1205,7 +1366,7 @@ type RunBatch struct {
 
 func (x *RunBatch) Reset() {
 	*x = RunBatch{}
-	mi := &file_oncejob_v1_run_proto_msgTypes[16]
+	mi := &file_oncejob_v1_run_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1378,7 @@ func (x *RunBatch) String() string {
 func (*RunBatch) ProtoMessage() {}
 
 func (x *RunBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_run_proto_msgTypes[16]
+	mi := &file_oncejob_v1_run_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1391,7 @@ func (x *RunBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunBatch.ProtoReflect.Descriptor instead.
 func (*RunBatch) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{16}
+	return file_oncejob_v1_run_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RunBatch) GetBatchId() string {
@@ -1327,7 +1488,7 @@ const file_oncejob_v1_run_proto_rawDesc = "" +
 	"\x0eprovider_batch\x18\f \x01(\bR\rproviderBatch\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8c\x06\n" +
 	"\vRunProgress\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x14\n" +
 	"\x05items\x18\x02 \x01(\x03R\x05items\x12\x16\n" +
@@ -1348,7 +1509,22 @@ const file_oncejob_v1_run_proto_rawDesc = "" +
 	"\x10items_per_second\x18\x0f \x01(\x01R\x0eitemsPerSecond\x12I\n" +
 	"\x13estimated_time_left\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\x11estimatedTimeLeft\x12\x1a\n" +
 	"\bcomplete\x18\x11 \x01(\bR\bcomplete\x12M\n" +
-	"\x15provider_batch_window\x18\x12 \x01(\v2\x19.google.protobuf.DurationR\x13providerBatchWindow\"\xbc\x02\n" +
+	"\x15provider_batch_window\x18\x12 \x01(\v2\x19.google.protobuf.DurationR\x13providerBatchWindow\x12A\n" +
+	"\x0flimit_time_left\x18\x13 \x01(\v2\x19.google.protobuf.DurationR\rlimitTimeLeft\x122\n" +
+	"\x05limit\x18\x14 \x01(\v2\x1c.oncejob.v1.ProviderLimitUseR\x05limit\"\x9a\x04\n" +
+	"\x10ProviderLimitUse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
+	"\x13requests_per_minute\x18\x02 \x01(\x01R\x11requestsPerMinute\x12*\n" +
+	"\x11tokens_per_minute\x18\x03 \x01(\x01R\x0ftokensPerMinute\x121\n" +
+	"\x15calls_in_flight_limit\x18\x04 \x01(\x05R\x12callsInFlightLimit\x12C\n" +
+	"\x1econfigured_requests_per_minute\x18\x05 \x01(\x01R\x1bconfiguredRequestsPerMinute\x12?\n" +
+	"\x1cconfigured_tokens_per_minute\x18\x06 \x01(\x01R\x19configuredTokensPerMinute\x12&\n" +
+	"\x0fcalls_in_flight\x18\a \x01(\x05R\rcallsInFlight\x12#\n" +
+	"\rwaiting_calls\x18\b \x01(\x05R\fwaitingCalls\x12#\n" +
+	"\rgranted_calls\x18\t \x01(\x03R\fgrantedCalls\x12,\n" +
+	"\x12rate_limited_calls\x18\n" +
+	" \x01(\x03R\x10rateLimitedCalls\x12=\n" +
+	"\fpaused_until\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vpausedUntil\"\xbc\x02\n" +
 	"\x10CreateRunRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12#\n" +
@@ -1441,74 +1617,78 @@ func file_oncejob_v1_run_proto_rawDescGZIP() []byte {
 }
 
 var file_oncejob_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_oncejob_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_oncejob_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_oncejob_v1_run_proto_goTypes = []any{
 	(RunState)(0),                    // 0: oncejob.v1.RunState
 	(*Run)(nil),                      // 1: oncejob.v1.Run
 	(*RunProgress)(nil),              // 2: oncejob.v1.RunProgress
-	(*CreateRunRequest)(nil),         // 3: oncejob.v1.CreateRunRequest
-	(*CreateRunResponse)(nil),        // 4: oncejob.v1.CreateRunResponse
-	(*GetRunRequest)(nil),            // 5: oncejob.v1.GetRunRequest
-	(*GetRunResponse)(nil),           // 6: oncejob.v1.GetRunResponse
-	(*ListRunsRequest)(nil),          // 7: oncejob.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),         // 8: oncejob.v1.ListRunsResponse
-	(*WatchRunRequest)(nil),          // 9: oncejob.v1.WatchRunRequest
-	(*WatchRunResponse)(nil),         // 10: oncejob.v1.WatchRunResponse
-	(*RetryRunFailuresRequest)(nil),  // 11: oncejob.v1.RetryRunFailuresRequest
-	(*RetryRunFailuresResponse)(nil), // 12: oncejob.v1.RetryRunFailuresResponse
-	(*CancelRunRequest)(nil),         // 13: oncejob.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),        // 14: oncejob.v1.CancelRunResponse
-	(*ListRunBatchesRequest)(nil),    // 15: oncejob.v1.ListRunBatchesRequest
-	(*ListRunBatchesResponse)(nil),   // 16: oncejob.v1.ListRunBatchesResponse
-	(*RunBatch)(nil),                 // 17: oncejob.v1.RunBatch
-	nil,                              // 18: oncejob.v1.Run.LabelsEntry
-	nil,                              // 19: oncejob.v1.CreateRunRequest.LabelsEntry
-	(*structpb.Struct)(nil),          // 20: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),    // 21: google.protobuf.Timestamp
-	(*JobUsage)(nil),                 // 22: oncejob.v1.JobUsage
-	(*durationpb.Duration)(nil),      // 23: google.protobuf.Duration
+	(*ProviderLimitUse)(nil),         // 3: oncejob.v1.ProviderLimitUse
+	(*CreateRunRequest)(nil),         // 4: oncejob.v1.CreateRunRequest
+	(*CreateRunResponse)(nil),        // 5: oncejob.v1.CreateRunResponse
+	(*GetRunRequest)(nil),            // 6: oncejob.v1.GetRunRequest
+	(*GetRunResponse)(nil),           // 7: oncejob.v1.GetRunResponse
+	(*ListRunsRequest)(nil),          // 8: oncejob.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),         // 9: oncejob.v1.ListRunsResponse
+	(*WatchRunRequest)(nil),          // 10: oncejob.v1.WatchRunRequest
+	(*WatchRunResponse)(nil),         // 11: oncejob.v1.WatchRunResponse
+	(*RetryRunFailuresRequest)(nil),  // 12: oncejob.v1.RetryRunFailuresRequest
+	(*RetryRunFailuresResponse)(nil), // 13: oncejob.v1.RetryRunFailuresResponse
+	(*CancelRunRequest)(nil),         // 14: oncejob.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),        // 15: oncejob.v1.CancelRunResponse
+	(*ListRunBatchesRequest)(nil),    // 16: oncejob.v1.ListRunBatchesRequest
+	(*ListRunBatchesResponse)(nil),   // 17: oncejob.v1.ListRunBatchesResponse
+	(*RunBatch)(nil),                 // 18: oncejob.v1.RunBatch
+	nil,                              // 19: oncejob.v1.Run.LabelsEntry
+	nil,                              // 20: oncejob.v1.CreateRunRequest.LabelsEntry
+	(*structpb.Struct)(nil),          // 21: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),    // 22: google.protobuf.Timestamp
+	(*JobUsage)(nil),                 // 23: oncejob.v1.JobUsage
+	(*durationpb.Duration)(nil),      // 24: google.protobuf.Duration
 }
 var file_oncejob_v1_run_proto_depIdxs = []int32{
-	20, // 0: oncejob.v1.Run.params:type_name -> google.protobuf.Struct
-	18, // 1: oncejob.v1.Run.labels:type_name -> oncejob.v1.Run.LabelsEntry
+	21, // 0: oncejob.v1.Run.params:type_name -> google.protobuf.Struct
+	19, // 1: oncejob.v1.Run.labels:type_name -> oncejob.v1.Run.LabelsEntry
 	0,  // 2: oncejob.v1.Run.state:type_name -> oncejob.v1.RunState
 	2,  // 3: oncejob.v1.Run.progress:type_name -> oncejob.v1.RunProgress
-	21, // 4: oncejob.v1.Run.create_time:type_name -> google.protobuf.Timestamp
-	21, // 5: oncejob.v1.Run.cancel_time:type_name -> google.protobuf.Timestamp
-	22, // 6: oncejob.v1.RunProgress.usage:type_name -> oncejob.v1.JobUsage
-	23, // 7: oncejob.v1.RunProgress.estimated_time_left:type_name -> google.protobuf.Duration
-	23, // 8: oncejob.v1.RunProgress.provider_batch_window:type_name -> google.protobuf.Duration
-	20, // 9: oncejob.v1.CreateRunRequest.params:type_name -> google.protobuf.Struct
-	19, // 10: oncejob.v1.CreateRunRequest.labels:type_name -> oncejob.v1.CreateRunRequest.LabelsEntry
-	1,  // 11: oncejob.v1.CreateRunResponse.run:type_name -> oncejob.v1.Run
-	1,  // 12: oncejob.v1.GetRunResponse.run:type_name -> oncejob.v1.Run
-	1,  // 13: oncejob.v1.ListRunsResponse.runs:type_name -> oncejob.v1.Run
-	1,  // 14: oncejob.v1.WatchRunResponse.run:type_name -> oncejob.v1.Run
-	1,  // 15: oncejob.v1.RetryRunFailuresResponse.run:type_name -> oncejob.v1.Run
-	1,  // 16: oncejob.v1.CancelRunResponse.run:type_name -> oncejob.v1.Run
-	17, // 17: oncejob.v1.ListRunBatchesResponse.batches:type_name -> oncejob.v1.RunBatch
-	21, // 18: oncejob.v1.RunBatch.create_time:type_name -> google.protobuf.Timestamp
-	21, // 19: oncejob.v1.RunBatch.expire_time:type_name -> google.protobuf.Timestamp
-	21, // 20: oncejob.v1.RunBatch.update_time:type_name -> google.protobuf.Timestamp
-	3,  // 21: oncejob.v1.RunService.CreateRun:input_type -> oncejob.v1.CreateRunRequest
-	5,  // 22: oncejob.v1.RunService.GetRun:input_type -> oncejob.v1.GetRunRequest
-	7,  // 23: oncejob.v1.RunService.ListRuns:input_type -> oncejob.v1.ListRunsRequest
-	9,  // 24: oncejob.v1.RunService.WatchRun:input_type -> oncejob.v1.WatchRunRequest
-	11, // 25: oncejob.v1.RunService.RetryRunFailures:input_type -> oncejob.v1.RetryRunFailuresRequest
-	13, // 26: oncejob.v1.RunService.CancelRun:input_type -> oncejob.v1.CancelRunRequest
-	15, // 27: oncejob.v1.RunService.ListRunBatches:input_type -> oncejob.v1.ListRunBatchesRequest
-	4,  // 28: oncejob.v1.RunService.CreateRun:output_type -> oncejob.v1.CreateRunResponse
-	6,  // 29: oncejob.v1.RunService.GetRun:output_type -> oncejob.v1.GetRunResponse
-	8,  // 30: oncejob.v1.RunService.ListRuns:output_type -> oncejob.v1.ListRunsResponse
-	10, // 31: oncejob.v1.RunService.WatchRun:output_type -> oncejob.v1.WatchRunResponse
-	12, // 32: oncejob.v1.RunService.RetryRunFailures:output_type -> oncejob.v1.RetryRunFailuresResponse
-	14, // 33: oncejob.v1.RunService.CancelRun:output_type -> oncejob.v1.CancelRunResponse
-	16, // 34: oncejob.v1.RunService.ListRunBatches:output_type -> oncejob.v1.ListRunBatchesResponse
-	28, // [28:35] is the sub-list for method output_type
-	21, // [21:28] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	22, // 4: oncejob.v1.Run.create_time:type_name -> google.protobuf.Timestamp
+	22, // 5: oncejob.v1.Run.cancel_time:type_name -> google.protobuf.Timestamp
+	23, // 6: oncejob.v1.RunProgress.usage:type_name -> oncejob.v1.JobUsage
+	24, // 7: oncejob.v1.RunProgress.estimated_time_left:type_name -> google.protobuf.Duration
+	24, // 8: oncejob.v1.RunProgress.provider_batch_window:type_name -> google.protobuf.Duration
+	24, // 9: oncejob.v1.RunProgress.limit_time_left:type_name -> google.protobuf.Duration
+	3,  // 10: oncejob.v1.RunProgress.limit:type_name -> oncejob.v1.ProviderLimitUse
+	22, // 11: oncejob.v1.ProviderLimitUse.paused_until:type_name -> google.protobuf.Timestamp
+	21, // 12: oncejob.v1.CreateRunRequest.params:type_name -> google.protobuf.Struct
+	20, // 13: oncejob.v1.CreateRunRequest.labels:type_name -> oncejob.v1.CreateRunRequest.LabelsEntry
+	1,  // 14: oncejob.v1.CreateRunResponse.run:type_name -> oncejob.v1.Run
+	1,  // 15: oncejob.v1.GetRunResponse.run:type_name -> oncejob.v1.Run
+	1,  // 16: oncejob.v1.ListRunsResponse.runs:type_name -> oncejob.v1.Run
+	1,  // 17: oncejob.v1.WatchRunResponse.run:type_name -> oncejob.v1.Run
+	1,  // 18: oncejob.v1.RetryRunFailuresResponse.run:type_name -> oncejob.v1.Run
+	1,  // 19: oncejob.v1.CancelRunResponse.run:type_name -> oncejob.v1.Run
+	18, // 20: oncejob.v1.ListRunBatchesResponse.batches:type_name -> oncejob.v1.RunBatch
+	22, // 21: oncejob.v1.RunBatch.create_time:type_name -> google.protobuf.Timestamp
+	22, // 22: oncejob.v1.RunBatch.expire_time:type_name -> google.protobuf.Timestamp
+	22, // 23: oncejob.v1.RunBatch.update_time:type_name -> google.protobuf.Timestamp
+	4,  // 24: oncejob.v1.RunService.CreateRun:input_type -> oncejob.v1.CreateRunRequest
+	6,  // 25: oncejob.v1.RunService.GetRun:input_type -> oncejob.v1.GetRunRequest
+	8,  // 26: oncejob.v1.RunService.ListRuns:input_type -> oncejob.v1.ListRunsRequest
+	10, // 27: oncejob.v1.RunService.WatchRun:input_type -> oncejob.v1.WatchRunRequest
+	12, // 28: oncejob.v1.RunService.RetryRunFailures:input_type -> oncejob.v1.RetryRunFailuresRequest
+	14, // 29: oncejob.v1.RunService.CancelRun:input_type -> oncejob.v1.CancelRunRequest
+	16, // 30: oncejob.v1.RunService.ListRunBatches:input_type -> oncejob.v1.ListRunBatchesRequest
+	5,  // 31: oncejob.v1.RunService.CreateRun:output_type -> oncejob.v1.CreateRunResponse
+	7,  // 32: oncejob.v1.RunService.GetRun:output_type -> oncejob.v1.GetRunResponse
+	9,  // 33: oncejob.v1.RunService.ListRuns:output_type -> oncejob.v1.ListRunsResponse
+	11, // 34: oncejob.v1.RunService.WatchRun:output_type -> oncejob.v1.WatchRunResponse
+	13, // 35: oncejob.v1.RunService.RetryRunFailures:output_type -> oncejob.v1.RetryRunFailuresResponse
+	15, // 36: oncejob.v1.RunService.CancelRun:output_type -> oncejob.v1.CancelRunResponse
+	17, // 37: oncejob.v1.RunService.ListRunBatches:output_type -> oncejob.v1.ListRunBatchesResponse
+	31, // [31:38] is the sub-list for method output_type
+	24, // [24:31] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_oncejob_v1_run_proto_init() }
@@ -1523,7 +1703,7 @@ func file_oncejob_v1_run_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_oncejob_v1_run_proto_rawDesc), len(file_oncejob_v1_run_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,6 +36,9 @@ LLM_OUTCOME_RATE_LIMITED: LlmOutcome
 LLM_OUTCOME_SUCCEEDED: LlmOutcome
 LLM_OUTCOME_UNAVAILABLE: LlmOutcome
 LLM_OUTCOME_UNSPECIFIED: LlmOutcome
+PRIORITY_BATCH: Priority
+PRIORITY_INTERACTIVE: Priority
+PRIORITY_UNSPECIFIED: Priority
 RESOLUTION_FAIL: Resolution
 RESOLUTION_RETRY: Resolution
 RESOLUTION_UNSPECIFIED: Resolution
@@ -125,7 +128,7 @@ class GetJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ["attempt", "checkpoints", "create_time", "dedup_key", "deduplicated_from", "document_media_type", "document_name", "document_sha256", "document_size_bytes", "error", "finish_time", "id", "idempotency_key", "labels", "llm_attempts", "model_profile", "output", "params", "pipeline", "pipeline_version", "prompt_version", "stage", "status", "update_time", "usage"]
+    __slots__ = ["attempt", "checkpoints", "create_time", "dedup_key", "deduplicated_from", "document_media_type", "document_name", "document_sha256", "document_size_bytes", "error", "finish_time", "id", "idempotency_key", "labels", "llm_attempts", "model_profile", "next_attempt_time", "output", "params", "pipeline", "pipeline_version", "priority", "prompt_version", "run_id", "stage", "status", "update_time", "usage"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -149,11 +152,14 @@ class Job(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     LLM_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     MODEL_PROFILE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_ATTEMPT_TIME_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
     PARAMS_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     PROMPT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     STAGE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
@@ -174,16 +180,19 @@ class Job(_message.Message):
     labels: _containers.ScalarMap[str, str]
     llm_attempts: _containers.RepeatedCompositeFieldContainer[LlmAttempt]
     model_profile: str
+    next_attempt_time: _timestamp_pb2.Timestamp
     output: _struct_pb2.Struct
     params: _struct_pb2.Struct
     pipeline: str
     pipeline_version: int
+    priority: Priority
     prompt_version: str
+    run_id: str
     stage: JobStage
     status: JobStatus
     update_time: _timestamp_pb2.Timestamp
     usage: JobUsage
-    def __init__(self, id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., dedup_key: _Optional[str] = ..., pipeline: _Optional[str] = ..., pipeline_version: _Optional[int] = ..., prompt_version: _Optional[str] = ..., model_profile: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., stage: _Optional[_Union[JobStage, str]] = ..., attempt: _Optional[int] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., deduplicated_from: _Optional[str] = ..., usage: _Optional[_Union[JobUsage, _Mapping]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., document_sha256: _Optional[str] = ..., document_media_type: _Optional[str] = ..., document_name: _Optional[str] = ..., document_size_bytes: _Optional[int] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., checkpoints: _Optional[_Iterable[_Union[StageCheckpoint, _Mapping]]] = ..., llm_attempts: _Optional[_Iterable[_Union[LlmAttempt, _Mapping]]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., dedup_key: _Optional[str] = ..., pipeline: _Optional[str] = ..., pipeline_version: _Optional[int] = ..., prompt_version: _Optional[str] = ..., model_profile: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., stage: _Optional[_Union[JobStage, str]] = ..., attempt: _Optional[int] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., deduplicated_from: _Optional[str] = ..., usage: _Optional[_Union[JobUsage, _Mapping]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., document_sha256: _Optional[str] = ..., document_media_type: _Optional[str] = ..., document_name: _Optional[str] = ..., document_size_bytes: _Optional[int] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., checkpoints: _Optional[_Iterable[_Union[StageCheckpoint, _Mapping]]] = ..., llm_attempts: _Optional[_Iterable[_Union[LlmAttempt, _Mapping]]] = ..., priority: _Optional[_Union[Priority, str]] = ..., run_id: _Optional[str] = ..., next_attempt_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class JobError(_message.Message):
     __slots__ = ["code", "message", "retryable"]
@@ -196,11 +205,12 @@ class JobError(_message.Message):
     def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., retryable: bool = ...) -> None: ...
 
 class JobEvent(_message.Message):
-    __slots__ = ["actor", "attempt", "job_id", "message", "seq", "stage", "status", "time"]
+    __slots__ = ["actor", "attempt", "job_id", "message", "next_attempt_time", "seq", "stage", "status", "time"]
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_ATTEMPT_TIME_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     STAGE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -209,11 +219,12 @@ class JobEvent(_message.Message):
     attempt: int
     job_id: str
     message: str
+    next_attempt_time: _timestamp_pb2.Timestamp
     seq: int
     stage: JobStage
     status: JobStatus
     time: _timestamp_pb2.Timestamp
-    def __init__(self, job_id: _Optional[str] = ..., seq: _Optional[int] = ..., status: _Optional[_Union[JobStatus, str]] = ..., stage: _Optional[_Union[JobStage, str]] = ..., attempt: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[str] = ..., actor: _Optional[_Union[Actor, _Mapping]] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[str] = ..., seq: _Optional[int] = ..., status: _Optional[_Union[JobStatus, str]] = ..., stage: _Optional[_Union[JobStage, str]] = ..., attempt: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[str] = ..., actor: _Optional[_Union[Actor, _Mapping]] = ..., next_attempt_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class JobStatusCount(_message.Message):
     __slots__ = ["count", "status"]
@@ -346,7 +357,7 @@ class StageCheckpoint(_message.Message):
     def __init__(self, stage: _Optional[_Union[JobStage, str]] = ..., chunk: _Optional[int] = ..., stage_key: _Optional[str] = ..., code_version: _Optional[str] = ..., attempt: _Optional[int] = ..., reused_from_job_id: _Optional[str] = ..., output_size_bytes: _Optional[int] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
-    __slots__ = ["document", "labels", "model_profile", "params", "pipeline"]
+    __slots__ = ["document", "labels", "model_profile", "params", "pipeline", "priority"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -359,12 +370,14 @@ class SubmitJobRequest(_message.Message):
     MODEL_PROFILE_FIELD_NUMBER: _ClassVar[int]
     PARAMS_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     document: Document
     labels: _containers.ScalarMap[str, str]
     model_profile: str
     params: _struct_pb2.Struct
     pipeline: str
-    def __init__(self, pipeline: _Optional[str] = ..., document: _Optional[_Union[Document, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., model_profile: _Optional[str] = ...) -> None: ...
+    priority: Priority
+    def __init__(self, pipeline: _Optional[str] = ..., document: _Optional[_Union[Document, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., model_profile: _Optional[str] = ..., priority: _Optional[_Union[Priority, str]] = ...) -> None: ...
 
 class SubmitJobResponse(_message.Message):
     __slots__ = ["job", "outcome"]
@@ -449,6 +462,9 @@ class JobStage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class SubmitOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class Priority(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class JobView(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -17,7 +17,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from oncejob.v1 import job_pb2 as oncejob_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14oncejob/v1/run.proto\x12\noncejob.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14oncejob/v1/job.proto\"\xb6\x04\n\x03Run\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\'\n\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12\x12\n\x04name\x18\x03 \x01(\tR\x04name\x12\x1a\n\x08pipeline\x18\x04 \x01(\tR\x08pipeline\x12#\n\rmodel_profile\x18\x05 \x01(\tR\x0cmodelProfile\x12/\n\x06params\x18\x06 \x01(\x0b\x32\x17.google.protobuf.StructR\x06params\x12\x33\n\x06labels\x18\x07 \x03(\x0b\x32\x1b.oncejob.v1.Run.LabelsEntryR\x06labels\x12*\n\x05state\x18\x08 \x01(\x0e\x32\x14.oncejob.v1.RunStateR\x05state\x12\x33\n\x08progress\x18\t \x01(\x0b\x32\x17.oncejob.v1.RunProgressR\x08progress\x12;\n\x0b\x63reate_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0b\x63\x61ncel_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncancelTime\x12%\n\x0eprovider_batch\x18\x0c \x01(\x08R\rproviderBatch\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"\x95\x05\n\x0bRunProgress\x12\x10\n\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x14\n\x05items\x18\x02 \x01(\x03R\x05items\x12\x16\n\x06queued\x18\x03 \x01(\x03R\x06queued\x12\x18\n\x07running\x18\x04 \x01(\x03R\x07running\x12\x1d\n\nretry_wait\x18\x05 \x01(\x03R\tretryWait\x12+\n\x11\x61waiting_approval\x18\x06 \x01(\x03R\x10\x61waitingApproval\x12\'\n\x0foutcome_unknown\x18\x07 \x01(\x03R\x0eoutcomeUnknown\x12\x1c\n\tsucceeded\x18\x08 \x01(\x03R\tsucceeded\x12\x16\n\x06\x66\x61iled\x18\t \x01(\x03R\x06\x66\x61iled\x12\x1c\n\tcancelled\x18\n \x01(\x03R\tcancelled\x12#\n\rdead_lettered\x18\x0b \x01(\x03R\x0c\x64\x65\x61\x64Lettered\x12\x16\n\x06reused\x18\x0c \x01(\x03R\x06reused\x12\x1a\n\x08\x63omputed\x18\r \x01(\x03R\x08\x63omputed\x12*\n\x05usage\x18\x0e \x01(\x0b\x32\x14.oncejob.v1.JobUsageR\x05usage\x12(\n\x10items_per_second\x18\x0f \x01(\x01R\x0eitemsPerSecond\x12I\n\x13\x65stimated_time_left\x18\x10 \x01(\x0b\x32\x19.google.protobuf.DurationR\x11\x65stimatedTimeLeft\x12\x1a\n\x08\x63omplete\x18\x11 \x01(\x08R\x08\x63omplete\x12M\n\x15provider_batch_window\x18\x12 \x01(\x0b\x32\x19.google.protobuf.DurationR\x13providerBatchWindow\"\xbc\x02\n\x10\x43reateRunRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n\x08pipeline\x18\x02 \x01(\tR\x08pipeline\x12#\n\rmodel_profile\x18\x03 \x01(\tR\x0cmodelProfile\x12/\n\x06params\x18\x04 \x01(\x0b\x32\x17.google.protobuf.StructR\x06params\x12@\n\x06labels\x18\x05 \x03(\x0b\x32(.oncejob.v1.CreateRunRequest.LabelsEntryR\x06labels\x12%\n\x0eprovider_batch\x18\x06 \x01(\x08R\rproviderBatch\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"6\n\x11\x43reateRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.oncejob.v1.RunR\x03run\"&\n\rGetRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\"3\n\x0eGetRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.oncejob.v1.RunR\x03run\"M\n\x0fListRunsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"_\n\x10ListRunsResponse\x12#\n\x04runs\x18\x01 \x03(\x0b\x32\x0f.oncejob.v1.RunR\x04runs\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"E\n\x0fWatchRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n\tafter_seq\x18\x02 \x01(\x03R\x08\x61\x66terSeq\"5\n\x10WatchRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.oncejob.v1.RunR\x03run\"H\n\x17RetryRunFailuresRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"Y\n\x18RetryRunFailuresResponse\x12\x1a\n\x08replayed\x18\x01 \x01(\x05R\x08replayed\x12!\n\x03run\x18\x02 \x01(\x0b\x32\x0f.oncejob.v1.RunR\x03run\"A\n\x10\x43\x61ncelRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"T\n\x11\x43\x61ncelRunResponse\x12\x1c\n\tcancelled\x18\x01 \x01(\x05R\tcancelled\x12!\n\x03run\x18\x02 \x01(\x0b\x32\x0f.oncejob.v1.RunR\x03run\".\n\x15ListRunBatchesRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\"H\n\x16ListRunBatchesResponse\x12.\n\x07\x62\x61tches\x18\x01 \x03(\x0b\x32\x14.oncejob.v1.RunBatchR\x07\x62\x61tches\"\x96\x03\n\x08RunBatch\x12\x19\n\x08\x62\x61tch_id\x18\x01 \x01(\tR\x07\x62\x61tchId\x12\x16\n\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n\x05lines\x18\x03 \x01(\x03R\x05lines\x12%\n\x0e\x61nswered_lines\x18\x04 \x01(\x03R\ransweredLines\x12\x1f\n\x0bprice_class\x18\x05 \x01(\tR\npriceClass\x12\x1f\n\x0b\x63ost_micros\x18\x06 \x01(\x03R\ncostMicros\x12;\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0b\x65xpire_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nexpireTime\x12;\n\x0bupdate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nupdateTime\x12!\n\x0c\x62illed_lines\x18\n \x01(\x03R\x0b\x62illedLines*k\n\x08RunState\x12\x19\n\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x12\n\x0eRUN_STATE_OPEN\x10\x01\x12\x17\n\x13RUN_STATE_CANCELLED\x10\x02\x12\x17\n\x13RUN_STATE_COMPLETED\x10\x03\x32\xa9\x04\n\nRunService\x12H\n\tCreateRun\x12\x1c.oncejob.v1.CreateRunRequest\x1a\x1d.oncejob.v1.CreateRunResponse\x12?\n\x06GetRun\x12\x19.oncejob.v1.GetRunRequest\x1a\x1a.oncejob.v1.GetRunResponse\x12\x45\n\x08ListRuns\x12\x1b.oncejob.v1.ListRunsRequest\x1a\x1c.oncejob.v1.ListRunsResponse\x12G\n\x08WatchRun\x12\x1b.oncejob.v1.WatchRunRequest\x1a\x1c.oncejob.v1.WatchRunResponse0\x01\x12]\n\x10RetryRunFailures\x12#.oncejob.v1.RetryRunFailuresRequest\x1a$.oncejob.v1.RetryRunFailuresResponse\x12H\n\tCancelRun\x12\x1c.oncejob.v1.CancelRunRequest\x1a\x1d.oncejob.v1.CancelRunResponse\x12W\n\x0eListRunBatches\x12!.oncejob.v1.ListRunBatchesRequest\x1a\".oncejob.v1.ListRunBatchesResponseB\x9b\x01\n\x0e\x63om.oncejob.v1B\x08RunProtoP\x01Z6github.com/oncejob/oncejob/gen/go/oncejob/v1;oncejobv1\xa2\x02\x03OXX\xaa\x02\nOncejob.V1\xca\x02\nOncejob\\V1\xe2\x02\x16Oncejob\\V1\\GPBMetadata\xea\x02\x0bOncejob::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14oncejob/v1/run.proto\x12\noncejob.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14oncejob/v1/job.proto\"\xb6\x04\n\x03Run\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\'\n\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12\x12\n\x04name\x18\x03 \x01(\tR\x04name\x12\x1a\n\x08pipeline\x18\x04 \x01(\tR\x08pipeline\x12#\n\rmodel_profile\x18\x05 \x01(\tR\x0cmodelProfile\x12/\n\x06params\x18\x06 \x01(\x0b\x32\x17.google.protobuf.StructR\x06params\x12\x33\n\x06labels\x18\x07 \x03(\x0b\x32\x1b.oncejob.v1.Run.LabelsEntryR\x06labels\x12*\n\x05state\x18\x08 \x01(\x0e\x32\x14.oncejob.v1.RunStateR\x05state\x12\x33\n\x08progress\x18\t \x01(\x0b\x32\x17.oncejob.v1.RunProgressR\x08progress\x12;\n\x0b\x63reate_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0b\x63\x61ncel_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncancelTime\x12%\n\x0eprovider_batch\x18\x0c \x01(\x08R\rproviderBatch\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"\x8c\x06\n\x0bRunProgress\x12\x10\n\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x14\n\x05items\x18\x02 \x01(\x03R\x05items\x12\x16\n\x06queued\x18\x03 \x01(\x03R\x06queued\x12\x18\n\x07running\x18\x04 \x01(\x03R\x07running\x12\x1d\n\nretry_wait\x18\x05 \x01(\x03R\tretryWait\x12+\n\x11\x61waiting_approval\x18\x06 \x01(\x03R\x10\x61waitingApproval\x12\'\n\x0foutcome_unknown\x18\x07 \x01(\x03R\x0eoutcomeUnknown\x12\x1c\n\tsucceeded\x18\x08 \x01(\x03R\tsucceeded\x12\x16\n\x06\x66\x61iled\x18\t \x01(\x03R\x06\x66\x61iled\x12\x1c\n\tcancelled\x18\n \x01(\x03R\tcancelled\x12#\n\rdead_lettered\x18\x0b \x01(\x03R\x0c\x64\x65\x61\x64Lettered\x12\x16\n\x06reused\x18\x0c \x01(\x03R\x06reused\x12\x1a\n\x08\x63omputed\x18\r \x01(\x03R\x08\x63omputed\x12*\n\x05usage\x18\x0e \x01(\x0b\x32\x14.oncejob.v1.JobUsageR\x05usage\x12(\n\x10items_per_second\x18\x0f \x01(\x01R\x0eitemsPerSecond\x12I\n\x13\x65stimated_time_left\x18\x10 \x01(\x0b\x32\x19.google.protobuf.DurationR\x11\x65stimatedTimeLeft\x12\x1a\n\x08\x63omplete\x18\x11 \x01(\x08R\x08\x63omplete\x12M\n\x15provider_batch_window\x18\x12 \x01(\x0b\x32\x19.google.protobuf.DurationR\x13providerBatchWindow\x12\x41\n\x0flimit_time_left\x18\x13 \x01(\x0b\x32\x19.google.protobuf.DurationR\rlimitTimeLeft\x12\x32\n\x05limit\x18\x14 \x01(\x0b\x32\x1c.oncejob.v1.ProviderLimitUseR\x05limit\"\x9a\x04\n\x10ProviderLimitUse\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12.\n\x13requests_per_minute\x18\x02 \x01(\x01R\x11requestsPerMinute\x12*\n\x11tokens_per_minute\x18\x03 \x01(\x01R\x0ftokensPerMinute\x12\x31\n\x15\x63\x61lls_in_flight_limit\x18\x04 \x01(\x05R\x12\x63\x61llsInFlightLimit\x12\x43\n\x1e\x63onfigured_requests_per_minute\x18\x05 \x01(\x01R\x1b\x63onfiguredRequestsPerMinute\x12?\n\x1c\x63onfigured_tokens_per_minute\x18\x06 \x01(\x01R\x19\x63onfiguredTokensPerMinute\x12&\n\x0f\x63\x61lls_in_flight\x18\x07 \x01(\x05R\rcallsInFlight\x12#\n\rwaiting_calls\x18\x08 \x01(\x05R\x0cwaitingCalls\x12#\n\rgranted_calls\x18\t \x01(\x03R\x0cgrantedCalls\x12,\n\x12rate_limited_calls\x18\n \x01(\x03R\x10rateLimitedCalls\x12=\n\x0cpaused_until\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0bpausedUntil\"\xbc\x02\n\x10\x43reateRunRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n\x08pipeline\x18\x02 \x01(\tR\x08pipeline\x12#\n\rmodel_profile\x18\x03 \x01(\tR\x0cmodelProfile\x12/\n\x06params\x18\x04 \x01(\x0b\x32\x17.google.protobuf.StructR\x06params\x12@\n\x06labels\x18\x05 \x03(\x0b\x32(.oncejob.v1.CreateRunRequest.LabelsEntryR\x06labels\x12%\n\x0eprovider_batch\x18\x06 \x01(\x08R\rproviderBatch\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"6\n\x11\x43reateRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.oncejob.v1.RunR\x03run\"&\n\rGetRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\"3\n\x0eGetRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.oncejob.v1.RunR\x03run\"M\n\x0fListRunsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"_\n\x10ListRunsResponse\x12#\n\x04runs\x18\x01 \x03(\x0b\x32\x0f.oncejob.v1.RunR\x04runs\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"E\n\x0fWatchRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n\tafter_seq\x18\x02 \x01(\x03R\x08\x61\x66terSeq\"5\n\x10WatchRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.oncejob.v1.RunR\x03run\"H\n\x17RetryRunFailuresRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"Y\n\x18RetryRunFailuresResponse\x12\x1a\n\x08replayed\x18\x01 \x01(\x05R\x08replayed\x12!\n\x03run\x18\x02 \x01(\x0b\x32\x0f.oncejob.v1.RunR\x03run\"A\n\x10\x43\x61ncelRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"T\n\x11\x43\x61ncelRunResponse\x12\x1c\n\tcancelled\x18\x01 \x01(\x05R\tcancelled\x12!\n\x03run\x18\x02 \x01(\x0b\x32\x0f.oncejob.v1.RunR\x03run\".\n\x15ListRunBatchesRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\"H\n\x16ListRunBatchesResponse\x12.\n\x07\x62\x61tches\x18\x01 \x03(\x0b\x32\x14.oncejob.v1.RunBatchR\x07\x62\x61tches\"\x96\x03\n\x08RunBatch\x12\x19\n\x08\x62\x61tch_id\x18\x01 \x01(\tR\x07\x62\x61tchId\x12\x16\n\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n\x05lines\x18\x03 \x01(\x03R\x05lines\x12%\n\x0e\x61nswered_lines\x18\x04 \x01(\x03R\ransweredLines\x12\x1f\n\x0bprice_class\x18\x05 \x01(\tR\npriceClass\x12\x1f\n\x0b\x63ost_micros\x18\x06 \x01(\x03R\ncostMicros\x12;\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0b\x65xpire_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nexpireTime\x12;\n\x0bupdate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nupdateTime\x12!\n\x0c\x62illed_lines\x18\n \x01(\x03R\x0b\x62illedLines*k\n\x08RunState\x12\x19\n\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x12\n\x0eRUN_STATE_OPEN\x10\x01\x12\x17\n\x13RUN_STATE_CANCELLED\x10\x02\x12\x17\n\x13RUN_STATE_COMPLETED\x10\x03\x32\xa9\x04\n\nRunService\x12H\n\tCreateRun\x12\x1c.oncejob.v1.CreateRunRequest\x1a\x1d.oncejob.v1.CreateRunResponse\x12?\n\x06GetRun\x12\x19.oncejob.v1.GetRunRequest\x1a\x1a.oncejob.v1.GetRunResponse\x12\x45\n\x08ListRuns\x12\x1b.oncejob.v1.ListRunsRequest\x1a\x1c.oncejob.v1.ListRunsResponse\x12G\n\x08WatchRun\x12\x1b.oncejob.v1.WatchRunRequest\x1a\x1c.oncejob.v1.WatchRunResponse0\x01\x12]\n\x10RetryRunFailures\x12#.oncejob.v1.RetryRunFailuresRequest\x1a$.oncejob.v1.RetryRunFailuresResponse\x12H\n\tCancelRun\x12\x1c.oncejob.v1.CancelRunRequest\x1a\x1d.oncejob.v1.CancelRunResponse\x12W\n\x0eListRunBatches\x12!.oncejob.v1.ListRunBatchesRequest\x1a\".oncejob.v1.ListRunBatchesResponseB\x9b\x01\n\x0e\x63om.oncejob.v1B\x08RunProtoP\x01Z6github.com/oncejob/oncejob/gen/go/oncejob/v1;oncejobv1\xa2\x02\x03OXX\xaa\x02\nOncejob.V1\xca\x02\nOncejob\\V1\xe2\x02\x16Oncejob\\V1\\GPBMetadata\xea\x02\x0bOncejob::V1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'oncejob.v1.run_pb2', globals())
@@ -29,46 +29,48 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _RUN_LABELSENTRY._serialized_options = b'8\001'
   _CREATERUNREQUEST_LABELSENTRY._options = None
   _CREATERUNREQUEST_LABELSENTRY._serialized_options = b'8\001'
-  _RUNSTATE._serialized_start=3005
-  _RUNSTATE._serialized_end=3112
+  _RUNSTATE._serialized_start=3665
+  _RUNSTATE._serialized_end=3772
   _RUN._serialized_start=154
   _RUN._serialized_end=720
   _RUN_LABELSENTRY._serialized_start=663
   _RUN_LABELSENTRY._serialized_end=720
   _RUNPROGRESS._serialized_start=723
-  _RUNPROGRESS._serialized_end=1384
-  _CREATERUNREQUEST._serialized_start=1387
-  _CREATERUNREQUEST._serialized_end=1703
+  _RUNPROGRESS._serialized_end=1503
+  _PROVIDERLIMITUSE._serialized_start=1506
+  _PROVIDERLIMITUSE._serialized_end=2044
+  _CREATERUNREQUEST._serialized_start=2047
+  _CREATERUNREQUEST._serialized_end=2363
   _CREATERUNREQUEST_LABELSENTRY._serialized_start=663
   _CREATERUNREQUEST_LABELSENTRY._serialized_end=720
-  _CREATERUNRESPONSE._serialized_start=1705
-  _CREATERUNRESPONSE._serialized_end=1759
-  _GETRUNREQUEST._serialized_start=1761
-  _GETRUNREQUEST._serialized_end=1799
-  _GETRUNRESPONSE._serialized_start=1801
-  _GETRUNRESPONSE._serialized_end=1852
-  _LISTRUNSREQUEST._serialized_start=1854
-  _LISTRUNSREQUEST._serialized_end=1931
-  _LISTRUNSRESPONSE._serialized_start=1933
-  _LISTRUNSRESPONSE._serialized_end=2028
-  _WATCHRUNREQUEST._serialized_start=2030
-  _WATCHRUNREQUEST._serialized_end=2099
-  _WATCHRUNRESPONSE._serialized_start=2101
-  _WATCHRUNRESPONSE._serialized_end=2154
-  _RETRYRUNFAILURESREQUEST._serialized_start=2156
-  _RETRYRUNFAILURESREQUEST._serialized_end=2228
-  _RETRYRUNFAILURESRESPONSE._serialized_start=2230
-  _RETRYRUNFAILURESRESPONSE._serialized_end=2319
-  _CANCELRUNREQUEST._serialized_start=2321
-  _CANCELRUNREQUEST._serialized_end=2386
-  _CANCELRUNRESPONSE._serialized_start=2388
-  _CANCELRUNRESPONSE._serialized_end=2472
-  _LISTRUNBATCHESREQUEST._serialized_start=2474
-  _LISTRUNBATCHESREQUEST._serialized_end=2520
-  _LISTRUNBATCHESRESPONSE._serialized_start=2522
-  _LISTRUNBATCHESRESPONSE._serialized_end=2594
-  _RUNBATCH._serialized_start=2597
-  _RUNBATCH._serialized_end=3003
-  _RUNSERVICE._serialized_start=3115
-  _RUNSERVICE._serialized_end=3668
+  _CREATERUNRESPONSE._serialized_start=2365
+  _CREATERUNRESPONSE._serialized_end=2419
+  _GETRUNREQUEST._serialized_start=2421
+  _GETRUNREQUEST._serialized_end=2459
+  _GETRUNRESPONSE._serialized_start=2461
+  _GETRUNRESPONSE._serialized_end=2512
+  _LISTRUNSREQUEST._serialized_start=2514
+  _LISTRUNSREQUEST._serialized_end=2591
+  _LISTRUNSRESPONSE._serialized_start=2593
+  _LISTRUNSRESPONSE._serialized_end=2688
+  _WATCHRUNREQUEST._serialized_start=2690
+  _WATCHRUNREQUEST._serialized_end=2759
+  _WATCHRUNRESPONSE._serialized_start=2761
+  _WATCHRUNRESPONSE._serialized_end=2814
+  _RETRYRUNFAILURESREQUEST._serialized_start=2816
+  _RETRYRUNFAILURESREQUEST._serialized_end=2888
+  _RETRYRUNFAILURESRESPONSE._serialized_start=2890
+  _RETRYRUNFAILURESRESPONSE._serialized_end=2979
+  _CANCELRUNREQUEST._serialized_start=2981
+  _CANCELRUNREQUEST._serialized_end=3046
+  _CANCELRUNRESPONSE._serialized_start=3048
+  _CANCELRUNRESPONSE._serialized_end=3132
+  _LISTRUNBATCHESREQUEST._serialized_start=3134
+  _LISTRUNBATCHESREQUEST._serialized_end=3180
+  _LISTRUNBATCHESRESPONSE._serialized_start=3182
+  _LISTRUNBATCHESRESPONSE._serialized_end=3254
+  _RUNBATCH._serialized_start=3257
+  _RUNBATCH._serialized_end=3663
+  _RUNSERVICE._serialized_start=3775
+  _RUNSERVICE._serialized_end=4328
 # @@protoc_insertion_point(module_scope)

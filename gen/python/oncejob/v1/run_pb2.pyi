@@ -99,6 +99,32 @@ class ListRunsResponse(_message.Message):
     runs: _containers.RepeatedCompositeFieldContainer[Run]
     def __init__(self, runs: _Optional[_Iterable[_Union[Run, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
+class ProviderLimitUse(_message.Message):
+    __slots__ = ["calls_in_flight", "calls_in_flight_limit", "configured_requests_per_minute", "configured_tokens_per_minute", "granted_calls", "name", "paused_until", "rate_limited_calls", "requests_per_minute", "tokens_per_minute", "waiting_calls"]
+    CALLS_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    CALLS_IN_FLIGHT_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CONFIGURED_REQUESTS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    CONFIGURED_TOKENS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    GRANTED_CALLS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    RATE_LIMITED_CALLS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    WAITING_CALLS_FIELD_NUMBER: _ClassVar[int]
+    calls_in_flight: int
+    calls_in_flight_limit: int
+    configured_requests_per_minute: float
+    configured_tokens_per_minute: float
+    granted_calls: int
+    name: str
+    paused_until: _timestamp_pb2.Timestamp
+    rate_limited_calls: int
+    requests_per_minute: float
+    tokens_per_minute: float
+    waiting_calls: int
+    def __init__(self, name: _Optional[str] = ..., requests_per_minute: _Optional[float] = ..., tokens_per_minute: _Optional[float] = ..., calls_in_flight_limit: _Optional[int] = ..., configured_requests_per_minute: _Optional[float] = ..., configured_tokens_per_minute: _Optional[float] = ..., calls_in_flight: _Optional[int] = ..., waiting_calls: _Optional[int] = ..., granted_calls: _Optional[int] = ..., rate_limited_calls: _Optional[int] = ..., paused_until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class RetryRunFailuresRequest(_message.Message):
     __slots__ = ["reason", "run_id"]
     REASON_FIELD_NUMBER: _ClassVar[int]
@@ -175,7 +201,7 @@ class RunBatch(_message.Message):
     def __init__(self, batch_id: _Optional[str] = ..., status: _Optional[str] = ..., lines: _Optional[int] = ..., answered_lines: _Optional[int] = ..., price_class: _Optional[str] = ..., cost_micros: _Optional[int] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expire_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., billed_lines: _Optional[int] = ...) -> None: ...
 
 class RunProgress(_message.Message):
-    __slots__ = ["awaiting_approval", "cancelled", "complete", "computed", "dead_lettered", "estimated_time_left", "failed", "items", "items_per_second", "outcome_unknown", "provider_batch_window", "queued", "retry_wait", "reused", "running", "seq", "succeeded", "usage"]
+    __slots__ = ["awaiting_approval", "cancelled", "complete", "computed", "dead_lettered", "estimated_time_left", "failed", "items", "items_per_second", "limit", "limit_time_left", "outcome_unknown", "provider_batch_window", "queued", "retry_wait", "reused", "running", "seq", "succeeded", "usage"]
     AWAITING_APPROVAL_FIELD_NUMBER: _ClassVar[int]
     CANCELLED_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_FIELD_NUMBER: _ClassVar[int]
@@ -185,6 +211,8 @@ class RunProgress(_message.Message):
     FAILED_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     ITEMS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_TIME_LEFT_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_UNKNOWN_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_BATCH_WINDOW_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
@@ -203,6 +231,8 @@ class RunProgress(_message.Message):
     failed: int
     items: int
     items_per_second: float
+    limit: ProviderLimitUse
+    limit_time_left: _duration_pb2.Duration
     outcome_unknown: int
     provider_batch_window: _duration_pb2.Duration
     queued: int
@@ -212,7 +242,7 @@ class RunProgress(_message.Message):
     seq: int
     succeeded: int
     usage: _job_pb2.JobUsage
-    def __init__(self, seq: _Optional[int] = ..., items: _Optional[int] = ..., queued: _Optional[int] = ..., running: _Optional[int] = ..., retry_wait: _Optional[int] = ..., awaiting_approval: _Optional[int] = ..., outcome_unknown: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., reused: _Optional[int] = ..., computed: _Optional[int] = ..., usage: _Optional[_Union[_job_pb2.JobUsage, _Mapping]] = ..., items_per_second: _Optional[float] = ..., estimated_time_left: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., complete: bool = ..., provider_batch_window: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    def __init__(self, seq: _Optional[int] = ..., items: _Optional[int] = ..., queued: _Optional[int] = ..., running: _Optional[int] = ..., retry_wait: _Optional[int] = ..., awaiting_approval: _Optional[int] = ..., outcome_unknown: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., reused: _Optional[int] = ..., computed: _Optional[int] = ..., usage: _Optional[_Union[_job_pb2.JobUsage, _Mapping]] = ..., items_per_second: _Optional[float] = ..., estimated_time_left: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., complete: bool = ..., provider_batch_window: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., limit_time_left: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., limit: _Optional[_Union[ProviderLimitUse, _Mapping]] = ...) -> None: ...
 
 class WatchRunRequest(_message.Message):
     __slots__ = ["after_seq", "run_id"]

@@ -256,9 +256,10 @@ WITH job AS (
     RETURNING *
 ),
 event AS (
-    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message, next_attempt_at)
     SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt,
-        CASE WHEN job.status <> @status::text THEN @cancelled_message::text ELSE @message::text END
+        CASE WHEN job.status <> @status::text THEN @cancelled_message::text ELSE @message::text END,
+        CASE WHEN job.status IN ('retry_wait', 'outcome_unknown') THEN job.run_after END
     FROM job
 )
 SELECT * FROM job;

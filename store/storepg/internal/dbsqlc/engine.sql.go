@@ -209,7 +209,7 @@ job AS (
         updated_at = now()
     FROM candidate
     WHERE jobs.id = candidate.id
-    RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent
+    RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
@@ -222,7 +222,7 @@ event AS (
     FROM job
     JOIN candidate ON candidate.id = job.id
 )
-SELECT job.id, job.tenant, job.idempotency_key, job.dedup_key, job.pipeline, job.pipeline_version, job.prompt_version, job.model_profile, job.status, job.stage, job.attempt, job.output, job.error, job.deduplicated_from, job.document_sha256, job.document_media_type, job.document_name, job.document_size_bytes, job.params, job.labels, job.prompt_tokens, job.completion_tokens, job.cost_micros, job.llm_calls, job.last_event_seq, job.lease_owner, job.lease_until, job.created_at, job.updated_at, job.finished_at, job.run_after, job.cancel_requested, job.budget_started_at, job.budget_attempts, job.budget_tokens, job.approved, job.generation, job.traceparent, candidate.old_status::text AS claimed_from
+SELECT job.id, job.tenant, job.idempotency_key, job.dedup_key, job.pipeline, job.pipeline_version, job.prompt_version, job.model_profile, job.status, job.stage, job.attempt, job.output, job.error, job.deduplicated_from, job.document_sha256, job.document_media_type, job.document_name, job.document_size_bytes, job.params, job.labels, job.prompt_tokens, job.completion_tokens, job.cost_micros, job.llm_calls, job.last_event_seq, job.lease_owner, job.lease_until, job.created_at, job.updated_at, job.finished_at, job.run_after, job.cancel_requested, job.budget_started_at, job.budget_attempts, job.budget_tokens, job.approved, job.generation, job.traceparent, job.run_id, job.priority, candidate.old_status::text AS claimed_from
 FROM job JOIN candidate ON candidate.id = job.id
 ORDER BY job.created_at, job.id
 `
@@ -276,6 +276,8 @@ type JobClaimRow struct {
 	Approved          bool
 	Generation        int32
 	Traceparent       string
+	RunID             pgtype.UUID
+	Priority          *string
 	ClaimedFrom       string
 }
 
@@ -345,6 +347,8 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 			&i.Approved,
 			&i.Generation,
 			&i.Traceparent,
+			&i.RunID,
+			&i.Priority,
 			&i.ClaimedFrom,
 		); err != nil {
 			return nil, err
@@ -358,7 +362,7 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 }
 
 const jobComputedSuccessGet = `-- name: JobComputedSuccessGet :one
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM jobs
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM jobs
 WHERE tenant = $1::text
     AND dedup_key = $2::text
     AND status = 'succeeded'
@@ -412,6 +416,8 @@ func (q *Queries) JobComputedSuccessGet(ctx context.Context, db DBTX, arg JobCom
 		&i.Approved,
 		&i.Generation,
 		&i.Traceparent,
+		&i.RunID,
+		&i.Priority,
 	)
 	return i, err
 }
@@ -474,7 +480,7 @@ job AS (
         AND lease_owner = $3::text
         AND attempt = $4::integer
         AND status = 'running'
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
@@ -483,7 +489,7 @@ event AS (
             ELSE $5::text || ' (deduplicated from ' || job.deduplicated_from::text || ')' END
     FROM job
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM job
 `
 
 type JobPublishParams struct {
@@ -533,6 +539,8 @@ type JobPublishRow struct {
 	Approved          bool
 	Generation        int32
 	Traceparent       string
+	RunID             pgtype.UUID
+	Priority          *string
 }
 
 // The published stage in one statement, fenced like CheckpointWrite (the
@@ -590,6 +598,8 @@ func (q *Queries) JobPublish(ctx context.Context, db DBTX, arg JobPublishParams)
 		&i.Approved,
 		&i.Generation,
 		&i.Traceparent,
+		&i.RunID,
+		&i.Priority,
 	)
 	return i, err
 }
@@ -611,15 +621,16 @@ WITH job AS (
         AND lease_owner = $9::text
         AND attempt = $10::integer
         AND status = 'running'
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority
 ),
 event AS (
-    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message, next_attempt_at)
     SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt,
-        CASE WHEN job.status <> $2::text THEN $11::text ELSE $12::text END
+        CASE WHEN job.status <> $2::text THEN $11::text ELSE $12::text END,
+        CASE WHEN job.status IN ('retry_wait', 'outcome_unknown') THEN job.run_after END
     FROM job
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM job
 `
 
 type JobTransitionParams struct {
@@ -676,6 +687,8 @@ type JobTransitionRow struct {
 	Approved          bool
 	Generation        int32
 	Traceparent       string
+	RunID             pgtype.UUID
+	Priority          *string
 }
 
 // Moves a running job to @status, fenced like CheckpointWrite, clearing the
@@ -740,6 +753,8 @@ func (q *Queries) JobTransition(ctx context.Context, db DBTX, arg JobTransitionP
 		&i.Approved,
 		&i.Generation,
 		&i.Traceparent,
+		&i.RunID,
+		&i.Priority,
 	)
 	return i, err
 }

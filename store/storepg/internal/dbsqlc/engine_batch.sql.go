@@ -400,7 +400,7 @@ job AS (
         AND jobs.lease_owner = batch.owner
         AND jobs.attempt = batch.attempt
         AND jobs.status = 'running'
-    RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent
+    RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority
 ),
 checkpoint AS (
     INSERT INTO job_checkpoints (job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, reused_from)
@@ -437,7 +437,7 @@ event AS (
     JOIN jsonb_to_recordset($1::jsonb) AS batch(
         job_id uuid, owner text, attempt integer, output jsonb, message text, advances integer) ON batch.job_id = job.id
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM job
 `
 
 type JobPublishManyParams struct {
@@ -484,6 +484,8 @@ type JobPublishManyRow struct {
 	Approved          bool
 	Generation        int32
 	Traceparent       string
+	RunID             pgtype.UUID
+	Priority          *string
 }
 
 // The completer's batch: for each job of @jobs, its checkpoints (merge,
@@ -545,6 +547,8 @@ func (q *Queries) JobPublishMany(ctx context.Context, db DBTX, arg JobPublishMan
 			&i.Approved,
 			&i.Generation,
 			&i.Traceparent,
+			&i.RunID,
+			&i.Priority,
 		); err != nil {
 			return nil, err
 		}

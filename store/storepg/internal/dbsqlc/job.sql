@@ -31,7 +31,8 @@ WITH input AS (
         unnest(@params::jsonb[]) AS params,
         unnest(@labels::jsonb[]) AS labels,
         unnest(@run_id::uuid[]) AS run_id,
-        unnest(@traceparent::text[]) AS traceparent
+        unnest(@traceparent::text[]) AS traceparent,
+        nullif(unnest(@priority::text[]), '') AS priority
 ),
 idem AS (
     INSERT INTO idempotency_keys (tenant, method, idem_key, fingerprint, job_id)
@@ -59,7 +60,7 @@ job AS (
         id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version,
         prompt_version, model_profile, status, stage, output, deduplicated_from,
         document_sha256, document_media_type, document_name, document_size_bytes,
-        params, labels, finished_at, traceparent
+        params, labels, finished_at, traceparent, run_id, priority
     )
     SELECT created.id, created.tenant, created.idem_key, created.dedup_key,
         created.pipeline, created.pipeline_version, created.prompt_version,
@@ -70,7 +71,7 @@ job AS (
         created.document_sha256, created.document_media_type, created.document_name,
         length(created.document_data), created.params, created.labels,
         CASE WHEN source.id IS NULL THEN NULL ELSE now() END,
-        created.traceparent
+        created.traceparent, created.run_id, created.priority
     FROM created
     LEFT JOIN LATERAL (
         SELECT jobs.id, jobs.output

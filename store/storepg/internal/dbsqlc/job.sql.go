@@ -26,14 +26,14 @@ WITH job AS (
     WHERE tenant = $2::text
         AND id = $3::uuid
         AND status NOT IN ('succeeded', 'failed', 'cancelled', 'dead_lettered')
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
     SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, 'published'
     FROM job
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM job
 `
 
 type JobCompleteParams struct {
@@ -81,6 +81,8 @@ type JobCompleteRow struct {
 	Approved          bool
 	Generation        int32
 	Traceparent       string
+	RunID             pgtype.UUID
+	Priority          *string
 }
 
 // Publishes a job's output and appends its event in one statement. The
@@ -127,12 +129,14 @@ func (q *Queries) JobComplete(ctx context.Context, db DBTX, arg JobCompleteParam
 		&i.Approved,
 		&i.Generation,
 		&i.Traceparent,
+		&i.RunID,
+		&i.Priority,
 	)
 	return i, err
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM jobs
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM jobs
 WHERE tenant = $1::text AND id = $2::uuid
 `
 
@@ -183,12 +187,14 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, arg JobGetByIDParams)
 		&i.Approved,
 		&i.Generation,
 		&i.Traceparent,
+		&i.RunID,
+		&i.Priority,
 	)
 	return i, err
 }
 
 const jobGetByIdempotencyKey = `-- name: JobGetByIdempotencyKey :one
-SELECT idempotency_keys.fingerprint, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent
+SELECT idempotency_keys.fingerprint, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority
 FROM idempotency_keys
 JOIN jobs ON jobs.id = idempotency_keys.job_id
 WHERE idempotency_keys.tenant = $1::text
@@ -252,12 +258,14 @@ func (q *Queries) JobGetByIdempotencyKey(ctx context.Context, db DBTX, arg JobGe
 		&i.Job.Approved,
 		&i.Job.Generation,
 		&i.Job.Traceparent,
+		&i.Job.RunID,
+		&i.Job.Priority,
 	)
 	return i, err
 }
 
 const jobGetByIdempotencyKeyMany = `-- name: JobGetByIdempotencyKeyMany :many
-SELECT input.ord, idempotency_keys.fingerprint, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent
+SELECT input.ord, idempotency_keys.fingerprint, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority
 FROM (
     SELECT unnest($1::text[]) AS tenant,
         unnest($2::text[]) AS method,
@@ -335,6 +343,8 @@ func (q *Queries) JobGetByIdempotencyKeyMany(ctx context.Context, db DBTX, arg J
 			&i.Job.Approved,
 			&i.Job.Generation,
 			&i.Job.Traceparent,
+			&i.Job.RunID,
+			&i.Job.Priority,
 		); err != nil {
 			return nil, err
 		}
@@ -347,7 +357,7 @@ func (q *Queries) JobGetByIdempotencyKeyMany(ctx context.Context, db DBTX, arg J
 }
 
 const jobList = `-- name: JobList :many
-SELECT jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, sized.bytes::bigint AS bytes
+SELECT jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority, sized.bytes::bigint AS bytes
 FROM (
     SELECT page.id, page.bytes,
         sum(page.bytes) OVER w - page.bytes - coalesce(lag(page.bytes) OVER w, 0) AS prev_start_bytes
@@ -452,6 +462,8 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 			&i.Job.Approved,
 			&i.Job.Generation,
 			&i.Job.Traceparent,
+			&i.Job.RunID,
+			&i.Job.Priority,
 			&i.Bytes,
 		); err != nil {
 			return nil, err
@@ -485,7 +497,8 @@ WITH input AS (
         unnest($15::jsonb[]) AS params,
         unnest($16::jsonb[]) AS labels,
         unnest($17::uuid[]) AS run_id,
-        unnest($18::text[]) AS traceparent
+        unnest($18::text[]) AS traceparent,
+        nullif(unnest($19::text[]), '') AS priority
 ),
 idem AS (
     INSERT INTO idempotency_keys (tenant, method, idem_key, fingerprint, job_id)
@@ -496,7 +509,7 @@ idem AS (
     RETURNING job_id
 ),
 created AS (
-    SELECT input.id, input.tenant, input.method, input.idem_key, input.fingerprint, input.dedup_key, input.pipeline, input.pipeline_version, input.prompt_version, input.model_profile, input.document_sha256, input.document_media_type, input.document_data, input.document_name, input.params, input.labels, input.run_id, input.traceparent
+    SELECT input.id, input.tenant, input.method, input.idem_key, input.fingerprint, input.dedup_key, input.pipeline, input.pipeline_version, input.prompt_version, input.model_profile, input.document_sha256, input.document_media_type, input.document_data, input.document_name, input.params, input.labels, input.run_id, input.traceparent, input.priority
     FROM input
     JOIN idem ON idem.job_id = input.id
 ),
@@ -513,7 +526,7 @@ job AS (
         id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version,
         prompt_version, model_profile, status, stage, output, deduplicated_from,
         document_sha256, document_media_type, document_name, document_size_bytes,
-        params, labels, finished_at, traceparent
+        params, labels, finished_at, traceparent, run_id, priority
     )
     SELECT created.id, created.tenant, created.idem_key, created.dedup_key,
         created.pipeline, created.pipeline_version, created.prompt_version,
@@ -524,7 +537,7 @@ job AS (
         created.document_sha256, created.document_media_type, created.document_name,
         length(created.document_data), created.params, created.labels,
         CASE WHEN source.id IS NULL THEN NULL ELSE now() END,
-        created.traceparent
+        created.traceparent, created.run_id, created.priority
     FROM created
     LEFT JOIN LATERAL (
         SELECT jobs.id, jobs.output
@@ -534,7 +547,7 @@ job AS (
             AND jobs.status = 'succeeded'
             AND jobs.deduplicated_from IS NULL
     ) AS source ON true
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
@@ -552,7 +565,7 @@ run_item AS (
     WHERE created.run_id IS NOT NULL
     ON CONFLICT DO NOTHING
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM job
 `
 
 type JobSubmitManyParams struct {
@@ -574,6 +587,7 @@ type JobSubmitManyParams struct {
 	Labels            [][]byte
 	RunID             []pgtype.UUID
 	Traceparent       []string
+	Priority          []string
 }
 
 type JobSubmitManyRow struct {
@@ -615,6 +629,8 @@ type JobSubmitManyRow struct {
 	Approved          bool
 	Generation        int32
 	Traceparent       string
+	RunID             pgtype.UUID
+	Priority          *string
 }
 
 // Creates a job for every submission whose idempotency key is new, in one
@@ -651,6 +667,7 @@ func (q *Queries) JobSubmitMany(ctx context.Context, db DBTX, arg JobSubmitManyP
 		arg.Labels,
 		arg.RunID,
 		arg.Traceparent,
+		arg.Priority,
 	)
 	if err != nil {
 		return nil, err
@@ -698,6 +715,8 @@ func (q *Queries) JobSubmitMany(ctx context.Context, db DBTX, arg JobSubmitManyP
 			&i.Approved,
 			&i.Generation,
 			&i.Traceparent,
+			&i.RunID,
+			&i.Priority,
 		); err != nil {
 			return nil, err
 		}

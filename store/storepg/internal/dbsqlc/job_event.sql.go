@@ -12,7 +12,7 @@ import (
 )
 
 const jobEventList = `-- name: JobEventList :many
-SELECT job_events.job_id, job_events.seq, job_events.status, job_events.stage, job_events.attempt, job_events.message, job_events.created_at, job_events.tenant, job_events.tx, job_events.id, job_events.actor_key, job_events.actor_role, job_events.actor_rpc
+SELECT job_events.job_id, job_events.seq, job_events.status, job_events.stage, job_events.attempt, job_events.message, job_events.created_at, job_events.tenant, job_events.tx, job_events.id, job_events.actor_key, job_events.actor_role, job_events.actor_rpc, job_events.next_attempt_at
 FROM job_events
 WHERE job_events.tenant = $1::text
     AND job_events.job_id = $2::uuid
@@ -57,6 +57,7 @@ func (q *Queries) JobEventList(ctx context.Context, db DBTX, arg JobEventListPar
 			&i.ActorKey,
 			&i.ActorRole,
 			&i.ActorRpc,
+			&i.NextAttemptAt,
 		); err != nil {
 			return nil, err
 		}

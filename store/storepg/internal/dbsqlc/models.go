@@ -119,6 +119,8 @@ type Job struct {
 	Approved          bool
 	Generation        int32
 	Traceparent       string
+	RunID             pgtype.UUID
+	Priority          *string
 }
 
 type JobCheckpoint struct {
@@ -135,19 +137,20 @@ type JobCheckpoint struct {
 }
 
 type JobEvent struct {
-	JobID     pgtype.UUID
-	Seq       int32
-	Status    string
-	Stage     string
-	Attempt   int32
-	Message   string
-	CreatedAt time.Time
-	Tenant    string
-	Tx        int64
-	ID        int64
-	ActorKey  string
-	ActorRole string
-	ActorRpc  string
+	JobID         pgtype.UUID
+	Seq           int32
+	Status        string
+	Stage         string
+	Attempt       int32
+	Message       string
+	CreatedAt     time.Time
+	Tenant        string
+	Tx            int64
+	ID            int64
+	ActorKey      string
+	ActorRole     string
+	ActorRpc      string
+	NextAttemptAt *time.Time
 }
 
 type LlmAttempt struct {

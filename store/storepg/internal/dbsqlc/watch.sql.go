@@ -12,7 +12,7 @@ import (
 )
 
 const jobChangeList = `-- name: JobChangeList :many
-SELECT job_events.job_id, job_events.seq, job_events.status, job_events.stage, job_events.attempt, job_events.message, job_events.created_at, job_events.tenant, job_events.tx, job_events.id, job_events.actor_key, job_events.actor_role, job_events.actor_rpc, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, sized.bytes::bigint AS bytes
+SELECT job_events.job_id, job_events.seq, job_events.status, job_events.stage, job_events.attempt, job_events.message, job_events.created_at, job_events.tenant, job_events.tx, job_events.id, job_events.actor_key, job_events.actor_role, job_events.actor_rpc, job_events.next_attempt_at, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority, sized.bytes::bigint AS bytes
 FROM (
     SELECT page.tx, page.id, page.bytes,
         sum(page.bytes) OVER (ORDER BY page.tx, page.id ROWS UNBOUNDED PRECEDING) AS end_bytes
@@ -91,6 +91,7 @@ func (q *Queries) JobChangeList(ctx context.Context, db DBTX, arg JobChangeListP
 			&i.JobEvent.ActorKey,
 			&i.JobEvent.ActorRole,
 			&i.JobEvent.ActorRpc,
+			&i.JobEvent.NextAttemptAt,
 			&i.Job.ID,
 			&i.Job.Tenant,
 			&i.Job.IdempotencyKey,
@@ -129,6 +130,8 @@ func (q *Queries) JobChangeList(ctx context.Context, db DBTX, arg JobChangeListP
 			&i.Job.Approved,
 			&i.Job.Generation,
 			&i.Job.Traceparent,
+			&i.Job.RunID,
+			&i.Job.Priority,
 			&i.Bytes,
 		); err != nil {
 			return nil, err

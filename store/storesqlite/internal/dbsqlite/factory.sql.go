@@ -25,7 +25,7 @@ SET status = ?1,
     last_event_seq = last_event_seq + 1,
     updated_at = ?12
 WHERE tenant = ?13 AND id = ?14
-RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
+RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority
 `
 
 type JobUpdateFullParams struct {
@@ -105,6 +105,8 @@ func (q *Queries) JobUpdateFull(ctx context.Context, db DBTX, arg JobUpdateFullP
 		&i.Approved,
 		&i.Generation,
 		&i.Traceparent,
+		&i.RunID,
+		&i.Priority,
 	)
 	return i, err
 }

@@ -24,13 +24,13 @@ INSERT INTO jobs (
     prompt_version, model_profile, status, stage, output, deduplicated_from,
     document_sha256, document_media_type, document_name, document_size_bytes,
     params, labels, created_at, updated_at, finished_at, budget_started_at,
-    traceparent
+    traceparent, run_id, priority
 ) VALUES (
     @id, @tenant, @idempotency_key, @dedup_key, @pipeline, @pipeline_version,
     @prompt_version, @model_profile, @status, @stage, @output, @deduplicated_from,
     @document_sha256, @document_media_type, @document_name, @document_size_bytes,
     @params, @labels, @created_at, @updated_at, @finished_at, @created_at,
-    @traceparent
+    @traceparent, @run_id, @priority
 )
 RETURNING *;
 
@@ -128,14 +128,14 @@ ON CONFLICT DO NOTHING;
 -- JobGetComputedSuccess). @batch is a JSON array of [id, tenant,
 -- idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version,
 -- model_profile, document_sha256, document_media_type, document_name,
--- document_size_bytes, params, labels, created_at, traceparent]. The
--- retry budget counts from the job's creation.
+-- document_size_bytes, params, labels, created_at, traceparent, run_id,
+-- priority]. The retry budget counts from the job's creation.
 INSERT INTO jobs (
     id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version,
     prompt_version, model_profile, status, stage, output, deduplicated_from,
     document_sha256, document_media_type, document_name, document_size_bytes,
     params, labels, created_at, updated_at, finished_at, budget_started_at,
-    traceparent
+    traceparent, run_id, priority
 )
 SELECT json_extract(b.value, '$[0]'), json_extract(b.value, '$[1]'),
     json_extract(b.value, '$[2]'), json_extract(b.value, '$[3]'),
@@ -149,7 +149,8 @@ SELECT json_extract(b.value, '$[0]'), json_extract(b.value, '$[1]'),
     json_extract(b.value, '$[12]'), json_extract(b.value, '$[13]'),
     json_extract(b.value, '$[14]'), json_extract(b.value, '$[14]'),
     CASE WHEN source.id IS NULL THEN NULL ELSE json_extract(b.value, '$[14]') END,
-    json_extract(b.value, '$[14]'), json_extract(b.value, '$[15]')
+    json_extract(b.value, '$[14]'), json_extract(b.value, '$[15]'),
+    json_extract(b.value, '$[16]'), json_extract(b.value, '$[17]')
 FROM json_each(CAST(@batch AS TEXT)) AS b
 LEFT JOIN jobs AS source ON source.tenant = json_extract(b.value, '$[1]')
     AND source.dedup_key = json_extract(b.value, '$[3]')

@@ -87,7 +87,7 @@ SET status = 'succeeded',
 WHERE tenant = ?3
     AND id = ?4
     AND status NOT IN ('succeeded', 'failed', 'cancelled', 'dead_lettered')
-RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
+RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority
 `
 
 type JobCompleteParams struct {
@@ -146,6 +146,8 @@ func (q *Queries) JobComplete(ctx context.Context, db DBTX, arg JobCompleteParam
 		&i.Approved,
 		&i.Generation,
 		&i.Traceparent,
+		&i.RunID,
+		&i.Priority,
 	)
 	return i, err
 }
@@ -170,7 +172,7 @@ func (q *Queries) JobEventAppendMany(ctx context.Context, db DBTX, batch string)
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent FROM jobs
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM jobs
 WHERE tenant = ?1 AND id = ?2
 `
 
@@ -221,12 +223,14 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, arg JobGetByIDParams)
 		&i.Approved,
 		&i.Generation,
 		&i.Traceparent,
+		&i.RunID,
+		&i.Priority,
 	)
 	return i, err
 }
 
 const jobGetByIdempotencyKey = `-- name: JobGetByIdempotencyKey :one
-SELECT idempotency_keys.fingerprint, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent
+SELECT idempotency_keys.fingerprint, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority
 FROM idempotency_keys
 JOIN jobs ON jobs.id = idempotency_keys.job_id
 WHERE idempotency_keys.tenant = ?1
@@ -289,6 +293,8 @@ func (q *Queries) JobGetByIdempotencyKey(ctx context.Context, db DBTX, arg JobGe
 		&i.Job.Approved,
 		&i.Job.Generation,
 		&i.Job.Traceparent,
+		&i.Job.RunID,
+		&i.Job.Priority,
 	)
 	return i, err
 }
@@ -327,15 +333,15 @@ INSERT INTO jobs (
     prompt_version, model_profile, status, stage, output, deduplicated_from,
     document_sha256, document_media_type, document_name, document_size_bytes,
     params, labels, created_at, updated_at, finished_at, budget_started_at,
-    traceparent
+    traceparent, run_id, priority
 ) VALUES (
     ?1, ?2, ?3, ?4, ?5, ?6,
     ?7, ?8, ?9, ?10, ?11, ?12,
     ?13, ?14, ?15, ?16,
     ?17, ?18, ?19, ?20, ?21, ?19,
-    ?22
+    ?22, ?23, ?24
 )
-RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
+RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority
 `
 
 type JobInsertParams struct {
@@ -361,6 +367,8 @@ type JobInsertParams struct {
 	UpdatedAt         int64
 	FinishedAt        *int64
 	Traceparent       string
+	RunID             *string
+	Priority          *string
 }
 
 // The retry budget counts from the job's creation.
@@ -388,6 +396,8 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 		arg.UpdatedAt,
 		arg.FinishedAt,
 		arg.Traceparent,
+		arg.RunID,
+		arg.Priority,
 	)
 	var i Job
 	err := row.Scan(
@@ -429,6 +439,8 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 		&i.Approved,
 		&i.Generation,
 		&i.Traceparent,
+		&i.RunID,
+		&i.Priority,
 	)
 	return i, err
 }
@@ -439,7 +451,7 @@ INSERT INTO jobs (
     prompt_version, model_profile, status, stage, output, deduplicated_from,
     document_sha256, document_media_type, document_name, document_size_bytes,
     params, labels, created_at, updated_at, finished_at, budget_started_at,
-    traceparent
+    traceparent, run_id, priority
 )
 SELECT json_extract(b.value, '$[0]'), json_extract(b.value, '$[1]'),
     json_extract(b.value, '$[2]'), json_extract(b.value, '$[3]'),
@@ -453,14 +465,15 @@ SELECT json_extract(b.value, '$[0]'), json_extract(b.value, '$[1]'),
     json_extract(b.value, '$[12]'), json_extract(b.value, '$[13]'),
     json_extract(b.value, '$[14]'), json_extract(b.value, '$[14]'),
     CASE WHEN source.id IS NULL THEN NULL ELSE json_extract(b.value, '$[14]') END,
-    json_extract(b.value, '$[14]'), json_extract(b.value, '$[15]')
+    json_extract(b.value, '$[14]'), json_extract(b.value, '$[15]'),
+    json_extract(b.value, '$[16]'), json_extract(b.value, '$[17]')
 FROM json_each(CAST(?1 AS TEXT)) AS b
 LEFT JOIN jobs AS source ON source.tenant = json_extract(b.value, '$[1]')
     AND source.dedup_key = json_extract(b.value, '$[3]')
     AND source.status = 'succeeded'
     AND source.deduplicated_from IS NULL
 ORDER BY b.key
-RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent
+RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority
 `
 
 // Inserts the jobs of a batch whose keys were new: queued, or succeeded
@@ -468,8 +481,8 @@ RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, pr
 // JobGetComputedSuccess). @batch is a JSON array of [id, tenant,
 // idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version,
 // model_profile, document_sha256, document_media_type, document_name,
-// document_size_bytes, params, labels, created_at, traceparent]. The
-// retry budget counts from the job's creation.
+// document_size_bytes, params, labels, created_at, traceparent, run_id,
+// priority]. The retry budget counts from the job's creation.
 func (q *Queries) JobInsertMany(ctx context.Context, db DBTX, batch string) ([]Job, error) {
 	rows, err := db.QueryContext(ctx, jobInsertMany, batch)
 	if err != nil {
@@ -518,6 +531,8 @@ func (q *Queries) JobInsertMany(ctx context.Context, db DBTX, batch string) ([]J
 			&i.Approved,
 			&i.Generation,
 			&i.Traceparent,
+			&i.RunID,
+			&i.Priority,
 		); err != nil {
 			return nil, err
 		}
@@ -533,7 +548,7 @@ func (q *Queries) JobInsertMany(ctx context.Context, db DBTX, batch string) ([]J
 }
 
 const jobList = `-- name: JobList :many
-SELECT jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, CAST(sized.bytes AS INTEGER) AS bytes
+SELECT jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority, CAST(sized.bytes AS INTEGER) AS bytes
 FROM (
     SELECT page.id, page.bytes,
         sum(page.bytes) OVER w - page.bytes - coalesce(lag(page.bytes) OVER w, 0) AS prev_start_bytes
@@ -643,6 +658,8 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 			&i.Job.Approved,
 			&i.Job.Generation,
 			&i.Job.Traceparent,
+			&i.Job.RunID,
+			&i.Job.Priority,
 			&i.Bytes,
 		); err != nil {
 			return nil, err

@@ -10,9 +10,10 @@ import (
 )
 
 const jobEventAppend = `-- name: JobEventAppend :execrows
-INSERT INTO job_events (job_id, seq, status, stage, attempt, message, created_at, tenant)
+INSERT INTO job_events (job_id, seq, status, stage, attempt, message, created_at, tenant, next_attempt_at)
 SELECT jobs.id, jobs.last_event_seq, jobs.status, jobs.stage, jobs.attempt, ?1,
-    jobs.updated_at, jobs.tenant
+    jobs.updated_at, jobs.tenant,
+    CASE WHEN jobs.status IN ('retry_wait', 'outcome_unknown') THEN jobs.run_after END
 FROM jobs
 WHERE jobs.id = ?2
 `
@@ -25,7 +26,8 @@ type JobEventAppendParams struct {
 // Appends the state a job has just moved to as its event last_event_seq,
 // stamped with the job's updated_at. Run in the transaction of the move.
 // SQLite assigns the event's id, its place in the change order (see
-// migrations/sqlite/0003_watch.up.sql).
+// migrations/sqlite/0003_watch.up.sql). A job that moved to wait
+// (retry_wait, outcome_unknown) carries its next try.
 func (q *Queries) JobEventAppend(ctx context.Context, db DBTX, arg JobEventAppendParams) (int64, error) {
 	result, err := db.ExecContext(ctx, jobEventAppend, arg.Message, arg.JobID)
 	if err != nil {
@@ -35,7 +37,7 @@ func (q *Queries) JobEventAppend(ctx context.Context, db DBTX, arg JobEventAppen
 }
 
 const jobEventList = `-- name: JobEventList :many
-SELECT job_events.job_id, job_events.seq, job_events.status, job_events.stage, job_events.attempt, job_events.message, job_events.created_at, job_events.tenant, job_events.id, job_events.actor_key, job_events.actor_role, job_events.actor_rpc
+SELECT job_events.job_id, job_events.seq, job_events.status, job_events.stage, job_events.attempt, job_events.message, job_events.created_at, job_events.tenant, job_events.id, job_events.actor_key, job_events.actor_role, job_events.actor_rpc, job_events.next_attempt_at
 FROM job_events
 JOIN jobs ON jobs.id = job_events.job_id
 WHERE jobs.tenant = ?1
@@ -79,6 +81,7 @@ func (q *Queries) JobEventList(ctx context.Context, db DBTX, arg JobEventListPar
 			&i.ActorKey,
 			&i.ActorRole,
 			&i.ActorRpc,
+			&i.NextAttemptAt,
 		); err != nil {
 			return nil, err
 		}

@@ -113,6 +113,8 @@ type Job struct {
 	Approved          int64
 	Generation        int64
 	Traceparent       string
+	RunID             *string
+	Priority          *string
 }
 
 type JobCheckpoint struct {
@@ -129,18 +131,19 @@ type JobCheckpoint struct {
 }
 
 type JobEvent struct {
-	JobID     string
-	Seq       int64
-	Status    string
-	Stage     string
-	Attempt   int64
-	Message   string
-	CreatedAt int64
-	Tenant    string
-	ID        int64
-	ActorKey  string
-	ActorRole string
-	ActorRpc  string
+	JobID         string
+	Seq           int64
+	Status        string
+	Stage         string
+	Attempt       int64
+	Message       string
+	CreatedAt     int64
+	Tenant        string
+	ID            int64
+	ActorKey      string
+	ActorRole     string
+	ActorRpc      string
+	NextAttemptAt *int64
 }
 
 type LlmAttempt struct {

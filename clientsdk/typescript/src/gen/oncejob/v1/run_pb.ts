@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file oncejob/v1/run.proto.
  */
 export const file_oncejob_v1_run: GenFile = /*@__PURE__*/
-  fileDesc("ChRvbmNlam9iL3YxL3J1bi5wcm90bxIKb25jZWpvYi52MSKwAwoDUnVuEgoKAmlkGAEgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgCIAEoCRIMCgRuYW1lGAMgASgJEhAKCHBpcGVsaW5lGAQgASgJEhUKDW1vZGVsX3Byb2ZpbGUYBSABKAkSJwoGcGFyYW1zGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIrCgZsYWJlbHMYByADKAsyGy5vbmNlam9iLnYxLlJ1bi5MYWJlbHNFbnRyeRIjCgVzdGF0ZRgIIAEoDjIULm9uY2Vqb2IudjEuUnVuU3RhdGUSKQoIcHJvZ3Jlc3MYCSABKAsyFy5vbmNlam9iLnYxLlJ1blByb2dyZXNzEi8KC2NyZWF0ZV90aW1lGAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtjYW5jZWxfdGltZRgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOcHJvdmlkZXJfYmF0Y2gYDCABKAgaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLEAwoLUnVuUHJvZ3Jlc3MSCwoDc2VxGAEgASgDEg0KBWl0ZW1zGAIgASgDEg4KBnF1ZXVlZBgDIAEoAxIPCgdydW5uaW5nGAQgASgDEhIKCnJldHJ5X3dhaXQYBSABKAMSGQoRYXdhaXRpbmdfYXBwcm92YWwYBiABKAMSFwoPb3V0Y29tZV91bmtub3duGAcgASgDEhEKCXN1Y2NlZWRlZBgIIAEoAxIOCgZmYWlsZWQYCSABKAMSEQoJY2FuY2VsbGVkGAogASgDEhUKDWRlYWRfbGV0dGVyZWQYCyABKAMSDgoGcmV1c2VkGAwgASgDEhAKCGNvbXB1dGVkGA0gASgDEiMKBXVzYWdlGA4gASgLMhQub25jZWpvYi52MS5Kb2JVc2FnZRIYChBpdGVtc19wZXJfc2Vjb25kGA8gASgBEjYKE2VzdGltYXRlZF90aW1lX2xlZnQYECABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEAoIY29tcGxldGUYESABKAgSOAoVcHJvdmlkZXJfYmF0Y2hfd2luZG93GBIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIvMBChBDcmVhdGVSdW5SZXF1ZXN0EgwKBG5hbWUYASABKAkSEAoIcGlwZWxpbmUYAiABKAkSFQoNbW9kZWxfcHJvZmlsZRgDIAEoCRInCgZwYXJhbXMYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjgKBmxhYmVscxgFIAMoCzIoLm9uY2Vqb2IudjEuQ3JlYXRlUnVuUmVxdWVzdC5MYWJlbHNFbnRyeRIWCg5wcm92aWRlcl9iYXRjaBgGIAEoCBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjEKEUNyZWF0ZVJ1blJlc3BvbnNlEhwKA3J1bhgBIAEoCzIPLm9uY2Vqb2IudjEuUnVuIh8KDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIi4KDkdldFJ1blJlc3BvbnNlEhwKA3J1bhgBIAEoCzIPLm9uY2Vqb2IudjEuUnVuIjgKD0xpc3RSdW5zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJKChBMaXN0UnVuc1Jlc3BvbnNlEh0KBHJ1bnMYASADKAsyDy5vbmNlam9iLnYxLlJ1bhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiNAoPV2F0Y2hSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIRCglhZnRlcl9zZXEYAiABKAMiMAoQV2F0Y2hSdW5SZXNwb25zZRIcCgNydW4YASABKAsyDy5vbmNlam9iLnYxLlJ1biI5ChdSZXRyeVJ1bkZhaWx1cmVzUmVxdWVzdBIOCgZydW5faWQYASABKAkSDgoGcmVhc29uGAIgASgJIkoKGFJldHJ5UnVuRmFpbHVyZXNSZXNwb25zZRIQCghyZXBsYXllZBgBIAEoBRIcCgNydW4YAiABKAsyDy5vbmNlam9iLnYxLlJ1biIyChBDYW5jZWxSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiRAoRQ2FuY2VsUnVuUmVzcG9uc2USEQoJY2FuY2VsbGVkGAEgASgFEhwKA3J1bhgCIAEoCzIPLm9uY2Vqb2IudjEuUnVuIicKFUxpc3RSdW5CYXRjaGVzUmVxdWVzdBIOCgZydW5faWQYASABKAkiPwoWTGlzdFJ1bkJhdGNoZXNSZXNwb25zZRIlCgdiYXRjaGVzGAEgAygLMhQub25jZWpvYi52MS5SdW5CYXRjaCKmAgoIUnVuQmF0Y2gSEAoIYmF0Y2hfaWQYASABKAkSDgoGc3RhdHVzGAIgASgJEg0KBWxpbmVzGAMgASgDEhYKDmFuc3dlcmVkX2xpbmVzGAQgASgDEhMKC3ByaWNlX2NsYXNzGAUgASgJEhMKC2Nvc3RfbWljcm9zGAYgASgDEi8KC2NyZWF0ZV90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtleHBpcmVfdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDGJpbGxlZF9saW5lcxgKIAEoAyprCghSdW5TdGF0ZRIZChVSVU5fU1RBVEVfVU5TUEVDSUZJRUQQABISCg5SVU5fU1RBVEVfT1BFThABEhcKE1JVTl9TVEFURV9DQU5DRUxMRUQQAhIXChNSVU5fU1RBVEVfQ09NUExFVEVEEAMyqQQKClJ1blNlcnZpY2USSAoJQ3JlYXRlUnVuEhwub25jZWpvYi52MS5DcmVhdGVSdW5SZXF1ZXN0Gh0ub25jZWpvYi52MS5DcmVhdGVSdW5SZXNwb25zZRI/CgZHZXRSdW4SGS5vbmNlam9iLnYxLkdldFJ1blJlcXVlc3QaGi5vbmNlam9iLnYxLkdldFJ1blJlc3BvbnNlEkUKCExpc3RSdW5zEhsub25jZWpvYi52MS5MaXN0UnVuc1JlcXVlc3QaHC5vbmNlam9iLnYxLkxpc3RSdW5zUmVzcG9uc2USRwoIV2F0Y2hSdW4SGy5vbmNlam9iLnYxLldhdGNoUnVuUmVxdWVzdBocLm9uY2Vqb2IudjEuV2F0Y2hSdW5SZXNwb25zZTABEl0KEFJldHJ5UnVuRmFpbHVyZXMSIy5vbmNlam9iLnYxLlJldHJ5UnVuRmFpbHVyZXNSZXF1ZXN0GiQub25jZWpvYi52MS5SZXRyeVJ1bkZhaWx1cmVzUmVzcG9uc2USSAoJQ2FuY2VsUnVuEhwub25jZWpvYi52MS5DYW5jZWxSdW5SZXF1ZXN0Gh0ub25jZWpvYi52MS5DYW5jZWxSdW5SZXNwb25zZRJXCg5MaXN0UnVuQmF0Y2hlcxIhLm9uY2Vqb2IudjEuTGlzdFJ1bkJhdGNoZXNSZXF1ZXN0GiIub25jZWpvYi52MS5MaXN0UnVuQmF0Y2hlc1Jlc3BvbnNlQjhaNmdpdGh1Yi5jb20vb25jZWpvYi9vbmNlam9iL2dlbi9nby9vbmNlam9iL3YxO29uY2Vqb2J2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_oncejob_v1_job]);
+  fileDesc("ChRvbmNlam9iL3YxL3J1bi5wcm90bxIKb25jZWpvYi52MSKwAwoDUnVuEgoKAmlkGAEgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgCIAEoCRIMCgRuYW1lGAMgASgJEhAKCHBpcGVsaW5lGAQgASgJEhUKDW1vZGVsX3Byb2ZpbGUYBSABKAkSJwoGcGFyYW1zGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIrCgZsYWJlbHMYByADKAsyGy5vbmNlam9iLnYxLlJ1bi5MYWJlbHNFbnRyeRIjCgVzdGF0ZRgIIAEoDjIULm9uY2Vqb2IudjEuUnVuU3RhdGUSKQoIcHJvZ3Jlc3MYCSABKAsyFy5vbmNlam9iLnYxLlJ1blByb2dyZXNzEi8KC2NyZWF0ZV90aW1lGAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtjYW5jZWxfdGltZRgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOcHJvdmlkZXJfYmF0Y2gYDCABKAgaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKlBAoLUnVuUHJvZ3Jlc3MSCwoDc2VxGAEgASgDEg0KBWl0ZW1zGAIgASgDEg4KBnF1ZXVlZBgDIAEoAxIPCgdydW5uaW5nGAQgASgDEhIKCnJldHJ5X3dhaXQYBSABKAMSGQoRYXdhaXRpbmdfYXBwcm92YWwYBiABKAMSFwoPb3V0Y29tZV91bmtub3duGAcgASgDEhEKCXN1Y2NlZWRlZBgIIAEoAxIOCgZmYWlsZWQYCSABKAMSEQoJY2FuY2VsbGVkGAogASgDEhUKDWRlYWRfbGV0dGVyZWQYCyABKAMSDgoGcmV1c2VkGAwgASgDEhAKCGNvbXB1dGVkGA0gASgDEiMKBXVzYWdlGA4gASgLMhQub25jZWpvYi52MS5Kb2JVc2FnZRIYChBpdGVtc19wZXJfc2Vjb25kGA8gASgBEjYKE2VzdGltYXRlZF90aW1lX2xlZnQYECABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEAoIY29tcGxldGUYESABKAgSOAoVcHJvdmlkZXJfYmF0Y2hfd2luZG93GBIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjIKD2xpbWl0X3RpbWVfbGVmdBgTIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIrCgVsaW1pdBgUIAEoCzIcLm9uY2Vqb2IudjEuUHJvdmlkZXJMaW1pdFVzZSLaAgoQUHJvdmlkZXJMaW1pdFVzZRIMCgRuYW1lGAEgASgJEhsKE3JlcXVlc3RzX3Blcl9taW51dGUYAiABKAESGQoRdG9rZW5zX3Blcl9taW51dGUYAyABKAESHQoVY2FsbHNfaW5fZmxpZ2h0X2xpbWl0GAQgASgFEiYKHmNvbmZpZ3VyZWRfcmVxdWVzdHNfcGVyX21pbnV0ZRgFIAEoARIkChxjb25maWd1cmVkX3Rva2Vuc19wZXJfbWludXRlGAYgASgBEhcKD2NhbGxzX2luX2ZsaWdodBgHIAEoBRIVCg13YWl0aW5nX2NhbGxzGAggASgFEhUKDWdyYW50ZWRfY2FsbHMYCSABKAMSGgoScmF0ZV9saW1pdGVkX2NhbGxzGAogASgDEjAKDHBhdXNlZF91bnRpbBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi8wEKEENyZWF0ZVJ1blJlcXVlc3QSDAoEbmFtZRgBIAEoCRIQCghwaXBlbGluZRgCIAEoCRIVCg1tb2RlbF9wcm9maWxlGAMgASgJEicKBnBhcmFtcxgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSOAoGbGFiZWxzGAUgAygLMigub25jZWpvYi52MS5DcmVhdGVSdW5SZXF1ZXN0LkxhYmVsc0VudHJ5EhYKDnByb3ZpZGVyX2JhdGNoGAYgASgIGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiMQoRQ3JlYXRlUnVuUmVzcG9uc2USHAoDcnVuGAEgASgLMg8ub25jZWpvYi52MS5SdW4iHwoNR2V0UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiLgoOR2V0UnVuUmVzcG9uc2USHAoDcnVuGAEgASgLMg8ub25jZWpvYi52MS5SdW4iOAoPTGlzdFJ1bnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIkoKEExpc3RSdW5zUmVzcG9uc2USHQoEcnVucxgBIAMoCzIPLm9uY2Vqb2IudjEuUnVuEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSI0Cg9XYXRjaFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoAyIwChBXYXRjaFJ1blJlc3BvbnNlEhwKA3J1bhgBIAEoCzIPLm9uY2Vqb2IudjEuUnVuIjkKF1JldHJ5UnVuRmFpbHVyZXNSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiSgoYUmV0cnlSdW5GYWlsdXJlc1Jlc3BvbnNlEhAKCHJlcGxheWVkGAEgASgFEhwKA3J1bhgCIAEoCzIPLm9uY2Vqb2IudjEuUnVuIjIKEENhbmNlbFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSJEChFDYW5jZWxSdW5SZXNwb25zZRIRCgljYW5jZWxsZWQYASABKAUSHAoDcnVuGAIgASgLMg8ub25jZWpvYi52MS5SdW4iJwoVTGlzdFJ1bkJhdGNoZXNSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSI/ChZMaXN0UnVuQmF0Y2hlc1Jlc3BvbnNlEiUKB2JhdGNoZXMYASADKAsyFC5vbmNlam9iLnYxLlJ1bkJhdGNoIqYCCghSdW5CYXRjaBIQCghiYXRjaF9pZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSDQoFbGluZXMYAyABKAMSFgoOYW5zd2VyZWRfbGluZXMYBCABKAMSEwoLcHJpY2VfY2xhc3MYBSABKAkSEwoLY29zdF9taWNyb3MYBiABKAMSLwoLY3JlYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2V4cGlyZV90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMYmlsbGVkX2xpbmVzGAogASgDKmsKCFJ1blN0YXRlEhkKFVJVTl9TVEFURV9VTlNQRUNJRklFRBAAEhIKDlJVTl9TVEFURV9PUEVOEAESFwoTUlVOX1NUQVRFX0NBTkNFTExFRBACEhcKE1JVTl9TVEFURV9DT01QTEVURUQQAzKpBAoKUnVuU2VydmljZRJICglDcmVhdGVSdW4SHC5vbmNlam9iLnYxLkNyZWF0ZVJ1blJlcXVlc3QaHS5vbmNlam9iLnYxLkNyZWF0ZVJ1blJlc3BvbnNlEj8KBkdldFJ1bhIZLm9uY2Vqb2IudjEuR2V0UnVuUmVxdWVzdBoaLm9uY2Vqb2IudjEuR2V0UnVuUmVzcG9uc2USRQoITGlzdFJ1bnMSGy5vbmNlam9iLnYxLkxpc3RSdW5zUmVxdWVzdBocLm9uY2Vqb2IudjEuTGlzdFJ1bnNSZXNwb25zZRJHCghXYXRjaFJ1bhIbLm9uY2Vqb2IudjEuV2F0Y2hSdW5SZXF1ZXN0Ghwub25jZWpvYi52MS5XYXRjaFJ1blJlc3BvbnNlMAESXQoQUmV0cnlSdW5GYWlsdXJlcxIjLm9uY2Vqb2IudjEuUmV0cnlSdW5GYWlsdXJlc1JlcXVlc3QaJC5vbmNlam9iLnYxLlJldHJ5UnVuRmFpbHVyZXNSZXNwb25zZRJICglDYW5jZWxSdW4SHC5vbmNlam9iLnYxLkNhbmNlbFJ1blJlcXVlc3QaHS5vbmNlam9iLnYxLkNhbmNlbFJ1blJlc3BvbnNlElcKDkxpc3RSdW5CYXRjaGVzEiEub25jZWpvYi52MS5MaXN0UnVuQmF0Y2hlc1JlcXVlc3QaIi5vbmNlam9iLnYxLkxpc3RSdW5CYXRjaGVzUmVzcG9uc2VCOFo2Z2l0aHViLmNvbS9vbmNlam9iL29uY2Vqb2IvZ2VuL2dvL29uY2Vqb2IvdjE7b25jZWpvYnYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_oncejob_v1_job]);
 
 /**
  * Run is a group of items of work.
@@ -231,6 +231,28 @@ export type RunProgress = Message<"oncejob.v1.RunProgress"> & {
    * @generated from field: google.protobuf.Duration provider_batch_window = 18;
    */
   providerBatchWindow?: Duration | undefined;
+
+  /**
+   * The time the run's items not yet terminal need at the provider limit
+   * its model profile draws from (docs/architecture.md, "Provider
+   * limits"): their LLM calls (the calls per item the run's finished items
+   * made, 1 before any) over the limit's requests per second, or their
+   * tokens over its tokens per second, whichever is longer. Unset when
+   * nothing is left or the limit's rate is unknown (no limit configured and
+   * none learned by this server).
+   *
+   * @generated from field: google.protobuf.Duration limit_time_left = 19;
+   */
+  limitTimeLeft?: Duration | undefined;
+
+  /**
+   * The provider limit the run's model profile draws from and its use, as
+   * the answering server sees it; unset when the run names no model
+   * profile its pipeline resolves.
+   *
+   * @generated from field: oncejob.v1.ProviderLimitUse limit = 20;
+   */
+  limit?: ProviderLimitUse | undefined;
 };
 
 /**
@@ -239,6 +261,92 @@ export type RunProgress = Message<"oncejob.v1.RunProgress"> & {
  */
 export const RunProgressSchema: GenMessage<RunProgress> = /*@__PURE__*/
   messageDesc(file_oncejob_v1_run, 1);
+
+/**
+ * ProviderLimitUse is one provider limit and its use
+ * (docs/architecture.md, "Provider limits"; the same figures as the
+ * oncejob_provider_limit_* metrics).
+ *
+ * @generated from message oncejob.v1.ProviderLimitUse
+ */
+export type ProviderLimitUse = Message<"oncejob.v1.ProviderLimitUse"> & {
+  /**
+   * The limit's name: a provider_limits entry, or a model profile's own.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The pace in force: the lower of the configured limit and what the
+   * provider's x-ratelimit-* headers say; 0: no limit of that kind.
+   *
+   * @generated from field: double requests_per_minute = 2;
+   */
+  requestsPerMinute: number;
+
+  /**
+   * @generated from field: double tokens_per_minute = 3;
+   */
+  tokensPerMinute: number;
+
+  /**
+   * @generated from field: int32 calls_in_flight_limit = 4;
+   */
+  callsInFlightLimit: number;
+
+  /**
+   * The configured limit (the pipelines file); 0: none of that kind.
+   *
+   * @generated from field: double configured_requests_per_minute = 5;
+   */
+  configuredRequestsPerMinute: number;
+
+  /**
+   * @generated from field: double configured_tokens_per_minute = 6;
+   */
+  configuredTokensPerMinute: number;
+
+  /**
+   * The calls in flight of every process, as of this server's last draw.
+   *
+   * @generated from field: int32 calls_in_flight = 7;
+   */
+  callsInFlight: number;
+
+  /**
+   * The calls waiting for the limit in this server.
+   *
+   * @generated from field: int32 waiting_calls = 8;
+   */
+  waitingCalls: number;
+
+  /**
+   * Calls granted and 429s answered to this server since it started.
+   *
+   * @generated from field: int64 granted_calls = 9;
+   */
+  grantedCalls: bigint;
+
+  /**
+   * @generated from field: int64 rate_limited_calls = 10;
+   */
+  rateLimitedCalls: bigint;
+
+  /**
+   * Set while a 429's Retry-After pauses the limit for every process.
+   *
+   * @generated from field: google.protobuf.Timestamp paused_until = 11;
+   */
+  pausedUntil?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message oncejob.v1.ProviderLimitUse.
+ * Use `create(ProviderLimitUseSchema)` to create a new message.
+ */
+export const ProviderLimitUseSchema: GenMessage<ProviderLimitUse> = /*@__PURE__*/
+  messageDesc(file_oncejob_v1_run, 2);
 
 /**
  * @generated from message oncejob.v1.CreateRunRequest
@@ -300,7 +408,7 @@ export type CreateRunRequest = Message<"oncejob.v1.CreateRunRequest"> & {
  * Use `create(CreateRunRequestSchema)` to create a new message.
  */
 export const CreateRunRequestSchema: GenMessage<CreateRunRequest> = /*@__PURE__*/
-  messageDesc(file_oncejob_v1_run, 2);
+  messageDesc(file_oncejob_v1_run, 3);
 
 /**
  * @generated from message oncejob.v1.CreateRunResponse
@@ -317,7 +425,7 @@ export type CreateRunResponse = Message<"oncejob.v1.CreateRunResponse"> & {
  * Use `create(CreateRunResponseSchema)` to create a new message.
  */
 export const CreateRunResponseSchema: GenMessage<CreateRunResponse> = /*@__PURE__*/
-  messageDesc(file_oncejob_v1_run, 3);
+  messageDesc(file_oncejob_v1_run, 4);
 
 /**
  * @generated from message oncejob.v1.GetRunRequest
@@ -336,7 +444,7 @@ export type GetRunRequest = Message<"oncejob.v1.GetRunRequest"> & {
  * Use `create(GetRunRequestSchema)` to create a new message.
  */
 export const GetRunRequestSchema: GenMessage<GetRunRequest> = /*@__PURE__*/
-  messageDesc(file_oncejob_v1_run, 4);
+  messageDesc(file_oncejob_v1_run, 5);
 
 /**
  * @generated from message oncejob.v1.GetRunResponse
@@ -353,7 +461,7 @@ export type GetRunResponse = Message<"oncejob.v1.GetRunResponse"> & {
  * Use `create(GetRunResponseSchema)` to create a new message.
  */
 export const GetRunResponseSchema: GenMessage<GetRunResponse> = /*@__PURE__*/
-  messageDesc(file_oncejob_v1_run, 5);
+  messageDesc(file_oncejob_v1_run, 6);
 
 /**
  * @generated from message oncejob.v1.ListRunsRequest
@@ -379,7 +487,7 @@ export type ListRunsRequest = Message<"oncejob.v1.ListRunsRequest"> & {
  * Use `create(ListRunsRequestSchema)` to create a new message.
  */
 export const ListRunsRequestSchema: GenMessage<ListRunsRequest> = /*@__PURE__*/
-  messageDesc(file_oncejob_v1_run, 6);
+  messageDesc(file_oncejob_v1_run, 7);
 
 /**
  * @generated from message oncejob.v1.ListRunsResponse
@@ -403,7 +511,7 @@ export type ListRunsResponse = Message<"oncejob.v1.ListRunsResponse"> & {
  * Use `create(ListRunsResponseSchema)` to create a new message.
  */
 export const ListRunsResponseSchema: GenMessage<ListRunsResponse> = /*@__PURE__*/
-  messageDesc(file_oncejob_v1_run, 7);
+  messageDesc(file_oncejob_v1_run, 8);
 
 /**
  * @generated from message oncejob.v1.WatchRunRequest
@@ -430,7 +538,7 @@ export type WatchRunRequest = Message<"oncejob.v1.WatchRunRequest"> & {
  * Use `create(WatchRunRequestSchema)` to create a new message.
  */
 export const WatchRunRequestSchema: GenMessage<WatchRunRequest> = /*@__PURE__*/
-  messageDesc(file_oncejob_v1_run, 8);
+  messageDesc(file_oncejob_v1_run, 9);
 
 /**
  * @generated from message oncejob.v1.WatchRunResponse
@@ -449,7 +557,7 @@ export type WatchRunResponse = Message<"oncejob.v1.WatchRunResponse"> & {
  * Use `create(WatchRunResponseSchema)` to create a new message.
  */
 export const WatchRunResponseSchema: GenMessage<WatchRunResponse> = /*@__PURE__*/
-  messageDesc(file_oncejob_v1_run, 9);
+  messageDesc(file_oncejob_v1_run, 10);
 
 /**
  * @generated from message oncejob.v1.RetryRunFailuresRequest
@@ -476,7 +584,7 @@ export type RetryRunFailuresRequest = Message<"oncejob.v1.RetryRunFailuresReques
  * Use `create(RetryRunFailuresRequestSchema)` to create a new message.
  */
 export const RetryRunFailuresRequestSchema: GenMessage<RetryRunFailuresRequest> = /*@__PURE__*/
-  messageDesc(file_oncejob_v1_run, 10);
+  messageDesc(file_oncejob_v1_run, 11);
 
 /**
  * @generated from message oncejob.v1.RetryRunFailuresResponse
@@ -502,7 +610,7 @@ export type RetryRunFailuresResponse = Message<"oncejob.v1.RetryRunFailuresRespo
  * Use `create(RetryRunFailuresResponseSchema)` to create a new message.
  */
 export const RetryRunFailuresResponseSchema: GenMessage<RetryRunFailuresResponse> = /*@__PURE__*/
-  messageDesc(file_oncejob_v1_run, 11);
+  messageDesc(file_oncejob_v1_run, 12);
 
 /**
  * @generated from message oncejob.v1.CancelRunRequest
@@ -529,7 +637,7 @@ export type CancelRunRequest = Message<"oncejob.v1.CancelRunRequest"> & {
  * Use `create(CancelRunRequestSchema)` to create a new message.
  */
 export const CancelRunRequestSchema: GenMessage<CancelRunRequest> = /*@__PURE__*/
-  messageDesc(file_oncejob_v1_run, 12);
+  messageDesc(file_oncejob_v1_run, 13);
 
 /**
  * @generated from message oncejob.v1.CancelRunResponse
@@ -553,7 +661,7 @@ export type CancelRunResponse = Message<"oncejob.v1.CancelRunResponse"> & {
  * Use `create(CancelRunResponseSchema)` to create a new message.
  */
 export const CancelRunResponseSchema: GenMessage<CancelRunResponse> = /*@__PURE__*/
-  messageDesc(file_oncejob_v1_run, 13);
+  messageDesc(file_oncejob_v1_run, 14);
 
 /**
  * @generated from message oncejob.v1.ListRunBatchesRequest
@@ -572,7 +680,7 @@ export type ListRunBatchesRequest = Message<"oncejob.v1.ListRunBatchesRequest"> 
  * Use `create(ListRunBatchesRequestSchema)` to create a new message.
  */
 export const ListRunBatchesRequestSchema: GenMessage<ListRunBatchesRequest> = /*@__PURE__*/
-  messageDesc(file_oncejob_v1_run, 14);
+  messageDesc(file_oncejob_v1_run, 15);
 
 /**
  * @generated from message oncejob.v1.ListRunBatchesResponse
@@ -589,7 +697,7 @@ export type ListRunBatchesResponse = Message<"oncejob.v1.ListRunBatchesResponse"
  * Use `create(ListRunBatchesResponseSchema)` to create a new message.
  */
 export const ListRunBatchesResponseSchema: GenMessage<ListRunBatchesResponse> = /*@__PURE__*/
-  messageDesc(file_oncejob_v1_run, 15);
+  messageDesc(file_oncejob_v1_run, 16);
 
 /**
  * RunBatch is one provider batch as a run sees it.
@@ -676,7 +784,7 @@ export type RunBatch = Message<"oncejob.v1.RunBatch"> & {
  * Use `create(RunBatchSchema)` to create a new message.
  */
 export const RunBatchSchema: GenMessage<RunBatch> = /*@__PURE__*/
-  messageDesc(file_oncejob_v1_run, 16);
+  messageDesc(file_oncejob_v1_run, 17);
 
 /**
  * RunState is whether a run accepts items, and whether they are done.
