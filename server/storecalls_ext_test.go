@@ -81,9 +81,14 @@ func TestOneTenantCannotTakeTheStore(t *testing.T) {
 	}
 	schema, err := url.Parse(dbURL)
 	require.NoError(t, err)
+	// Observed from a connection of its own: pg_stat_activity is a
+	// snapshot taken once per transaction, and the locker's is open.
+	observer, err := pgx.Connect(t.Context(), dbURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = observer.Close(context.Background()) })
 	require.Eventually(t, func() bool {
 		var waiting int
-		require.NoError(t, locker.QueryRow(t.Context(),
+		require.NoError(t, observer.QueryRow(t.Context(),
 			"SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
 			schema.Query().Get("application_name")).Scan(&waiting))
 		return waiting == share
