@@ -68,7 +68,7 @@ func soak(t *testing.T, storeArgs []string) {
 		tenant.HashKey(soakHostileKey), tenant.HashKey(soakOtherKey)))
 	addr, httpAddr := freeAddr(t), freeAddr(t)
 	args := append([]string{"serve", "--grpc-addr", addr, "--http-addr", httpAddr, "--api-keys", keys,
-		"--workers", "0", "--memory-budget", strconv.Itoa(soakBudget), "--request-read-timeout", "5s"}, storeArgs...)
+		"--workers", "0", "--memory-budget", strconv.Itoa(soakBudget), "--request-read-timeout", "5s", "--http-read-header-timeout", "2s"}, storeArgs...)
 	p := start(t, "serve-soak", nil, args...)
 	t.Cleanup(p.stop)
 	waitHealthy(t, p, addr)
