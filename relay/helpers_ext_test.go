@@ -23,6 +23,7 @@ import (
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
 	"github.com/oncejob/oncejob/store/storesqlite/storesqlitetest"
+	"github.com/oncejob/oncejob/store/storetest"
 )
 
 // testStore is what these tests drive: jobs made to announce events, and
@@ -80,7 +81,7 @@ func failThenSucceed(t *testing.T, st testStore, tenant string) *store.Job {
 	job := failJob(t, st, tenant, "summarize")
 	_, err := st.JobReplay(t.Context(), &store.JobReplayParams{Tenant: tenant, ID: job.ID})
 	require.NoError(t, err)
-	_, err = st.JobPublish(t.Context(), &store.JobPublishParams{Lease: claim(t, st, job.ID), Output: []byte(`{"ok": true}`), Message: "published"})
+	_, err = storetest.Publish(t.Context(), st, &store.JobPublishParams{Lease: claim(t, st, job.ID), Output: []byte(`{"ok": true}`), Message: "published"})
 	require.NoError(t, err)
 	return job
 }
