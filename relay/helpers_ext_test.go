@@ -163,6 +163,7 @@ func startRelay(t *testing.T, cfg relay.Config) *relay.Relay {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	cfg.Deliverer = delivererOf(cfg.Store)
 	r, err := relay.New(t.Context(), cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -170,6 +171,15 @@ func startRelay(t *testing.T, cfg relay.Config) *relay.Relay {
 	go func() { defer close(done); _ = r.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; _ = r.Close() })
 	return r
+}
+
+// delivererOf is what cmd/oncejob wires as the relay's Deliverer: the
+// store itself where it routes and delivers at once (Postgres), else nil.
+func delivererOf(st relay.Store) store.OutboxDeliverer {
+	if d, ok := st.(store.OutboxDeliverer); ok {
+		return d
+	}
+	return nil
 }
 
 // deliveries lists every delivery of the tenant.
