@@ -111,7 +111,7 @@ func runKeysRevoke(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	k, err := st.APIKeyRevoke(ctx, id)
+	k, err := st.APIKeyRevoke(ctx, &store.APIKeyRevokeParams{ID: id})
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("no key %s", tenant.StoreKeyPrefix(id))
 	}
