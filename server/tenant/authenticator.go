@@ -323,7 +323,7 @@ func (a *Authenticator) storeKey(ctx context.Context, id string) (*cachedAPIKey,
 	// reads it again would keep the key past CacheTTL.
 	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
 	defer cancel()
-	k, err := a.cfg.Store.APIKeyGetByID(readCtx, id)
+	k, err := a.cfg.Store.APIKeyGetByID(readCtx, &store.APIKeyGetByIDParams{ID: id})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		a.mu.Lock()
 		if c != nil {
@@ -354,7 +354,7 @@ func (a *Authenticator) storeKey(ctx context.Context, id string) (*cachedAPIKey,
 	if k != nil && k.RevokedAt == nil && now.Sub(fresh.touchedAt) >= touchEvery {
 		// One write a minute per key and replica, and the store skips it
 		// when another replica wrote within the minute.
-		if err := a.cfg.Store.APIKeyTouch(readCtx, id, touchEvery); err == nil {
+		if err := a.cfg.Store.APIKeyTouch(readCtx, &store.APIKeyTouchParams{ID: id, Every: touchEvery}); err == nil {
 			fresh.touchedAt = now
 		}
 	}

@@ -39,7 +39,7 @@ func (s *keyStore) APIKeyCreate(_ context.Context, p *store.APIKeyCreateParams) 
 	return k, nil
 }
 
-func (s *keyStore) APIKeyGetByID(ctx context.Context, id string) (*store.APIKey, error) {
+func (s *keyStore) APIKeyGetByID(ctx context.Context, p *store.APIKeyGetByIDParams) (*store.APIKey, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reads++
@@ -49,7 +49,7 @@ func (s *keyStore) APIKeyGetByID(ctx context.Context, id string) (*store.APIKey,
 	if s.err != nil {
 		return nil, s.err
 	}
-	k, ok := s.keys[id]
+	k, ok := s.keys[p.ID]
 	if !ok {
 		return nil, store.ErrNotFound
 	}
@@ -76,15 +76,15 @@ func (s *keyStore) APIKeyList(_ context.Context, p *store.APIKeyListParams) ([]*
 	return out, nil
 }
 
-func (s *keyStore) APIKeyRevoke(_ context.Context, id string) (*store.APIKey, error) {
+func (s *keyStore) APIKeyRevoke(_ context.Context, p *store.APIKeyRevokeParams) (*store.APIKey, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	s.keys[id].RevokedAt = &now
-	return s.keys[id], nil
+	s.keys[p.ID].RevokedAt = &now
+	return s.keys[p.ID], nil
 }
 
-func (s *keyStore) APIKeyTouch(context.Context, string, time.Duration) error { return nil }
+func (s *keyStore) APIKeyTouch(context.Context, *store.APIKeyTouchParams) error { return nil }
 
 // fakeClock gives a a clock that stands still until the test advances it,
 // so what a TTL allows is shown without waiting for one.
@@ -155,7 +155,7 @@ func TestAuthenticator(t *testing.T) {
 		key, id := create(t, s, "acme", store.RoleSubmitter)
 		_, err := principalOf(a, key)
 		require.NoError(t, err)
-		_, err = s.APIKeyRevoke(context.Background(), id)
+		_, err = s.APIKeyRevoke(context.Background(), &store.APIKeyRevokeParams{ID: id})
 		require.NoError(t, err)
 		_, err = principalOf(a, key)
 		require.NoError(t, err, "within the TTL the key read before is trusted")
@@ -180,7 +180,7 @@ func TestAuthenticator(t *testing.T) {
 		key, id := create(t, s, "acme", store.RoleSubmitter)
 		_, err := principalOf(a, key)
 		require.NoError(t, err)
-		_, err = s.APIKeyRevoke(context.Background(), id)
+		_, err = s.APIKeyRevoke(context.Background(), &store.APIKeyRevokeParams{ID: id})
 		require.NoError(t, err)
 		advance(ttl)
 
@@ -311,7 +311,7 @@ func TestAuthenticator(t *testing.T) {
 		t.Parallel()
 		s := &keyStore{keys: map[string]*store.APIKey{}}
 		_, id := create(t, s, "acme", store.RoleOperator)
-		_, err := s.APIKeyRevoke(context.Background(), id)
+		_, err := s.APIKeyRevoke(context.Background(), &store.APIKeyRevokeParams{ID: id})
 		require.NoError(t, err)
 		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: time.Millisecond})
 		require.False(t, a.DevMode(context.Background()), "the store has held a key")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncejob/oncejob/migrations"
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storetest"
 )
 
 // TestJobEventListenWakesOnCommit: a commit notifies at once, not at the
@@ -34,7 +35,7 @@ func TestJobEventListenWakesOnCommit(t *testing.T) {
 	for seq, write := range []func(id string) error{
 		func(id string) error { _, err := s.JobSubmit(ctx, newSubmitParams(id)); return err },
 		func(id string) error {
-			_, err := s.JobComplete(ctx, &store.JobCompleteParams{Tenant: "tenant-a", ID: id, Output: []byte(`{}`)})
+			_, err := storetest.Complete(ctx, s, &storetest.CompleteParams{Tenant: "tenant-a", ID: id, Output: []byte(`{}`)})
 			return err
 		},
 	} {
@@ -104,7 +105,7 @@ VALUES (?1, 2, 'queued', 'uploaded', 0, 'replayed', 30),
 	require.Equal(t, []store.JobChangeCursor{{ID: 1}, {ID: 3}}, list("tenant-a"))
 	require.Equal(t, []store.JobChangeCursor{{ID: 2}}, list("tenant-b"))
 
-	_, err = s.JobComplete(ctx, &store.JobCompleteParams{Tenant: "tenant-b", ID: b, Output: []byte(`{}`)})
+	_, err = storetest.Complete(ctx, s, &storetest.CompleteParams{Tenant: "tenant-b", ID: b, Output: []byte(`{}`)})
 	require.NoError(t, err)
 	require.Equal(t, []store.JobChangeCursor{{ID: 2}, {ID: 4}}, list("tenant-b"))
 }
