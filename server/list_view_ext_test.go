@@ -12,6 +12,7 @@ import (
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storetest"
 )
 
 // TestListSchedulesLeavesOutDocuments (issue #31, finding 6): 30
@@ -94,7 +95,7 @@ func TestListJobsFullView(t *testing.T) {
 		jobs, err := b.store.JobClaim(ctx, &store.JobClaimParams{Owner: "w", Limit: 1, LeaseDuration: time.Minute})
 		require.NoError(t, err)
 		require.Len(t, jobs, 1)
-		require.NoError(t, b.store.CheckpointWrite(ctx, &store.CheckpointWriteParams{
+		require.NoError(t, storetest.CheckpointWrite(ctx, b.store, &storetest.CheckpointWriteParams{
 			Lease: lease(jobs[0]), Stage: store.JobStageTextExtracted, Chunk: -1, StageKey: "stage:v1:text",
 			CodeVersion: "3", Output: []byte("twelve bytes"), AdvanceStage: true, Message: "text_extracted: computed",
 		}))
