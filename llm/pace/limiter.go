@@ -205,9 +205,12 @@ func (l *limiter) wait(ctx context.Context, c Call) (*Ticket, error) {
 		if !l.giveUp(w) {
 			return w.ticket, nil
 		}
+		// It waited longest of the calls still waiting (a FIFO within its
+		// group), so it is at the head: the calls that gave up before it
+		// are counted by deferCall, those still waiting come after it.
 		l.lock()
 		now := time.Now()
-		err := l.deferCall(now, l.estimateWait(c, tokens, now), tokens)
+		err := l.deferCall(now, l.waitAt(l.effective(), 1, tokens, now), tokens)
 		l.unlock()
 		return nil, err
 	}
@@ -259,13 +262,19 @@ func (l *limiter) estimateWait(c Call, tokens int64, now time.Time) time.Duratio
 		}
 		pos += math.Min(float64(interactive), pos*interactiveWeight/batchWeight)
 	}
-	pos = math.Min(pos, float64(l.queue.waiting+1))
+	return l.waitAt(e, math.Min(pos, float64(l.queue.waiting+1)), tokens, now)
+}
+
+// waitAt is how long a call of tokens at place pos of the queue would wait
+// at the pace e. The buckets' shadows start now when no grant set them
+// yet.
+func (l *limiter) waitAt(e effective, pos float64, tokens int64, now time.Time) time.Duration {
 	var wait float64
 	if e.reqRate > 0 {
-		wait = math.Max(wait, l.shadowReq.Sub(now).Seconds()+(pos-e.reqBurst)/e.reqRate)
+		wait = math.Max(wait, later(l.shadowReq, now).Sub(now).Seconds()+(pos-e.reqBurst)/e.reqRate)
 	}
 	if e.tokRate > 0 {
-		wait = math.Max(wait, l.shadowTok.Sub(now).Seconds()+(pos*float64(tokens)-e.tokBurst)/e.tokRate)
+		wait = math.Max(wait, later(l.shadowTok, now).Sub(now).Seconds()+(pos*float64(tokens)-e.tokBurst)/e.tokRate)
 	}
 	if e.inFlight > 0 && l.latencyMean > 0 {
 		wait = math.Max(wait, (pos-float64(max(e.inFlight-l.sharedCalls, 0)))*l.latencyMean/float64(e.inFlight))
