@@ -257,3 +257,19 @@ func TestCallsHandedBackComeBackSpread(t *testing.T) {
 	require.Greater(t, len(distinct), len(until)/2, "next tries spread, not one time for all: %v", until)
 	require.Greater(t, latest, time.Duration(len(until)-1)*40*time.Millisecond, "the last comes back after the others, at the limit's rate")
 }
+
+// TestTokenLimitGrantsManyOnceUsageIsKnown: calls that arrived while the
+// tokens a call takes were a guess (a long completion: hundreds of tokens,
+// most of the limit's burst) are granted on what the answers taught when
+// their turn comes, so several go at once; reserved on the first guess,
+// one call held the burst and they went one at a time.
+func TestTokenLimitGrantsManyOnceUsageIsKnown(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, llmsim.Limits{Tokens: 1000, Window: time.Second}, 100*time.Millisecond)
+	p := h.pacer(t, "p1", map[string]pace.Limit{"default": {TokensPerMinute: 60000}})
+	h.run(t, []*pace.Pacer{p}, 60)
+	st := h.sim.Stats()
+	require.EqualValues(t, 60, st.BilledCalls)
+	require.Zero(t, st.RateLimited, "%v", st.RateLimitedBy)
+	require.GreaterOrEqual(t, st.MaxInFlight, 3, "calls of about 30 tokens against a burst of 500 go several at once")
+}
