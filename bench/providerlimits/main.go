@@ -24,7 +24,7 @@
 //     minute (500 a second) with 2 s latency: calls/s / limit after the
 //     first window and the share of 429s, with serve's CPU.
 //
-//     cd bench && go run ./providerlimits                      # every phase, ~6 minutes
+//     cd bench && go run ./providerlimits                      # every phase, ~5 minutes
 //     cd bench && go run ./providerlimits -phases headline -headline-jobs 30000
 package main
 
@@ -67,7 +67,7 @@ func main() {
 	flag.StringVar(&c.pgURL, "pg", benchkit.EnvOr("BENCH_PG", "postgres://postgres@127.0.0.1:5432"), "Postgres server URL (no database)")
 	flag.StringVar(&c.db, "db", "oncejob_bench_providerlimits", "database to create (dropped and created per phase)")
 	flag.StringVar(&c.phases, "phases", "requests,tokens,inflight,nolimit,fair,headline", "phases to run, in this order")
-	flag.BoolVar(&c.verbose, "v", false, "print the calls started in each second of the requests, tokens and inflight phases")
+	flag.BoolVar(&c.verbose, "v", false, "print the calls started in each second of the requests, tokens, inflight and headline phases")
 	flag.Parse()
 	if err := run(context.Background(), c); err != nil {
 		fmt.Fprintln(os.Stderr, "bench providerlimits:", err)
@@ -675,6 +675,16 @@ func (b *bench) headline(ctx context.Context) error {
 		return err
 	}
 	srv.stop()
+	if b.c.verbose {
+		conn, err := pgx.Connect(ctx, db)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(context.Background())
+		if err := printPerSecond(ctx, conn); err != nil {
+			return err
+		}
+	}
 	rate, share, from, to, err := steady(samples, 3*time.Second, int64(n))
 	if err != nil {
 		return err
