@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/vanguard/vanguardgrpc"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/oncejob/oncejob/server/membudget"
@@ -31,6 +32,10 @@ type ConnectHandler struct {
 	transcoder   *vanguard.Transcoder
 	authenticate func(ctx context.Context, authorization string) error
 	memory       *membudget.Budget
+	// maxBodyBytes bounds a request body: one message and its framing
+	// (there are no client streams), with room for a compression that
+	// grows what it cannot shrink.
+	maxBodyBytes int64
 	// Paths are the patterns to mount it under: "/<service>/" for each
 	// service of the server (oncejob.v1.JobService, grpc.health.v1.Health, ...).
 	Paths []string
@@ -46,7 +51,7 @@ func Connect(srv *grpc.Server, maxMessageBytes int) (*ConnectHandler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &ConnectHandler{transcoder: t}
+	h := &ConnectHandler{transcoder: t, maxBodyBytes: int64(maxMessageBytes) + 1<<20}
 	for name := range srv.GetServiceInfo() {
 		h.Paths = append(h.Paths, "/"+name+"/")
 	}
@@ -70,6 +75,14 @@ func (h *ConnectHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				writeCallError(w, r, status.Convert(err))
 				return
 			}
+		}
+		if r.ContentLength > h.maxBodyBytes {
+			// Refused by its announced length before any of it is drawn
+			// from the budget, as the JSON routes do: drawn, a length no
+			// call can use would take the budget from every other call
+			// without a byte sent.
+			writeCallError(w, r, status.Newf(codes.ResourceExhausted, "the request body of %d bytes is over the limit of %d bytes (--max-document-bytes plus 2 MiB)", r.ContentLength, h.maxBodyBytes))
+			return
 		}
 		hold := h.memory.Hold("a request body")
 		defer hold.Release()

@@ -2,9 +2,11 @@ package gateway_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,8 +17,10 @@ import (
 
 	"github.com/oncejob/oncejob/gateway"
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
+	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/server/idempotency"
 	"github.com/oncejob/oncejob/server/limits"
+	"github.com/oncejob/oncejob/server/membudget"
 	"github.com/oncejob/oncejob/store/storesqlite/storesqlitetest"
 )
 
@@ -327,4 +331,60 @@ func TestConnectTenantLimits(t *testing.T) {
 		}
 		require.Greater(t, delay, 90*time.Second, "%s: the RetryInfo says when to come back", p.name)
 	}
+}
+
+// untouchedBody is a request body that records whether anyone read it.
+type untouchedBody struct{ read atomic.Bool }
+
+func (b *untouchedBody) Read([]byte) (int, error) {
+	b.read.Store(true)
+	return 0, io.ErrUnexpectedEOF
+}
+
+func (b *untouchedBody) Close() error { return nil }
+
+// A Connect or gRPC-web call whose Content-Length is over what one request
+// message and its framing can be is refused before its body is read, and
+// draws nothing from the memory budget: before, the announced length was
+// drawn whole, up to the budget, before the translation refused it, so a
+// caller could take the budget from every other call without sending a
+// byte (the JSON routes refuse such a body before the budget too). Lengths
+// 1 and many bytes over the limit, on each protocol's content type; one at
+// the limit is drawn and read.
+func TestConnectBodyOverTheLimitDrawsNothing(t *testing.T) {
+	t.Parallel()
+	s, err := server.New(server.Config{Store: storesqlitetest.NewTestStore(t)})
+	require.NoError(t, err)
+	t.Cleanup(s.GRPC.Stop)
+	maxMessage := server.MaxMessageBytes(server.DefaultMaxDocumentBytes)
+	h, err := gateway.Connect(s.GRPC, maxMessage)
+	require.NoError(t, err)
+	budget := membudget.New(1 << 30)
+	h.Guard(nil, budget)
+	limit := int64(maxMessage) + 1<<20
+	for _, ct := range []string{"application/proto", "application/json", "application/grpc-web+proto", "application/connect+proto"} {
+		for _, n := range []int64{limit + 1, limit + 7<<20, 900 << 20} {
+			body := &untouchedBody{}
+			req := httptest.NewRequest(http.MethodPost, "/oncejob.v1.JobService/SubmitJob", body)
+			req.ContentLength = n
+			req.Header.Set("Content-Type", ct)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			require.False(t, body.read.Load(), "%s, %d bytes: the body was read", ct, n)
+			require.Zero(t, budget.Peak(), "%s, %d bytes: drawn from the budget", ct, n)
+			if strings.HasPrefix(ct, "application/grpc") {
+				require.Equal(t, "8", rec.Header().Get("Grpc-Status"), "%s: RESOURCE_EXHAUSTED", ct)
+			} else {
+				require.Equal(t, http.StatusTooManyRequests, rec.Code, "%s: RESOURCE_EXHAUSTED", ct)
+				require.Contains(t, rec.Body.String(), `"resource_exhausted"`)
+			}
+		}
+	}
+	body := &untouchedBody{}
+	req := httptest.NewRequest(http.MethodPost, "/oncejob.v1.JobService/SubmitJob", body)
+	req.ContentLength = limit
+	req.Header.Set("Content-Type", "application/proto")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	require.Equal(t, limit, budget.Peak(), "a body at the limit is drawn")
+	require.Zero(t, budget.Used(), "and given back")
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
 	"github.com/oncejob/oncejob/store/storesqlite/storesqlitetest"
+	"github.com/oncejob/oncejob/store/storetest"
 	"github.com/oncejob/oncejob/watch"
 )
 
@@ -155,7 +156,7 @@ func drive(t *testing.T, st testStore, want int, step func(seq int)) {
 	for i, stage := range []store.JobStage{store.JobStageTextExtracted, store.JobStageChunksReady, store.JobStageLLMDone, store.JobStageValidated} {
 		step(3 + i)
 		for _, j := range jobs {
-			require.NoError(t, st.CheckpointWrite(ctx, &store.CheckpointWriteParams{
+			require.NoError(t, storetest.CheckpointWrite(ctx, st, &storetest.CheckpointWriteParams{
 				Lease: lease(j), Stage: stage, Chunk: -1, StageKey: string(stage) + ":" + j.ID, CodeVersion: "1",
 				Output: []byte(`{}`), AdvanceStage: true, Message: string(stage),
 			}))
@@ -163,7 +164,7 @@ func drive(t *testing.T, st testStore, want int, step func(seq int)) {
 	}
 	step(7)
 	for _, j := range jobs {
-		_, err := st.JobPublish(ctx, &store.JobPublishParams{Lease: lease(j), Output: []byte(`{"summary":"s"}`), Message: "published"})
+		_, err := storetest.Publish(ctx, st, &store.JobPublishParams{Lease: lease(j), Output: []byte(`{"summary":"s"}`), Message: "published"})
 		require.NoError(t, err)
 	}
 }

@@ -159,7 +159,12 @@ type EnsureHooks struct {
 // one file and one batch of the tag, found by the next call, provided the
 // next call is made with the same tag: so one tag must always name the same
 // calls. A lost answer to an upload or a create is retried through the
-// lookups by the caller calling EnsureBatch again.
+// lookups by the caller calling EnsureBatch again. A create that failed
+// other than by a refusal (invalid, rate limited) may still land later, so
+// the tag is revoked (RevokeBatch) before the error is returned: the next
+// call finds a batch that landed, or uploads the calls again, and a create
+// landing after the revoke is refused. Left open: a revoke that fails too
+// (its error is in the one returned).
 func EnsureBatch(ctx context.Context, p BatchProvider, tag string, since time.Time, calls []*Request, metadata map[string]string, hooks EnsureHooks) (*Batch, error) {
 	if tag == "" || len(calls) == 0 {
 		return nil, errors.New("llm: EnsureBatch needs a tag and at least one call")
@@ -198,9 +203,21 @@ func EnsureBatch(ctx context.Context, p BatchProvider, tag string, since time.Ti
 	}
 	b, err = p.CreateBatch(cctx, f.ID, md)
 	if err != nil {
-		if class, ok := ClassOf(err); ok && class == ClassInvalidRequest {
+		class, ok := ClassOf(err)
+		if ok && class == ClassInvalidRequest {
 			if _, ferr := p.FindBatchFile(ctx, name, since); errors.Is(ferr, ErrNotFound) {
 				return nil, fmt.Errorf("%w: %w", ErrBatchRevoked, err)
+			}
+		}
+		if !ok || (class != ClassInvalidRequest && class != ClassRateLimited) {
+			// The create may still be on its way (a deadline, a lost
+			// answer, a proxy's timeout) and land after the next call has
+			// looked and created from this file: two batches of the same
+			// calls. Revoked, the tag's file is gone: a create that landed
+			// is found by the next call's look, a later one is refused,
+			// and the next call uploads the calls again.
+			if rerr := RevokeBatch(ctx, p, tag, since); rerr != nil {
+				return nil, fmt.Errorf("create the batch: %w (and its input file not deleted: %w)", err, rerr)
 			}
 		}
 		return nil, fmt.Errorf("create the batch: %w", err)

@@ -461,3 +461,69 @@ func TestRevokeBatchWithALaggingListing(t *testing.T) {
 	require.NoError(t, llm.RevokeBatch(t.Context(), lag, "tag-lag", b.since))
 	require.Equal(t, 1, lag.deletes)
 }
+
+// lateCreate is a provider whose first create reaches it late: the call
+// ends with a lost answer (ClassOutcomeUnknown: the client's deadline, a
+// proxy's timeout) while the request is still on its way, and the test
+// lands it afterwards with land.
+type lateCreate struct {
+	llm.BatchProvider
+	mu      sync.Mutex
+	pending *struct {
+		fileID string
+		md     map[string]string
+	}
+	held bool
+}
+
+func (l *lateCreate) CreateBatch(ctx context.Context, fileID string, md map[string]string) (*llm.Batch, error) {
+	l.mu.Lock()
+	if !l.held {
+		l.held = true
+		l.pending = &struct {
+			fileID string
+			md     map[string]string
+		}{fileID, md}
+		l.mu.Unlock()
+		return nil, &llm.Error{Class: llm.ClassOutcomeUnknown, Message: "the create's answer did not come in time", Err: context.DeadlineExceeded}
+	}
+	l.mu.Unlock()
+	return l.BatchProvider.CreateBatch(ctx, fileID, md)
+}
+
+// land delivers the create held back.
+func (l *lateCreate) land(ctx context.Context) (*llm.Batch, error) {
+	return l.BatchProvider.CreateBatch(ctx, l.pending.fileID, l.pending.md)
+}
+
+// A create whose outcome is unknown may still be on its way and land
+// after the next try has looked and created: EnsureBatch revokes the tag
+// (deletes its input file) before it returns such an error, so the next
+// try finds the batch if the create had landed, else creates from a new
+// file, and the late create, naming the deleted file, is refused. Before,
+// the next try found no batch, created one from the same file, and the
+// late create made a second batch of the same calls: every line billed
+// twice.
+func TestEnsureBatchAfterAnUnknownCreateNeverCreatesTwice(t *testing.T) {
+	t.Parallel()
+	b := setupBatch(t, 0, llmsim.Faults{})
+	calls := batchCalls("slow", 4)
+	p := &lateCreate{BatchProvider: b.client}
+	_, err := llm.EnsureBatch(t.Context(), p, "tag-slow", b.since, calls, nil, llm.EnsureHooks{})
+	class, ok := llm.ClassOf(err)
+	require.True(t, ok, "%v", err)
+	require.Equal(t, llm.ClassOutcomeUnknown, class, "retryable: the caller tries again")
+
+	batch, err := llm.EnsureBatch(t.Context(), p, "tag-slow", b.since, calls, nil, llm.EnsureHooks{})
+	require.NoError(t, err)
+	require.Equal(t, "tag-slow", batch.Metadata[llm.TagKey])
+	_, err = p.land(t.Context())
+	require.Error(t, err, "the late create names a deleted file")
+	st := b.sim.Stats()
+	require.EqualValues(t, 1, st.BatchesCreated, "one batch of the tag")
+	b.clock.advance(time.Second)
+	done, err := b.client.GetBatch(t.Context(), batch.ID)
+	require.NoError(t, err)
+	require.Equal(t, llm.BatchCompleted, done.Status)
+	require.EqualValues(t, 4, b.sim.Stats().BatchBilledCalls, "each call billed once")
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
 	"github.com/oncejob/oncejob/store/storesqlite/storesqlitetest"
+	"github.com/oncejob/oncejob/store/storetest"
 )
 
 // testStore is what these tests drive: jobs made to announce events, and
@@ -80,7 +81,7 @@ func failThenSucceed(t *testing.T, st testStore, tenant string) *store.Job {
 	job := failJob(t, st, tenant, "summarize")
 	_, err := st.JobReplay(t.Context(), &store.JobReplayParams{Tenant: tenant, ID: job.ID})
 	require.NoError(t, err)
-	_, err = st.JobPublish(t.Context(), &store.JobPublishParams{Lease: claim(t, st, job.ID), Output: []byte(`{"ok": true}`), Message: "published"})
+	_, err = storetest.Publish(t.Context(), st, &store.JobPublishParams{Lease: claim(t, st, job.ID), Output: []byte(`{"ok": true}`), Message: "published"})
 	require.NoError(t, err)
 	return job
 }
@@ -162,6 +163,7 @@ func startRelay(t *testing.T, cfg relay.Config) *relay.Relay {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	cfg.Deliverer = delivererOf(cfg.Store)
 	r, err := relay.New(t.Context(), cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -169,6 +171,15 @@ func startRelay(t *testing.T, cfg relay.Config) *relay.Relay {
 	go func() { defer close(done); _ = r.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; _ = r.Close() })
 	return r
+}
+
+// delivererOf is what cmd/oncejob wires as the relay's Deliverer: the
+// store itself where it routes and delivers at once (Postgres), else nil.
+func delivererOf(st relay.Store) store.OutboxDeliverer {
+	if d, ok := st.(store.OutboxDeliverer); ok {
+		return d
+	}
+	return nil
 }
 
 // deliveries lists every delivery of the tenant.

@@ -39,6 +39,13 @@ type Store interface {
 type Config struct {
 	// Store holds the outbox and the deliveries. Required.
 	Store Store
+	// Deliverer, when set, routes the outbox and makes the first attempt
+	// of each delivery to a sink with an idempotency key at routing, so
+	// that such a delivery is written once, settled (store.OutboxDeliverer;
+	// the Postgres store is one, the embedded store is not). Nil: the relay
+	// routes through Store, and every delivery is claimed. Whoever chooses
+	// the store sets it (cmd/oncejob); the relay never looks for it.
+	Deliverer store.OutboxDeliverer
 	// Sinks are the configured sinks; none is a relay that routes every
 	// event to nothing.
 	Sinks []SinkConfig
@@ -294,13 +301,13 @@ func (r *Relay) round(ctx context.Context) (bool, error) {
 // receiver holds up the routing of other sinks' events this long at most.
 const routeSendTimeout = 2 * time.Second
 
-// route routes a batch of the outbox. On a store that can (an
-// store.OutboxDeliverer) it makes the first attempt of each delivery to a
-// sink with an idempotency key at routing, and each such delivery is
-// written once, settled; otherwise it only makes the deliveries, pending.
+// route routes a batch of the outbox. With a Deliverer it makes the first
+// attempt of each delivery to a sink with an idempotency key at routing,
+// and each such delivery is written once, settled; otherwise it only makes
+// the deliveries, pending.
 func (r *Relay) route(ctx context.Context) (int, error) {
-	dr, ok := r.cfg.Store.(store.OutboxDeliverer)
-	if !ok {
+	dr := r.cfg.Deliverer
+	if dr == nil {
 		return r.cfg.Store.OutboxRoute(ctx, &store.OutboxRouteParams{Route: r.sinks.Route, Limit: r.cfg.BatchSize * 5})
 	}
 	var sent []*store.Delivery

@@ -71,7 +71,7 @@ func TestRelayRowWritesPerEvent(t *testing.T) {
 				secret, ref := secretFile(t)
 				sink = webhookSink("hook", "acme", webhookReceiver(t, secret, newMemInbox()).URL, ref)
 			}
-			r, err := relay.New(ctx, relay.Config{Store: st, Sinks: []relay.SinkConfig{sink}, PollInterval: 20 * time.Millisecond, ReconcileInterval: -1})
+			r, err := relay.New(ctx, relay.Config{Store: st, Deliverer: delivererOf(st), Sinks: []relay.SinkConfig{sink}, PollInterval: 20 * time.Millisecond, ReconcileInterval: -1})
 			require.NoError(t, err)
 			rctx, cancel := context.WithCancel(ctx)
 			done := make(chan struct{})

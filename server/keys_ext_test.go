@@ -188,7 +188,7 @@ func TestStoreKeysOnTwoReplicas(t *testing.T) {
 		keyID, ok := tenant.ParseKeyID(submitter)
 		require.True(t, ok)
 		revoked := time.Now()
-		_, err := r1.store.APIKeyRevoke(ctx, keyID)
+		_, err := r1.store.APIKeyRevoke(ctx, &store.APIKeyRevokeParams{ID: keyID})
 		require.NoError(t, err)
 		refused := func(r *replica) bool {
 			_, err := r.jobs.GetJob(as(submitter, ""), &oncejobv1.GetJobRequest{JobId: id})

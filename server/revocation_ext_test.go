@@ -81,7 +81,7 @@ func TestRevokedKeyEndsEveryStream(t *testing.T) {
 		go drain(o.stream)
 	}
 
-	_, err = r2.store.APIKeyRevoke(ctx, prefix[len("ojk_"):])
+	_, err = r2.store.APIKeyRevoke(ctx, &store.APIKeyRevokeParams{ID: prefix[len("ojk_"):]})
 	require.NoError(t, err)
 	revokedAt := time.Now()
 	for range mine {

@@ -29,8 +29,8 @@ import (
 	"github.com/oncejob/oncejob/server/limits"
 	"github.com/oncejob/oncejob/server/membudget"
 	"github.com/oncejob/oncejob/server/tenant"
-	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
+	"github.com/oncejob/oncejob/store/storetest"
 )
 
 // API keys of the two tenants the tests use.
@@ -270,7 +270,8 @@ func TestSubmitJobKeyMissingOrMalformed(t *testing.T) {
 
 func TestTenantsAreIsolated(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	st := storepgtest.NewTestStore(t)
+	b := setup(t, setupOpts{store: st})
 	a, err := b.client.SubmitJob(as(keyAcme, "same-key"), submitReq("shared text"))
 	require.NoError(t, err)
 	g, err := b.client.SubmitJob(as(keyGlobex, "same-key"), submitReq("shared text"))
@@ -291,7 +292,7 @@ func TestTenantsAreIsolated(t *testing.T) {
 
 	// Acme's computation succeeds. Acme's next identical submission is
 	// deduplicated against it; Globex's never is.
-	_, err = b.store.JobComplete(context.Background(), &store.JobCompleteParams{Tenant: "acme", ID: a.GetJob().GetId(), Output: []byte(`{"summary":"s"}`)})
+	_, err = storetest.Complete(context.Background(), st, &storetest.CompleteParams{Tenant: "acme", ID: a.GetJob().GetId(), Output: []byte(`{"summary":"s"}`)})
 	require.NoError(t, err)
 	dup, err := b.client.SubmitJob(as(keyAcme, "another-key"), submitReq("shared text"))
 	require.NoError(t, err)
@@ -491,12 +492,13 @@ pipelines:
 		require.NoError(t, err)
 		return r
 	}
-	v1 := setup(t, setupOpts{pipelines: registry("1")})
-	v2 := setup(t, setupOpts{pipelines: registry("2"), store: v1.store})
+	st := storepgtest.NewTestStore(t)
+	v1 := setup(t, setupOpts{pipelines: registry("1"), store: st})
+	v2 := setup(t, setupOpts{pipelines: registry("2"), store: st})
 
 	a, err := v1.client.SubmitJob(as(keyAcme, "a"), submitReq("same"))
 	require.NoError(t, err)
-	_, err = v1.store.JobComplete(context.Background(), &store.JobCompleteParams{Tenant: "acme", ID: a.GetJob().GetId(), Output: []byte(`{}`)})
+	_, err = storetest.Complete(context.Background(), st, &storetest.CompleteParams{Tenant: "acme", ID: a.GetJob().GetId(), Output: []byte(`{}`)})
 	require.NoError(t, err)
 
 	same, err := v1.client.SubmitJob(as(keyAcme, "b"), submitReq("same"))

@@ -12,6 +12,7 @@ import (
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storetest"
 )
 
 func TestGetJobFullViewHasCheckpointsAndJournal(t *testing.T) {
@@ -25,11 +26,11 @@ func TestGetJobFullViewHasCheckpointsAndJournal(t *testing.T) {
 		require.Len(t, jobs, 2)
 		byID := map[string]*store.Job{jobs[0].ID: jobs[0], jobs[1].ID: jobs[1]}
 
-		require.NoError(t, b.store.CheckpointWrite(ctx, &store.CheckpointWriteParams{
+		require.NoError(t, storetest.CheckpointWrite(ctx, b.store, &storetest.CheckpointWriteParams{
 			Lease: lease(byID[first]), Stage: store.JobStageTextExtracted, Chunk: -1, StageKey: "stage:v1:text",
 			CodeVersion: "3", Output: []byte("twelve bytes"), AdvanceStage: true, Message: "text_extracted: computed",
 		}))
-		require.NoError(t, b.store.CheckpointWrite(ctx, &store.CheckpointWriteParams{
+		require.NoError(t, storetest.CheckpointWrite(ctx, b.store, &storetest.CheckpointWriteParams{
 			Lease: lease(byID[second]), Stage: store.JobStageTextExtracted, Chunk: -1, StageKey: "stage:v1:text",
 			CodeVersion: "3", Output: []byte("twelve bytes"), ReusedFrom: first, AdvanceStage: true, Message: "text_extracted: reused",
 		}))

@@ -28,6 +28,7 @@ import (
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
 	"github.com/oncejob/oncejob/store/storesqlite/storesqlitetest"
+	"github.com/oncejob/oncejob/store/storetest"
 	"github.com/oncejob/oncejob/watch"
 )
 
@@ -126,7 +127,7 @@ func drive(t testing.TB, st watchTestStore, want int, pause func()) {
 	for _, stage := range []store.JobStage{store.JobStageTextExtracted, store.JobStageChunksReady, store.JobStageLLMDone, store.JobStageValidated} {
 		pause()
 		for _, j := range jobs {
-			require.NoError(t, st.CheckpointWrite(ctx, &store.CheckpointWriteParams{
+			require.NoError(t, storetest.CheckpointWrite(ctx, st, &storetest.CheckpointWriteParams{
 				Lease: lease(j), Stage: stage, Chunk: -1, StageKey: string(stage) + ":" + j.ID, CodeVersion: "1",
 				Output: []byte(`{}`), AdvanceStage: true, Message: string(stage),
 			}))
@@ -134,7 +135,7 @@ func drive(t testing.TB, st watchTestStore, want int, pause func()) {
 	}
 	pause()
 	for _, j := range jobs {
-		_, err := st.JobPublish(ctx, &store.JobPublishParams{Lease: lease(j), Output: []byte(`{"summary":"s"}`), Message: "published"})
+		_, err := storetest.Publish(ctx, st, &store.JobPublishParams{Lease: lease(j), Output: []byte(`{"summary":"s"}`), Message: "published"})
 		require.NoError(t, err)
 	}
 }
@@ -511,7 +512,7 @@ func TestWatchJobsResumesAcrossConcurrentCommitters(t *testing.T) {
 				jobs, err := b.store.JobClaim(context.Background(), &store.JobClaimParams{Owner: fmt.Sprint(c), Limit: 1, LeaseDuration: time.Minute})
 				require.NoError(t, err)
 				for _, j := range jobs {
-					_, err := b.store.JobPublish(context.Background(), &store.JobPublishParams{Lease: lease(j), Output: []byte(`{}`), Message: "published"})
+					_, err := storetest.Publish(context.Background(), b.store, &store.JobPublishParams{Lease: lease(j), Output: []byte(`{}`), Message: "published"})
 					require.NoError(t, err)
 				}
 			}
@@ -531,7 +532,7 @@ func TestWatchJobsResumesAcrossConcurrentCommitters(t *testing.T) {
 			if j.Tenant == "globex" {
 				continue
 			}
-			_, err := b.store.JobPublish(context.Background(), &store.JobPublishParams{Lease: lease(j), Output: []byte(`{}`), Message: "published"})
+			_, err := storetest.Publish(context.Background(), b.store, &store.JobPublishParams{Lease: lease(j), Output: []byte(`{}`), Message: "published"})
 			require.NoError(t, err)
 		}
 	}

@@ -29,15 +29,15 @@ type APIKeyStore interface {
 	// random; the caller makes a new one).
 	APIKeyCreate(ctx context.Context, params *APIKeyCreateParams) (*APIKey, error)
 	// APIKeyGetByID returns a key, revoked or not, or ErrNotFound.
-	APIKeyGetByID(ctx context.Context, id string) (*APIKey, error)
+	APIKeyGetByID(ctx context.Context, params *APIKeyGetByIDParams) (*APIKey, error)
 	// APIKeyList returns keys newest first.
 	APIKeyList(ctx context.Context, params *APIKeyListParams) ([]*APIKey, error)
 	// APIKeyRevoke revokes a key and returns it; revoking a revoked key
 	// keeps its first RevokedAt. An unknown id is ErrNotFound.
-	APIKeyRevoke(ctx context.Context, id string) (*APIKey, error)
+	APIKeyRevoke(ctx context.Context, params *APIKeyRevokeParams) (*APIKey, error)
 	// APIKeyTouch sets LastUsedAt to now unless it is more recent than
-	// every ago, so that authenticating a busy key writes rarely.
-	APIKeyTouch(ctx context.Context, id string, every time.Duration) error
+	// params.Every ago, so that authenticating a busy key writes rarely.
+	APIKeyTouch(ctx context.Context, params *APIKeyTouchParams) error
 }
 
 // APIKey is a stored key, without its secret.
@@ -58,6 +58,19 @@ type APIKeyCreateParams struct {
 	Role   Role
 	Name   string
 	SHA256 string
+}
+
+type APIKeyGetByIDParams struct {
+	ID string
+}
+
+type APIKeyRevokeParams struct {
+	ID string
+}
+
+type APIKeyTouchParams struct {
+	ID    string
+	Every time.Duration
 }
 
 type APIKeyListParams struct {

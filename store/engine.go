@@ -51,10 +51,6 @@ type EngineStore interface {
 	// no runnable job is an empty result, not an error.
 	JobClaim(ctx context.Context, params *JobClaimParams) ([]*Job, error)
 
-	// JobHeartbeat extends the lease to now + LeaseDuration. It reports
-	// whether a cancel was requested. ErrLeaseLost when the lease is gone.
-	JobHeartbeat(ctx context.Context, params *JobHeartbeatParams) (*JobHeartbeatResult, error)
-
 	// DocumentGet returns a document's bytes by tenant and sha256.
 	DocumentGet(ctx context.Context, params *DocumentGetParams) ([]byte, error)
 
@@ -65,12 +61,6 @@ type EngineStore interface {
 	// CheckpointGetByStageKey is the decision cache: a succeeded checkpoint
 	// with this stage key in any job of the tenant, or ErrNotFound.
 	CheckpointGetByStageKey(ctx context.Context, params *CheckpointGetByStageKeyParams) (*Checkpoint, error)
-
-	// CheckpointWrite records a stage's (or a chunk's) result, fenced by the
-	// lease. A write for a (job, stage, chunk) that already has a checkpoint
-	// replaces it. When AdvanceStage is set the job's stage becomes Stage and
-	// a running event is appended, in the same transaction.
-	CheckpointWrite(ctx context.Context, params *CheckpointWriteParams) error
 
 	// LLMAttemptRecord journals one LLM attempt and adds its billed usage to
 	// the job (tokens, cost, one LLM call, budget tokens). It is not fenced: an
@@ -96,19 +86,16 @@ type EngineStore interface {
 	// tenant, or ErrNotFound.
 	JobComputedSuccessGet(ctx context.Context, params *JobComputedSuccessGetParams) (*Job, error)
 
-	// JobPublish is the published stage: output, status succeeded, stage
-	// published, finished_at, its event and its job.succeeded outbox event
-	// (see DeliveryStore), in one transaction, fenced by the lease. When another job
-	// of the tenant already computed the same dedup key it publishes that
-	// job's output instead, with deduplicated_from set and that job's id in
-	// the event's message; this holds for concurrent publishers of one key
-	// too, so it never returns ErrDuplicateComputation for them.
-	JobPublish(ctx context.Context, params *JobPublishParams) (*Job, error)
-
-	// JobPublishMany is the completer's write: each job as JobPublish would
-	// publish it, its Checkpoints written first (as CheckpointWriteMany
-	// would), all in one statement on Postgres and one write transaction on
-	// SQLite. Each job is fenced on its own lease: a job whose lease is gone
+	// JobPublishMany is the published stage, the completer's write. Each
+	// job is published as one fenced write: its Checkpoints first (as
+	// CheckpointWriteMany writes them), then output, status succeeded,
+	// stage published, finished_at, its event and its job.succeeded outbox
+	// event (see DeliveryStore). When another job of the tenant already
+	// computed the same dedup key it publishes that job's output instead,
+	// with deduplicated_from set and that job's id in the event's message;
+	// this holds for concurrent publishers of one key too, so no item is
+	// ErrDuplicateComputation. All in one statement on Postgres and one
+	// write transaction on SQLite. Each job is fenced on its own lease: a job whose lease is gone
 	// is answered ErrLeaseLost and writes nothing, and the others commit. A
 	// job the store refuses for another reason fails alone too. Items answer
 	// Jobs in order; the error is the batch's (the store is down), and then
@@ -130,8 +117,9 @@ type EngineStore interface {
 
 	// CheckpointWriteMany writes several checkpoints of one job, in order,
 	// fenced by the lease, in one statement (Postgres) or one write
-	// transaction (SQLite): each as CheckpointWrite would, an advancing one
-	// with its event. When Attempt is set it is journaled in the same
+	// transaction (SQLite). A write for a (job, stage, chunk) that already
+	// has a checkpoint replaces it; one with AdvanceStage makes Stage the
+	// job's stage and appends a running event. When Attempt is set it is journaled in the same
 	// statement exactly as LLMAttemptRecord journals it, and, like that
 	// method, unfenced: with the lease lost the attempt is still journaled
 	// (its billed usage added), no checkpoint is written, and the answer is
@@ -141,9 +129,10 @@ type EngineStore interface {
 	// without an event.
 	CheckpointWriteMany(ctx context.Context, params *CheckpointWriteManyParams) error
 
-	// JobHeartbeatMany extends every lease of Leases in one statement, as
-	// JobHeartbeat does one. Lost lists the leases no longer held;
-	// CancelRequested the jobs (by id) whose cancel was requested.
+	// JobHeartbeatMany extends every lease of Leases to now + LeaseDuration
+	// in one statement. Lost lists the leases no longer held;
+	// CancelRequested the jobs (by id) whose cancel was requested, which is
+	// how a cancel reaches a running worker.
 	JobHeartbeatMany(ctx context.Context, params *JobHeartbeatManyParams) (*JobHeartbeatManyResult, error)
 
 	// JobTransition moves a running job to To (retry_wait, failed,
@@ -177,18 +166,6 @@ type JobClaimParams struct {
 	Now *time.Time
 }
 
-type JobHeartbeatParams struct {
-	Lease         Lease
-	LeaseDuration time.Duration
-	// Now, when set, is the time the lease is extended from; nil takes the
-	// database's clock. See JobClaimParams.Now.
-	Now *time.Time
-}
-
-type JobHeartbeatResult struct {
-	CancelRequested bool
-}
-
 type DocumentGetParams struct {
 	Tenant string
 	SHA256 string
@@ -217,18 +194,6 @@ type CheckpointListParams struct {
 type CheckpointGetByStageKeyParams struct {
 	Tenant   string
 	StageKey string
-}
-
-type CheckpointWriteParams struct {
-	Lease        Lease
-	Stage        JobStage
-	Chunk        int32 // -1 for the stage as a whole
-	StageKey     string
-	CodeVersion  string
-	Output       []byte
-	ReusedFrom   string // the job the decision cache served Output from; empty: computed
-	AdvanceStage bool
-	Message      string // of the event when AdvanceStage
 }
 
 // LLMOutcome is how one LLM attempt ended, as journaled.
@@ -324,8 +289,7 @@ type JobPublishParams struct {
 	Output  []byte
 	Message string
 	// Checkpoints are written, fenced by Lease, before the job is
-	// published, with their events before the published one
-	// (JobPublishMany; JobPublish takes none).
+	// published, with their events before the published one.
 	Checkpoints []StageCheckpoint
 }
 
@@ -365,8 +329,7 @@ type CheckpointGetByStageKeysResult struct {
 }
 
 // StageCheckpoint is one checkpoint written with another fenced write
-// (CheckpointWriteMany, JobPublishMany): CheckpointWriteParams without the
-// lease.
+// (CheckpointWriteMany, JobPublishMany), fenced by that write's lease.
 type StageCheckpoint struct {
 	Stage        JobStage
 	Chunk        int32 // -1 for the stage as a whole
@@ -393,7 +356,8 @@ type CheckpointWriteManyParams struct {
 type JobHeartbeatManyParams struct {
 	Leases        []Lease
 	LeaseDuration time.Duration
-	// Now: see JobHeartbeatParams.Now.
+	// Now, when set, is the time the leases are extended from; nil takes
+	// the database's clock. See JobClaimParams.Now.
 	Now *time.Time
 }
 

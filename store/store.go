@@ -87,13 +87,6 @@ type Store interface {
 	// JobList returns one page of the tenant's jobs, newest first.
 	JobList(ctx context.Context, params *JobListParams) (*JobListResult, error)
 
-	// JobComplete publishes a job's output: status SUCCEEDED, stage
-	// PUBLISHED, finished now, with its event appended, all in one
-	// transaction. It completes a job in a non-terminal status; any other job
-	// is ErrNotFound. A second computed success for the same dedup key is
-	// ErrDuplicateComputation.
-	JobComplete(ctx context.Context, params *JobCompleteParams) (*Job, error)
-
 	// JobEventList returns the job's events with seq > params.AfterSeq, in
 	// seq order. A job of another tenant is ErrNotFound.
 	JobEventList(ctx context.Context, params *JobEventListParams) ([]*JobEvent, error)
@@ -348,13 +341,6 @@ type JobListResult struct {
 	// Bytes is the page's size as MaxBytes counts it.
 	Bytes int64
 	Next  *JobCursor
-}
-
-// JobCompleteParams names the job to complete and its output.
-type JobCompleteParams struct {
-	Tenant string
-	ID     string
-	Output []byte // JSON object
 }
 
 // JobEvent is one entry of a job's durable event log: the state the job

@@ -14,6 +14,7 @@ import (
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
+	"github.com/oncejob/oncejob/store/storetest"
 	"github.com/oncejob/oncejob/watch"
 )
 
@@ -63,14 +64,14 @@ func (b *testBundle) run(t *testing.T, n int) {
 	require.Len(t, jobs, n)
 	for _, stage := range []store.JobStage{store.JobStageTextExtracted, store.JobStageChunksReady} {
 		for _, j := range jobs {
-			require.NoError(t, b.store.CheckpointWrite(ctx, &store.CheckpointWriteParams{
+			require.NoError(t, storetest.CheckpointWrite(ctx, b.store, &storetest.CheckpointWriteParams{
 				Lease: store.Lease{JobID: j.ID, Owner: j.LeaseOwner, Attempt: j.Attempt}, Stage: stage, Chunk: -1,
 				StageKey: string(stage) + j.ID, CodeVersion: "1", Output: []byte(`{}`), AdvanceStage: true,
 			}))
 		}
 	}
 	for _, j := range jobs {
-		_, err := b.store.JobPublish(ctx, &store.JobPublishParams{Lease: store.Lease{JobID: j.ID, Owner: j.LeaseOwner, Attempt: j.Attempt}, Output: []byte(`{}`)})
+		_, err := storetest.Publish(ctx, b.store, &store.JobPublishParams{Lease: store.Lease{JobID: j.ID, Owner: j.LeaseOwner, Attempt: j.Attempt}, Output: []byte(`{}`)})
 		require.NoError(t, err)
 	}
 }

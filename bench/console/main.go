@@ -239,8 +239,13 @@ func (e *env) seed(ctx context.Context) ([]string, error) {
 	if err := e.submit(ctx, ids, cold, e.c.jobs); err != nil {
 		return nil, err
 	}
+	// The state factory's seam finishes a queued job without a worker.
+	now := time.Now()
 	for _, id := range ids[:cold] {
-		if _, err := e.st.JobComplete(ctx, &store.JobCompleteParams{Tenant: "default", ID: id, Output: []byte(`{"summary":"done"}`)}); err != nil {
+		if _, err := e.st.JobUpdateFull(ctx, &store.JobUpdateFullParams{
+			Tenant: "default", ID: id, Status: store.JobStatusSucceeded, Stage: store.JobStagePublished,
+			Output: []byte(`{"summary":"done"}`), FinishedAt: &now, Message: "published",
+		}); err != nil {
 			return nil, err
 		}
 	}

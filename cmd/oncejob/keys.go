@@ -47,7 +47,7 @@ func runKeysCreate(ctx context.Context, args []string) error {
 	if !printableName(*name) {
 		return errors.New("--name: printable UTF-8 only (no control characters: keys list prints it to a terminal)")
 	}
-	st, _, err := stf.open(ctx)
+	st, _, _, err := stf.open(ctx)
 	if err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func runKeysList(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	st, _, err := stf.open(ctx)
+	st, _, _, err := stf.open(ctx)
 	if err != nil {
 		return err
 	}
@@ -106,12 +106,12 @@ func runKeysRevoke(ctx context.Context, args []string) error {
 	if !ok {
 		return fmt.Errorf("%q is not a key's prefix (ojk_ and 12 characters, as keys list shows)", fs.Arg(0))
 	}
-	st, _, err := stf.open(ctx)
+	st, _, _, err := stf.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	k, err := st.APIKeyRevoke(ctx, id)
+	k, err := st.APIKeyRevoke(ctx, &store.APIKeyRevokeParams{ID: id})
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("no key %s", tenant.StoreKeyPrefix(id))
 	}

@@ -20,7 +20,7 @@ func runMigrate(ctx context.Context, args []string) error {
 		return errors.New("--database-url (or ONCEJOB_DATABASE_URL) is required")
 	}
 	stf.migrate = true
-	st, _, err := stf.open(ctx)
+	st, _, _, err := stf.open(ctx)
 	if err != nil {
 		return err
 	}

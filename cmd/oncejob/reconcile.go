@@ -36,7 +36,7 @@ func runReconcile(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, _, err := stf.open(ctx)
+	st, _, _, err := stf.open(ctx)
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@ type relayStore interface {
 // caller already listens to the store's notifications (serve's watch hub,
 // see wakeOnListen), else through a notification source of its own. The
 // flags are valid (validate).
-func (o *relayOpts) startRelays(ctx context.Context, st relayStore, cfg *config.File, wake chan struct{}, obs *observability, logger *slog.Logger) (wait func(), health func() error, err error) {
+func (o *relayOpts) startRelays(ctx context.Context, st relayStore, caps storeCaps, cfg *config.File, wake chan struct{}, obs *observability, logger *slog.Logger) (wait func(), health func() error, err error) {
 	if o.relays == 0 {
 		return func() {}, nil, nil
 	}
@@ -79,7 +79,7 @@ func (o *relayOpts) startRelays(ctx context.Context, st relayStore, cfg *config.
 		})
 	}
 	r, err := relay.New(ctx, relay.Config{
-		Store: st, Sinks: cfg.Sinks, BatchSize: o.batchSize, Loops: o.relays,
+		Store: st, Deliverer: caps.deliverer, Sinks: cfg.Sinks, BatchSize: o.batchSize, Loops: o.relays,
 		LeaseDuration: o.leaseDuration, PollInterval: o.pollInterval, ReconcileInterval: o.reconcile,
 		Wake: wake, Logger: logger, Observer: obs.relayObserver(st),
 	})
@@ -114,13 +114,13 @@ func runRelay(ctx context.Context, args []string) error {
 	if err := p.open(ctx); err != nil {
 		return err
 	}
-	wait, health, err := rel.startRelays(ctx, p.st, p.cfg, nil, p.obs, p.logger)
+	wait, health, err := rel.startRelays(ctx, p.st, p.caps, p.cfg, nil, p.obs, p.logger)
 	if err != nil {
 		return err
 	}
 	// Readiness, on the --metrics-addr listener: the store answers and the
 	// relay's rounds work (docs/operations.md, "Readiness").
-	probe, err := readiness.New(readiness.Config{Store: p.st, Logger: p.logger})
+	probe, err := readiness.New(readiness.Config{Store: p.st, WritePinger: p.caps.writePinger, Logger: p.logger})
 	if err != nil {
 		return err
 	}

@@ -171,7 +171,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err := p.open(ctx); err != nil {
 		return err
 	}
-	apiStore, closeReads, err := withStandbyReads(ctx, p.st, *o.readURL)
+	apiStore, closeReads, err := withStandbyReads(ctx, p.st, p.flags.store.databaseURL != "", *o.readURL)
 	if err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	defer stopHub()
 
-	s, probe, err := o.api.newServer(ctx, serverParts{st: p.st, apiStore: apiStore, pipelines: pipelines, batches: o.eng.hasBatchAPI(), limits: lim, limitUse: o.eng.limitUse, hub: hub, listen: listen, obs: p.obs, logger: p.logger})
+	s, probe, err := o.api.newServer(ctx, serverParts{st: p.st, caps: p.caps, apiStore: apiStore, pipelines: pipelines, batches: o.eng.hasBatchAPI(), limits: lim, limitUse: o.eng.limitUse, hub: hub, listen: listen, obs: p.obs, logger: p.logger})
 	if err != nil {
 		return err
 	}
@@ -214,7 +214,7 @@ func runServe(ctx context.Context, args []string) error {
 	announce(p.logger, devMode, *o.api.auth, lis.Addr().String(), httpFace.addr, p.where, pipelines, *o.api.window, o.eng, listen)
 
 	stopBackground, err := startBackground(ctx, backgroundParts{
-		st: p.st, window: *o.api.window, eng: o.eng, rel: o.rel, sched: o.sched, cfg: p.cfg,
+		st: p.st, caps: p.caps, window: *o.api.window, eng: o.eng, rel: o.rel, sched: o.sched, cfg: p.cfg,
 		wake: wake, pipelines: pipelines, limits: lim, maxDoc: *o.api.maxDoc, batches: o.eng.hasBatchAPI(),
 		obs: p.obs, probe: probe, logger: p.logger,
 	})
@@ -291,6 +291,7 @@ Watch it (use the id from the answer):
 // backgroundParts is what runs beside the API needs.
 type backgroundParts struct {
 	st        appStore
+	caps      storeCaps
 	window    time.Duration
 	eng       *engineOpts
 	rel       *relayOpts
@@ -344,7 +345,7 @@ func startBackground(ctx context.Context, p backgroundParts) (stop func(), err e
 		return stop, err
 	}
 	if err := started(func(ctx context.Context) (func(), error) {
-		wait, health, err := p.rel.startRelays(ctx, p.st, p.cfg, p.wake, p.obs, p.logger)
+		wait, health, err := p.rel.startRelays(ctx, p.st, p.caps, p.cfg, p.wake, p.obs, p.logger)
 		if err == nil && health != nil {
 			p.probe.AddCheck(readiness.Check{Name: "relay", Err: health})
 		}
@@ -363,6 +364,7 @@ func startBackground(ctx context.Context, p backgroundParts) (stop func(), err e
 // serverParts is what the API server is built of beyond serve's flags.
 type serverParts struct {
 	st        appStore
+	caps      storeCaps
 	apiStore  server.Store // st, or st with its lists on a standby
 	pipelines *pipeline.Registry
 	batches   bool // the workers' provider has a batch API
@@ -418,10 +420,11 @@ func (f *apiFlags) newServer(ctx context.Context, p serverParts) (*server.Server
 	}
 	p.obs.metrics.Register(telemetry.EdgeRefusals(s.Auth.Refused, s.MalformedRequests)...)
 	probe, err := readiness.New(readiness.Config{
-		Store:    p.st,
-		Health:   s.Health,
-		Services: []string{oncejobv1.JobService_ServiceDesc.ServiceName},
-		Logger:   p.logger,
+		Store:       p.st,
+		WritePinger: p.caps.writePinger,
+		Health:      s.Health,
+		Services:    []string{oncejobv1.JobService_ServiceDesc.ServiceName},
+		Logger:      p.logger,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -19,13 +19,14 @@ type standbyReads struct {
 	standby *storepg.Store
 }
 
-// withStandbyReads returns st itself when url is empty, else st with its
-// stale-tolerant reads on a pool of url; close closes that pool.
-func withStandbyReads(ctx context.Context, st appStore, url string) (appStore, func(), error) {
+// withStandbyReads returns st itself when url is empty, else st (on
+// Postgres: onPostgres) with its stale-tolerant reads on a pool of url;
+// close closes that pool.
+func withStandbyReads(ctx context.Context, st appStore, onPostgres bool, url string) (appStore, func(), error) {
 	if url == "" {
 		return st, func() {}, nil
 	}
-	if _, ok := st.(*storepg.Store); !ok {
+	if !onPostgres {
 		return nil, nil, errors.New("--read-database-url needs --database-url (Postgres)")
 	}
 	standby, err := storepg.Open(ctx, url)

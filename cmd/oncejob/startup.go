@@ -42,6 +42,7 @@ type process struct {
 	obs    *observability
 	cfg    *config.File // set by open
 	st     appStore     // set by open
+	caps   storeCaps    // what only st can do; set by open
 	where  string       // which store, for the start banner; set by open
 }
 
@@ -65,11 +66,11 @@ func (p *process) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	st, where, err := p.flags.store.open(ctx)
+	st, caps, where, err := p.flags.store.open(ctx)
 	if err != nil {
 		return err
 	}
-	p.cfg, p.st, p.where = cfg, st, where
+	p.cfg, p.st, p.caps, p.where = cfg, st, caps, where
 	return nil
 }
 

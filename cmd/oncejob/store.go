@@ -37,6 +37,19 @@ var (
 	_ appStore = (*storesqlite.Store)(nil)
 )
 
+// storeCaps is what only some stores can do, chosen here, once, where the
+// store is: a nil field is a store that cannot. No other package looks for
+// a capability at run time.
+type storeCaps struct {
+	// deliverer routes and delivers at once (relay.Config.Deliverer):
+	// Postgres. The embedded store's one writer would wait for the sends.
+	deliverer store.OutboxDeliverer
+	// writePinger commits a write for readiness
+	// (readiness.Config.WritePinger): Postgres, whose commits can wait
+	// for a lost synchronous standby.
+	writePinger store.WritePinger
+}
+
 // storeOpts are the flags that choose and prepare the store.
 type storeOpts struct {
 	databaseURL string
@@ -68,42 +81,42 @@ func storeFlags(fs *flag.FlagSet, embedded bool) *storeOpts {
 // has exactly this binary's migrations, so a process started against an
 // older or newer schema stops here, naming the difference, instead of
 // failing later in a query. The embedded store migrates itself on open and
-// refuses a data directory migrated by a newer binary. where says which
-// store, for the start banner.
-func (o *storeOpts) open(ctx context.Context) (st appStore, where string, err error) {
+// refuses a data directory migrated by a newer binary. caps are what only
+// the chosen store can do; where says which store, for the start banner.
+func (o *storeOpts) open(ctx context.Context) (st appStore, caps storeCaps, where string, err error) {
 	if o.databaseURL == "" {
 		if !o.embedded {
-			return nil, "", errors.New("--database-url (or ONCEJOB_DATABASE_URL) is required")
+			return nil, storeCaps{}, "", errors.New("--database-url (or ONCEJOB_DATABASE_URL) is required")
 		}
 		abs, _ := filepath.Abs(o.dataDir)
 		if o.existing {
 			ok, err := storesqlite.Exists(o.dataDir)
 			if err != nil {
-				return nil, "", err
+				return nil, storeCaps{}, "", err
 			}
 			if !ok {
-				return nil, "", fmt.Errorf("no embedded store in %s: pass --database-url (or ONCEJOB_DATABASE_URL) for Postgres, or --data-dir of the store `oncejob serve` made", abs)
+				return nil, storeCaps{}, "", fmt.Errorf("no embedded store in %s: pass --database-url (or ONCEJOB_DATABASE_URL) for Postgres, or --data-dir of the store `oncejob serve` made", abs)
 			}
 		}
 		s, err := storesqlite.Open(ctx, storesqlite.Config{DataDir: o.dataDir})
 		if err != nil {
-			return nil, "", err
+			return nil, storeCaps{}, "", err
 		}
-		return s, "embedded SQLite in " + abs, nil
+		return s, storeCaps{}, "embedded SQLite in " + abs, nil
 	}
 	s, err := storepg.Open(ctx, o.databaseURL)
 	if err != nil {
-		return nil, "", fmt.Errorf("open database: %w", err)
+		return nil, storeCaps{}, "", fmt.Errorf("open database: %w", err)
 	}
 	if o.migrate {
 		if err := storepg.Migrate(ctx, s.Pool()); err != nil {
 			s.Close()
-			return nil, "", err
+			return nil, storeCaps{}, "", err
 		}
 	}
 	if err := s.MigrationValidate(ctx); err != nil {
 		s.Close()
-		return nil, "", err
+		return nil, storeCaps{}, "", err
 	}
-	return s, "Postgres", nil
+	return s, storeCaps{deliverer: s, writePinger: s}, "Postgres", nil
 }

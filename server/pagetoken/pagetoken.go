@@ -145,7 +145,7 @@ func (s *Signer) tag(kind Kind, tenant string, payload []byte) []byte {
 // LoadSecret returns the secret every server of st shares, making it if
 // this is the first server of st to ask.
 func LoadSecret(ctx context.Context, st store.SecretStore) ([]byte, error) {
-	secret, err := st.SecretGetOrCreate(ctx, SecretName, NewSecret())
+	secret, err := st.SecretGetOrCreate(ctx, &store.SecretGetOrCreateParams{Name: SecretName, Fresh: NewSecret()})
 	if err != nil {
 		return nil, fmt.Errorf("pagetoken: load the secret: %w", err)
 	}

@@ -1,6 +1,6 @@
 // Package readiness tells load balancers and orchestrators whether a server
 // can do its work right now. A Probe pings the store periodically, and
-// commits a write on a store that can tell (store.WritePinger); while the
+// commits a write where it is given one to commit (Config.WritePinger); while the
 // store does not answer, or answers but commits no write, the gRPC health status of the served services is
 // NOT_SERVING and HTTP /readyz answers 503, and both come back by
 // themselves once it answers again. Checks added with AddCheck (a relay
@@ -41,8 +41,13 @@ type Config struct {
 	// Timeout of one ping; default 1s. A store slower than this is not
 	// ready: the calls it would serve would time out too.
 	Timeout time.Duration
-	// WriteTimeout bounds the commit of one write, for a store that is a
-	// store.WritePinger; default 5s. A store that answers reads but commits
+	// WritePinger, when set, commits one write at every check as well
+	// (store.WritePinger: the Postgres store is one), so that a store that
+	// answers reads but commits no write is not ready. Whoever chooses the
+	// store sets it (cmd/oncejob); the probe never looks for it.
+	WritePinger store.WritePinger
+	// WriteTimeout bounds the commit of one write, with a WritePinger;
+	// default 5s. A store that answers reads but commits
 	// no write within it is not ready: with a lost synchronous standby
 	// every write waits forever (docs/operations.md).
 	WriteTimeout time.Duration
@@ -130,9 +135,9 @@ func (p *Probe) Check(ctx context.Context) error {
 	reason := ""
 	if err != nil {
 		reason = "the job store does not answer"
-	} else if w, ok := p.cfg.Store.(store.WritePinger); ok {
+	} else if p.cfg.WritePinger != nil {
 		wctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
-		err = w.PingWrite(wctx)
+		err = p.cfg.WritePinger.PingWrite(wctx)
 		cancel()
 		if err != nil {
 			reason = fmt.Sprintf("the job store answers but commits no write within %s (a synchronous standby that does not confirm? docs/operations.md)", p.cfg.WriteTimeout)

@@ -44,7 +44,7 @@ func TestNotReadyWhileWritesCannotCommit(t *testing.T) {
 		return st
 	}
 	probe := func(st *storepg.Store) (*readiness.Probe, error) {
-		p, err := readiness.New(readiness.Config{Store: st, WriteTimeout: 300 * time.Millisecond})
+		p, err := readiness.New(readiness.Config{Store: st, WritePinger: st, WriteTimeout: 300 * time.Millisecond})
 		require.NoError(t, err)
 		return p, p.Check(ctx)
 	}

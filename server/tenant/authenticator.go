@@ -317,9 +317,13 @@ func (a *Authenticator) storeKey(ctx context.Context, id string) (*cachedAPIKey,
 		return nil, nil
 	}
 
-	readCtx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	// Not ended by the caller's leaving: a read cut short is taken for a
+	// store that cannot be read, which keeps the row read before for up
+	// to staleFor, so a revoked key's holder who cancelled each call that
+	// reads it again would keep the key past CacheTTL.
+	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
 	defer cancel()
-	k, err := a.cfg.Store.APIKeyGetByID(readCtx, id)
+	k, err := a.cfg.Store.APIKeyGetByID(readCtx, &store.APIKeyGetByIDParams{ID: id})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		a.mu.Lock()
 		if c != nil {
@@ -350,7 +354,7 @@ func (a *Authenticator) storeKey(ctx context.Context, id string) (*cachedAPIKey,
 	if k != nil && k.RevokedAt == nil && now.Sub(fresh.touchedAt) >= touchEvery {
 		// One write a minute per key and replica, and the store skips it
 		// when another replica wrote within the minute.
-		if err := a.cfg.Store.APIKeyTouch(readCtx, id, touchEvery); err == nil {
+		if err := a.cfg.Store.APIKeyTouch(readCtx, &store.APIKeyTouchParams{ID: id, Every: touchEvery}); err == nil {
 			fresh.touchedAt = now
 		}
 	}

@@ -26,6 +26,9 @@ type keyStore struct {
 	lists int
 	// listed, when set, receives the count of lists at each list.
 	listed chan int
+	// honorCtx makes reads fail with the context's error once it has
+	// ended, as a real store's do.
+	honorCtx bool
 }
 
 func (s *keyStore) APIKeyCreate(_ context.Context, p *store.APIKeyCreateParams) (*store.APIKey, error) {
@@ -36,14 +39,17 @@ func (s *keyStore) APIKeyCreate(_ context.Context, p *store.APIKeyCreateParams) 
 	return k, nil
 }
 
-func (s *keyStore) APIKeyGetByID(_ context.Context, id string) (*store.APIKey, error) {
+func (s *keyStore) APIKeyGetByID(ctx context.Context, p *store.APIKeyGetByIDParams) (*store.APIKey, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reads++
+	if s.honorCtx && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
 	if s.err != nil {
 		return nil, s.err
 	}
-	k, ok := s.keys[id]
+	k, ok := s.keys[p.ID]
 	if !ok {
 		return nil, store.ErrNotFound
 	}
@@ -70,15 +76,15 @@ func (s *keyStore) APIKeyList(_ context.Context, p *store.APIKeyListParams) ([]*
 	return out, nil
 }
 
-func (s *keyStore) APIKeyRevoke(_ context.Context, id string) (*store.APIKey, error) {
+func (s *keyStore) APIKeyRevoke(_ context.Context, p *store.APIKeyRevokeParams) (*store.APIKey, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	s.keys[id].RevokedAt = &now
-	return s.keys[id], nil
+	s.keys[p.ID].RevokedAt = &now
+	return s.keys[p.ID], nil
 }
 
-func (s *keyStore) APIKeyTouch(context.Context, string, time.Duration) error { return nil }
+func (s *keyStore) APIKeyTouch(context.Context, *store.APIKeyTouchParams) error { return nil }
 
 // fakeClock gives a a clock that stands still until the test advances it,
 // so what a TTL allows is shown without waiting for one.
@@ -149,13 +155,41 @@ func TestAuthenticator(t *testing.T) {
 		key, id := create(t, s, "acme", store.RoleSubmitter)
 		_, err := principalOf(a, key)
 		require.NoError(t, err)
-		_, err = s.APIKeyRevoke(context.Background(), id)
+		_, err = s.APIKeyRevoke(context.Background(), &store.APIKeyRevokeParams{ID: id})
 		require.NoError(t, err)
 		_, err = principalOf(a, key)
 		require.NoError(t, err, "within the TTL the key read before is trusted")
 		advance(ttl)
 		_, err = principalOf(a, key)
 		require.Equal(t, codes.Unauthenticated, status.Code(err), "a TTL after the revocation: %v", err)
+	})
+
+	// A caller that leaves while its read of a key is under way (a
+	// cancelled call, a closed connection) does not make the read fail:
+	// before, the read ended with the caller's context, the row read
+	// before was kept as if the store were down, and the others were let
+	// in with it while a read was under way, so a revoked key's holder who
+	// cancelled each call that read it again kept the key for staleFor (a
+	// minute) instead of a CacheTTL.
+	t.Run("ACallerThatLeavesDoesNotKeepARevokedKey", func(t *testing.T) {
+		t.Parallel()
+		s := &keyStore{keys: map[string]*store.APIKey{}, honorCtx: true}
+		const ttl = 50 * time.Millisecond
+		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: ttl})
+		advance := fakeClock(a)
+		key, id := create(t, s, "acme", store.RoleSubmitter)
+		_, err := principalOf(a, key)
+		require.NoError(t, err)
+		_, err = s.APIKeyRevoke(context.Background(), &store.APIKeyRevokeParams{ID: id})
+		require.NoError(t, err)
+		advance(ttl)
+
+		left, cancel := context.WithCancel(metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+key)))
+		cancel()
+		_, err = a.AuthFunc()(left)
+		require.Equal(t, codes.Unauthenticated, status.Code(err), "the store was read, and says revoked: %v", err)
+		md := metadata.Pairs("authorization", "Bearer "+key)
+		require.Equal(t, codes.Unauthenticated, status.Code(a.Precheck(md)), "the revocation read is cached: refused from memory")
 	})
 
 	t.Run("AnUnreadableStoreIsUnavailableUnlessTheKeyWasReadLately", func(t *testing.T) {
@@ -277,7 +311,7 @@ func TestAuthenticator(t *testing.T) {
 		t.Parallel()
 		s := &keyStore{keys: map[string]*store.APIKey{}}
 		_, id := create(t, s, "acme", store.RoleOperator)
-		_, err := s.APIKeyRevoke(context.Background(), id)
+		_, err := s.APIKeyRevoke(context.Background(), &store.APIKeyRevokeParams{ID: id})
 		require.NoError(t, err)
 		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: time.Millisecond})
 		require.False(t, a.DevMode(context.Background()), "the store has held a key")

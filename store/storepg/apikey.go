@@ -2,7 +2,6 @@ package storepg
 
 import (
 	"context"
-	"time"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
@@ -22,8 +21,8 @@ func (s *Store) APIKeyCreate(ctx context.Context, params *store.APIKeyCreatePara
 }
 
 // APIKeyGetByID implements store.APIKeyStore.
-func (s *Store) APIKeyGetByID(ctx context.Context, id string) (*store.APIKey, error) {
-	row, err := s.q.APIKeyGetByID(ctx, s.pool, id)
+func (s *Store) APIKeyGetByID(ctx context.Context, params *store.APIKeyGetByIDParams) (*store.APIKey, error) {
+	row, err := s.q.APIKeyGetByID(ctx, s.pool, params.ID)
 	return rowmap.One(row, err, interpretError, apiKeyFromRow)
 }
 
@@ -38,14 +37,14 @@ func (s *Store) APIKeyList(ctx context.Context, params *store.APIKeyListParams) 
 }
 
 // APIKeyRevoke implements store.APIKeyStore.
-func (s *Store) APIKeyRevoke(ctx context.Context, id string) (*store.APIKey, error) {
-	row, err := s.q.APIKeyRevoke(ctx, s.pool, id)
+func (s *Store) APIKeyRevoke(ctx context.Context, params *store.APIKeyRevokeParams) (*store.APIKey, error) {
+	row, err := s.q.APIKeyRevoke(ctx, s.pool, params.ID)
 	return rowmap.One(row, err, interpretError, apiKeyFromRow)
 }
 
 // APIKeyTouch implements store.APIKeyStore.
-func (s *Store) APIKeyTouch(ctx context.Context, id string, every time.Duration) error {
-	return interpretError(s.q.APIKeyTouch(ctx, s.pool, dbsqlc.APIKeyTouchParams{ID: id, Every: interval(every)}))
+func (s *Store) APIKeyTouch(ctx context.Context, params *store.APIKeyTouchParams) error {
+	return interpretError(s.q.APIKeyTouch(ctx, s.pool, dbsqlc.APIKeyTouchParams{ID: params.ID, Every: interval(params.Every)}))
 }
 
 // TenantUsage implements store.UsageStore.

@@ -93,50 +93,6 @@ func jobFromClaimRow(row dbsqlc.JobClaimRow) dbsqlc.Job {
 	}
 }
 
-// JobHeartbeat implements store.EngineStore.
-func (s *Store) JobHeartbeat(ctx context.Context, params *store.JobHeartbeatParams) (*store.JobHeartbeatResult, error) {
-	id, err := parseUUID(params.Lease.JobID)
-	if err != nil {
-		return nil, store.ErrLeaseLost
-	}
-	cancelRequested, err := s.q.JobHeartbeat(ctx, s.pool, dbsqlc.JobHeartbeatParams{
-		Now:           params.Now,
-		LeaseDuration: interval(params.LeaseDuration),
-		ID:            id,
-		Owner:         params.Lease.Owner,
-		Attempt:       params.Lease.Attempt,
-	})
-	if err != nil {
-		return nil, interpretLeaseError(err)
-	}
-	return &store.JobHeartbeatResult{CancelRequested: cancelRequested}, nil
-}
-
-// CheckpointWrite implements store.EngineStore.
-func (s *Store) CheckpointWrite(ctx context.Context, params *store.CheckpointWriteParams) error {
-	id, err := parseUUID(params.Lease.JobID)
-	if err != nil {
-		return store.ErrLeaseLost
-	}
-	row, err := s.q.CheckpointWrite(ctx, s.pool, dbsqlc.CheckpointWriteParams{
-		AdvanceStage: params.AdvanceStage,
-		Stage:        string(params.Stage),
-		JobID:        id,
-		Owner:        params.Lease.Owner,
-		Attempt:      params.Lease.Attempt,
-		Chunk:        params.Chunk,
-		StageKey:     params.StageKey,
-		CodeVersion:  params.CodeVersion,
-		Output:       rowmap.NonNilSlice(params.Output),
-		ReusedFrom:   params.ReusedFrom,
-		Message:      params.Message,
-	})
-	if err == nil && params.AdvanceStage {
-		s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
-	}
-	return interpretLeaseError(err)
-}
-
 // LLMAttemptRecord implements store.EngineStore.
 func (s *Store) LLMAttemptRecord(ctx context.Context, params *store.LLMAttemptRecordParams) error {
 	a := &params.Attempt
@@ -177,33 +133,6 @@ func (s *Store) LLMAttemptRecord(ctx context.Context, params *store.LLMAttemptRe
 		return store.ErrLeaseLost
 	}
 	return interpretError(err)
-}
-
-// JobPublish implements store.EngineStore. When a concurrent publisher of the
-// same dedup key commits first, the statement fails on the unique index of
-// computed successes and runs once more, now seeing that success, so it
-// publishes as deduplicated.
-func (s *Store) JobPublish(ctx context.Context, params *store.JobPublishParams) (*store.Job, error) {
-	id, err := parseUUID(params.Lease.JobID)
-	if err != nil {
-		return nil, store.ErrLeaseLost
-	}
-	args := dbsqlc.JobPublishParams{
-		JobID:   id,
-		Output:  params.Output,
-		Owner:   params.Lease.Owner,
-		Attempt: params.Lease.Attempt,
-		Message: params.Message,
-	}
-	row, err := s.q.JobPublish(ctx, s.pool, args)
-	if isComputedSuccessViolation(err) {
-		row, err = s.q.JobPublish(ctx, s.pool, args)
-	}
-	if err != nil {
-		return nil, interpretLeaseError(err)
-	}
-	s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
-	return jobFromRow(dbsqlc.Job(row))
 }
 
 // isBilledOnceViolation: another attempt journaled this provider call's

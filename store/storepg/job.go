@@ -56,25 +56,6 @@ func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*stor
 	return store.JobListPageSized(jobs, limit, params.PageBytes()), nil
 }
 
-// JobComplete implements store.Store: one statement updates the job and
-// appends its event.
-func (s *Store) JobComplete(ctx context.Context, params *store.JobCompleteParams) (*store.Job, error) {
-	id, err := parseUUID(params.ID)
-	if err != nil {
-		return nil, store.ErrNotFound
-	}
-	row, err := s.q.JobComplete(ctx, s.pool, dbsqlc.JobCompleteParams{
-		Tenant: params.Tenant,
-		ID:     id,
-		Output: params.Output,
-	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
-	return jobFromRow(dbsqlc.Job(row))
-}
-
 func parseUUID(s string) (pgtype.UUID, error) {
 	var id pgtype.UUID
 	err := id.Scan(s)

@@ -30,14 +30,9 @@ func (s *Store) ProviderBatchListStale(ctx context.Context, params *store.Provid
 	rows, err := s.q.ProviderBatchListStale(ctx, s.pool, dbsqlc.ProviderBatchListStaleParams{
 		StaleBefore: params.StaleBefore, MaxBatches: int32(min(max(params.Limit, 0), 10_000)),
 	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	out := make([]*store.ProviderBatch, len(rows))
-	for i, r := range rows {
-		out[i] = &store.ProviderBatch{Tag: r.Tag, BatchID: r.BatchID, Status: r.Status}
-	}
-	return out, nil
+	return rowmap.Map(rows, err, interpretError, func(r dbsqlc.ProviderBatchListStaleRow) *store.ProviderBatch {
+		return &store.ProviderBatch{Tag: r.Tag, BatchID: r.BatchID, Status: r.Status}
+	})
 }
 
 // RunBatchList implements store.ProviderBatchStore.

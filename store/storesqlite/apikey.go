@@ -2,7 +2,6 @@ package storesqlite
 
 import (
 	"context"
-	"time"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
@@ -31,8 +30,8 @@ func (s *Store) APIKeyCreate(ctx context.Context, params *store.APIKeyCreatePara
 }
 
 // APIKeyGetByID implements store.APIKeyStore.
-func (s *Store) APIKeyGetByID(ctx context.Context, id string) (*store.APIKey, error) {
-	row, err := s.q.APIKeyGetByID(ctx, s.read, id)
+func (s *Store) APIKeyGetByID(ctx context.Context, params *store.APIKeyGetByIDParams) (*store.APIKey, error) {
+	row, err := s.q.APIKeyGetByID(ctx, s.read, params.ID)
 	return rowmap.One(row, err, interpretError, apiKeyFromRow)
 }
 
@@ -47,11 +46,11 @@ func (s *Store) APIKeyList(ctx context.Context, params *store.APIKeyListParams) 
 }
 
 // APIKeyRevoke implements store.APIKeyStore.
-func (s *Store) APIKeyRevoke(ctx context.Context, id string) (*store.APIKey, error) {
+func (s *Store) APIKeyRevoke(ctx context.Context, params *store.APIKeyRevokeParams) (*store.APIKey, error) {
 	var row dbsqlite.ApiKey
 	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		var err error
-		row, err = s.q.APIKeyRevoke(ctx, tx, dbsqlite.APIKeyRevokeParams{Now: &now, ID: id})
+		row, err = s.q.APIKeyRevoke(ctx, tx, dbsqlite.APIKeyRevokeParams{Now: &now, ID: params.ID})
 		return interpretError(err)
 	})
 	if err != nil {
@@ -61,9 +60,9 @@ func (s *Store) APIKeyRevoke(ctx context.Context, id string) (*store.APIKey, err
 }
 
 // APIKeyTouch implements store.APIKeyStore.
-func (s *Store) APIKeyTouch(ctx context.Context, id string, every time.Duration) error {
+func (s *Store) APIKeyTouch(ctx context.Context, params *store.APIKeyTouchParams) error {
 	return s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
-		return interpretError(s.q.APIKeyTouch(ctx, tx, dbsqlite.APIKeyTouchParams{Now: &now, ID: id, EveryMicros: every.Microseconds()}))
+		return interpretError(s.q.APIKeyTouch(ctx, tx, dbsqlite.APIKeyTouchParams{Now: &now, ID: params.ID, EveryMicros: params.Every.Microseconds()}))
 	})
 }
 

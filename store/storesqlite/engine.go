@@ -71,43 +71,6 @@ func (s *Store) JobClaim(ctx context.Context, params *store.JobClaimParams) ([]*
 	return jobs, nil
 }
 
-// JobHeartbeat implements store.EngineStore.
-func (s *Store) JobHeartbeat(ctx context.Context, params *store.JobHeartbeatParams) (*store.JobHeartbeatResult, error) {
-	id, ok := canonicalUUID(params.Lease.JobID)
-	if !ok {
-		return nil, store.ErrLeaseLost
-	}
-	var cancelRequested int64
-	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
-		var err error
-		cancelRequested, err = s.q.JobHeartbeat(ctx, tx, dbsqlite.JobHeartbeatParams{
-			LeaseUntil: new(nowOr(params.Now, now) + params.LeaseDuration.Microseconds()),
-			ID:         id,
-			Owner:      new(params.Lease.Owner),
-			Attempt:    int64(params.Lease.Attempt),
-		})
-		return interpretLeaseError(err)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &store.JobHeartbeatResult{CancelRequested: cancelRequested != 0}, nil
-}
-
-// CheckpointWrite implements store.EngineStore.
-func (s *Store) CheckpointWrite(ctx context.Context, params *store.CheckpointWriteParams) error {
-	id, ok := canonicalUUID(params.Lease.JobID)
-	if !ok {
-		return store.ErrLeaseLost
-	}
-	return s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
-		return s.checkpointWriteTx(ctx, tx, now, params.Lease, id, store.StageCheckpoint{
-			Stage: params.Stage, Chunk: params.Chunk, StageKey: params.StageKey, CodeVersion: params.CodeVersion,
-			Output: params.Output, ReusedFrom: params.ReusedFrom, AdvanceStage: params.AdvanceStage, Message: params.Message,
-		})
-	})
-}
-
 // checkpointWriteTx writes one checkpoint of job id in tx, fenced by lease:
 // the fence (advancing the stage when asked to), the checkpoint, its event.
 func (s *Store) checkpointWriteTx(ctx context.Context, tx *writeTx, now int64, lease store.Lease, id string, cp store.StageCheckpoint) error {
@@ -221,35 +184,13 @@ func (s *Store) llmAttemptRecordTx(ctx context.Context, tx *writeTx, now int64, 
 	}))
 }
 
-// JobPublish implements store.EngineStore. The transaction reads the computed
-// success of the job's dedup key before it writes, and no other write runs
-// in between, so two publishers of one key cannot both compute it. Should the
-// unique index of computed successes refuse the update all the same, the
-// transaction runs once more and publishes as deduplicated, as Postgres's
-// does.
-func (s *Store) JobPublish(ctx context.Context, params *store.JobPublishParams) (*store.Job, error) {
-	id, ok := canonicalUUID(params.Lease.JobID)
-	if !ok {
-		return nil, store.ErrLeaseLost
-	}
-	var row dbsqlite.Job
-	publish := func(ctx context.Context, tx *writeTx, now int64) error {
-		var err error
-		row, err = s.publishTx(ctx, tx, now, id, params)
-		return err
-	}
-	err := s.inWriteTx(ctx, publish)
-	if errors.Is(err, store.ErrDuplicateComputation) {
-		err = s.inWriteTx(ctx, publish)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return jobFromRow(row)
-}
-
 // publishTx publishes job id in tx, fenced by params.Lease, after writing
-// params.Checkpoints: the published stage of JobPublish and JobPublishMany.
+// params.Checkpoints: one job of JobPublishMany. The transaction reads the
+// computed success of the job's dedup key before it writes, and no other
+// write runs in between, so two publishers of one key cannot both compute
+// it; should the unique index of computed successes refuse the update all
+// the same, JobPublishMany runs it once more and it publishes as
+// deduplicated, as Postgres's does.
 func (s *Store) publishTx(ctx context.Context, tx *writeTx, now int64, id string, params *store.JobPublishParams) (dbsqlite.Job, error) {
 	for _, cp := range params.Checkpoints {
 		if err := s.checkpointWriteTx(ctx, tx, now, params.Lease, id, cp); err != nil {

@@ -188,7 +188,7 @@ func (s *Store) JobPublishMany(ctx context.Context, params *store.JobPublishMany
 			}
 			err := s.inJobSavepoint(ctx, tx, publish)
 			if errors.Is(err, store.ErrDuplicateComputation) {
-				err = s.inJobSavepoint(ctx, tx, publish) // as JobPublish's retry
+				err = s.inJobSavepoint(ctx, tx, publish) // publishTx's retry
 			}
 			if err != nil && !isRefusal(err) {
 				return err // the transaction itself failed

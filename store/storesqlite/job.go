@@ -175,37 +175,6 @@ func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*stor
 	return store.JobListPageSized(jobs, limit, params.PageBytes()), nil
 }
 
-// JobComplete implements store.Store: the update and its event in one write
-// transaction.
-func (s *Store) JobComplete(ctx context.Context, params *store.JobCompleteParams) (*store.Job, error) {
-	id, ok := canonicalUUID(params.ID)
-	if !ok {
-		return nil, store.ErrNotFound
-	}
-	var output *string // nil output, NULL column, as in Postgres
-	if params.Output != nil {
-		output = new(string(params.Output))
-	}
-	var row dbsqlite.Job
-	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
-		var err error
-		row, err = s.q.JobComplete(ctx, tx, dbsqlite.JobCompleteParams{
-			Tenant: params.Tenant,
-			ID:     id,
-			Output: output,
-			Now:    now,
-		})
-		if err != nil {
-			return interpretError(err)
-		}
-		return s.jobEventAppend(ctx, tx, row.ID, "published")
-	})
-	if err != nil {
-		return nil, err
-	}
-	return jobFromRow(row)
-}
-
 // canonicalUUID returns s in the form ids are stored in (lowercase, with
 // hyphens), accepting what Postgres's uuid type accepts.
 func canonicalUUID(s string) (string, bool) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
+	"github.com/oncejob/oncejob/store/storetest"
 )
 
 func openSetTestStore(t testing.TB) *Store {
@@ -73,7 +74,7 @@ func TestJobSubmitSetWritesABatchSetWise(t *testing.T) {
 	source := setSubmission(64)
 	src, err := s.JobSubmit(ctx, source)
 	require.NoError(t, err)
-	_, err = s.JobComplete(ctx, &store.JobCompleteParams{Tenant: src.Job.Tenant, ID: src.Job.ID, Output: []byte(`{"total":42}`)})
+	_, err = storetest.Complete(ctx, s, &storetest.CompleteParams{Tenant: src.Job.Tenant, ID: src.Job.ID, Output: []byte(`{"total":42}`)})
 	require.NoError(t, err)
 
 	a, b := setSubmission(1024), setSubmission(0)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
@@ -44,14 +45,9 @@ func (s *Store) ProviderBatchListStale(ctx context.Context, params *store.Provid
 	rows, err := s.q.ProviderBatchListStale(ctx, s.read, dbsqlite.ProviderBatchListStaleParams{
 		StaleBefore: params.StaleBefore.UnixMicro(), MaxBatches: int64(max(params.Limit, 0)),
 	})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	out := make([]*store.ProviderBatch, len(rows))
-	for i, r := range rows {
-		out[i] = &store.ProviderBatch{Tag: r.Tag, BatchID: r.BatchID, Status: r.Status}
-	}
-	return out, nil
+	return rowmap.Map(rows, err, interpretError, func(r dbsqlite.ProviderBatchListStaleRow) *store.ProviderBatch {
+		return &store.ProviderBatch{Tag: r.Tag, BatchID: r.BatchID, Status: r.Status}
+	})
 }
 
 // RunBatchList implements store.ProviderBatchStore.

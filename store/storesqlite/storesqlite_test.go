@@ -91,7 +91,7 @@ func TestOpen(t *testing.T) {
 		params := newSubmitParams("11111111-2222-4333-8444-555555555555")
 		created, err := s.JobSubmit(ctx, params)
 		require.NoError(t, err)
-		done, err := s.JobComplete(ctx, &store.JobCompleteParams{Tenant: params.Tenant, ID: params.ID, Output: []byte(`{"ok":true}`)})
+		done, err := storetest.Complete(ctx, s, &storetest.CompleteParams{Tenant: params.Tenant, ID: params.ID, Output: []byte(`{"ok":true}`)})
 		require.NoError(t, err)
 		s.Close()
 

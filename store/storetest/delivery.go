@@ -146,7 +146,7 @@ func exerciseDelivery(t *testing.T, newStore func(t *testing.T) Store) {
 			_, err := b.operator.JobReplay(b.ctx, &store.JobReplayParams{Tenant: job.Tenant, ID: job.ID})
 			require.NoError(t, err)
 			claimed := claimOne(t, b.engine, "w", engineLease)
-			_, err = b.engine.JobPublish(b.ctx, &store.JobPublishParams{Lease: leaseOf(claimed), Output: []byte(`{"total": 42}`), Message: "published"})
+			_, err = Publish(b.ctx, b.engine, &store.JobPublishParams{Lease: leaseOf(claimed), Output: []byte(`{"total": 42}`), Message: "published"})
 			require.NoError(t, err)
 
 			events := outbox(t, b, job)

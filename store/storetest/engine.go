@@ -279,18 +279,18 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 			require.Equal(t, int32(2), events[2].Attempt)
 			require.Contains(t, events[2].Message, "worker-a")
 
-			err := b.engine.CheckpointWrite(b.ctx, &store.CheckpointWriteParams{
+			err := CheckpointWrite(b.ctx, b.engine, &CheckpointWriteParams{
 				Lease: oldLease, Stage: store.JobStageTextExtracted, Chunk: -1, StageKey: "stage:v1:x",
 				CodeVersion: "1", Output: []byte("text"), AdvanceStage: true, Message: "text extracted",
 			})
 			require.ErrorIs(t, err, store.ErrLeaseLost)
-			_, err = b.engine.JobHeartbeat(b.ctx, &store.JobHeartbeatParams{Lease: oldLease, LeaseDuration: engineLease})
+			_, err = heartbeat(b.ctx, b.engine, &heartbeatParams{Lease: oldLease, LeaseDuration: engineLease})
 			require.ErrorIs(t, err, store.ErrLeaseLost)
 			_, err = b.engine.JobTransition(b.ctx, &store.JobTransitionParams{
 				Lease: oldLease, To: store.JobStatusFailed, Error: &store.JobError{Code: "x", Message: "y"},
 			})
 			require.ErrorIs(t, err, store.ErrLeaseLost)
-			_, err = b.engine.JobPublish(b.ctx, &store.JobPublishParams{
+			_, err = Publish(b.ctx, b.engine, &store.JobPublishParams{
 				Lease: oldLease, Output: []byte(`{}`), Message: "published",
 			})
 			require.ErrorIs(t, err, store.ErrLeaseLost)
@@ -307,7 +307,7 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 			require.Empty(t, outbox)
 
 			// The new owner's lease holds.
-			_, err = b.engine.JobHeartbeat(b.ctx, &store.JobHeartbeatParams{Lease: leaseOf(taken), LeaseDuration: engineLease})
+			_, err = heartbeat(b.ctx, b.engine, &heartbeatParams{Lease: leaseOf(taken), LeaseDuration: engineLease})
 			require.NoError(t, err)
 		})
 	})
@@ -327,7 +327,7 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 			// extends it from then: past the first lease's end nobody takes
 			// the job; past the extended one it is taken over.
 			beat := job.LeaseUntil.Add(-time.Second)
-			res, err := b.engine.JobHeartbeat(b.ctx, &store.JobHeartbeatParams{Lease: leaseOf(job), LeaseDuration: engineLease, Now: &beat})
+			res, err := heartbeat(b.ctx, b.engine, &heartbeatParams{Lease: leaseOf(job), LeaseDuration: engineLease, Now: &beat})
 			require.NoError(t, err)
 			require.False(t, res.CancelRequested)
 
@@ -354,7 +354,7 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 				{JobID: newUUID(t), Owner: lease.Owner, Attempt: lease.Attempt},
 				{JobID: "not-a-uuid", Owner: lease.Owner, Attempt: lease.Attempt},
 			} {
-				_, err := b.engine.JobHeartbeat(b.ctx, &store.JobHeartbeatParams{Lease: other, LeaseDuration: engineLease})
+				_, err := heartbeat(b.ctx, b.engine, &heartbeatParams{Lease: other, LeaseDuration: engineLease})
 				require.ErrorIs(t, err, store.ErrLeaseLost, "lease %+v", other)
 			}
 		})
@@ -390,7 +390,7 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 			job, lease := submitAndClaim(t, b, newSubmitParams(t), "w")
 			write := func(stage store.JobStage, chunk int32, output string, advance bool) {
 				t.Helper()
-				err := b.engine.CheckpointWrite(b.ctx, &store.CheckpointWriteParams{
+				err := CheckpointWrite(b.ctx, b.engine, &CheckpointWriteParams{
 					Lease: lease, Stage: stage, Chunk: chunk,
 					StageKey:    fmt.Sprintf("stage:v1:%s:%s:%d", job.ID, stage, chunk),
 					CodeVersion: "v1", Output: []byte(output),
@@ -453,7 +453,7 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 			const stageKey = "stage:v1:llm_done:shared"
 			write := func(lease store.Lease, output string) {
 				t.Helper()
-				require.NoError(t, b.engine.CheckpointWrite(b.ctx, &store.CheckpointWriteParams{
+				require.NoError(t, CheckpointWrite(b.ctx, b.engine, &CheckpointWriteParams{
 					Lease: lease, Stage: store.JobStageLLMDone, Chunk: -1, StageKey: stageKey,
 					CodeVersion: "v1", Output: []byte(output),
 				}))
@@ -480,7 +480,7 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 			require.Empty(t, hit.ReusedFrom, "computed by the job itself")
 
 			// The job served from the cache records where its result came from.
-			require.NoError(t, b.engine.CheckpointWrite(b.ctx, &store.CheckpointWriteParams{
+			require.NoError(t, CheckpointWrite(b.ctx, b.engine, &CheckpointWriteParams{
 				Lease: otherLease, Stage: store.JobStageLLMDone, Chunk: -1, StageKey: stageKey,
 				CodeVersion: "v1", Output: hit.Output, ReusedFrom: hit.JobID,
 			}))
@@ -690,7 +690,7 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 		t.Parallel()
 
 		publish := func(b *testBundle, lease store.Lease, output string) (*store.Job, error) {
-			return b.engine.JobPublish(b.ctx, &store.JobPublishParams{
+			return Publish(b.ctx, b.engine, &store.JobPublishParams{
 				Lease: lease, Output: []byte(output), Message: "published",
 			})
 		}
@@ -836,7 +836,7 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 				lease := store.Lease{JobID: job.ID, Owner: factoryLeaseOwner, Attempt: job.Attempt}
 				_, err := b.engine.JobTransition(b.ctx, &store.JobTransitionParams{Lease: lease, To: store.JobStatusFailed})
 				require.ErrorIs(t, err, store.ErrLeaseLost, "from %s", from)
-				_, err = b.engine.JobHeartbeat(b.ctx, &store.JobHeartbeatParams{Lease: lease, LeaseDuration: engineLease})
+				_, err = heartbeat(b.ctx, b.engine, &heartbeatParams{Lease: lease, LeaseDuration: engineLease})
 				require.ErrorIs(t, err, store.ErrLeaseLost, "from %s", from)
 				require.Equal(t, events, requireConsecutiveEvents(t, b.store, job), "from %s", from)
 			}
@@ -912,7 +912,7 @@ func exerciseEngine(t *testing.T, newStore func(t *testing.T) Store) {
 				require.Contains(t, last.Message, "unavailable: 503 from provider")
 
 				// The lease is gone with the transition.
-				_, err = b.engine.JobHeartbeat(b.ctx, &store.JobHeartbeatParams{Lease: lease, LeaseDuration: engineLease})
+				_, err = heartbeat(b.ctx, b.engine, &heartbeatParams{Lease: lease, LeaseDuration: engineLease})
 				require.ErrorIs(t, err, store.ErrLeaseLost)
 				_, err = b.engine.JobTransition(b.ctx, params)
 				require.ErrorIs(t, err, store.ErrLeaseLost)

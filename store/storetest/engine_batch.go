@@ -31,7 +31,7 @@ func exerciseEngineBatch(t *testing.T, newStore func(t *testing.T) Store) {
 		t.Helper()
 		later := job.LeaseUntil.Add(time.Hour)
 		for _, o := range others {
-			_, err := s.JobHeartbeat(t.Context(), &store.JobHeartbeatParams{Lease: leaseOf(o), LeaseDuration: engineLease, Now: &later})
+			_, err := heartbeat(t.Context(), s, &heartbeatParams{Lease: leaseOf(o), LeaseDuration: engineLease, Now: &later})
 			require.NoError(t, err)
 		}
 		taken := claimAt(t, s, "thief", *job.LeaseUntil)

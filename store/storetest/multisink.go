@@ -44,7 +44,7 @@ func exerciseMultiSink(t *testing.T, newStore func(t *testing.T) Store) {
 		require.NoError(t, err)
 		_, err = s.JobReplay(ctx, &store.JobReplayParams{Tenant: job.Tenant, ID: job.ID})
 		require.NoError(t, err)
-		_, err = s.JobPublish(ctx, &store.JobPublishParams{Lease: leaseOf(claimOne(t, s, "w", engineLease)), Output: []byte(`{"n": 1}`), Message: "published"})
+		_, err = Publish(ctx, s, &store.JobPublishParams{Lease: leaseOf(claimOne(t, s, "w", engineLease)), Output: []byte(`{"n": 1}`), Message: "published"})
 		require.NoError(t, err)
 		jobsOf[job.Tenant] = append(jobsOf[job.Tenant], job.ID)
 	}

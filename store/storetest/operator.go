@@ -114,7 +114,7 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) Store) {
 			require.Equal(t, res.Job, get(t, b, job))
 			require.Equal(t, events, requireConsecutiveEvents(t, b.store, job)) // a request, not a transition
 
-			beat, err := b.engine.JobHeartbeat(b.ctx, &store.JobHeartbeatParams{Lease: leaseOf(job), LeaseDuration: engineLease})
+			beat, err := heartbeat(b.ctx, b.engine, &heartbeatParams{Lease: leaseOf(job), LeaseDuration: engineLease})
 			require.NoError(t, err)
 			require.True(t, beat.CancelRequested)
 
@@ -188,7 +188,7 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) Store) {
 					ProviderKey: "pk:" + running.ID, Outcome: store.LLMOutcomeSucceeded, Billed: true,
 					PromptTokens: 100, CompletionTokens: 20, CostMicros: 300,
 				}}))
-				require.NoError(t, b.engine.CheckpointWrite(b.ctx, &store.CheckpointWriteParams{
+				require.NoError(t, CheckpointWrite(b.ctx, b.engine, &CheckpointWriteParams{
 					Lease: leaseOf(running), Stage: store.JobStageTextExtracted, Chunk: -1, StageKey: "stage:v1:" + running.ID,
 					CodeVersion: "v1", Output: []byte("text"), AdvanceStage: true, Message: "text extracted",
 				}))
@@ -247,7 +247,7 @@ func exerciseOperator(t *testing.T, newStore func(t *testing.T) Store) {
 						chunks = []int32{0, 1, -1}
 					}
 					for _, chunk := range chunks {
-						require.NoError(t, b.engine.CheckpointWrite(b.ctx, &store.CheckpointWriteParams{
+						require.NoError(t, CheckpointWrite(b.ctx, b.engine, &CheckpointWriteParams{
 							Lease: leaseOf(running), Stage: stage, Chunk: chunk,
 							StageKey:    fmt.Sprintf("stage:v1:%s:%s:%d", running.ID, stage, chunk),
 							CodeVersion: "v1", Output: []byte(stage), AdvanceStage: chunk == -1, Message: string(stage),

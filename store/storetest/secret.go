@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/oncejob/oncejob/store"
 )
 
 // exerciseSecret is the conformance suite of store.SecretStore.
@@ -17,15 +19,15 @@ func exerciseSecret(t *testing.T, newStore func(t *testing.T) Store) {
 		s, ctx := newStore(t), t.Context()
 
 		first := rand.Text()
-		got, err := s.SecretGetOrCreate(ctx, "page-token", []byte(first))
+		got, err := s.SecretGetOrCreate(ctx, &store.SecretGetOrCreateParams{Name: "page-token", Fresh: []byte(first)})
 		require.NoError(t, err)
 		require.Equal(t, []byte(first), got, "the first call stores fresh")
 
-		got, err = s.SecretGetOrCreate(ctx, "page-token", []byte(rand.Text()))
+		got, err = s.SecretGetOrCreate(ctx, &store.SecretGetOrCreateParams{Name: "page-token", Fresh: []byte(rand.Text())})
 		require.NoError(t, err)
 		require.Equal(t, []byte(first), got, "a later call's fresh is not stored")
 
-		other, err := s.SecretGetOrCreate(ctx, "other", []byte{0, 1, 0xff})
+		other, err := s.SecretGetOrCreate(ctx, &store.SecretGetOrCreateParams{Name: "other", Fresh: []byte{0, 1, 0xff}})
 		require.NoError(t, err)
 		require.Equal(t, []byte{0, 1, 0xff}, other, "names are apart, and a secret is bytes, not text")
 	})
@@ -40,7 +42,7 @@ func exerciseSecret(t *testing.T, newStore func(t *testing.T) Store) {
 		var wg sync.WaitGroup
 		for i := range callers {
 			wg.Go(func() {
-				got[i], errs[i] = s.SecretGetOrCreate(ctx, "page-token", []byte(rand.Text()))
+				got[i], errs[i] = s.SecretGetOrCreate(ctx, &store.SecretGetOrCreateParams{Name: "page-token", Fresh: []byte(rand.Text())})
 			})
 		}
 		wg.Wait()
@@ -48,7 +50,7 @@ func exerciseSecret(t *testing.T, newStore func(t *testing.T) Store) {
 			require.NoError(t, errs[i])
 			require.Equal(t, got[0], got[i], "every caller gets the one secret stored")
 		}
-		again, err := s.SecretGetOrCreate(ctx, "page-token", []byte(rand.Text()))
+		again, err := s.SecretGetOrCreate(ctx, &store.SecretGetOrCreateParams{Name: "page-token", Fresh: []byte(rand.Text())})
 		require.NoError(t, err)
 		require.Equal(t, got[0], again)
 	})

@@ -38,7 +38,7 @@ func exerciseStats(t *testing.T, newStore func(t *testing.T) Store) {
 		claimed, err := s.JobClaim(ctx, &store.JobClaimParams{Owner: "w", Limit: 2, LeaseDuration: engineLease})
 		require.NoError(t, err)
 		require.Len(t, claimed, 2)
-		_, err = s.JobPublish(ctx, &store.JobPublishParams{Lease: leaseOf(claimed[1]), Output: []byte(`{}`), Message: "published"})
+		_, err = Publish(ctx, s, &store.JobPublishParams{Lease: leaseOf(claimed[1]), Output: []byte(`{}`), Message: "published"})
 		require.NoError(t, err)
 
 		stats, err := s.JobStats(ctx, &store.JobStatsParams{})
@@ -70,7 +70,7 @@ func exerciseStats(t *testing.T, newStore func(t *testing.T) Store) {
 		for range 2 {
 			submit(t, s, newSubmitParams(t))
 			job := claimOne(t, s, "w", engineLease)
-			_, err := s.JobPublish(ctx, &store.JobPublishParams{Lease: leaseOf(job), Output: []byte(`{}`), Message: "published"})
+			_, err := Publish(ctx, s, &store.JobPublishParams{Lease: leaseOf(job), Output: []byte(`{}`), Message: "published"})
 			require.NoError(t, err)
 		}
 		unrouted, err := s.OutboxStats(ctx, &store.OutboxStatsParams{})

@@ -17,7 +17,7 @@ func exerciseSubmitMany(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Helper()
 
 	type testBundle struct {
-		store store.Store
+		store Store
 		ctx   context.Context
 	}
 
@@ -124,7 +124,7 @@ func exerciseSubmitMany(t *testing.T, newStore func(t *testing.T) Store) {
 		existing := newSubmitParams(t)
 		submit(t, b.store, existing)
 		source := submit(t, b.store, newSubmitParams(t))
-		_, err := b.store.JobComplete(b.ctx, &store.JobCompleteParams{Tenant: source.Tenant, ID: source.ID, Output: []byte(`{"total": 42}`)})
+		_, err := Complete(b.ctx, b.store, &CompleteParams{Tenant: source.Tenant, ID: source.ID, Output: []byte(`{"total": 42}`)})
 		require.NoError(t, err)
 
 		fresh := newSubmitParams(t)

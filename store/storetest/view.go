@@ -15,7 +15,7 @@ func exerciseView(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Helper()
 
 	type testBundle struct {
-		store store.Store
+		store Store
 		view  store.ViewStore
 		watch store.WatchStore
 		ctx   context.Context
@@ -35,7 +35,7 @@ func exerciseView(t *testing.T, newStore func(t *testing.T) Store) {
 		for range 3 {
 			invoices = append(invoices, submit(t, b.store, newSubmitParams(t)))
 		}
-		_, err := b.store.JobComplete(b.ctx, &store.JobCompleteParams{Tenant: invoices[0].Tenant, ID: invoices[0].ID, Output: []byte(`{}`)})
+		_, err := Complete(b.ctx, b.store, &CompleteParams{Tenant: invoices[0].Tenant, ID: invoices[0].ID, Output: []byte(`{}`)})
 		require.NoError(t, err)
 		other := newSubmitParams(t)
 		other.Pipeline = "receipts"
@@ -83,7 +83,7 @@ func exerciseView(t *testing.T, newStore func(t *testing.T) Store) {
 		require.NoError(t, err)
 
 		after := submit(t, b.store, newSubmitParams(t))
-		_, err = b.store.JobComplete(b.ctx, &store.JobCompleteParams{Tenant: before.Tenant, ID: before.ID, Output: []byte(`{}`)})
+		_, err = Complete(b.ctx, b.store, &CompleteParams{Tenant: before.Tenant, ID: before.ID, Output: []byte(`{}`)})
 		require.NoError(t, err)
 
 		type change struct {

@@ -26,7 +26,7 @@ func exerciseWatch(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Helper()
 
 	type testBundle struct {
-		store store.Store
+		store Store
 		watch store.WatchStore
 		ctx   context.Context
 	}
@@ -39,7 +39,7 @@ func exerciseWatch(t *testing.T, newStore func(t *testing.T) Store) {
 
 	complete := func(t *testing.T, b *testBundle, job *store.Job, output string) {
 		t.Helper()
-		_, err := b.store.JobComplete(b.ctx, &store.JobCompleteParams{Tenant: job.Tenant, ID: job.ID, Output: []byte(output)})
+		_, err := Complete(b.ctx, b.store, &CompleteParams{Tenant: job.Tenant, ID: job.ID, Output: []byte(output)})
 		require.NoError(t, err)
 	}
 
@@ -266,7 +266,7 @@ func exerciseWatch(t *testing.T, newStore func(t *testing.T) Store) {
 							t.Error(err)
 							return
 						}
-						_, err = b.store.JobComplete(b.ctx, &store.JobCompleteParams{Tenant: res.Job.Tenant, ID: res.Job.ID, Output: []byte(`{}`)})
+						_, err = Complete(b.ctx, b.store, &CompleteParams{Tenant: res.Job.Tenant, ID: res.Job.ID, Output: []byte(`{}`)})
 						if err != nil {
 							t.Error(err)
 							return
@@ -349,7 +349,7 @@ func exerciseWatch(t *testing.T, newStore func(t *testing.T) Store) {
 			job := submit(t, b.store, newSubmitParams(t))
 			claimed := claimOne(t, engine, "w", engineLease)
 			require.Equal(t, job.ID, claimed.ID)
-			_, err := engine.JobPublish(b.ctx, &store.JobPublishParams{Lease: leaseOf(claimed), Output: []byte(`{}`), Message: "published"})
+			_, err := Publish(b.ctx, engine, &store.JobPublishParams{Lease: leaseOf(claimed), Output: []byte(`{}`), Message: "published"})
 			require.NoError(t, err)
 			requireNotified(t, notes, eventKey{"tenant-a", job.ID, 1}, eventKey{"tenant-a", job.ID, 2}, eventKey{"tenant-a", job.ID, 3})
 		})

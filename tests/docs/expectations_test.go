@@ -92,11 +92,11 @@ var expectations = map[string][]para{
 	"docs/guide-runs.md: run examples": {
 		{true, []string{`"state": "RUN_STATE_OPEN"`, `"pipeline": "summarize"`}},
 		{true, []string{`(?m)^[0-9a-f-]{36}$`}},
-		{true, []string{`"outcome": "SUBMIT_OUTCOME_CREATED"`, `"source": "crawler"`}},
+		{true, []string{`"outcome": "SUBMIT_OUTCOME_CREATED"`, `"pipeline": "summarize"`}},
 		{true, []string{`"outcome": "SUBMIT_OUTCOME_EXISTING"`, `"alreadyInRun": true`}},
 		{true, []string{`"complete": true`, `"succeeded": "2"`}},
 		{true, []string{`"items": "2"`, `"succeeded": "2"`, `"computed": "2"`}},
-		{true, []string{`"jobs": \[`, `"idempotencyKey": "page-2"`}},
+		{true, []string{`"jobs": \[`, `"idempotencyKey": "page-2"`, `"source": "crawler"`}},
 		{true, []string{`"run": \{`}},
 		{true, []string{`"state": "RUN_STATE_CANCELLED"`}},
 	},

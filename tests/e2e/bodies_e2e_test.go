@@ -61,6 +61,15 @@ func TestHTTPBodiesAfterAuthentication(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 		resp.Body.Close()
 	}
+	// The Connect face too (its translation reads a body whole before the
+	// gRPC server sees the call): 401 with Connect's JSON error.
+	_, r := rawRequest(t, httpAddr, "POST /oncejob.v1.JobService/SubmitJob HTTP/1.1\nHost: "+httpAddr+"\nContent-Type: application/json\nContent-Length: 16000000", "")
+	resp, err := http.ReadResponse(r, nil)
+	require.NoError(t, err, "answered without the body")
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "%s", body)
+	require.Contains(t, string(body), `"code":"unauthenticated"`)
 }
 
 // TestHTTPSlowBodiesAreCut (issue #31, finding 10): a request whose body

@@ -56,12 +56,15 @@ func TestMetricsScrapedDuringKill(t *testing.T) {
 	c.sim.setFaults(t, `{"bill_then_timeout": {"count": 3, "delay": "3s"}}`)
 	metricsAddr := freeAddr(t)
 	b := start(t, "worker-b", nil, workerArgs(c.dbURL, c.sim, c.pipes, "--workers", "4", "--llm-timeout", "500ms", "--metrics-addr", metricsAddr)...)
+	// A job is terminal in the store when its publish commits; the worker
+	// counts it settled just after, so the scrape waits for that too.
 	var fams map[string]*dto.MetricFamily
 	require.Eventually(t, func() bool {
 		fams = scrape(t, "http://"+metricsAddr+"/metrics")
 		return fams != nil && c.allTerminal(t, jobs) &&
 			counter(fams, "oncejob_lease_takeovers_total") >= 1 &&
-			counter(fams, "oncejob_llm_unknown_outcomes_total") >= 1
+			counter(fams, "oncejob_llm_unknown_outcomes_total") >= 1 &&
+			sumByLabel(fams, "oncejob_jobs_settled_total", "status", "succeeded") >= 1
 	}, 90*time.Second, 100*time.Millisecond, "worker B's /metrics never showed takeovers and unknown outcomes with every job done")
 	b.stop()
 

@@ -22,6 +22,7 @@ import (
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
+	"github.com/oncejob/oncejob/store/storetest"
 )
 
 // effects is a relay's world in a test: the oncejob schema, and the example
@@ -106,7 +107,7 @@ func announceOn(t *testing.T, st announcer, n int) []string {
 		require.NoError(t, err)
 		_, err = st.JobReplay(ctx, &store.JobReplayParams{Tenant: "default", ID: ids[i]})
 		require.NoError(t, err)
-		_, err = st.JobPublish(ctx, &store.JobPublishParams{Lease: claimOn(t, st, ids[i]), Output: []byte(`{"n": 1}`), Message: "published"})
+		_, err = storetest.Publish(ctx, st, &store.JobPublishParams{Lease: claimOn(t, st, ids[i]), Output: []byte(`{"n": 1}`), Message: "published"})
 		require.NoError(t, err)
 	}
 	return ids

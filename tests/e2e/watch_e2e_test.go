@@ -21,6 +21,7 @@ import (
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
+	"github.com/oncejob/oncejob/store/storetest"
 )
 
 // replica is one running `oncejob serve`.
@@ -87,7 +88,7 @@ func (c *watchCluster) steps(t *testing.T, n int) []func() {
 	for _, stage := range []store.JobStage{store.JobStageTextExtracted, store.JobStageChunksReady, store.JobStageLLMDone, store.JobStageValidated} {
 		steps = append(steps, func() {
 			for _, j := range jobs {
-				require.NoError(t, c.store.CheckpointWrite(ctx, &store.CheckpointWriteParams{
+				require.NoError(t, storetest.CheckpointWrite(ctx, c.store, &storetest.CheckpointWriteParams{
 					Lease: store.Lease{JobID: j.ID, Owner: j.LeaseOwner, Attempt: j.Attempt}, Stage: stage, Chunk: -1,
 					StageKey: string(stage) + j.ID, CodeVersion: "1", Output: []byte(`{}`), AdvanceStage: true, Message: string(stage),
 				}))
@@ -96,7 +97,7 @@ func (c *watchCluster) steps(t *testing.T, n int) []func() {
 	}
 	return append(steps, func() {
 		for _, j := range jobs {
-			_, err := c.store.JobPublish(ctx, &store.JobPublishParams{
+			_, err := storetest.Publish(ctx, c.store, &store.JobPublishParams{
 				Lease: store.Lease{JobID: j.ID, Owner: j.LeaseOwner, Attempt: j.Attempt}, Output: []byte(`{"summary":"s"}`), Message: "published",
 			})
 			require.NoError(t, err)

@@ -118,9 +118,14 @@ func TestColumnsJob(t *testing.T) {
 	t.Parallel()
 	at := time.Unix(1700000000, 0).UTC()
 	c := rowmap.Columns[string, *string, int64, int64, int64, *int64, string, *string]{
-		Store:    "teststore",
-		UUID:     rowmap.Same[string],
-		NullUUID: func(s *string) string { return *s },
+		Store: "teststore",
+		UUID:  rowmap.Same[string],
+		NullUUID: func(s *string) string {
+			if s == nil {
+				return ""
+			}
+			return *s
+		},
 		Int32:    func(i int64) int32 { return int32(i) },
 		Bool:     func(b int64) bool { return b != 0 },
 		Time:     func(int64) time.Time { return at },

@@ -51,17 +51,6 @@ SELECT job.*, candidate.old_status::text AS claimed_from
 FROM job JOIN candidate ON candidate.id = job.id
 ORDER BY job.created_at, job.id;
 
--- name: JobHeartbeat :one
--- Extends a lease while (owner, attempt) still hold it, from @now or, when
--- NULL, the database's clock. No row: lease lost.
-UPDATE jobs
-SET lease_until = coalesce(sqlc.narg(now)::timestamptz, now()) + @lease_duration::interval
-WHERE id = @id::uuid
-    AND lease_owner = @owner::text
-    AND attempt = @attempt::integer
-    AND status = 'running'
-RETURNING cancel_requested;
-
 -- name: DocumentGet :one
 SELECT data FROM documents
 WHERE tenant = @tenant::text AND sha256 = @sha256::text;
@@ -86,43 +75,6 @@ SELECT * FROM job_checkpoints
 WHERE tenant = @tenant::text AND stage_key = @stage_key::text
 ORDER BY created_at DESC
 LIMIT 1;
-
--- name: CheckpointWrite :one
--- Records a checkpoint in one statement, fenced: the UPDATE of the job takes
--- its row lock and rechecks (owner, attempt, running) on the newest row
--- version, so a takeover committed first leaves it no row, and then nothing
--- else is written. No row returned: lease lost.
-WITH job AS (
-    UPDATE jobs
-    SET stage = CASE WHEN @advance_stage::boolean THEN @stage::text ELSE stage END,
-        last_event_seq = last_event_seq + CASE WHEN @advance_stage::boolean THEN 1 ELSE 0 END,
-        updated_at = now()
-    WHERE id = @job_id::uuid
-        AND lease_owner = @owner::text
-        AND attempt = @attempt::integer
-        AND status = 'running'
-    RETURNING id, tenant, status, stage, attempt, last_event_seq
-),
-checkpoint AS (
-    INSERT INTO job_checkpoints (job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, reused_from)
-    SELECT job.id, job.tenant, @stage::text, @chunk::integer, @stage_key::text,
-        @code_version::text, job.attempt, @output::bytea, @reused_from::text
-    FROM job
-    ON CONFLICT (job_id, stage, chunk) DO UPDATE
-    SET stage_key = excluded.stage_key,
-        code_version = excluded.code_version,
-        attempt = excluded.attempt,
-        output = excluded.output,
-        reused_from = excluded.reused_from,
-        created_at = now()
-),
-event AS (
-    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
-    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, @message::text
-    FROM job
-    WHERE @advance_stage::boolean
-)
-SELECT id, tenant, last_event_seq FROM job;
 
 -- name: LLMAttemptRecord :one
 -- Journals an attempt under the job's tenant and, when billed, adds its usage
@@ -186,51 +138,8 @@ WHERE tenant = @tenant::text
     AND status = 'succeeded'
     AND deduplicated_from IS NULL;
 
--- name: JobPublish :one
--- The published stage in one statement, fenced like CheckpointWrite (the
--- trigger jobs_announce writes its outbox event). When
--- another job of the tenant computed the same dedup key, its output is
--- published with deduplicated_from set. Two jobs of one key published
--- concurrently both see no source; the second to commit its UPDATE then
--- violates jobs_computed_success_key, and the caller runs the statement again
--- with a snapshot that sees the first. No row: lease lost.
-WITH source AS (
-    SELECT other.id, other.output
-    FROM jobs AS self
-    JOIN jobs AS other ON other.tenant = self.tenant AND other.dedup_key = self.dedup_key
-    WHERE self.id = @job_id::uuid
-        AND other.id <> self.id
-        AND other.status = 'succeeded'
-        AND other.deduplicated_from IS NULL
-),
-job AS (
-    UPDATE jobs
-    SET status = 'succeeded',
-        stage = 'published',
-        output = coalesce((SELECT output FROM source), @output::jsonb),
-        deduplicated_from = (SELECT id FROM source),
-        finished_at = now(),
-        updated_at = now(),
-        lease_owner = NULL,
-        lease_until = NULL,
-        last_event_seq = last_event_seq + 1
-    WHERE id = @job_id::uuid
-        AND lease_owner = @owner::text
-        AND attempt = @attempt::integer
-        AND status = 'running'
-    RETURNING *
-),
-event AS (
-    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
-    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt,
-        CASE WHEN job.deduplicated_from IS NULL THEN @message::text
-            ELSE @message::text || ' (deduplicated from ' || job.deduplicated_from::text || ')' END
-    FROM job
-)
-SELECT * FROM job;
-
 -- name: JobTransition :one
--- Moves a running job to @status, fenced like CheckpointWrite, clearing the
+-- Moves a running job to @status, fenced like CheckpointWriteMany, clearing the
 -- lease and appending its event. The caller checks that @status is allowed
 -- and decides every parameter (store.JobTransitionParams.Write). A NULL error
 -- keeps the job's last one, a NULL output likewise. No row: lease lost. When

@@ -137,14 +137,16 @@ SELECT coalesce((SELECT fenced FROM job), false)::boolean AS fenced,
 -- The completer's batch: for each job of @jobs, its checkpoints (merge,
 -- validated) and the published stage (output, succeeded, its event; the
 -- trigger jobs_announce writes the outbox event), in one statement. Each
--- job's UPDATE is fenced on its own (owner, attempt, running), as JobPublish;
--- a job it leaves out writes nothing and is absent from the result, and the
--- others commit. A job whose dedup key another job already computed
--- publishes that job's output as deduplicated. Two jobs of one key in one
--- batch, or racing another statement, violate jobs_computed_success_key:
--- the caller then publishes the batch's jobs one by one (JobPublish's
--- retry). A job's checkpoint events take the seqs after its last
--- (event_offset, 1-based; 0: no event), its published event the next.
+-- job's UPDATE is fenced on its own (owner, attempt, running), rechecked
+-- on the newest row version under its row lock; a job it leaves out writes
+-- nothing and is absent from the result, and the others commit. A job
+-- whose dedup key another job already computed publishes that job's output
+-- as deduplicated. Two jobs of one key in one batch, or racing another
+-- statement, violate jobs_computed_success_key: the caller then publishes
+-- the batch's jobs one by one, each run once more on that violation with a
+-- snapshot that sees the other's success. A job's checkpoint events take
+-- the seqs after its last (event_offset, 1-based; 0: no event), its
+-- published event the next.
 WITH source AS (
     SELECT self.id AS job_id, other.id, other.output
     FROM jsonb_to_recordset(@jobs::jsonb) AS batch(

@@ -164,28 +164,3 @@ FROM (
 JOIN jobs ON jobs.id = sized.id
 WHERE sized.prev_start_bytes < @max_bytes::bigint
 ORDER BY jobs.created_at DESC, jobs.id DESC;
-
--- name: JobComplete :one
--- Publishes a job's output and appends its event in one statement. The
--- UPDATE takes the row lock, so last_event_seq + 1 is this transition's seq.
-WITH job AS (
-    UPDATE jobs
-    SET status = 'succeeded',
-        stage = 'published',
-        output = @output::jsonb,
-        finished_at = now(),
-        updated_at = now(),
-        lease_owner = NULL,
-        lease_until = NULL,
-        last_event_seq = last_event_seq + 1
-    WHERE tenant = @tenant::text
-        AND id = @id::uuid
-        AND status NOT IN ('succeeded', 'failed', 'cancelled', 'dead_lettered')
-    RETURNING *
-),
-event AS (
-    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
-    SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, 'published'
-    FROM job
-)
-SELECT * FROM job;

@@ -75,23 +75,6 @@ JOIN jobs ON jobs.id = sized.id
 WHERE sized.prev_start_bytes < CAST(@max_bytes AS INTEGER)
 ORDER BY jobs.created_at DESC, jobs.id DESC;
 
--- name: JobComplete :one
--- Publishes a job's output. The caller appends the event (JobEventAppend) in
--- the same transaction.
-UPDATE jobs
-SET status = 'succeeded',
-    stage = 'published',
-    output = @output,
-    updated_at = @now,
-    finished_at = @now,
-    lease_owner = NULL,
-    lease_until = NULL,
-    last_event_seq = last_event_seq + 1
-WHERE tenant = @tenant
-    AND id = @id
-    AND status NOT IN ('succeeded', 'failed', 'cancelled', 'dead_lettered')
-RETURNING *;
-
 -- name: IdempotencyKeyInsertMany :many
 -- Binds every new key of a batch to the job it is about to create, in one
 -- statement, and returns the job ids of the keys it inserted: a key that
