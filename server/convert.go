@@ -57,6 +57,7 @@ func jobToProto(j *store.Job) *oncejobv1.Job {
 		Status:            statusToProto[j.Status],
 		Stage:             stageToProto[j.Stage],
 		Attempt:           j.Attempt,
+		AttemptsSpent:     j.BudgetAttempts,
 		Output:            jsonToStruct(j.Output),
 		DeduplicatedFrom:  j.DeduplicatedFrom,
 		DocumentSha256:    j.DocumentSHA256,

@@ -127,7 +127,11 @@ func decide(in settleInput) decision {
 	case errors.As(err, &await):
 		return decision{act: actTransition, to: store.JobStatusAwaitingApproval, output: await.output, message: "awaiting approval: the planned output is on the job"}
 	case errors.As(err, &budget):
-		return deadLetter(budget.kind, budget.reason)
+		d := deadLetter(budget.kind, budget.reason)
+		// The attempts budget is checked at the claim, before anything is
+		// tried: that claim goes back, so Job.attempts_spent reads N of N.
+		d.refund = budget.kind == "attempts"
+		return d
 	case errors.As(err, &perm):
 		return fail(&store.JobError{Code: perm.code, Message: perm.err.Error()})
 	case errors.As(err, &retryable):

@@ -64,7 +64,7 @@ func TestDecide(t *testing.T) {
 		{"tokens spent", func(in *settleInput) { in.err = &budgetError{"tokens", "1000 of 1000 tokens used"} },
 			want{act: actTransition, to: store.JobStatusDeadLettered, code: budgetSpentCode, budget: "tokens"}},
 		{"attempts spent by dying workers", func(in *settleInput) { in.err = &budgetError{"attempts", "attempts spent: 5 of 5"} },
-			want{act: actTransition, to: store.JobStatusDeadLettered, code: budgetSpentCode, budget: "attempts"}},
+			want{act: actTransition, to: store.JobStatusDeadLettered, code: budgetSpentCode, budget: "attempts", refund: true}},
 		{"a permanent error", func(in *settleInput) { in.err = permanent("PIPELINE_UNKNOWN", "no such pipeline") },
 			want{act: actTransition, to: store.JobStatusFailed, code: "PIPELINE_UNKNOWN"}},
 		{"a retryable error of ours", func(in *settleInput) {

@@ -35,7 +35,7 @@ var expectations = map[string][]para{
 		{true, []string{`[0-9a-f-]{36}\s+SUCCEEDED\s+published\s+summarize`, `"status":"JOB_STATUS_SUCCEEDED"`}},
 	},
 	"docs/guide-cli.md: cli commands": {
-		{true, []string{`SUCCEEDED`, `published`}},
+		{true, []string{`SUCCEEDED`, `published`, `attempt:\s+1 \(attempts spent: 1\)`}},
 		{false, []string{`is SUCCEEDED`}},
 		{true, []string{`usage: oncejob submit`}},
 	},

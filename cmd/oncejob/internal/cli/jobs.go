@@ -219,7 +219,7 @@ func printJob(w io.Writer, j *oncejobv1.Job, asJSON bool) {
 	row("status", "%s", statusName(j.GetStatus()))
 	row("stage", "%s", stageName(j.GetStage()))
 	row("pipeline", "%s v%d (prompt %s, model profile %s)", j.GetPipeline(), j.GetPipelineVersion(), j.GetPromptVersion(), j.GetModelProfile())
-	row("attempt", "%d", j.GetAttempt())
+	row("attempt", "%d (attempts spent: %d)", j.GetAttempt(), j.GetAttemptsSpent())
 	if t := j.GetNextAttemptTime(); t != nil {
 		row("next try", "%s (in %s)", when(t), time.Until(t.AsTime()).Round(time.Second))
 	}

@@ -1821,7 +1821,10 @@ type Job struct {
 	// The last stage passed, as of the job's last durable write (a stage the
 	// worker computes in memory is recorded with the next one).
 	Stage JobStage `protobuf:"varint,9,opt,name=stage,proto3,enum=oncejob.v1.JobStage" json:"stage,omitempty"`
-	// The number of times a worker has claimed the job.
+	// The number of times a worker has claimed the job (also its fencing
+	// token). A job the provider's limits send back to the queue is claimed
+	// again, so this grows while it waits; attempts_spent counts the retry
+	// budget.
 	Attempt int32 `protobuf:"varint,10,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// The published result when SUCCEEDED; the planned output, for review,
 	// when AWAITING_APPROVAL.
@@ -1860,8 +1863,14 @@ type Job struct {
 	// PROVIDER_LIMIT_WAIT says so and which limit binds) and while
 	// OUTCOME_UNKNOWN (the reconciler's next look).
 	NextAttemptTime *timestamppb.Timestamp `protobuf:"bytes,28,opt,name=next_attempt_time,json=nextAttemptTime,proto3" json:"next_attempt_time,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The attempts of the retry budget this job has spent, the one running
+	// included: a 429, or a wait for a provider limit, spends none, nor does a
+	// claim that tried nothing (a worker shutting down, a worker of another
+	// pipeline version); ReplayJob starts it again. Unlike attempt, which
+	// counts every claim, it stays put while the provider paces the job.
+	AttemptsSpent int32 `protobuf:"varint,29,opt,name=attempts_spent,json=attemptsSpent,proto3" json:"attempts_spent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
@@ -2088,6 +2097,13 @@ func (x *Job) GetNextAttemptTime() *timestamppb.Timestamp {
 		return x.NextAttemptTime
 	}
 	return nil
+}
+
+func (x *Job) GetAttemptsSpent() int32 {
+	if x != nil {
+		return x.AttemptsSpent
+	}
+	return 0
 }
 
 // StageCheckpoint is the recorded result of one stage, or of one chunk of a
@@ -3005,7 +3021,7 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\aapprove\x18\x02 \x01(\bR\aapprove\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"7\n" +
 	"\x12ApproveJobResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\"\xaa\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\"\xd1\n" +
 	"\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
@@ -3039,7 +3055,8 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\fllm_attempts\x18\x19 \x03(\v2\x16.oncejob.v1.LlmAttemptR\vllmAttempts\x120\n" +
 	"\bpriority\x18\x1a \x01(\x0e2\x14.oncejob.v1.PriorityR\bpriority\x12\x15\n" +
 	"\x06run_id\x18\x1b \x01(\tR\x05runId\x12F\n" +
-	"\x11next_attempt_time\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\x0fnextAttemptTime\x1a9\n" +
+	"\x11next_attempt_time\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\x0fnextAttemptTime\x12%\n" +
+	"\x0eattempts_spent\x18\x1d \x01(\x05R\rattemptsSpent\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc3\x02\n" +

@@ -128,7 +128,7 @@ class GetJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ["attempt", "checkpoints", "create_time", "dedup_key", "deduplicated_from", "document_media_type", "document_name", "document_sha256", "document_size_bytes", "error", "finish_time", "id", "idempotency_key", "labels", "llm_attempts", "model_profile", "next_attempt_time", "output", "params", "pipeline", "pipeline_version", "priority", "prompt_version", "run_id", "stage", "status", "update_time", "usage"]
+    __slots__ = ["attempt", "attempts_spent", "checkpoints", "create_time", "dedup_key", "deduplicated_from", "document_media_type", "document_name", "document_sha256", "document_size_bytes", "error", "finish_time", "id", "idempotency_key", "labels", "llm_attempts", "model_profile", "next_attempt_time", "output", "params", "pipeline", "pipeline_version", "priority", "prompt_version", "run_id", "stage", "status", "update_time", "usage"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -136,6 +136,7 @@ class Job(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ATTEMPTS_SPENT_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
@@ -165,6 +166,7 @@ class Job(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     attempt: int
+    attempts_spent: int
     checkpoints: _containers.RepeatedCompositeFieldContainer[StageCheckpoint]
     create_time: _timestamp_pb2.Timestamp
     dedup_key: str
@@ -192,7 +194,7 @@ class Job(_message.Message):
     status: JobStatus
     update_time: _timestamp_pb2.Timestamp
     usage: JobUsage
-    def __init__(self, id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., dedup_key: _Optional[str] = ..., pipeline: _Optional[str] = ..., pipeline_version: _Optional[int] = ..., prompt_version: _Optional[str] = ..., model_profile: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., stage: _Optional[_Union[JobStage, str]] = ..., attempt: _Optional[int] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., deduplicated_from: _Optional[str] = ..., usage: _Optional[_Union[JobUsage, _Mapping]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., document_sha256: _Optional[str] = ..., document_media_type: _Optional[str] = ..., document_name: _Optional[str] = ..., document_size_bytes: _Optional[int] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., checkpoints: _Optional[_Iterable[_Union[StageCheckpoint, _Mapping]]] = ..., llm_attempts: _Optional[_Iterable[_Union[LlmAttempt, _Mapping]]] = ..., priority: _Optional[_Union[Priority, str]] = ..., run_id: _Optional[str] = ..., next_attempt_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., dedup_key: _Optional[str] = ..., pipeline: _Optional[str] = ..., pipeline_version: _Optional[int] = ..., prompt_version: _Optional[str] = ..., model_profile: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., stage: _Optional[_Union[JobStage, str]] = ..., attempt: _Optional[int] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., deduplicated_from: _Optional[str] = ..., usage: _Optional[_Union[JobUsage, _Mapping]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., document_sha256: _Optional[str] = ..., document_media_type: _Optional[str] = ..., document_name: _Optional[str] = ..., document_size_bytes: _Optional[int] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., checkpoints: _Optional[_Iterable[_Union[StageCheckpoint, _Mapping]]] = ..., llm_attempts: _Optional[_Iterable[_Union[LlmAttempt, _Mapping]]] = ..., priority: _Optional[_Union[Priority, str]] = ..., run_id: _Optional[str] = ..., next_attempt_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., attempts_spent: _Optional[int] = ...) -> None: ...
 
 class JobError(_message.Message):
     __slots__ = ["code", "message", "retryable"]
