@@ -568,6 +568,10 @@ func TestConsoleShowsTheProviderLimit(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "a run item waits in the queue for the limit")
 	e.do(chromedp.Navigate(e.base+"/#/jobs/"+waiting), chromedp.WaitVisible(css(`#timeline li[data-status="RETRY_WAIT"] .next-try`)))
 	require.Contains(t, evaluate[string](e, `document.getElementById('job-next-try')?.textContent || ''`), "waiting for the provider limit")
+	// Its budget: a wait for the limit spends no attempt, so the page
+	// reads 0 while it waits and 1 once it ran, however often it was
+	// claimed.
+	require.Regexp(t, `^[01]$`, evaluate[string](e, `document.getElementById('job-attempts-spent')?.textContent || ''`))
 	e.screenshot("job-next-try")
 	require.Zero(t, e.dialogs.Load())
 }

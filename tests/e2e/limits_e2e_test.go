@@ -54,9 +54,10 @@ func awaitAll(t *testing.T, client oncejobv1.JobServiceClient, ids []string) []*
 // 1,200 requests a minute (20 per one-second window), on Postgres and on
 // the embedded store: every job succeeds, none is dead-lettered, and the
 // provider answers no 429 (docs/architecture.md, "Provider limits"). Then
-// the provider answers 429 to everything for 3 s (a minute in production;
-// the same code): no job is dead-lettered, none spends an attempt, and
-// every one finishes afterwards.
+// the provider answers 429 to everything for 3 s, shorter than a call
+// waits in the pacer: no job is dead-lettered, none is claimed twice or
+// spends an attempt, and every one finishes afterwards. A storm longer
+// than that wait is TestProviderLimitStorm.
 func TestProviderLimits(t *testing.T) {
 	t.Parallel()
 	for _, embedded := range []bool{false, true} {
@@ -97,6 +98,7 @@ func TestProviderLimits(t *testing.T) {
 			for _, j := range awaitAll(t, client, submit("refused", refused)) {
 				require.Equal(t, oncejobv1.JobStatus_JOB_STATUS_SUCCEEDED, j.GetStatus(), "%v", j.GetError())
 				require.EqualValues(t, 1, j.GetAttempt(), "a 429 spends no attempt")
+				require.EqualValues(t, 1, j.GetAttemptsSpent(), "a 429 spends no attempt")
 				for _, a := range j.GetLlmAttempts() {
 					if a.GetOutcome() == oncejobv1.LlmOutcome_LLM_OUTCOME_RATE_LIMITED {
 						limited++

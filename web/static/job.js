@@ -74,7 +74,7 @@ export function jobPage(main, id, setLive) {
         fact('Job id', j.id), fact('Pipeline', `${j.pipeline} v${j.pipeline_version || 0}`),
         fact('Prompt version', j.prompt_version), fact('Model profile', j.model_profile),
         fact('Stage', stageName(j.stage)), fact('Attempt', String(j.attempt || 0)),
-        fact('Attempts spent', String(j.attempts_spent || 0)),
+        fact('Attempts spent', h('span', { id: 'job-attempts-spent' }, String(j.attempts_spent || 0))),
         j.next_attempt_time ? fact('Next try', h('span', { id: 'job-next-try' }, `${time(j.next_attempt_time)} (${untilText(j.next_attempt_time)})`,
           j.error?.code === 'PROVIDER_LIMIT_WAIT' ? ' · waiting for the provider limit' : '')) : null,
         fact('Priority', priorityName(j.priority)),
