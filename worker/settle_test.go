@@ -11,6 +11,7 @@ import (
 	"github.com/oncejob/oncejob/llm"
 	"github.com/oncejob/oncejob/llm/pace"
 	"github.com/oncejob/oncejob/pipeline"
+	"github.com/oncejob/oncejob/retry"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -18,7 +19,7 @@ import (
 // error an attempt can end with, and the budgets around it.
 func TestDecide(t *testing.T) {
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
-	policy := pipeline.RetryPolicy{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute, Multiplier: 2, Deadline: time.Hour, MaxCostTokens: 1000}
+	policy := pipeline.RetryPolicy{Policy: retry.Policy{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute, Multiplier: 2}, Deadline: time.Hour, MaxCostTokens: 1000}
 	base := func() settleInput {
 		return settleInput{now: now, retry: policy, onUnknown: pipeline.OnUnknownRetry, attempts: 2, claims: 2, budgetStarted: now.Add(-time.Minute), jitter: 0.5}
 	}
@@ -171,7 +172,7 @@ func TestDecide(t *testing.T) {
 // a replay grants a fresh budget), whatever the last error was.
 func TestDecideBudgetSpentIsNeverRetryable(t *testing.T) {
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
-	policy := pipeline.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Second, MaxBackoff: time.Minute, Multiplier: 2, Deadline: time.Minute}
+	policy := pipeline.RetryPolicy{Policy: retry.Policy{MaxAttempts: 3, InitialBackoff: time.Second, MaxBackoff: time.Minute, Multiplier: 2}, Deadline: time.Minute}
 	errs := []error{
 		&budgetError{"tokens", "spent"}, &budgetError{"deadline", "passed"},
 		&retryableError{code: "X", err: errors.New("x")},
