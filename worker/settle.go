@@ -159,9 +159,12 @@ func decide(in settleInput) decision {
 		return decision{act: actNone, logError: true, message: "attempt ended by an infrastructure error; the lease will expire"}
 	}
 	jobErr := &store.JobError{Code: "PROVIDER_" + strings.ToUpper(class.String()), Message: err.Error(), Retryable: llm.Retryable(class)}
-	switch class {
-	case llm.ClassInvalidRequest:
+	if !jobErr.Retryable {
+		// Invalid request or output: the same request cannot succeed
+		// later, so the job fails, as its error's retryable flag says.
 		return fail(jobErr)
+	}
+	switch class {
 	case llm.ClassRateLimited:
 		// The provider's pacing, not the job's failure: the attempt goes
 		// back to the budget; only the deadline bounds the wait.

@@ -120,8 +120,8 @@ func TestDecide(t *testing.T) {
 		}, want{act: actTransition, to: store.JobStatusDeadLettered, code: budgetSpentCode, budget: "deadline"}},
 		{"provider rejected the request", func(in *settleInput) { in.err = provider(llm.ClassInvalidRequest) },
 			want{act: actTransition, to: store.JobStatusFailed, code: "PROVIDER_INVALID_REQUEST"}},
-		{"provider output invalid", func(in *settleInput) { in.err = provider(llm.ClassInvalidOutput) },
-			want{act: actTransition, to: store.JobStatusRetryWait, code: "PROVIDER_INVALID_OUTPUT", at: at(time.Second)}},
+		{"provider output invalid: not retryable, so failed, not retried", func(in *settleInput) { in.err = provider(llm.ClassInvalidOutput) },
+			want{act: actTransition, to: store.JobStatusFailed, code: "PROVIDER_INVALID_OUTPUT"}},
 		{"outcome unknown under retry", func(in *settleInput) { in.err = provider(llm.ClassOutcomeUnknown) },
 			want{act: actTransition, to: store.JobStatusRetryWait, code: unknownOutcomeCode, retryable: true, at: at(time.Second)}},
 		{"outcome unknown under retry, attempts spent", func(in *settleInput) { in.err = provider(llm.ClassOutcomeUnknown); in.attempts = 5 },
@@ -153,6 +153,11 @@ func TestDecide(t *testing.T) {
 			}
 			if code != w.code || retryable != w.retryable {
 				t.Fatalf("error = %q retryable %t; want %q retryable %t", code, retryable, w.code, w.retryable)
+			}
+			// Job.error.retryable (proto/oncejob/v1/job.proto): whether the
+			// engine will try the job again on its own.
+			if again := d.to == store.JobStatusRetryWait || d.to == store.JobStatusOutcomeUnknown; d.err != nil && d.err.Retryable != again {
+				t.Fatalf("error retryable %t on a job going to %s", d.err.Retryable, d.to)
 			}
 			if (d.at == nil) != (w.at == nil) || (d.at != nil && !d.at.Equal(*w.at)) {
 				t.Fatalf("due at %v; want %v", d.at, w.at)
