@@ -49,6 +49,14 @@ func (c *Client) ListSchedules(ctx context.Context, req *oncejobv1.ListSchedules
 	return &resp, err
 }
 
+// GetSchedule returns one of the caller's schedules, its template with its
+// document (ListSchedules leaves documents out unless asked).
+func (c *Client) GetSchedule(ctx context.Context, id string, opts ...CallOption) (*Schedule, error) {
+	var resp oncejobv1.GetScheduleResponse
+	err := c.call(ctx, oncejobv1.ScheduleService_GetSchedule_FullMethodName, &oncejobv1.GetScheduleRequest{ScheduleId: id}, &resp, "", c.callOptions(opts))
+	return resp.GetSchedule(), err
+}
+
 // PauseSchedule stops a schedule firing; pausing a paused one returns it.
 func (c *Client) PauseSchedule(ctx context.Context, id string, opts ...CallOption) (*Schedule, error) {
 	var resp oncejobv1.PauseScheduleResponse

@@ -64,8 +64,8 @@ type Config struct {
 	// none, the server alone decides.
 	Authenticate func(ctx context.Context, authorization string) error
 	// Memory is the process's memory budget: a request body draws its
-	// bytes from it before they are read (by its Content-Length, else as
-	// they arrive) and gives them back when the request is answered; one
+	// bytes from it as they arrive, before they reach the decoder, and
+	// gives them back when the request is answered; one
 	// the budget cannot hold now is 429 MEMORY_BUDGET with Retry-After.
 	// Default: none, unlimited.
 	Memory *membudget.Budget
@@ -198,16 +198,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+		// Drawn as it arrives, not by its Content-Length: a body that
+		// trickles holds what came, so slow bodies cannot take the budget
+		// from every other caller (issue #31, TestResourceSoak).
 		hold := g.cfg.Memory.Hold("a request body")
 		defer hold.Release() // after the call: the body is held until then
-		if r.ContentLength > 0 && r.ContentLength <= g.cfg.MaxBodyBytes {
-			if err := hold.Grow(r.ContentLength); err != nil {
-				g.writeProblem(w, r, problemFromStatus(status.Convert(err)))
-				return
-			}
-		} else {
-			r.Body = heldBody{ReadCloser: r.Body, hold: hold}
-		}
+		r.Body = heldBody{ReadCloser: r.Body, hold: hold}
 		body, p := g.readBody(w, r)
 		if p == nil {
 			p = invalidJSONBody(body)

@@ -33,6 +33,7 @@ var submitterMethods = map[string]bool{
 	oncejobv1.RunService_WatchRun_FullMethodName:           true,
 	oncejobv1.RunService_ListRunBatches_FullMethodName:     true,
 	oncejobv1.ScheduleService_ListSchedules_FullMethodName: true,
+	oncejobv1.ScheduleService_GetSchedule_FullMethodName:   true,
 }
 
 // ReasonRoleNotPermitted is the ErrorInfo reason of a call the key's role

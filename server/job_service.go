@@ -7,11 +7,13 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/jobspec"
 	"github.com/oncejob/oncejob/server/groupcommit"
 	"github.com/oncejob/oncejob/server/idempotency"
+	"github.com/oncejob/oncejob/server/membudget"
 	"github.com/oncejob/oncejob/server/pagetoken"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
@@ -155,10 +157,42 @@ func (s *jobService) ListJobs(ctx context.Context, req *oncejobv1.ListJobsReques
 	for i, j := range res.Jobs {
 		resp.Jobs[i] = jobToProto(j)
 	}
+	if req.GetView() == oncejobv1.JobView_JOB_VIEW_FULL {
+		if err := s.addPageDetail(ctx, resp, res, hold); err != nil {
+			return nil, err
+		}
+	}
 	if res.Next != nil {
 		resp.NextPageToken = encodePageToken(s.tokens, pagetoken.Jobs, t, res.Next, req)
 	}
 	return resp, nil
+}
+
+// fullJobViewBytes bounds the checkpoints and attempts a JOB_VIEW_FULL page
+// holds past its first job.
+const fullJobViewBytes = 1 << 20
+
+// addPageDetail fills the FULL view of a page's jobs one at a time, each
+// drawn from the memory budget, and ends the page after the job that
+// takes the detail past fullJobViewBytes (res.Next then points after it).
+func (s *jobService) addPageDetail(ctx context.Context, resp *oncejobv1.ListJobsResponse, res *store.JobListResult, hold *membudget.Hold) error {
+	var total int64
+	for i, pj := range resp.Jobs {
+		if err := s.addDetail(ctx, pj); err != nil {
+			return err
+		}
+		n := int64(proto.Size(&oncejobv1.Job{Checkpoints: pj.GetCheckpoints(), LlmAttempts: pj.GetLlmAttempts()}))
+		if err := hold.Grow(n); err != nil {
+			return err
+		}
+		if total += n; total > fullJobViewBytes && i < len(resp.Jobs)-1 {
+			resp.Jobs = resp.Jobs[:i+1]
+			last := res.Jobs[i]
+			res.Next = &store.JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+			return nil
+		}
+	}
+	return nil
 }
 
 // pageReadSlack is what a bounded read may return past its byte bound:

@@ -20,6 +20,7 @@ import (
 	"github.com/oncejob/oncejob/jobkey"
 	"github.com/oncejob/oncejob/schedule"
 	"github.com/oncejob/oncejob/server/idempotency"
+	"github.com/oncejob/oncejob/server/membudget"
 	"github.com/oncejob/oncejob/server/pagetoken"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
@@ -124,9 +125,16 @@ func (s *scheduleService) ListSchedules(ctx context.Context, req *oncejobv1.List
 		}
 		params.After = after
 	}
-	res, err := s.store.ScheduleList(ctx, params)
+	res, err := s.store.ScheduleList(ctx, params) // without documents
 	if err != nil {
 		return nil, s.jobs.storeError(ctx, err, "schedules")
+	}
+	if req.GetView() == oncejobv1.ScheduleView_SCHEDULE_VIEW_FULL {
+		hold := s.jobs.cfg.Memory.Hold("a page of schedules")
+		defer hold.Release()
+		if err := s.withDocuments(ctx, t, res, hold); err != nil {
+			return nil, err
+		}
 	}
 	resp := &oncejobv1.ListSchedulesResponse{}
 	for _, sch := range res.Schedules {
@@ -136,6 +144,48 @@ func (s *scheduleService) ListSchedules(ctx context.Context, req *oncejobv1.List
 		resp.NextPageToken = encodePageToken(s.jobs.tokens, pagetoken.Schedules, t, res.Next, nil)
 	}
 	return resp, nil
+}
+
+// fullScheduleViewBytes bounds the templates a SCHEDULE_VIEW_FULL page holds past
+// its first schedule.
+const fullScheduleViewBytes = 2 << 20
+
+// withDocuments reads the page's schedules again with their documents,
+// one at a time, each drawn from the memory budget, and ends the page
+// after the one that takes the templates past fullScheduleViewBytes, so a page of
+// the FULL view holds a bounded amount however large each document is.
+func (s *scheduleService) withDocuments(ctx context.Context, t string, res *store.ScheduleListResult, hold *membudget.Hold) error {
+	var total int64
+	for i, basic := range res.Schedules {
+		full, err := s.store.ScheduleGet(ctx, &store.ScheduleGetParams{Tenant: t, ID: basic.ID})
+		if errors.Is(err, store.ErrNotFound) {
+			continue // deleted since: keep it as listed
+		}
+		if err != nil {
+			return s.jobs.storeError(ctx, err, "schedule "+basic.ID)
+		}
+		if err := hold.Grow(int64(len(full.Job))); err != nil {
+			return err
+		}
+		res.Schedules[i] = full
+		if total += int64(len(full.Job)); total > fullScheduleViewBytes && i < len(res.Schedules)-1 {
+			res.Schedules = res.Schedules[:i+1]
+			res.Next = &store.JobCursor{CreatedAt: full.CreatedAt, ID: full.ID}
+			return nil
+		}
+	}
+	return nil
+}
+
+// GetSchedule returns one of the caller's schedules with its template's
+// document. Read-only.
+func (s *scheduleService) GetSchedule(ctx context.Context, req *oncejobv1.GetScheduleRequest) (*oncejobv1.GetScheduleResponse, error) {
+	t, _ := tenant.FromContext(ctx)
+	sch, err := s.store.ScheduleGet(ctx, &store.ScheduleGetParams{Tenant: t, ID: req.GetScheduleId()})
+	if err != nil {
+		return nil, s.jobs.storeError(ctx, err, "schedule "+req.GetScheduleId())
+	}
+	return &oncejobv1.GetScheduleResponse{Schedule: scheduleToProto(sch)}, nil
 }
 
 // PauseSchedule stops a schedule firing. Idempotency contract: the state
@@ -280,9 +330,14 @@ func (s *jobService) validateScheduleRequest(req any, v *violations) {
 		validateID(&r.ScheduleId, "schedule_id", v)
 	case *oncejobv1.DeleteScheduleRequest:
 		validateID(&r.ScheduleId, "schedule_id", v)
+	case *oncejobv1.GetScheduleRequest:
+		validateID(&r.ScheduleId, "schedule_id", v)
 	case *oncejobv1.ListSchedulesRequest:
 		if r.GetPageSize() < 0 || r.GetPageSize() > 100 {
 			v.add("page_size", "must be between 0 and 100")
+		}
+		if _, ok := oncejobv1.ScheduleView_name[int32(r.GetView())]; !ok {
+			v.add("view", "unknown view %d", r.GetView())
 		}
 	}
 }

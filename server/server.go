@@ -185,10 +185,13 @@ type Server struct {
 //
 //	[metrics] -> malformed request -> request id -> logging -> recovery -> auth and role (not on
 //	health or reflection) -> SubmitJobs batch size -> tenant limits ->
-//	request validation -> idempotency key -> store timeout
+//	request validation -> tenant's store slot -> idempotency key -> store timeout
 //
 // Limits sit after auth (they are per tenant) and before validation and
-// the store, so a tenant over its rate costs the server a map lookup.
+// the store, so a tenant over its rate costs the server a map lookup; a
+// valid call then waits for one of its tenant's store slots
+// (limits.Tenant.StoreCalls), so no tenant holds the store's every
+// connection.
 //
 // Streams run the same chain up to auth; their request is validated as the
 // handler receives it. An open stream authenticates again every half key
@@ -304,6 +307,7 @@ func chains(cfg Config, svc *jobService, authn *tenant.Authenticator, codec *req
 		batchSizeInterceptor,
 		selector.UnaryServerInterceptor(lim.UnaryServerInterceptor(), needsAuth),
 		validationInterceptor(svc.validateAll),
+		selector.UnaryServerInterceptor(lim.StoreCallsInterceptor(), needsAuth),
 		// Health and reflection have no tenant to scope a key by: an
 		// idempotency-key a proxy adds to them is ignored.
 		selector.UnaryServerInterceptor(idempotency.UnaryServerInterceptor(slices.Concat([]string{oncejobv1.JobService_SubmitJob_FullMethodName}, operatorMethods, runMethods, scheduleMethods)...), needsAuth),

@@ -85,6 +85,9 @@ func (s *jobService) validate(req any) error {
 		if r.GetRunId() != "" {
 			validateID(&r.RunId, "run_id", &v)
 		}
+		if _, ok := oncejobv1.JobView_name[int32(r.GetView())]; !ok {
+			v.add("view", "unknown view %d", r.GetView())
+		}
 	case *oncejobv1.SubmitJobsRequest:
 		validateSubmitJobs(r, &v)
 	default:

@@ -32,3 +32,10 @@ type WritePinger interface {
 	// commit was confirmed.
 	PingWrite(ctx context.Context) error
 }
+
+// ConnectionCounter is a store that says how many connections it holds at
+// most: the server's default per-tenant share of store calls is half of it
+// (docs/operations.md, "Limits").
+type ConnectionCounter interface {
+	Connections() int
+}

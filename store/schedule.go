@@ -135,6 +135,10 @@ type ScheduleListParams struct {
 	Tenant string
 	Limit  int // 0 means 20, at most 100
 	After  *JobCursor
+	// Documents keeps the templates' documents; false leaves out each
+	// document's text and data (its name and media type stay), so the
+	// page is read without them.
+	Documents bool
 }
 
 // ScheduleListResult is one page; Next is nil on the last page.

@@ -24,7 +24,7 @@
 //     minute (500 a second) with 2 s latency: calls/s / limit after the
 //     first window and the share of 429s, with serve's CPU.
 //
-//     cd bench && go run ./providerlimits                      # every phase, ~6 minutes
+//     cd bench && go run ./providerlimits                      # every phase, ~5 minutes
 //     cd bench && go run ./providerlimits -phases headline -headline-jobs 30000
 package main
 
@@ -55,6 +55,7 @@ import (
 type config struct {
 	jobs, fairItems, headlineJobs, headlineWorkers int
 	pgURL, db, phases                              string
+	verbose                                        bool
 }
 
 func main() {
@@ -66,6 +67,7 @@ func main() {
 	flag.StringVar(&c.pgURL, "pg", benchkit.EnvOr("BENCH_PG", "postgres://postgres@127.0.0.1:5432"), "Postgres server URL (no database)")
 	flag.StringVar(&c.db, "db", "oncejob_bench_providerlimits", "database to create (dropped and created per phase)")
 	flag.StringVar(&c.phases, "phases", "requests,tokens,inflight,nolimit,fair,headline", "phases to run, in this order")
+	flag.BoolVar(&c.verbose, "v", false, "print the calls started in each second of the requests, tokens, inflight and headline phases")
 	flag.Parse()
 	if err := run(context.Background(), c); err != nil {
 		fmt.Fprintln(os.Stderr, "bench providerlimits:", err)
@@ -108,9 +110,9 @@ func run(ctx context.Context, c config) error {
 		case "requests":
 			err = b.paced(ctx, phase, []string{"--limit-requests", "20", "--limit-window", "1s", "--latency", "20ms"}, "{requests_per_minute: 1200}")
 		case "tokens":
-			err = b.paced(ctx, phase, []string{"--limit-tokens", "2000", "--limit-window", "1s", "--latency", "20ms"}, "{tokens_per_minute: 120000}")
+			err = b.paced(ctx, phase, []string{"--limit-tokens", "1000", "--limit-window", "1s", "--latency", "20ms"}, "{tokens_per_minute: 60000}")
 		case "inflight":
-			err = b.paced(ctx, phase, []string{"--limit-in-flight", "20", "--latency", "200ms"}, "{calls_in_flight: 20}")
+			err = b.paced(ctx, phase, []string{"--limit-in-flight", "20", "--latency", "1s"}, "{calls_in_flight: 20}")
 		case "nolimit":
 			err = b.noLimit(ctx)
 		case "fair":
@@ -386,11 +388,13 @@ func (b *bench) paced(ctx context.Context, phase string, simArgs []string, limit
 	if err != nil {
 		return err
 	}
-	var last time.Time
-	if err := conn.QueryRow(ctx, `SELECT max(finished_at) FROM jobs`).Scan(&last); err != nil {
+	// From the first call's start (its journal row less its latency): what
+	// serve's start and first claim take is not the pacer's.
+	var first, last time.Time
+	if err := conn.QueryRow(ctx, `SELECT min(created_at - make_interval(secs => latency_ms / 1000.0)), (SELECT max(finished_at) FROM jobs) FROM llm_attempts`).Scan(&first, &last); err != nil {
 		return err
 	}
-	wall := last.Sub(srv.started)
+	wall, fromStart := last.Sub(first), last.Sub(srv.started)
 	st := samples[len(samples)-1]
 	if st.Billed != int64(n) {
 		return fmt.Errorf("the simulator billed %d calls for %d jobs", st.Billed, n)
@@ -403,16 +407,68 @@ func (b *bench) paced(ctx context.Context, phase string, simArgs []string, limit
 		what = "20 requests/s (1,200/min), bucket of 20"
 	case "tokens":
 		tokens := st.PromptTokens + st.CompletionTokens
-		allowed = time.Duration(float64(tokens-2000) / 2000 * float64(time.Second))
-		what = fmt.Sprintf("2,000 tokens/s (120,000/min), bucket of 2,000; %.0f tokens a call", float64(tokens)/float64(n))
+		allowed = time.Duration(float64(tokens-1000) / 1000 * float64(time.Second))
+		what = fmt.Sprintf("1,000 tokens/s (60,000/min), bucket of 1,000; %.0f tokens a call", float64(tokens)/float64(n))
 	case "inflight":
-		allowed = time.Duration(math.Ceil(float64(n)/20)) * 200 * time.Millisecond
-		what = "20 calls in flight of 200 ms"
+		allowed = time.Duration(math.Ceil(float64(n)/20)) * time.Second
+		what = "20 calls in flight of 1 s"
 	}
-	say("%-9s %s: %d jobs in %6.2fs, the limit allows %6.2fs: %.3fx (target <= 1.1); 429s %d of %d requests (%.2f%%), most in flight %d",
-		phase, what, n, wall.Seconds(), allowed.Seconds(), wall.Seconds()/allowed.Seconds(), st.RateLimited, st.Requests,
+	if b.c.verbose {
+		if err := printPerSecond(ctx, conn); err != nil {
+			return err
+		}
+	}
+	say("%-9s %s: %d jobs in %6.2fs from the first call (%6.2fs from serve's start), the limit allows %6.2fs: %.3fx (target <= 1.1); 429s %d of %d requests (%.2f%%), most in flight %d",
+		phase, what, n, wall.Seconds(), fromStart.Seconds(), allowed.Seconds(), wall.Seconds()/allowed.Seconds(), st.RateLimited, st.Requests,
 		100*float64(st.RateLimited)/float64(st.Requests), st.MaxInFlight)
 	return nil
+}
+
+// printPerSecond prints the calls started in each second from the first
+// call and the jobs sent back to wait (-v).
+func printPerSecond(ctx context.Context, conn *pgx.Conn) error {
+	rows, err := conn.Query(ctx, `
+		WITH a AS (SELECT created_at - make_interval(secs => latency_ms / 1000.0) AS at FROM llm_attempts)
+		SELECT floor(extract(epoch FROM at - (SELECT min(at) FROM a)))::int AS s, count(*) FROM a GROUP BY s ORDER BY s`)
+	if err != nil {
+		return err
+	}
+	var line []string
+	for rows.Next() {
+		var s, n int
+		if err := rows.Scan(&s, &n); err != nil {
+			return err
+		}
+		line = append(line, fmt.Sprintf("%d:%d", s, n))
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var waits int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM job_events WHERE status = 'retry_wait'`).Scan(&waits); err != nil {
+		return err
+	}
+	fmt.Printf("    calls started per second: %s; sent back to wait %d times\n", strings.Join(line, " "), waits)
+	rows, err = conn.Query(ctx, `
+		WITH a AS (SELECT job_id, created_at - make_interval(secs => latency_ms / 1000.0) AS at FROM llm_attempts),
+		w AS (SELECT job_id, count(*) AS n, max(next_attempt_at) AS next, max(created_at) AS parked FROM job_events WHERE status = 'retry_wait' GROUP BY job_id),
+		t0 AS (SELECT min(at) AS t FROM a)
+		SELECT floor(extract(epoch FROM a.at - t0.t) / 5)::int * 5 AS s, w.n, count(*),
+			round(avg(extract(epoch FROM w.parked - t0.t))::numeric, 1), round(avg(extract(epoch FROM w.next - t0.t))::numeric, 1),
+			round(avg(extract(epoch FROM a.at - w.next))::numeric, 2)
+		FROM a JOIN w USING (job_id), t0 GROUP BY 1, 2 ORDER BY 1, 2`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var s, n, count int
+		var parked, next, late float64
+		if err := rows.Scan(&s, &n, &count, &parked, &next, &late); err != nil {
+			return err
+		}
+		fmt.Printf("      started in [%d s, +5): %d jobs sent back %d times, last at %.1f s for %.1f s, started %.2f s after\n", s, count, n, parked, next, late)
+	}
+	return rows.Err()
 }
 
 // steady is the calls/s and the share of 429s between the first sample a
@@ -619,6 +675,16 @@ func (b *bench) headline(ctx context.Context) error {
 		return err
 	}
 	srv.stop()
+	if b.c.verbose {
+		conn, err := pgx.Connect(ctx, db)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(context.Background())
+		if err := printPerSecond(ctx, conn); err != nil {
+			return err
+		}
+	}
 	rate, share, from, to, err := steady(samples, 3*time.Second, int64(n))
 	if err != nil {
 		return err

@@ -34,7 +34,7 @@ limits:
 	require.Equal(t, "5", flagValue(t, fs, "limit-submit-rate"))
 
 	flags := &limits.Tenant{SubmitRate: 5, JobsInFlight: 100}
-	lim, err := newLimits(flags, file, limits.AnyUsage, nil)
+	lim, err := newLimits(flags, file, limits.AnyUsage, 16, nil)
 	require.NoError(t, err)
 	require.Equal(t, limits.Tenant{SubmitRate: 5, JobsInFlight: 100}, lim.For("globex"))
 	require.Equal(t, limits.Tenant{SubmitRate: 50}, lim.For("acme"))

@@ -176,7 +176,7 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeReads()
-	lim, err := newLimits(o.limits, p.cfg, p.st, p.logger)
+	lim, err := newLimits(o.limits, p.cfg, p.st, p.st.Connections(), p.logger)
 	if err != nil {
 		return err
 	}

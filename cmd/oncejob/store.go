@@ -22,6 +22,7 @@ type appStore interface {
 	store.WatchStore
 	relay.Store
 	store.Pinger
+	store.ConnectionCounter
 	store.ViewStore
 	store.RunStore
 	store.ProviderBatchStore

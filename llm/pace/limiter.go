@@ -57,7 +57,9 @@ type limiter struct {
 	inFlightBound bool
 	pausedUntil   time.Time
 	// What the provider said.
-	answered       bool // any answer came
+	answered       bool    // any answer came
+	usages         int     // answers whose usage taught tokens per call
+	usedMean       float64 // tokens a call used, on average
 	learnedReq     float64
 	learnedTok     float64
 	reqGuessed     bool // learnedReq is a whole bucket's limit per minute
@@ -164,7 +166,10 @@ func (l *limiter) wait(ctx context.Context, c Call) (*Ticket, error) {
 	now := time.Now()
 	tokens := l.estimate(bytes, len(c.Messages), c.MaxTokens)
 	est := l.estimateWait(c, tokens, now)
-	if est > l.p.cfg.MaxWait || (!c.Deadline.IsZero() && now.Add(est).After(c.Deadline)) {
+	// While the pace rests on guesses the call waits here (at most MaxWait
+	// and a half) rather than be sent back as far as a guess would send
+	// it: the first answers correct the guess within moments.
+	if (est > l.p.cfg.MaxWait && !l.guessing(l.effective())) || (!c.Deadline.IsZero() && now.Add(est).After(c.Deadline)) {
 		err := l.deferCall(now, est, tokens)
 		l.unlock()
 		return nil, err
@@ -205,9 +210,12 @@ func (l *limiter) wait(ctx context.Context, c Call) (*Ticket, error) {
 		if !l.giveUp(w) {
 			return w.ticket, nil
 		}
+		// It waited longest of the calls still waiting (a FIFO within its
+		// group), so it is at the head: the calls that gave up before it
+		// are counted by deferCall, those still waiting come after it.
 		l.lock()
 		now := time.Now()
-		err := l.deferCall(now, l.estimateWait(c, tokens, now), tokens)
+		err := l.deferCall(now, l.waitAt(l.effective(), 1, tokens, now), tokens)
 		l.unlock()
 		return nil, err
 	}
@@ -259,13 +267,19 @@ func (l *limiter) estimateWait(c Call, tokens int64, now time.Time) time.Duratio
 		}
 		pos += math.Min(float64(interactive), pos*interactiveWeight/batchWeight)
 	}
-	pos = math.Min(pos, float64(l.queue.waiting+1))
+	return l.waitAt(e, math.Min(pos, float64(l.queue.waiting+1)), tokens, now)
+}
+
+// waitAt is how long a call of tokens at place pos of the queue would wait
+// at the pace e. The buckets' shadows start now when no grant set them
+// yet.
+func (l *limiter) waitAt(e effective, pos float64, tokens int64, now time.Time) time.Duration {
 	var wait float64
 	if e.reqRate > 0 {
-		wait = math.Max(wait, l.shadowReq.Sub(now).Seconds()+(pos-e.reqBurst)/e.reqRate)
+		wait = math.Max(wait, later(l.shadowReq, now).Sub(now).Seconds()+(pos-e.reqBurst)/e.reqRate)
 	}
 	if e.tokRate > 0 {
-		wait = math.Max(wait, l.shadowTok.Sub(now).Seconds()+(pos*float64(tokens)-e.tokBurst)/e.tokRate)
+		wait = math.Max(wait, later(l.shadowTok, now).Sub(now).Seconds()+(pos*float64(tokens)-e.tokBurst)/e.tokRate)
 	}
 	if e.inFlight > 0 && l.latencyMean > 0 {
 		wait = math.Max(wait, (pos-float64(max(e.inFlight-l.sharedCalls, 0)))*l.latencyMean/float64(e.inFlight))
@@ -292,9 +306,24 @@ func (l *limiter) deferCall(now time.Time, est time.Duration, tokens int64) *Wai
 	if rate := l.serviceRate(e, tokens); rate > 0 {
 		until = until.Add(time.Duration(float64(len(l.deferredUntil)) / rate * float64(time.Second)))
 	}
+	if l.guessing(e) {
+		// The pace rests on guesses: a call comes back within MaxWait, to
+		// be deferred again on what the answers have taught meanwhile.
+		if most := now.Add(l.p.cfg.MaxWait); until.After(most) {
+			until = most
+		}
+	}
 	heap.Push(&l.deferredUntil, until)
 	l.deferred++
 	return &WaitError{Limit: l.name, Until: until, Reason: l.reason(e, now)}
+}
+
+// guessing says the pace in force rests on guesses: a token limit before
+// answers' usage taught the tokens a call takes (its reservation assumes
+// a long completion), or no limit configured before answers taught one.
+func (l *limiter) guessing(e effective) bool {
+	const enough = 16
+	return l.usages < enough && (e.tokRate > 0 || l.configured == (Limit{}))
 }
 
 // serviceRate is the calls a second the limit lets through at the pace in
@@ -304,6 +333,9 @@ func (l *limiter) serviceRate(e effective, tokens int64) float64 {
 	rate := math.Inf(1)
 	if e.reqRate > 0 {
 		rate = e.reqRate
+	}
+	if l.usedMean > 0 {
+		tokens = int64(math.Ceil(l.usedMean)) // what calls use, not what they reserve
 	}
 	if e.tokRate > 0 && tokens > 0 {
 		rate = min(rate, e.tokRate/float64(tokens))
@@ -441,11 +473,19 @@ func (l *limiter) plan(now time.Time) (*store.ProviderLimitDrawParams, time.Time
 		Calls: l.calls, ReturnTokens: l.returnTokens,
 	}
 	for _, w := range ask {
+		// Estimated again with what the answers taught since it arrived:
+		// a reservation made on the first guess (a long completion)
+		// would hold a token limit to one call at a time.
+		w.tokens = l.estimate(w.bytes, len(w.call.Messages), w.call.MaxTokens)
 		p.Ask = append(p.Ask, w.tokens)
 	}
 	if l.pausePending {
 		pause := l.pause
 		p.PauseUntil = &pause
+	}
+	if e.tokRate > 0 && l.returnTokens != 0 && !l.shadowTok.IsZero() {
+		// The shadow follows the bucket as the settlement moves it back.
+		l.shadowTok = l.shadowTok.Add(-time.Duration(float64(l.returnTokens) / e.tokRate * float64(time.Second)))
 	}
 	l.returnTokens, l.pausePending = 0, false
 	return p, time.Time{}
@@ -511,6 +551,7 @@ func (l *limiter) done(t *Ticket, resp *llm.Response, err error) {
 			l.returnTokens += t.tokens - used
 			l.used += used
 			l.learnTokens(t, resp)
+			l.usages++
 		}
 		lat := time.Since(t.start).Seconds()
 		l.latencyMean = ewma(l.latencyMean, lat, 0.1)
@@ -583,6 +624,7 @@ func (l *limiter) learnTokens(t *Ticket, resp *llm.Response) {
 		l.tokensPerByte = min(max(ewma(l.tokensPerByte, perByte, 0.2), 1.0/8), 1)
 	}
 	l.completionMean = max(ewma(l.completionMean, float64(resp.CompletionTokens), 0.2), 1)
+	l.usedMean = ewma(l.usedMean, float64(resp.PromptTokens+resp.CompletionTokens), 0.2)
 }
 
 // learn is the learned rate after a reading of rate: the reading itself

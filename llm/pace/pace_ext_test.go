@@ -198,3 +198,78 @@ func TestInvalidLimitsRefused(t *testing.T) {
 		require.Error(t, err, "%+v", l)
 	}
 }
+
+// slowFirstDraw is a store whose first draw takes 300 ms, as a loaded
+// database's can: calls arrive before the limit granted anything.
+type slowFirstDraw struct {
+	store.ProviderLimitMemory
+	once sync.Once
+}
+
+func (s *slowFirstDraw) ProviderLimitDraw(ctx context.Context, p *store.ProviderLimitDrawParams) (*store.ProviderLimitDrawResult, error) {
+	s.once.Do(func() { time.Sleep(300 * time.Millisecond) })
+	return s.ProviderLimitMemory.ProviderLimitDraw(ctx, p)
+}
+
+// TestCallsHandedBackComeBackSpread: 60 calls arrive at once at a limit of
+// 20 a second that has granted nothing yet (its first draw is slow), and
+// each waits at most 100 ms in process. The ones that cannot be granted in time are handed
+// back with next tries spaced at the limit's rate after the calls granted
+// before them, never all at one time (which left the limit idle until
+// then and a herd after), and never all at once now (a limit with no grant
+// yet looked free).
+func TestCallsHandedBackComeBackSpread(t *testing.T) {
+	t.Parallel()
+	p, err := pace.New(pace.Config{Store: &slowFirstDraw{}, Holder: "h", Limits: map[string]pace.Limit{"default": {RequestsPerMinute: 1200}}, MaxWait: 100 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	start := time.Now()
+	var (
+		mu     sync.Mutex
+		until  []time.Time
+		passed int
+		wg     sync.WaitGroup
+	)
+	for i := range 60 {
+		wg.Go(func() {
+			ticket, err := p.Wait(t.Context(), pace.Call{Limit: "default", Messages: []llm.Message{{Role: "user", Content: fmt.Sprintf("call %d", i)}}, MaxTokens: 10, Tenant: "t"})
+			mu.Lock()
+			defer mu.Unlock()
+			var we *pace.WaitError
+			if errors.As(err, &we) {
+				until = append(until, we.Until)
+				return
+			}
+			require.NoError(t, err)
+			ticket.Done(nil, nil)
+			passed++
+		})
+	}
+	wg.Wait()
+	require.Equal(t, 60, passed+len(until))
+	require.Less(t, passed, 30, "20 a second with a burst of 10: most calls are handed back")
+	distinct := map[int64]bool{}
+	var latest time.Duration
+	for _, u := range until {
+		distinct[u.UnixMilli()/25] = true
+		latest = max(latest, u.Sub(start))
+	}
+	require.Greater(t, len(distinct), len(until)/2, "next tries spread, not one time for all: %v", until)
+	require.Greater(t, latest, time.Duration(len(until)-1)*40*time.Millisecond, "the last comes back after the others, at the limit's rate")
+}
+
+// TestTokenLimitGrantsManyOnceUsageIsKnown: calls that arrived while the
+// tokens a call takes were a guess (a long completion: hundreds of tokens,
+// most of the limit's burst) are granted on what the answers taught when
+// their turn comes, so several go at once; reserved on the first guess,
+// one call held the burst and they went one at a time.
+func TestTokenLimitGrantsManyOnceUsageIsKnown(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, llmsim.Limits{Tokens: 1000, Window: time.Second}, 100*time.Millisecond)
+	p := h.pacer(t, "p1", map[string]pace.Limit{"default": {TokensPerMinute: 60000}})
+	h.run(t, []*pace.Pacer{p}, 60)
+	st := h.sim.Stats()
+	require.EqualValues(t, 60, st.BilledCalls)
+	require.Zero(t, st.RateLimited, "%v", st.RateLimitedBy)
+	require.GreaterOrEqual(t, st.MaxInFlight, 3, "calls of about 30 tokens against a burst of 500 go several at once")
+}

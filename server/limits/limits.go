@@ -79,6 +79,13 @@ type Tenant struct {
 	// DocumentBytesPerDay bounds the document bytes of the jobs the tenant
 	// creates in a UTC day.
 	DocumentBytesPerDay int64 `yaml:"document_bytes_per_day"`
+	// StoreCalls bounds the tenant's unary calls (SubmitJob aside, which
+	// the group commit batches) running at once, per process: its share of
+	// the store's connections, so one tenant cannot hold them all. A call
+	// over it waits for a slot (with at most 4 × StoreCalls others, for at
+	// most 10 s), then is refused. serve's default is half the store's
+	// connections.
+	StoreCalls int `yaml:"store_calls"`
 }
 
 func (t Tenant) validate(name string) error {
@@ -95,6 +102,8 @@ func (t Tenant) validate(name string) error {
 		return fmt.Errorf("%s: watch_streams_per_key must not be negative", name)
 	case t.DocumentBytesPerDay < 0:
 		return fmt.Errorf("%s: document_bytes_per_day must not be negative", name)
+	case t.StoreCalls < 0:
+		return fmt.Errorf("%s: store_calls must not be negative", name)
 	}
 	return nil
 }
@@ -115,6 +124,7 @@ type Override struct {
 	WatchStreams        *int     `yaml:"watch_streams,omitempty"`
 	WatchStreamsPerKey  *int     `yaml:"watch_streams_per_key,omitempty"`
 	DocumentBytesPerDay *int64   `yaml:"document_bytes_per_day,omitempty"`
+	StoreCalls          *int     `yaml:"store_calls,omitempty"`
 }
 
 func (o Override) apply(t Tenant) Tenant {
@@ -135,6 +145,9 @@ func (o Override) apply(t Tenant) Tenant {
 	}
 	if o.DocumentBytesPerDay != nil {
 		t.DocumentBytesPerDay = *o.DocumentBytesPerDay
+	}
+	if o.StoreCalls != nil {
+		t.StoreCalls = *o.StoreCalls
 	}
 	return t
 }
@@ -178,12 +191,14 @@ type Limits struct {
 	state map[string]*state
 	// keyWatches counts the open watch streams of each key (by prefix).
 	keyWatches map[string]int
+	signals    TestSignals
 }
 
 // state is one tenant's counters in this process.
 type state struct {
 	limiter *rate.Limiter // nil: no rate limit
 	watches int
+	store   *storeSlots // made on the tenant's first call that takes a slot
 
 	usage     store.TenantUsage // as read, plus this process's admissions since
 	usageAt   time.Time

@@ -58,11 +58,21 @@ func (s *Store) ScheduleList(ctx context.Context, params *store.ScheduleListPara
 	if args.AfterCreatedAt, args.AfterID, err = cursorAfter(params.After); err != nil {
 		return nil, err
 	}
-	rows, err := s.q.ScheduleList(ctx, s.pool, args)
+	if params.Documents {
+		rows, err := s.q.ScheduleList(ctx, s.pool, args)
+		if err != nil {
+			return nil, interpretError(err)
+		}
+		return store.ScheduleListPage(rows, limit, s.withSlots(ctx))
+	}
+	rows, err := s.q.ScheduleListBasic(ctx, s.pool, dbsqlc.ScheduleListBasicParams(args))
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	return store.ScheduleListPage(rows, limit, s.withSlots(ctx))
+	read := s.withSlots(ctx)
+	return store.ScheduleListPage(rows, limit, func(r dbsqlc.ScheduleListBasicRow) (*store.Schedule, error) {
+		return read(dbsqlc.Schedule(r))
+	})
 }
 
 // ScheduleSetPaused implements store.ScheduleStore.

@@ -28,6 +28,7 @@ type Store struct {
 	q        *dbsqlc.Queries
 	ownsPool bool
 	notifier notifier
+	probe    probePool // Ping's own connection
 	signals  TestSignals
 }
 
@@ -93,6 +94,7 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // Close stops the store's notifier and closes the pool if Open made it.
 func (s *Store) Close() {
 	s.notifier.close()
+	s.probe.close()
 	if s.ownsPool {
 		s.pool.Close()
 	}

@@ -64,11 +64,21 @@ func (s *Store) ScheduleList(ctx context.Context, params *store.ScheduleListPara
 	if args.AfterCreatedAt, args.AfterID, err = cursorAfter(params.After); err != nil {
 		return nil, err
 	}
-	rows, err := s.q.ScheduleList(ctx, s.read, args)
+	if params.Documents {
+		rows, err := s.q.ScheduleList(ctx, s.read, args)
+		if err != nil {
+			return nil, interpretError(err)
+		}
+		return store.ScheduleListPage(rows, limit, s.withSlots(ctx))
+	}
+	rows, err := s.q.ScheduleListBasic(ctx, s.read, dbsqlite.ScheduleListBasicParams(args))
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	return store.ScheduleListPage(rows, limit, s.withSlots(ctx))
+	read := s.withSlots(ctx)
+	return store.ScheduleListPage(rows, limit, func(r dbsqlite.ScheduleListBasicRow) (*store.Schedule, error) {
+		return read(dbsqlite.Schedule(r))
+	})
 }
 
 // ScheduleSetPaused implements store.ScheduleStore.

@@ -80,6 +80,7 @@ type Store struct {
 	store.ProviderLimitMemory
 	write  *sql.DB // one connection: all writes, one at a time
 	read   *readDB // reads, their statements prepared once (readDB)
+	probe  *sql.DB // Ping's own read connection (ping.go)
 	q      *dbsqlite.Queries
 	lock   *os.File
 	clock  clock
@@ -163,6 +164,11 @@ func (s *Store) open(ctx context.Context, path string) error {
 	if err := s.read.PingContext(ctx); err != nil {
 		return fmt.Errorf("storesqlite: open: %w", err)
 	}
+	if s.probe, err = sql.Open("sqlite", dsn(path, readParams)); err != nil {
+		return fmt.Errorf("storesqlite: open: %w", err)
+	}
+	s.probe.SetMaxOpenConns(1)
+	s.probe.SetMaxIdleConns(1)
 	return nil
 }
 
@@ -181,6 +187,9 @@ func (s *Store) Close() {
 	}
 	if s.read != nil {
 		_ = s.read.Close()
+	}
+	if s.probe != nil {
+		_ = s.probe.Close()
 	}
 	if s.write != nil {
 		_ = s.write.Close() // the last connection checkpoints the WAL into the file

@@ -37,7 +37,8 @@ const soakBudget = 512 << 20
 // issue found that made a server hold memory without bound, at once, for
 // each store — non-reading WatchJobs streams over gRPC and SSE, maximal
 // ListJobs pages over gRPC and HTTP clients that do not read them, runs
-// whose params are copied into every item — while another tenant keeps
+// whose params are copied into every item, HTTP bodies that trickle, 8 MB
+// bodies without a key over gRPC and HTTP — while another tenant keeps
 // working. The server
 // (the real binary, --memory-budget 512MiB) must keep its peak resident
 // memory (VmHWM) under its budget, answer every one of the other tenant's
@@ -67,7 +68,7 @@ func soak(t *testing.T, storeArgs []string) {
 		tenant.HashKey(soakHostileKey), tenant.HashKey(soakOtherKey)))
 	addr, httpAddr := freeAddr(t), freeAddr(t)
 	args := append([]string{"serve", "--grpc-addr", addr, "--http-addr", httpAddr, "--api-keys", keys,
-		"--workers", "0", "--memory-budget", strconv.Itoa(soakBudget)}, storeArgs...)
+		"--workers", "0", "--memory-budget", strconv.Itoa(soakBudget), "--request-read-timeout", "5s", "--http-read-header-timeout", "2s"}, storeArgs...)
 	p := start(t, "serve-soak", nil, args...)
 	t.Cleanup(p.stop)
 	waitHealthy(t, p, addr)
@@ -198,8 +199,8 @@ func seedMaximalJobs(t *testing.T, jobs oncejobv1.JobServiceClient, ctx context.
 // hostileLoad starts the hostile key's load until ctx ends: 80 WatchJobs
 // streams from the start of the log whose client never reads (its key may
 // open 64), 20 SSE watches and 10 HTTP ListJobs whose sockets are never
-// read, and maximal gRPC pages in a loop. (Slow and 8 MB unauthenticated
-// bodies, issue #31 findings 7 and 10, join it with their fix.)
+// read, maximal gRPC pages in a loop, slow bodies and 8 MB unauthenticated
+// bodies (bodies).
 func hostileLoad(ctx context.Context, t *testing.T, wg *sync.WaitGroup, addr, httpAddr string, refused *atomic.Int64) {
 	t.Helper()
 	conns := make([]*grpc.ClientConn, 4)
@@ -245,6 +246,62 @@ func hostileLoad(ctx context.Context, t *testing.T, wg *sync.WaitGroup, addr, ht
 			client := oncejobv1.NewJobServiceClient(conns[0])
 			for ctx.Err() == nil {
 				_, _ = client.ListJobs(metadata.NewOutgoingContext(ctx, metadata.Pairs("authorization", "Bearer "+soakHostileKey)), &oncejobv1.ListJobsRequest{PageSize: 500})
+			}
+		})
+	}
+	bodies(ctx, wg, conns[len(conns)-1], httpAddr, auth)
+}
+
+// soakBody is the size of the soak's large bodies: 8 MB.
+const soakBody = 8_000_000
+
+// bodies adds to the hostile load until ctx ends: 40 authenticated HTTP
+// POSTs whose 8 MB body trickles a byte every 200 ms (each started again
+// once the server cuts it), and, without any key, 8 MB gRPC SubmitJob
+// calls and 8 MB HTTP POSTs in a loop (issue #31, findings 7 and 10).
+func bodies(ctx context.Context, wg *sync.WaitGroup, conn *grpc.ClientConn, httpAddr, auth string) {
+	for range 40 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				c, err := net.Dial("tcp", httpAddr)
+				if err != nil {
+					return
+				}
+				_, err = fmt.Fprintf(c, "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nIdempotency-Key: slow\r\n%sContent-Length: %d\r\n\r\n", auth, soakBody)
+				for err == nil && ctx.Err() == nil {
+					_, err = c.Write([]byte{' '})
+					select {
+					case <-ctx.Done():
+					case <-time.After(200 * time.Millisecond):
+					}
+				}
+				_ = c.Close()
+			}
+		})
+	}
+	big := strings.Repeat("x", soakBody)
+	for range 2 {
+		wg.Go(func() {
+			client := oncejobv1.NewJobServiceClient(conn)
+			for ctx.Err() == nil {
+				_, _ = client.SubmitJob(metadata.AppendToOutgoingContext(ctx, "idempotency-key", "unauthenticated"), &oncejobv1.SubmitJobRequest{
+					Pipeline: "summarize", Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: big}},
+				})
+			}
+		})
+		wg.Go(func() {
+			body := `{"pipeline":"summarize","document":{"text":"` + big[:soakBody-64] + `"}}`
+			for ctx.Err() == nil {
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+httpAddr+"/v1/jobs", strings.NewReader(body))
+				if err != nil {
+					return
+				}
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Idempotency-Key", "unauthenticated")
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					_ = resp.Body.Close()
+				}
 			}
 		})
 	}

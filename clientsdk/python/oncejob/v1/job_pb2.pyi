@@ -247,18 +247,20 @@ class JobUsage(_message.Message):
     def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cost_micros: _Optional[int] = ..., llm_calls: _Optional[int] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ["page_size", "page_token", "pipeline", "run_id", "status"]
+    __slots__ = ["page_size", "page_token", "pipeline", "run_id", "status", "view"]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
     page_size: int
     page_token: str
     pipeline: str
     run_id: str
     status: JobStatus
-    def __init__(self, status: _Optional[_Union[JobStatus, str]] = ..., pipeline: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
+    view: JobView
+    def __init__(self, status: _Optional[_Union[JobStatus, str]] = ..., pipeline: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., run_id: _Optional[str] = ..., view: _Optional[_Union[JobView, str]] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ["jobs", "next_page_token", "watch_cursor"]

@@ -277,7 +277,7 @@ func (Priority) EnumDescriptor() ([]byte, []int) {
 	return file_oncejob_v1_job_proto_rawDescGZIP(), []int{3}
 }
 
-// JobView selects how much of a job GetJob returns (AIP-157).
+// JobView selects how much of a job GetJob and ListJobs return (AIP-157).
 type JobView int32
 
 const (
@@ -1067,7 +1067,14 @@ type ListJobsRequest struct {
 	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Optional: only the jobs of this run (a UUID), including those it
 	// reused.
-	RunId         string `protobuf:"bytes,5,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	RunId string `protobuf:"bytes,5,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Optional: how much of each job. Unspecified is JOB_VIEW_BASIC: the job
+	// without `checkpoints` and `llm_attempts` (a Job never carries its
+	// document). JOB_VIEW_FULL adds them, as GetJob does; the page then also
+	// ends after the job whose checkpoints and attempts take them past
+	// 1 MiB (its first job always comes), and `next_page_token` goes on
+	// from there.
+	View          JobView `protobuf:"varint,6,opt,name=view,proto3,enum=oncejob.v1.JobView" json:"view,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1135,6 +1142,13 @@ func (x *ListJobsRequest) GetRunId() string {
 		return x.RunId
 	}
 	return ""
+}
+
+func (x *ListJobsRequest) GetView() JobView {
+	if x != nil {
+		return x.View
+	}
+	return JobView_JOB_VIEW_UNSPECIFIED
 }
 
 // ListJobsResponse is one page of jobs.
@@ -2949,14 +2963,15 @@ const file_oncejob_v1_job_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12'\n" +
 	"\x04view\x18\x02 \x01(\x0e2\x13.oncejob.v1.JobViewR\x04view\"3\n" +
 	"\x0eGetJobResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\"\xaf\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.oncejob.v1.JobR\x03job\"\xd8\x01\n" +
 	"\x0fListJobsRequest\x12-\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x15.oncejob.v1.JobStatusR\x06status\x12\x1a\n" +
 	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\x12\x15\n" +
-	"\x06run_id\x18\x05 \x01(\tR\x05runId\"\x82\x01\n" +
+	"\x06run_id\x18\x05 \x01(\tR\x05runId\x12'\n" +
+	"\x04view\x18\x06 \x01(\x0e2\x13.oncejob.v1.JobViewR\x04view\"\x82\x01\n" +
 	"\x10ListJobsResponse\x12#\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x0f.oncejob.v1.JobR\x04jobs\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12!\n" +
@@ -3245,70 +3260,71 @@ var file_oncejob_v1_job_proto_depIdxs = []int32{
 	4,  // 12: oncejob.v1.GetJobRequest.view:type_name -> oncejob.v1.JobView
 	29, // 13: oncejob.v1.GetJobResponse.job:type_name -> oncejob.v1.Job
 	0,  // 14: oncejob.v1.ListJobsRequest.status:type_name -> oncejob.v1.JobStatus
-	29, // 15: oncejob.v1.ListJobsResponse.jobs:type_name -> oncejob.v1.Job
-	20, // 16: oncejob.v1.CountJobsResponse.counts:type_name -> oncejob.v1.JobStatusCount
-	0,  // 17: oncejob.v1.JobStatusCount.status:type_name -> oncejob.v1.JobStatus
-	29, // 18: oncejob.v1.CancelJobResponse.job:type_name -> oncejob.v1.Job
-	1,  // 19: oncejob.v1.ReplayJobRequest.from_stage:type_name -> oncejob.v1.JobStage
-	29, // 20: oncejob.v1.ReplayJobResponse.job:type_name -> oncejob.v1.Job
-	5,  // 21: oncejob.v1.ResolveJobRequest.resolution:type_name -> oncejob.v1.Resolution
-	29, // 22: oncejob.v1.ResolveJobResponse.job:type_name -> oncejob.v1.Job
-	29, // 23: oncejob.v1.ApproveJobResponse.job:type_name -> oncejob.v1.Job
-	0,  // 24: oncejob.v1.Job.status:type_name -> oncejob.v1.JobStatus
-	1,  // 25: oncejob.v1.Job.stage:type_name -> oncejob.v1.JobStage
-	42, // 26: oncejob.v1.Job.output:type_name -> google.protobuf.Struct
-	32, // 27: oncejob.v1.Job.error:type_name -> oncejob.v1.JobError
-	33, // 28: oncejob.v1.Job.usage:type_name -> oncejob.v1.JobUsage
-	44, // 29: oncejob.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	44, // 30: oncejob.v1.Job.update_time:type_name -> google.protobuf.Timestamp
-	44, // 31: oncejob.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
-	42, // 32: oncejob.v1.Job.params:type_name -> google.protobuf.Struct
-	41, // 33: oncejob.v1.Job.labels:type_name -> oncejob.v1.Job.LabelsEntry
-	30, // 34: oncejob.v1.Job.checkpoints:type_name -> oncejob.v1.StageCheckpoint
-	31, // 35: oncejob.v1.Job.llm_attempts:type_name -> oncejob.v1.LlmAttempt
-	3,  // 36: oncejob.v1.Job.priority:type_name -> oncejob.v1.Priority
-	44, // 37: oncejob.v1.Job.next_attempt_time:type_name -> google.protobuf.Timestamp
-	1,  // 38: oncejob.v1.StageCheckpoint.stage:type_name -> oncejob.v1.JobStage
-	44, // 39: oncejob.v1.StageCheckpoint.create_time:type_name -> google.protobuf.Timestamp
-	1,  // 40: oncejob.v1.LlmAttempt.stage:type_name -> oncejob.v1.JobStage
-	6,  // 41: oncejob.v1.LlmAttempt.outcome:type_name -> oncejob.v1.LlmOutcome
-	44, // 42: oncejob.v1.LlmAttempt.create_time:type_name -> google.protobuf.Timestamp
-	36, // 43: oncejob.v1.WatchJobResponse.event:type_name -> oncejob.v1.JobEvent
-	0,  // 44: oncejob.v1.JobEvent.status:type_name -> oncejob.v1.JobStatus
-	1,  // 45: oncejob.v1.JobEvent.stage:type_name -> oncejob.v1.JobStage
-	44, // 46: oncejob.v1.JobEvent.time:type_name -> google.protobuf.Timestamp
-	37, // 47: oncejob.v1.JobEvent.actor:type_name -> oncejob.v1.Actor
-	44, // 48: oncejob.v1.JobEvent.next_attempt_time:type_name -> google.protobuf.Timestamp
-	0,  // 49: oncejob.v1.WatchJobsRequest.status:type_name -> oncejob.v1.JobStatus
-	36, // 50: oncejob.v1.WatchJobsResponse.event:type_name -> oncejob.v1.JobEvent
-	29, // 51: oncejob.v1.WatchJobsResponse.job:type_name -> oncejob.v1.Job
-	8,  // 52: oncejob.v1.JobService.SubmitJob:input_type -> oncejob.v1.SubmitJobRequest
-	10, // 53: oncejob.v1.JobService.SubmitJobs:input_type -> oncejob.v1.SubmitJobsRequest
-	14, // 54: oncejob.v1.JobService.GetJob:input_type -> oncejob.v1.GetJobRequest
-	16, // 55: oncejob.v1.JobService.ListJobs:input_type -> oncejob.v1.ListJobsRequest
-	18, // 56: oncejob.v1.JobService.CountJobs:input_type -> oncejob.v1.CountJobsRequest
-	21, // 57: oncejob.v1.JobService.CancelJob:input_type -> oncejob.v1.CancelJobRequest
-	23, // 58: oncejob.v1.JobService.ReplayJob:input_type -> oncejob.v1.ReplayJobRequest
-	25, // 59: oncejob.v1.JobService.ResolveJob:input_type -> oncejob.v1.ResolveJobRequest
-	27, // 60: oncejob.v1.JobService.ApproveJob:input_type -> oncejob.v1.ApproveJobRequest
-	34, // 61: oncejob.v1.JobService.WatchJob:input_type -> oncejob.v1.WatchJobRequest
-	38, // 62: oncejob.v1.JobService.WatchJobs:input_type -> oncejob.v1.WatchJobsRequest
-	9,  // 63: oncejob.v1.JobService.SubmitJob:output_type -> oncejob.v1.SubmitJobResponse
-	12, // 64: oncejob.v1.JobService.SubmitJobs:output_type -> oncejob.v1.SubmitJobsResponse
-	15, // 65: oncejob.v1.JobService.GetJob:output_type -> oncejob.v1.GetJobResponse
-	17, // 66: oncejob.v1.JobService.ListJobs:output_type -> oncejob.v1.ListJobsResponse
-	19, // 67: oncejob.v1.JobService.CountJobs:output_type -> oncejob.v1.CountJobsResponse
-	22, // 68: oncejob.v1.JobService.CancelJob:output_type -> oncejob.v1.CancelJobResponse
-	24, // 69: oncejob.v1.JobService.ReplayJob:output_type -> oncejob.v1.ReplayJobResponse
-	26, // 70: oncejob.v1.JobService.ResolveJob:output_type -> oncejob.v1.ResolveJobResponse
-	28, // 71: oncejob.v1.JobService.ApproveJob:output_type -> oncejob.v1.ApproveJobResponse
-	35, // 72: oncejob.v1.JobService.WatchJob:output_type -> oncejob.v1.WatchJobResponse
-	39, // 73: oncejob.v1.JobService.WatchJobs:output_type -> oncejob.v1.WatchJobsResponse
-	63, // [63:74] is the sub-list for method output_type
-	52, // [52:63] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	4,  // 15: oncejob.v1.ListJobsRequest.view:type_name -> oncejob.v1.JobView
+	29, // 16: oncejob.v1.ListJobsResponse.jobs:type_name -> oncejob.v1.Job
+	20, // 17: oncejob.v1.CountJobsResponse.counts:type_name -> oncejob.v1.JobStatusCount
+	0,  // 18: oncejob.v1.JobStatusCount.status:type_name -> oncejob.v1.JobStatus
+	29, // 19: oncejob.v1.CancelJobResponse.job:type_name -> oncejob.v1.Job
+	1,  // 20: oncejob.v1.ReplayJobRequest.from_stage:type_name -> oncejob.v1.JobStage
+	29, // 21: oncejob.v1.ReplayJobResponse.job:type_name -> oncejob.v1.Job
+	5,  // 22: oncejob.v1.ResolveJobRequest.resolution:type_name -> oncejob.v1.Resolution
+	29, // 23: oncejob.v1.ResolveJobResponse.job:type_name -> oncejob.v1.Job
+	29, // 24: oncejob.v1.ApproveJobResponse.job:type_name -> oncejob.v1.Job
+	0,  // 25: oncejob.v1.Job.status:type_name -> oncejob.v1.JobStatus
+	1,  // 26: oncejob.v1.Job.stage:type_name -> oncejob.v1.JobStage
+	42, // 27: oncejob.v1.Job.output:type_name -> google.protobuf.Struct
+	32, // 28: oncejob.v1.Job.error:type_name -> oncejob.v1.JobError
+	33, // 29: oncejob.v1.Job.usage:type_name -> oncejob.v1.JobUsage
+	44, // 30: oncejob.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	44, // 31: oncejob.v1.Job.update_time:type_name -> google.protobuf.Timestamp
+	44, // 32: oncejob.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
+	42, // 33: oncejob.v1.Job.params:type_name -> google.protobuf.Struct
+	41, // 34: oncejob.v1.Job.labels:type_name -> oncejob.v1.Job.LabelsEntry
+	30, // 35: oncejob.v1.Job.checkpoints:type_name -> oncejob.v1.StageCheckpoint
+	31, // 36: oncejob.v1.Job.llm_attempts:type_name -> oncejob.v1.LlmAttempt
+	3,  // 37: oncejob.v1.Job.priority:type_name -> oncejob.v1.Priority
+	44, // 38: oncejob.v1.Job.next_attempt_time:type_name -> google.protobuf.Timestamp
+	1,  // 39: oncejob.v1.StageCheckpoint.stage:type_name -> oncejob.v1.JobStage
+	44, // 40: oncejob.v1.StageCheckpoint.create_time:type_name -> google.protobuf.Timestamp
+	1,  // 41: oncejob.v1.LlmAttempt.stage:type_name -> oncejob.v1.JobStage
+	6,  // 42: oncejob.v1.LlmAttempt.outcome:type_name -> oncejob.v1.LlmOutcome
+	44, // 43: oncejob.v1.LlmAttempt.create_time:type_name -> google.protobuf.Timestamp
+	36, // 44: oncejob.v1.WatchJobResponse.event:type_name -> oncejob.v1.JobEvent
+	0,  // 45: oncejob.v1.JobEvent.status:type_name -> oncejob.v1.JobStatus
+	1,  // 46: oncejob.v1.JobEvent.stage:type_name -> oncejob.v1.JobStage
+	44, // 47: oncejob.v1.JobEvent.time:type_name -> google.protobuf.Timestamp
+	37, // 48: oncejob.v1.JobEvent.actor:type_name -> oncejob.v1.Actor
+	44, // 49: oncejob.v1.JobEvent.next_attempt_time:type_name -> google.protobuf.Timestamp
+	0,  // 50: oncejob.v1.WatchJobsRequest.status:type_name -> oncejob.v1.JobStatus
+	36, // 51: oncejob.v1.WatchJobsResponse.event:type_name -> oncejob.v1.JobEvent
+	29, // 52: oncejob.v1.WatchJobsResponse.job:type_name -> oncejob.v1.Job
+	8,  // 53: oncejob.v1.JobService.SubmitJob:input_type -> oncejob.v1.SubmitJobRequest
+	10, // 54: oncejob.v1.JobService.SubmitJobs:input_type -> oncejob.v1.SubmitJobsRequest
+	14, // 55: oncejob.v1.JobService.GetJob:input_type -> oncejob.v1.GetJobRequest
+	16, // 56: oncejob.v1.JobService.ListJobs:input_type -> oncejob.v1.ListJobsRequest
+	18, // 57: oncejob.v1.JobService.CountJobs:input_type -> oncejob.v1.CountJobsRequest
+	21, // 58: oncejob.v1.JobService.CancelJob:input_type -> oncejob.v1.CancelJobRequest
+	23, // 59: oncejob.v1.JobService.ReplayJob:input_type -> oncejob.v1.ReplayJobRequest
+	25, // 60: oncejob.v1.JobService.ResolveJob:input_type -> oncejob.v1.ResolveJobRequest
+	27, // 61: oncejob.v1.JobService.ApproveJob:input_type -> oncejob.v1.ApproveJobRequest
+	34, // 62: oncejob.v1.JobService.WatchJob:input_type -> oncejob.v1.WatchJobRequest
+	38, // 63: oncejob.v1.JobService.WatchJobs:input_type -> oncejob.v1.WatchJobsRequest
+	9,  // 64: oncejob.v1.JobService.SubmitJob:output_type -> oncejob.v1.SubmitJobResponse
+	12, // 65: oncejob.v1.JobService.SubmitJobs:output_type -> oncejob.v1.SubmitJobsResponse
+	15, // 66: oncejob.v1.JobService.GetJob:output_type -> oncejob.v1.GetJobResponse
+	17, // 67: oncejob.v1.JobService.ListJobs:output_type -> oncejob.v1.ListJobsResponse
+	19, // 68: oncejob.v1.JobService.CountJobs:output_type -> oncejob.v1.CountJobsResponse
+	22, // 69: oncejob.v1.JobService.CancelJob:output_type -> oncejob.v1.CancelJobResponse
+	24, // 70: oncejob.v1.JobService.ReplayJob:output_type -> oncejob.v1.ReplayJobResponse
+	26, // 71: oncejob.v1.JobService.ResolveJob:output_type -> oncejob.v1.ResolveJobResponse
+	28, // 72: oncejob.v1.JobService.ApproveJob:output_type -> oncejob.v1.ApproveJobResponse
+	35, // 73: oncejob.v1.JobService.WatchJob:output_type -> oncejob.v1.WatchJobResponse
+	39, // 74: oncejob.v1.JobService.WatchJobs:output_type -> oncejob.v1.WatchJobsResponse
+	64, // [64:75] is the sub-list for method output_type
+	53, // [53:64] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_oncejob_v1_job_proto_init() }

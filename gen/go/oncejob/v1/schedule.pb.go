@@ -201,6 +201,65 @@ func (SlotOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_oncejob_v1_schedule_proto_rawDescGZIP(), []int{2}
 }
 
+// ScheduleView selects how much of a schedule ListSchedules returns
+// (AIP-157).
+type ScheduleView int32
+
+const (
+	// SCHEDULE_VIEW_BASIC.
+	ScheduleView_SCHEDULE_VIEW_UNSPECIFIED ScheduleView = 0
+	// Each template's document without its `text` or `data` (its `name` and
+	// `media_type` stay), so a page holds no documents (each may be up to
+	// the document limit, 8 MiB by default).
+	ScheduleView_SCHEDULE_VIEW_BASIC ScheduleView = 1
+	// Each template with its document, as GetSchedule returns it. The page
+	// is bounded in bytes as well: it ends after the schedule whose
+	// documents take it past 2 MiB (its first schedule always comes), and
+	// `next_page_token` goes on from there.
+	ScheduleView_SCHEDULE_VIEW_FULL ScheduleView = 2
+)
+
+// Enum value maps for ScheduleView.
+var (
+	ScheduleView_name = map[int32]string{
+		0: "SCHEDULE_VIEW_UNSPECIFIED",
+		1: "SCHEDULE_VIEW_BASIC",
+		2: "SCHEDULE_VIEW_FULL",
+	}
+	ScheduleView_value = map[string]int32{
+		"SCHEDULE_VIEW_UNSPECIFIED": 0,
+		"SCHEDULE_VIEW_BASIC":       1,
+		"SCHEDULE_VIEW_FULL":        2,
+	}
+)
+
+func (x ScheduleView) Enum() *ScheduleView {
+	p := new(ScheduleView)
+	*p = x
+	return p
+}
+
+func (x ScheduleView) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ScheduleView) Descriptor() protoreflect.EnumDescriptor {
+	return file_oncejob_v1_schedule_proto_enumTypes[3].Descriptor()
+}
+
+func (ScheduleView) Type() protoreflect.EnumType {
+	return &file_oncejob_v1_schedule_proto_enumTypes[3]
+}
+
+func (x ScheduleView) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ScheduleView.Descriptor instead.
+func (ScheduleView) EnumDescriptor() ([]byte, []int) {
+	return file_oncejob_v1_schedule_proto_rawDescGZIP(), []int{3}
+}
+
 type Schedule struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The schedule's id, a UUID.
@@ -657,8 +716,11 @@ func (x *CreateScheduleResponse) GetSchedule() *Schedule {
 type ListSchedulesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Optional: 1-100; 0 means 20.
-	PageSize      int32  `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageSize  int32  `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Optional: how much of each schedule. Unspecified is
+	// SCHEDULE_VIEW_BASIC.
+	View          ScheduleView `protobuf:"varint,3,opt,name=view,proto3,enum=oncejob.v1.ScheduleView" json:"view,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -705,6 +767,13 @@ func (x *ListSchedulesRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ListSchedulesRequest) GetView() ScheduleView {
+	if x != nil {
+		return x.View
+	}
+	return ScheduleView_SCHEDULE_VIEW_UNSPECIFIED
 }
 
 type ListSchedulesResponse struct {
@@ -937,6 +1006,95 @@ func (x *ResumeScheduleResponse) GetSchedule() *Schedule {
 	return nil
 }
 
+type GetScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: a UUID.
+	ScheduleId    string `protobuf:"bytes,1,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScheduleRequest) Reset() {
+	*x = GetScheduleRequest{}
+	mi := &file_oncejob_v1_schedule_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScheduleRequest) ProtoMessage() {}
+
+func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_schedule_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
+func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_schedule_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GetScheduleRequest) GetScheduleId() string {
+	if x != nil {
+		return x.ScheduleId
+	}
+	return ""
+}
+
+type GetScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *Schedule              `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScheduleResponse) Reset() {
+	*x = GetScheduleResponse{}
+	mi := &file_oncejob_v1_schedule_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScheduleResponse) ProtoMessage() {}
+
+func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_oncejob_v1_schedule_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
+func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_oncejob_v1_schedule_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GetScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
 type DeleteScheduleRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required: a UUID.
@@ -947,7 +1105,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_oncejob_v1_schedule_proto_msgTypes[10]
+	mi := &file_oncejob_v1_schedule_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -959,7 +1117,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_schedule_proto_msgTypes[10]
+	mi := &file_oncejob_v1_schedule_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -972,7 +1130,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_schedule_proto_rawDescGZIP(), []int{10}
+	return file_oncejob_v1_schedule_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteScheduleRequest) GetScheduleId() string {
@@ -990,7 +1148,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_oncejob_v1_schedule_proto_msgTypes[11]
+	mi := &file_oncejob_v1_schedule_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1160,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oncejob_v1_schedule_proto_msgTypes[11]
+	mi := &file_oncejob_v1_schedule_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1173,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_oncejob_v1_schedule_proto_rawDescGZIP(), []int{11}
+	return file_oncejob_v1_schedule_proto_rawDescGZIP(), []int{13}
 }
 
 var File_oncejob_v1_schedule_proto protoreflect.FileDescriptor
@@ -1060,11 +1218,12 @@ const file_oncejob_v1_schedule_proto_rawDesc = "" +
 	"\x11misfire_threshold\x18\b \x01(\v2\x19.google.protobuf.DurationR\x10misfireThresholdB\x06\n" +
 	"\x04spec\"J\n" +
 	"\x16CreateScheduleResponse\x120\n" +
-	"\bschedule\x18\x01 \x01(\v2\x14.oncejob.v1.ScheduleR\bschedule\"R\n" +
+	"\bschedule\x18\x01 \x01(\v2\x14.oncejob.v1.ScheduleR\bschedule\"\x80\x01\n" +
 	"\x14ListSchedulesRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\"s\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\x12,\n" +
+	"\x04view\x18\x03 \x01(\x0e2\x18.oncejob.v1.ScheduleViewR\x04view\"s\n" +
 	"\x15ListSchedulesResponse\x122\n" +
 	"\tschedules\x18\x01 \x03(\v2\x14.oncejob.v1.ScheduleR\tschedules\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"7\n" +
@@ -1077,6 +1236,11 @@ const file_oncejob_v1_schedule_proto_rawDesc = "" +
 	"\vschedule_id\x18\x01 \x01(\tR\n" +
 	"scheduleId\"J\n" +
 	"\x16ResumeScheduleResponse\x120\n" +
+	"\bschedule\x18\x01 \x01(\v2\x14.oncejob.v1.ScheduleR\bschedule\"5\n" +
+	"\x12GetScheduleRequest\x12\x1f\n" +
+	"\vschedule_id\x18\x01 \x01(\tR\n" +
+	"scheduleId\"G\n" +
+	"\x13GetScheduleResponse\x120\n" +
 	"\bschedule\x18\x01 \x01(\v2\x14.oncejob.v1.ScheduleR\bschedule\"8\n" +
 	"\x15DeleteScheduleRequest\x12\x1f\n" +
 	"\vschedule_id\x18\x01 \x01(\tR\n" +
@@ -1096,10 +1260,15 @@ const file_oncejob_v1_schedule_proto_rawDesc = "" +
 	"\x12SLOT_OUTCOME_FIRED\x10\x01\x12\x18\n" +
 	"\x14SLOT_OUTCOME_SKIPPED\x10\x02\x12\x19\n" +
 	"\x15SLOT_OUTCOME_BUFFERED\x10\x03\x12\x17\n" +
-	"\x13SLOT_OUTCOME_MISSED\x10\x042\xc8\x03\n" +
+	"\x13SLOT_OUTCOME_MISSED\x10\x04*^\n" +
+	"\fScheduleView\x12\x1d\n" +
+	"\x19SCHEDULE_VIEW_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13SCHEDULE_VIEW_BASIC\x10\x01\x12\x16\n" +
+	"\x12SCHEDULE_VIEW_FULL\x10\x022\x98\x04\n" +
 	"\x0fScheduleService\x12W\n" +
 	"\x0eCreateSchedule\x12!.oncejob.v1.CreateScheduleRequest\x1a\".oncejob.v1.CreateScheduleResponse\x12T\n" +
-	"\rListSchedules\x12 .oncejob.v1.ListSchedulesRequest\x1a!.oncejob.v1.ListSchedulesResponse\x12T\n" +
+	"\rListSchedules\x12 .oncejob.v1.ListSchedulesRequest\x1a!.oncejob.v1.ListSchedulesResponse\x12N\n" +
+	"\vGetSchedule\x12\x1e.oncejob.v1.GetScheduleRequest\x1a\x1f.oncejob.v1.GetScheduleResponse\x12T\n" +
 	"\rPauseSchedule\x12 .oncejob.v1.PauseScheduleRequest\x1a!.oncejob.v1.PauseScheduleResponse\x12W\n" +
 	"\x0eResumeSchedule\x12!.oncejob.v1.ResumeScheduleRequest\x1a\".oncejob.v1.ResumeScheduleResponse\x12W\n" +
 	"\x0eDeleteSchedule\x12!.oncejob.v1.DeleteScheduleRequest\x1a\".oncejob.v1.DeleteScheduleResponseB\xa0\x01\n" +
@@ -1119,64 +1288,71 @@ func file_oncejob_v1_schedule_proto_rawDescGZIP() []byte {
 	return file_oncejob_v1_schedule_proto_rawDescData
 }
 
-var file_oncejob_v1_schedule_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_oncejob_v1_schedule_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_oncejob_v1_schedule_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_oncejob_v1_schedule_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_oncejob_v1_schedule_proto_goTypes = []any{
 	(OverlapPolicy)(0),             // 0: oncejob.v1.OverlapPolicy
 	(CatchupPolicy)(0),             // 1: oncejob.v1.CatchupPolicy
 	(SlotOutcome)(0),               // 2: oncejob.v1.SlotOutcome
-	(*Schedule)(nil),               // 3: oncejob.v1.Schedule
-	(*ScheduleSlot)(nil),           // 4: oncejob.v1.ScheduleSlot
-	(*CreateScheduleRequest)(nil),  // 5: oncejob.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil), // 6: oncejob.v1.CreateScheduleResponse
-	(*ListSchedulesRequest)(nil),   // 7: oncejob.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 8: oncejob.v1.ListSchedulesResponse
-	(*PauseScheduleRequest)(nil),   // 9: oncejob.v1.PauseScheduleRequest
-	(*PauseScheduleResponse)(nil),  // 10: oncejob.v1.PauseScheduleResponse
-	(*ResumeScheduleRequest)(nil),  // 11: oncejob.v1.ResumeScheduleRequest
-	(*ResumeScheduleResponse)(nil), // 12: oncejob.v1.ResumeScheduleResponse
-	(*DeleteScheduleRequest)(nil),  // 13: oncejob.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 14: oncejob.v1.DeleteScheduleResponse
-	(*durationpb.Duration)(nil),    // 15: google.protobuf.Duration
-	(*SubmitJobRequest)(nil),       // 16: oncejob.v1.SubmitJobRequest
-	(*timestamppb.Timestamp)(nil),  // 17: google.protobuf.Timestamp
+	(ScheduleView)(0),              // 3: oncejob.v1.ScheduleView
+	(*Schedule)(nil),               // 4: oncejob.v1.Schedule
+	(*ScheduleSlot)(nil),           // 5: oncejob.v1.ScheduleSlot
+	(*CreateScheduleRequest)(nil),  // 6: oncejob.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil), // 7: oncejob.v1.CreateScheduleResponse
+	(*ListSchedulesRequest)(nil),   // 8: oncejob.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 9: oncejob.v1.ListSchedulesResponse
+	(*PauseScheduleRequest)(nil),   // 10: oncejob.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),  // 11: oncejob.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),  // 12: oncejob.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil), // 13: oncejob.v1.ResumeScheduleResponse
+	(*GetScheduleRequest)(nil),     // 14: oncejob.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),    // 15: oncejob.v1.GetScheduleResponse
+	(*DeleteScheduleRequest)(nil),  // 16: oncejob.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 17: oncejob.v1.DeleteScheduleResponse
+	(*durationpb.Duration)(nil),    // 18: google.protobuf.Duration
+	(*SubmitJobRequest)(nil),       // 19: oncejob.v1.SubmitJobRequest
+	(*timestamppb.Timestamp)(nil),  // 20: google.protobuf.Timestamp
 }
 var file_oncejob_v1_schedule_proto_depIdxs = []int32{
-	15, // 0: oncejob.v1.Schedule.interval:type_name -> google.protobuf.Duration
-	16, // 1: oncejob.v1.Schedule.job:type_name -> oncejob.v1.SubmitJobRequest
+	18, // 0: oncejob.v1.Schedule.interval:type_name -> google.protobuf.Duration
+	19, // 1: oncejob.v1.Schedule.job:type_name -> oncejob.v1.SubmitJobRequest
 	0,  // 2: oncejob.v1.Schedule.overlap:type_name -> oncejob.v1.OverlapPolicy
 	1,  // 3: oncejob.v1.Schedule.catchup:type_name -> oncejob.v1.CatchupPolicy
-	15, // 4: oncejob.v1.Schedule.misfire_threshold:type_name -> google.protobuf.Duration
-	17, // 5: oncejob.v1.Schedule.next_slot_time:type_name -> google.protobuf.Timestamp
-	17, // 6: oncejob.v1.Schedule.create_time:type_name -> google.protobuf.Timestamp
-	4,  // 7: oncejob.v1.Schedule.recent_slots:type_name -> oncejob.v1.ScheduleSlot
-	17, // 8: oncejob.v1.ScheduleSlot.slot_time:type_name -> google.protobuf.Timestamp
+	18, // 4: oncejob.v1.Schedule.misfire_threshold:type_name -> google.protobuf.Duration
+	20, // 5: oncejob.v1.Schedule.next_slot_time:type_name -> google.protobuf.Timestamp
+	20, // 6: oncejob.v1.Schedule.create_time:type_name -> google.protobuf.Timestamp
+	5,  // 7: oncejob.v1.Schedule.recent_slots:type_name -> oncejob.v1.ScheduleSlot
+	20, // 8: oncejob.v1.ScheduleSlot.slot_time:type_name -> google.protobuf.Timestamp
 	2,  // 9: oncejob.v1.ScheduleSlot.outcome:type_name -> oncejob.v1.SlotOutcome
-	17, // 10: oncejob.v1.ScheduleSlot.decide_time:type_name -> google.protobuf.Timestamp
-	15, // 11: oncejob.v1.CreateScheduleRequest.interval:type_name -> google.protobuf.Duration
-	16, // 12: oncejob.v1.CreateScheduleRequest.job:type_name -> oncejob.v1.SubmitJobRequest
+	20, // 10: oncejob.v1.ScheduleSlot.decide_time:type_name -> google.protobuf.Timestamp
+	18, // 11: oncejob.v1.CreateScheduleRequest.interval:type_name -> google.protobuf.Duration
+	19, // 12: oncejob.v1.CreateScheduleRequest.job:type_name -> oncejob.v1.SubmitJobRequest
 	0,  // 13: oncejob.v1.CreateScheduleRequest.overlap:type_name -> oncejob.v1.OverlapPolicy
 	1,  // 14: oncejob.v1.CreateScheduleRequest.catchup:type_name -> oncejob.v1.CatchupPolicy
-	15, // 15: oncejob.v1.CreateScheduleRequest.misfire_threshold:type_name -> google.protobuf.Duration
-	3,  // 16: oncejob.v1.CreateScheduleResponse.schedule:type_name -> oncejob.v1.Schedule
-	3,  // 17: oncejob.v1.ListSchedulesResponse.schedules:type_name -> oncejob.v1.Schedule
-	3,  // 18: oncejob.v1.PauseScheduleResponse.schedule:type_name -> oncejob.v1.Schedule
-	3,  // 19: oncejob.v1.ResumeScheduleResponse.schedule:type_name -> oncejob.v1.Schedule
-	5,  // 20: oncejob.v1.ScheduleService.CreateSchedule:input_type -> oncejob.v1.CreateScheduleRequest
-	7,  // 21: oncejob.v1.ScheduleService.ListSchedules:input_type -> oncejob.v1.ListSchedulesRequest
-	9,  // 22: oncejob.v1.ScheduleService.PauseSchedule:input_type -> oncejob.v1.PauseScheduleRequest
-	11, // 23: oncejob.v1.ScheduleService.ResumeSchedule:input_type -> oncejob.v1.ResumeScheduleRequest
-	13, // 24: oncejob.v1.ScheduleService.DeleteSchedule:input_type -> oncejob.v1.DeleteScheduleRequest
-	6,  // 25: oncejob.v1.ScheduleService.CreateSchedule:output_type -> oncejob.v1.CreateScheduleResponse
-	8,  // 26: oncejob.v1.ScheduleService.ListSchedules:output_type -> oncejob.v1.ListSchedulesResponse
-	10, // 27: oncejob.v1.ScheduleService.PauseSchedule:output_type -> oncejob.v1.PauseScheduleResponse
-	12, // 28: oncejob.v1.ScheduleService.ResumeSchedule:output_type -> oncejob.v1.ResumeScheduleResponse
-	14, // 29: oncejob.v1.ScheduleService.DeleteSchedule:output_type -> oncejob.v1.DeleteScheduleResponse
-	25, // [25:30] is the sub-list for method output_type
-	20, // [20:25] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	18, // 15: oncejob.v1.CreateScheduleRequest.misfire_threshold:type_name -> google.protobuf.Duration
+	4,  // 16: oncejob.v1.CreateScheduleResponse.schedule:type_name -> oncejob.v1.Schedule
+	3,  // 17: oncejob.v1.ListSchedulesRequest.view:type_name -> oncejob.v1.ScheduleView
+	4,  // 18: oncejob.v1.ListSchedulesResponse.schedules:type_name -> oncejob.v1.Schedule
+	4,  // 19: oncejob.v1.PauseScheduleResponse.schedule:type_name -> oncejob.v1.Schedule
+	4,  // 20: oncejob.v1.ResumeScheduleResponse.schedule:type_name -> oncejob.v1.Schedule
+	4,  // 21: oncejob.v1.GetScheduleResponse.schedule:type_name -> oncejob.v1.Schedule
+	6,  // 22: oncejob.v1.ScheduleService.CreateSchedule:input_type -> oncejob.v1.CreateScheduleRequest
+	8,  // 23: oncejob.v1.ScheduleService.ListSchedules:input_type -> oncejob.v1.ListSchedulesRequest
+	14, // 24: oncejob.v1.ScheduleService.GetSchedule:input_type -> oncejob.v1.GetScheduleRequest
+	10, // 25: oncejob.v1.ScheduleService.PauseSchedule:input_type -> oncejob.v1.PauseScheduleRequest
+	12, // 26: oncejob.v1.ScheduleService.ResumeSchedule:input_type -> oncejob.v1.ResumeScheduleRequest
+	16, // 27: oncejob.v1.ScheduleService.DeleteSchedule:input_type -> oncejob.v1.DeleteScheduleRequest
+	7,  // 28: oncejob.v1.ScheduleService.CreateSchedule:output_type -> oncejob.v1.CreateScheduleResponse
+	9,  // 29: oncejob.v1.ScheduleService.ListSchedules:output_type -> oncejob.v1.ListSchedulesResponse
+	15, // 30: oncejob.v1.ScheduleService.GetSchedule:output_type -> oncejob.v1.GetScheduleResponse
+	11, // 31: oncejob.v1.ScheduleService.PauseSchedule:output_type -> oncejob.v1.PauseScheduleResponse
+	13, // 32: oncejob.v1.ScheduleService.ResumeSchedule:output_type -> oncejob.v1.ResumeScheduleResponse
+	17, // 33: oncejob.v1.ScheduleService.DeleteSchedule:output_type -> oncejob.v1.DeleteScheduleResponse
+	28, // [28:34] is the sub-list for method output_type
+	22, // [22:28] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_oncejob_v1_schedule_proto_init() }
@@ -1198,8 +1374,8 @@ func file_oncejob_v1_schedule_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_oncejob_v1_schedule_proto_rawDesc), len(file_oncejob_v1_schedule_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   12,
+			NumEnums:      4,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	ScheduleService_CreateSchedule_FullMethodName = "/oncejob.v1.ScheduleService/CreateSchedule"
 	ScheduleService_ListSchedules_FullMethodName  = "/oncejob.v1.ScheduleService/ListSchedules"
+	ScheduleService_GetSchedule_FullMethodName    = "/oncejob.v1.ScheduleService/GetSchedule"
 	ScheduleService_PauseSchedule_FullMethodName  = "/oncejob.v1.ScheduleService/PauseSchedule"
 	ScheduleService_ResumeSchedule_FullMethodName = "/oncejob.v1.ScheduleService/ResumeSchedule"
 	ScheduleService_DeleteSchedule_FullMethodName = "/oncejob.v1.ScheduleService/DeleteSchedule"
@@ -54,8 +55,12 @@ type ScheduleServiceClient interface {
 	//	  INVALID_ARGUMENT, ErrorInfo IDEMPOTENCY_KEY_REUSED.
 	CreateSchedule(ctx context.Context, in *CreateScheduleRequest, opts ...grpc.CallOption) (*CreateScheduleResponse, error)
 	// ListSchedules returns the caller's schedules, newest first, each with
-	// its latest slots. Read-only.
+	// its latest slots. Read-only. Its templates' documents are left out
+	// unless `view` is SCHEDULE_VIEW_FULL; GetSchedule always has them.
 	ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
+	// GetSchedule returns one of the caller's schedules, its template with
+	// its document, and its latest slots. Read-only.
+	GetSchedule(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*GetScheduleResponse, error)
 	// PauseSchedule stops a schedule firing; slots that pass while it is
 	// paused are never fired. Idempotency contract: the state decides (tenant
 	// + schedule id, no key): pausing a paused schedule returns it.
@@ -92,6 +97,16 @@ func (c *scheduleServiceClient) ListSchedules(ctx context.Context, in *ListSched
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListSchedulesResponse)
 	err := c.cc.Invoke(ctx, ScheduleService_ListSchedules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *scheduleServiceClient) GetSchedule(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*GetScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetScheduleResponse)
+	err := c.cc.Invoke(ctx, ScheduleService_GetSchedule_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -156,8 +171,12 @@ type ScheduleServiceServer interface {
 	//	  INVALID_ARGUMENT, ErrorInfo IDEMPOTENCY_KEY_REUSED.
 	CreateSchedule(context.Context, *CreateScheduleRequest) (*CreateScheduleResponse, error)
 	// ListSchedules returns the caller's schedules, newest first, each with
-	// its latest slots. Read-only.
+	// its latest slots. Read-only. Its templates' documents are left out
+	// unless `view` is SCHEDULE_VIEW_FULL; GetSchedule always has them.
 	ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
+	// GetSchedule returns one of the caller's schedules, its template with
+	// its document, and its latest slots. Read-only.
+	GetSchedule(context.Context, *GetScheduleRequest) (*GetScheduleResponse, error)
 	// PauseSchedule stops a schedule firing; slots that pass while it is
 	// paused are never fired. Idempotency contract: the state decides (tenant
 	// + schedule id, no key): pausing a paused schedule returns it.
@@ -185,6 +204,9 @@ func (UnimplementedScheduleServiceServer) CreateSchedule(context.Context, *Creat
 }
 func (UnimplementedScheduleServiceServer) ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListSchedules not implemented")
+}
+func (UnimplementedScheduleServiceServer) GetSchedule(context.Context, *GetScheduleRequest) (*GetScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSchedule not implemented")
 }
 func (UnimplementedScheduleServiceServer) PauseSchedule(context.Context, *PauseScheduleRequest) (*PauseScheduleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PauseSchedule not implemented")
@@ -248,6 +270,24 @@ func _ScheduleService_ListSchedules_Handler(srv interface{}, ctx context.Context
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ScheduleServiceServer).ListSchedules(ctx, req.(*ListSchedulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ScheduleService_GetSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ScheduleServiceServer).GetSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ScheduleService_GetSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ScheduleServiceServer).GetSchedule(ctx, req.(*GetScheduleRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -320,6 +360,10 @@ var ScheduleService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListSchedules",
 			Handler:    _ScheduleService_ListSchedules_Handler,
+		},
+		{
+			MethodName: "GetSchedule",
+			Handler:    _ScheduleService_GetSchedule_Handler,
 		},
 		{
 			MethodName: "PauseSchedule",

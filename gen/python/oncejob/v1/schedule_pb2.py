@@ -16,7 +16,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from oncejob.v1 import job_pb2 as oncejob_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19oncejob/v1/schedule.proto\x12\noncejob.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14oncejob/v1/job.proto\"\x81\x05\n\x08Schedule\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\'\n\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12\x12\n\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n\x04\x63ron\x18\x04 \x01(\tH\x00R\x04\x63ron\x12\x37\n\x08interval\x18\x05 \x01(\x0b\x32\x19.google.protobuf.DurationH\x00R\x08interval\x12\x1b\n\ttime_zone\x18\x06 \x01(\tR\x08timeZone\x12.\n\x03job\x18\x07 \x01(\x0b\x32\x1c.oncejob.v1.SubmitJobRequestR\x03job\x12\x33\n\x07overlap\x18\x08 \x01(\x0e\x32\x19.oncejob.v1.OverlapPolicyR\x07overlap\x12\x33\n\x07\x63\x61tchup\x18\t \x01(\x0e\x32\x19.oncejob.v1.CatchupPolicyR\x07\x63\x61tchup\x12\x46\n\x11misfire_threshold\x18\n \x01(\x0b\x32\x19.google.protobuf.DurationR\x10misfireThreshold\x12\x16\n\x06paused\x18\x0b \x01(\x08R\x06paused\x12@\n\x0enext_slot_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0cnextSlotTime\x12;\n\x0b\x63reate_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0crecent_slots\x18\x0e \x03(\x0b\x32\x18.oncejob.v1.ScheduleSlotR\x0brecentSlotsB\x06\n\x04spec\"\xe6\x01\n\x0cScheduleSlot\x12\x37\n\tslot_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08slotTime\x12\x31\n\x07outcome\x18\x02 \x01(\x0e\x32\x17.oncejob.v1.SlotOutcomeR\x07outcome\x12\x15\n\x06job_id\x18\x03 \x01(\tR\x05jobId\x12\x16\n\x06reason\x18\x04 \x01(\tR\x06reason\x12;\n\x0b\x64\x65\x63ide_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ndecideTime\"\x81\x03\n\x15\x43reateScheduleRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n\x04\x63ron\x18\x02 \x01(\tH\x00R\x04\x63ron\x12\x37\n\x08interval\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationH\x00R\x08interval\x12\x1b\n\ttime_zone\x18\x04 \x01(\tR\x08timeZone\x12.\n\x03job\x18\x05 \x01(\x0b\x32\x1c.oncejob.v1.SubmitJobRequestR\x03job\x12\x33\n\x07overlap\x18\x06 \x01(\x0e\x32\x19.oncejob.v1.OverlapPolicyR\x07overlap\x12\x33\n\x07\x63\x61tchup\x18\x07 \x01(\x0e\x32\x19.oncejob.v1.CatchupPolicyR\x07\x63\x61tchup\x12\x46\n\x11misfire_threshold\x18\x08 \x01(\x0b\x32\x19.google.protobuf.DurationR\x10misfireThresholdB\x06\n\x04spec\"J\n\x16\x43reateScheduleResponse\x12\x30\n\x08schedule\x18\x01 \x01(\x0b\x32\x14.oncejob.v1.ScheduleR\x08schedule\"R\n\x14ListSchedulesRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"s\n\x15ListSchedulesResponse\x12\x32\n\tschedules\x18\x01 \x03(\x0b\x32\x14.oncejob.v1.ScheduleR\tschedules\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"7\n\x14PauseScheduleRequest\x12\x1f\n\x0bschedule_id\x18\x01 \x01(\tR\nscheduleId\"I\n\x15PauseScheduleResponse\x12\x30\n\x08schedule\x18\x01 \x01(\x0b\x32\x14.oncejob.v1.ScheduleR\x08schedule\"8\n\x15ResumeScheduleRequest\x12\x1f\n\x0bschedule_id\x18\x01 \x01(\tR\nscheduleId\"J\n\x16ResumeScheduleResponse\x12\x30\n\x08schedule\x18\x01 \x01(\x0b\x32\x14.oncejob.v1.ScheduleR\x08schedule\"8\n\x15\x44\x65leteScheduleRequest\x12\x1f\n\x0bschedule_id\x18\x01 \x01(\tR\nscheduleId\"\x18\n\x16\x44\x65leteScheduleResponse*\x81\x01\n\rOverlapPolicy\x12\x1e\n\x1aOVERLAP_POLICY_UNSPECIFIED\x10\x00\x12\x17\n\x13OVERLAP_POLICY_SKIP\x10\x01\x12\x1d\n\x19OVERLAP_POLICY_BUFFER_ONE\x10\x02\x12\x18\n\x14OVERLAP_POLICY_ALLOW\x10\x03*c\n\rCatchupPolicy\x12\x1e\n\x1a\x43\x41TCHUP_POLICY_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43\x41TCHUP_POLICY_NONE\x10\x01\x12\x19\n\x15\x43\x41TCHUP_POLICY_LATEST\x10\x02*\x91\x01\n\x0bSlotOutcome\x12\x1c\n\x18SLOT_OUTCOME_UNSPECIFIED\x10\x00\x12\x16\n\x12SLOT_OUTCOME_FIRED\x10\x01\x12\x18\n\x14SLOT_OUTCOME_SKIPPED\x10\x02\x12\x19\n\x15SLOT_OUTCOME_BUFFERED\x10\x03\x12\x17\n\x13SLOT_OUTCOME_MISSED\x10\x04\x32\xc8\x03\n\x0fScheduleService\x12W\n\x0e\x43reateSchedule\x12!.oncejob.v1.CreateScheduleRequest\x1a\".oncejob.v1.CreateScheduleResponse\x12T\n\rListSchedules\x12 .oncejob.v1.ListSchedulesRequest\x1a!.oncejob.v1.ListSchedulesResponse\x12T\n\rPauseSchedule\x12 .oncejob.v1.PauseScheduleRequest\x1a!.oncejob.v1.PauseScheduleResponse\x12W\n\x0eResumeSchedule\x12!.oncejob.v1.ResumeScheduleRequest\x1a\".oncejob.v1.ResumeScheduleResponse\x12W\n\x0e\x44\x65leteSchedule\x12!.oncejob.v1.DeleteScheduleRequest\x1a\".oncejob.v1.DeleteScheduleResponseB\xa0\x01\n\x0e\x63om.oncejob.v1B\rScheduleProtoP\x01Z6github.com/oncejob/oncejob/gen/go/oncejob/v1;oncejobv1\xa2\x02\x03OXX\xaa\x02\nOncejob.V1\xca\x02\nOncejob\\V1\xe2\x02\x16Oncejob\\V1\\GPBMetadata\xea\x02\x0bOncejob::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19oncejob/v1/schedule.proto\x12\noncejob.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14oncejob/v1/job.proto\"\x81\x05\n\x08Schedule\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\'\n\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12\x12\n\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n\x04\x63ron\x18\x04 \x01(\tH\x00R\x04\x63ron\x12\x37\n\x08interval\x18\x05 \x01(\x0b\x32\x19.google.protobuf.DurationH\x00R\x08interval\x12\x1b\n\ttime_zone\x18\x06 \x01(\tR\x08timeZone\x12.\n\x03job\x18\x07 \x01(\x0b\x32\x1c.oncejob.v1.SubmitJobRequestR\x03job\x12\x33\n\x07overlap\x18\x08 \x01(\x0e\x32\x19.oncejob.v1.OverlapPolicyR\x07overlap\x12\x33\n\x07\x63\x61tchup\x18\t \x01(\x0e\x32\x19.oncejob.v1.CatchupPolicyR\x07\x63\x61tchup\x12\x46\n\x11misfire_threshold\x18\n \x01(\x0b\x32\x19.google.protobuf.DurationR\x10misfireThreshold\x12\x16\n\x06paused\x18\x0b \x01(\x08R\x06paused\x12@\n\x0enext_slot_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0cnextSlotTime\x12;\n\x0b\x63reate_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0crecent_slots\x18\x0e \x03(\x0b\x32\x18.oncejob.v1.ScheduleSlotR\x0brecentSlotsB\x06\n\x04spec\"\xe6\x01\n\x0cScheduleSlot\x12\x37\n\tslot_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08slotTime\x12\x31\n\x07outcome\x18\x02 \x01(\x0e\x32\x17.oncejob.v1.SlotOutcomeR\x07outcome\x12\x15\n\x06job_id\x18\x03 \x01(\tR\x05jobId\x12\x16\n\x06reason\x18\x04 \x01(\tR\x06reason\x12;\n\x0b\x64\x65\x63ide_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ndecideTime\"\x81\x03\n\x15\x43reateScheduleRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n\x04\x63ron\x18\x02 \x01(\tH\x00R\x04\x63ron\x12\x37\n\x08interval\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationH\x00R\x08interval\x12\x1b\n\ttime_zone\x18\x04 \x01(\tR\x08timeZone\x12.\n\x03job\x18\x05 \x01(\x0b\x32\x1c.oncejob.v1.SubmitJobRequestR\x03job\x12\x33\n\x07overlap\x18\x06 \x01(\x0e\x32\x19.oncejob.v1.OverlapPolicyR\x07overlap\x12\x33\n\x07\x63\x61tchup\x18\x07 \x01(\x0e\x32\x19.oncejob.v1.CatchupPolicyR\x07\x63\x61tchup\x12\x46\n\x11misfire_threshold\x18\x08 \x01(\x0b\x32\x19.google.protobuf.DurationR\x10misfireThresholdB\x06\n\x04spec\"J\n\x16\x43reateScheduleResponse\x12\x30\n\x08schedule\x18\x01 \x01(\x0b\x32\x14.oncejob.v1.ScheduleR\x08schedule\"\x80\x01\n\x14ListSchedulesRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\x12,\n\x04view\x18\x03 \x01(\x0e\x32\x18.oncejob.v1.ScheduleViewR\x04view\"s\n\x15ListSchedulesResponse\x12\x32\n\tschedules\x18\x01 \x03(\x0b\x32\x14.oncejob.v1.ScheduleR\tschedules\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"7\n\x14PauseScheduleRequest\x12\x1f\n\x0bschedule_id\x18\x01 \x01(\tR\nscheduleId\"I\n\x15PauseScheduleResponse\x12\x30\n\x08schedule\x18\x01 \x01(\x0b\x32\x14.oncejob.v1.ScheduleR\x08schedule\"8\n\x15ResumeScheduleRequest\x12\x1f\n\x0bschedule_id\x18\x01 \x01(\tR\nscheduleId\"J\n\x16ResumeScheduleResponse\x12\x30\n\x08schedule\x18\x01 \x01(\x0b\x32\x14.oncejob.v1.ScheduleR\x08schedule\"5\n\x12GetScheduleRequest\x12\x1f\n\x0bschedule_id\x18\x01 \x01(\tR\nscheduleId\"G\n\x13GetScheduleResponse\x12\x30\n\x08schedule\x18\x01 \x01(\x0b\x32\x14.oncejob.v1.ScheduleR\x08schedule\"8\n\x15\x44\x65leteScheduleRequest\x12\x1f\n\x0bschedule_id\x18\x01 \x01(\tR\nscheduleId\"\x18\n\x16\x44\x65leteScheduleResponse*\x81\x01\n\rOverlapPolicy\x12\x1e\n\x1aOVERLAP_POLICY_UNSPECIFIED\x10\x00\x12\x17\n\x13OVERLAP_POLICY_SKIP\x10\x01\x12\x1d\n\x19OVERLAP_POLICY_BUFFER_ONE\x10\x02\x12\x18\n\x14OVERLAP_POLICY_ALLOW\x10\x03*c\n\rCatchupPolicy\x12\x1e\n\x1a\x43\x41TCHUP_POLICY_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43\x41TCHUP_POLICY_NONE\x10\x01\x12\x19\n\x15\x43\x41TCHUP_POLICY_LATEST\x10\x02*\x91\x01\n\x0bSlotOutcome\x12\x1c\n\x18SLOT_OUTCOME_UNSPECIFIED\x10\x00\x12\x16\n\x12SLOT_OUTCOME_FIRED\x10\x01\x12\x18\n\x14SLOT_OUTCOME_SKIPPED\x10\x02\x12\x19\n\x15SLOT_OUTCOME_BUFFERED\x10\x03\x12\x17\n\x13SLOT_OUTCOME_MISSED\x10\x04*^\n\x0cScheduleView\x12\x1d\n\x19SCHEDULE_VIEW_UNSPECIFIED\x10\x00\x12\x17\n\x13SCHEDULE_VIEW_BASIC\x10\x01\x12\x16\n\x12SCHEDULE_VIEW_FULL\x10\x02\x32\x98\x04\n\x0fScheduleService\x12W\n\x0e\x43reateSchedule\x12!.oncejob.v1.CreateScheduleRequest\x1a\".oncejob.v1.CreateScheduleResponse\x12T\n\rListSchedules\x12 .oncejob.v1.ListSchedulesRequest\x1a!.oncejob.v1.ListSchedulesResponse\x12N\n\x0bGetSchedule\x12\x1e.oncejob.v1.GetScheduleRequest\x1a\x1f.oncejob.v1.GetScheduleResponse\x12T\n\rPauseSchedule\x12 .oncejob.v1.PauseScheduleRequest\x1a!.oncejob.v1.PauseScheduleResponse\x12W\n\x0eResumeSchedule\x12!.oncejob.v1.ResumeScheduleRequest\x1a\".oncejob.v1.ResumeScheduleResponse\x12W\n\x0e\x44\x65leteSchedule\x12!.oncejob.v1.DeleteScheduleRequest\x1a\".oncejob.v1.DeleteScheduleResponseB\xa0\x01\n\x0e\x63om.oncejob.v1B\rScheduleProtoP\x01Z6github.com/oncejob/oncejob/gen/go/oncejob/v1;oncejobv1\xa2\x02\x03OXX\xaa\x02\nOncejob.V1\xca\x02\nOncejob\\V1\xe2\x02\x16Oncejob\\V1\\GPBMetadata\xea\x02\x0bOncejob::V1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'oncejob.v1.schedule_pb2', globals())
@@ -24,12 +24,14 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'\n\016com.oncejob.v1B\rScheduleProtoP\001Z6github.com/oncejob/oncejob/gen/go/oncejob/v1;oncejobv1\242\002\003OXX\252\002\nOncejob.V1\312\002\nOncejob\\V1\342\002\026Oncejob\\V1\\GPBMetadata\352\002\013Oncejob::V1'
-  _OVERLAPPOLICY._serialized_start=2021
-  _OVERLAPPOLICY._serialized_end=2150
-  _CATCHUPPOLICY._serialized_start=2152
-  _CATCHUPPOLICY._serialized_end=2251
-  _SLOTOUTCOME._serialized_start=2254
-  _SLOTOUTCOME._serialized_end=2399
+  _OVERLAPPOLICY._serialized_start=2196
+  _OVERLAPPOLICY._serialized_end=2325
+  _CATCHUPPOLICY._serialized_start=2327
+  _CATCHUPPOLICY._serialized_end=2426
+  _SLOTOUTCOME._serialized_start=2429
+  _SLOTOUTCOME._serialized_end=2574
+  _SCHEDULEVIEW._serialized_start=2576
+  _SCHEDULEVIEW._serialized_end=2670
   _SCHEDULE._serialized_start=129
   _SCHEDULE._serialized_end=770
   _SCHEDULESLOT._serialized_start=773
@@ -38,22 +40,26 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _CREATESCHEDULEREQUEST._serialized_end=1391
   _CREATESCHEDULERESPONSE._serialized_start=1393
   _CREATESCHEDULERESPONSE._serialized_end=1467
-  _LISTSCHEDULESREQUEST._serialized_start=1469
-  _LISTSCHEDULESREQUEST._serialized_end=1551
-  _LISTSCHEDULESRESPONSE._serialized_start=1553
-  _LISTSCHEDULESRESPONSE._serialized_end=1668
-  _PAUSESCHEDULEREQUEST._serialized_start=1670
-  _PAUSESCHEDULEREQUEST._serialized_end=1725
-  _PAUSESCHEDULERESPONSE._serialized_start=1727
-  _PAUSESCHEDULERESPONSE._serialized_end=1800
-  _RESUMESCHEDULEREQUEST._serialized_start=1802
-  _RESUMESCHEDULEREQUEST._serialized_end=1858
-  _RESUMESCHEDULERESPONSE._serialized_start=1860
-  _RESUMESCHEDULERESPONSE._serialized_end=1934
-  _DELETESCHEDULEREQUEST._serialized_start=1936
-  _DELETESCHEDULEREQUEST._serialized_end=1992
-  _DELETESCHEDULERESPONSE._serialized_start=1994
-  _DELETESCHEDULERESPONSE._serialized_end=2018
-  _SCHEDULESERVICE._serialized_start=2402
-  _SCHEDULESERVICE._serialized_end=2858
+  _LISTSCHEDULESREQUEST._serialized_start=1470
+  _LISTSCHEDULESREQUEST._serialized_end=1598
+  _LISTSCHEDULESRESPONSE._serialized_start=1600
+  _LISTSCHEDULESRESPONSE._serialized_end=1715
+  _PAUSESCHEDULEREQUEST._serialized_start=1717
+  _PAUSESCHEDULEREQUEST._serialized_end=1772
+  _PAUSESCHEDULERESPONSE._serialized_start=1774
+  _PAUSESCHEDULERESPONSE._serialized_end=1847
+  _RESUMESCHEDULEREQUEST._serialized_start=1849
+  _RESUMESCHEDULEREQUEST._serialized_end=1905
+  _RESUMESCHEDULERESPONSE._serialized_start=1907
+  _RESUMESCHEDULERESPONSE._serialized_end=1981
+  _GETSCHEDULEREQUEST._serialized_start=1983
+  _GETSCHEDULEREQUEST._serialized_end=2036
+  _GETSCHEDULERESPONSE._serialized_start=2038
+  _GETSCHEDULERESPONSE._serialized_end=2109
+  _DELETESCHEDULEREQUEST._serialized_start=2111
+  _DELETESCHEDULEREQUEST._serialized_end=2167
+  _DELETESCHEDULERESPONSE._serialized_start=2169
+  _DELETESCHEDULERESPONSE._serialized_end=2193
+  _SCHEDULESERVICE._serialized_start=2673
+  _SCHEDULESERVICE._serialized_end=3209
 # @@protoc_insertion_point(module_scope)

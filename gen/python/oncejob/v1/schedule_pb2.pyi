@@ -15,6 +15,9 @@ OVERLAP_POLICY_ALLOW: OverlapPolicy
 OVERLAP_POLICY_BUFFER_ONE: OverlapPolicy
 OVERLAP_POLICY_SKIP: OverlapPolicy
 OVERLAP_POLICY_UNSPECIFIED: OverlapPolicy
+SCHEDULE_VIEW_BASIC: ScheduleView
+SCHEDULE_VIEW_FULL: ScheduleView
+SCHEDULE_VIEW_UNSPECIFIED: ScheduleView
 SLOT_OUTCOME_BUFFERED: SlotOutcome
 SLOT_OUTCOME_FIRED: SlotOutcome
 SLOT_OUTCOME_MISSED: SlotOutcome
@@ -57,13 +60,27 @@ class DeleteScheduleResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
+class GetScheduleRequest(_message.Message):
+    __slots__ = ["schedule_id"]
+    SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+    schedule_id: str
+    def __init__(self, schedule_id: _Optional[str] = ...) -> None: ...
+
+class GetScheduleResponse(_message.Message):
+    __slots__ = ["schedule"]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ...) -> None: ...
+
 class ListSchedulesRequest(_message.Message):
-    __slots__ = ["page_size", "page_token"]
+    __slots__ = ["page_size", "page_token", "view"]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
     page_size: int
     page_token: str
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    view: ScheduleView
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., view: _Optional[_Union[ScheduleView, str]] = ...) -> None: ...
 
 class ListSchedulesResponse(_message.Message):
     __slots__ = ["next_page_token", "schedules"]
@@ -150,4 +167,7 @@ class CatchupPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class SlotOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class ScheduleView(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

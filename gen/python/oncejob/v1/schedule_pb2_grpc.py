@@ -34,6 +34,11 @@ class ScheduleServiceStub(object):
                 request_serializer=oncejob_dot_v1_dot_schedule__pb2.ListSchedulesRequest.SerializeToString,
                 response_deserializer=oncejob_dot_v1_dot_schedule__pb2.ListSchedulesResponse.FromString,
                 )
+        self.GetSchedule = channel.unary_unary(
+                '/oncejob.v1.ScheduleService/GetSchedule',
+                request_serializer=oncejob_dot_v1_dot_schedule__pb2.GetScheduleRequest.SerializeToString,
+                response_deserializer=oncejob_dot_v1_dot_schedule__pb2.GetScheduleResponse.FromString,
+                )
         self.PauseSchedule = channel.unary_unary(
                 '/oncejob.v1.ScheduleService/PauseSchedule',
                 request_serializer=oncejob_dot_v1_dot_schedule__pb2.PauseScheduleRequest.SerializeToString,
@@ -82,7 +87,16 @@ class ScheduleServiceServicer(object):
 
     def ListSchedules(self, request, context):
         """ListSchedules returns the caller's schedules, newest first, each with
-        its latest slots. Read-only.
+        its latest slots. Read-only. Its templates' documents are left out
+        unless `view` is SCHEDULE_VIEW_FULL; GetSchedule always has them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSchedule(self, request, context):
+        """GetSchedule returns one of the caller's schedules, its template with
+        its document, and its latest slots. Read-only.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -127,6 +141,11 @@ def add_ScheduleServiceServicer_to_server(servicer, server):
                     servicer.ListSchedules,
                     request_deserializer=oncejob_dot_v1_dot_schedule__pb2.ListSchedulesRequest.FromString,
                     response_serializer=oncejob_dot_v1_dot_schedule__pb2.ListSchedulesResponse.SerializeToString,
+            ),
+            'GetSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSchedule,
+                    request_deserializer=oncejob_dot_v1_dot_schedule__pb2.GetScheduleRequest.FromString,
+                    response_serializer=oncejob_dot_v1_dot_schedule__pb2.GetScheduleResponse.SerializeToString,
             ),
             'PauseSchedule': grpc.unary_unary_rpc_method_handler(
                     servicer.PauseSchedule,
@@ -194,6 +213,23 @@ class ScheduleService(object):
         return grpc.experimental.unary_unary(request, target, '/oncejob.v1.ScheduleService/ListSchedules',
             oncejob_dot_v1_dot_schedule__pb2.ListSchedulesRequest.SerializeToString,
             oncejob_dot_v1_dot_schedule__pb2.ListSchedulesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/oncejob.v1.ScheduleService/GetSchedule',
+            oncejob_dot_v1_dot_schedule__pb2.GetScheduleRequest.SerializeToString,
+            oncejob_dot_v1_dot_schedule__pb2.GetScheduleResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

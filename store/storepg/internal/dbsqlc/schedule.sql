@@ -28,6 +28,21 @@ WHERE tenant = @tenant::text AND deleted_at IS NULL
 ORDER BY created_at DESC, id DESC
 LIMIT @max::integer;
 
+-- name: ScheduleListBasic :many
+-- ScheduleList without the templates' documents' text and data: the
+-- columns of schedules in their order, so a row converts to Schedule.
+SELECT id, tenant, idem_key, fingerprint, name, cron, interval_ms, time_zone,
+    (CASE WHEN job->'document' IS NULL THEN job
+        ELSE jsonb_set(job, '{document}', (job->'document') - 'text' - 'data') END)::jsonb AS job,
+    overlap, catchup, misfire_ms, paused, deleted_at, next_slot_at, last_job_id,
+    buffered_slot_at, lease_owner, lease_until, created_at, updated_at
+FROM schedules
+WHERE tenant = @tenant::text AND deleted_at IS NULL
+    AND (sqlc.narg(after_created_at)::timestamptz IS NULL
+        OR (created_at, id) < (sqlc.narg(after_created_at)::timestamptz, sqlc.narg(after_id)::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT @max::integer;
+
 -- name: ScheduleSlotList :many
 -- The latest decided slots of a schedule, newest first.
 SELECT * FROM schedule_slots

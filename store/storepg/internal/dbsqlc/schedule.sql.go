@@ -355,6 +355,100 @@ func (q *Queries) ScheduleList(ctx context.Context, db DBTX, arg ScheduleListPar
 	return items, nil
 }
 
+const scheduleListBasic = `-- name: ScheduleListBasic :many
+SELECT id, tenant, idem_key, fingerprint, name, cron, interval_ms, time_zone,
+    (CASE WHEN job->'document' IS NULL THEN job
+        ELSE jsonb_set(job, '{document}', (job->'document') - 'text' - 'data') END)::jsonb AS job,
+    overlap, catchup, misfire_ms, paused, deleted_at, next_slot_at, last_job_id,
+    buffered_slot_at, lease_owner, lease_until, created_at, updated_at
+FROM schedules
+WHERE tenant = $1::text AND deleted_at IS NULL
+    AND ($2::timestamptz IS NULL
+        OR (created_at, id) < ($2::timestamptz, $3::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT $4::integer
+`
+
+type ScheduleListBasicParams struct {
+	Tenant         string
+	AfterCreatedAt *time.Time
+	AfterID        pgtype.UUID
+	Max            int32
+}
+
+type ScheduleListBasicRow struct {
+	ID             pgtype.UUID
+	Tenant         string
+	IdemKey        string
+	Fingerprint    string
+	Name           string
+	Cron           string
+	IntervalMs     int64
+	TimeZone       string
+	Job            []byte
+	Overlap        string
+	Catchup        string
+	MisfireMs      int64
+	Paused         bool
+	DeletedAt      *time.Time
+	NextSlotAt     time.Time
+	LastJobID      pgtype.UUID
+	BufferedSlotAt *time.Time
+	LeaseOwner     *string
+	LeaseUntil     *time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// ScheduleList without the templates' documents' text and data: the
+// columns of schedules in their order, so a row converts to Schedule.
+func (q *Queries) ScheduleListBasic(ctx context.Context, db DBTX, arg ScheduleListBasicParams) ([]ScheduleListBasicRow, error) {
+	rows, err := db.Query(ctx, scheduleListBasic,
+		arg.Tenant,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ScheduleListBasicRow
+	for rows.Next() {
+		var i ScheduleListBasicRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Tenant,
+			&i.IdemKey,
+			&i.Fingerprint,
+			&i.Name,
+			&i.Cron,
+			&i.IntervalMs,
+			&i.TimeZone,
+			&i.Job,
+			&i.Overlap,
+			&i.Catchup,
+			&i.MisfireMs,
+			&i.Paused,
+			&i.DeletedAt,
+			&i.NextSlotAt,
+			&i.LastJobID,
+			&i.BufferedSlotAt,
+			&i.LeaseOwner,
+			&i.LeaseUntil,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const scheduleLock = `-- name: ScheduleLock :one
 SELECT id, tenant, idem_key, fingerprint, name, cron, interval_ms, time_zone, job, overlap, catchup, misfire_ms, paused, deleted_at, next_slot_at, last_job_id, buffered_slot_at, lease_owner, lease_until, created_at, updated_at FROM schedules
 WHERE id = $1::uuid AND lease_owner = $2::text AND deleted_at IS NULL AND NOT paused

@@ -23,6 +23,20 @@ WHERE tenant = @tenant AND deleted_at IS NULL
 ORDER BY created_at DESC, id DESC
 LIMIT @max;
 
+-- name: ScheduleListBasic :many
+-- ScheduleList without the templates' documents' text and data: the
+-- columns of schedules in their order, so a row converts to Schedule.
+SELECT id, tenant, idem_key, fingerprint, name, cron, interval_ms, time_zone,
+    CAST(json_remove(job, '$.document.text', '$.document.data') AS TEXT) AS job,
+    overlap, catchup, misfire_ms, paused, deleted_at, next_slot_at, last_job_id,
+    buffered_slot_at, lease_owner, lease_until, created_at, updated_at
+FROM schedules
+WHERE tenant = @tenant AND deleted_at IS NULL
+    AND created_at <= @after_created_at
+    AND (created_at < @after_created_at OR id < @after_id)
+ORDER BY created_at DESC, id DESC
+LIMIT @max;
+
 -- name: ScheduleSlotList :many
 SELECT * FROM schedule_slots
 WHERE schedule_id = @schedule_id

@@ -332,6 +332,102 @@ func (q *Queries) ScheduleList(ctx context.Context, db DBTX, arg ScheduleListPar
 	return items, nil
 }
 
+const scheduleListBasic = `-- name: ScheduleListBasic :many
+SELECT id, tenant, idem_key, fingerprint, name, cron, interval_ms, time_zone,
+    CAST(json_remove(job, '$.document.text', '$.document.data') AS TEXT) AS job,
+    overlap, catchup, misfire_ms, paused, deleted_at, next_slot_at, last_job_id,
+    buffered_slot_at, lease_owner, lease_until, created_at, updated_at
+FROM schedules
+WHERE tenant = ?1 AND deleted_at IS NULL
+    AND created_at <= ?2
+    AND (created_at < ?2 OR id < ?3)
+ORDER BY created_at DESC, id DESC
+LIMIT ?4
+`
+
+type ScheduleListBasicParams struct {
+	Tenant         string
+	AfterCreatedAt int64
+	AfterID        string
+	Max            int64
+}
+
+type ScheduleListBasicRow struct {
+	ID             string
+	Tenant         string
+	IdemKey        string
+	Fingerprint    string
+	Name           string
+	Cron           string
+	IntervalMs     int64
+	TimeZone       string
+	Job            string
+	Overlap        string
+	Catchup        string
+	MisfireMs      int64
+	Paused         int64
+	DeletedAt      *int64
+	NextSlotAt     int64
+	LastJobID      *string
+	BufferedSlotAt *int64
+	LeaseOwner     *string
+	LeaseUntil     *int64
+	CreatedAt      int64
+	UpdatedAt      int64
+}
+
+// ScheduleList without the templates' documents' text and data: the
+// columns of schedules in their order, so a row converts to Schedule.
+func (q *Queries) ScheduleListBasic(ctx context.Context, db DBTX, arg ScheduleListBasicParams) ([]ScheduleListBasicRow, error) {
+	rows, err := db.QueryContext(ctx, scheduleListBasic,
+		arg.Tenant,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ScheduleListBasicRow
+	for rows.Next() {
+		var i ScheduleListBasicRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Tenant,
+			&i.IdemKey,
+			&i.Fingerprint,
+			&i.Name,
+			&i.Cron,
+			&i.IntervalMs,
+			&i.TimeZone,
+			&i.Job,
+			&i.Overlap,
+			&i.Catchup,
+			&i.MisfireMs,
+			&i.Paused,
+			&i.DeletedAt,
+			&i.NextSlotAt,
+			&i.LastJobID,
+			&i.BufferedSlotAt,
+			&i.LeaseOwner,
+			&i.LeaseUntil,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const scheduleLock = `-- name: ScheduleLock :one
 SELECT id, tenant, idem_key, fingerprint, name, cron, interval_ms, time_zone, job, overlap, catchup, misfire_ms, paused, deleted_at, next_slot_at, last_job_id, buffered_slot_at, lease_owner, lease_until, created_at, updated_at FROM schedules
 WHERE id = ?1 AND lease_owner = ?2 AND deleted_at IS NULL AND NOT paused

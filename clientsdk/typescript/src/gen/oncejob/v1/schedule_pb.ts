@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file oncejob/v1/schedule.proto.
  */
 export const file_oncejob_v1_schedule: GenFile = /*@__PURE__*/
-  fileDesc("ChlvbmNlam9iL3YxL3NjaGVkdWxlLnByb3RvEgpvbmNlam9iLnYxIvUDCghTY2hlZHVsZRIKCgJpZBgBIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYAiABKAkSDAoEbmFtZRgDIAEoCRIOCgRjcm9uGAQgASgJSAASLQoIaW50ZXJ2YWwYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25IABIRCgl0aW1lX3pvbmUYBiABKAkSKQoDam9iGAcgASgLMhwub25jZWpvYi52MS5TdWJtaXRKb2JSZXF1ZXN0EioKB292ZXJsYXAYCCABKA4yGS5vbmNlam9iLnYxLk92ZXJsYXBQb2xpY3kSKgoHY2F0Y2h1cBgJIAEoDjIZLm9uY2Vqb2IudjEuQ2F0Y2h1cFBvbGljeRI0ChFtaXNmaXJlX3RocmVzaG9sZBgKIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZwYXVzZWQYCyABKAgSMgoObmV4dF9zbG90X3RpbWUYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2NyZWF0ZV90aW1lGA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgxyZWNlbnRfc2xvdHMYDiADKAsyGC5vbmNlam9iLnYxLlNjaGVkdWxlU2xvdEIGCgRzcGVjIrgBCgxTY2hlZHVsZVNsb3QSLQoJc2xvdF90aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIoCgdvdXRjb21lGAIgASgOMhcub25jZWpvYi52MS5TbG90T3V0Y29tZRIOCgZqb2JfaWQYAyABKAkSDgoGcmVhc29uGAQgASgJEi8KC2RlY2lkZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK4AgoVQ3JlYXRlU2NoZWR1bGVSZXF1ZXN0EgwKBG5hbWUYASABKAkSDgoEY3JvbhgCIAEoCUgAEi0KCGludGVydmFsGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uSAASEQoJdGltZV96b25lGAQgASgJEikKA2pvYhgFIAEoCzIcLm9uY2Vqb2IudjEuU3VibWl0Sm9iUmVxdWVzdBIqCgdvdmVybGFwGAYgASgOMhkub25jZWpvYi52MS5PdmVybGFwUG9saWN5EioKB2NhdGNodXAYByABKA4yGS5vbmNlam9iLnYxLkNhdGNodXBQb2xpY3kSNAoRbWlzZmlyZV90aHJlc2hvbGQYCCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CBgoEc3BlYyJAChZDcmVhdGVTY2hlZHVsZVJlc3BvbnNlEiYKCHNjaGVkdWxlGAEgASgLMhQub25jZWpvYi52MS5TY2hlZHVsZSI9ChRMaXN0U2NoZWR1bGVzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJZChVMaXN0U2NoZWR1bGVzUmVzcG9uc2USJwoJc2NoZWR1bGVzGAEgAygLMhQub25jZWpvYi52MS5TY2hlZHVsZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiKwoUUGF1c2VTY2hlZHVsZVJlcXVlc3QSEwoLc2NoZWR1bGVfaWQYASABKAkiPwoVUGF1c2VTY2hlZHVsZVJlc3BvbnNlEiYKCHNjaGVkdWxlGAEgASgLMhQub25jZWpvYi52MS5TY2hlZHVsZSIsChVSZXN1bWVTY2hlZHVsZVJlcXVlc3QSEwoLc2NoZWR1bGVfaWQYASABKAkiQAoWUmVzdW1lU2NoZWR1bGVSZXNwb25zZRImCghzY2hlZHVsZRgBIAEoCzIULm9uY2Vqb2IudjEuU2NoZWR1bGUiLAoVRGVsZXRlU2NoZWR1bGVSZXF1ZXN0EhMKC3NjaGVkdWxlX2lkGAEgASgJIhgKFkRlbGV0ZVNjaGVkdWxlUmVzcG9uc2UqgQEKDU92ZXJsYXBQb2xpY3kSHgoaT1ZFUkxBUF9QT0xJQ1lfVU5TUEVDSUZJRUQQABIXChNPVkVSTEFQX1BPTElDWV9TS0lQEAESHQoZT1ZFUkxBUF9QT0xJQ1lfQlVGRkVSX09ORRACEhgKFE9WRVJMQVBfUE9MSUNZX0FMTE9XEAMqYwoNQ2F0Y2h1cFBvbGljeRIeChpDQVRDSFVQX1BPTElDWV9VTlNQRUNJRklFRBAAEhcKE0NBVENIVVBfUE9MSUNZX05PTkUQARIZChVDQVRDSFVQX1BPTElDWV9MQVRFU1QQAiqRAQoLU2xvdE91dGNvbWUSHAoYU0xPVF9PVVRDT01FX1VOU1BFQ0lGSUVEEAASFgoSU0xPVF9PVVRDT01FX0ZJUkVEEAESGAoUU0xPVF9PVVRDT01FX1NLSVBQRUQQAhIZChVTTE9UX09VVENPTUVfQlVGRkVSRUQQAxIXChNTTE9UX09VVENPTUVfTUlTU0VEEAQyyAMKD1NjaGVkdWxlU2VydmljZRJXCg5DcmVhdGVTY2hlZHVsZRIhLm9uY2Vqb2IudjEuQ3JlYXRlU2NoZWR1bGVSZXF1ZXN0GiIub25jZWpvYi52MS5DcmVhdGVTY2hlZHVsZVJlc3BvbnNlElQKDUxpc3RTY2hlZHVsZXMSIC5vbmNlam9iLnYxLkxpc3RTY2hlZHVsZXNSZXF1ZXN0GiEub25jZWpvYi52MS5MaXN0U2NoZWR1bGVzUmVzcG9uc2USVAoNUGF1c2VTY2hlZHVsZRIgLm9uY2Vqb2IudjEuUGF1c2VTY2hlZHVsZVJlcXVlc3QaIS5vbmNlam9iLnYxLlBhdXNlU2NoZWR1bGVSZXNwb25zZRJXCg5SZXN1bWVTY2hlZHVsZRIhLm9uY2Vqb2IudjEuUmVzdW1lU2NoZWR1bGVSZXF1ZXN0GiIub25jZWpvYi52MS5SZXN1bWVTY2hlZHVsZVJlc3BvbnNlElcKDkRlbGV0ZVNjaGVkdWxlEiEub25jZWpvYi52MS5EZWxldGVTY2hlZHVsZVJlcXVlc3QaIi5vbmNlam9iLnYxLkRlbGV0ZVNjaGVkdWxlUmVzcG9uc2VCOFo2Z2l0aHViLmNvbS9vbmNlam9iL29uY2Vqb2IvZ2VuL2dvL29uY2Vqb2IvdjE7b25jZWpvYnYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_oncejob_v1_job]);
+  fileDesc("ChlvbmNlam9iL3YxL3NjaGVkdWxlLnByb3RvEgpvbmNlam9iLnYxIvUDCghTY2hlZHVsZRIKCgJpZBgBIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYAiABKAkSDAoEbmFtZRgDIAEoCRIOCgRjcm9uGAQgASgJSAASLQoIaW50ZXJ2YWwYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25IABIRCgl0aW1lX3pvbmUYBiABKAkSKQoDam9iGAcgASgLMhwub25jZWpvYi52MS5TdWJtaXRKb2JSZXF1ZXN0EioKB292ZXJsYXAYCCABKA4yGS5vbmNlam9iLnYxLk92ZXJsYXBQb2xpY3kSKgoHY2F0Y2h1cBgJIAEoDjIZLm9uY2Vqb2IudjEuQ2F0Y2h1cFBvbGljeRI0ChFtaXNmaXJlX3RocmVzaG9sZBgKIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZwYXVzZWQYCyABKAgSMgoObmV4dF9zbG90X3RpbWUYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2NyZWF0ZV90aW1lGA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgxyZWNlbnRfc2xvdHMYDiADKAsyGC5vbmNlam9iLnYxLlNjaGVkdWxlU2xvdEIGCgRzcGVjIrgBCgxTY2hlZHVsZVNsb3QSLQoJc2xvdF90aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIoCgdvdXRjb21lGAIgASgOMhcub25jZWpvYi52MS5TbG90T3V0Y29tZRIOCgZqb2JfaWQYAyABKAkSDgoGcmVhc29uGAQgASgJEi8KC2RlY2lkZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK4AgoVQ3JlYXRlU2NoZWR1bGVSZXF1ZXN0EgwKBG5hbWUYASABKAkSDgoEY3JvbhgCIAEoCUgAEi0KCGludGVydmFsGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uSAASEQoJdGltZV96b25lGAQgASgJEikKA2pvYhgFIAEoCzIcLm9uY2Vqb2IudjEuU3VibWl0Sm9iUmVxdWVzdBIqCgdvdmVybGFwGAYgASgOMhkub25jZWpvYi52MS5PdmVybGFwUG9saWN5EioKB2NhdGNodXAYByABKA4yGS5vbmNlam9iLnYxLkNhdGNodXBQb2xpY3kSNAoRbWlzZmlyZV90aHJlc2hvbGQYCCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CBgoEc3BlYyJAChZDcmVhdGVTY2hlZHVsZVJlc3BvbnNlEiYKCHNjaGVkdWxlGAEgASgLMhQub25jZWpvYi52MS5TY2hlZHVsZSJlChRMaXN0U2NoZWR1bGVzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCRImCgR2aWV3GAMgASgOMhgub25jZWpvYi52MS5TY2hlZHVsZVZpZXciWQoVTGlzdFNjaGVkdWxlc1Jlc3BvbnNlEicKCXNjaGVkdWxlcxgBIAMoCzIULm9uY2Vqb2IudjEuU2NoZWR1bGUSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIisKFFBhdXNlU2NoZWR1bGVSZXF1ZXN0EhMKC3NjaGVkdWxlX2lkGAEgASgJIj8KFVBhdXNlU2NoZWR1bGVSZXNwb25zZRImCghzY2hlZHVsZRgBIAEoCzIULm9uY2Vqb2IudjEuU2NoZWR1bGUiLAoVUmVzdW1lU2NoZWR1bGVSZXF1ZXN0EhMKC3NjaGVkdWxlX2lkGAEgASgJIkAKFlJlc3VtZVNjaGVkdWxlUmVzcG9uc2USJgoIc2NoZWR1bGUYASABKAsyFC5vbmNlam9iLnYxLlNjaGVkdWxlIikKEkdldFNjaGVkdWxlUmVxdWVzdBITCgtzY2hlZHVsZV9pZBgBIAEoCSI9ChNHZXRTY2hlZHVsZVJlc3BvbnNlEiYKCHNjaGVkdWxlGAEgASgLMhQub25jZWpvYi52MS5TY2hlZHVsZSIsChVEZWxldGVTY2hlZHVsZVJlcXVlc3QSEwoLc2NoZWR1bGVfaWQYASABKAkiGAoWRGVsZXRlU2NoZWR1bGVSZXNwb25zZSqBAQoNT3ZlcmxhcFBvbGljeRIeChpPVkVSTEFQX1BPTElDWV9VTlNQRUNJRklFRBAAEhcKE09WRVJMQVBfUE9MSUNZX1NLSVAQARIdChlPVkVSTEFQX1BPTElDWV9CVUZGRVJfT05FEAISGAoUT1ZFUkxBUF9QT0xJQ1lfQUxMT1cQAypjCg1DYXRjaHVwUG9saWN5Eh4KGkNBVENIVVBfUE9MSUNZX1VOU1BFQ0lGSUVEEAASFwoTQ0FUQ0hVUF9QT0xJQ1lfTk9ORRABEhkKFUNBVENIVVBfUE9MSUNZX0xBVEVTVBACKpEBCgtTbG90T3V0Y29tZRIcChhTTE9UX09VVENPTUVfVU5TUEVDSUZJRUQQABIWChJTTE9UX09VVENPTUVfRklSRUQQARIYChRTTE9UX09VVENPTUVfU0tJUFBFRBACEhkKFVNMT1RfT1VUQ09NRV9CVUZGRVJFRBADEhcKE1NMT1RfT1VUQ09NRV9NSVNTRUQQBCpeCgxTY2hlZHVsZVZpZXcSHQoZU0NIRURVTEVfVklFV19VTlNQRUNJRklFRBAAEhcKE1NDSEVEVUxFX1ZJRVdfQkFTSUMQARIWChJTQ0hFRFVMRV9WSUVXX0ZVTEwQAjKYBAoPU2NoZWR1bGVTZXJ2aWNlElcKDkNyZWF0ZVNjaGVkdWxlEiEub25jZWpvYi52MS5DcmVhdGVTY2hlZHVsZVJlcXVlc3QaIi5vbmNlam9iLnYxLkNyZWF0ZVNjaGVkdWxlUmVzcG9uc2USVAoNTGlzdFNjaGVkdWxlcxIgLm9uY2Vqb2IudjEuTGlzdFNjaGVkdWxlc1JlcXVlc3QaIS5vbmNlam9iLnYxLkxpc3RTY2hlZHVsZXNSZXNwb25zZRJOCgtHZXRTY2hlZHVsZRIeLm9uY2Vqb2IudjEuR2V0U2NoZWR1bGVSZXF1ZXN0Gh8ub25jZWpvYi52MS5HZXRTY2hlZHVsZVJlc3BvbnNlElQKDVBhdXNlU2NoZWR1bGUSIC5vbmNlam9iLnYxLlBhdXNlU2NoZWR1bGVSZXF1ZXN0GiEub25jZWpvYi52MS5QYXVzZVNjaGVkdWxlUmVzcG9uc2USVwoOUmVzdW1lU2NoZWR1bGUSIS5vbmNlam9iLnYxLlJlc3VtZVNjaGVkdWxlUmVxdWVzdBoiLm9uY2Vqb2IudjEuUmVzdW1lU2NoZWR1bGVSZXNwb25zZRJXCg5EZWxldGVTY2hlZHVsZRIhLm9uY2Vqb2IudjEuRGVsZXRlU2NoZWR1bGVSZXF1ZXN0GiIub25jZWpvYi52MS5EZWxldGVTY2hlZHVsZVJlc3BvbnNlQjhaNmdpdGh1Yi5jb20vb25jZWpvYi9vbmNlam9iL2dlbi9nby9vbmNlam9iL3YxO29uY2Vqb2J2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_oncejob_v1_job]);
 
 /**
  * @generated from message oncejob.v1.Schedule
@@ -274,6 +274,14 @@ export type ListSchedulesRequest = Message<"oncejob.v1.ListSchedulesRequest"> & 
    * @generated from field: string page_token = 2;
    */
   pageToken: string;
+
+  /**
+   * Optional: how much of each schedule. Unspecified is
+   * SCHEDULE_VIEW_BASIC.
+   *
+   * @generated from field: oncejob.v1.ScheduleView view = 3;
+   */
+  view: ScheduleView;
 };
 
 /**
@@ -378,6 +386,42 @@ export const ResumeScheduleResponseSchema: GenMessage<ResumeScheduleResponse> = 
   messageDesc(file_oncejob_v1_schedule, 9);
 
 /**
+ * @generated from message oncejob.v1.GetScheduleRequest
+ */
+export type GetScheduleRequest = Message<"oncejob.v1.GetScheduleRequest"> & {
+  /**
+   * Required: a UUID.
+   *
+   * @generated from field: string schedule_id = 1;
+   */
+  scheduleId: string;
+};
+
+/**
+ * Describes the message oncejob.v1.GetScheduleRequest.
+ * Use `create(GetScheduleRequestSchema)` to create a new message.
+ */
+export const GetScheduleRequestSchema: GenMessage<GetScheduleRequest> = /*@__PURE__*/
+  messageDesc(file_oncejob_v1_schedule, 10);
+
+/**
+ * @generated from message oncejob.v1.GetScheduleResponse
+ */
+export type GetScheduleResponse = Message<"oncejob.v1.GetScheduleResponse"> & {
+  /**
+   * @generated from field: oncejob.v1.Schedule schedule = 1;
+   */
+  schedule?: Schedule | undefined;
+};
+
+/**
+ * Describes the message oncejob.v1.GetScheduleResponse.
+ * Use `create(GetScheduleResponseSchema)` to create a new message.
+ */
+export const GetScheduleResponseSchema: GenMessage<GetScheduleResponse> = /*@__PURE__*/
+  messageDesc(file_oncejob_v1_schedule, 11);
+
+/**
  * @generated from message oncejob.v1.DeleteScheduleRequest
  */
 export type DeleteScheduleRequest = Message<"oncejob.v1.DeleteScheduleRequest"> & {
@@ -394,7 +438,7 @@ export type DeleteScheduleRequest = Message<"oncejob.v1.DeleteScheduleRequest"> 
  * Use `create(DeleteScheduleRequestSchema)` to create a new message.
  */
 export const DeleteScheduleRequestSchema: GenMessage<DeleteScheduleRequest> = /*@__PURE__*/
-  messageDesc(file_oncejob_v1_schedule, 10);
+  messageDesc(file_oncejob_v1_schedule, 12);
 
 /**
  * @generated from message oncejob.v1.DeleteScheduleResponse
@@ -407,7 +451,7 @@ export type DeleteScheduleResponse = Message<"oncejob.v1.DeleteScheduleResponse"
  * Use `create(DeleteScheduleResponseSchema)` to create a new message.
  */
 export const DeleteScheduleResponseSchema: GenMessage<DeleteScheduleResponse> = /*@__PURE__*/
-  messageDesc(file_oncejob_v1_schedule, 11);
+  messageDesc(file_oncejob_v1_schedule, 13);
 
 /**
  * OverlapPolicy says what a slot does while the schedule's previous job is
@@ -539,6 +583,46 @@ export const SlotOutcomeSchema: GenEnum<SlotOutcome> = /*@__PURE__*/
   enumDesc(file_oncejob_v1_schedule, 2);
 
 /**
+ * ScheduleView selects how much of a schedule ListSchedules returns
+ * (AIP-157).
+ *
+ * @generated from enum oncejob.v1.ScheduleView
+ */
+export enum ScheduleView {
+  /**
+   * SCHEDULE_VIEW_BASIC.
+   *
+   * @generated from enum value: SCHEDULE_VIEW_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Each template's document without its `text` or `data` (its `name` and
+   * `media_type` stay), so a page holds no documents (each may be up to
+   * the document limit, 8 MiB by default).
+   *
+   * @generated from enum value: SCHEDULE_VIEW_BASIC = 1;
+   */
+  BASIC = 1,
+
+  /**
+   * Each template with its document, as GetSchedule returns it. The page
+   * is bounded in bytes as well: it ends after the schedule whose
+   * documents take it past 2 MiB (its first schedule always comes), and
+   * `next_page_token` goes on from there.
+   *
+   * @generated from enum value: SCHEDULE_VIEW_FULL = 2;
+   */
+  FULL = 2,
+}
+
+/**
+ * Describes the enum oncejob.v1.ScheduleView.
+ */
+export const ScheduleViewSchema: GenEnum<ScheduleView> = /*@__PURE__*/
+  enumDesc(file_oncejob_v1_schedule, 3);
+
+/**
  * ScheduleService submits a job template at the slots of a cron expression
  * or an interval. Each slot fires at most once, however many servers run
  * and however often they restart: a slot's job has the idempotency key
@@ -574,7 +658,8 @@ export const ScheduleService: GenService<{
   },
   /**
    * ListSchedules returns the caller's schedules, newest first, each with
-   * its latest slots. Read-only.
+   * its latest slots. Read-only. Its templates' documents are left out
+   * unless `view` is SCHEDULE_VIEW_FULL; GetSchedule always has them.
    *
    * @generated from rpc oncejob.v1.ScheduleService.ListSchedules
    */
@@ -582,6 +667,17 @@ export const ScheduleService: GenService<{
     methodKind: "unary";
     input: typeof ListSchedulesRequestSchema;
     output: typeof ListSchedulesResponseSchema;
+  },
+  /**
+   * GetSchedule returns one of the caller's schedules, its template with
+   * its document, and its latest slots. Read-only.
+   *
+   * @generated from rpc oncejob.v1.ScheduleService.GetSchedule
+   */
+  getSchedule: {
+    methodKind: "unary";
+    input: typeof GetScheduleRequestSchema;
+    output: typeof GetScheduleResponseSchema;
   },
   /**
    * PauseSchedule stops a schedule firing; slots that pass while it is
