@@ -1,10 +1,10 @@
 package relay
 
 import (
-	"math/rand/v2"
 	"strconv"
 	"time"
 
+	"github.com/oncejob/oncejob/retry"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -25,21 +25,9 @@ func next(p RetryPolicy, d *store.Delivery, res Result, now time.Time) (store.De
 	if int(d.Attempts) >= p.MaxAttempts {
 		return store.DeliveryStatusDeadLettered, now, "retry budget spent: " + strconv.Itoa(int(d.Attempts)) + " attempts"
 	}
-	due := now.Add(backoff(p, d.Attempts, res.RetryAfter))
+	due := now.Add(p.Wait(int(d.Attempts), res.RetryAfter, retry.Jitter()))
 	if due.After(d.BudgetStartedAt.Add(p.MaxAge)) {
 		return store.DeliveryStatusDeadLettered, now, "retry budget spent: the next attempt would pass max_age " + p.MaxAge.String()
 	}
 	return store.DeliveryStatusPending, due, ""
-}
-
-// backoff is full jitter: uniform in [0, min(max, initial * 2^(attempts-1))],
-// raised to retryAfter when the receiver asked for more.
-func backoff(p RetryPolicy, attempts int32, retryAfter time.Duration) time.Duration {
-	ceiling := p.InitialBackoff
-	for i := int32(1); i < attempts && ceiling < p.MaxBackoff; i++ {
-		ceiling *= 2
-	}
-	ceiling = min(ceiling, p.MaxBackoff)
-	d := time.Duration(rand.Int64N(int64(ceiling) + 1))
-	return max(d, retryAfter)
 }

@@ -16,11 +16,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/oncejob/oncejob/retry"
 	"github.com/oncejob/oncejob/server/membudget"
 	"github.com/oncejob/oncejob/store"
 )
@@ -163,8 +163,7 @@ func New(cfg Config) (*Hub, error) {
 // notifications until ctx is done. Should the source fail to start, it
 // retries with backoff.
 func (h *Hub) Run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
-	for {
+	for n := 1; ; n++ {
 		notes, err := h.cfg.Store.JobEventListen(ctx, &store.JobEventListenParams{
 			Logger:       h.cfg.Logger,
 			PollInterval: h.cfg.PollInterval,
@@ -178,15 +177,18 @@ func (h *Hub) Run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		h.cfg.Logger.WarnContext(ctx, "watch: notification source stopped; restarting", "error", err, "backoff", backoff.String())
+		wait := restartBackoff.Wait(n, retry.Jitter())
+		h.cfg.Logger.WarnContext(ctx, "watch: notification source stopped; restarting", "error", err, "backoff", wait.String())
 		select {
-		case <-time.After(rand.N(backoff) + time.Millisecond):
+		case <-time.After(wait):
 		case <-ctx.Done():
 			return
 		}
-		backoff = min(2*backoff, 10*time.Second)
 	}
 }
+
+// restartBackoff paces the restarts of a failing notification source.
+var restartBackoff = retry.Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Multiplier: 2}
 
 // Shutdown ends every watch with ErrShuttingDown and refuses new ones. Call
 // it before grpc.Server.GracefulStop, which waits for streams to end.
