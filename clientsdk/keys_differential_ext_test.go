@@ -1,7 +1,6 @@
 package clientsdk_test
 
 import (
-	"bufio"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -147,35 +146,7 @@ func requireKeysPython(t *testing.T) {
 // returns its answers in order.
 func runPythonOracle(t *testing.T, inputs []keyInput) []keyAnswer {
 	t.Helper()
-	cmd := exec.Command(python, "python/tests/keys_oracle.py")
-	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONIOENCODING=utf-8")
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	go func() {
-		w := bufio.NewWriter(stdin)
-		for _, in := range inputs {
-			_, _ = w.WriteString(pythonRequest(in) + "\n")
-		}
-		_ = w.Flush()
-		_ = stdin.Close()
-	}()
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	answers := make([]keyAnswer, 0, len(inputs))
-	for sc.Scan() {
-		var a keyAnswer
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &a), "%s", sc.Bytes())
-		answers = append(answers, a)
-	}
-	require.NoError(t, sc.Err())
-	require.NoError(t, cmd.Wait(), "python: %s", stderr.String())
-	require.Len(t, answers, len(inputs), "python: %s", stderr.String())
-	return answers
+	return runOracle(t, inputs, []string{"PYTHONDONTWRITEBYTECODE=1", "PYTHONIOENCODING=utf-8"}, python, "python/tests/keys_oracle.py")
 }
 
 // pythonRequest is in as the oracle reads it: every string field with a Go

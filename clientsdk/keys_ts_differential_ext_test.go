@@ -49,7 +49,7 @@ func TestKeysDifferentialTypeScript(t *testing.T) {
 		inputs = append(inputs, g.input())
 	}
 
-	answers := runOracle(t, inputs, "node", "typescript/test/keys_oracle.mjs")
+	answers := runOracle(t, inputs, nil, "node", "typescript/test/keys_oracle.mjs")
 	counts, refusedBy := map[string]int{}, map[string]int{}
 	var failures []string
 	unrepresentable := 0
@@ -131,10 +131,12 @@ func requireTypeScriptClient(t *testing.T) {
 }
 
 // runOracle sends every input, as pythonRequest writes it, to one process
-// (name args...) as JSON lines and returns its answers in order.
-func runOracle(t *testing.T, inputs []keyInput, name string, args ...string) []keyAnswer {
+// (name args..., with env added to this process's environment) as JSON
+// lines and returns its answers in order.
+func runOracle(t *testing.T, inputs []keyInput, env []string, name string, args ...string) []keyAnswer {
 	t.Helper()
 	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
@@ -185,7 +187,7 @@ print(json.dumps([cp for cp in range(0x80, 0x110000)
 	for _, r := range cps {
 		inputs = append(inputs, keyInput{Op: "url", In: "https://" + string(r) + ".example/"}, keyInput{Op: "url", In: "https://a" + string(r) + "b.example/"})
 	}
-	answers := runOracle(t, inputs, "node", "typescript/test/keys_oracle.mjs")
+	answers := runOracle(t, inputs, nil, "node", "typescript/test/keys_oracle.mjs")
 	var diffs []string
 	accepted := 0
 	for i, in := range inputs {

@@ -3,16 +3,16 @@ package clientsdk
 import (
 	"context"
 	"errors"
-	"math"
-	"math/rand/v2"
 	"strings"
 	"time"
 
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/retry"
+	grpcretry "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/retry"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/oncejob/oncejob/retry"
 )
 
 // RetryPolicy bounds the retries of one call: by attempts, and always by
@@ -38,7 +38,7 @@ type RetryPolicy struct {
 	// use the whole deadline. With it an attempt that runs out is retried.
 	AttemptTimeout time.Duration
 	// Jitter returns the fraction of the cap to wait, in [0, 1); default
-	// math/rand/v2's Float64. Tests pin it to make waits exact.
+	// a uniform random one. Tests pin it to make waits exact.
 	Jitter func() float64
 	// OnRetry, if set, is called after a failed attempt with the wait
 	// before the next one, before waiting.
@@ -70,7 +70,7 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 		p.Multiplier = d.Multiplier
 	}
 	if p.Jitter == nil {
-		p.Jitter = rand.Float64
+		p.Jitter = retry.Jitter
 	}
 	return p
 }
@@ -80,8 +80,7 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 func (p RetryPolicy) wait(n int, err error) time.Duration {
 	d, ok := retryInfoDelay(err)
 	if !ok {
-		ceiling := float64(p.InitialBackoff) * math.Pow(p.Multiplier, float64(n-1))
-		d = time.Duration(p.Jitter() * min(ceiling, float64(p.MaxBackoff)))
+		d = retry.Backoff{Initial: p.InitialBackoff, Max: p.MaxBackoff, Multiplier: p.Multiplier}.Wait(n, p.Jitter())
 	}
 	if p.OnRetry != nil {
 		p.OnRetry(RetryEvent{Attempt: n, Err: err, Wait: d})
@@ -130,11 +129,11 @@ func invoke(ctx context.Context, conn grpc.ClientConnInterface, p RetryPolicy, m
 		last = conn.Invoke(ctx, method, req, reply, opts...)
 		return last
 	}
-	interceptor := retry.UnaryClientInterceptor(
-		retry.WithMax(uint(p.MaxAttempts)),
-		retry.WithBackoff(func(_ context.Context, n uint) time.Duration { waits++; return p.wait(int(n), last) }),
-		retry.WithRetriable(retryable),
-		retry.WithPerRetryTimeout(p.AttemptTimeout),
+	interceptor := grpcretry.UnaryClientInterceptor(
+		grpcretry.WithMax(uint(p.MaxAttempts)),
+		grpcretry.WithBackoff(func(_ context.Context, n uint) time.Duration { waits++; return p.wait(int(n), last) }),
+		grpcretry.WithRetriable(retryable),
+		grpcretry.WithPerRetryTimeout(p.AttemptTimeout),
 	)
 	err := interceptor(ctx, method, req, reply, nil, invoker, opts...)
 	return budgetError(ctx, err, last, attempts, waits, p)

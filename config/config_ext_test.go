@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -28,6 +29,7 @@ sinks:
     tenant: acme
     events: [job.succeeded]
     webhook: {url: "https://example.com/in", secret: {env: WHSEC}}
+    retry: {max_attempts: 3, initial_backoff: 2s, multiplier: 3, max_age: 1h}
 `))
 	require.NoError(t, err)
 	require.Equal(t, []config.Setting{
@@ -40,6 +42,11 @@ sinks:
 	}, f.Settings)
 	require.Len(t, f.Sinks, 1)
 	require.Equal(t, "WHSEC", f.Sinks[0].Webhook.Secret.Env)
+	retry := f.Sinks[0].Retry
+	require.Equal(t, 3, retry.MaxAttempts, "the shared retry fields sit inline in a sink's retry block")
+	require.Equal(t, 2*time.Second, retry.InitialBackoff)
+	require.InDelta(t, 3.0, retry.Multiplier, 0)
+	require.Equal(t, time.Hour, retry.MaxAge)
 }
 
 // TestParseRefuses: a key set twice (by two spellings too), a list of
@@ -54,6 +61,7 @@ func TestParseRefuses(t *testing.T) {
 		"- workers\n":                           "want a mapping",
 		"sinks:\n  - name: a\n    tenantt: t\n": "field tenantt not found",
 		"sinks:\n  - name: a\n    tenant: t\n":  "config:",
+		"sinks:\n  - name: a\n    tenant: t\n    events: [job.failed]\n    webhook: {url: \"https://example.com/c\", secret: {env: W}}\n    retry: {multiplier: 0.5}\n": "retry.multiplier must be at least 1",
 	} {
 		_, err := config.Parse([]byte(doc))
 		require.ErrorContains(t, err, want, doc)

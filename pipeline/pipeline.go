@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/oncejob/oncejob/retry"
 )
 
 // Pipeline is one configured pipeline.
@@ -83,12 +85,12 @@ type Prompt struct {
 // RetryPolicy bounds retries three ways: attempts, a total deadline and cost.
 // Zero fields take the defaults of WithDefaults.
 type RetryPolicy struct {
-	MaxAttempts    int           `yaml:"max_attempts"`    // default 5
-	InitialBackoff time.Duration `yaml:"initial_backoff"` // default 1s
-	MaxBackoff     time.Duration `yaml:"max_backoff"`     // default 1m
-	Multiplier     float64       `yaml:"multiplier"`      // default 2
-	Deadline       time.Duration `yaml:"deadline"`        // default 1h
-	MaxCostTokens  int64         `yaml:"max_cost_tokens"` // default 200000
+	// The attempts and their backoff: max_attempts (default 5),
+	// initial_backoff (default 1s), max_backoff (default 1m), multiplier
+	// (default 2).
+	retry.Policy  `yaml:",inline"`
+	Deadline      time.Duration `yaml:"deadline"`        // default 1h
+	MaxCostTokens int64         `yaml:"max_cost_tokens"` // default 200000
 }
 
 // WithDefaults returns the policy with zero fields set to their defaults.
@@ -520,6 +522,8 @@ func (p *Pipeline) validate() error {
 	}
 	if p.Retry.MaxAttempts < 0 || p.Retry.Multiplier < 0 || p.Retry.MaxCostTokens < 0 {
 		errs = append(errs, errors.New("retry values must not be negative"))
+	} else if p.Retry.Multiplier > 0 && p.Retry.Multiplier < 1 {
+		errs = append(errs, errors.New("retry.multiplier must be at least 1 (0 means 2): a backoff does not shrink"))
 	}
 	return errors.Join(errs...)
 }

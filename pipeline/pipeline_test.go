@@ -122,3 +122,45 @@ model_profiles:
 		require.Error(t, err, bad)
 	}
 }
+
+// TestRetryPolicyFields: the retry block keeps its YAML shape, the shared
+// attempts-and-backoff fields (retry.Policy, inlined) beside the engine's
+// own deadline and token budget; an unknown field is still refused, and a
+// multiplier that would shrink the backoff is refused with the reason.
+func TestRetryPolicyFields(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	write := func(retry string) (*pipeline.Registry, error) {
+		require.NoError(t, os.WriteFile(path, []byte(`
+pipelines:
+  - name: classify
+    version: 1
+    prompt: {version: "1", template: "x"}
+    model_profiles: [default]
+    output_schema: {type: object}
+    retry: `+retry+"\n"), 0o600))
+		return pipeline.Load(path)
+	}
+	r, err := write("{max_attempts: 7, initial_backoff: 2s, max_backoff: 3m, multiplier: 1.5, deadline: 2h, max_cost_tokens: 9}")
+	require.NoError(t, err)
+	p, _ := r.Get("classify")
+	require.Equal(t, 7, p.Retry.MaxAttempts)
+	require.Equal(t, 2*time.Second, p.Retry.InitialBackoff)
+	require.Equal(t, 3*time.Minute, p.Retry.MaxBackoff)
+	require.InDelta(t, 1.5, p.Retry.Multiplier, 0)
+	require.Equal(t, 2*time.Hour, p.Retry.Deadline)
+	require.EqualValues(t, 9, p.Retry.MaxCostTokens)
+
+	r, err = write("{}")
+	require.NoError(t, err)
+	p, _ = r.Get("classify")
+	require.Equal(t, 5, p.Retry.MaxAttempts)
+	require.Equal(t, time.Second, p.Retry.InitialBackoff)
+	require.Equal(t, time.Minute, p.Retry.MaxBackoff)
+	require.InDelta(t, 2.0, p.Retry.Multiplier, 0)
+
+	_, err = write("{max_atempts: 3}")
+	require.ErrorContains(t, err, "max_atempts")
+	_, err = write("{multiplier: 0.5}")
+	require.ErrorContains(t, err, "retry.multiplier must be at least 1")
+}

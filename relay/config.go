@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/oncejob/oncejob/retry"
 )
 
 // EventTypes are the events a job announces; a sink subscribes to some.
@@ -42,10 +44,11 @@ type SinkConfig struct {
 // MaxAge since the event was routed (or retried by hand); then the delivery
 // is dead-lettered.
 type RetryPolicy struct {
-	MaxAttempts    int           `yaml:"max_attempts"`    // default 12
-	InitialBackoff time.Duration `yaml:"initial_backoff"` // default 1s
-	MaxBackoff     time.Duration `yaml:"max_backoff"`     // default 10m
-	MaxAge         time.Duration `yaml:"max_age"`         // default 24h
+	// The attempts and their backoff: max_attempts (default 12),
+	// initial_backoff (default 1s), max_backoff (default 10m), multiplier
+	// (default 2).
+	retry.Policy `yaml:",inline"`
+	MaxAge       time.Duration `yaml:"max_age"` // default 24h
 }
 
 // WithDefaults returns the policy with zero fields set to their defaults.
@@ -58,6 +61,9 @@ func (p RetryPolicy) WithDefaults() RetryPolicy {
 	}
 	if p.MaxBackoff == 0 {
 		p.MaxBackoff = 10 * time.Minute
+	}
+	if p.Multiplier == 0 {
+		p.Multiplier = 2
 	}
 	if p.MaxAge == 0 {
 		p.MaxAge = 24 * time.Hour
@@ -187,8 +193,11 @@ func ValidateSinks(sinks []SinkConfig) error {
 		if kinds != 1 {
 			return fmt.Errorf("%s: set exactly one of webhook, jetstream, chat", where)
 		}
-		if p := s.Retry; p.MaxAttempts < 0 || p.InitialBackoff < 0 || p.MaxBackoff < 0 || p.MaxAge < 0 {
+		if p := s.Retry; p.MaxAttempts < 0 || p.InitialBackoff < 0 || p.MaxBackoff < 0 || p.Multiplier < 0 || p.MaxAge < 0 {
 			return fmt.Errorf("%s: retry values must not be negative", where)
+		}
+		if m := s.Retry.Multiplier; m > 0 && m < 1 {
+			return fmt.Errorf("%s: retry.multiplier must be at least 1 (0 means 2): a backoff does not shrink", where)
 		}
 	}
 	return nil

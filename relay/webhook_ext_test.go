@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncejob/oncejob/clientsdk/receiver"
 	"github.com/oncejob/oncejob/relay"
+	"github.com/oncejob/oncejob/retry"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -71,11 +72,11 @@ func TestWebhookRetriesThenDeadLettersAndRetryBringsItHome(t *testing.T) {
 
 	// Attempts enough for the refused ones, however long a loaded machine
 	// takes to dead-letter the hasty sink's before the receiver starts.
-	policy := relay.RetryPolicy{MaxAttempts: 1000, InitialBackoff: 40 * time.Millisecond, MaxBackoff: 160 * time.Millisecond, MaxAge: time.Minute}
+	policy := relay.RetryPolicy{Policy: retry.Policy{MaxAttempts: 1000, InitialBackoff: 40 * time.Millisecond, MaxBackoff: 160 * time.Millisecond}, MaxAge: time.Minute}
 	patient := webhookSink("patient", "acme", "http://"+addr, ref, "job.failed")
 	patient.Retry = policy
 	hasty := webhookSink("hasty", "acme", "http://"+addr, ref, "job.failed")
-	hasty.Retry = relay.RetryPolicy{MaxAttempts: 2, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, MaxAge: time.Minute}
+	hasty.Retry = relay.RetryPolicy{Policy: retry.Policy{MaxAttempts: 2, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}, MaxAge: time.Minute}
 	startRelay(t, relay.Config{Store: st, Sinks: []relay.SinkConfig{patient, hasty}})
 
 	const events = 3

@@ -157,8 +157,10 @@ func (s *runService) ListRuns(ctx context.Context, req *oncejobv1.ListRunsReques
 }
 
 // WatchRun streams a run's progress, a snapshot per change, until every
-// item is terminal. It re-reads the run's progress when a job of the tenant
-// changes, at most four times a second (watch.Hub.WatchTenant). Read-only.
+// item is terminal. The watches of one run in this process share one
+// reader (watch.Hub.WatchShared), which re-reads the run's progress when a
+// job of the tenant changes, at most four times a second, so N watches of
+// a run cost one read, not N. Read-only.
 func (s *runService) WatchRun(req *oncejobv1.WatchRunRequest, stream grpc.ServerStreamingServer[oncejobv1.WatchRunResponse]) error {
 	hub := s.jobs.cfg.Watch
 	if hub == nil {
@@ -166,21 +168,24 @@ func (s *runService) WatchRun(req *oncejobv1.WatchRunRequest, stream grpc.Server
 	}
 	ctx := stream.Context()
 	t, _ := tenant.FromContext(ctx)
+	id := req.GetRunId()
 	last := req.GetAfterSeq()
 	var sendErr error
-	err := hub.WatchTenant(ctx, &watch.TenantParams{Tenant: t}, func(ctx context.Context) (bool, error) {
-		run, err := s.get(ctx, req.GetRunId())
+	err := hub.WatchShared(ctx, &watch.SharedParams{Tenant: t, Key: "run:" + id}, func(ctx context.Context) (any, bool, error) {
+		run, err := s.store.RunGet(ctx, &store.RunGetParams{Tenant: t, ID: id, RecentSince: s.now().Add(-runRateWindow)})
 		if err != nil {
-			return false, err
+			return nil, false, err
 		}
-		p := run.Progress
-		if p.Seq > last {
+		return run, run.Progress.Complete(), nil
+	}, func(v any) (bool, error) {
+		run := v.(*store.Run)
+		if p := run.Progress; p.Seq > last {
 			if sendErr = stream.Send(&oncejobv1.WatchRunResponse{Run: s.runToProto(run)}); sendErr != nil {
 				return false, sendErr
 			}
 			last = p.Seq
 		}
-		return p.Complete(), nil
+		return run.Progress.Complete(), nil
 	})
 	switch {
 	case err == nil:
@@ -193,7 +198,7 @@ func (s *runService) WatchRun(req *oncejobv1.WatchRunRequest, stream grpc.Server
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	return s.jobs.storeError(ctx, err, "run "+req.GetRunId())
+	return s.jobs.storeError(ctx, err, "run "+id)
 }
 
 // RetryRunFailures replays every failed and dead-lettered job of a run.

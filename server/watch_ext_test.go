@@ -69,8 +69,9 @@ func waitActive(t *testing.T, hub *watch.Hub, n int64) {
 	require.NoError(t, err, "waiting for %d watches", n)
 }
 
-// setupWatchOn starts a server with a running hub on st.
-func setupWatchOn(t *testing.T, st watchTestStore) *watchBundle {
+// setupWatchOn starts a server with a running hub on st; configure, if
+// given, changes the hub's config.
+func setupWatchOn(t *testing.T, st watchTestStore, configure ...func(*watch.Config)) *watchBundle {
 	t.Helper()
 	keysFile := filepath.Join(t.TempDir(), "keys.yaml")
 	require.NoError(t, os.WriteFile(keysFile, []byte(fmt.Sprintf(
@@ -80,7 +81,11 @@ func setupWatchOn(t *testing.T, st watchTestStore) *watchBundle {
 	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
-	hub, err := watch.New(watch.Config{Store: st, Logger: logger, PollInterval: 500 * time.Millisecond})
+	cfg := watch.Config{Store: st, Logger: logger, PollInterval: 500 * time.Millisecond}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	hub, err := watch.New(cfg)
 	require.NoError(t, err)
 	hub.TestSignals().Active.Init()
 	hubCtx, stopHub := context.WithCancel(context.Background())

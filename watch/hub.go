@@ -16,11 +16,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/oncejob/oncejob/retry"
 	"github.com/oncejob/oncejob/server/membudget"
 	"github.com/oncejob/oncejob/store"
 )
@@ -57,6 +57,13 @@ type Config struct {
 	// (behind the tail) run at once; the others wait their turn. Default:
 	// DefaultCatchUpReads.
 	CatchUpReads int
+	// SharedMinInterval is the least time between two reads of a value
+	// watched with WatchShared: a busy tenant's notifications fold into
+	// one read per interval. Default: DefaultSharedMinInterval.
+	SharedMinInterval time.Duration
+	// SharedIdleInterval reads a WatchShared value again without a
+	// notification after this long. Default: DefaultSharedIdleInterval.
+	SharedIdleInterval time.Duration
 	// Budget is the process's memory budget: the feeds' changes and the
 	// streams' batches draw from it. Default: none, unlimited.
 	Budget *membudget.Budget
@@ -66,6 +73,9 @@ type Config struct {
 const (
 	DefaultFeedBytes    = 4 << 20
 	DefaultCatchUpReads = 2
+
+	DefaultSharedMinInterval  = 250 * time.Millisecond
+	DefaultSharedIdleInterval = 5 * time.Second
 )
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -88,6 +98,13 @@ func (c Config) WithDefaults() Config {
 	if c.CatchUpReads <= 0 {
 		c.CatchUpReads = DefaultCatchUpReads
 	}
+	if c.SharedMinInterval <= 0 {
+		c.SharedMinInterval = DefaultSharedMinInterval
+	}
+	if c.SharedIdleInterval <= 0 {
+		c.SharedIdleInterval = DefaultSharedIdleInterval
+	}
+	c.SharedIdleInterval = max(c.SharedIdleInterval, c.SharedMinInterval)
 	return c
 }
 
@@ -96,8 +113,8 @@ type Hub struct {
 	cfg      Config
 	mu       sync.RWMutex
 	jobs     map[string]map[*subscription]struct{} // by job id
-	tenants  map[string]map[*subscription]struct{} // by tenant
 	feeds    map[string]*feed                      // by tenant; see feed
+	shared   map[string]map[string]*shared         // by tenant and key; see WatchShared
 	catchUps map[string]*catchUpTurns              // by tenant; see catchUp
 	closing  chan struct{}
 	shutdown sync.Once
@@ -112,7 +129,7 @@ type Hub struct {
 type subscription struct {
 	wake chan struct{} // capacity 1: "the log may have more for you"
 	// seq is the newest seq a job watcher has read; a notification at or
-	// below it needs no wake-up. Unused for tenant watchers.
+	// below it needs no wake-up.
 	seq atomic.Int32
 }
 
@@ -133,8 +150,8 @@ func New(cfg Config) (*Hub, error) {
 	h := &Hub{
 		cfg:      cfg,
 		jobs:     make(map[string]map[*subscription]struct{}),
-		tenants:  make(map[string]map[*subscription]struct{}),
 		feeds:    make(map[string]*feed),
+		shared:   make(map[string]map[string]*shared),
 		catchUps: make(map[string]*catchUpTurns),
 		closing:  make(chan struct{}),
 	}
@@ -146,8 +163,7 @@ func New(cfg Config) (*Hub, error) {
 // notifications until ctx is done. Should the source fail to start, it
 // retries with backoff.
 func (h *Hub) Run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
-	for {
+	for n := 1; ; n++ {
 		notes, err := h.cfg.Store.JobEventListen(ctx, &store.JobEventListenParams{
 			Logger:       h.cfg.Logger,
 			PollInterval: h.cfg.PollInterval,
@@ -161,15 +177,18 @@ func (h *Hub) Run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		h.cfg.Logger.WarnContext(ctx, "watch: notification source stopped; restarting", "error", err, "backoff", backoff.String())
+		wait := restartBackoff.Wait(n, retry.Jitter())
+		h.cfg.Logger.WarnContext(ctx, "watch: notification source stopped; restarting", "error", err, "backoff", wait.String())
 		select {
-		case <-time.After(rand.N(backoff) + time.Millisecond):
+		case <-time.After(wait):
 		case <-ctx.Done():
 			return
 		}
-		backoff = min(2*backoff, 10*time.Second)
 	}
 }
+
+// restartBackoff paces the restarts of a failing notification source.
+var restartBackoff = retry.Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Multiplier: 2}
 
 // Shutdown ends every watch with ErrShuttingDown and refuses new ones. Call
 // it before grpc.Server.GracefulStop, which waits for streams to end.
@@ -200,8 +219,8 @@ func (h *Hub) dispatch(n store.JobEventNotification) {
 			sub.signal()
 		}
 	}
-	for sub := range h.tenants[n.Tenant] {
-		sub.signal()
+	for _, s := range h.shared[n.Tenant] {
+		s.signal()
 	}
 	if f := h.feeds[n.Tenant]; f != nil {
 		f.signal()
@@ -213,11 +232,14 @@ func (h *Hub) wakeAll() {
 	h.epoch.Add(1)
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	for _, subs := range []map[string]map[*subscription]struct{}{h.jobs, h.tenants} {
-		for _, set := range subs {
-			for sub := range set {
-				sub.signal()
-			}
+	for _, set := range h.jobs {
+		for sub := range set {
+			sub.signal()
+		}
+	}
+	for _, byKey := range h.shared {
+		for _, s := range byKey {
+			s.signal()
 		}
 	}
 	for _, f := range h.feeds {

@@ -18,6 +18,8 @@ type TestSignals struct {
 	// Active: a watch started or ended; the value is the number of watches
 	// running right after it (Active's value then).
 	Active testsignal.Signal[int64]
+	// SharedRead: a WatchShared reader read its value once.
+	SharedRead testsignal.Signal[SharedParams]
 	// Joined: a WatchJobs stream caught up and joined its tenant's feed;
 	// the value is the tenant.
 	Joined testsignal.Signal[string]

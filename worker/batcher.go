@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/oncejob/oncejob/failpoint"
 	"github.com/oncejob/oncejob/llm"
 	"github.com/oncejob/oncejob/pipeline"
+	"github.com/oncejob/oncejob/retry"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -384,7 +384,7 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 	var batch *llm.Batch
 	var err error
 	if g.adopt != "" {
-		err = retry(ctx, func() error {
+		err = retryCall(ctx, func() error {
 			batch, err = b.bp.GetBatch(ctx, g.adopt)
 			return err
 		})
@@ -411,7 +411,7 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 		return
 	}
 	var results []llm.BatchResult
-	err = retry(ctx, func() error {
+	err = retryCall(ctx, func() error {
 		var err error
 		results, err = b.bp.BatchResults(ctx, batch)
 		return err
@@ -438,7 +438,7 @@ func (g *batchGroup) follow(calls []*llm.Request) {
 func (g *batchGroup) ensure(calls []*llm.Request) (*llm.Batch, error) {
 	b, ctx := g.b, g.b.ctx
 	var batch *llm.Batch
-	err := retry(ctx, func() error {
+	err := retryCall(ctx, func() error {
 		var err error
 		if calls == nil {
 			batch, err = b.bp.FindBatch(ctx, llm.TagKey, g.tag, time.Now().Add(-batchSince))
@@ -476,9 +476,8 @@ func (g *batchGroup) ensure(calls []*llm.Request) (*llm.Batch, error) {
 // at the provider when every one of its n calls' jobs was cancelled.
 func (g *batchGroup) poll(batch *llm.Batch, n int) (*llm.Batch, error) {
 	b, ctx := g.b, g.b.ctx
-	delay := 100 * time.Millisecond
 	touched := time.Now()
-	for !batch.Finished() {
+	for n := 1; !batch.Finished(); n++ {
 		if g.allCancelled(n) {
 			if cancelled, err := b.bp.CancelBatch(ctx, batch.ID); err != nil {
 				b.log.Error("cancel provider batch", "batch", batch.ID, "error", err)
@@ -493,9 +492,8 @@ func (g *batchGroup) poll(batch *llm.Batch, n int) (*llm.Batch, error) {
 			return nil, context.Cause(ctx)
 		case <-g.leaving:
 			continue
-		case <-time.After(delay/2 + rand.N(delay/2+1)):
+		case <-time.After(batchPollBackoff.Wait(n, retry.Jitter())):
 		}
-		delay = min(2*delay, 30*time.Second)
 		next, err := b.bp.GetBatch(ctx, batch.ID)
 		if err != nil {
 			b.log.Warn("poll provider batch", "batch", batch.ID, "error", err)
@@ -573,11 +571,16 @@ func (g *batchGroup) finish(results map[string]llm.BatchResult, err error) {
 	})
 }
 
-// retry runs fn until it succeeds, fails with a class that no retry helps,
-// or ctx ends; full-jitter backoff from 100 ms to 10 s.
-func retry(ctx context.Context, fn func() error) error {
-	delay := 100 * time.Millisecond
-	for {
+// batchPollBackoff paces the polls of a provider batch.
+var batchPollBackoff = retry.Backoff{Initial: 100 * time.Millisecond, Max: 30 * time.Second, Multiplier: 2}
+
+// batchCallBackoff paces the retries of a batch API call.
+var batchCallBackoff = retry.Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Multiplier: 2}
+
+// retryCall runs fn until it succeeds, fails with a class that no retry
+// helps, or ctx ends, waiting batchCallBackoff between tries.
+func retryCall(ctx context.Context, fn func() error) error {
+	for n := 1; ; n++ {
 		err := fn()
 		class, classified := llm.ClassOf(err)
 		if err == nil || !classified || !llm.Retryable(class) {
@@ -586,8 +589,7 @@ func retry(ctx context.Context, fn func() error) error {
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
-		case <-time.After(rand.N(delay) + time.Millisecond):
+		case <-time.After(batchCallBackoff.Wait(n, retry.Jitter())):
 		}
-		delay = min(2*delay, 10*time.Second)
 	}
 }

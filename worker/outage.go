@@ -3,9 +3,9 @@ package worker
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"time"
 
+	"github.com/oncejob/oncejob/retry"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -26,8 +26,7 @@ import (
 func (r *run) requeueAfterOutage(ctx context.Context, cause error) {
 	r.log.Warn("the store failed under the attempt; requeueing the job once it answers", "error", cause)
 	giveUp := time.Now().Add(maxOutageWait)
-	backoff := 50 * time.Millisecond
-	for {
+	for n := 1; ; n++ {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		now := r.w.cfg.Now()
 		_, err := r.w.cfg.Store.JobTransition(wctx, &store.JobTransitionParams{
@@ -52,16 +51,18 @@ func (r *run) requeueAfterOutage(ctx context.Context, cause error) {
 			r.log.Error("the store outage outlasted the wait; the lease will expire", "error", err, "waited", maxOutageWait.String())
 			return
 		}
-		t := time.NewTimer(rand.N(backoff) + time.Millisecond) // full jitter: workers do not return in step
+		t := time.NewTimer(outageBackoff.Wait(n, retry.Jitter())) // full jitter: workers do not return in step
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		backoff = min(2*backoff, 2*time.Second)
 	}
 }
+
+// outageBackoff paces the tries to give a job back during an outage.
+var outageBackoff = retry.Backoff{Initial: 50 * time.Millisecond, Max: 2 * time.Second, Multiplier: 2}
 
 // maxOutageWait bounds how long a worker holds a job whose attempt a store
 // outage interrupted, waiting to give it back.

@@ -11,6 +11,7 @@ import (
 	"github.com/oncejob/oncejob/llm"
 	"github.com/oncejob/oncejob/llm/pace"
 	"github.com/oncejob/oncejob/pipeline"
+	"github.com/oncejob/oncejob/retry"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -162,15 +163,18 @@ func decide(in settleInput) decision {
 		return decision{act: actNone, logError: true, message: "attempt ended by an infrastructure error; the lease will expire"}
 	}
 	jobErr := &store.JobError{Code: "PROVIDER_" + strings.ToUpper(class.String()), Message: err.Error(), Retryable: llm.Retryable(class)}
-	switch class {
-	case llm.ClassInvalidRequest:
+	if !jobErr.Retryable {
+		// Invalid request or output: the same request cannot succeed
+		// later, so the job fails, as its error's retryable flag says.
 		return fail(jobErr)
+	}
+	switch class {
 	case llm.ClassRateLimited:
 		// The provider's pacing, not the job's failure: the attempt goes
 		// back to the budget; only the deadline bounds the wait.
 		var le *llm.Error
 		_ = errors.As(err, &le)
-		return waitForProvider(in, in.now.Add(backoff(in.retry, min(in.claims, notTriedMaxStep), le.RetryAfter, in.jitter)), jobErr)
+		return waitForProvider(in, in.now.Add(in.retry.Wait(retry.NotTriedStep(int(in.claims)), le.RetryAfter, in.jitter)), jobErr)
 	case llm.ClassOutcomeUnknown:
 		jobErr.Code = unknownOutcomeCode
 		if in.onUnknown == pipeline.OnUnknownReconcile {
@@ -227,7 +231,7 @@ func awaitReconcile(in settleInput, jobErr *store.JobError) decision {
 		d.message = "outcome unknown: the provider cannot look calls up; settle with ResolveJob"
 		return d
 	}
-	at := in.now.Add(backoff(in.retry, in.attempts, 0, in.jitter))
+	at := in.now.Add(in.retry.Wait(int(in.attempts), 0, in.jitter))
 	d.at = &at
 	d.message = "outcome unknown: the reconciler asks the provider by key at " + at.Format(time.RFC3339)
 	return d
@@ -237,36 +241,31 @@ func awaitReconcile(in settleInput, jobErr *store.JobError) decision {
 // deadline budgets, and dead-letters once either is spent.
 func retryOrDeadLetter(in settleInput, jobErr *store.JobError, retryAfter time.Duration) decision {
 	policy := in.retry
-	if in.attempts >= int32(policy.MaxAttempts) {
+	if policy.Spent(int(in.attempts)) {
 		return deadLetter("attempts", fmt.Sprintf("attempts spent: %d of %d; last error: %s", in.attempts, policy.MaxAttempts, jobErr.Message))
 	}
-	return retryAfterBackoff(in, in.attempts, jobErr, retryAfter)
+	return retryAfterBackoff(in, int(in.attempts), jobErr, retryAfter)
 }
 
 // notTried requeues a job an attempt claimed but never started (a worker
 // of another version): the attempt goes back to the budget, so a rolling
 // deploy's old workers cannot dead-letter a new job, as a shutdown cannot.
-// The backoff grows with the claims only up to its notTriedMaxStep-th step:
-// a mixed fleet's old workers may claim the job many times in a row, and
-// each such claim must not push the job's next chance at a worker of its
-// version further off (a job that waited the policy's full backoff after a
-// few unlucky claims waited a minute for nothing). The deadline still ends
-// the wait for a worker that never comes.
+// The backoff grows with the claims only to retry.NotTriedMaxStep: a mixed
+// fleet's old workers may claim the job many times in a row, and each such
+// claim must not push the job's next chance at a worker of its version
+// further off. The deadline still ends the wait for a worker that never
+// comes.
 func notTried(in settleInput, jobErr *store.JobError) decision {
-	d := retryAfterBackoff(in, min(in.claims, notTriedMaxStep), jobErr, 0)
+	d := retryAfterBackoff(in, retry.NotTriedStep(int(in.claims)), jobErr, 0)
 	d.refund = true
 	return d
 }
 
-// notTriedMaxStep bounds the backoff of a claim that tried nothing: 4×
-// the initial backoff under the default multiplier (4 s by default).
-const notTriedMaxStep = 3
-
 // retryAfterBackoff retries after the n-th backoff, or dead-letters when
 // that retry would pass the deadline.
-func retryAfterBackoff(in settleInput, n int32, jobErr *store.JobError, retryAfter time.Duration) decision {
+func retryAfterBackoff(in settleInput, n int, jobErr *store.JobError, retryAfter time.Duration) decision {
 	policy := in.retry
-	at := in.now.Add(backoff(policy, n, retryAfter, in.jitter))
+	at := in.now.Add(policy.Wait(n, retryAfter, in.jitter))
 	if deadline := in.budgetStarted.Add(policy.Deadline); at.After(deadline) {
 		return deadLetter("deadline", fmt.Sprintf("the next retry (%s) would pass the deadline of %s; last error: %s", at.Format(time.RFC3339), policy.Deadline, jobErr.Message))
 	}
@@ -307,7 +306,7 @@ func (r *run) settleInput(ctx, jobCtx context.Context, shuttingDown bool, err er
 		err: err, cause: context.Cause(jobCtx), shuttingDown: shuttingDown,
 		now:      r.w.cfg.Now(),
 		attempts: r.job.BudgetAttempts, budgetStarted: r.job.BudgetStartedAt,
-		claims: r.job.Attempt, jitter: jitter(),
+		claims: r.job.Attempt, jitter: retry.Jitter(),
 	}
 	if r.p != nil {
 		in.retry = r.p.Retry

@@ -11,6 +11,7 @@ import (
 	"github.com/oncejob/oncejob/llm"
 	"github.com/oncejob/oncejob/llm/pace"
 	"github.com/oncejob/oncejob/pipeline"
+	"github.com/oncejob/oncejob/retry"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -18,7 +19,7 @@ import (
 // error an attempt can end with, and the budgets around it.
 func TestDecide(t *testing.T) {
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
-	policy := pipeline.RetryPolicy{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute, Multiplier: 2, Deadline: time.Hour, MaxCostTokens: 1000}
+	policy := pipeline.RetryPolicy{Policy: retry.Policy{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute, Multiplier: 2}, Deadline: time.Hour, MaxCostTokens: 1000}
 	base := func() settleInput {
 		return settleInput{now: now, retry: policy, onUnknown: pipeline.OnUnknownRetry, attempts: 2, claims: 2, budgetStarted: now.Add(-time.Minute), jitter: 0.5}
 	}
@@ -119,8 +120,8 @@ func TestDecide(t *testing.T) {
 		}, want{act: actTransition, to: store.JobStatusDeadLettered, code: budgetSpentCode, budget: "deadline"}},
 		{"provider rejected the request", func(in *settleInput) { in.err = provider(llm.ClassInvalidRequest) },
 			want{act: actTransition, to: store.JobStatusFailed, code: "PROVIDER_INVALID_REQUEST"}},
-		{"provider output invalid", func(in *settleInput) { in.err = provider(llm.ClassInvalidOutput) },
-			want{act: actTransition, to: store.JobStatusRetryWait, code: "PROVIDER_INVALID_OUTPUT", at: at(time.Second)}},
+		{"provider output invalid: not retryable, so failed, not retried", func(in *settleInput) { in.err = provider(llm.ClassInvalidOutput) },
+			want{act: actTransition, to: store.JobStatusFailed, code: "PROVIDER_INVALID_OUTPUT"}},
 		{"outcome unknown under retry", func(in *settleInput) { in.err = provider(llm.ClassOutcomeUnknown) },
 			want{act: actTransition, to: store.JobStatusRetryWait, code: unknownOutcomeCode, retryable: true, at: at(time.Second)}},
 		{"outcome unknown under retry, attempts spent", func(in *settleInput) { in.err = provider(llm.ClassOutcomeUnknown); in.attempts = 5 },
@@ -153,6 +154,11 @@ func TestDecide(t *testing.T) {
 			if code != w.code || retryable != w.retryable {
 				t.Fatalf("error = %q retryable %t; want %q retryable %t", code, retryable, w.code, w.retryable)
 			}
+			// Job.error.retryable (proto/oncejob/v1/job.proto): whether the
+			// engine will try the job again on its own.
+			if again := d.to == store.JobStatusRetryWait || d.to == store.JobStatusOutcomeUnknown; d.err != nil && d.err.Retryable != again {
+				t.Fatalf("error retryable %t on a job going to %s", d.err.Retryable, d.to)
+			}
 			if (d.at == nil) != (w.at == nil) || (d.at != nil && !d.at.Equal(*w.at)) {
 				t.Fatalf("due at %v; want %v", d.at, w.at)
 			}
@@ -171,7 +177,7 @@ func TestDecide(t *testing.T) {
 // a replay grants a fresh budget), whatever the last error was.
 func TestDecideBudgetSpentIsNeverRetryable(t *testing.T) {
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
-	policy := pipeline.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Second, MaxBackoff: time.Minute, Multiplier: 2, Deadline: time.Minute}
+	policy := pipeline.RetryPolicy{Policy: retry.Policy{MaxAttempts: 3, InitialBackoff: time.Second, MaxBackoff: time.Minute, Multiplier: 2}, Deadline: time.Minute}
 	errs := []error{
 		&budgetError{"tokens", "spent"}, &budgetError{"deadline", "passed"},
 		&retryableError{code: "X", err: errors.New("x")},

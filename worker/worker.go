@@ -23,6 +23,7 @@ import (
 	"github.com/oncejob/oncejob/llm"
 	"github.com/oncejob/oncejob/llm/pace"
 	"github.com/oncejob/oncejob/pipeline"
+	"github.com/oncejob/oncejob/retry"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -330,11 +331,10 @@ func (w *Worker) claim(ctx context.Context, free int, failedClaims *int) []*stor
 const maxClaimBackoff = 2 * time.Second
 
 // claimBackoff is the wait after failures failed claims in a row:
-// exponential from the poll interval, full jitter, so that the workers of
-// every process do not return to a recovering database in step.
+// exponential from twice the poll interval, full jitter, so that the
+// workers of every process do not return to a recovering database in step.
 func claimBackoff(poll time.Duration, failures int) time.Duration {
-	ceiling := min(poll<<min(failures, 16), maxClaimBackoff)
-	return time.Duration(rand.Int64N(int64(ceiling))) + time.Millisecond
+	return retry.Backoff{Initial: 2 * poll, Max: maxClaimBackoff, Multiplier: 2}.Wait(failures, retry.Jitter())
 }
 
 func jobIDs(jobs []*store.JobWork) []string {

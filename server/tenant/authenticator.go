@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/oncejob/oncejob/retry"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -170,23 +171,26 @@ func (a *Authenticator) DevMode(ctx context.Context) bool {
 // starting in dev mode because the read failed would let anyone in on a
 // store that holds keys.
 func (a *Authenticator) Start(ctx context.Context) (bool, error) {
-	backoff := 100 * time.Millisecond
-	for {
+	for n := 1; ; n++ {
 		dev, err := a.devMode(ctx)
 		if err == nil {
 			return dev, nil
 		}
-		a.cfg.Logger.WarnContext(ctx, "cannot read the API keys; not serving until it is known whether this store has any", "error", err, "retry_in", backoff.String())
-		t := time.NewTimer(backoff)
+		wait := startBackoff.Wait(n, retry.Jitter())
+		a.cfg.Logger.WarnContext(ctx, "cannot read the API keys; not serving until it is known whether this store has any", "error", err, "retry_in", wait.String())
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return false, fmt.Errorf("deciding the authentication mode: %w", context.Cause(ctx))
 		case <-t.C:
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
+
+// startBackoff paces Start's reads of the key store: full jitter, so the
+// replicas of a fleet that lost the store together do not read in step.
+var startBackoff = retry.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 2}
 
 var errModeUnknown = func() error {
 	st, _ := status.New(codes.Unavailable, "the key store is unavailable, so the server cannot tell whether a caller without a key may call; retry").

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/oncejob/oncejob/retry"
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
@@ -69,21 +69,23 @@ type listener struct {
 
 // listen holds the LISTEN connection until ctx is done.
 func (l *listener) listen(ctx context.Context) {
-	backoff := listenMinBackoff
+	reconnect := retry.Backoff{Initial: listenMinBackoff, Max: listenMaxBackoff, Multiplier: 2}
+	failures := 0 // since the last LISTEN in place
 	for {
-		err := l.listenOnce(ctx, func() { backoff = listenMinBackoff })
+		err := l.listenOnce(ctx, func() { failures = 0 })
 		if ctx.Err() != nil {
 			return
 		}
-		l.logger.WarnContext(ctx, "job event listener disconnected; reconnecting", "error", err, "backoff", backoff.String())
+		failures++
 		// Full jitter, so replicas that lost the database together do not
 		// come back in lockstep.
+		wait := reconnect.Wait(failures, retry.Jitter())
+		l.logger.WarnContext(ctx, "job event listener disconnected; reconnecting", "error", err, "backoff", wait.String())
 		select {
-		case <-time.After(rand.N(backoff) + time.Millisecond):
+		case <-time.After(wait):
 		case <-ctx.Done():
 			return
 		}
-		backoff = min(2*backoff, listenMaxBackoff)
 	}
 }
 

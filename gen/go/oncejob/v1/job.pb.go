@@ -2381,7 +2381,11 @@ type JobError struct {
 	// A stable machine-readable code, e.g. "PROVIDER_INVALID_REQUEST".
 	Code    string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	// Whether the engine would retry it within the budget.
+	// Whether the engine tries the job again on its own: true on a job the
+	// error left in RETRY_WAIT or OUTCOME_UNKNOWN; false on one it left
+	// FAILED (the same request cannot succeed: an invalid request, an output
+	// still invalid after its repairs) or DEAD_LETTERED (code BUDGET_SPENT),
+	// which only ReplayJob tries again.
 	Retryable     bool `protobuf:"varint,3,opt,name=retryable,proto3" json:"retryable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

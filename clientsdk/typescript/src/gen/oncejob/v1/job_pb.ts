@@ -1123,7 +1123,11 @@ export type JobError = Message<"oncejob.v1.JobError"> & {
   message: string;
 
   /**
-   * Whether the engine would retry it within the budget.
+   * Whether the engine tries the job again on its own: true on a job the
+   * error left in RETRY_WAIT or OUTCOME_UNKNOWN; false on one it left
+   * FAILED (the same request cannot succeed: an invalid request, an output
+   * still invalid after its repairs) or DEAD_LETTERED (code BUDGET_SPENT),
+   * which only ReplayJob tries again.
    *
    * @generated from field: bool retryable = 3;
    */
