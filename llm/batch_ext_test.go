@@ -382,6 +382,8 @@ func (onlineOnly) Lookup(context.Context, string) (*llm.Response, error) {
 	return nil, llm.ErrLookupUnsupported
 }
 
+func (onlineOnly) CanLookup() bool { return false }
+
 // A holder that stalls after its last check and before its create (a
 // process stopped there sends the create late, whatever its deadline) is
 // fenced at the provider: the taker, finding no batch of the tag, revokes

@@ -94,10 +94,16 @@ type Provider interface {
 	// providerKey. It returns ErrNotFound if the provider holds no finished
 	// call with that key (a call still in flight may finish later; a retry
 	// with the same key is then answered from it), ErrLookupUnsupported if
-	// the provider cannot look calls up, or an error of class
-	// ClassUnavailable or ClassRateLimited when it could not ask. Lookup
-	// bills nothing.
+	// the provider cannot look calls up (CanLookup is false), or an error
+	// of class ClassUnavailable or ClassRateLimited when it could not ask.
+	// Lookup bills nothing.
 	Lookup(ctx context.Context, providerKey string) (*Response, error)
+
+	// CanLookup reports whether Lookup can answer at all. It is a fixed
+	// property of the provider as configured, the same for its whole life,
+	// so the engine decides how an unknown outcome is settled (the
+	// reconciler's lookup, or only ResolveJob) without a call to ask.
+	CanLookup() bool
 }
 
 var (

@@ -161,6 +161,10 @@ func (c *OpenAIClient) Generate(ctx context.Context, req *Request) (*Response, e
 	return out, nil
 }
 
+// CanLookup implements Provider: calls can be looked up when
+// Config.LookupPath is set.
+func (c *OpenAIClient) CanLookup() bool { return c.cfg.LookupPath != "" }
+
 // Lookup implements Provider through Config.LookupPath. A lookup has no
 // effect at the provider, so a lost answer is unavailable, never unknown.
 func (c *OpenAIClient) Lookup(ctx context.Context, providerKey string) (*Response, error) {

@@ -343,12 +343,16 @@ func TestResponseFormatSchemaIsFollowed(t *testing.T) {
 	require.NotNil(t, out.Urgent)
 }
 
+// TestLookupUnsupportedWithoutLookupPath: without a LookupPath the client
+// says so up front (CanLookup) and Lookup agrees; with one it can.
 func TestLookupUnsupportedWithoutLookupPath(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	client := newClient(t, llm.Config{BaseURL: b.sim.URL})
+	require.False(t, client.CanLookup())
 	_, err := client.Lookup(t.Context(), "any")
 	require.ErrorIs(t, err, llm.ErrLookupUnsupported)
+	require.True(t, newClient(t, llm.Config{BaseURL: b.sim.URL, LookupPath: llmsim.LookupPath}).CanLookup())
 }
 
 func TestLookupKeyIsEscaped(t *testing.T) {

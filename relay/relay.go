@@ -352,7 +352,7 @@ func (r *Relay) deliver(ctx context.Context, batch []*store.Delivery) []store.De
 			} else {
 				res = Result{Outcome: store.DeliveryOutcomeFailed, Err: fmt.Errorf("sink %q is not configured on this relay", d.Sink)}
 			}
-			results[i] = r.decide(ctx, d, res, started, time.Now())
+			results[i] = r.apply(ctx, d, res, started, time.Now())
 		})
 	}
 	for name, idx := range bySink {
@@ -367,34 +367,12 @@ func (r *Relay) deliver(ctx context.Context, batch []*store.Delivery) []store.De
 			res := sink.(BatchSink).DeliverBatch(ctx, ds)
 			finished := time.Now()
 			for j, i := range idx {
-				results[i] = r.decide(ctx, batch[i], res[j], started, finished)
+				results[i] = r.apply(ctx, batch[i], res[j], started, finished)
 			}
 		})
 	}
 	wg.Wait()
 	return results
-}
-
-// decide makes the result of an attempt of d: its delivery's next status.
-func (r *Relay) decide(ctx context.Context, d *store.Delivery, res Result, started, finished time.Time) store.DeliveryResult {
-	_, policy, _ := r.sinks.Get(d.Sink)
-	status, due, reason := next(policy, d, res, finished)
-	msg := ""
-	if res.Err != nil {
-		msg = res.Err.Error()
-	}
-	if reason != "" {
-		msg = reason + "; last: " + msg
-	}
-	out := store.DeliveryResult{
-		DeliveryID: d.ID, EventID: d.EventID, Sink: d.Sink, Tenant: d.Tenant, Attempt: d.Attempt,
-		Outcome: res.Outcome, Status: status, DueAt: due, HTTPStatus: int32(res.HTTPStatus),
-		Error: truncate(msg, 2000), ExternalRef: res.ExternalRef, Duplicate: res.Duplicate,
-		StartedAt: started, FinishedAt: finished,
-	}
-	r.logResult(d, out)
-	r.cfg.Observer.Delivered(ctx, d, &out)
-	return out
 }
 
 func (r *Relay) logResult(d *store.Delivery, res store.DeliveryResult) {

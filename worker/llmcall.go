@@ -52,26 +52,45 @@ func (r *run) generate(ctx context.Context, chunk int32, chunks int, text string
 	if err := tmpl.Execute(&prompt, promptData{Text: text, Chunk: int(chunk) + 1, Chunks: chunks, Params: params}); err != nil {
 		return nil, nil, permanent("PROMPT_TEMPLATE_INVALID", "%w", err)
 	}
-	resp, attempt, err := r.call(ctx, store.JobStageLLMDone, chunk, 0, []llm.Message{{Role: "user", Content: prompt.String()}}, responseFormat, true)
+	resp, attempt, err := r.call(ctx, llmCall{
+		stage: store.JobStageLLMDone, chunk: chunk,
+		messages: []llm.Message{{Role: "user", Content: prompt.String()}}, responseFormat: responseFormat,
+		deferJournal: true,
+	})
 	if err != nil {
 		return nil, nil, err
 	}
 	return []byte(resp.Content), attempt, nil
 }
 
-// call makes one LLM call and journals it, whatever happened. With
-// deferJournal, a successful call's attempt is returned instead, to be
-// journaled in the write of the checkpoint that trusts it (flush); any
-// other outcome is journaled here.
-func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round int, messages []llm.Message, responseFormat []byte, deferJournal bool) (*llm.Response, *store.LLMAttempt, error) {
+// llmCall is one LLM call of an attempt: the stage and chunk it computes,
+// what it sends, and when its journal row is written.
+type llmCall struct {
+	stage store.JobStage
+	chunk int32 // -1: the stage has no chunks
+	// round is the repair round (0: the stage's first call); with the
+	// stage, its key and the chunk it makes the provider key.
+	round          int
+	messages       []llm.Message
+	responseFormat []byte
+	// deferJournal: a successful call's journal row is returned instead of
+	// written, to be written with the checkpoint that trusts it (flush);
+	// any other outcome is journaled at once.
+	deferJournal bool
+}
+
+// call makes one LLM call and journals it, whatever happened (c says
+// when). An unknown outcome of an earlier attempt under the same provider
+// key is looked up first, when the provider can.
+func (r *run) call(ctx context.Context, c llmCall) (*llm.Response, *store.LLMAttempt, error) {
+	stage, chunk := c.stage, c.chunk
 	req := &llm.Request{
 		Model:          r.profile.Model,
-		Messages:       messages,
+		Messages:       c.messages,
 		Temperature:    r.p.Temperature,
-		ResponseFormat: responseFormat,
-		ProviderKey:    providerKey(r.job.ID, stage, r.stageKey, chunk, round),
+		ResponseFormat: c.responseFormat,
+		ProviderKey:    providerKey(r.job.ID, stage, r.stageKey, chunk, c.round),
 	}
-	r.lastKey = req.ProviderKey
 	history, err := r.history(ctx, req.ProviderKey)
 	if err != nil {
 		return nil, nil, err
@@ -81,8 +100,10 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 	defer func() { end(&attempt) }()
 	start := time.Now()
 	// Asking the provider about a call it may have finished costs nothing,
-	// so it comes before the budget; a new call does not.
-	resp, err, lookedUp := r.lookup(ctx, req.ProviderKey, history)
+	// so it comes before the budget; a new call does not. A lookup that
+	// answered, or failed to ask, ends the call.
+	resp, err := r.lookup(ctx, req.ProviderKey, history)
+	lookedUp := resp != nil || err != nil
 	if !lookedUp {
 		if err := r.checkBudget(); err != nil {
 			return nil, nil, err
@@ -106,7 +127,7 @@ func (r *run) call(ctx context.Context, stage store.JobStage, chunk int32, round
 	}
 
 	attempt = r.outcome(ctx, r.attemptOf(req, stage, chunk), latency, resp, err, history, lookedUp)
-	if err == nil && deferJournal {
+	if err == nil && c.deferJournal {
 		return resp, &attempt, nil
 	}
 	// The journal outlives the lease: record even when the job's context is
@@ -261,23 +282,25 @@ func answeredInBatch(a *store.LLMAttempt) bool {
 		(a.Outcome == store.LLMOutcomeSucceeded && a.PriceClass == store.PriceClassBatch)
 }
 
-// lookup asks the provider for the call it may have finished under key when
-// the last attempt's outcome was unknown: the reconciler's question. It
-// reports whether it answered; if not, the caller generates again under the
-// same key.
-func (r *run) lookup(ctx context.Context, key string, h keyHistory) (*llm.Response, error, bool) {
-	if !h.unknown {
-		return nil, nil, false
+// lookup asks the provider for the call it may have finished under key,
+// when the last attempt's outcome under it was unknown and the provider
+// can look calls up: the reconciler's question. It returns the call's
+// answer, or the error of a lookup that could not ask; neither (nothing to
+// ask, or no finished call under key) means the caller generates again
+// under the same key.
+func (r *run) lookup(ctx context.Context, key string, h keyHistory) (*llm.Response, error) {
+	if !h.unknown || !r.w.cfg.Provider.CanLookup() {
+		return nil, nil
 	}
 	resp, err := r.w.cfg.Provider.Lookup(ctx, key)
 	switch {
 	case err == nil:
 		r.log.Info("unknown outcome reconciled by lookup", "provider_key", key)
 		resp.Replayed = true // nothing new was billed by asking
-		return resp, nil, true
+		return resp, nil
 	case errors.Is(err, llm.ErrNotFound), errors.Is(err, llm.ErrLookupUnsupported):
-		return nil, nil, false
+		return nil, nil
 	default:
-		return nil, err, true
+		return nil, err
 	}
 }

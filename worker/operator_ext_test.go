@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,23 +52,39 @@ func TestDeadLetteredJobReplaysFromItsLastCheckpoint(t *testing.T) {
 	require.EqualValues(t, 1, b.sim.Stats().BilledCalls)
 }
 
+// countingLookups is a provider whose Lookup calls are counted.
+type countingLookups struct {
+	llm.Provider
+	lookups atomic.Int64
+}
+
+func (c *countingLookups) Lookup(ctx context.Context, key string) (*llm.Response, error) {
+	c.lookups.Add(1)
+	return c.Provider.Lookup(ctx, key)
+}
+
+// TestReconcilePolicyResolvesByLookupWithoutASecondBill: an unknown outcome
+// under on_unknown: reconcile parks the job with a due time, because the
+// provider declares it can look calls up; the reconciler's claim asks once
+// by key, and settling the unknown outcome asked nothing (it once made a
+// live Lookup to find out whether the provider could: two lookups).
 func TestReconcilePolicyResolvesByLookupWithoutASecondBill(t *testing.T) {
 	t.Parallel()
 	b := setup(t, llmsim.Faults{BillThenTimeout: &llmsim.BillThenTimeout{Trigger: llmsim.Trigger{Count: 1}, Delay: llmsim.Duration(2 * time.Second)}})
 	reg := registry(t, summarize(1, "1", summarizeSchema, "    on_unknown: reconcile\n    retry: {initial_backoff: 200ms, max_backoff: 300ms}\n"))
 	job := submit(t, b.store, reg, "acme", "A batch document whose answer got lost.")
-	b.startWorker(t, reg, 300*time.Millisecond)
+	client, err := llm.NewOpenAI(llm.Config{BaseURL: b.sim.URL, Timeout: 300 * time.Millisecond, LookupPath: llmsim.LookupPath})
+	require.NoError(t, err)
+	provider := &countingLookups{Provider: client}
+	w, _ := b.runWorkerOn(t, reg, provider)
 
-	require.Eventually(t, func() bool {
-		for _, e := range events(t, b.store, job) {
-			if e.Status == store.JobStatusOutcomeUnknown {
-				return true
-			}
-		}
-		return false
-	}, 20*time.Second, 10*time.Millisecond, "the job passed through OUTCOME_UNKNOWN")
+	_, err = w.TestSignals().Settled.WaitFor(func(s worker.SettledSignal) bool {
+		return s.JobID == job.ID && s.Status == store.JobStatusOutcomeUnknown
+	})
+	require.NoError(t, err, "the job passed through OUTCOME_UNKNOWN")
 
 	got := waitTerminal(t, b.store, job)
+	require.EqualValues(t, 1, provider.lookups.Load(), "one lookup: the reconciler's, by key")
 	require.Equal(t, store.JobStatusSucceeded, got.Status, "error: %+v", got.Error)
 	st := b.sim.Stats()
 	require.EqualValues(t, 1, st.BilledCalls, "resolved by lookup, not by a second call")
@@ -78,6 +95,32 @@ func TestReconcilePolicyResolvesByLookupWithoutASecondBill(t *testing.T) {
 	require.Equal(t, store.LLMOutcomeOutcomeUnknown, journal[0].Outcome)
 	require.Equal(t, store.LLMOutcomeSucceeded, journal[1].Outcome)
 	require.True(t, journal[1].Billed, "the one bill is counted once")
+}
+
+// TestUnknownOutcomeWithoutLookupWaitsForResolveJob: a provider that
+// declares it cannot look calls up (no LookupPath) leaves an unknown
+// outcome under on_unknown: reconcile in OUTCOME_UNKNOWN with no next try,
+// for ResolveJob; nobody asks it anything (settling once called Lookup to
+// find that out) and nothing is called again.
+func TestUnknownOutcomeWithoutLookupWaitsForResolveJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t, llmsim.Faults{BillThenTimeout: &llmsim.BillThenTimeout{Trigger: llmsim.Trigger{Count: 1}, Delay: llmsim.Duration(2 * time.Second)}})
+	reg := registry(t, summarize(1, "1", summarizeSchema, "    on_unknown: reconcile\n    retry: {initial_backoff: 1ms, max_backoff: 5ms}\n"))
+	job := submit(t, b.store, reg, "acme", "An answer lost at a provider with no lookup.")
+	client, err := llm.NewOpenAI(llm.Config{BaseURL: b.sim.URL, Timeout: 300 * time.Millisecond})
+	require.NoError(t, err)
+	provider := &countingLookups{Provider: client}
+	w, stop := b.runWorkerOn(t, reg, provider)
+
+	_, err = w.TestSignals().Settled.WaitFor(func(s worker.SettledSignal) bool { return s.JobID == job.ID })
+	require.NoError(t, err)
+	stop()
+	got, err := b.store.JobGetByID(context.Background(), &store.JobGetByIDParams{Tenant: "acme", ID: job.ID})
+	require.NoError(t, err)
+	require.Equal(t, store.JobStatusOutcomeUnknown, got.Status)
+	require.Nil(t, got.RunAfter, "no next try: only ResolveJob settles it")
+	require.Zero(t, provider.lookups.Load(), "the provider was never asked")
+	require.EqualValues(t, 1, b.sim.Stats().Requests, "and nothing was called again")
 }
 
 func TestApprovalHoldsTheEffect(t *testing.T) {

@@ -45,7 +45,6 @@ type run struct {
 	log      *slog.Logger
 	cps      map[cpKey]*store.Checkpoint
 	tokens   int64  // billed in this attempt
-	lastKey  string // the provider key of the last call made
 	stageKey string // the key of the stage being computed
 
 	// document is the job's document as the claim read it; nil: read it.

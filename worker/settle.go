@@ -63,8 +63,8 @@ type settleInput struct {
 	budgetStarted time.Time
 	// claims is the job's attempt number: every claim, tried or not.
 	claims int32
-	// canLookup: the provider can look a call up by its key (asked only
-	// for an unknown outcome under on_unknown: reconcile).
+	// canLookup: the provider can look a call up by its key
+	// (llm.Provider.CanLookup, a fixed property of the provider).
 	canLookup bool
 	jitter    float64 // in [0, 1): the point of the backoff window
 }
@@ -281,13 +281,13 @@ func (r *run) settle(ctx, jobCtx context.Context, err error) {
 	defer cancel()
 
 	for range 3 {
-		in := r.settleInput(wctx, jobCtx, ctx.Err() != nil, err)
+		in := r.settleInput(jobCtx, ctx.Err() != nil, err)
 		d := decide(in)
 		if d.act != actPublish && !d.leaseLost {
 			// What the attempt computed is kept, before it settles: the
 			// stages done need not run again.
 			if ferr := r.flush(wctx, nil); errors.Is(ferr, store.ErrLeaseLost) {
-				d = decide(r.settleInput(wctx, jobCtx, ctx.Err() != nil, ferr))
+				d = decide(r.settleInput(jobCtx, ctx.Err() != nil, ferr))
 			}
 		}
 		if err = r.apply(ctx, wctx, d, err); err == nil {
@@ -297,20 +297,17 @@ func (r *run) settle(ctx, jobCtx context.Context, err error) {
 	r.log.Error("settling the job kept failing; the lease will expire", "error", err)
 }
 
-func (r *run) settleInput(ctx, jobCtx context.Context, shuttingDown bool, err error) settleInput {
+func (r *run) settleInput(jobCtx context.Context, shuttingDown bool, err error) settleInput {
 	in := settleInput{
 		err: err, cause: context.Cause(jobCtx), shuttingDown: shuttingDown,
 		now:      r.w.cfg.Now(),
 		attempts: r.job.BudgetAttempts, budgetStarted: r.job.BudgetStartedAt,
 		claims: r.job.Attempt, jitter: retry.Jitter(),
+		canLookup: r.w.cfg.Provider.CanLookup(),
 	}
 	if r.p != nil {
 		in.retry = r.p.Retry
 		in.onUnknown = r.p.OnUnknown
-	}
-	if class, ok := llm.ClassOf(err); ok && class == llm.ClassOutcomeUnknown && in.onUnknown == pipeline.OnUnknownReconcile {
-		_, lerr := r.w.cfg.Provider.Lookup(ctx, r.lastKey)
-		in.canLookup = !errors.Is(lerr, llm.ErrLookupUnsupported)
 	}
 	return in
 }
@@ -347,6 +344,7 @@ func (r *run) apply(ctx, wctx context.Context, d decision, err error) error {
 		r.settled = d.to
 		r.budget = d.budget
 		r.log.Info("job settled", "status", d.to, "message", d.message)
+		r.w.signals.Settled.Signal(SettledSignal{JobID: r.job.ID, Status: d.to})
 	}
 	return nil
 }

@@ -1,6 +1,9 @@
 package worker
 
-import "github.com/oncejob/oncejob/testsignal"
+import (
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/testsignal"
+)
 
 // TestSignals are the moments of a worker a test can wait for (see package
 // testsignal). Each is off until the test calls its Init, before Run.
@@ -9,6 +12,15 @@ type TestSignals struct {
 	Claimed testsignal.Signal[[]string]
 	// Heartbeat: a heartbeat of a running job returned.
 	Heartbeat testsignal.Signal[HeartbeatSignal]
+	// Settled: an attempt wrote the status it decided (settle's
+	// transition; not a publish).
+	Settled testsignal.Signal[SettledSignal]
+}
+
+// SettledSignal is the status an attempt of a job settled in.
+type SettledSignal struct {
+	JobID  string
+	Status store.JobStatus
 }
 
 // HeartbeatSignal is what one heartbeat learnt.

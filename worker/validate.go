@@ -30,7 +30,10 @@ func (r *run) validate(ctx context.Context, schemaJSON, output []byte) ([]byte, 
 			return nil, permanent("INVALID_OUTPUT", "output does not satisfy the pipeline's schema after %d repair attempts: %v", round, verr)
 		}
 		prompt := fmt.Sprintf("Your previous answer does not satisfy the required JSON Schema.\n\nErrors:\n%v\n\nSchema:\n%s\n\nPrevious answer:\n%s\n\nAnswer again with only the corrected JSON object.", verr, schemaJSON, output)
-		resp, _, err := r.call(ctx, store.JobStageValidated, -1, round+1, []llm.Message{{Role: "user", Content: prompt}}, r.p.ResponseFormatJSON(), false)
+		resp, _, err := r.call(ctx, llmCall{
+			stage: store.JobStageValidated, chunk: -1, round: round + 1,
+			messages: []llm.Message{{Role: "user", Content: prompt}}, responseFormat: r.p.ResponseFormatJSON(),
+		})
 		if err != nil {
 			return nil, err
 		}

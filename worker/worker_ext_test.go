@@ -50,7 +50,14 @@ func (b *testBundle) runWorker(t *testing.T, reg *pipeline.Registry, llmTimeout 
 	}
 	provider, err := llm.NewOpenAI(llm.Config{BaseURL: b.sim.URL, Timeout: llmTimeout, LookupPath: llmsim.LookupPath})
 	require.NoError(t, err)
-	w, err = worker.New(worker.Config{
+	return b.runWorkerOn(t, reg, provider)
+}
+
+// runWorkerOn runs a worker on provider until stop is called or the test
+// ends, its Claimed, Heartbeat and Settled signals on.
+func (b *testBundle) runWorkerOn(t *testing.T, reg *pipeline.Registry, provider llm.Provider) (w *worker.Worker, stop func()) {
+	t.Helper()
+	w, err := worker.New(worker.Config{
 		Store:         b.store,
 		Provider:      provider,
 		Pipelines:     reg,
@@ -62,6 +69,7 @@ func (b *testBundle) runWorker(t *testing.T, reg *pipeline.Registry, llmTimeout 
 	require.NoError(t, err)
 	w.TestSignals().Claimed.Init()
 	w.TestSignals().Heartbeat.Init()
+	w.TestSignals().Settled.Init()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(ctx) }()
