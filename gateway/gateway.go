@@ -67,8 +67,14 @@ type Config struct {
 	// bytes from it as they arrive, before they reach the decoder, and
 	// gives them back when the request is answered; one
 	// the budget cannot hold now is 429 MEMORY_BUDGET with Retry-After.
-	// Default: none, unlimited.
+	// Default: none, unlimited. Every response but a watch's draws its
+	// bytes from it too while they are written (response.go).
 	Memory *membudget.Budget
+	// WriteTimeout bounds the writing of a response, every one but a
+	// watch's: a client that does not read it by then loses its
+	// connection, and the response its bytes. Default
+	// DefaultWriteTimeout.
+	WriteTimeout time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -95,6 +101,9 @@ func (c Config) WithDefaults() Config {
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = 15 * time.Second
 	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -109,6 +118,7 @@ type Gateway struct {
 	client    oncejobv1.JobServiceClient
 	marshaler runtime.Marshaler
 	events    *eventCache
+	signals   TestSignals
 }
 
 // eventCacheSize is how many job events' JSON the watches keep: a few
@@ -171,8 +181,11 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 
 // ServeHTTP gives every request an X-Request-Id (the client's when valid,
 // as the gRPC server would keep it, else a new one, sent on to the server
-// so both log the same id), bounds its body, and serves it.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// so both log the same id), bounds its body and its response, and serves
+// it.
+func (g *Gateway) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	w := &heldResponse{ResponseWriter: rw, g: g, r: r}
+	defer w.start() // a response with no body still sends its status
 	id := r.Header.Get(requestIDHeader)
 	if !requestid.Valid(id) {
 		id = uuid.NewString()

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"github.com/oncejob/oncejob/gateway"
 	"github.com/oncejob/oncejob/server"
 	"github.com/oncejob/oncejob/server/limits"
+	"github.com/oncejob/oncejob/server/membudget"
 	"github.com/oncejob/oncejob/server/tenant"
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/storepgtest"
@@ -51,6 +53,7 @@ type testBundle struct {
 	base  string // http://127.0.0.1:port
 	// handler is the gateway, for a test that serves it otherwise.
 	handler http.Handler
+	gateway *gateway.Gateway
 }
 
 type setupOpts struct {
@@ -61,6 +64,15 @@ type setupOpts struct {
 	// corsOrigins are the origins whose pages may call (serve
 	// --cors-allowed-origins); default none.
 	corsOrigins []string
+	// memory is the gateway's memory budget (the server's is unlimited);
+	// writeTimeout its response write timeout; default none and the
+	// default.
+	memory       *membudget.Budget
+	writeTimeout time.Duration
+	// sendBuffer, when set, is each accepted connection's socket send
+	// buffer, so an unread response blocks its write after that much
+	// rather than after what the kernel would buffer.
+	sendBuffer int
 }
 
 // setup runs the gRPC server (with a watch hub) and, listening on loopback
@@ -93,6 +105,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	require.NoError(t, err)
 	gw, err := gateway.New(context.Background(), gateway.Config{
 		Conn: conn, Streams: s.Local, Logger: logger, MaxBodyBytes: opts.maxBodyBytes, Heartbeat: opts.heartbeat,
+		Memory: opts.memory, WriteTimeout: opts.writeTimeout,
 	})
 	require.NoError(t, err)
 	connect, err := gateway.Connect(srv, server.MaxMessageBytes(server.DefaultMaxDocumentBytes))
@@ -105,8 +118,12 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	for _, path := range connect.Paths {
 		mux.Handle(path, cors.Wrap(connect))
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	var lis net.Listener
+	lis, err = net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	if opts.sendBuffer > 0 {
+		lis = sendBufferListener{Listener: lis, size: opts.sendBuffer}
+	}
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = httpSrv.Serve(lis) }()
 
@@ -121,7 +138,21 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		<-hubDone
 		http.DefaultClient.CloseIdleConnections()
 	})
-	return &testBundle{store: st, hub: hub, base: "http://" + lis.Addr().String(), handler: gw}
+	return &testBundle{store: st, hub: hub, base: "http://" + lis.Addr().String(), handler: gw, gateway: gw}
+}
+
+// sendBufferListener sets each accepted connection's send buffer.
+type sendBufferListener struct {
+	net.Listener
+	size int
+}
+
+func (l sendBufferListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		err = errors.Join(err, tc.SetWriteBuffer(l.size))
+	}
+	return c, err
 }
 
 // forEachStore runs fn on a fresh Postgres schema and on a fresh embedded

@@ -176,6 +176,7 @@ type framer struct {
 
 // newFramer sends the response's headers and starts the heartbeat.
 func newFramer(w http.ResponseWriter, r *http.Request, heartbeat time.Duration) *framer {
+	streaming(w)
 	f := &framer{w: w, rc: http.NewResponseController(w), sse: acceptsSSE(r), quiet: heartbeat}
 	f.mu.Lock()
 	defer f.mu.Unlock()

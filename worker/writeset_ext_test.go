@@ -195,7 +195,7 @@ func (w writeSet) String() string {
 // rows (inserted + updated + deleted, all tables) and the WAL of the
 // schema's relations, for a light job (one chunk, one LLM call) and a
 // realistic 4-chunk one (docs/performance.md, "Rows and WAL per job"). It
-// holds the light job to 8 rows and 6 KB: the claim (job row, running
+// holds the light job to 8 rows and 7 KB: the claim (job row, running
 // event), the LLM answer (journal row, chunk checkpoint, job row) and the
 // publish (job row, succeeded event, outbox row); the deterministic stages
 // write no checkpoint and stage-only advances no event.
@@ -224,7 +224,12 @@ func TestLightJobWriteSet(t *testing.T) {
 	require.EqualValues(t, jobs, ws.rows["llm_attempts"], "one journal row per job")
 	require.EqualValues(t, jobs, ws.rows["outbox"], "one outbox row per job")
 	require.LessOrEqual(t, rows, 8.0, "rows per light job")
-	require.LessOrEqual(t, wal, 6*1024.0, "WAL bytes per light job")
+	// 7 KB: how many of the job row's updates Postgres makes HOT (no index
+	// entries) depends on the free space on its page when they come, and
+	// varies from run to run: 5.9-6.5 KB a job were measured on one tree
+	// (HOT updates 16-50 of 150), so 6 KB flaked. The figure is measured,
+	// not held, in bench/ (docs/performance.md, "Rows and WAL per job").
+	require.LessOrEqual(t, wal, 7*1024.0, "WAL bytes per light job")
 
 	const chunked = 20
 	docs := make([]string, chunked)

@@ -70,7 +70,7 @@ func (o *httpOpts) start(ctx context.Context, srv *server.Server, probe *readine
 	}
 	gw, err := gateway.New(ctx, gateway.Config{
 		Conn: conn, Streams: srv.Local, MaxBodyBytes: gateway.MaxBodyBytesFor(maxDocumentBytes), MaxMessageBytes: server.MaxMessageBytes(maxDocumentBytes),
-		Authenticate: authenticateHeader(srv.Auth), Memory: srv.Memory, Logger: logger,
+		Authenticate: authenticateHeader(srv.Auth), Memory: srv.Memory, WriteTimeout: o.timeouts.write, Logger: logger,
 	})
 	if err != nil {
 		stopRPC()
@@ -108,8 +108,9 @@ func (o *httpOpts) start(ctx context.Context, srv *server.Server, probe *readine
 		stopRPC: stopRPC,
 		// ReadTimeout bounds a request's headers and body; once the body is
 		// in, readDeadlineLifted lifts it, so responses (watches, streams)
-		// last as long as they need. No write timeout: watches stream for
-		// as long as clients stay.
+		// last as long as they need. No write timeout here: watches stream
+		// for as long as clients stay; the gateway bounds every other
+		// response's writing (--http-write-timeout).
 		srv: &http.Server{
 			Handler:           readDeadlineLifted(handler),
 			ReadHeaderTimeout: o.timeouts.readHeader,

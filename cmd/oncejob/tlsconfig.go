@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/oncejob/oncejob/gateway"
 	"github.com/oncejob/oncejob/internal/certreload"
 	"github.com/oncejob/oncejob/server"
 )
@@ -50,6 +51,7 @@ type listenOpts struct {
 	maxConcurrentStreams                              uint
 	requestReadTimeout, handshakeTimeout              time.Duration
 	httpReadHeaderTimeout, httpIdleTimeout            time.Duration
+	httpWriteTimeout                                  time.Duration
 }
 
 func listenFlags(fs *flag.FlagSet) *listenOpts {
@@ -61,10 +63,11 @@ func listenFlags(fs *flag.FlagSet) *listenOpts {
 	fs.DurationVar(&o.maxConnectionAge, "grpc-max-connection-age", 0, "send GOAWAY to a gRPC connection this old, so clients reconnect and spread over replicas behind one address (0: never)")
 	fs.DurationVar(&o.ageGrace, "grpc-max-connection-age-grace", 0, "after --grpc-max-connection-age, cut the calls and streams still open this much later (0: let them end; the SDKs resume cut watches)")
 	fs.UintVar(&o.maxConcurrentStreams, "grpc-max-concurrent-streams", server.DefaultMaxConcurrentStreams, "most calls and streams open at once on one gRPC connection; clients queue the rest")
-	fs.DurationVar(&o.requestReadTimeout, "request-read-timeout", server.DefaultRequestReadTimeout, "longest a call may take to send its request, headers included (gRPC message, HTTP body); then it is cut and its bytes freed. Responses, watches included, are not bounded")
+	fs.DurationVar(&o.requestReadTimeout, "request-read-timeout", server.DefaultRequestReadTimeout, "longest a call may take to send its request, headers included (gRPC message, HTTP body); then it is cut and its bytes freed. Responses are not bounded by it (see --http-write-timeout)")
 	fs.DurationVar(&o.handshakeTimeout, "grpc-handshake-timeout", server.DefaultHandshakeTimeout, "longest a new gRPC connection may take to finish its TLS and HTTP/2 handshake")
 	fs.DurationVar(&o.httpReadHeaderTimeout, "http-read-header-timeout", 10*time.Second, "longest an HTTP request may take to send its headers")
 	fs.DurationVar(&o.httpIdleTimeout, "http-idle-timeout", 2*time.Minute, "close an HTTP keep-alive connection idle this long")
+	fs.DurationVar(&o.httpWriteTimeout, "http-write-timeout", gateway.DefaultWriteTimeout, "longest an HTTP/JSON response, every one but a watch's, may take to be written; then its connection is closed and its bytes, drawn from the memory budget, freed")
 	return o
 }
 
@@ -79,7 +82,7 @@ type listeners struct {
 // httpTimeouts are the HTTP face's timeouts (docs/operations.md, "Request
 // bodies and timeouts").
 type httpTimeouts struct {
-	readHeader, read, idle time.Duration
+	readHeader, read, idle, write time.Duration
 }
 
 // validate checks the flags once, before anything starts.
@@ -90,8 +93,8 @@ func (o *listenOpts) validate() error {
 	if o.maxConcurrentStreams < 1 || o.maxConcurrentStreams > 1<<31 {
 		return errors.New("--grpc-max-concurrent-streams must be between 1 and 2^31")
 	}
-	if o.requestReadTimeout <= 0 || o.handshakeTimeout <= 0 || o.httpReadHeaderTimeout <= 0 || o.httpIdleTimeout <= 0 {
-		return errors.New("--request-read-timeout, --grpc-handshake-timeout, --http-read-header-timeout and --http-idle-timeout must be positive")
+	if o.requestReadTimeout <= 0 || o.handshakeTimeout <= 0 || o.httpReadHeaderTimeout <= 0 || o.httpIdleTimeout <= 0 || o.httpWriteTimeout <= 0 {
+		return errors.New("--request-read-timeout, --grpc-handshake-timeout, --http-read-header-timeout, --http-idle-timeout and --http-write-timeout must be positive")
 	}
 	if o.httpReadHeaderTimeout > o.requestReadTimeout {
 		return errors.New("--http-read-header-timeout must not be longer than --request-read-timeout (which includes the headers)")
@@ -112,7 +115,7 @@ func (o *listenOpts) listeners(logger *slog.Logger) (*listeners, error) {
 		MaxConcurrentStreams:  uint32(o.maxConcurrentStreams),
 		RequestReadTimeout:    o.requestReadTimeout,
 		HandshakeTimeout:      o.handshakeTimeout,
-	}, http: httpTimeouts{readHeader: o.httpReadHeaderTimeout, read: o.requestReadTimeout, idle: o.httpIdleTimeout}}
+	}, http: httpTimeouts{readHeader: o.httpReadHeaderTimeout, read: o.requestReadTimeout, idle: o.httpIdleTimeout, write: o.httpWriteTimeout}}
 	if l.transport.MaxConnectionIdle == 0 {
 		l.transport.MaxConnectionIdle = -1 // server.Transport: zero is the default, negative never
 	}
