@@ -155,6 +155,13 @@ func decide(in settleInput) decision {
 		// takeovers. The database's own words stay in the log, as at the API.
 		return fail(&store.JobError{Code: "INVALID_DATA", Message: "the store refused a value of this job (see the server log); every attempt would write it again"})
 	}
+	return decideProviderError(in)
+}
+
+// decideProviderError settles an attempt ended by an error of the
+// provider's class, or by another infrastructure error.
+func decideProviderError(in settleInput) decision {
+	err := in.err
 	class, ok := llm.ClassOf(err)
 	if !ok {
 		// Another infrastructure error: the lease expires and the job is
