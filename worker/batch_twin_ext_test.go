@@ -21,9 +21,15 @@ import (
 // the server does for an item of a provider_batch run.
 func submitTwin(t *testing.T, st store.Store, reg *pipeline.Registry, text string) *store.Job {
 	t.Helper()
-	p, _ := reg.Get("summarize")
 	profile := reg.BatchTwin("default")
 	require.Equal(t, "default@batch", profile)
+	return submitOnProfile(t, st, reg, profile, text)
+}
+
+// submitOnProfile inserts a job of the "summarize" pipeline on profile.
+func submitOnProfile(t *testing.T, st store.Store, reg *pipeline.Registry, profile, text string) *store.Job {
+	t.Helper()
+	p, _ := reg.Get("summarize")
 	docSHA := jobkey.DocumentSHA256([]byte(text))
 	dedup, err := jobkey.DedupKey(jobkey.Computation{
 		Tenant: "acme", DocumentSHA256: docSHA, MediaType: "text/plain", Pipeline: p.Name,

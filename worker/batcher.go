@@ -477,7 +477,7 @@ func (g *batchGroup) ensure(calls []*llm.Request) (*llm.Batch, error) {
 func (g *batchGroup) poll(batch *llm.Batch, n int) (*llm.Batch, error) {
 	b, ctx := g.b, g.b.ctx
 	touched := time.Now()
-	for n := 1; !batch.Finished(); n++ {
+	for try := 1; !batch.Finished(); {
 		if g.allCancelled(n) {
 			if cancelled, err := b.bp.CancelBatch(ctx, batch.ID); err != nil {
 				b.log.Error("cancel provider batch", "batch", batch.ID, "error", err)
@@ -492,7 +492,8 @@ func (g *batchGroup) poll(batch *llm.Batch, n int) (*llm.Batch, error) {
 			return nil, context.Cause(ctx)
 		case <-g.leaving:
 			continue
-		case <-time.After(batchPollBackoff.Wait(n, retry.Jitter())):
+		case <-time.After(batchPollBackoff.Wait(try, retry.Jitter())):
+			try++
 		}
 		next, err := b.bp.GetBatch(ctx, batch.ID)
 		if err != nil {
