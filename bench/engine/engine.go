@@ -205,7 +205,7 @@ func (e *engineBench) phase(ctx context.Context, sc scenario, procs int) (result
 		cpu:        e.lastCPU,
 	})
 	r := result{scenario: sc.name, system: sysEngine, processes: procs, jobs: sc.jobs, elapsed: elapsed,
-		rate: float64(sc.jobs) / elapsed.Seconds(), waits: waitDesc}
+		rate: float64(sc.jobs) / elapsed.Seconds(), waits: waitDesc, pgCPU: e.lastCPU.postgres}
 	logf("%s: %d jobs in %s: %.0f jobs/s", tag, sc.jobs, elapsed.Round(time.Millisecond), r.rate)
 	return r, nil
 }
