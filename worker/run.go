@@ -58,14 +58,8 @@ type run struct {
 	// known but not in decisions has no cached result.
 	decisions map[string]*store.Checkpoint
 	known     map[string]bool
-	// pending are checkpoints computed but not written yet: they go with
-	// the attempt's next durable write (an LLM answer's, the publish, or
-	// the settling transition), fenced like it.
-	pending []store.StageCheckpoint
-	// stageTo is the stage the job reached that its row does not hold yet
-	// (""; none): the next durable write carries it. stageWritten is the
-	// stage the row holds.
-	stageTo, stageWritten store.JobStage
+	// buf is what the attempt's next durable write carries.
+	buf checkpointBuffer
 	// computed are the deterministic stages computed ahead, by key.
 	computed []computedStage
 	// dedupChecked: the read-ahead just checked the dedup key (computedBy
@@ -90,10 +84,11 @@ type cpKey struct {
 
 func (w *Worker) work(ctx context.Context, claimed *store.JobWork) {
 	job := claimed.Job
+	lease := store.Lease{JobID: job.ID, Owner: w.cfg.Owner, Attempt: job.Attempt}
 	r := &run{
 		w:        w,
 		job:      job,
-		lease:    store.Lease{JobID: job.ID, Owner: w.cfg.Owner, Attempt: job.Attempt},
+		lease:    lease,
 		log:      w.log.With("job_id", job.ID, "attempt", job.Attempt),
 		document: claimed.Document,
 
@@ -101,7 +96,7 @@ func (w *Worker) work(ctx context.Context, claimed *store.JobWork) {
 		checkpointsRead:    claimed.CheckpointsRead,
 		decisions:          map[string]*store.Checkpoint{},
 		known:              map[string]bool{},
-		stageWritten:       job.Stage,
+		buf:                newCheckpointBuffer(w.cfg.Store, lease, job.Stage, w.cfg.LeaseDuration),
 	}
 	ctx, end := w.cfg.Observer.JobStarted(ctx, job)
 	defer func() { end(r.settled, r.budget) }()

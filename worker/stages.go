@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/oncejob/oncejob/failpoint"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -309,7 +307,7 @@ func (r *run) stage(ctx context.Context, s stageSpec) (_ []byte, err error) {
 	default:
 		return nil, err
 	}
-	r.pending = append(r.pending, store.StageCheckpoint{
+	r.buf.add(store.StageCheckpoint{
 		Stage:       s.stage,
 		Chunk:       s.chunk,
 		StageKey:    key,
@@ -320,23 +318,23 @@ func (r *run) stage(ctx context.Context, s stageSpec) (_ []byte, err error) {
 	})
 	r.advance(s)
 	if attempt != nil {
-		if err := r.flush(ctx, attempt); err != nil {
-			// The output rests on a call the journal does not hold: the
-			// settling flush must not checkpoint it (its usage would never
-			// be counted). The next attempt asks the provider again.
-			r.pending = r.pending[:len(r.pending)-1]
+		if err := r.buf.flush(ctx, attempt); err != nil {
+			if !errors.Is(err, store.ErrLeaseLost) {
+				r.log.Error("journal write failed", "error", err, "provider_key", attempt.ProviderKey)
+			}
+			// The settling flush must not checkpoint the output: the next
+			// attempt asks the provider again.
+			r.buf.dropLast()
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
-// advance records that the job reached s's stage, when s advances it past
-// the stage its row holds: the next durable write carries it, with no event
-// of its own (a stage-only advance is not a status transition).
+// advance records that the job reached s's stage, when s advances it.
 func (r *run) advance(s stageSpec) {
-	if s.advance && s.stage.After(r.stageWritten) && s.stage.After(r.stageTo) {
-		r.stageTo = s.stage
+	if s.advance {
+		r.buf.reach(s.stage)
 	}
 }
 
@@ -366,35 +364,4 @@ func (r *run) decision(ctx context.Context, key string) (*store.Checkpoint, erro
 		return nil, store.ErrNotFound
 	}
 	return r.w.cfg.Store.CheckpointGetByStageKey(ctx, &store.CheckpointGetByStageKeyParams{Tenant: r.job.Tenant, StageKey: key})
-}
-
-// flush writes the pending checkpoints and the stage reached, fenced, and
-// journals attempt with them in the same write when set. The journal
-// outlives the lease: it is written even when the job's context is gone or
-// its lease lost.
-func (r *run) flush(ctx context.Context, attempt *store.LLMAttempt) error {
-	if len(r.pending) == 0 && attempt == nil && r.stageTo == "" {
-		return nil
-	}
-	failpoint.Inject(failpoint.BeforeCheckpointWrite)
-	// Bounded by the lease, not less: thousands of calls that return
-	// together queue their writes for the pool's connections, and a write
-	// given up sends its job to wait for its lease to expire.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(10*time.Second, r.w.cfg.LeaseDuration))
-	defer cancel()
-	err := r.w.cfg.Store.CheckpointWriteMany(wctx, &store.CheckpointWriteManyParams{
-		Lease: r.lease, Checkpoints: r.pending, Attempt: attempt, Stage: r.stageTo,
-	})
-	if err != nil {
-		if attempt != nil && !errors.Is(err, store.ErrLeaseLost) {
-			r.log.Error("journal write failed", "error", err, "provider_key", attempt.ProviderKey)
-		}
-		return err // unjournaled usage is not checkpointed: neither was written
-	}
-	r.pending = nil
-	if r.stageTo != "" {
-		r.stageWritten, r.stageTo = r.stageTo, ""
-	}
-	failpoint.Inject(failpoint.AfterCheckpointWrite)
-	return nil
 }
