@@ -40,6 +40,7 @@
 // jobs/s = N / (time from the start of the workers to the last job done).
 //
 //	cd bench && go run ./engine            # every phase, small defaults (a few minutes)
+//	cd bench && go run ./engine -account   # the statement-by-statement account (issue 33)
 //	cd bench && go run ./engine -quick     # smoke run
 //	cd bench && go run ./engine -h         # every knob
 package main
@@ -153,6 +154,8 @@ type config struct {
 	strict           bool
 	keep             bool
 	statementsReport bool
+	account          bool
+	accountJobs      int
 }
 
 // quickDefaults are the -quick values of the flags not set on the command
@@ -204,6 +207,8 @@ func main() {
 	flag.StringVar(&c.logLevel, "log-level", "warn", "--log-level of the oncejob processes (their logs go to files in the temp dir)")
 	flag.BoolVar(&c.strict, "strict", false, "exit 1 if a target is not met")
 	flag.BoolVar(&c.keep, "keep", false, "keep the last databases and the temp dir (logs, pipelines file)")
+	flag.BoolVar(&c.account, "account", false, "instead of the phases: the statement-by-statement account of a light job, a new-key SubmitJob and River's same-work job, from pg_stat_statements in a throwaway Postgres cluster (account.go)")
+	flag.IntVar(&c.accountJobs, "account-jobs", 1000, "jobs of each account")
 	flag.BoolVar(&c.statementsReport, "statements", true, "print what Postgres counted and the CPU per job of the throughput phases")
 	flag.Parse()
 
@@ -313,6 +318,9 @@ func run(ctx context.Context, c config) error {
 		return fmt.Errorf("build: %w", err)
 	}
 
+	if c.account {
+		return runAccount(ctx, c, tmp, bin, pipelinesPath)
+	}
 	admin, err := pgx.Connect(ctx, c.pgURL+"/postgres?sslmode=disable")
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", c.pgURL, err)

@@ -153,7 +153,7 @@ func (e *engineBench) riverPhase(ctx context.Context, rr riverRun) (result, cost
 	}
 
 	var rc riverCost
-	workURL := dbURL
+	workURL := e.appURL(c.riverDB)
 	if rr.cost {
 		if workURL, err = rc.start(ctx, c, dbURL); err != nil {
 			return result{}, costSample{}, err
