@@ -58,8 +58,18 @@ func (r *stmtRow) add(o stmtRow) {
 	r.walBytes += o.walBytes
 }
 
-// walStat is a reading of pg_stat_wal.
-type walStat struct{ records, fpi, bytes int64 }
+// walStat is a reading of pg_stat_wal, and the insert position then.
+type walStat struct {
+	records, fpi, bytes int64
+	lsn                 string
+}
+
+// walRel is the WAL of one relation of the measured database by record
+// type (pg_walinspect): what its rows and index entries cost.
+type walRel struct {
+	rel, record          string
+	count, bytes, fpiLen int64
+}
 
 // account is one system's statements over n jobs.
 type account struct {
@@ -68,6 +78,7 @@ type account struct {
 	elapsed time.Duration
 	stmts   []stmtRow
 	wal     walStat // the cluster's, over the run
+	walRels []walRel
 	pgCPU   time.Duration
 }
 
@@ -86,7 +97,7 @@ func runAccount(ctx context.Context, c config, tmp, bin, pipelines string) error
 		return err
 	}
 	defer admin.Close(context.WithoutCancel(ctx))
-	if _, err := admin.Exec(ctx, `CREATE EXTENSION pg_stat_statements`); err != nil {
+	if _, err := admin.Exec(ctx, `CREATE EXTENSION pg_stat_statements; CREATE EXTENSION pg_walinspect`); err != nil {
 		return err
 	}
 	if _, err := admin.Exec(ctx, `CREATE ROLE `+accountRole+` LOGIN SUPERUSER`); err != nil {
@@ -123,7 +134,8 @@ func (e *engineBench) accountReset(ctx context.Context) (walStat, error) {
 
 func readWALStat(ctx context.Context, q *pgx.Conn) (walStat, error) {
 	var w walStat
-	err := q.QueryRow(ctx, `SELECT wal_records, wal_fpi, wal_bytes::bigint FROM pg_stat_wal`).Scan(&w.records, &w.fpi, &w.bytes)
+	err := q.QueryRow(ctx, `SELECT wal_records, wal_fpi, wal_bytes::bigint, pg_current_wal_insert_lsn()::text FROM pg_stat_wal`).
+		Scan(&w.records, &w.fpi, &w.bytes, &w.lsn)
 	return w, err
 }
 
@@ -227,8 +239,48 @@ func (e *engineBench) readAccount(ctx context.Context, what, db string, jobs int
 		return x.label < y.label
 	})
 	w, err := readWALStat(ctx, e.admin)
+	if err != nil {
+		return a, err
+	}
 	a.wal = walStat{records: w.records - walBefore.records, fpi: w.fpi - walBefore.fpi, bytes: w.bytes - walBefore.bytes}
+	a.walRels, err = e.walByRelation(ctx, db, walBefore.lsn, w.lsn)
 	return a, err
+}
+
+// walByRelation reads the WAL between two LSNs that names a relation of
+// database db (the first block reference of each record), by relation and
+// record type; records of a relation the database no longer has are
+// "(dropped)".
+func (e *engineBench) walByRelation(ctx context.Context, db, from, to string) ([]walRel, error) {
+	if _, err := e.admin.Exec(ctx, `SELECT pg_switch_wal()`); err != nil { // pg_walinspect reads flushed WAL
+		return nil, err
+	}
+	conn, err := pgx.Connect(ctx, e.c.pgURL+"/"+db+"?sslmode=disable")
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_walinspect`); err != nil {
+		return nil, err
+	}
+	rows, err := conn.Query(ctx, `WITH r AS (
+			SELECT resource_manager || ':' || record_type AS record, record_length, fpi_length,
+				(regexp_match(block_ref, 'rel \d+/(\d+)/(\d+)')) AS m
+			FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn)
+		)
+		SELECT coalesce((SELECT c.relname::text FROM pg_class c WHERE pg_relation_filenode(c.oid) = r.m[2]::oid), '(dropped) ' || r.m[2]),
+			r.record, count(*), sum(r.record_length)::bigint, sum(r.fpi_length)::bigint
+		FROM r
+		WHERE r.m[1]::oid = (SELECT oid FROM pg_database WHERE datname = current_database())
+		GROUP BY 1, 2 ORDER BY 4 DESC`, from, to)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (walRel, error) {
+		var w walRel
+		err := r.Scan(&w.rel, &w.record, &w.count, &w.bytes, &w.fpiLen)
+		return w, err
+	})
 }
 
 var (
@@ -331,7 +383,24 @@ func printAccount(w io.Writer, a account) {
 		if r.toplevel && r.calls < int64(a.jobs)/100 && r.execMS+r.planMS < 0.001*n && r.walBytes < n {
 			continue // less than 1 call in 100 jobs, 1 µs and 1 byte of WAL a job: in the total
 		}
+		if !r.toplevel && r.execMS+r.planMS < 0.02*n && r.walBytes < n {
+			continue // a function's expressions: under 20 µs and 1 byte of WAL a job
+		}
 		line(label, r)
 	}
 	line("**total (top level)**", a.total())
+	if len(a.walRels) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nWAL of the database's relations (pg_walinspect; a record's first block; commit records name none):\n\n")
+	fmt.Fprintf(w, "| relation | record | records | bytes | of which FPI |\n|---|---|---:|---:|---:|\n")
+	var count, bytes, fpi int64
+	for _, r := range a.walRels {
+		count, bytes, fpi = count+r.count, bytes+r.bytes, fpi+r.fpiLen
+		if float64(r.bytes)/n < 5 {
+			continue // under 5 bytes a job: in the total
+		}
+		fmt.Fprintf(w, "| %s | %s | %.2f | %.0f | %.0f |\n", r.rel, r.record, float64(r.count)/n, float64(r.bytes)/n, float64(r.fpiLen)/n)
+	}
+	fmt.Fprintf(w, "| **total** | | %.2f | %.0f | %.0f |\n", float64(count)/n, float64(bytes)/n, float64(fpi)/n)
 }
