@@ -84,7 +84,7 @@ type account struct {
 
 // runAccount starts the throwaway cluster, runs the three accounts on it and
 // prints them; the cluster is removed at the end.
-func runAccount(ctx context.Context, c config, tmp, bin, pipelines string) error {
+func runAccount(ctx context.Context, c config, tmp, bin, binBefore, pipelines string) error {
 	cl, err := startThrowaway(ctx)
 	if err != nil {
 		return err
@@ -111,15 +111,23 @@ func runAccount(ctx context.Context, c config, tmp, bin, pipelines string) error
 	e := &engineBench{c: c, bin: bin, tmp: tmp, pipelines: pipelines, admin: admin, simURL: "http://" + simAddr,
 		simPID: sim.cmd.Process.Pid, appUser: accountRole}
 
-	submitAcc, lightAcc, err := e.accountLight(ctx)
-	if err != nil {
-		return fmt.Errorf("account, light: %w", err)
+	if binBefore != "" {
+		e.before = &engineBench{c: c, bin: binBefore, tmp: tmp, pipelines: pipelines, admin: admin, simURL: e.simURL,
+			simPID: e.simPID, appUser: accountRole, system: sysEngineBefore}
+	}
+	var lights, submits []account
+	for _, eb := range e.engines() {
+		submitAcc, lightAcc, err := eb.accountLight(ctx)
+		if err != nil {
+			return fmt.Errorf("account, %s: %w", eb.sys(), err)
+		}
+		lights, submits = append(lights, lightAcc), append(submits, submitAcc)
 	}
 	sameAcc, err := e.accountRiverSame(ctx)
 	if err != nil {
 		return fmt.Errorf("account, River same-work: %w", err)
 	}
-	printAccounts(os.Stdout, c, []account{lightAcc, sameAcc, submitAcc})
+	printAccounts(os.Stdout, c, append(append(lights, sameAcc), submits...))
 	return nil
 }
 
@@ -153,7 +161,7 @@ func (e *engineBench) accountLight(ctx context.Context) (account, account, error
 	}
 	e.afterSubmit = func(ctx context.Context) error {
 		var err error
-		submitAcc, err = e.readAccount(ctx, "SubmitJob, new key (light document)", c.db, sc.jobs, walBefore)
+		submitAcc, err = e.readAccount(ctx, "SubmitJob, new key"+e.suffix(), c.db, sc.jobs, walBefore)
 		return err
 	}
 	defer func() { e.afterSubmit = nil }()
@@ -173,9 +181,17 @@ func (e *engineBench) accountLight(ctx context.Context) (account, account, error
 	if err := e.checkCalls(ctx, p.pool, p.callsBefore, int64(sc.jobs)); err != nil {
 		return account{}, account{}, err
 	}
-	lightAcc, err := e.readAccount(ctx, "oncejob light job", c.db, sc.jobs, walBefore)
+	lightAcc, err := e.readAccount(ctx, "oncejob light job"+e.suffix(), c.db, sc.jobs, walBefore)
 	lightAcc.elapsed, lightAcc.pgCPU = elapsed, e.lastCPU.postgres
 	return submitAcc, lightAcc, err
+}
+
+// suffix marks the -before binary's accounts.
+func (e *engineBench) suffix() string {
+	if e.system == sysEngineBefore {
+		return " (before)"
+	}
+	return ""
 }
 
 // accountRiverSame runs -account-jobs River same-work jobs.

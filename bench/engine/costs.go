@@ -301,7 +301,7 @@ func (e *engineBench) costPhase(ctx context.Context, i int) (costSample, error) 
 		return costSample{}, err
 	}
 	// The bench's own transactions: its polls, and the "before" reading.
-	s := costBetween(sysEngine, sc.jobs, elapsed, counts, before, after, int64(polls)+1, bg)
+	s := costBetween(e.sys(), sc.jobs, elapsed, counts, before, after, int64(polls)+1, bg)
 	if inspect {
 		s.db = readDBWAL(ctx, dbURL, before, after)
 	}

@@ -36,6 +36,28 @@ type engineBench struct {
 	// database settles.
 	appUser     string
 	afterSubmit func(context.Context) error
+	// system is the name of the engine's results: sysEngine, or
+	// sysEngineBefore for the -before binary.
+	system string
+	// before, if set, is the same bench for the -before binary.
+	before *engineBench
+}
+
+// engines are the benches of the engine phases, in the order they run: the
+// -before binary's first.
+func (e *engineBench) engines() []*engineBench {
+	if e.before != nil {
+		return []*engineBench{e.before, e}
+	}
+	return []*engineBench{e}
+}
+
+// sys is the name of the engine's results.
+func (e *engineBench) sys() string {
+	if e.system == "" {
+		return sysEngine
+	}
+	return e.system
 }
 
 // appURL is the URL of database db for the measured processes: the -pg
@@ -54,6 +76,7 @@ func (e *engineBench) appURL(db string) string {
 // stmtStats is what Postgres counted during one measured engine phase.
 type stmtStats struct {
 	scenario   string
+	system     string
 	processes  int
 	jobs       int
 	commits    int64 // transactions committed in the database (each engine statement is one)
@@ -222,7 +245,7 @@ func (e *engineBench) phase(ctx context.Context, sc scenario, procs int) (result
 		return result{}, err
 	}
 	e.stats = append(e.stats, stmtStats{
-		scenario: sc.name, processes: procs, jobs: sc.jobs,
+		scenario: sc.name, system: e.sys(), processes: procs, jobs: sc.jobs,
 		commits:    after.commits - before.commits,
 		rowsIns:    after.rowsIns - before.rowsIns,
 		rowsUpd:    after.rowsUpd - before.rowsUpd,
@@ -230,7 +253,7 @@ func (e *engineBench) phase(ctx context.Context, sc scenario, procs int) (result
 		walRecords: after.walRecords - before.walRecords,
 		cpu:        e.lastCPU,
 	})
-	r := result{scenario: sc.name, system: sysEngine, processes: procs, jobs: sc.jobs, elapsed: elapsed,
+	r := result{scenario: sc.name, system: e.sys(), processes: procs, jobs: sc.jobs, elapsed: elapsed,
 		rate: float64(sc.jobs) / elapsed.Seconds(), waits: waitDesc, pgCPU: e.lastCPU.postgres}
 	logf("%s: %d jobs in %s: %.0f jobs/s", tag, sc.jobs, elapsed.Round(time.Millisecond), r.rate)
 	return r, nil

@@ -156,6 +156,7 @@ type config struct {
 	statementsReport bool
 	account          bool
 	accountJobs      int
+	before           string
 }
 
 // quickDefaults are the -quick values of the flags not set on the command
@@ -209,6 +210,7 @@ func main() {
 	flag.BoolVar(&c.keep, "keep", false, "keep the last databases and the temp dir (logs, pipelines file)")
 	flag.BoolVar(&c.account, "account", false, "instead of the phases: the statement-by-statement account of a light job, a new-key SubmitJob and River's same-work job, from pg_stat_statements in a throwaway Postgres cluster (account.go)")
 	flag.IntVar(&c.accountJobs, "account-jobs", 1000, "jobs of each account")
+	flag.StringVar(&c.before, "before", "", "an oncejob tree (e.g. `git archive main | tar -x -C DIR`) whose binary also runs the light phases, the light cost phases and the account, as \"oncejob (before)\", just before the measured tree's: a change's before and after in one run")
 	flag.BoolVar(&c.statementsReport, "statements", true, "print what Postgres counted and the CPU per job of the throughput phases")
 	flag.Parse()
 
@@ -261,6 +263,7 @@ func parsePhases(s string) (map[string]bool, error) {
 
 const (
 	sysEngine       = "oncejob"
+	sysEngineBefore = "oncejob (before)"
 	sysRiver        = "River no-op"
 	sysRiverDurable = "River durable"
 	sysRiverSame    = "River same-work"
@@ -317,9 +320,17 @@ func run(ctx context.Context, c config) error {
 	if err := cmdRun(ctx, c.root, "go", "build", "-o", bin, "./cmd/oncejob"); err != nil {
 		return fmt.Errorf("build: %w", err)
 	}
+	binBefore := ""
+	if c.before != "" {
+		logf("building oncejob (before) from %s", c.before)
+		binBefore = filepath.Join(tmp, "oncejob-before")
+		if err := cmdRun(ctx, c.before, "go", "build", "-o", binBefore, "./cmd/oncejob"); err != nil {
+			return fmt.Errorf("build (before): %w", err)
+		}
+	}
 
 	if c.account {
-		return runAccount(ctx, c, tmp, bin, pipelinesPath)
+		return runAccount(ctx, c, tmp, bin, binBefore, pipelinesPath)
 	}
 	admin, err := pgx.Connect(ctx, c.pgURL+"/postgres?sslmode=disable")
 	if err != nil {
@@ -343,6 +354,10 @@ func run(ctx context.Context, c config) error {
 	logf("llm-sim on %s, latency %s", simAddr, c.simLatency)
 
 	e := &engineBench{c: c, bin: bin, tmp: tmp, pipelines: pipelinesPath, admin: admin, simURL: simURL, simPID: sim.cmd.Process.Pid}
+	if binBefore != "" {
+		e.before = &engineBench{c: c, bin: binBefore, tmp: tmp, pipelines: pipelinesPath, admin: admin, simURL: simURL,
+			simPID: sim.cmd.Process.Pid, system: sysEngineBefore}
+	}
 	rep := &report{c: c, loadBefore: loadavg()}
 	if err := e.runPhases(ctx, procs, rep); err != nil {
 		return err
@@ -368,11 +383,17 @@ func (e *engineBench) runPhases(ctx context.Context, procs []int, rep *report) e
 			continue
 		}
 		for _, p := range procs {
-			r, err := e.phase(ctx, sc, p)
-			if err != nil {
-				return fmt.Errorf("%s, %d process(es): %w", sc.name, p, err)
+			for _, eb := range e.engines() {
+				r, err := eb.phase(ctx, sc, p)
+				if err != nil {
+					return fmt.Errorf("%s, %s, %d process(es): %w", eb.sys(), sc.name, p, err)
+				}
+				rep.results = append(rep.results, r)
+				if eb != e {
+					e.stats = append(e.stats, eb.stats...)
+					eb.stats = nil
+				}
 			}
-			rep.results = append(rep.results, r)
 		}
 	}
 	for _, kind := range riverKinds {
@@ -396,10 +417,13 @@ func (e *engineBench) runPhases(ctx context.Context, procs []int, rep *report) e
 	// Per job costs: the systems in turn, repeat after repeat, so that what
 	// else runs on the machine spreads over all of them.
 	for i := range c.costRepeats {
-		if c.phases["light"] {
-			s, err := e.costPhase(ctx, i)
+		for _, eb := range e.engines() {
+			if !c.phases["light"] {
+				break
+			}
+			s, err := eb.costPhase(ctx, i)
 			if err != nil {
-				return fmt.Errorf("cost, light, repeat %d: %w", i+1, err)
+				return fmt.Errorf("cost, %s, repeat %d: %w", eb.sys(), i+1, err)
 			}
 			rep.costs = append(rep.costs, s)
 		}

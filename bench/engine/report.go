@@ -120,7 +120,7 @@ func (r *report) printStatements(w io.Writer) {
 	if c.statementsReport && len(r.stats) > 0 {
 		fmt.Fprintf(w, "\nthroughput phases, what Postgres counted per engine job (commits of the database, bench polls and autovacuum included; WAL cluster-wide) and CPU:\n\n")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
-		fmt.Fprintln(tw, "scenario\t processes\t commits/job\t rows ins/job\t rows upd/job\t WAL rec/job\t WAL bytes/job\t machine busy\t CPU/job: worker\t postgres\t simulator\t rest of machine\t")
+		fmt.Fprintln(tw, "scenario\t system\t processes\t commits/job\t rows ins/job\t rows upd/job\t WAL rec/job\t WAL bytes/job\t machine busy\t CPU/job: worker\t postgres\t simulator\t rest of machine\t")
 		for _, s := range r.stats {
 			n := float64(s.jobs)
 			busy := s.cpu.machineBusy / max(s.cpu.machineTotal, 1)
@@ -128,7 +128,7 @@ func (r *report) printStatements(w io.Writer) {
 			machineCPU := time.Duration(s.cpu.machineBusy * float64(10*time.Millisecond))
 			other := machineCPU - s.cpu.workers - s.cpu.postgres - s.cpu.sim
 			per := func(d time.Duration) string { return (d / time.Duration(s.jobs)).Round(10 * time.Microsecond).String() }
-			fmt.Fprintf(tw, "%s\t %d\t %.1f\t %.1f\t %.1f\t %.0f\t %.0f\t %.0f%%\t %s\t %s\t %s\t %s\t\n", s.scenario, s.processes,
+			fmt.Fprintf(tw, "%s\t %s\t %d\t %.1f\t %.1f\t %.1f\t %.0f\t %.0f\t %.0f%%\t %s\t %s\t %s\t %s\t\n", s.scenario, s.system, s.processes,
 				float64(s.commits)/n, float64(s.rowsIns)/n, float64(s.rowsUpd)/n, float64(s.walRecords)/n, float64(s.walBytes)/n,
 				100*busy, per(s.cpu.workers), per(s.cpu.postgres), per(s.cpu.sim), per(other))
 		}
@@ -243,6 +243,9 @@ func (r *report) printTargets(w io.Writer, rate map[string]float64, costs map[st
 	light := rate[sysEngine+"/light"]
 	if light > 0 {
 		if sw := rate[sysRiverSame+"/light"]; sw > 0 {
+			if lb := rate[sysEngineBefore+"/light"]; lb > 0 {
+				fmt.Fprintf(w, "  %-44s %-22s (reference: the -before binary)\n", "light (before) / River same-work", fmt.Sprintf("%.3fx (%.0f / %.0f)", lb/sw, lb, sw))
+			}
 			v.check("light / River same-work (issue 33)", fmt.Sprintf("%.3fx (%.0f / %.0f)", light/sw, light, sw), light/sw >= targetLightOverSame, fmt.Sprintf(">= %.1fx", targetLightOverSame))
 		}
 		if d := rate[sysRiverDurable+"/light"]; d > 0 {
