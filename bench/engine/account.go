@@ -85,7 +85,7 @@ type account struct {
 // runAccount starts the throwaway cluster, runs the three accounts on it and
 // prints them; the cluster is removed at the end.
 func runAccount(ctx context.Context, c config, tmp, bin, binBefore, pipelines string) error {
-	cl, err := startThrowaway(ctx)
+	cl, err := startThrowaway(ctx, true)
 	if err != nil {
 		return err
 	}

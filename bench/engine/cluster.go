@@ -31,9 +31,7 @@ type throwaway struct {
 }
 
 // throwawayConf are the settings beyond initdb's: the shared server's
-// (autovacuum off, max_connections 300, shared_buffers 128MB), and
-// pg_stat_statements counting the statements run inside triggers and
-// functions too (track = all), with their planning.
+// (autovacuum off, max_connections 300, shared_buffers 128MB).
 const throwawayConf = `
 listen_addresses = '127.0.0.1'
 port = %d
@@ -41,14 +39,21 @@ unix_socket_directories = '%s'
 max_connections = 300
 shared_buffers = 128MB
 autovacuum = off
+log_min_messages = warning
+`
+
+// statementsConf loads pg_stat_statements, counting the statements run
+// inside triggers and functions too (track = all), with their planning.
+const statementsConf = `
 shared_preload_libraries = 'pg_stat_statements'
 pg_stat_statements.track = all
 pg_stat_statements.track_planning = on
 pg_stat_statements.max = 10000
-log_min_messages = warning
 `
 
-func startThrowaway(ctx context.Context) (*throwaway, error) {
+// startThrowaway starts a cluster, with pg_stat_statements loaded when
+// statements.
+func startThrowaway(ctx context.Context, statements bool) (*throwaway, error) {
 	bin, err := postgresBin()
 	if err != nil {
 		return nil, err
@@ -58,7 +63,7 @@ func startThrowaway(ctx context.Context) (*throwaway, error) {
 		return nil, err
 	}
 	t := &throwaway{dir: dir, data: filepath.Join(dir, "data"), bin: bin}
-	if err := t.init(ctx); err != nil {
+	if err := t.init(ctx, statements); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
@@ -73,7 +78,7 @@ func startThrowaway(ctx context.Context) (*throwaway, error) {
 	return t, nil
 }
 
-func (t *throwaway) init(ctx context.Context) error {
+func (t *throwaway) init(ctx context.Context, statements bool) error {
 	if os.Geteuid() == 0 {
 		t.runAs = "postgres"
 		u, err := user.Lookup(t.runAs)
@@ -99,7 +104,11 @@ func (t *throwaway) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := fmt.Fprintf(f, throwawayConf, t.port, t.dir); err != nil {
+	conf := fmt.Sprintf(throwawayConf, t.port, t.dir)
+	if statements {
+		conf += statementsConf
+	}
+	if _, err := fmt.Fprint(f, conf); err != nil {
 		_ = f.Close()
 		return err
 	}

@@ -157,6 +157,8 @@ type config struct {
 	account          bool
 	accountJobs      int
 	before           string
+	throwaway        bool
+	rounds           int
 }
 
 // quickDefaults are the -quick values of the flags not set on the command
@@ -210,6 +212,8 @@ func main() {
 	flag.BoolVar(&c.keep, "keep", false, "keep the last databases and the temp dir (logs, pipelines file)")
 	flag.BoolVar(&c.account, "account", false, "instead of the phases: the statement-by-statement account of a light job, a new-key SubmitJob and River's same-work job, from pg_stat_statements in a throwaway Postgres cluster (account.go)")
 	flag.IntVar(&c.accountJobs, "account-jobs", 1000, "jobs of each account")
+	flag.BoolVar(&c.throwaway, "throwaway", false, "run the phases on a Postgres cluster of the bench's own (initdb, its own port, removed at the end; the shared server's settings) instead of -pg: no other database's work in the Postgres CPU and WAL figures")
+	flag.IntVar(&c.rounds, "rounds", 1, "the light and River phases this many times, in turn; the ratios are of the medians")
 	flag.StringVar(&c.before, "before", "", "an oncejob tree (e.g. `git archive main | tar -x -C DIR`) whose binary also runs the light phases, the light cost phases and the account, as \"oncejob (before)\", just before the measured tree's: a change's before and after in one run")
 	flag.BoolVar(&c.statementsReport, "statements", true, "print what Postgres counted and the CPU per job of the throughput phases")
 	flag.Parse()
@@ -332,6 +336,15 @@ func run(ctx context.Context, c config) error {
 	if c.account {
 		return runAccount(ctx, c, tmp, bin, binBefore, pipelinesPath)
 	}
+	if c.throwaway {
+		cl, err := startThrowaway(ctx, false)
+		if err != nil {
+			return err
+		}
+		defer cl.close()
+		c.pgURL = cl.url()
+		logf("throwaway Postgres on %s, removed at the end", c.pgURL)
+	}
 	admin, err := pgx.Connect(ctx, c.pgURL+"/postgres?sslmode=disable")
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", c.pgURL, err)
@@ -378,33 +391,10 @@ func run(ctx context.Context, c config) error {
 // list, and adds their results to rep.
 func (e *engineBench) runPhases(ctx context.Context, procs []int, rep *report) error {
 	c := e.c
-	for _, sc := range []scenario{lightScenario(c.lightJobs), realisticScenario(c.realisticJobs)} {
-		if !c.phases[sc.name] {
-			continue
+	for range max(c.rounds, 1) {
+		if err := e.throughputRound(ctx, procs, rep); err != nil {
+			return err
 		}
-		for _, p := range procs {
-			for _, eb := range e.engines() {
-				r, err := eb.phase(ctx, sc, p)
-				if err != nil {
-					return fmt.Errorf("%s, %s, %d process(es): %w", eb.sys(), sc.name, p, err)
-				}
-				rep.results = append(rep.results, r)
-				if eb != e {
-					e.stats = append(e.stats, eb.stats...)
-					eb.stats = nil
-				}
-			}
-		}
-	}
-	for _, kind := range riverKinds {
-		if !c.phases[kind.phase()] {
-			continue
-		}
-		r, _, err := e.riverPhase(ctx, riverRun{name: "light", n: c.lightJobs, kind: kind})
-		if err != nil {
-			return fmt.Errorf("%s: %w", kind.system(), err)
-		}
-		rep.results = append(rep.results, r)
 	}
 	if c.phases["river"] && c.riverSteadyJobs > 0 {
 		r, _, err := e.riverPhase(ctx, riverRun{name: "steady", n: c.riverSteadyJobs, kind: riverNoop})
@@ -450,6 +440,41 @@ func (e *engineBench) runPhases(ctx context.Context, procs []int, rep *report) e
 		r, err := e.embeddedPhase(ctx)
 		if err != nil {
 			return fmt.Errorf("embedded: %w", err)
+		}
+		rep.results = append(rep.results, r)
+	}
+	return nil
+}
+
+// throughputRound runs the light and realistic phases -phases selects,
+// for each engine, then the River phases, once.
+func (e *engineBench) throughputRound(ctx context.Context, procs []int, rep *report) error {
+	c := e.c
+	for _, sc := range []scenario{lightScenario(c.lightJobs), realisticScenario(c.realisticJobs)} {
+		if !c.phases[sc.name] {
+			continue
+		}
+		for _, p := range procs {
+			for _, eb := range e.engines() {
+				r, err := eb.phase(ctx, sc, p)
+				if err != nil {
+					return fmt.Errorf("%s, %s, %d process(es): %w", eb.sys(), sc.name, p, err)
+				}
+				rep.results = append(rep.results, r)
+				if eb != e {
+					e.stats = append(e.stats, eb.stats...)
+					eb.stats = nil
+				}
+			}
+		}
+	}
+	for _, kind := range riverKinds {
+		if !c.phases[kind.phase()] {
+			continue
+		}
+		r, _, err := e.riverPhase(ctx, riverRun{name: "light", n: c.lightJobs, kind: kind})
+		if err != nil {
+			return fmt.Errorf("%s: %w", kind.system(), err)
 		}
 		rep.results = append(rep.results, r)
 	}

@@ -74,9 +74,9 @@ func (r *report) printHeader(w io.Writer) {
 }
 
 // printResults writes the throughput table and the wait events of each
-// phase; it returns the best rate per system and scenario.
+// phase; it returns the median rate per system and scenario (-rounds).
 func (r *report) printResults(w io.Writer) map[string]float64 {
-	rate := map[string]float64{} // best rate per system and scenario
+	rates := map[string][]float64{} // rates per system and scenario
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
 	fmt.Fprintln(tw, "scenario\t system\t processes\t jobs\t time\t jobs/s\t Postgres CPU/job\t CPU/job of the process\t")
 	for _, x := range r.results {
@@ -95,9 +95,13 @@ func (r *report) printResults(w io.Writer) map[string]float64 {
 		fmt.Fprintf(tw, "%s\t %s\t %s\t %d\t %s\t %.0f\t %s\t %s\t\n", x.scenario, x.system, procs, x.jobs,
 			x.elapsed.Round(time.Millisecond), x.rate, pg, cpu)
 		k := x.system + "/" + x.scenario
-		rate[k] = max(rate[k], x.rate)
+		rates[k] = append(rates[k], x.rate)
 	}
 	tw.Flush()
+	rate := map[string]float64{} // the median of each system and scenario's rates
+	for k, v := range rates {
+		rate[k] = median(v)
+	}
 
 	first := true
 	for _, x := range r.results {
