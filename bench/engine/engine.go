@@ -212,6 +212,15 @@ func (e *engineBench) checkCalls(ctx context.Context, q querier, callsBefore, wa
 	if calls != want || billed != want {
 		return fmt.Errorf("%d LLM calls journaled and %d billed by the simulator, want %d each (a chunk count or the decision cache is off)", calls, billed, want)
 	}
+	// Every succeeded job announced its success: one outbox event each.
+	var jobs, events int64
+	if err := q.QueryRow(ctx, `SELECT (SELECT count(*) FROM jobs WHERE status = 'succeeded'),
+		(SELECT count(*) FROM outbox WHERE event_type = 'job.succeeded')`).Scan(&jobs, &events); err != nil {
+		return err
+	}
+	if events != jobs {
+		return fmt.Errorf("%d job.succeeded events in the outbox for %d succeeded jobs", events, jobs)
+	}
 	return nil
 }
 
