@@ -84,7 +84,7 @@ type account struct {
 
 // runAccount starts the throwaway cluster, runs the three accounts on it and
 // prints them; the cluster is removed at the end.
-func runAccount(ctx context.Context, c config, tmp, bin, binBefore, pipelines string) error {
+func runAccount(ctx context.Context, c config, tmp, bin string, befores []builtTree, pipelines string) error {
 	cl, err := startThrowaway(ctx, true)
 	if err != nil {
 		return err
@@ -111,9 +111,9 @@ func runAccount(ctx context.Context, c config, tmp, bin, binBefore, pipelines st
 	e := &engineBench{c: c, bin: bin, tmp: tmp, pipelines: pipelines, admin: admin, simURL: "http://" + simAddr,
 		simPID: sim.cmd.Process.Pid, appUser: accountRole}
 
-	if binBefore != "" {
-		e.before = &engineBench{c: c, bin: binBefore, tmp: tmp, pipelines: pipelines, admin: admin, simURL: e.simURL,
-			simPID: e.simPID, appUser: accountRole, system: sysEngineBefore}
+	for _, b := range befores {
+		e.befores = append(e.befores, &engineBench{c: c, bin: b.bin, tmp: tmp, pipelines: pipelines, admin: admin, simURL: e.simURL,
+			simPID: e.simPID, appUser: accountRole, system: b.label})
 	}
 	var lights, submits []account
 	for _, eb := range e.engines() {
@@ -186,12 +186,12 @@ func (e *engineBench) accountLight(ctx context.Context) (account, account, error
 	return submitAcc, lightAcc, err
 }
 
-// suffix marks the -before binary's accounts.
+// suffix marks a -before tree's accounts.
 func (e *engineBench) suffix() string {
-	if e.system == sysEngineBefore {
-		return " (before)"
+	if e.system == "" || e.system == sysEngine {
+		return ""
 	}
-	return ""
+	return " " + strings.TrimPrefix(e.system, sysEngine+" ")
 }
 
 // accountRiverSame runs -account-jobs River same-work jobs.

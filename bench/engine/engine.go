@@ -37,19 +37,16 @@ type engineBench struct {
 	appUser     string
 	afterSubmit func(context.Context) error
 	// system is the name of the engine's results: sysEngine, or
-	// sysEngineBefore for the -before binary.
+	// "oncejob @<dir>" for a -before tree's binary.
 	system string
-	// before, if set, is the same bench for the -before binary.
-	before *engineBench
+	// befores are the same bench for the -before trees' binaries.
+	befores []*engineBench
 }
 
 // engines are the benches of the engine phases, in the order they run: the
-// -before binary's first.
+// -before trees' first.
 func (e *engineBench) engines() []*engineBench {
-	if e.before != nil {
-		return []*engineBench{e.before, e}
-	}
-	return []*engineBench{e}
+	return append(append([]*engineBench(nil), e.befores...), e)
 }
 
 // sys is the name of the engine's results.

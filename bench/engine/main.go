@@ -214,7 +214,7 @@ func main() {
 	flag.IntVar(&c.accountJobs, "account-jobs", 1000, "jobs of each account")
 	flag.BoolVar(&c.throwaway, "throwaway", false, "run the phases on a Postgres cluster of the bench's own (initdb, its own port, removed at the end; the shared server's settings) instead of -pg: no other database's work in the Postgres CPU and WAL figures")
 	flag.IntVar(&c.rounds, "rounds", 1, "the light and River phases this many times, in turn; the ratios are of the medians")
-	flag.StringVar(&c.before, "before", "", "an oncejob tree (e.g. `git archive main | tar -x -C DIR`) whose binary also runs the light phases, the light cost phases and the account, as \"oncejob (before)\", just before the measured tree's: a change's before and after in one run")
+	flag.StringVar(&c.before, "before", "", "oncejob trees, comma-separated (e.g. `git archive main | tar -x -C DIR`), whose binaries also run the light phases, the light cost phases and the account, as \"oncejob @<dir's name>\", just before the measured tree's: a change's before and after in one run")
 	flag.BoolVar(&c.statementsReport, "statements", true, "print what Postgres counted and the CPU per job of the throughput phases")
 	flag.Parse()
 
@@ -267,7 +267,6 @@ func parsePhases(s string) (map[string]bool, error) {
 
 const (
 	sysEngine       = "oncejob"
-	sysEngineBefore = "oncejob (before)"
 	sysRiver        = "River no-op"
 	sysRiverDurable = "River durable"
 	sysRiverSame    = "River same-work"
@@ -324,17 +323,21 @@ func run(ctx context.Context, c config) error {
 	if err := cmdRun(ctx, c.root, "go", "build", "-o", bin, "./cmd/oncejob"); err != nil {
 		return fmt.Errorf("build: %w", err)
 	}
-	binBefore := ""
-	if c.before != "" {
-		logf("building oncejob (before) from %s", c.before)
-		binBefore = filepath.Join(tmp, "oncejob-before")
-		if err := cmdRun(ctx, c.before, "go", "build", "-o", binBefore, "./cmd/oncejob"); err != nil {
-			return fmt.Errorf("build (before): %w", err)
+	var befores []builtTree
+	for i, dir := range strings.Split(c.before, ",") {
+		if dir = strings.TrimSpace(dir); dir == "" {
+			continue
 		}
+		b := builtTree{label: sysEngine + " @" + filepath.Base(dir), bin: filepath.Join(tmp, fmt.Sprintf("oncejob-before-%d", i))}
+		logf("building %s from %s", b.label, dir)
+		if err := cmdRun(ctx, dir, "go", "build", "-o", b.bin, "./cmd/oncejob"); err != nil {
+			return fmt.Errorf("build (%s): %w", dir, err)
+		}
+		befores = append(befores, b)
 	}
 
 	if c.account {
-		return runAccount(ctx, c, tmp, bin, binBefore, pipelinesPath)
+		return runAccount(ctx, c, tmp, bin, befores, pipelinesPath)
 	}
 	if c.throwaway {
 		cl, err := startThrowaway(ctx, false)
@@ -367,9 +370,9 @@ func run(ctx context.Context, c config) error {
 	logf("llm-sim on %s, latency %s", simAddr, c.simLatency)
 
 	e := &engineBench{c: c, bin: bin, tmp: tmp, pipelines: pipelinesPath, admin: admin, simURL: simURL, simPID: sim.cmd.Process.Pid}
-	if binBefore != "" {
-		e.before = &engineBench{c: c, bin: binBefore, tmp: tmp, pipelines: pipelinesPath, admin: admin, simURL: simURL,
-			simPID: sim.cmd.Process.Pid, system: sysEngineBefore}
+	for _, b := range befores {
+		e.befores = append(e.befores, &engineBench{c: c, bin: b.bin, tmp: tmp, pipelines: pipelinesPath, admin: admin, simURL: simURL,
+			simPID: sim.cmd.Process.Pid, system: b.label})
 	}
 	rep := &report{c: c, loadBefore: loadavg()}
 	if err := e.runPhases(ctx, procs, rep); err != nil {
@@ -445,6 +448,9 @@ func (e *engineBench) runPhases(ctx context.Context, procs []int, rep *report) e
 	}
 	return nil
 }
+
+// builtTree is a -before tree's binary and the name of its results.
+type builtTree struct{ label, bin string }
 
 // throughputRound runs the light and realistic phases -phases selects,
 // for each engine, then the River phases, once.

@@ -32,6 +32,19 @@ type report struct {
 	loadBefore, loadAfter string
 }
 
+// systems are the systems of the results, in their first order.
+func (r *report) systems() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, x := range r.results {
+		if !seen[x.system] {
+			seen[x.system] = true
+			out = append(out, x.system)
+		}
+	}
+	return out
+}
+
 // verdict prints one target line and adds it to missed when not met.
 type verdicts struct {
 	w      io.Writer
@@ -247,8 +260,10 @@ func (r *report) printTargets(w io.Writer, rate map[string]float64, costs map[st
 	light := rate[sysEngine+"/light"]
 	if light > 0 {
 		if sw := rate[sysRiverSame+"/light"]; sw > 0 {
-			if lb := rate[sysEngineBefore+"/light"]; lb > 0 {
-				fmt.Fprintf(w, "  %-44s %-22s (reference: the -before binary)\n", "light (before) / River same-work", fmt.Sprintf("%.3fx (%.0f / %.0f)", lb/sw, lb, sw))
+			for _, sys := range r.systems() {
+				if lb := rate[sys+"/light"]; lb > 0 && sys != sysEngine && strings.HasPrefix(sys, sysEngine+" @") {
+					fmt.Fprintf(w, "  %-44s %-22s (reference: a -before tree)\n", "light "+strings.TrimPrefix(sys, sysEngine+" ")+" / River same-work", fmt.Sprintf("%.3fx (%.0f / %.0f)", lb/sw, lb, sw))
+				}
 			}
 			v.check("light / River same-work (issue 33)", fmt.Sprintf("%.3fx (%.0f / %.0f)", light/sw, light, sw), light/sw >= targetLightOverSame, fmt.Sprintf(">= %.1fx", targetLightOverSame))
 		}
