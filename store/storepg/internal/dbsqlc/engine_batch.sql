@@ -138,9 +138,8 @@ SELECT coalesce((SELECT fenced FROM job), false)::boolean AS fenced,
 
 -- name: JobPublishMany :many
 -- The completer's batch: for each job of @jobs, its checkpoints (merge,
--- validated) and the published stage (output, succeeded, its event and its
--- outbox event, announced: one INSERT for the batch, as jobs_announce
--- would write it one row at a time; migration 0029), in one statement. Each
+-- validated) and the published stage (output, succeeded, its event; the
+-- trigger jobs_announce writes the outbox event), in one statement. Each
 -- job's UPDATE is fenced on its own (owner, attempt, running), rechecked
 -- on the newest row version under its row lock; a job it leaves out writes
 -- nothing and is absent from the result, and the others commit. A job
@@ -215,13 +214,6 @@ event AS (
     FROM job
     JOIN jsonb_to_recordset(@jobs::jsonb) AS batch(
         job_id uuid, owner text, attempt integer, output jsonb, message text, advances integer) ON batch.job_id = job.id
-),
-announced AS (
-    INSERT INTO outbox (event_id, tenant, job_id, pipeline, event_type, payload)
-    SELECT e.id, job.tenant, job.id, job.pipeline, 'job.succeeded', jobs_envelope(job::jobs, 'job.succeeded', e.id)
-    FROM job
-    CROSS JOIN LATERAL (SELECT 'job:' || job.id::text || ':job.succeeded:' || job.generation::text AS id) AS e
-    WHERE NOT EXISTS (SELECT 1 FROM outbox WHERE outbox.job_id = job.id AND outbox.event_id = e.id)
 )
 SELECT * FROM job;
 

@@ -439,13 +439,6 @@ event AS (
     FROM job
     JOIN jsonb_to_recordset($1::jsonb) AS batch(
         job_id uuid, owner text, attempt integer, output jsonb, message text, advances integer) ON batch.job_id = job.id
-),
-announced AS (
-    INSERT INTO outbox (event_id, tenant, job_id, pipeline, event_type, payload)
-    SELECT e.id, job.tenant, job.id, job.pipeline, 'job.succeeded', jobs_envelope(job::jobs, 'job.succeeded', e.id)
-    FROM job
-    CROSS JOIN LATERAL (SELECT 'job:' || job.id::text || ':job.succeeded:' || job.generation::text AS id) AS e
-    WHERE NOT EXISTS (SELECT 1 FROM outbox WHERE outbox.job_id = job.id AND outbox.event_id = e.id)
 )
 SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM job
 `
@@ -499,9 +492,8 @@ type JobPublishManyRow struct {
 }
 
 // The completer's batch: for each job of @jobs, its checkpoints (merge,
-// validated) and the published stage (output, succeeded, its event and its
-// outbox event, announced: one INSERT for the batch, as jobs_announce
-// would write it one row at a time; migration 0029), in one statement. Each
+// validated) and the published stage (output, succeeded, its event; the
+// trigger jobs_announce writes the outbox event), in one statement. Each
 // job's UPDATE is fenced on its own (owner, attempt, running), rechecked
 // on the newest row version under its row lock; a job it leaves out writes
 // nothing and is absent from the result, and the others commit. A job

@@ -13,47 +13,33 @@ import (
 )
 
 const jobUpdateFull = `-- name: JobUpdateFull :one
-WITH old AS (
-    SELECT status FROM jobs WHERE tenant = $1::text AND id = $2::uuid
-),
-job AS (
+WITH job AS (
     UPDATE jobs
-    SET status = $3::text,
-        stage = $4::text,
-        attempt = $5::integer,
-        lease_owner = $6::text,
-        lease_until = $7::timestamptz,
-        run_after = $8::timestamptz,
-        output = $9::jsonb,
-        error = $10::jsonb,
-        cancel_requested = $11::boolean,
-        approved = $12::boolean,
-        finished_at = $13::timestamptz,
+    SET status = $1::text,
+        stage = $2::text,
+        attempt = $3::integer,
+        lease_owner = $4::text,
+        lease_until = $5::timestamptz,
+        run_after = $6::timestamptz,
+        output = $7::jsonb,
+        error = $8::jsonb,
+        cancel_requested = $9::boolean,
+        approved = $10::boolean,
+        finished_at = $11::timestamptz,
         last_event_seq = last_event_seq + 1,
         updated_at = now()
-    WHERE tenant = $1::text AND id = $2::uuid
+    WHERE tenant = $12::text AND id = $13::uuid
     RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
     SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, $14::text
     FROM job
-),
-announced AS (
-    INSERT INTO outbox (event_id, tenant, job_id, pipeline, event_type, payload)
-    SELECT e.id, job.tenant, job.id, job.pipeline, 'job.succeeded', jobs_envelope(job::jobs, 'job.succeeded', e.id)
-    FROM job
-    JOIN old ON old.status <> 'succeeded'
-    CROSS JOIN LATERAL (SELECT 'job:' || job.id::text || ':job.succeeded:' || job.generation::text AS id) AS e
-    WHERE job.status = 'succeeded'
-        AND NOT EXISTS (SELECT 1 FROM outbox WHERE outbox.job_id = job.id AND outbox.event_id = e.id)
 )
 SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM job
 `
 
 type JobUpdateFullParams struct {
-	Tenant          string
-	ID              pgtype.UUID
 	Status          string
 	Stage           string
 	Attempt         int32
@@ -65,6 +51,8 @@ type JobUpdateFullParams struct {
 	CancelRequested bool
 	Approved        bool
 	FinishedAt      *time.Time
+	Tenant          string
+	ID              pgtype.UUID
 	Message         string
 }
 
@@ -112,13 +100,9 @@ type JobUpdateFullRow struct {
 }
 
 // Sets a job's whole engine state for store/storetest's factory and appends
-// its event, and its outbox event when it becomes succeeded (the trigger
-// announces every other status; migration 0029). Not for production paths:
-// it checks no rule.
+// its event. Not for production paths: it checks no rule.
 func (q *Queries) JobUpdateFull(ctx context.Context, db DBTX, arg JobUpdateFullParams) (JobUpdateFullRow, error) {
 	row := db.QueryRow(ctx, jobUpdateFull,
-		arg.Tenant,
-		arg.ID,
 		arg.Status,
 		arg.Stage,
 		arg.Attempt,
@@ -130,6 +114,8 @@ func (q *Queries) JobUpdateFull(ctx context.Context, db DBTX, arg JobUpdateFullP
 		arg.CancelRequested,
 		arg.Approved,
 		arg.FinishedAt,
+		arg.Tenant,
+		arg.ID,
 		arg.Message,
 	)
 	var i JobUpdateFullRow
