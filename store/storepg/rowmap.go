@@ -35,10 +35,14 @@ type reads = rowmap.Reads[dbsqlc.DBTX, pgtype.UUID, dbsqlc.JobCheckpoint, dbsqlc
 	dbsqlc.DocumentGetParams, dbsqlc.CheckpointGetByStageKeyParams, dbsqlc.JobComputedSuccessGetParams,
 	dbsqlc.JobGetByIdempotencyKeyParams, dbsqlc.JobGetByIdempotencyKeyRow, dbsqlc.Run, dbsqlc.RunGetByIDParams]
 
-// newReads is the reads of q on db, a run's progress read by withProgress.
-func newReads(q *dbsqlc.Queries, db dbsqlc.DBTX, withProgress func(context.Context, dbsqlc.Run, time.Time) (*store.Run, error)) reads {
+// newReads is the reads of q on db: a run's row mapped by run, with its
+// progress by withProgress, and the jobs given their runs' defaults by
+// runDefaults.
+func newReads(q *dbsqlc.Queries, db dbsqlc.DBTX, run func(dbsqlc.Run) (*store.Run, error),
+	withProgress func(context.Context, dbsqlc.Run, time.Time) (*store.Run, error),
+	runDefaults func(context.Context, ...*store.Job) error) reads {
 	return reads{
-		Run: runFromRow, RunWithProgress: withProgress,
+		Run: run, RunWithProgress: withProgress, RunDefaults: runDefaults,
 		Q: q, DB: db, ID: func(s string) (pgtype.UUID, bool) {
 			id, err := parseUUID(s)
 			return id, err == nil

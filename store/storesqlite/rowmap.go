@@ -39,11 +39,14 @@ type reads = rowmap.Reads[dbsqlite.DBTX, string, dbsqlite.JobCheckpoint, dbsqlit
 	dbsqlite.DocumentGetParams, dbsqlite.CheckpointGetByStageKeyParams, dbsqlite.JobComputedSuccessGetParams,
 	dbsqlite.JobGetByIdempotencyKeyParams, dbsqlite.JobGetByIdempotencyKeyRow, dbsqlite.Run, dbsqlite.RunGetByIDParams]
 
-// newReads is the reads of q on db, a run's progress read by withProgress:
-// an id is a uuid in its canonical text.
-func newReads(q *dbsqlite.Queries, db dbsqlite.DBTX, withProgress func(context.Context, dbsqlite.Run, time.Time) (*store.Run, error)) reads {
+// newReads is the reads of q on db: a run's row mapped by run, with its
+// progress by withProgress, and the jobs given their runs' defaults by
+// runDefaults; an id is a uuid in its canonical text.
+func newReads(q *dbsqlite.Queries, db dbsqlite.DBTX, run func(dbsqlite.Run) (*store.Run, error),
+	withProgress func(context.Context, dbsqlite.Run, time.Time) (*store.Run, error),
+	runDefaults func(context.Context, ...*store.Job) error) reads {
 	return reads{
-		Run: runFromRow, RunWithProgress: withProgress,
+		Run: run, RunWithProgress: withProgress, RunDefaults: runDefaults,
 		Q: q, DB: db, ID: canonicalUUID, Interpret: interpretError, Job: jobFromRow,
 		Checkpoint: checkpointFromRow,
 		LLMAttempt: func(r dbsqlite.LlmAttempt) *store.LLMAttempt {

@@ -68,7 +68,10 @@ type Reads[DB, K, CP, LA, J any,
 	Checkpoint func(CP) *store.Checkpoint
 	LLMAttempt func(LA) *store.LLMAttempt
 	Job        func(J) (*store.Job, error)
-	Run        func(R) (*store.Run, error)
+	// RunDefaults gives jobs of runs their runs' params and labels
+	// (docs/architecture.md, "Runs"); nil leaves them as read.
+	RunDefaults func(context.Context, ...*store.Job) error
+	Run         func(R) (*store.Run, error)
 	// RunWithProgress is the run of a row with its progress (rows newer
 	// than recentSince counted as finished recently).
 	RunWithProgress func(ctx context.Context, row R, recentSince time.Time) (*store.Run, error)
@@ -112,7 +115,19 @@ func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) LLMAttemptList(ctx c
 // JobComputedSuccessGet implements store.EngineStore.
 func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) JobComputedSuccessGet(ctx context.Context, params *store.JobComputedSuccessGetParams) (*store.Job, error) {
 	row, err := r.Q.JobComputedSuccessGet(ctx, r.DB, JP{Tenant: params.Tenant, DedupKey: params.DedupKey})
-	return OneErr(row, err, r.Interpret, r.Job)
+	job, err := OneErr(row, err, r.Interpret, r.Job)
+	if err != nil {
+		return nil, err
+	}
+	return job, r.runDefaults(ctx, job)
+}
+
+// runDefaults is RunDefaults, if set.
+func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) runDefaults(ctx context.Context, jobs ...*store.Job) error {
+	if r.RunDefaults == nil {
+		return nil
+	}
+	return r.RunDefaults(ctx, jobs...)
 }
 
 // JobGetByIdempotencyKey implements store.Store: the job a key names,
@@ -129,6 +144,11 @@ func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) JobGetByIdempotencyK
 	job, err := r.Job(keyed.Job)
 	if err != nil {
 		return nil, err
+	}
+	if keyed.Fingerprint == params.Fingerprint { // else the key's reuse, without the job
+		if err := r.runDefaults(ctx, job); err != nil {
+			return nil, err
+		}
 	}
 	return store.JobSubmitExisting(params.Fingerprint, keyed.Fingerprint, job)
 }
