@@ -106,20 +106,25 @@ func (s *jobService) SubmitJobs(ctx context.Context, req *oncejobv1.SubmitJobsRe
 	return &oncejobv1.SubmitJobsResponse{Results: results}, nil
 }
 
-// maxRunCopyBytes bounds what a run's params and labels, copied into each
+// maxRunCopyBytes bounds what a run's params and labels, merged into each
 // item of one SubmitJobs call, may add up to (issue #31: a 21 KB call made
-// 1,000 jobs of 261 KB each).
+// 1,000 jobs of 261 KB each). The jobs' rows no longer hold the run's (they
+// are stored once, on the run's row: submitRunItem), but each item is still
+// validated and keyed over the merged params: about 10 ms of CPU an item
+// at the largest params (256 KiB), so a call of 1,000 such items from a
+// 22 KB request would cost 10 s. The bound keeps a call's work near that
+// of a request of its size (docs/operations.md, "Memory").
 const maxRunCopyBytes = 8 << 20
 
-// runCopyHeld is how many times a copy of the run's params is held while
-// a call is answered: the merged params' canonical JSON, the fingerprint's
-// and the dedup key's, the store's row going and coming back, the
-// driver's buffers.
+// runCopyHeld is how many times a copy of the run's params an item makes
+// is drawn from the budget while a call is answered: the merged params'
+// map, their canonical JSON, the fingerprint's and the dedup key's, each
+// item's garbage until the collector takes it.
 const runCopyHeld = 8
 
-// holdRunCopies refuses a call whose items would copy more than
+// holdRunCopies refuses a call whose items would merge more than
 // maxRunCopyBytes of the run's params and labels (INVALID_ARGUMENT: split
-// it), and draws what they copy (each held about runCopyHeld times) from
+// it), and draws what the merges make (each about runCopyHeld times) from
 // the memory budget, before anything is written: a refusal there is
 // retryable and nothing was committed.
 func (s *jobService) holdRunCopies(run *store.Run, items int) (release func(), err error) {
