@@ -158,4 +158,3 @@ func TestRunDefaultsAreStoredOnce(t *testing.T) {
 		}
 	})
 }
-
