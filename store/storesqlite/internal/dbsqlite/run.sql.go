@@ -103,7 +103,7 @@ type RunInsertParams struct {
 	ModelProfile  string
 	Params        string
 	Labels        string
-	ProviderBatch int64
+	ProviderBatch bool
 	CreatedAt     int64
 }
 
@@ -421,7 +421,7 @@ func (q *Queries) RunOperationSetResult(ctx context.Context, db DBTX, arg RunOpe
 
 const runProgress = `-- name: RunProgress :many
 SELECT jobs.status,
-    CAST(run_items.outcome <> 'created' AS INTEGER) AS reused,
+    CAST(run_items.outcome <> 'created' AS BOOLEAN) AS reused,
     CAST(count(*) AS INTEGER) AS items,
     CAST(coalesce(sum(jobs.last_event_seq), 0) AS INTEGER) AS seq,
     CAST(coalesce(sum(jobs.prompt_tokens), 0) AS INTEGER) AS prompt_tokens,
@@ -442,7 +442,7 @@ type RunProgressParams struct {
 
 type RunProgressRow struct {
 	Status           string
-	Reused           int64
+	Reused           bool
 	Items            int64
 	Seq              int64
 	PromptTokens     int64
