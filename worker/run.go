@@ -44,7 +44,6 @@ type run struct {
 	lease    store.Lease
 	log      *slog.Logger
 	cps      map[cpKey]*store.Checkpoint
-	tokens   int64  // billed in this attempt
 	stageKey string // the key of the stage being computed
 
 	// document is the job's document as the claim read it; nil: read it.
@@ -72,9 +71,8 @@ type run struct {
 	settled store.JobStatus
 	budget  string
 
-	// What earlier attempts journaled per provider key; loaded on a
-	// job's second attempt or later.
-	journal map[string]keyHistory
+	// calls is the attempt's side of the job's journal of LLM calls.
+	calls callJournal
 }
 
 type cpKey struct {
@@ -97,6 +95,7 @@ func (w *Worker) work(ctx context.Context, claimed *store.JobWork) {
 		decisions:          map[string]*store.Checkpoint{},
 		known:              map[string]bool{},
 		buf:                newCheckpointBuffer(w.cfg.Store, lease, job.Stage, w.cfg.LeaseDuration),
+		calls:              newCallJournal(w.cfg.Store, job),
 	}
 	ctx, end := w.cfg.Observer.JobStarted(ctx, job)
 	defer func() { end(r.settled, r.budget) }()
@@ -175,7 +174,7 @@ func (r *run) checkBudget() error {
 	if d := time.Since(r.job.BudgetStartedAt); d > policy.Deadline {
 		return &budgetError{"deadline", fmt.Sprintf("deadline of %s passed", policy.Deadline)}
 	}
-	if used := r.job.BudgetTokens + r.tokens; used >= policy.MaxCostTokens {
+	if used := r.job.BudgetTokens + r.calls.billed(); used >= policy.MaxCostTokens {
 		return &budgetError{"tokens", fmt.Sprintf("%d of %d tokens used", used, policy.MaxCostTokens)}
 	}
 	return nil
