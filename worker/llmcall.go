@@ -23,9 +23,8 @@ type promptData struct {
 // generate makes one chunk's LLM call, after checking again that no other
 // job has computed the result meanwhile.
 func (r *run) generate(ctx context.Context, chunk int32, chunks int, text string, responseFormat []byte) ([]byte, *store.LLMAttempt, error) {
-	if r.dedupChecked { // by the decision cache's read-ahead
-		r.dedupChecked = false
-		if r.computedBy != "" && r.computedBy != r.job.ID {
+	if computedBy, checked := r.ahead.takeDedupCheck(); checked {
+		if computedBy != "" && computedBy != r.job.ID {
 			return nil, nil, errAlreadyComputed
 		}
 	} else if other, err := r.w.cfg.Store.JobComputedSuccessGet(ctx, &store.JobComputedSuccessGetParams{Tenant: r.job.Tenant, DedupKey: r.job.DedupKey}); err == nil && other.ID != r.job.ID {

@@ -52,19 +52,13 @@ type run struct {
 	// (a first attempt has none).
 	claimedCheckpoints []*store.Checkpoint
 	checkpointsRead    bool
-	// decisions holds the decision cache's answers read ahead (one read
-	// for every stage key known before the first LLM call); a key in
-	// known but not in decisions has no cached result.
-	decisions map[string]*store.Checkpoint
-	known     map[string]bool
+	// ahead is the decision cache's answers read before the first LLM
+	// call.
+	ahead readAhead
 	// buf is what the attempt's next durable write carries.
 	buf checkpointBuffer
 	// computed are the deterministic stages computed ahead, by key.
 	computed []computedStage
-	// dedupChecked: the read-ahead just checked the dedup key (computedBy
-	// its answer), so the next LLM call need not read it again.
-	dedupChecked bool
-	computedBy   string
 
 	// How the attempt ended, for the Observer: the status it wrote, and
 	// the budget a dead letter spent.
@@ -92,8 +86,7 @@ func (w *Worker) work(ctx context.Context, claimed *store.JobWork) {
 
 		claimedCheckpoints: claimed.Checkpoints,
 		checkpointsRead:    claimed.CheckpointsRead,
-		decisions:          map[string]*store.Checkpoint{},
-		known:              map[string]bool{},
+		ahead:              newReadAhead(),
 		buf:                newCheckpointBuffer(w.cfg.Store, lease, job.Stage, w.cfg.LeaseDuration),
 		calls:              newCallJournal(w.cfg.Store, job),
 	}

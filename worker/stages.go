@@ -189,7 +189,7 @@ func (r *run) validSpec(merged []byte) stageSpec {
 		// Valid as it is: validating costs nothing and makes no call, so
 		// the decision cache is not asked (it is for the repairs, which
 		// cost LLM calls) and no checkpoint is written.
-		r.known[spec.key()] = true
+		r.ahead.know(spec.key())
 		spec.deterministic = true
 	}
 	return spec
@@ -232,13 +232,7 @@ func (r *run) readDecisions(ctx context.Context, specs []stageSpec) error {
 	}
 	// The dedup re-check of the first LLM call is this read: nothing but
 	// work in memory comes between.
-	r.dedupChecked, r.computedBy = true, found.ComputedBy
-	for _, key := range keys {
-		r.known[key] = true
-		if cp, ok := found.Checkpoints[key]; ok {
-			r.decisions[key] = cp
-		}
-	}
+	r.ahead.record(keys, found)
 	return nil
 }
 
@@ -357,11 +351,11 @@ type computedStage struct {
 
 // decision is the decision cache's answer for key: read ahead, or read now.
 func (r *run) decision(ctx context.Context, key string) (*store.Checkpoint, error) {
-	if cp, ok := r.decisions[key]; ok {
+	if cp, ok := r.ahead.lookup(key); ok {
+		if cp == nil {
+			return nil, store.ErrNotFound
+		}
 		return cp, nil
-	}
-	if r.known[key] {
-		return nil, store.ErrNotFound
 	}
 	return r.w.cfg.Store.CheckpointGetByStageKey(ctx, &store.CheckpointGetByStageKeyParams{Tenant: r.job.Tenant, StageKey: key})
 }
