@@ -79,7 +79,7 @@ func (r *run) call(ctx context.Context, c llmCall) (*llm.Response, *store.LLMAtt
 		Messages:       c.messages,
 		Temperature:    r.p.Temperature,
 		ResponseFormat: c.responseFormat,
-		ProviderKey:    providerKey(r.job.ID, stage, r.stageKey, chunk, c.round),
+		ProviderKey:    providerKey(r.job.ID, stage, r.progress.currentKey(), chunk, c.round),
 	}
 	history, err := r.calls.history(ctx, req.ProviderKey)
 	if err != nil {

@@ -37,28 +37,20 @@ var errAlreadyComputed = errors.New("computation already succeeded in another jo
 
 // run is one claimed attempt of one job.
 type run struct {
-	w        *Worker
-	job      *store.Job
-	p        *pipeline.Pipeline
-	profile  pipeline.ModelProfile
-	lease    store.Lease
-	log      *slog.Logger
-	cps      map[cpKey]*store.Checkpoint
-	stageKey string // the key of the stage being computed
+	w       *Worker
+	job     *store.Job
+	p       *pipeline.Pipeline
+	profile pipeline.ModelProfile
+	lease   store.Lease
+	log     *slog.Logger
 
-	// document is the job's document as the claim read it; nil: read it.
-	document []byte
-	// The job's checkpoints as the claim read them, when checkpointsRead
-	// (a first attempt has none).
-	claimedCheckpoints []*store.Checkpoint
-	checkpointsRead    bool
+	// progress is where the attempt's stages stand.
+	progress stageProgress
 	// ahead is the decision cache's answers read before the first LLM
 	// call.
 	ahead readAhead
 	// buf is what the attempt's next durable write carries.
 	buf checkpointBuffer
-	// computed are the deterministic stages computed ahead, by key.
-	computed []computedStage
 
 	// How the attempt ended, for the Observer: the status it wrote, and
 	// the budget a dead letter spent.
@@ -69,26 +61,19 @@ type run struct {
 	calls callJournal
 }
 
-type cpKey struct {
-	stage store.JobStage
-	chunk int32
-}
-
 func (w *Worker) work(ctx context.Context, claimed *store.JobWork) {
 	job := claimed.Job
 	lease := store.Lease{JobID: job.ID, Owner: w.cfg.Owner, Attempt: job.Attempt}
 	r := &run{
-		w:        w,
-		job:      job,
-		lease:    lease,
-		log:      w.log.With("job_id", job.ID, "attempt", job.Attempt),
-		document: claimed.Document,
+		w:     w,
+		job:   job,
+		lease: lease,
+		log:   w.log.With("job_id", job.ID, "attempt", job.Attempt),
 
-		claimedCheckpoints: claimed.Checkpoints,
-		checkpointsRead:    claimed.CheckpointsRead,
-		ahead:              newReadAhead(),
-		buf:                newCheckpointBuffer(w.cfg.Store, lease, job.Stage, w.cfg.LeaseDuration),
-		calls:              newCallJournal(w.cfg.Store, job),
+		progress: newStageProgress(claimed),
+		ahead:    newReadAhead(),
+		buf:      newCheckpointBuffer(w.cfg.Store, lease, job.Stage, w.cfg.LeaseDuration),
+		calls:    newCallJournal(w.cfg.Store, job),
 	}
 	ctx, end := w.cfg.Observer.JobStarted(ctx, job)
 	defer func() { end(r.settled, r.budget) }()
