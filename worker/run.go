@@ -52,13 +52,18 @@ type run struct {
 	// buf is what the attempt's next durable write carries.
 	buf checkpointBuffer
 
-	// How the attempt ended, for the Observer: the status it wrote, and
-	// the budget a dead letter spent.
-	settled store.JobStatus
-	budget  string
+	// ended is how the attempt ended, for the Observer.
+	ended attemptEnd
 
 	// calls is the attempt's side of the job's journal of LLM calls.
 	calls callJournal
+}
+
+// attemptEnd is how an attempt ended: the status it wrote ("": none), and
+// the budget a dead letter spent.
+type attemptEnd struct {
+	status store.JobStatus
+	budget string
 }
 
 func (w *Worker) work(ctx context.Context, claimed *store.JobWork) {
@@ -76,7 +81,7 @@ func (w *Worker) work(ctx context.Context, claimed *store.JobWork) {
 		calls:    newCallJournal(w.cfg.Store, job),
 	}
 	ctx, end := w.cfg.Observer.JobStarted(ctx, job)
-	defer func() { end(r.settled, r.budget) }()
+	defer func() { end(r.ended.status, r.ended.budget) }()
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	w.heartbeater.add(r.lease, cancel)
