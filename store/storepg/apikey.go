@@ -31,7 +31,7 @@ func (s *Store) APIKeyList(ctx context.Context, params *store.APIKeyListParams) 
 	rows, err := s.q.APIKeyList(ctx, s.pool, dbsqlc.APIKeyListParams{
 		Tenant:         params.Tenant,
 		IncludeRevoked: params.IncludeRevoked,
-		Max:            int32(params.PageLimit()), //nolint:gosec // PageLimit is small
+		Max:            int64(params.PageLimit()), //nolint:gosec // PageLimit is small
 	})
 	return rowmap.Map(rows, err, interpretError, apiKeyFromRow)
 }

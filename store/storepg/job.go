@@ -29,7 +29,7 @@ func (s *Store) JobGetByID(ctx context.Context, params *store.JobGetByIDParams) 
 // (by count or by bytes) to know whether a next page exists.
 func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*store.JobListResult, error) {
 	limit := params.PageLimit()
-	args := dbsqlc.JobListParams{Tenant: params.Tenant, Max: int32(limit + 1)}
+	args := dbsqlc.JobListParams{Tenant: params.Tenant, Max: int64(limit + 1)}
 	if params.Status != "" {
 		status := string(params.Status)
 		args.Status = &status
@@ -38,10 +38,11 @@ func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*stor
 		args.Pipeline = &params.Pipeline
 	}
 	if params.RunID != "" {
-		var err error
-		if args.RunID, err = parseUUID(params.RunID); err != nil {
+		id, err := parseUUID(params.RunID)
+		if err != nil {
 			return &store.JobListResult{}, nil // no run has an id that is not a uuid
 		}
+		args.RunID = &id
 	}
 	var err error
 	if args.AfterCreatedAt, args.AfterID, err = cursorAfter(params.After); err != nil {
@@ -59,22 +60,26 @@ func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*stor
 	return rundefaults.ListPage(ctx, s.runs, jobs, limit, params.PageBytes())
 }
 
-func parseUUID(s string) (pgtype.UUID, error) {
+// parseUUID is s in a uuid's canonical text, which a row's uuid column
+// reads as, or an error for a string that is no uuid.
+func parseUUID(s string) (string, error) {
 	var id pgtype.UUID
-	err := id.Scan(s)
-	return id, err
+	if err := id.Scan(s); err != nil {
+		return "", err
+	}
+	return id.String(), nil
 }
 
 // cursorAfter is where a page of a list newest first starts: after the
 // cursor's created_at and id. Without a cursor (the first page) the
 // created_at is NULL and the page starts at the newest row.
-func cursorAfter(after *store.JobCursor) (*time.Time, pgtype.UUID, error) {
+func cursorAfter(after *store.JobCursor) (*time.Time, *string, error) {
 	if after == nil {
-		return nil, pgtype.UUID{}, nil
+		return nil, nil, nil
 	}
 	id, err := parseUUID(after.ID)
 	if err != nil {
-		return nil, id, fmt.Errorf("storepg: cursor id: %w: %w", store.ErrInvalidRow, err)
+		return nil, nil, fmt.Errorf("storepg: cursor id: %w: %w", store.ErrInvalidRow, err)
 	}
-	return &after.CreatedAt, id, nil
+	return &after.CreatedAt, &id, nil
 }

@@ -4,34 +4,22 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
-// columns is how this store's rows hold the column types that differ between
-// the stores (see rowmap.Columns): Postgres has each as its Go type.
-var columns = rowmap.Columns[pgtype.UUID, pgtype.UUID, int32, bool, time.Time, *time.Time, []byte, []byte]{
-	Store:    "storepg",
-	UUID:     func(u pgtype.UUID) string { return u.String() },
-	NullUUID: uuidString,
-	Int32:    rowmap.Same[int32],
-	Bool:     rowmap.Same[bool],
-	Time:     rowmap.Same[time.Time],
-	NullTime: rowmap.Same[*time.Time],
-	JSON:     rowmap.Same[[]byte],
-	NullJSON: rowmap.Same[[]byte],
-}
+// columns is how this store's rows hold a timestamp (see rowmap.Columns):
+// Postgres has it as its Go type.
+var columns = rowmap.Columns[time.Time]{Store: "storepg", Time: rowmap.Same[time.Time]}
 
 // jobFromRow is the job of a jobs row.
 func jobFromRow(r dbsqlc.Job) (*store.Job, error) {
-	return columns.Job(rowmap.JobRow[pgtype.UUID, pgtype.UUID, int32, bool, time.Time, *time.Time, []byte, []byte](r))
+	return columns.Job(rowmap.JobRow[time.Time](r))
 }
 
 // reads is rowmap.Reads over this store's queries.
-type reads = rowmap.Reads[dbsqlc.DBTX, pgtype.UUID, dbsqlc.JobCheckpoint, dbsqlc.LlmAttempt, dbsqlc.Job,
+type reads = rowmap.Reads[dbsqlc.DBTX, dbsqlc.JobCheckpoint, dbsqlc.LlmAttempt, dbsqlc.Job,
 	dbsqlc.DocumentGetParams, dbsqlc.CheckpointGetByStageKeyParams, dbsqlc.JobComputedSuccessGetParams,
 	dbsqlc.JobGetByIdempotencyKeyParams, dbsqlc.JobGetByIdempotencyKeyRow, dbsqlc.Run, dbsqlc.RunGetByIDParams]
 
@@ -43,13 +31,13 @@ func newReads(q *dbsqlc.Queries, db dbsqlc.DBTX, run func(dbsqlc.Run) (*store.Ru
 	runDefaults func(context.Context, ...*store.Job) error) reads {
 	return reads{
 		Run: run, RunWithProgress: withProgress, RunDefaults: runDefaults,
-		Q: q, DB: db, ID: func(s string) (pgtype.UUID, bool) {
+		Q: q, DB: db, ID: func(s string) (string, bool) {
 			id, err := parseUUID(s)
 			return id, err == nil
 		},
 		Interpret: interpretError, Checkpoint: checkpointFromRow, Job: jobFromRow,
 		LLMAttempt: func(r dbsqlc.LlmAttempt) *store.LLMAttempt {
-			return columns.LLMAttempt(rowmap.LLMAttemptRow[pgtype.UUID, int32, bool, time.Time](r))
+			return columns.LLMAttempt(rowmap.LLMAttemptRow[time.Time](r))
 		},
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rundefaults"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
@@ -22,7 +20,7 @@ import (
 
 // loadRunDefaults reads the defaults of the runs ids in one query.
 func (s *Store) loadRunDefaults(ctx context.Context, ids []string) (map[string]rundefaults.Defaults, error) {
-	uuids := make([]pgtype.UUID, 0, len(ids))
+	uuids := make([]string, 0, len(ids))
 	for _, id := range ids {
 		if u, err := parseUUID(id); err == nil {
 			uuids = append(uuids, u)
@@ -35,10 +33,10 @@ func (s *Store) loadRunDefaults(ctx context.Context, ids []string) (map[string]r
 	out := make(map[string]rundefaults.Defaults, len(rows))
 	for _, row := range rows {
 		var labels map[string]string
-		if err := json.Unmarshal(row.Labels, &labels); err != nil {
-			return nil, fmt.Errorf("storepg: run %s: labels column: %w", row.ID.String(), err)
+		if err := json.Unmarshal([]byte(row.Labels), &labels); err != nil {
+			return nil, fmt.Errorf("storepg: run %s: labels column: %w", row.ID, err)
 		}
-		out[row.ID.String()] = rundefaults.Defaults{Params: row.Params, Labels: labels}
+		out[row.ID] = rundefaults.Defaults{Params: []byte(row.Params), Labels: labels}
 	}
 	return out, nil
 }

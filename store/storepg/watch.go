@@ -17,7 +17,7 @@ func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListPa
 		Tenant:   params.Tenant,
 		AfterTx:  params.After.Tx,
 		AfterID:  params.After.ID,
-		Max:      int32(params.PageLimit()),
+		Max:      int64(params.PageLimit()),
 		MaxBytes: params.PageBytes(),
 	}
 	if params.Status != "" {
@@ -44,11 +44,11 @@ func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListPa
 
 func jobEventFromRow(r dbsqlc.JobEvent) *store.JobEvent {
 	return &store.JobEvent{
-		JobID:     r.JobID.String(),
-		Seq:       r.Seq,
+		JobID:     r.JobID,
+		Seq:       int32(r.Seq),
 		Status:    store.JobStatus(r.Status),
 		Stage:     store.JobStage(r.Stage),
-		Attempt:   r.Attempt,
+		Attempt:   int32(r.Attempt),
 		Message:   r.Message,
 		CreatedAt: r.CreatedAt,
 		Actor:     store.ActorFrom(r.ActorKey, r.ActorRole, r.ActorRpc),

@@ -50,7 +50,7 @@ func (s *Store) JobClaim(ctx context.Context, params *store.JobClaimParams) ([]*
 			if err != nil {
 				return interpretError(err)
 			}
-			if err := s.jobEventAppend(ctx, tx, row.ID, store.ClaimMessage(store.JobStatus(c.Status), deref(c.LeaseOwner))); err != nil {
+			if err := s.jobEventAppend(ctx, tx, row.ID, store.ClaimMessage(store.JobStatus(c.Status), rowmap.Deref(c.LeaseOwner))); err != nil {
 				return err
 			}
 			job, err := jobFromRow(row)
@@ -175,7 +175,7 @@ func (s *Store) llmAttemptRecordTx(ctx context.Context, tx *writeTx, now int64, 
 	if err != nil {
 		return interpretError(err) // no row: no such job
 	}
-	if attempt.Billed == 0 {
+	if !attempt.Billed {
 		return nil
 	}
 	return interpretError(s.q.JobUsageAdd(ctx, tx, dbsqlite.JobUsageAddParams{
@@ -226,7 +226,7 @@ func (s *Store) publishTx(ctx context.Context, tx *writeTx, now int64, id string
 	if err != nil {
 		return dbsqlite.Job{}, interpretLeaseError(err)
 	}
-	return row, s.jobEventAppend(ctx, tx, row.ID, store.PublishMessage(params.Message, deref(row.DeduplicatedFrom)))
+	return row, s.jobEventAppend(ctx, tx, row.ID, store.PublishMessage(params.Message, rowmap.Deref(row.DeduplicatedFrom)))
 }
 
 // JobTransition implements store.EngineStore.
@@ -250,8 +250,8 @@ func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionPa
 			Parks:         boolInt(w.Parks),
 			RefundAttempt: boolInt(w.RefundAttempt),
 			Status:        string(w.To),
-			Error:         stringOrNil(w.Error),
-			Output:        stringOrNil(w.Output),
+			Error:         rowmap.StringOrNil(w.Error),
+			Output:        rowmap.StringOrNil(w.Output),
 			RunAfter:      microsOrNil(w.RunAfter),
 			FinishedAt:    finishedAt,
 			Now:           now,
@@ -285,15 +285,7 @@ func (s *Store) OutboxList(ctx context.Context, params *store.OutboxListParams) 
 }
 
 func checkpointFromRow(r dbsqlite.JobCheckpoint) *store.Checkpoint {
-	return columns.Checkpoint(rowmap.CheckpointRow[string, int64, int64](r))
-}
-
-// timePtrFrom is timeFrom for a nullable column.
-func timePtrFrom(micros *int64) *time.Time {
-	if micros == nil {
-		return nil
-	}
-	return new(timeFrom(*micros))
+	return columns.Checkpoint(rowmap.CheckpointRow[int64](r))
 }
 
 // boolInt is how a boolean is stored: INTEGER 0 or 1.
@@ -313,27 +305,12 @@ func nowOr(t *time.Time, now int64) int64 {
 	return t.UnixMicro()
 }
 
-// stringOrNil stores JSON as TEXT; nil stays NULL.
-func stringOrNil(b []byte) *string {
-	if b == nil {
-		return nil
-	}
-	return new(string(b))
-}
-
 // microsOrNil is the stored form of a nullable time.
 func microsOrNil(t *time.Time) *int64 {
 	if t == nil {
 		return nil
 	}
 	return new(t.UnixMicro())
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // nilIfEmpty is NULL for an empty string.

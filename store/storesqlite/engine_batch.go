@@ -102,7 +102,7 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, params *store.JobHeartbeat
 				res.Lost = append(res.Lost, l)
 			case err != nil:
 				return err
-			case cancelRequested != 0:
+			case cancelRequested:
 				res.CancelRequested = append(res.CancelRequested, l.JobID)
 			}
 		}

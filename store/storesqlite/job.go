@@ -73,7 +73,7 @@ func (s *Store) jobSubmit(ctx context.Context, tx *writeTx, params *store.JobSub
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	message, outcome := store.SubmitMessage(deref(row.DeduplicatedFrom))
+	message, outcome := store.SubmitMessage(rowmap.Deref(row.DeduplicatedFrom))
 	if err := s.jobEventAppend(ctx, tx, row.ID, message); err != nil {
 		return nil, err
 	}

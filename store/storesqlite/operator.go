@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
@@ -111,7 +112,7 @@ func (s *Store) settle(ctx context.Context, target store.OperatorTarget, w *stor
 			}
 			return s.q.JobSettle(ctx, tx, dbsqlite.JobSettleParams{
 				Status:       string(w.To),
-				Error:        stringOrNil(w.Error),
+				Error:        rowmap.StringOrNil(w.Error),
 				Approved:     boolInt(w.Approved),
 				FreshBudget:  boolInt(w.FreshBudget),
 				FinishedAt:   finishedAt,

@@ -9,33 +9,17 @@ import (
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
-// columns is how this store's rows hold the column types that differ between
-// the stores (see rowmap.Columns): a uuid and JSON are TEXT, the others
-// INTEGER.
-var columns = rowmap.Columns[string, *string, int64, int64, int64, *int64, string, *string]{
-	Store:    "storesqlite",
-	UUID:     rowmap.Same[string],
-	NullUUID: deref,
-	Int32:    func(i int64) int32 { return int32(i) },
-	Bool:     func(b int64) bool { return b != 0 },
-	Time:     timeFrom,
-	NullTime: timePtrFrom,
-	JSON:     func(s string) []byte { return []byte(s) },
-	NullJSON: func(s *string) []byte {
-		if s == nil {
-			return nil
-		}
-		return []byte(*s)
-	},
-}
+// columns is how this store's rows hold a timestamp (see rowmap.Columns):
+// INTEGER unix microseconds.
+var columns = rowmap.Columns[int64]{Store: "storesqlite", Time: timeFrom}
 
 // jobFromRow is the job of a jobs row.
 func jobFromRow(r dbsqlite.Job) (*store.Job, error) {
-	return columns.Job(rowmap.JobRow[string, *string, int64, int64, int64, *int64, string, *string](r))
+	return columns.Job(rowmap.JobRow[int64](r))
 }
 
 // reads is rowmap.Reads over this store's queries.
-type reads = rowmap.Reads[dbsqlite.DBTX, string, dbsqlite.JobCheckpoint, dbsqlite.LlmAttempt, dbsqlite.Job,
+type reads = rowmap.Reads[dbsqlite.DBTX, dbsqlite.JobCheckpoint, dbsqlite.LlmAttempt, dbsqlite.Job,
 	dbsqlite.DocumentGetParams, dbsqlite.CheckpointGetByStageKeyParams, dbsqlite.JobComputedSuccessGetParams,
 	dbsqlite.JobGetByIdempotencyKeyParams, dbsqlite.JobGetByIdempotencyKeyRow, dbsqlite.Run, dbsqlite.RunGetByIDParams]
 
@@ -50,7 +34,7 @@ func newReads(q *dbsqlite.Queries, db dbsqlite.DBTX, run func(dbsqlite.Run) (*st
 		Q: q, DB: db, ID: canonicalUUID, Interpret: interpretError, Job: jobFromRow,
 		Checkpoint: checkpointFromRow,
 		LLMAttempt: func(r dbsqlite.LlmAttempt) *store.LLMAttempt {
-			return columns.LLMAttempt(rowmap.LLMAttemptRow[string, int64, int64, int64](r))
+			return columns.LLMAttempt(rowmap.LLMAttemptRow[int64](r))
 		},
 	}
 }

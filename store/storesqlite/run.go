@@ -37,7 +37,7 @@ func (s *Store) RunCreate(ctx context.Context, params *store.RunCreateParams) (*
 		inserted, err = s.q.RunInsert(ctx, tx, dbsqlite.RunInsertParams{
 			ID: id, Tenant: params.Tenant, IdemKey: params.IdempotencyKey, Fingerprint: params.Fingerprint,
 			Name: params.Name, Pipeline: params.Pipeline, ModelProfile: params.ModelProfile,
-			Params: jsonText(params.Params), Labels: string(labels), ProviderBatch: boolInt(params.ProviderBatch), CreatedAt: now,
+			Params: rowmap.JSONObject(params.Params), Labels: string(labels), ProviderBatch: params.ProviderBatch, CreatedAt: now,
 		})
 		if err != nil {
 			return interpretError(err)
@@ -229,7 +229,7 @@ func (s *Store) runWithProgress(ctx context.Context, row dbsqlite.Run, recentSin
 	since := recentSince.UnixMicro()
 	rows, err := s.q.RunProgress(ctx, s.read, dbsqlite.RunProgressParams{RecentSince: &since, RunID: row.ID})
 	groups, err := rowmap.Map(rows, err, interpretError, func(r dbsqlite.RunProgressRow) store.RunProgressRow {
-		return columns.RunProgress(rowmap.RunProgressRow[int64](r))
+		return columns.RunProgress(rowmap.RunProgressRow(r))
 	})
 	if err != nil {
 		return nil, err
@@ -240,13 +240,5 @@ func (s *Store) runWithProgress(ctx context.Context, row dbsqlite.Run, recentSin
 
 // runFromRow is the run of a runs row, without its progress.
 func runFromRow(r dbsqlite.Run) (*store.Run, error) {
-	return columns.Run(rowmap.RunRow[string, int64, int64, *int64, string](r))
-}
-
-// jsonText keeps empty params from being stored as an empty string.
-func jsonText(b []byte) string {
-	if len(b) == 0 {
-		return "{}"
-	}
-	return string(b)
+	return columns.Run(rowmap.RunRow[int64](r))
 }

@@ -55,6 +55,6 @@ func jobEventFromRow(r dbsqlite.JobEvent) *store.JobEvent {
 		CreatedAt: timeFrom(r.CreatedAt),
 		Actor:     store.ActorFrom(r.ActorKey, r.ActorRole, r.ActorRpc),
 
-		NextAttemptAt: timePtrFrom(r.NextAttemptAt),
+		NextAttemptAt: columns.NullTime(r.NextAttemptAt),
 	}
 }

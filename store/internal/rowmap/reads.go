@@ -8,16 +8,16 @@ import (
 )
 
 // Queries is the part of a store's sqlc code that Reads runs. DB is the
-// handle its queries take, K its uuid column type, CP, LA and J its
+// handle its queries take, CP, LA and J its
 // job_checkpoints, llm_attempts and jobs rows, DP, SP, JP and IP the params
 // of DocumentGet, CheckpointGetByStageKey, JobComputedSuccessGet and
 // JobGetByIdempotencyKey, IR the row of the last, R a runs row and RP the
 // params of RunGetByID.
-type Queries[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP any] interface {
+type Queries[DB, CP, LA, J, DP, SP, JP, IP, IR, R, RP any] interface {
 	DocumentGet(ctx context.Context, db DB, arg DP) ([]byte, error)
-	CheckpointList(ctx context.Context, db DB, jobID K) ([]CP, error)
+	CheckpointList(ctx context.Context, db DB, jobID string) ([]CP, error)
 	CheckpointGetByStageKey(ctx context.Context, db DB, arg SP) (CP, error)
-	LLMAttemptList(ctx context.Context, db DB, jobID K) ([]LA, error)
+	LLMAttemptList(ctx context.Context, db DB, jobID string) ([]LA, error)
 	JobComputedSuccessGet(ctx context.Context, db DB, arg JP) (J, error)
 	JobGetByIdempotencyKey(ctx context.Context, db DB, arg IP) (IR, error)
 	RunGetByID(ctx context.Context, db DB, arg RP) (R, error)
@@ -29,7 +29,7 @@ type Queries[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP any] interface {
 // SQL stays in each store's queries. The params and rows are each store's
 // own types with the fields named here: a field sqlc adds or renames in
 // either store fails at compile time.
-type Reads[DB, K, CP, LA, J any,
+type Reads[DB, CP, LA, J any,
 	DP ~struct {
 		Tenant string
 		Sha256 string
@@ -54,15 +54,15 @@ type Reads[DB, K, CP, LA, J any,
 	R any,
 	RP ~struct {
 		Tenant string
-		ID     K
+		ID     string
 	},
 ] struct {
-	Q Queries[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]
+	Q Queries[DB, CP, LA, J, DP, SP, JP, IP, IR, R, RP]
 	// DB is where the reads run.
 	DB DB
 	// ID is the store's value of a uuid: false for a string that is none,
 	// which no row has.
-	ID func(string) (K, bool)
+	ID func(string) (string, bool)
 	// Interpret is the store's reading of a failed query.
 	Interpret  func(error) error
 	Checkpoint func(CP) *store.Checkpoint
@@ -78,7 +78,7 @@ type Reads[DB, K, CP, LA, J any,
 }
 
 // DocumentGet implements store.EngineStore.
-func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) DocumentGet(ctx context.Context, params *store.DocumentGetParams) ([]byte, error) {
+func (r Reads[DB, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) DocumentGet(ctx context.Context, params *store.DocumentGetParams) ([]byte, error) {
 	data, err := r.Q.DocumentGet(ctx, r.DB, DP{Tenant: params.Tenant, Sha256: params.SHA256})
 	if err != nil {
 		return nil, r.Interpret(err)
@@ -87,7 +87,7 @@ func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) DocumentGet(ctx cont
 }
 
 // CheckpointList implements store.EngineStore.
-func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) CheckpointList(ctx context.Context, params *store.CheckpointListParams) ([]*store.Checkpoint, error) {
+func (r Reads[DB, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) CheckpointList(ctx context.Context, params *store.CheckpointListParams) ([]*store.Checkpoint, error) {
 	id, ok := r.ID(params.JobID)
 	if !ok {
 		return nil, nil // no job has an id that is not a uuid
@@ -97,13 +97,13 @@ func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) CheckpointList(ctx c
 }
 
 // CheckpointGetByStageKey implements store.EngineStore.
-func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) CheckpointGetByStageKey(ctx context.Context, params *store.CheckpointGetByStageKeyParams) (*store.Checkpoint, error) {
+func (r Reads[DB, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) CheckpointGetByStageKey(ctx context.Context, params *store.CheckpointGetByStageKeyParams) (*store.Checkpoint, error) {
 	row, err := r.Q.CheckpointGetByStageKey(ctx, r.DB, SP{Tenant: params.Tenant, StageKey: params.StageKey})
 	return One(row, err, r.Interpret, r.Checkpoint)
 }
 
 // LLMAttemptList implements store.EngineStore.
-func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) LLMAttemptList(ctx context.Context, params *store.LLMAttemptListParams) ([]*store.LLMAttempt, error) {
+func (r Reads[DB, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) LLMAttemptList(ctx context.Context, params *store.LLMAttemptListParams) ([]*store.LLMAttempt, error) {
 	id, ok := r.ID(params.JobID)
 	if !ok {
 		return nil, nil
@@ -113,7 +113,7 @@ func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) LLMAttemptList(ctx c
 }
 
 // JobComputedSuccessGet implements store.EngineStore.
-func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) JobComputedSuccessGet(ctx context.Context, params *store.JobComputedSuccessGetParams) (*store.Job, error) {
+func (r Reads[DB, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) JobComputedSuccessGet(ctx context.Context, params *store.JobComputedSuccessGetParams) (*store.Job, error) {
 	row, err := r.Q.JobComputedSuccessGet(ctx, r.DB, JP{Tenant: params.Tenant, DedupKey: params.DedupKey})
 	job, err := OneErr(row, err, r.Interpret, r.Job)
 	if err != nil {
@@ -123,7 +123,7 @@ func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) JobComputedSuccessGe
 }
 
 // runDefaults is RunDefaults, if set.
-func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) runDefaults(ctx context.Context, jobs ...*store.Job) error {
+func (r Reads[DB, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) runDefaults(ctx context.Context, jobs ...*store.Job) error {
 	if r.RunDefaults == nil {
 		return nil
 	}
@@ -132,7 +132,7 @@ func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) runDefaults(ctx cont
 
 // JobGetByIdempotencyKey implements store.Store: the job a key names,
 // answered as a submission of params would be.
-func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) JobGetByIdempotencyKey(ctx context.Context, params *store.JobGetByIdempotencyKeyParams) (*store.JobSubmitResult, error) {
+func (r Reads[DB, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) JobGetByIdempotencyKey(ctx context.Context, params *store.JobGetByIdempotencyKeyParams) (*store.JobSubmitResult, error) {
 	row, err := r.Q.JobGetByIdempotencyKey(ctx, r.DB, IP{Tenant: params.Tenant, Method: params.Method, IdempotencyKey: params.IdempotencyKey})
 	if err != nil {
 		return nil, r.Interpret(err)
@@ -154,7 +154,7 @@ func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) JobGetByIdempotencyK
 }
 
 // RunGet implements store.RunStore.
-func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) RunGet(ctx context.Context, params *store.RunGetParams) (*store.Run, error) {
+func (r Reads[DB, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) RunGet(ctx context.Context, params *store.RunGetParams) (*store.Run, error) {
 	id, ok := r.ID(params.ID)
 	if !ok {
 		return nil, store.ErrNotFound

@@ -22,10 +22,7 @@ type (
 		Fingerprint string
 		Job         string
 	}
-	runParams struct {
-		Tenant string
-		ID     int
-	}
+	runParams struct{ Tenant, ID string }
 )
 
 // queries answers every query with fail when set, and records the queries
@@ -46,7 +43,7 @@ func (q *queries) DocumentGet(_ context.Context, _ string, arg docParams) ([]byt
 	return []byte("doc"), q.run("DocumentGet", arg)
 }
 
-func (q *queries) CheckpointList(_ context.Context, _ string, jobID int) ([]string, error) {
+func (q *queries) CheckpointList(_ context.Context, _ string, jobID string) ([]string, error) {
 	return []string{"a", "b"}, q.run("CheckpointList", jobID)
 }
 
@@ -54,7 +51,7 @@ func (q *queries) CheckpointGetByStageKey(_ context.Context, _ string, arg stage
 	return "a", q.run("CheckpointGetByStageKey", arg)
 }
 
-func (q *queries) LLMAttemptList(_ context.Context, _ string, jobID int) ([]int64, error) {
+func (q *queries) LLMAttemptList(_ context.Context, _ string, jobID string) ([]int64, error) {
 	return []int64{7}, q.run("LLMAttemptList", jobID)
 }
 
@@ -70,16 +67,16 @@ func (q *queries) RunGetByID(_ context.Context, _ string, arg runParams) (string
 	return "run", q.run("RunGetByID", arg)
 }
 
-type testReads = rowmap.Reads[string, int, string, int64, string, docParams, stageKeyParams, dedupParams, keyParams, keyRow, string, runParams]
+type testReads = rowmap.Reads[string, string, int64, string, docParams, stageKeyParams, dedupParams, keyParams, keyRow, string, runParams]
 
 func newTestReads(q *queries) testReads {
 	return testReads{
 		Q: q, DB: "db", Interpret: interpret,
-		ID: func(s string) (int, bool) {
+		ID: func(s string) (string, bool) {
 			if s != "42" {
-				return 0, false
+				return "", false
 			}
-			return 42, true
+			return "id42", true
 		},
 		Checkpoint: func(s string) *store.Checkpoint { return &store.Checkpoint{StageKey: s} },
 		LLMAttempt: func(id int64) *store.LLMAttempt { return &store.LLMAttempt{ID: id} },
@@ -136,8 +133,8 @@ func TestReadsMapRows(t *testing.T) {
 	require.Equal(t, int64(5), run.Progress.Items, "with progress, since RecentSince")
 
 	require.Equal(t, []any{
-		docParams{Tenant: "t", Sha256: "h"}, 42, stageKeyParams{Tenant: "t", StageKey: "k"}, 42,
-		dedupParams{Tenant: "t", DedupKey: "d"}, runParams{Tenant: "t", ID: 42}, runParams{Tenant: "t", ID: 42},
+		docParams{Tenant: "t", Sha256: "h"}, "id42", stageKeyParams{Tenant: "t", StageKey: "k"}, "id42",
+		dedupParams{Tenant: "t", DedupKey: "d"}, runParams{Tenant: "t", ID: "id42"}, runParams{Tenant: "t", ID: "id42"},
 	}, q.args, "each query gets the params it names, the id as the store reads it")
 }
 

@@ -27,7 +27,7 @@ type DeliveryAttemptInsertParams struct {
 	HttpStatus  int64
 	Error       string
 	ExternalRef string
-	Duplicate   int64
+	Duplicate   bool
 	StartedAt   int64
 	FinishedAt  int64
 	LatencyMs   int64

@@ -450,14 +450,14 @@ type JobHeartbeatParams struct {
 }
 
 // Extends a lease while (owner, attempt) still hold it. No row: lease lost.
-func (q *Queries) JobHeartbeat(ctx context.Context, db DBTX, arg JobHeartbeatParams) (int64, error) {
+func (q *Queries) JobHeartbeat(ctx context.Context, db DBTX, arg JobHeartbeatParams) (bool, error) {
 	row := db.QueryRowContext(ctx, jobHeartbeat,
 		arg.LeaseUntil,
 		arg.ID,
 		arg.Owner,
 		arg.Attempt,
 	)
-	var cancel_requested int64
+	var cancel_requested bool
 	err := row.Scan(&cancel_requested)
 	return cancel_requested, err
 }
@@ -820,7 +820,7 @@ type LLMAttemptInsertParams struct {
 
 type LLMAttemptInsertRow struct {
 	ID     int64
-	Billed int64
+	Billed bool
 }
 
 // Journals an attempt under the job's tenant, billed only if no billed

@@ -28,7 +28,7 @@ LIMIT @max;
 -- name: RunProgress :many
 -- A run's items grouped by their job's status and whether they were reused.
 SELECT jobs.status,
-    CAST(run_items.outcome <> 'created' AS INTEGER) AS reused,
+    CAST(run_items.outcome <> 'created' AS BOOLEAN) AS reused,
     CAST(count(*) AS INTEGER) AS items,
     CAST(coalesce(sum(jobs.last_event_seq), 0) AS INTEGER) AS seq,
     CAST(coalesce(sum(jobs.prompt_tokens), 0) AS INTEGER) AS prompt_tokens,

@@ -139,7 +139,7 @@ type RunInsertParams struct {
 	ModelProfile  string
 	Params        string
 	Labels        string
-	ProviderBatch int64
+	ProviderBatch bool
 	CreatedAt     int64
 }
 
@@ -457,7 +457,7 @@ func (q *Queries) RunOperationSetResult(ctx context.Context, db DBTX, arg RunOpe
 
 const runProgress = `-- name: RunProgress :many
 SELECT jobs.status,
-    CAST(run_items.outcome <> 'created' AS INTEGER) AS reused,
+    CAST(run_items.outcome <> 'created' AS BOOLEAN) AS reused,
     CAST(count(*) AS INTEGER) AS items,
     CAST(coalesce(sum(jobs.last_event_seq), 0) AS INTEGER) AS seq,
     CAST(coalesce(sum(jobs.prompt_tokens), 0) AS INTEGER) AS prompt_tokens,
@@ -478,7 +478,7 @@ type RunProgressParams struct {
 
 type RunProgressRow struct {
 	Status           string
-	Reused           int64
+	Reused           bool
 	Items            int64
 	Seq              int64
 	PromptTokens     int64

@@ -365,7 +365,7 @@ type ScheduleListBasicRow struct {
 	Overlap        string
 	Catchup        string
 	MisfireMs      int64
-	Paused         int64
+	Paused         bool
 	DeletedAt      *int64
 	NextSlotAt     int64
 	LastJobID      *string
