@@ -43,6 +43,9 @@ func (s *Store) JobClaim(ctx context.Context, params *store.JobClaimParams) ([]*
 		}
 		jobs[i].ClaimedFrom = store.JobStatus(row.ClaimedFrom)
 	}
+	if err := s.runs.Apply(ctx, jobs...); err != nil {
+		return nil, err
+	}
 	return jobs, nil
 }
 
@@ -176,7 +179,7 @@ func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionPa
 		return nil, interpretLeaseError(err)
 	}
 	s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
-	return jobFromRow(dbsqlc.Job(row))
+	return s.job(ctx, dbsqlc.Job(row))
 }
 
 // OutboxList implements store.EngineStore.

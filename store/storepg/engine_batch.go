@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -330,6 +331,9 @@ func (s *Store) publishBatch(ctx context.Context, jobs []*store.JobPublishParams
 			return err
 		}
 		published[job.ID] = job
+	}
+	if err := s.runs.Apply(ctx, slices.Collect(maps.Values(published))...); err != nil {
+		return err
 	}
 	for _, i := range batch {
 		if job, ok := published[jobs[i].Lease.JobID]; ok {

@@ -38,5 +38,5 @@ func (s *Store) JobUpdateFull(ctx context.Context, params *store.JobUpdateFullPa
 		return nil, interpretError(err)
 	}
 	s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
-	return jobFromRow(dbsqlc.Job(row))
+	return s.job(ctx, dbsqlc.Job(row))
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
+	"github.com/oncejob/oncejob/store/internal/rundefaults"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
@@ -19,7 +20,9 @@ func (s *Store) JobGetByID(ctx context.Context, params *store.JobGetByIDParams) 
 		return nil, store.ErrNotFound // no job has an id that is not a uuid
 	}
 	row, err := s.q.JobGetByID(ctx, s.pool, dbsqlc.JobGetByIDParams{Tenant: params.Tenant, ID: id})
-	return rowmap.OneErr(row, err, interpretError, jobFromRow)
+	return rowmap.OneErr(row, err, interpretError, func(row dbsqlc.Job) (*store.Job, error) {
+		return s.job(ctx, row)
+	})
 }
 
 // JobList implements store.Store. It fetches one row more than the page
@@ -54,7 +57,7 @@ func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*stor
 	if err != nil {
 		return nil, err
 	}
-	return store.JobListPageSized(jobs, limit, params.PageBytes()), nil
+	return rundefaults.ListPage(ctx, s.runs, jobs, limit, params.PageBytes())
 }
 
 // parseUUID is s in a uuid's canonical text, which a row's uuid column

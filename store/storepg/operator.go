@@ -149,7 +149,7 @@ func (s *Store) operate(ctx context.Context, op operation) (*store.OperatorResul
 	if appended {
 		s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
 	}
-	job, err := jobFromRow(row)
+	job, err := s.job(ctx, row)
 	if err != nil {
 		return nil, err
 	}

@@ -21,10 +21,15 @@ func jobFromRow(r dbsqlc.Job) (*store.Job, error) {
 // reads is rowmap.Reads, embedded in Store under its own name.
 type reads = rowmap.Reads
 
-// newReads is the reads of q on db, a run's progress read by withProgress.
-func newReads(q *dbsqlc.Queries, db dbsqlc.DBTX, withProgress func(context.Context, dbsqlc.Run, time.Time) (*store.Run, error)) reads {
+// newReads is the reads of q on db: a run's row mapped by run, with its
+// progress by withProgress, and the jobs given their runs' defaults by
+// runDefaults.
+func newReads(q *dbsqlc.Queries, db dbsqlc.DBTX, run func(dbsqlc.Run) (*store.Run, error),
+	withProgress func(context.Context, dbsqlc.Run, time.Time) (*store.Run, error),
+	runDefaults func(context.Context, ...*store.Job) error) reads {
 	h := rowmap.Handle[dbsqlc.DBTX]{DB: db, Interpret: interpretError}
 	return reads{
+		RunDefaults: runDefaults,
 		ID: func(s string) (string, bool) {
 			id, err := parseUUID(s)
 			return id, err == nil
@@ -35,7 +40,7 @@ func newReads(q *dbsqlc.Queries, db dbsqlc.DBTX, withProgress func(context.Conte
 		LLMAttempts:     rowmap.LLMAttemptList(h, q, llmAttemptFromRow),
 		ComputedSuccess: rowmap.JobComputedSuccessGet(h, q, jobFromRow),
 		Keyed:           rowmap.KeyedJob(rowmap.JobGetByIdempotencyKey(h, q), jobFromRow),
-		Run:             rowmap.RunGetByID(h, q, runFromRow, withProgress),
+		Run:             rowmap.RunGetByID(h, q, run, withProgress),
 		APIKey:          rowmap.APIKeyGetByID(h, q, apiKeyFromRow),
 		APIKeys:         rowmap.APIKeyList(h, q, apiKeyFromRow),
 	}

@@ -77,6 +77,7 @@ func (s *Store) RunItemGetMany(ctx context.Context, params *store.RunItemGetMany
 		if err != nil {
 			return nil, err
 		}
+		job.Params, job.Labels = nil, nil // see store.RunItem
 		items[i] = &store.RunItem{RunID: params.RunID, Key: row.ItemKey, Fingerprint: row.Fingerprint, Outcome: store.RunItemOutcome(row.Outcome), Job: job}
 	}
 	return items, nil
@@ -197,7 +198,7 @@ func (s *Store) runItemsOfExisting(ctx context.Context, jobs []*store.JobSubmitP
 
 // runWithProgress is the run of row with its progress.
 func (s *Store) runWithProgress(ctx context.Context, row dbsqlc.Run, recentSince time.Time) (*store.Run, error) {
-	run, err := runFromRow(row)
+	run, err := s.runFromRow(row)
 	if err != nil {
 		return nil, err
 	}

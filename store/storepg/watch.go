@@ -5,6 +5,7 @@ import (
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
+	"github.com/oncejob/oncejob/store/internal/rundefaults"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
@@ -27,7 +28,7 @@ func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListPa
 		args.Pipeline = &params.Pipeline
 	}
 	rows, err := s.q.JobChangeList(ctx, s.pool, args)
-	return rowmap.MapErr(rows, err, interpretError, func(r dbsqlc.JobChangeListRow) (*store.JobChange, error) {
+	changes, err := rowmap.MapErr(rows, err, interpretError, func(r dbsqlc.JobChangeListRow) (*store.JobChange, error) {
 		r.Job.Output = nil // not read into the job only to be dropped
 		job, err := jobFromRow(r.Job)
 		if err != nil {
@@ -35,6 +36,10 @@ func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListPa
 		}
 		return store.NewJobChange(store.JobChangeCursor{Tx: r.JobEvent.Tx, ID: r.JobEvent.ID}, jobEventFromRow(r.JobEvent), job, r.Bytes), nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return rundefaults.Changes(ctx, s.runs, changes, params.PageBytes())
 }
 
 func jobEventFromRow(r dbsqlc.JobEvent) *store.JobEvent {

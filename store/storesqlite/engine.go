@@ -68,6 +68,9 @@ func (s *Store) JobClaim(ctx context.Context, params *store.JobClaimParams) ([]*
 	slices.SortFunc(jobs, func(a, b *store.Job) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
 	})
+	if err := s.runs.Apply(ctx, jobs...); err != nil {
+		return nil, err
+	}
 	return jobs, nil
 }
 
@@ -268,7 +271,7 @@ func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionPa
 	if err != nil {
 		return nil, err
 	}
-	return jobFromRow(row)
+	return s.job(ctx, row)
 }
 
 // OutboxList implements store.EngineStore.

@@ -204,8 +204,8 @@ func (s *Store) JobPublishMany(ctx context.Context, params *store.JobPublishMany
 		if row == nil {
 			continue
 		}
-		if items[i].Job, err = jobFromRow(*row); err != nil {
-			items[i].Err = err
+		if items[i].Job, err = s.job(ctx, *row); err != nil {
+			items[i].Job, items[i].Err = nil, err
 		}
 	}
 	return &store.JobPublishManyResult{Items: items}, nil

@@ -45,5 +45,5 @@ func (s *Store) JobUpdateFull(ctx context.Context, params *store.JobUpdateFullPa
 	if err != nil {
 		return nil, err
 	}
-	return jobFromRow(row)
+	return s.job(ctx, row)
 }

@@ -157,7 +157,7 @@ func (s *Store) operate(ctx context.Context, op operation) (*store.OperatorResul
 	if err != nil {
 		return nil, err
 	}
-	job, err := jobFromRow(row)
+	job, err := s.job(ctx, row)
 	if err != nil {
 		return nil, err
 	}

@@ -21,11 +21,15 @@ func jobFromRow(r dbsqlite.Job) (*store.Job, error) {
 // reads is rowmap.Reads, embedded in Store under its own name.
 type reads = rowmap.Reads
 
-// newReads is the reads of q on db, a run's progress read by withProgress:
-// an id is a uuid in its canonical text.
-func newReads(q *dbsqlite.Queries, db dbsqlite.DBTX, withProgress func(context.Context, dbsqlite.Run, time.Time) (*store.Run, error)) reads {
+// newReads is the reads of q on db: a run's row mapped by run, with its
+// progress by withProgress, and the jobs given their runs' defaults by
+// runDefaults; an id is a uuid in its canonical text.
+func newReads(q *dbsqlite.Queries, db dbsqlite.DBTX, run func(dbsqlite.Run) (*store.Run, error),
+	withProgress func(context.Context, dbsqlite.Run, time.Time) (*store.Run, error),
+	runDefaults func(context.Context, ...*store.Job) error) reads {
 	h := rowmap.Handle[dbsqlite.DBTX]{DB: db, Interpret: interpretError}
 	return reads{
+		RunDefaults:     runDefaults,
 		ID:              canonicalUUID,
 		Document:        rowmap.DocumentGet(h, q),
 		Checkpoints:     rowmap.CheckpointList(h, q, checkpointFromRow),
@@ -33,7 +37,7 @@ func newReads(q *dbsqlite.Queries, db dbsqlite.DBTX, withProgress func(context.C
 		LLMAttempts:     rowmap.LLMAttemptList(h, q, llmAttemptFromRow),
 		ComputedSuccess: rowmap.JobComputedSuccessGet(h, q, jobFromRow),
 		Keyed:           rowmap.KeyedJob(rowmap.JobGetByIdempotencyKey(h, q), jobFromRow),
-		Run:             rowmap.RunGetByID(h, q, runFromRow, withProgress),
+		Run:             rowmap.RunGetByID(h, q, run, withProgress),
 		APIKey:          rowmap.APIKeyGetByID(h, q, apiKeyFromRow),
 		APIKeys:         rowmap.APIKeyList(h, q, apiKeyFromRow),
 	}

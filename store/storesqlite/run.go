@@ -92,6 +92,7 @@ func (s *Store) RunItemGetMany(ctx context.Context, params *store.RunItemGetMany
 		if err != nil {
 			return nil, err
 		}
+		job.Params, job.Labels = nil, nil // see store.RunItem
 		items = append(items, &store.RunItem{RunID: id, Key: row.ItemKey, Fingerprint: row.Fingerprint, Outcome: store.RunItemOutcome(row.Outcome), Job: job})
 	}
 	return items, nil
@@ -221,7 +222,7 @@ func (s *Store) runItemRecord(ctx context.Context, tx *writeTx, p *store.JobSubm
 
 // runWithProgress is the run of row with its progress.
 func (s *Store) runWithProgress(ctx context.Context, row dbsqlite.Run, recentSince time.Time) (*store.Run, error) {
-	run, err := runFromRow(row)
+	run, err := s.runFromRow(row)
 	if err != nil {
 		return nil, err
 	}

@@ -19,13 +19,16 @@ type Reads struct {
 	// ID is the store's value of a uuid: false for a string that is none,
 	// which no row has.
 	ID func(string) (string, bool)
+	// RunDefaults gives jobs of runs their runs' params and labels
+	// (docs/architecture.md, "Runs"); nil leaves them as read.
+	RunDefaults func(context.Context, ...*store.Job) error
 
 	Document        func(context.Context, *store.DocumentGetParams) ([]byte, error)
 	Checkpoints     func(ctx context.Context, jobID string) ([]*store.Checkpoint, error)
 	CheckpointByKey func(context.Context, *store.CheckpointGetByStageKeyParams) (*store.Checkpoint, error)
 	LLMAttempts     func(ctx context.Context, jobID string) ([]*store.LLMAttempt, error)
 	ComputedSuccess func(context.Context, *store.JobComputedSuccessGetParams) (*store.Job, error)
-	Keyed           func(context.Context, *store.JobGetByIdempotencyKeyParams) (*store.JobSubmitResult, error)
+	Keyed           func(context.Context, *store.JobGetByIdempotencyKeyParams) (fingerprint string, job *store.Job, err error)
 	Run             func(ctx context.Context, params *store.RunGetParams, id string) (*store.Run, error)
 	APIKey          func(ctx context.Context, id string) (*store.APIKey, error)
 	APIKeys         func(context.Context, *store.APIKeyListParams) ([]*store.APIKey, error)
@@ -61,13 +64,34 @@ func (r Reads) LLMAttemptList(ctx context.Context, params *store.LLMAttemptListP
 
 // JobComputedSuccessGet implements store.EngineStore.
 func (r Reads) JobComputedSuccessGet(ctx context.Context, params *store.JobComputedSuccessGetParams) (*store.Job, error) {
-	return r.ComputedSuccess(ctx, params)
+	job, err := r.ComputedSuccess(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	return job, r.runDefaults(ctx, job)
+}
+
+// runDefaults is RunDefaults, if set.
+func (r Reads) runDefaults(ctx context.Context, jobs ...*store.Job) error {
+	if r.RunDefaults == nil {
+		return nil
+	}
+	return r.RunDefaults(ctx, jobs...)
 }
 
 // JobGetByIdempotencyKey implements store.Store: the job a key names,
 // answered as a submission of params would be.
 func (r Reads) JobGetByIdempotencyKey(ctx context.Context, params *store.JobGetByIdempotencyKeyParams) (*store.JobSubmitResult, error) {
-	return r.Keyed(ctx, params)
+	fingerprint, job, err := r.Keyed(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	if fingerprint == params.Fingerprint { // else the key's reuse, without the job
+		if err := r.runDefaults(ctx, job); err != nil {
+			return nil, err
+		}
+	}
+	return store.JobSubmitExisting(params.Fingerprint, fingerprint, job)
 }
 
 // RunGet implements store.RunStore.
@@ -161,18 +185,17 @@ func JobGetByIdempotencyKey[DB any, P ~struct{ Tenant, Method, IdempotencyKey st
 	}
 }
 
-// KeyedJob is Reads.Keyed over get (JobGetByIdempotencyKey), the job of its
-// row mapped by job: the job, answered as a submission of the params
-// would be.
+// KeyedJob is Reads.Keyed over get (JobGetByIdempotencyKey): the key's
+// fingerprint, and the job of its row mapped by job.
 func KeyedJob[R ~struct {
 	Fingerprint string
 	Job         J
 }, J any](get func(context.Context, *store.JobGetByIdempotencyKeyParams) (R, error),
-	job func(J) (*store.Job, error)) func(context.Context, *store.JobGetByIdempotencyKeyParams) (*store.JobSubmitResult, error) {
-	return func(ctx context.Context, params *store.JobGetByIdempotencyKeyParams) (*store.JobSubmitResult, error) {
+	job func(J) (*store.Job, error)) func(context.Context, *store.JobGetByIdempotencyKeyParams) (string, *store.Job, error) {
+	return func(ctx context.Context, params *store.JobGetByIdempotencyKeyParams) (string, *store.Job, error) {
 		row, err := get(ctx, params)
 		if err != nil {
-			return nil, err
+			return "", nil, err
 		}
 		keyed := struct {
 			Fingerprint string
@@ -180,9 +203,9 @@ func KeyedJob[R ~struct {
 		}(row)
 		j, err := job(keyed.Job)
 		if err != nil {
-			return nil, err
+			return "", nil, err
 		}
-		return store.JobSubmitExisting(params.Fingerprint, keyed.Fingerprint, j)
+		return keyed.Fingerprint, j, nil
 	}
 }
 

@@ -124,6 +124,39 @@ func (q *Queries) RunCancelMark(ctx context.Context, db DBTX, arg RunCancelMarkP
 	return i, err
 }
 
+const runDefaultsGetMany = `-- name: RunDefaultsGetMany :many
+SELECT id, params, labels FROM runs WHERE id = ANY($1::uuid[])
+`
+
+type RunDefaultsGetManyRow struct {
+	ID     string
+	Params string
+	Labels string
+}
+
+// The params and labels of runs, put under those of their items' jobs when
+// the jobs are read: a run's are stored once, on its row, not copied into
+// each item's (docs/architecture.md, "Runs").
+func (q *Queries) RunDefaultsGetMany(ctx context.Context, db DBTX, ids []string) ([]RunDefaultsGetManyRow, error) {
+	rows, err := db.Query(ctx, runDefaultsGetMany, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunDefaultsGetManyRow
+	for rows.Next() {
+		var i RunDefaultsGetManyRow
+		if err := rows.Scan(&i.ID, &i.Params, &i.Labels); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const runGetByID = `-- name: RunGetByID :one
 SELECT id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at, cancelled_at, provider_batch FROM runs WHERE tenant = $1::text AND id = $2::uuid
 `

@@ -84,3 +84,9 @@ ORDER BY run_items.job_id;
 -- name: RunCancelMark :execrows
 UPDATE runs SET cancelled_at = coalesce(cancelled_at, @now)
 WHERE tenant = @tenant AND id = @id;
+
+-- name: RunDefaultsGetMany :many
+-- The params and labels of runs, put under those of their items' jobs when
+-- the jobs are read: a run's are stored once, on its row, not copied into
+-- each item's (docs/architecture.md, "Runs"). @ids is a JSON array.
+SELECT id, params, labels FROM runs WHERE id IN (SELECT value FROM json_each(CAST(@ids AS TEXT)));

@@ -28,6 +28,42 @@ func (q *Queries) RunCancelMark(ctx context.Context, db DBTX, arg RunCancelMarkP
 	return result.RowsAffected()
 }
 
+const runDefaultsGetMany = `-- name: RunDefaultsGetMany :many
+SELECT id, params, labels FROM runs WHERE id IN (SELECT value FROM json_each(CAST(?1 AS TEXT)))
+`
+
+type RunDefaultsGetManyRow struct {
+	ID     string
+	Params string
+	Labels string
+}
+
+// The params and labels of runs, put under those of their items' jobs when
+// the jobs are read: a run's are stored once, on its row, not copied into
+// each item's (docs/architecture.md, "Runs"). @ids is a JSON array.
+func (q *Queries) RunDefaultsGetMany(ctx context.Context, db DBTX, ids string) ([]RunDefaultsGetManyRow, error) {
+	rows, err := db.QueryContext(ctx, runDefaultsGetMany, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunDefaultsGetManyRow
+	for rows.Next() {
+		var i RunDefaultsGetManyRow
+		if err := rows.Scan(&i.ID, &i.Params, &i.Labels); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const runGetByID = `-- name: RunGetByID :one
 SELECT id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at, cancelled_at, provider_batch FROM runs WHERE tenant = ?1 AND id = ?2
 `
