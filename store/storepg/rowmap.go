@@ -18,10 +18,8 @@ func jobFromRow(r dbsqlc.Job) (*store.Job, error) {
 	return columns.Job(rowmap.JobRow[time.Time](r))
 }
 
-// reads is rowmap.Reads over this store's queries.
-type reads = rowmap.Reads[dbsqlc.DBTX, dbsqlc.JobCheckpoint, dbsqlc.LlmAttempt, dbsqlc.Job,
-	dbsqlc.DocumentGetParams, dbsqlc.CheckpointGetByStageKeyParams, dbsqlc.JobComputedSuccessGetParams,
-	dbsqlc.JobGetByIdempotencyKeyParams, dbsqlc.JobGetByIdempotencyKeyRow, dbsqlc.Run, dbsqlc.RunGetByIDParams]
+// reads is rowmap.Reads, embedded in Store under its own name.
+type reads = rowmap.Reads
 
 // newReads is the reads of q on db: a run's row mapped by run, with its
 // progress by withProgress, and the jobs given their runs' defaults by
@@ -29,15 +27,26 @@ type reads = rowmap.Reads[dbsqlc.DBTX, dbsqlc.JobCheckpoint, dbsqlc.LlmAttempt, 
 func newReads(q *dbsqlc.Queries, db dbsqlc.DBTX, run func(dbsqlc.Run) (*store.Run, error),
 	withProgress func(context.Context, dbsqlc.Run, time.Time) (*store.Run, error),
 	runDefaults func(context.Context, ...*store.Job) error) reads {
+	h := rowmap.Handle[dbsqlc.DBTX]{DB: db, Interpret: interpretError}
 	return reads{
-		Run: run, RunWithProgress: withProgress, RunDefaults: runDefaults,
-		Q: q, DB: db, ID: func(s string) (string, bool) {
+		RunDefaults: runDefaults,
+		ID: func(s string) (string, bool) {
 			id, err := parseUUID(s)
 			return id, err == nil
 		},
-		Interpret: interpretError, Checkpoint: checkpointFromRow, Job: jobFromRow,
-		LLMAttempt: func(r dbsqlc.LlmAttempt) *store.LLMAttempt {
-			return columns.LLMAttempt(rowmap.LLMAttemptRow[time.Time](r))
-		},
+		Document:        rowmap.DocumentGet(h, q),
+		Checkpoints:     rowmap.CheckpointList(h, q, checkpointFromRow),
+		CheckpointByKey: rowmap.CheckpointGetByStageKey(h, q, checkpointFromRow),
+		LLMAttempts:     rowmap.LLMAttemptList(h, q, llmAttemptFromRow),
+		ComputedSuccess: rowmap.JobComputedSuccessGet(h, q, jobFromRow),
+		Keyed:           rowmap.KeyedJob(rowmap.JobGetByIdempotencyKey(h, q), jobFromRow),
+		Run:             rowmap.RunGetByID(h, q, run, withProgress),
+		APIKey:          rowmap.APIKeyGetByID(h, q, apiKeyFromRow),
+		APIKeys:         rowmap.APIKeyList(h, q, apiKeyFromRow),
 	}
+}
+
+// llmAttemptFromRow is the attempt of an llm_attempts row.
+func llmAttemptFromRow(r dbsqlc.LlmAttempt) *store.LLMAttempt {
+	return columns.LLMAttempt(rowmap.LLMAttemptRow[time.Time](r))
 }

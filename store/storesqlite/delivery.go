@@ -118,7 +118,7 @@ func (s *Store) DeliverySettle(ctx context.Context, params *store.DeliverySettle
 func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListParams) (*store.DeliveryListResult, error) {
 	limit := params.PageLimit()
 	args := dbsqlite.DeliveryListParams{
-		AllTenants:  boolInt(params.AllTenants),
+		AllTenants:  params.AllTenants,
 		Tenant:      params.Tenant,
 		JobID:       params.JobID,
 		Status:      string(params.Status),
@@ -156,7 +156,7 @@ func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryPa
 				return rowmap.One(r, err, interpretError, deliveryFromRow)
 			},
 			Requeue: func() ([]*store.Delivery, error) {
-				rows, err := s.q.DeliveryRequeue(ctx, tx, dbsqlite.DeliveryRequeueParams{Now: now, Tenant: params.Tenant, ID: params.ID, Sink: params.Sink, Redeliver: boolInt(params.Redeliver)})
+				rows, err := s.q.DeliveryRequeue(ctx, tx, dbsqlite.DeliveryRequeueParams{Now: now, Tenant: params.Tenant, ID: params.ID, Sink: params.Sink, Redeliver: params.Redeliver})
 				return rowmap.Each(rows, deliveryFromRow), interpretError(err)
 			},
 			SinkEnable: func() (bool, error) {

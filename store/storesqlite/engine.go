@@ -160,7 +160,7 @@ func (s *Store) llmAttemptRecordTx(ctx context.Context, tx *writeTx, now int64, 
 		Chunk:             int64(a.Chunk),
 		ProviderKey:       a.ProviderKey,
 		Outcome:           string(a.Outcome),
-		Billed:            boolInt(a.Billed),
+		Billed:            a.Billed,
 		PromptTokens:      a.PromptTokens,
 		CompletionTokens:  a.CompletionTokens,
 		CostMicros:        a.CostMicros,
@@ -247,8 +247,8 @@ func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionPa
 		}
 		var err error
 		row, err = s.q.JobTransition(ctx, tx, dbsqlite.JobTransitionParams{
-			Parks:         boolInt(w.Parks),
-			RefundAttempt: boolInt(w.RefundAttempt),
+			Parks:         w.Parks,
+			RefundAttempt: w.RefundAttempt,
 			Status:        string(w.To),
 			Error:         rowmap.StringOrNil(w.Error),
 			Output:        rowmap.StringOrNil(w.Output),
@@ -286,14 +286,6 @@ func (s *Store) OutboxList(ctx context.Context, params *store.OutboxListParams) 
 
 func checkpointFromRow(r dbsqlite.JobCheckpoint) *store.Checkpoint {
 	return columns.Checkpoint(rowmap.CheckpointRow[int64](r))
-}
-
-// boolInt is how a boolean is stored: INTEGER 0 or 1.
-func boolInt(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // nowOr is the time a claim or heartbeat runs at: the caller's Now when

@@ -81,7 +81,7 @@ func (s *Store) JobReplay(ctx context.Context, params *store.JobReplayParams) (*
 			return s.q.JobReplay(ctx, tx, dbsqlite.JobReplayParams{
 				ResetStages:   reset,
 				ResetStage:    w.ResetStage,
-				ClearApproval: boolInt(len(w.ResetStages) > 0),
+				ClearApproval: len(w.ResetStages) > 0,
 				Now:           now,
 				Tenant:        params.Tenant,
 				ID:            id,
@@ -113,8 +113,8 @@ func (s *Store) settle(ctx context.Context, target store.OperatorTarget, w *stor
 			return s.q.JobSettle(ctx, tx, dbsqlite.JobSettleParams{
 				Status:       string(w.To),
 				Error:        rowmap.StringOrNil(w.Error),
-				Approved:     boolInt(w.Approved),
-				FreshBudget:  boolInt(w.FreshBudget),
+				Approved:     w.Approved,
+				FreshBudget:  w.FreshBudget,
 				FinishedAt:   finishedAt,
 				Now:          now,
 				Tenant:       target.Tenant,

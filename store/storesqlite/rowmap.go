@@ -18,10 +18,8 @@ func jobFromRow(r dbsqlite.Job) (*store.Job, error) {
 	return columns.Job(rowmap.JobRow[int64](r))
 }
 
-// reads is rowmap.Reads over this store's queries.
-type reads = rowmap.Reads[dbsqlite.DBTX, dbsqlite.JobCheckpoint, dbsqlite.LlmAttempt, dbsqlite.Job,
-	dbsqlite.DocumentGetParams, dbsqlite.CheckpointGetByStageKeyParams, dbsqlite.JobComputedSuccessGetParams,
-	dbsqlite.JobGetByIdempotencyKeyParams, dbsqlite.JobGetByIdempotencyKeyRow, dbsqlite.Run, dbsqlite.RunGetByIDParams]
+// reads is rowmap.Reads, embedded in Store under its own name.
+type reads = rowmap.Reads
 
 // newReads is the reads of q on db: a run's row mapped by run, with its
 // progress by withProgress, and the jobs given their runs' defaults by
@@ -29,12 +27,23 @@ type reads = rowmap.Reads[dbsqlite.DBTX, dbsqlite.JobCheckpoint, dbsqlite.LlmAtt
 func newReads(q *dbsqlite.Queries, db dbsqlite.DBTX, run func(dbsqlite.Run) (*store.Run, error),
 	withProgress func(context.Context, dbsqlite.Run, time.Time) (*store.Run, error),
 	runDefaults func(context.Context, ...*store.Job) error) reads {
+	h := rowmap.Handle[dbsqlite.DBTX]{DB: db, Interpret: interpretError}
 	return reads{
-		Run: run, RunWithProgress: withProgress, RunDefaults: runDefaults,
-		Q: q, DB: db, ID: canonicalUUID, Interpret: interpretError, Job: jobFromRow,
-		Checkpoint: checkpointFromRow,
-		LLMAttempt: func(r dbsqlite.LlmAttempt) *store.LLMAttempt {
-			return columns.LLMAttempt(rowmap.LLMAttemptRow[int64](r))
-		},
+		RunDefaults:     runDefaults,
+		ID:              canonicalUUID,
+		Document:        rowmap.DocumentGet(h, q),
+		Checkpoints:     rowmap.CheckpointList(h, q, checkpointFromRow),
+		CheckpointByKey: rowmap.CheckpointGetByStageKey(h, q, checkpointFromRow),
+		LLMAttempts:     rowmap.LLMAttemptList(h, q, llmAttemptFromRow),
+		ComputedSuccess: rowmap.JobComputedSuccessGet(h, q, jobFromRow),
+		Keyed:           rowmap.KeyedJob(rowmap.JobGetByIdempotencyKey(h, q), jobFromRow),
+		Run:             rowmap.RunGetByID(h, q, run, withProgress),
+		APIKey:          rowmap.APIKeyGetByID(h, q, apiKeyFromRow),
+		APIKeys:         rowmap.APIKeyList(h, q, apiKeyFromRow),
 	}
+}
+
+// llmAttemptFromRow is the attempt of an llm_attempts row.
+func llmAttemptFromRow(r dbsqlite.LlmAttempt) *store.LLMAttempt {
+	return columns.LLMAttempt(rowmap.LLMAttemptRow[int64](r))
 }

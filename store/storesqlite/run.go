@@ -199,7 +199,7 @@ func (s *Store) RunCancel(ctx context.Context, params *store.RunCancelParams) (*
 // createdOnly), leaving out running jobs already asked to stop.
 func (s *Store) runJobIDs(ctx context.Context, tx *writeTx, tenant, runID string, statuses []string, createdOnly bool) ([]string, error) {
 	ids, err := s.q.RunJobIDs(ctx, tx, dbsqlite.RunJobIDsParams{
-		RunID: runID, Tenant: tenant, Statuses: jsonList(statuses), CreatedOnly: boolInt(createdOnly),
+		RunID: runID, Tenant: tenant, Statuses: jsonList(statuses), CreatedOnly: createdOnly,
 	})
 	return ids, interpretError(err)
 }

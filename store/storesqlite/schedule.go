@@ -91,7 +91,7 @@ func (s *Store) ScheduleSetPaused(ctx context.Context, params *store.ScheduleSet
 	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		var err error
 		row, err = s.q.ScheduleSetPaused(ctx, tx, dbsqlite.ScheduleSetPausedParams{
-			Paused: boolInt(params.Paused), NextSlotAt: params.NextSlotAt.UnixMicro(), Now: now, Tenant: params.Tenant, ID: id,
+			Paused: params.Paused, NextSlotAt: params.NextSlotAt.UnixMicro(), Now: now, Tenant: params.Tenant, ID: id,
 		})
 		return interpretError(err)
 	})

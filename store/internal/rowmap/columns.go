@@ -392,3 +392,23 @@ func (c Columns[T]) Run(r RunRow[T]) (*store.Run, error) {
 	}
 	return run, nil
 }
+
+// APIKeyRow is an api_keys row.
+type APIKeyRow[T any] struct {
+	ID         string
+	Tenant     string
+	Role       string
+	Name       string
+	Sha256     string
+	CreatedAt  T
+	RevokedAt  *T
+	LastUsedAt *T
+}
+
+// APIKey is the store value of r.
+func (c Columns[T]) APIKey(r APIKeyRow[T]) *store.APIKey {
+	return &store.APIKey{
+		ID: r.ID, Tenant: r.Tenant, Role: store.Role(r.Role), Name: r.Name, SHA256: r.Sha256,
+		CreatedAt: c.Time(r.CreatedAt), RevokedAt: c.NullTime(r.RevokedAt), LastUsedAt: c.NullTime(r.LastUsedAt),
+	}
+}

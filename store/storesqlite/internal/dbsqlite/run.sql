@@ -77,7 +77,7 @@ JOIN jobs ON jobs.id = run_items.job_id
 WHERE run_items.run_id = @run_id
     AND jobs.tenant = @tenant
     AND jobs.status IN (SELECT value FROM json_each(CAST(@statuses AS TEXT)))
-    AND (NOT CAST(@created_only AS INTEGER) OR run_items.outcome = 'created')
+    AND (NOT CAST(@created_only AS BOOLEAN) OR run_items.outcome = 'created')
     AND NOT (jobs.status = 'running' AND jobs.cancel_requested)
 ORDER BY run_items.job_id;
 

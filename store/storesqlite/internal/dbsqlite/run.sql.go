@@ -278,7 +278,7 @@ JOIN jobs ON jobs.id = run_items.job_id
 WHERE run_items.run_id = ?1
     AND jobs.tenant = ?2
     AND jobs.status IN (SELECT value FROM json_each(CAST(?3 AS TEXT)))
-    AND (NOT CAST(?4 AS INTEGER) OR run_items.outcome = 'created')
+    AND (NOT CAST(?4 AS BOOLEAN) OR run_items.outcome = 'created')
     AND NOT (jobs.status = 'running' AND jobs.cancel_requested)
 ORDER BY run_items.job_id
 `
@@ -287,7 +287,7 @@ type RunJobIDsParams struct {
 	RunID       string
 	Tenant      string
 	Statuses    string
-	CreatedOnly int64
+	CreatedOnly bool
 }
 
 // The jobs of the run in the statuses given; with @created_only, only those
