@@ -87,4 +87,3 @@ func TestRunItemRunsWithItsRunsParams(t *testing.T) {
 	require.Equal(t, store.JobStatusSucceeded, second.Status)
 	require.Equal(t, calls, b.sim.Stats().BilledCalls, "the plain job's LLM stage had another key than the run's item's")
 }
-
