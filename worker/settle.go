@@ -43,7 +43,7 @@ func (r *run) publish(ctx context.Context, output []byte) (err error) {
 	if err != nil {
 		return err
 	}
-	r.settled = store.JobStatusSucceeded
+	r.ended = attemptEnd{status: store.JobStatusSucceeded}
 	failpoint.Inject(failpoint.AfterPublishCommit)
 	return nil
 }
@@ -354,8 +354,7 @@ func (r *run) apply(ctx, wctx context.Context, d decision, err error) error {
 	case err != nil:
 		r.log.Error("settling the job failed; the lease will expire", "to", d.to, "error", err)
 	default:
-		r.settled = d.to
-		r.budget = d.budget
+		r.ended = attemptEnd{status: d.to, budget: d.budget}
 		r.log.Info("job settled", "status", d.to, "message", d.message)
 		r.w.signals.Settled.Signal(SettledSignal{JobID: r.job.ID, Status: d.to})
 	}

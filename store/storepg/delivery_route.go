@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
@@ -70,7 +69,7 @@ func (s *Store) OutboxRouteDeliver(ctx context.Context, params *store.OutboxRout
 		if err != nil || !locked {
 			return err
 		}
-		events, err := s.q.OutboxUnroutedBatch(txCtx, tx, int32(params.PageLimit()))
+		events, err := s.q.OutboxUnroutedBatch(txCtx, tx, int64(params.PageLimit()))
 		if err != nil || len(events) == 0 {
 			return err
 		}
@@ -86,7 +85,7 @@ func (s *Store) OutboxRouteDeliver(ctx context.Context, params *store.OutboxRout
 			if err != nil {
 				return fmt.Errorf("storepg: routed deliveries: %w", err)
 			}
-			if err := s.q.DeliveryInsertRouted(txCtx, tx, dbsqlc.DeliveryInsertRoutedParams{Owner: params.Owner, Rows: rows}); err != nil {
+			if err := s.q.DeliveryInsertRouted(txCtx, tx, dbsqlc.DeliveryInsertRoutedParams{Owner: params.Owner, Rows: string(rows)}); err != nil {
 				return err
 			}
 		}
@@ -109,7 +108,7 @@ func (s *Store) planRoute(ctx context.Context, tx pgx.Tx, params *store.OutboxRo
 	plan := &routePlan{}
 	sinksOf := make([][]string, len(events))
 	outs := make([]*store.OutboxEvent, len(events))
-	var jobs []pgtype.UUID
+	var jobs []string
 	var direct []string
 	for i, e := range events {
 		outs[i] = outboxFromRow(e)
@@ -133,13 +132,13 @@ func (s *Store) planRoute(ctx context.Context, tx pgx.Tx, params *store.OutboxRo
 			return nil, err
 		}
 		for _, p := range pairs {
-			blocked[p.JobID.String()+"\x00"+p.Sink] = true
+			blocked[p.JobID+"\x00"+p.Sink] = true
 		}
 	}
 	now := time.Now()
 	for i, e := range events {
 		for _, sink := range sinksOf[i] {
-			key := e.JobID.String() + "\x00" + sink
+			key := e.JobID + "\x00" + sink
 			plan.rows = append(plan.rows, routedRow{OutboxID: e.ID, Sink: sink, Status: string(store.DeliveryStatusPending)})
 			wait := blocked[key] || !slices.Contains(direct, sink)
 			blocked[key] = true // a later event of the job waits for this one
@@ -150,7 +149,7 @@ func (s *Store) planRoute(ctx context.Context, tx pgx.Tx, params *store.OutboxRo
 			plan.direct = append(plan.direct, &store.Delivery{
 				OutboxID: e.ID, EventID: e.EventID, EventType: e.EventType, Sink: sink, Tenant: e.Tenant,
 				JobID: outs[i].JobID, Status: store.DeliveryStatusPending, Attempt: 1, Attempts: 1,
-				BudgetStartedAt: now, CreatedAt: now, UpdatedAt: now, Payload: e.Payload, EventCreatedAt: e.CreatedAt,
+				BudgetStartedAt: now, CreatedAt: now, UpdatedAt: now, Payload: []byte(e.Payload), EventCreatedAt: e.CreatedAt,
 			})
 		}
 	}

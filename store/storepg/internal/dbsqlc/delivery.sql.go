@@ -85,7 +85,7 @@ type DeliveryClaimParams struct {
 	Owner         string
 	LeaseDuration pgtype.Interval
 	Sinks         []string
-	Max           int32
+	Max           int64
 }
 
 type DeliveryClaimRow struct {
@@ -95,10 +95,10 @@ type DeliveryClaimRow struct {
 	EventType       string
 	Sink            string
 	Tenant          string
-	JobID           pgtype.UUID
+	JobID           string
 	Status          string
-	Attempt         int32
-	Attempts        int32
+	Attempt         int64
+	Attempts        int64
 	DueAt           time.Time
 	LeaseOwner      *string
 	LastOutcome     string
@@ -109,7 +109,7 @@ type DeliveryClaimRow struct {
 	UpdatedAt       time.Time
 	DeliveredAt     *time.Time
 	Landed          string
-	Payload         []byte
+	Payload         string
 	EventCreatedAt  time.Time
 }
 
@@ -258,7 +258,7 @@ WHERE r.journal
 
 type DeliveryInsertRoutedParams struct {
 	Owner string
-	Rows  []byte
+	Rows  string
 }
 
 // The deliveries of a routing that delivered: each row written once, in its
@@ -314,14 +314,14 @@ LIMIT $10::integer
 type DeliveryListParams struct {
 	AllTenants    bool
 	Tenant        string
-	JobID         pgtype.UUID
+	JobID         *string
 	Status        string
 	Sink          string
 	LastOutcome   string
 	CreatedBefore *time.Time
-	AfterRank     int32
+	AfterRank     int64
 	AfterID       int64
-	Max           int32
+	Max           int64
 }
 
 // Dead letters first, then pending, then delivered; newest first in each.
@@ -385,12 +385,12 @@ WHERE status = 'pending'
 `
 
 type DeliveryPendingPairsParams struct {
-	JobIds []pgtype.UUID
+	JobIds []string
 	Sinks  []string
 }
 
 type DeliveryPendingPairsRow struct {
-	JobID pgtype.UUID
+	JobID string
 	Sink  string
 }
 
@@ -525,7 +525,7 @@ SELECT id FROM settled
 
 type DeliverySettleParams struct {
 	Owner   string
-	Results []byte
+	Results string
 }
 
 // Journals every result and settles, fenced, the deliveries whose lease the
@@ -583,7 +583,7 @@ LIMIT $1::integer
 // The oldest unrouted events. A job's events are written one transaction
 // after another (each holds the job's row lock), so a later event is never
 // visible before an earlier one.
-func (q *Queries) OutboxUnroutedBatch(ctx context.Context, db DBTX, max int32) ([]Outbox, error) {
+func (q *Queries) OutboxUnroutedBatch(ctx context.Context, db DBTX, max int64) ([]Outbox, error) {
 	rows, err := db.Query(ctx, outboxUnroutedBatch, max)
 	if err != nil {
 		return nil, err
@@ -622,7 +622,7 @@ LIMIT $2::integer
 
 type OutboxUnroutedListParams struct {
 	CreatedBefore time.Time
-	Max           int32
+	Max           int64
 }
 
 func (q *Queries) OutboxUnroutedList(ctx context.Context, db DBTX, arg OutboxUnroutedListParams) ([]Outbox, error) {
