@@ -318,22 +318,9 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 
-	logf("building oncejob from %s", c.root)
-	bin := filepath.Join(tmp, "oncejob")
-	if err := cmdRun(ctx, c.root, "go", "build", "-o", bin, "./cmd/oncejob"); err != nil {
-		return fmt.Errorf("build: %w", err)
-	}
-	var befores []builtTree
-	for i, dir := range strings.Split(c.before, ",") {
-		if dir = strings.TrimSpace(dir); dir == "" {
-			continue
-		}
-		b := builtTree{label: sysEngine + " @" + filepath.Base(dir), bin: filepath.Join(tmp, fmt.Sprintf("oncejob-before-%d", i))}
-		logf("building %s from %s", b.label, dir)
-		if err := cmdRun(ctx, dir, "go", "build", "-o", b.bin, "./cmd/oncejob"); err != nil {
-			return fmt.Errorf("build (%s): %w", dir, err)
-		}
-		befores = append(befores, b)
+	bin, befores, err := buildTrees(ctx, c, tmp)
+	if err != nil {
+		return err
 	}
 
 	if c.account {
@@ -374,6 +361,13 @@ func run(ctx context.Context, c config) error {
 		e.befores = append(e.befores, &engineBench{c: c, bin: b.bin, tmp: tmp, pipelines: pipelinesPath, admin: admin, simURL: simURL,
 			simPID: sim.cmd.Process.Pid, system: b.label})
 	}
+	return e.runAndReport(ctx, procs)
+}
+
+// runAndReport runs the phases and prints the report; with -strict, a
+// target missed fails it.
+func (e *engineBench) runAndReport(ctx context.Context, procs []int) error {
+	c := e.c
 	rep := &report{c: c, loadBefore: loadavg()}
 	if err := e.runPhases(ctx, procs, rep); err != nil {
 		return err
@@ -451,6 +445,29 @@ func (e *engineBench) runPhases(ctx context.Context, procs []int, rep *report) e
 
 // builtTree is a -before tree's binary and the name of its results.
 type builtTree struct{ label, bin string }
+
+// buildTrees builds the oncejob binary of -root and of each -before tree
+// into tmp.
+func buildTrees(ctx context.Context, c config, tmp string) (string, []builtTree, error) {
+	logf("building oncejob from %s", c.root)
+	bin := filepath.Join(tmp, "oncejob")
+	if err := cmdRun(ctx, c.root, "go", "build", "-o", bin, "./cmd/oncejob"); err != nil {
+		return "", nil, fmt.Errorf("build: %w", err)
+	}
+	var befores []builtTree
+	for i, dir := range strings.Split(c.before, ",") {
+		if dir = strings.TrimSpace(dir); dir == "" {
+			continue
+		}
+		b := builtTree{label: sysEngine + " @" + filepath.Base(dir), bin: filepath.Join(tmp, fmt.Sprintf("oncejob-before-%d", i))}
+		logf("building %s from %s", b.label, dir)
+		if err := cmdRun(ctx, dir, "go", "build", "-o", b.bin, "./cmd/oncejob"); err != nil {
+			return "", nil, fmt.Errorf("build (%s): %w", dir, err)
+		}
+		befores = append(befores, b)
+	}
+	return bin, befores, nil
+}
 
 // throughputRound runs the light and realistic phases -phases selects,
 // for each engine, then the River phases, once.

@@ -138,18 +138,9 @@ type riverRun struct {
 func (e *engineBench) riverPhase(ctx context.Context, rr riverRun) (result, costSample, error) {
 	c, n := e.c, rr.n
 	tag := rr.kind.phase() + "-" + rr.name
-	if err := recreateDB(ctx, e.admin, c.riverDB); err != nil {
-		return result{}, costSample{}, err
-	}
-	dbURL := c.pgURL + "/" + c.riverDB + "?sslmode=disable"
-	inspect, err := riverFill(ctx, dbURL, tag, n, rr.kind, rr.cost)
+	dbURL, inspect, err := e.prepareRiver(ctx, tag, rr)
 	if err != nil {
 		return result{}, costSample{}, err
-	}
-	if rr.kind == riverSame {
-		if err := httpPost(ctx, e.simURL+"/oncejob/reset", ""); err != nil {
-			return result{}, costSample{}, fmt.Errorf("reset simulator: %w", err)
-		}
 	}
 
 	var rc riverCost
@@ -213,25 +204,67 @@ func (e *engineBench) riverPhase(ctx context.Context, rr riverRun) (result, cost
 			return result{}, costSample{}, err
 		}
 	}
-	if err := checkRiverDone(ctx, dbURL, n, rr.kind); err != nil {
+	if err := e.checkRiver(ctx, dbURL, n, rr.kind); err != nil {
 		return result{}, costSample{}, err
 	}
-	if rr.kind == riverSame {
-		if billed, err := simBilled(ctx, e.simURL); err != nil || billed != int64(n) {
-			return result{}, costSample{}, fmt.Errorf("river same-work: %d calls billed by the simulator (%v), want %d", billed, err, n)
-		}
-	}
-	sys := rr.kind.system()
-	r := result{scenario: "light", system: sys, processes: 1, jobs: n, elapsed: elapsed, rate: float64(n) / elapsed.Seconds(), waits: waitDesc, pgCPU: pgCPU}
-	if rr.name == "steady" {
-		r.scenario = "steady"
-	}
+	r := rr.result(elapsed, waitDesc, pgCPU)
 	logf("%s: %d jobs in %s: %.0f jobs/s", tag, n, elapsed.Round(time.Millisecond), r.rate)
 	var s costSample
 	if rr.cost {
-		s = rc.sample(ctx, sys, tag, dbURL, n, elapsed, inspect)
+		s = rc.sample(ctx, r.system, tag, dbURL, n, elapsed, inspect)
 	}
 	return r, s, nil
+}
+
+// result is rr's throughput result.
+func (rr riverRun) result(elapsed time.Duration, waits string, pgCPU time.Duration) result {
+	r := result{scenario: "light", system: rr.kind.system(), processes: 1, jobs: rr.n, elapsed: elapsed,
+		rate: float64(rr.n) / elapsed.Seconds(), waits: waits, pgCPU: pgCPU}
+	if rr.name == "steady" {
+		r.scenario = "steady"
+	}
+	return r
+}
+
+// prepareRiver recreates River's database with rr's jobs in it (riverFill)
+// and resets the simulator for a same-work phase; it returns the
+// database's URL and whether pg_walinspect is there.
+func (e *engineBench) prepareRiver(ctx context.Context, tag string, rr riverRun) (string, bool, error) {
+	c := e.c
+	if err := recreateDB(ctx, e.admin, c.riverDB); err != nil {
+		return "", false, err
+	}
+	dbURL := c.pgURL + "/" + c.riverDB + "?sslmode=disable"
+	inspect, err := riverFill(ctx, dbURL, tag, rr.n, rr.kind, rr.cost)
+	if err != nil {
+		return "", false, err
+	}
+	return dbURL, inspect, e.resetSimFor(ctx, rr.kind)
+}
+
+// resetSimFor resets the simulator's counts before a same-work phase.
+func (e *engineBench) resetSimFor(ctx context.Context, kind riverKind) error {
+	if kind != riverSame {
+		return nil
+	}
+	if err := httpPost(ctx, e.simURL+"/oncejob/reset", ""); err != nil {
+		return fmt.Errorf("reset simulator: %w", err)
+	}
+	return nil
+}
+
+// checkRiver checks the n jobs of kind in the database at dbURL and, for
+// the same-work job, that the simulator billed n calls.
+func (e *engineBench) checkRiver(ctx context.Context, dbURL string, n int, kind riverKind) error {
+	if err := checkRiverDone(ctx, dbURL, n, kind); err != nil {
+		return err
+	}
+	if kind == riverSame {
+		if billed, err := simBilled(ctx, e.simURL); err != nil || billed != int64(n) {
+			return fmt.Errorf("river same-work: %d calls billed by the simulator (%v), want %d", billed, err, n)
+		}
+	}
+	return nil
 }
 
 // stopRiver stops client, waiting up to 15 s for it.
