@@ -61,6 +61,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -213,7 +214,7 @@ func main() {
 	flag.BoolVar(&c.account, "account", false, "instead of the phases: the statement-by-statement account of a light job, a new-key SubmitJob and River's same-work job, from pg_stat_statements in a throwaway Postgres cluster (account.go)")
 	flag.IntVar(&c.accountJobs, "account-jobs", 1000, "jobs of each account")
 	flag.BoolVar(&c.throwaway, "throwaway", false, "run the phases on a Postgres cluster of the bench's own (initdb, its own port, removed at the end; the shared server's settings) instead of -pg: no other database's work in the Postgres CPU and WAL figures")
-	flag.IntVar(&c.rounds, "rounds", 1, "the light and River phases this many times, in turn; the ratios are of the medians")
+	flag.IntVar(&c.rounds, "rounds", 1, "the light and River phases this many times, in turn (with -before, odd rounds run the trees in the other order); the ratios are of the medians")
 	flag.StringVar(&c.before, "before", "", "oncejob trees, comma-separated (e.g. `git archive main | tar -x -C DIR`), whose binaries also run the light phases, the light cost phases and the account, as \"oncejob @<dir's name>\", just before the measured tree's: a change's before and after in one run")
 	flag.BoolVar(&c.statementsReport, "statements", true, "print what Postgres counted and the CPU per job of the throughput phases")
 	flag.Parse()
@@ -388,8 +389,8 @@ func (e *engineBench) runAndReport(ctx context.Context, procs []int) error {
 // list, and adds their results to rep.
 func (e *engineBench) runPhases(ctx context.Context, procs []int, rep *report) error {
 	c := e.c
-	for range max(c.rounds, 1) {
-		if err := e.throughputRound(ctx, procs, rep); err != nil {
+	for round := range max(c.rounds, 1) {
+		if err := e.throughputRound(ctx, procs, round, rep); err != nil {
 			return err
 		}
 	}
@@ -470,15 +471,23 @@ func buildTrees(ctx context.Context, c config, tmp string) (string, []builtTree,
 }
 
 // throughputRound runs the light and realistic phases -phases selects,
-// for each engine, then the River phases, once.
-func (e *engineBench) throughputRound(ctx context.Context, procs []int, rep *report) error {
+// for each engine (the -before trees first, or last in an odd round), then
+// the River phases, once.
+func (e *engineBench) throughputRound(ctx context.Context, procs []int, round int, rep *report) error {
 	c := e.c
 	for _, sc := range []scenario{lightScenario(c.lightJobs), realisticScenario(c.realisticJobs)} {
 		if !c.phases[sc.name] {
 			continue
 		}
 		for _, p := range procs {
-			for _, eb := range e.engines() {
+			engines := e.engines()
+			if round%2 == 1 {
+				// An engine phase right after another runs slower than the
+				// first of a round (measured: 5-15 %): odd rounds take
+				// the engines in the other order.
+				slices.Reverse(engines)
+			}
+			for _, eb := range engines {
 				r, err := eb.phase(ctx, sc, p)
 				if err != nil {
 					return fmt.Errorf("%s, %s, %d process(es): %w", eb.sys(), sc.name, p, err)
