@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -91,11 +93,56 @@ func (h *ConnectHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				writeCallError(w, r, status.Convert(err))
 				return
 			}
+		} else if enveloped(r.Header.Get("Content-Type")) {
+			r.Body = &envelopeHeldBody{ReadCloser: r.Body, hold: hold}
 		} else {
 			r.Body = heldBody{ReadCloser: r.Body, hold: hold}
 		}
 	}
 	h.transcoder.ServeHTTP(w, r)
+}
+
+// enveloped reports whether a call's body is a stream of length-prefixed
+// messages (gRPC, gRPC-web, Connect's streaming content types).
+func enveloped(contentType string) bool {
+	return strings.HasPrefix(contentType, "application/grpc") || strings.HasPrefix(contentType, "application/connect+")
+}
+
+// envelopeHeldBody draws each message of an enveloped body of unknown
+// length from the budget when its 5-byte prefix (a flags byte, a 4-byte
+// big-endian length) has been read: the translation and the gRPC server
+// size a message's buffer by that length before its bytes arrive, so a
+// prefix announcing 10 MB and a body that then stalls would otherwise hold
+// 10 MB counted as 5 bytes. A body of known length is drawn whole by its
+// Content-Length instead, as the translation buffers it so.
+type envelopeHeldBody struct {
+	io.ReadCloser
+	hold   *membudget.Hold
+	prefix [5]byte
+	got    int   // bytes of the current prefix read
+	left   int64 // bytes of the current message still to come
+}
+
+func (b *envelopeHeldBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	for i := 0; i < n; {
+		if b.left > 0 {
+			k := min(b.left, int64(n-i))
+			b.left -= k
+			i += int(k)
+			continue
+		}
+		b.prefix[b.got] = p[i]
+		b.got++
+		i++
+		if b.got == len(b.prefix) {
+			b.got, b.left = 0, int64(binary.BigEndian.Uint32(b.prefix[1:]))
+			if gerr := b.hold.Grow(int64(len(b.prefix)) + b.left); gerr != nil {
+				return 0, overBudget{gerr}
+			}
+		}
+	}
+	return n, err
 }
 
 // writeCallError answers a call refused before the translation: in gRPC

@@ -388,3 +388,42 @@ func TestConnectBodyOverTheLimitDrawsNothing(t *testing.T) {
 	require.Equal(t, limit, budget.Peak(), "a body at the limit is drawn")
 	require.Zero(t, budget.Used(), "and given back")
 }
+
+// A gRPC-web or gRPC call of unknown length (chunked) draws each message
+// from the budget when the message's 5-byte prefix arrives, by the length
+// it announces: the translation and the gRPC server size the message's
+// buffer by that length before its bytes come, so a prefix announcing
+// megabytes and a body that then stalls holds them. Before, such a body
+// was drawn as it arrived: 5 bytes for a 4 MiB buffer. Lengths 1 and
+// 4 MiB; the draw given back when the call ends.
+func TestConnectEnvelopeOfUnknownLengthIsDrawnByItsPrefix(t *testing.T) {
+	t.Parallel()
+	s, err := server.New(server.Config{Store: storesqlitetest.NewTestStore(t)})
+	require.NoError(t, err)
+	t.Cleanup(s.GRPC.Stop)
+	h, err := gateway.Connect(s.GRPC, server.MaxMessageBytes(server.DefaultMaxDocumentBytes))
+	require.NoError(t, err)
+	budget := membudget.New(1 << 30)
+	h.Guard(nil, budget)
+	for _, ct := range []string{"application/grpc-web+proto", "application/grpc-web"} {
+		for _, n := range []uint32{1, 4 << 20} {
+			pr, pw := io.Pipe()
+			t.Cleanup(func() { pw.CloseWithError(io.ErrUnexpectedEOF) }) // a failed check leaves no call behind
+			req := httptest.NewRequest(http.MethodPost, "/oncejob.v1.JobService/SubmitJob", pr)
+			req.ContentLength = -1
+			req.Header.Set("Content-Type", ct)
+			done := make(chan struct{})
+			go func() { defer close(done); h.ServeHTTP(httptest.NewRecorder(), req) }()
+			prefix := []byte{0, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
+			for _, b := range prefix { // a byte at a time: the prefix split across reads
+				_, err := pw.Write([]byte{b})
+				require.NoError(t, err)
+			}
+			require.Eventually(t, func() bool { return budget.Used() >= int64(n)+5 }, 10*time.Second, time.Millisecond,
+				"%s: a stalled %d-byte message is drawn by its prefix (drawn %d)", ct, n, budget.Used())
+			pw.CloseWithError(io.ErrUnexpectedEOF)
+			<-done
+			require.Zero(t, budget.Used(), "%s: given back", ct)
+		}
+	}
+}

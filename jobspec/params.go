@@ -105,6 +105,20 @@ func Params(pipelines *pipeline.Registry, key Key, req *oncejobv1.SubmitJobReque
 	}, nil
 }
 
+// CanonicalParams is the canonical JSON of params as Params writes a
+// job's (an empty object for nil): what the job's row of a run's item
+// keeps of its own params, without the run's (docs/architecture.md,
+// "Runs"). Params that have none are an *Error.
+func CanonicalParams(params *structpb.Struct) ([]byte, error) {
+	out, err := jobkey.Canonical(params.AsMap())
+	if err != nil {
+		var v Violations
+		v.Add("params", "%v", err)
+		return nil, v.Err()
+	}
+	return out, nil
+}
+
 // NewID is a new resource id: a UUIDv7, so ids sort by creation.
 func NewID() string {
 	return uuid.Must(uuid.NewV7()).String() // fails only if the system's randomness does

@@ -116,7 +116,8 @@ func RunItemOutcomeOf(o SubmitOutcome) RunItemOutcome {
 	return RunItemExisting
 }
 
-// RunItem is one item of a run and its job.
+// RunItem is one item of a run and its job, without the job's params and
+// labels (nil), as SubmitJobs answers a run's items.
 type RunItem struct {
 	RunID       string
 	Key         string

@@ -165,11 +165,15 @@ type Job struct {
 	DocumentMedia    string
 	DocumentName     string
 	DocumentSize     int64
-	Params           []byte // canonical JSON object
-	Labels           map[string]string
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
-	FinishedAt       *time.Time
+	// Params and Labels are the job's effective ones: for a run's item,
+	// the run's under the item's own (its row holds only its own: see
+	// JobSubmitParams.Params). Params is read only (it may be shared with
+	// other jobs of the run).
+	Params     []byte // JSON object, as the store writes it
+	Labels     map[string]string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	FinishedAt *time.Time
 
 	// Engine state; zero until a worker first claims the job.
 	LeaseOwner      string
@@ -239,13 +243,20 @@ type JobSubmitParams struct {
 	DocumentSHA256  string // hex of sha256(Document)
 	DocumentMedia   string
 	DocumentName    string
-	Params          []byte // canonical JSON object
-	Labels          map[string]string
+	// Params and Labels are what the job's row holds. For a run's item
+	// they are the item's own, without the run's (which its row holds once,
+	// and every read of the job puts under these: docs/architecture.md,
+	// "Runs"); the keys are computed by the caller from the merged ones.
+	Params []byte // canonical JSON object
+	Labels map[string]string
 	// RunID, when set, is the run (RunStore) the submission joins: the
 	// store records the item (RunID, IdempotencyKey, Fingerprint) and the
 	// job it is answered with — created, deduplicated or existing — in the
 	// write that answers it, so a created job is never outside its run. An
-	// item already in the run keeps its first record.
+	// item already in the run keeps its first record. The job it is
+	// answered with comes without params and labels (nil), as SubmitJobs
+	// answers a run's items, unless a submission outside a run in the same
+	// call shares it.
 	RunID string
 	// Traceparent is the W3C trace context of the submitting call, kept on
 	// the job so the work it causes joins the submitter's trace; empty:

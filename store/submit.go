@@ -93,6 +93,9 @@ func repeatAnswer(first *JobSubmitParams, answer JobSubmitItem, repeat *JobSubmi
 // Distinct.
 type JobSubmitter struct {
 	Distinct JobSubmitDistinct
+	// RunDefaults gives jobs of runs their runs' params and labels
+	// (docs/architecture.md, "Runs"); nil leaves them as written.
+	RunDefaults func(ctx context.Context, jobs ...*Job) error
 }
 
 // JobSubmit implements Store: a JobSubmitMany of one submission.
@@ -100,9 +103,38 @@ func (j JobSubmitter) JobSubmit(ctx context.Context, params *JobSubmitParams) (*
 	return JobSubmitOne(ctx, j.JobSubmitMany, params)
 }
 
-// JobSubmitMany implements Store: JobSubmitManyInRounds over Distinct.
+// JobSubmitMany implements Store: JobSubmitManyInRounds over Distinct,
+// each job answered with its run's defaults (RunDefaults), except the jobs
+// that answer only submissions into a run: those come without params and
+// labels (see JobSubmitParams.RunID).
 func (j JobSubmitter) JobSubmitMany(ctx context.Context, params *JobSubmitManyParams) (*JobSubmitManyResult, error) {
-	return JobSubmitManyInRounds(ctx, params, j.Distinct)
+	res, err := JobSubmitManyInRounds(ctx, params, j.Distinct)
+	if err != nil || j.RunDefaults == nil {
+		return res, err
+	}
+	return res, answerWithRunDefaults(ctx, j.RunDefaults, params.Jobs, res.Items)
+}
+
+// answerWithRunDefaults gives the jobs that answer a submission outside a
+// run their runs' defaults, and leaves params and labels out of those that
+// answer only submissions into a run (two submissions of one key share
+// their answer's job).
+func answerWithRunDefaults(ctx context.Context, runDefaults func(context.Context, ...*Job) error, jobs []*JobSubmitParams, items []JobSubmitItem) error {
+	outside := make(map[*Job]bool, len(items))
+	for i, it := range items {
+		if it.Job != nil {
+			outside[it.Job] = outside[it.Job] || jobs[i].RunID == ""
+		}
+	}
+	var merge []*Job
+	for job, out := range outside {
+		if out {
+			merge = append(merge, job)
+		} else {
+			job.Params, job.Labels = nil, nil
+		}
+	}
+	return runDefaults(ctx, merge...)
 }
 
 // JobSubmitOne is JobSubmit as a JobSubmitMany call of one submission.

@@ -1,11 +1,9 @@
 package worker
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,13 +12,6 @@ import (
 	"github.com/oncejob/oncejob/llm/pace"
 	"github.com/oncejob/oncejob/store"
 )
-
-type keyHistory struct {
-	counted bool // a billed call under the key is in the job's usage
-	unknown bool // the last attempt under the key had an unknown outcome
-	// batchTag names the provider batch the last attempt sent the call in.
-	batchTag string
-}
 
 type promptData struct {
 	Text   string
@@ -32,9 +23,8 @@ type promptData struct {
 // generate makes one chunk's LLM call, after checking again that no other
 // job has computed the result meanwhile.
 func (r *run) generate(ctx context.Context, chunk int32, chunks int, text string, responseFormat []byte) ([]byte, *store.LLMAttempt, error) {
-	if r.dedupChecked { // by the decision cache's read-ahead
-		r.dedupChecked = false
-		if r.computedBy != "" && r.computedBy != r.job.ID {
+	if computedBy, checked := r.ahead.takeDedupCheck(); checked {
+		if computedBy != "" && computedBy != r.job.ID {
 			return nil, nil, errAlreadyComputed
 		}
 	} else if other, err := r.w.cfg.Store.JobComputedSuccessGet(ctx, &store.JobComputedSuccessGetParams{Tenant: r.job.Tenant, DedupKey: r.job.DedupKey}); err == nil && other.ID != r.job.ID {
@@ -89,9 +79,9 @@ func (r *run) call(ctx context.Context, c llmCall) (*llm.Response, *store.LLMAtt
 		Messages:       c.messages,
 		Temperature:    r.p.Temperature,
 		ResponseFormat: c.responseFormat,
-		ProviderKey:    providerKey(r.job.ID, stage, r.stageKey, chunk, c.round),
+		ProviderKey:    providerKey(r.job.ID, stage, r.progress.currentKey(), chunk, c.round),
 	}
-	history, err := r.history(ctx, req.ProviderKey)
+	history, err := r.calls.history(ctx, req.ProviderKey)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -207,7 +197,7 @@ func (r *run) outcome(ctx context.Context, attempt store.LLMAttempt, latency tim
 			if attempt.PriceClass == store.PriceClassBatch {
 				attempt.CostMicros = r.profile.BatchCostMicros(resp.PromptTokens, resp.CompletionTokens)
 			}
-			r.tokens += resp.PromptTokens + resp.CompletionTokens
+			r.calls.bill(resp.PromptTokens + resp.CompletionTokens)
 		}
 	case ctx.Err() != nil:
 		attempt.Outcome, attempt.Error = store.LLMOutcomeCancelled, context.Cause(ctx).Error()
@@ -224,62 +214,6 @@ func (r *run) attemptOf(req *llm.Request, stage store.JobStage, chunk int32) sto
 		JobID: r.job.ID, Tenant: r.job.Tenant, JobAttempt: r.job.Attempt, Stage: stage, Chunk: chunk,
 		ProviderKey: req.ProviderKey, Model: req.Model,
 	}
-}
-
-// history returns what earlier attempts of the job journaled under key.
-func (r *run) history(ctx context.Context, key string) (keyHistory, error) {
-	if r.job.Attempt <= 1 {
-		return keyHistory{}, nil
-	}
-	if r.journal == nil {
-		attempts, err := r.w.cfg.Store.LLMAttemptList(ctx, &store.LLMAttemptListParams{JobID: r.job.ID})
-		if err != nil {
-			return keyHistory{}, err
-		}
-		// Folded attempt by attempt (then in row order): the batch a call
-		// waits for is named by the last attempt that journaled it, never
-		// by a row an earlier attempt wrote late (docs/architecture.md,
-		// "Provider batches").
-		slices.SortStableFunc(attempts, func(a, b *store.LLMAttempt) int { return cmp.Compare(a.JobAttempt, b.JobAttempt) })
-		r.journal = map[string]keyHistory{}
-		for _, a := range attempts {
-			h := r.journal[a.ProviderKey]
-			h.counted = h.counted || a.Billed
-			if !answeredInBatch(a) {
-				// A call left by a stopped attempt stays in its batch, and
-				// so does an answer journaled by an attempt whose lease was
-				// taken over as it applied it (the journal is unfenced,
-				// the checkpoint is not): the answer is read again from
-				// that batch, never asked in a new one.
-				h.batchTag = ""
-			}
-			if tag, ok := strings.CutPrefix(a.Error, intentPrefix); ok && a.Outcome == store.LLMOutcomeOutcomeUnknown {
-				// Sent in a batch: its answer comes with the batch, never
-				// by an online lookup.
-				h.batchTag, h.unknown = tag, false
-				r.journal[a.ProviderKey] = h
-				continue
-			}
-			switch a.Outcome {
-			case store.LLMOutcomeSucceeded:
-				h.unknown = false
-			case store.LLMOutcomeOutcomeUnknown, store.LLMOutcomeCancelled:
-				// A call cut off after it was sent may have finished at the
-				// provider; it stays unknown until an answer is journaled.
-				h.unknown = true
-			}
-			r.journal[a.ProviderKey] = h
-		}
-	}
-	return r.journal[key], nil
-}
-
-// answeredInBatch reports whether journal row a leaves its call in the
-// batch of the intent before it: a stopped attempt's row, or the answer of
-// a batch line (docs/architecture.md, "Provider batches").
-func answeredInBatch(a *store.LLMAttempt) bool {
-	return a.Outcome == store.LLMOutcomeCancelled ||
-		(a.Outcome == store.LLMOutcomeSucceeded && a.PriceClass == store.PriceClassBatch)
 }
 
 // lookup asks the provider for the call it may have finished under key,

@@ -36,7 +36,7 @@ func (r *run) requeueAfterOutage(ctx context.Context, cause error) {
 		cancel()
 		switch {
 		case err == nil:
-			r.settled = store.JobStatusRetryWait
+			r.ended = attemptEnd{status: store.JobStatusRetryWait}
 			r.log.Info("job requeued after a store outage; the attempt was given back")
 			return
 		case errors.Is(err, store.ErrLeaseLost):

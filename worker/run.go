@@ -37,74 +37,51 @@ var errAlreadyComputed = errors.New("computation already succeeded in another jo
 
 // run is one claimed attempt of one job.
 type run struct {
-	w        *Worker
-	job      *store.Job
-	p        *pipeline.Pipeline
-	profile  pipeline.ModelProfile
-	lease    store.Lease
-	log      *slog.Logger
-	cps      map[cpKey]*store.Checkpoint
-	tokens   int64  // billed in this attempt
-	stageKey string // the key of the stage being computed
+	w       *Worker
+	job     *store.Job
+	p       *pipeline.Pipeline
+	profile pipeline.ModelProfile
+	lease   store.Lease
+	log     *slog.Logger
 
-	// document is the job's document as the claim read it; nil: read it.
-	document []byte
-	// The job's checkpoints as the claim read them, when checkpointsRead
-	// (a first attempt has none).
-	claimedCheckpoints []*store.Checkpoint
-	checkpointsRead    bool
-	// decisions holds the decision cache's answers read ahead (one read
-	// for every stage key known before the first LLM call); a key in
-	// known but not in decisions has no cached result.
-	decisions map[string]*store.Checkpoint
-	known     map[string]bool
-	// pending are checkpoints computed but not written yet: they go with
-	// the attempt's next durable write (an LLM answer's, the publish, or
-	// the settling transition), fenced like it.
-	pending []store.StageCheckpoint
-	// stageTo is the stage the job reached that its row does not hold yet
-	// (""; none): the next durable write carries it. stageWritten is the
-	// stage the row holds.
-	stageTo, stageWritten store.JobStage
-	// computed are the deterministic stages computed ahead, by key.
-	computed []computedStage
-	// dedupChecked: the read-ahead just checked the dedup key (computedBy
-	// its answer), so the next LLM call need not read it again.
-	dedupChecked bool
-	computedBy   string
+	// progress is where the attempt's stages stand.
+	progress stageProgress
+	// ahead is the decision cache's answers read before the first LLM
+	// call.
+	ahead readAhead
+	// buf is what the attempt's next durable write carries.
+	buf checkpointBuffer
 
-	// How the attempt ended, for the Observer: the status it wrote, and
-	// the budget a dead letter spent.
-	settled store.JobStatus
-	budget  string
+	// ended is how the attempt ended, for the Observer.
+	ended attemptEnd
 
-	// What earlier attempts journaled per provider key; loaded on a
-	// job's second attempt or later.
-	journal map[string]keyHistory
+	// calls is the attempt's side of the job's journal of LLM calls.
+	calls callJournal
 }
 
-type cpKey struct {
-	stage store.JobStage
-	chunk int32
+// attemptEnd is how an attempt ended: the status it wrote ("": none), and
+// the budget a dead letter spent.
+type attemptEnd struct {
+	status store.JobStatus
+	budget string
 }
 
 func (w *Worker) work(ctx context.Context, claimed *store.JobWork) {
 	job := claimed.Job
+	lease := store.Lease{JobID: job.ID, Owner: w.cfg.Owner, Attempt: job.Attempt}
 	r := &run{
-		w:        w,
-		job:      job,
-		lease:    store.Lease{JobID: job.ID, Owner: w.cfg.Owner, Attempt: job.Attempt},
-		log:      w.log.With("job_id", job.ID, "attempt", job.Attempt),
-		document: claimed.Document,
+		w:     w,
+		job:   job,
+		lease: lease,
+		log:   w.log.With("job_id", job.ID, "attempt", job.Attempt),
 
-		claimedCheckpoints: claimed.Checkpoints,
-		checkpointsRead:    claimed.CheckpointsRead,
-		decisions:          map[string]*store.Checkpoint{},
-		known:              map[string]bool{},
-		stageWritten:       job.Stage,
+		progress: newStageProgress(claimed),
+		ahead:    newReadAhead(),
+		buf:      newCheckpointBuffer(w.cfg.Store, lease, job.Stage, w.cfg.LeaseDuration),
+		calls:    newCallJournal(w.cfg.Store, job),
 	}
 	ctx, end := w.cfg.Observer.JobStarted(ctx, job)
-	defer func() { end(r.settled, r.budget) }()
+	defer func() { end(r.ended.status, r.ended.budget) }()
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	w.heartbeater.add(r.lease, cancel)
@@ -180,7 +157,7 @@ func (r *run) checkBudget() error {
 	if d := time.Since(r.job.BudgetStartedAt); d > policy.Deadline {
 		return &budgetError{"deadline", fmt.Sprintf("deadline of %s passed", policy.Deadline)}
 	}
-	if used := r.job.BudgetTokens + r.tokens; used >= policy.MaxCostTokens {
+	if used := r.job.BudgetTokens + r.calls.billed(); used >= policy.MaxCostTokens {
 		return &budgetError{"tokens", fmt.Sprintf("%d of %d tokens used", used, policy.MaxCostTokens)}
 	}
 	return nil

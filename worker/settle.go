@@ -31,17 +31,19 @@ const budgetSpentCode = "BUDGET_SPENT"
 func (r *run) publish(ctx context.Context, output []byte) (err error) {
 	_, end := r.w.cfg.Observer.StageStarted(ctx, r.job, store.JobStagePublished, -1)
 	defer func() { end("computed", err) }()
-	_, err = r.w.completer.publish(&store.JobPublishParams{
-		Lease:       r.lease,
-		Output:      output,
-		Message:     "published",
-		Checkpoints: r.pending,
+	err = r.buf.drain(func(cps []store.StageCheckpoint) error {
+		_, err := r.w.completer.publish(&store.JobPublishParams{
+			Lease:       r.lease,
+			Output:      output,
+			Message:     "published",
+			Checkpoints: cps,
+		})
+		return err
 	})
 	if err != nil {
 		return err
 	}
-	r.pending = nil
-	r.settled = store.JobStatusSucceeded
+	r.ended = attemptEnd{status: store.JobStatusSucceeded}
 	failpoint.Inject(failpoint.AfterPublishCommit)
 	return nil
 }
@@ -297,7 +299,7 @@ func (r *run) settle(ctx, jobCtx context.Context, err error) {
 		if d.act != actPublish && !d.leaseLost {
 			// What the attempt computed is kept, before it settles: the
 			// stages done need not run again.
-			if ferr := r.flush(wctx, nil); errors.Is(ferr, store.ErrLeaseLost) {
+			if ferr := r.buf.flush(wctx, nil); errors.Is(ferr, store.ErrLeaseLost) {
 				d = decide(r.settleInput(jobCtx, ctx.Err() != nil, ferr))
 			}
 		}
@@ -352,8 +354,7 @@ func (r *run) apply(ctx, wctx context.Context, d decision, err error) error {
 	case err != nil:
 		r.log.Error("settling the job failed; the lease will expire", "to", d.to, "error", err)
 	default:
-		r.settled = d.to
-		r.budget = d.budget
+		r.ended = attemptEnd{status: d.to, budget: d.budget}
 		r.log.Info("job settled", "status", d.to, "message", d.message)
 		r.w.signals.Settled.Signal(SettledSignal{JobID: r.job.ID, Status: d.to})
 	}

@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/oncejob/oncejob/failpoint"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -22,14 +20,14 @@ import (
 // write: an LLM answer's (with its journal row and checkpoint), or the
 // publish. See docs/architecture.md, "The batched engine".
 func (r *run) stages(ctx context.Context) error {
-	if err := r.loadCheckpoints(ctx); err != nil {
+	if err := r.progress.load(ctx, r.w.cfg.Store, r.job.ID); err != nil {
 		return err
 	}
 	textSpec, text, err := r.textStage(ctx)
 	if err != nil {
 		return err
 	}
-	r.document = nil // not needed any more: an in-flight job keeps little
+	r.progress.textExtracted()
 	chunksSpec, chunks, err := r.chunksStage(text)
 	if err != nil {
 		return err
@@ -45,7 +43,7 @@ func (r *run) stages(ctx context.Context) error {
 	if _, err := r.stage(ctx, chunksSpec); err != nil {
 		return err
 	}
-	r.computed = nil // taken: the pending checkpoints hold them
+	r.progress.dropAhead()
 	outputs := make([][]byte, len(chunks))
 	for i, spec := range chunkSpecs {
 		if outputs[i], err = r.stage(ctx, spec); err != nil {
@@ -75,24 +73,6 @@ func (r *run) stages(ctx context.Context) error {
 	return r.publish(ctx, validated)
 }
 
-// loadCheckpoints indexes the job's checkpoints: as the claim read them,
-// or read now.
-func (r *run) loadCheckpoints(ctx context.Context) error {
-	r.cps = map[cpKey]*store.Checkpoint{}
-	cps := r.claimedCheckpoints
-	if !r.checkpointsRead { // the claim did not read them
-		var err error
-		if cps, err = r.w.cfg.Store.CheckpointList(ctx, &store.CheckpointListParams{JobID: r.job.ID}); err != nil {
-			return err
-		}
-	}
-	for _, cp := range cps {
-		r.cps[cpKey{cp.Stage, cp.Chunk}] = cp
-	}
-	r.claimedCheckpoints = nil
-	return nil
-}
-
 // textStage is text_extracted: the document's text, computed in memory.
 // A document that cannot be read as text fails the job (its own bad data,
 // not an outage).
@@ -102,7 +82,7 @@ func (r *run) textStage(ctx context.Context) (stageSpec, []byte, error) {
 		inputs: map[string]any{"document_sha256": r.job.DocumentSHA256, "media_type": r.job.DocumentMedia},
 	}
 	text, err := r.deterministic(spec, func() ([]byte, error) {
-		data := r.document
+		data := r.progress.claimedDocument()
 		if data == nil {
 			var err error
 			if data, err = r.w.cfg.Store.DocumentGet(ctx, &store.DocumentGetParams{Tenant: r.job.Tenant, SHA256: r.job.DocumentSHA256}); err != nil {
@@ -191,7 +171,7 @@ func (r *run) validSpec(merged []byte) stageSpec {
 		// Valid as it is: validating costs nothing and makes no call, so
 		// the decision cache is not asked (it is for the repairs, which
 		// cost LLM calls) and no checkpoint is written.
-		r.known[spec.key()] = true
+		r.ahead.know(spec.key())
 		spec.deterministic = true
 	}
 	return spec
@@ -201,14 +181,15 @@ func (r *run) validSpec(merged []byte) stageSpec {
 // anything: this job's checkpoint when its key matches (one an earlier
 // version of the engine wrote), else computed in memory.
 func (r *run) deterministic(s stageSpec, compute func() ([]byte, error)) ([]byte, error) {
-	if cp, ok := r.cps[cpKey{s.stage, s.chunk}]; ok && cp.StageKey == s.key() {
-		return cp.Output, nil
+	key := s.key()
+	if out, ok := r.progress.checkpointed(s, key); ok {
+		return out, nil
 	}
 	out, err := compute()
 	if err != nil {
 		return nil, err
 	}
-	r.computed = append(r.computed, computedStage{key: s.key(), output: out})
+	r.progress.computedAhead(key, out)
 	return out, nil
 }
 
@@ -218,7 +199,7 @@ func (r *run) readDecisions(ctx context.Context, specs []stageSpec) error {
 	var keys []string
 	for _, s := range specs {
 		key := s.key()
-		if cp, ok := r.cps[cpKey{s.stage, s.chunk}]; ok && cp.StageKey == key {
+		if _, ok := r.progress.checkpointed(s, key); ok {
 			continue
 		}
 		keys = append(keys, key)
@@ -234,13 +215,7 @@ func (r *run) readDecisions(ctx context.Context, specs []stageSpec) error {
 	}
 	// The dedup re-check of the first LLM call is this read: nothing but
 	// work in memory comes between.
-	r.dedupChecked, r.computedBy = true, found.ComputedBy
-	for _, key := range keys {
-		r.known[key] = true
-		if cp, ok := found.Checkpoints[key]; ok {
-			r.decisions[key] = cp
-		}
-	}
+	r.ahead.record(keys, found)
 	return nil
 }
 
@@ -277,8 +252,8 @@ func (s stageSpec) key() string { return stageKey(s.stage, s.version, s.inputs) 
 // stage that advances the job's stage does so in the next write too.
 func (r *run) stage(ctx context.Context, s stageSpec) (_ []byte, err error) {
 	key := s.key()
-	if cp, ok := r.cps[cpKey{s.stage, s.chunk}]; ok && cp.StageKey == key {
-		return cp.Output, nil
+	if out, ok := r.progress.checkpointed(s, key); ok {
+		return out, nil
 	}
 	ctx, end := r.w.cfg.Observer.StageStarted(ctx, r.job, s.stage, s.chunk)
 	source := "computed"
@@ -302,14 +277,14 @@ func (r *run) stage(ctx context.Context, s stageSpec) (_ []byte, err error) {
 		source = "cache"
 		out, message, reusedFrom = cached.Output, "reused from job "+cached.JobID, cached.JobID
 	case errors.Is(err, store.ErrNotFound):
-		r.stageKey = key
+		r.progress.begin(key)
 		if out, attempt, err = r.compute(ctx, s); err != nil {
 			return nil, err
 		}
 	default:
 		return nil, err
 	}
-	r.pending = append(r.pending, store.StageCheckpoint{
+	r.buf.add(store.StageCheckpoint{
 		Stage:       s.stage,
 		Chunk:       s.chunk,
 		StageKey:    key,
@@ -320,81 +295,41 @@ func (r *run) stage(ctx context.Context, s stageSpec) (_ []byte, err error) {
 	})
 	r.advance(s)
 	if attempt != nil {
-		if err := r.flush(ctx, attempt); err != nil {
-			// The output rests on a call the journal does not hold: the
-			// settling flush must not checkpoint it (its usage would never
-			// be counted). The next attempt asks the provider again.
-			r.pending = r.pending[:len(r.pending)-1]
+		if err := r.buf.flush(ctx, attempt); err != nil {
+			if !errors.Is(err, store.ErrLeaseLost) {
+				r.log.Error("journal write failed", "error", err, "provider_key", attempt.ProviderKey)
+			}
+			// The settling flush must not checkpoint the output: the next
+			// attempt asks the provider again.
+			r.buf.dropLast()
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
-// advance records that the job reached s's stage, when s advances it past
-// the stage its row holds: the next durable write carries it, with no event
-// of its own (a stage-only advance is not a status transition).
+// advance records that the job reached s's stage, when s advances it.
 func (r *run) advance(s stageSpec) {
-	if s.advance && s.stage.After(r.stageWritten) && s.stage.After(r.stageTo) {
-		r.stageTo = s.stage
+	if s.advance {
+		r.buf.reach(s.stage)
 	}
 }
 
 // compute runs s, or takes what deterministic computed of it already.
 func (r *run) compute(ctx context.Context, s stageSpec) ([]byte, *store.LLMAttempt, error) {
-	key := s.key()
-	for _, c := range r.computed {
-		if c.key == key {
-			return c.output, nil, nil
-		}
+	if out, ok := r.progress.aheadOf(s.key()); ok {
+		return out, nil, nil
 	}
 	return s.compute(ctx)
 }
 
-// computedStage is a deterministic stage's output computed ahead.
-type computedStage struct {
-	key    string
-	output []byte
-}
-
 // decision is the decision cache's answer for key: read ahead, or read now.
 func (r *run) decision(ctx context.Context, key string) (*store.Checkpoint, error) {
-	if cp, ok := r.decisions[key]; ok {
+	if cp, ok := r.ahead.lookup(key); ok {
+		if cp == nil {
+			return nil, store.ErrNotFound
+		}
 		return cp, nil
 	}
-	if r.known[key] {
-		return nil, store.ErrNotFound
-	}
 	return r.w.cfg.Store.CheckpointGetByStageKey(ctx, &store.CheckpointGetByStageKeyParams{Tenant: r.job.Tenant, StageKey: key})
-}
-
-// flush writes the pending checkpoints and the stage reached, fenced, and
-// journals attempt with them in the same write when set. The journal
-// outlives the lease: it is written even when the job's context is gone or
-// its lease lost.
-func (r *run) flush(ctx context.Context, attempt *store.LLMAttempt) error {
-	if len(r.pending) == 0 && attempt == nil && r.stageTo == "" {
-		return nil
-	}
-	failpoint.Inject(failpoint.BeforeCheckpointWrite)
-	// Bounded by the lease, not less: thousands of calls that return
-	// together queue their writes for the pool's connections, and a write
-	// given up sends its job to wait for its lease to expire.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(10*time.Second, r.w.cfg.LeaseDuration))
-	defer cancel()
-	err := r.w.cfg.Store.CheckpointWriteMany(wctx, &store.CheckpointWriteManyParams{
-		Lease: r.lease, Checkpoints: r.pending, Attempt: attempt, Stage: r.stageTo,
-	})
-	if err != nil {
-		if attempt != nil && !errors.Is(err, store.ErrLeaseLost) {
-			r.log.Error("journal write failed", "error", err, "provider_key", attempt.ProviderKey)
-		}
-		return err // unjournaled usage is not checkpointed: neither was written
-	}
-	r.pending = nil
-	if r.stageTo != "" {
-		r.stageWritten, r.stageTo = r.stageTo, ""
-	}
-	failpoint.Inject(failpoint.AfterCheckpointWrite)
-	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -28,6 +29,26 @@ type engineBench struct {
 	lastCPU    cpuUse
 	simPID     int
 	postmaster int
+	// appUser, if set, is the role the oncejob processes and River's
+	// working pool connect as (the account tells their statements from
+	// the bench's own by it); afterSubmit, if set, runs in prepare once
+	// the measured jobs are submitted and serve stopped, before the
+	// database settles.
+	appUser     string
+	afterSubmit func(context.Context) error
+}
+
+// appURL is the URL of database db for the measured processes: the -pg
+// server, as e.appUser when set.
+func (e *engineBench) appURL(db string) string {
+	u, err := url.Parse(e.c.pgURL)
+	if err != nil || e.appUser == "" {
+		return e.c.pgURL + "/" + db + "?sslmode=disable"
+	}
+	u.User = url.User(e.appUser)
+	u.Path = "/" + db
+	u.RawQuery = "sslmode=disable"
+	return u.String()
 }
 
 // stmtStats is what Postgres counted during one measured engine phase.
@@ -78,7 +99,7 @@ func (e *engineBench) prepare(ctx context.Context, tag string, sc scenario, proc
 		return nil, err
 	}
 	srv, err := startProc(ctx, "serve", filepath.Join(e.tmp, "serve-"+tag+".log"), e.bin, "serve",
-		"--database-url", dbURL, "--migrate", "--workers", "0", "--grpc-addr", addr, "--http-addr", "",
+		"--database-url", e.appURL(c.db), "--migrate", "--workers", "0", "--grpc-addr", addr, "--http-addr", "",
 		"--pipelines", e.pipelines, "--log-level", c.logLevel)
 	if err != nil {
 		return nil, err
@@ -116,6 +137,11 @@ func (e *engineBench) prepare(ctx context.Context, tag string, sc scenario, proc
 		return nil, err
 	}
 	logf("%s: submitted in %s", tag, time.Since(start).Round(time.Millisecond))
+	if e.afterSubmit != nil {
+		if err := e.afterSubmit(ctx); err != nil {
+			return nil, err
+		}
+	}
 
 	if err := e.readyToRun(ctx, pool, sc.jobs); err != nil {
 		return nil, err
@@ -205,7 +231,7 @@ func (e *engineBench) phase(ctx context.Context, sc scenario, procs int) (result
 		cpu:        e.lastCPU,
 	})
 	r := result{scenario: sc.name, system: sysEngine, processes: procs, jobs: sc.jobs, elapsed: elapsed,
-		rate: float64(sc.jobs) / elapsed.Seconds(), waits: waitDesc}
+		rate: float64(sc.jobs) / elapsed.Seconds(), waits: waitDesc, pgCPU: e.lastCPU.postgres}
 	logf("%s: %d jobs in %s: %.0f jobs/s", tag, sc.jobs, elapsed.Round(time.Millisecond), r.rate)
 	return r, nil
 }
@@ -238,7 +264,7 @@ func (e *engineBench) runWorkers(ctx context.Context, q querier, wr workerRun) (
 	c := e.c
 	workerURL := wr.url
 	if workerURL == "" {
-		workerURL = c.pgURL + "/" + c.db + "?sslmode=disable"
+		workerURL = e.appURL(c.db)
 	}
 	if c.poolMaxConns > 0 {
 		workerURL += "&pool_max_conns=" + strconv.Itoa(c.poolMaxConns)

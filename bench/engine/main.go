@@ -23,7 +23,12 @@
 //   - riverdurable: the same, each job's worker inserting a result row and
 //     an outbox row and completing the job in one transaction
 //     (river.JobCompleteTx): the durable effect oncejob's light job has;
-//   - per job costs (-cost-repeats, for light, river and riverdurable):
+//   - riversame: the same work as the light job (riversame.go): an
+//     attempt-journal row and a "claimed" event committed before one chat
+//     completion from the same llm-sim, then the journal's answer, a
+//     checkpoint, the result, an outbox row and a "published" event in the
+//     transaction that completes the job (JobCompleteTx);
+//   - per job costs (-cost-repeats, for light and the River phases):
 //     -cost-jobs jobs with the clients connected through a proxy that counts
 //     the protocol's statements, the database's commits and the cluster's
 //     WAL around it, repeated, the median printed;
@@ -35,6 +40,7 @@
 // jobs/s = N / (time from the start of the workers to the last job done).
 //
 //	cd bench && go run ./engine            # every phase, small defaults (a few minutes)
+//	cd bench && go run ./engine -account   # the statement-by-statement account (issue 33)
 //	cd bench && go run ./engine -quick     # smoke run
 //	cd bench && go run ./engine -h         # every knob
 package main
@@ -112,7 +118,7 @@ func realisticScenario(n int) scenario {
 }
 
 // allPhases are the phases of -phases, in the order they run.
-var allPhases = []string{"light", "realistic", "river", "riverdurable", "inflight", "embedded"}
+var allPhases = []string{"light", "realistic", "river", "riverdurable", "riversame", "inflight", "embedded"}
 
 type config struct {
 	root             string
@@ -148,6 +154,8 @@ type config struct {
 	strict           bool
 	keep             bool
 	statementsReport bool
+	account          bool
+	accountJobs      int
 }
 
 // quickDefaults are the -quick values of the flags not set on the command
@@ -172,7 +180,7 @@ func main() {
 	flag.StringVar(&c.riverDB, "river-db", "oncejob_bench_river", "throwaway database of River, dropped and recreated for every phase")
 	flag.StringVar(&phases, "phases", strings.Join(allPhases, ","), "phases to run, comma-separated: "+strings.Join(allPhases, ", "))
 	flag.BoolVar(&c.quick, "quick", false, "smoke run: small N for every flag not given (light 300, realistic 100, 1 cost repeat of 200, in-flight 1,000, embedded 300)")
-	flag.IntVar(&c.lightJobs, "light-jobs", 2000, "jobs per phase of the light scenario (River and River durable work as many)")
+	flag.IntVar(&c.lightJobs, "light-jobs", 2000, "jobs per phase of the light scenario (the River phases work as many)")
 	flag.IntVar(&c.realisticJobs, "realistic-jobs", 500, "jobs per phase of the realistic scenario")
 	flag.StringVar(&c.processes, "processes", "1", "numbers of `oncejob worker` processes, one phase each, comma-separated (the targets are for one)")
 	flag.IntVar(&c.workers, "workers", 32, "--workers of each engine process (jobs run at once per process) in the light, realistic and cost phases; 0: the binary's default")
@@ -184,7 +192,7 @@ func main() {
 	flag.IntVar(&c.riverMaxWorkers, "river-max-workers", 2000, "River's MaxWorkers (riverbench: 2,000)")
 	flag.IntVar(&c.riverSteadyJobs, "river-steady-jobs", 0, "if > 0, one more River no-op phase with this many jobs, its throughput once fetch latency is amortised (reference)")
 	flag.IntVar(&c.warmupJobs, "warmup-jobs", 200, "jobs the workers run before each measured engine phase, then VACUUM ANALYZE: the measured run starts on tables with history and statistics (0: a fresh database)")
-	flag.IntVar(&c.costRepeats, "cost-repeats", 3, "per job costs: phases per system (light engine, River, River durable, as selected), the median printed; 0: none")
+	flag.IntVar(&c.costRepeats, "cost-repeats", 3, "per job costs: phases per system (light engine and the River phases, as selected), the median printed; 0: none")
 	flag.IntVar(&c.costJobs, "cost-jobs", 500, "jobs per cost phase")
 	flag.IntVar(&c.inflightJobs, "inflight-jobs", 10000, "jobs of the in-flight phase (a multiple of -inflight-workers: an engine that adds nothing to the wait does them at workers / latency)")
 	flag.IntVar(&c.inflightWorkers, "inflight-workers", 10000, "--workers of the in-flight phase's one worker process")
@@ -199,6 +207,8 @@ func main() {
 	flag.StringVar(&c.logLevel, "log-level", "warn", "--log-level of the oncejob processes (their logs go to files in the temp dir)")
 	flag.BoolVar(&c.strict, "strict", false, "exit 1 if a target is not met")
 	flag.BoolVar(&c.keep, "keep", false, "keep the last databases and the temp dir (logs, pipelines file)")
+	flag.BoolVar(&c.account, "account", false, "instead of the phases: the statement-by-statement account of a light job, a new-key SubmitJob and River's same-work job, from pg_stat_statements in a throwaway Postgres cluster (account.go)")
+	flag.IntVar(&c.accountJobs, "account-jobs", 1000, "jobs of each account")
 	flag.BoolVar(&c.statementsReport, "statements", true, "print what Postgres counted and the CPU per job of the throughput phases")
 	flag.Parse()
 
@@ -253,6 +263,7 @@ const (
 	sysEngine       = "oncejob"
 	sysRiver        = "River no-op"
 	sysRiverDurable = "River durable"
+	sysRiverSame    = "River same-work"
 	sysEmbedded     = "oncejob embedded"
 )
 
@@ -269,6 +280,9 @@ type result struct {
 	machineBusy float64
 	// waits: what the database's active backends waited on (engine phases).
 	waits string
+	// pgCPU: the CPU of the Postgres server's processes over the measured
+	// run (0 when the server is not on this machine).
+	pgCPU time.Duration
 }
 
 func run(ctx context.Context, c config) error {
@@ -304,6 +318,9 @@ func run(ctx context.Context, c config) error {
 		return fmt.Errorf("build: %w", err)
 	}
 
+	if c.account {
+		return runAccount(ctx, c, tmp, bin, pipelinesPath)
+	}
 	admin, err := pgx.Connect(ctx, c.pgURL+"/postgres?sslmode=disable")
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", c.pgURL, err)
@@ -345,7 +362,7 @@ func run(ctx context.Context, c config) error {
 // runPhases runs the phases -phases selects, procs being the -processes
 // list, and adds their results to rep.
 func (e *engineBench) runPhases(ctx context.Context, procs []int, rep *report) error {
-	c, admin := e.c, e.admin
+	c := e.c
 	for _, sc := range []scenario{lightScenario(c.lightJobs), realisticScenario(c.realisticJobs)} {
 		if !c.phases[sc.name] {
 			continue
@@ -358,18 +375,18 @@ func (e *engineBench) runPhases(ctx context.Context, procs []int, rep *report) e
 			rep.results = append(rep.results, r)
 		}
 	}
-	for _, durable := range []bool{false, true} {
-		if !c.phases[riverPhaseName(durable)] {
+	for _, kind := range riverKinds {
+		if !c.phases[kind.phase()] {
 			continue
 		}
-		r, _, err := riverPhase(ctx, c, admin, "light", c.lightJobs, durable, false)
+		r, _, err := e.riverPhase(ctx, riverRun{name: "light", n: c.lightJobs, kind: kind})
 		if err != nil {
-			return fmt.Errorf("%s: %w", riverSystem(durable), err)
+			return fmt.Errorf("%s: %w", kind.system(), err)
 		}
 		rep.results = append(rep.results, r)
 	}
 	if c.phases["river"] && c.riverSteadyJobs > 0 {
-		r, _, err := riverPhase(ctx, c, admin, "steady", c.riverSteadyJobs, false, false)
+		r, _, err := e.riverPhase(ctx, riverRun{name: "steady", n: c.riverSteadyJobs, kind: riverNoop})
 		if err != nil {
 			return fmt.Errorf("river, steady: %w", err)
 		}
@@ -386,13 +403,13 @@ func (e *engineBench) runPhases(ctx context.Context, procs []int, rep *report) e
 			}
 			rep.costs = append(rep.costs, s)
 		}
-		for _, durable := range []bool{false, true} {
-			if !c.phases[riverPhaseName(durable)] {
+		for _, kind := range riverKinds {
+			if !c.phases[kind.phase()] {
 				continue
 			}
-			_, s, err := riverPhase(ctx, c, admin, fmt.Sprintf("cost-%d", i+1), c.costJobs, durable, true)
+			_, s, err := e.riverPhase(ctx, riverRun{name: fmt.Sprintf("cost-%d", i+1), n: c.costJobs, kind: kind, cost: true})
 			if err != nil {
-				return fmt.Errorf("cost, %s, repeat %d: %w", riverSystem(durable), i+1, err)
+				return fmt.Errorf("cost, %s, repeat %d: %w", kind.system(), i+1, err)
 			}
 			rep.costs = append(rep.costs, s)
 		}

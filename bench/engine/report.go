@@ -11,6 +11,7 @@ import (
 
 // Targets of issue 12 (docs/performance.md, "Engine").
 const (
+	targetLightOverSame     = 1.5 // issue 33
 	targetLightOverDurable  = 1.5
 	targetLightOverNoop     = 0.1
 	targetRealisticOverLite = 0.4
@@ -67,7 +68,9 @@ func (r *report) printHeader(w io.Writer) {
 		workers, c.pollInterval, poolDesc(c.poolMaxConns), c.simLatency, strings.Join(c.workerArgs, " "))
 	fmt.Fprintf(w, "River %s: riverpgxv5, FetchCooldown 2ms, FetchPollInterval 20ms, MaxWorkers %d, pgxpool defaults;\n",
 		riverVersion(), c.riverMaxWorkers)
-	fmt.Fprintf(w, "  no-op: Work returns nil; durable: Work inserts a result row and an outbox row and calls JobCompleteTx, one transaction\n\n")
+	fmt.Fprintf(w, "  no-op: Work returns nil; durable: Work inserts a result row and an outbox row and calls JobCompleteTx, one transaction;\n")
+	fmt.Fprintf(w, "  same-work: a journal row and a claimed event (commit), one call to the same llm-sim, then the journal's answer, a checkpoint,\n")
+	fmt.Fprintf(w, "  the result, an outbox row and a published event with JobCompleteTx (commit): the light job's work\n\n")
 }
 
 // printResults writes the throughput table and the wait events of each
@@ -75,18 +78,22 @@ func (r *report) printHeader(w io.Writer) {
 func (r *report) printResults(w io.Writer) map[string]float64 {
 	rate := map[string]float64{} // best rate per system and scenario
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
-	fmt.Fprintln(tw, "scenario\t system\t processes\t jobs\t time\t jobs/s\t CPU/job of the process\t")
+	fmt.Fprintln(tw, "scenario\t system\t processes\t jobs\t time\t jobs/s\t Postgres CPU/job\t CPU/job of the process\t")
 	for _, x := range r.results {
 		procs := strconv.Itoa(x.processes)
-		if x.system == sysRiver || x.system == sysRiverDurable {
+		if x.system == sysRiver || x.system == sysRiverDurable || x.system == sysRiverSame {
 			procs = "in-process"
 		}
 		cpu := ""
 		if x.cpu > 0 {
 			cpu = fmt.Sprintf("%s (machine %.0f%% busy)", (x.cpu / time.Duration(x.jobs)).Round(10*time.Microsecond), 100*x.machineBusy)
 		}
-		fmt.Fprintf(tw, "%s\t %s\t %s\t %d\t %s\t %.0f\t %s\t\n", x.scenario, x.system, procs, x.jobs,
-			x.elapsed.Round(time.Millisecond), x.rate, cpu)
+		pg := ""
+		if x.pgCPU > 0 {
+			pg = (x.pgCPU / time.Duration(x.jobs)).Round(10 * time.Microsecond).String()
+		}
+		fmt.Fprintf(tw, "%s\t %s\t %s\t %d\t %s\t %.0f\t %s\t %s\t\n", x.scenario, x.system, procs, x.jobs,
+			x.elapsed.Round(time.Millisecond), x.rate, pg, cpu)
 		k := x.system + "/" + x.scenario
 		rate[k] = max(rate[k], x.rate)
 	}
@@ -235,6 +242,9 @@ func (r *report) printTargets(w io.Writer, rate map[string]float64, costs map[st
 	v := &verdicts{w: w}
 	light := rate[sysEngine+"/light"]
 	if light > 0 {
+		if sw := rate[sysRiverSame+"/light"]; sw > 0 {
+			v.check("light / River same-work (issue 33)", fmt.Sprintf("%.3fx (%.0f / %.0f)", light/sw, light, sw), light/sw >= targetLightOverSame, fmt.Sprintf(">= %.1fx", targetLightOverSame))
+		}
 		if d := rate[sysRiverDurable+"/light"]; d > 0 {
 			v.check("light / River durable", fmt.Sprintf("%.3fx (%.0f / %.0f)", light/d, light, d), light/d >= targetLightOverDurable, fmt.Sprintf(">= %.1fx", targetLightOverDurable))
 		}

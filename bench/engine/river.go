@@ -87,38 +87,74 @@ func (w *durableWorker) Work(ctx context.Context, j *river.Job[durableArgs]) err
 	return tx.Commit(ctx)
 }
 
-func riverPhaseName(durable bool) string {
-	if durable {
+// riverKind is the work of a River phase's jobs.
+type riverKind int
+
+const (
+	riverNoop    riverKind = iota // riverbench's no-op job
+	riverDurable                  // a result and an outbox row, JobCompleteTx
+	riverSame                     // the light job's work (riversame.go)
+)
+
+// riverKinds are the River phases, in the order they run.
+var riverKinds = []riverKind{riverNoop, riverDurable, riverSame}
+
+// phase is the kind's name in -phases.
+func (k riverKind) phase() string {
+	switch k {
+	case riverDurable:
 		return "riverdurable"
+	case riverSame:
+		return "riversame"
 	}
 	return "river"
 }
 
-func riverSystem(durable bool) string {
-	if durable {
+// system is the kind's name in the tables.
+func (k riverKind) system() string {
+	switch k {
+	case riverDurable:
 		return sysRiverDurable
+	case riverSame:
+		return sysRiverSame
 	}
 	return sysRiver
 }
 
-// riverPhase works n River jobs (no-op, or durable) in this process and
-// returns the rate from client.Start to the last completion. With cost, the
-// working client's pool connects through the counting proxy and the
-// database's counters are read around the run.
-func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n int, durable, cost bool) (result, costSample, error) {
-	tag := riverPhaseName(durable) + "-" + name
-	if err := recreateDB(ctx, admin, c.riverDB); err != nil {
+// riverRun is one River phase: n jobs of kind, named name in the logs;
+// with cost, the working client's pool connects through the counting proxy
+// and the database's counters are read around the run. beforeStart, if
+// set, runs once the jobs are inserted, just before the clock starts.
+type riverRun struct {
+	name        string
+	n           int
+	kind        riverKind
+	cost        bool
+	beforeStart func(context.Context) error
+}
+
+// riverPhase works the River jobs of rr in this process and returns the
+// rate from client.Start to the last completion.
+func (e *engineBench) riverPhase(ctx context.Context, rr riverRun) (result, costSample, error) {
+	c, n := e.c, rr.n
+	tag := rr.kind.phase() + "-" + rr.name
+	if err := recreateDB(ctx, e.admin, c.riverDB); err != nil {
 		return result{}, costSample{}, err
 	}
 	dbURL := c.pgURL + "/" + c.riverDB + "?sslmode=disable"
-	inspect, err := riverFill(ctx, dbURL, tag, n, durable, cost)
+	inspect, err := riverFill(ctx, dbURL, tag, n, rr.kind, rr.cost)
 	if err != nil {
 		return result{}, costSample{}, err
 	}
+	if rr.kind == riverSame {
+		if err := httpPost(ctx, e.simURL+"/oncejob/reset", ""); err != nil {
+			return result{}, costSample{}, fmt.Errorf("reset simulator: %w", err)
+		}
+	}
 
 	var rc riverCost
-	workURL := dbURL
-	if cost {
+	workURL := e.appURL(c.riverDB)
+	if rr.cost {
 		if workURL, err = rc.start(ctx, c, dbURL); err != nil {
 			return result{}, costSample{}, err
 		}
@@ -130,19 +166,25 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 		return result{}, costSample{}, err
 	}
 	defer pool.Close()
-	client, events, cancelSub, err := riverClient(pool, c.riverMaxWorkers, n, durable)
+	client, events, cancelSub, err := riverClient(pool, c.riverMaxWorkers, n, rr.kind, e.simURL)
 	if err != nil {
 		return result{}, costSample{}, err
 	}
 	defer cancelSub()
+	if rr.beforeStart != nil {
+		if err := rr.beforeStart(ctx); err != nil {
+			return result{}, costSample{}, err
+		}
+	}
 
 	logf("%s: starting the client, MaxWorkers %d", tag, c.riverMaxWorkers)
 	var waits *waitSampler
-	if !cost {
+	if !rr.cost {
 		waits = startWaitSampler(ctx, c.pgURL, c.riverDB)
 		defer waits.finish() // on an error; finishing twice is harmless
 	}
 	waitDesc := ""
+	pg0 := e.pgCPU(ctx)
 	t0 := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return result{}, costSample{}, err
@@ -157,6 +199,7 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 		return result{}, costSample{}, err
 	}
 	elapsed := last.Sub(t0)
+	pgCPU := e.pgCPU(ctx) - pg0
 	if waits != nil {
 		waitDesc = waits.finish()
 	}
@@ -165,22 +208,27 @@ func riverPhase(ctx context.Context, c config, admin *pgx.Conn, name string, n i
 	}
 	pool.Close()
 	// Checked on a connection of its own, after the counters (cost).
-	if cost {
+	if rr.cost {
 		if err := rc.finish(ctx, dbURL); err != nil {
 			return result{}, costSample{}, err
 		}
 	}
-	if err := checkRiverDone(ctx, dbURL, n, durable); err != nil {
+	if err := checkRiverDone(ctx, dbURL, n, rr.kind); err != nil {
 		return result{}, costSample{}, err
 	}
-	sys := riverSystem(durable)
-	r := result{scenario: "light", system: sys, processes: 1, jobs: n, elapsed: elapsed, rate: float64(n) / elapsed.Seconds(), waits: waitDesc}
-	if name == "steady" {
+	if rr.kind == riverSame {
+		if billed, err := simBilled(ctx, e.simURL); err != nil || billed != int64(n) {
+			return result{}, costSample{}, fmt.Errorf("river same-work: %d calls billed by the simulator (%v), want %d", billed, err, n)
+		}
+	}
+	sys := rr.kind.system()
+	r := result{scenario: "light", system: sys, processes: 1, jobs: n, elapsed: elapsed, rate: float64(n) / elapsed.Seconds(), waits: waitDesc, pgCPU: pgCPU}
+	if rr.name == "steady" {
 		r.scenario = "steady"
 	}
 	logf("%s: %d jobs in %s: %.0f jobs/s", tag, n, elapsed.Round(time.Millisecond), r.rate)
 	var s costSample
-	if cost {
+	if rr.cost {
 		s = rc.sample(ctx, sys, tag, dbURL, n, elapsed, inspect)
 	}
 	return r, s, nil
@@ -200,7 +248,7 @@ func stopRiver(ctx context.Context, client *river.Client[pgx.Tx]) error {
 // durable worker's tables), inserts n jobs and lets the database settle, on
 // a pool of its own closed before the measured run. With cost, it reports
 // whether pg_walinspect could be enabled.
-func riverFill(ctx context.Context, dbURL, tag string, n int, durable, cost bool) (bool, error) {
+func riverFill(ctx context.Context, dbURL, tag string, n int, kind riverKind, cost bool) (bool, error) {
 	setup, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		return false, err
@@ -213,8 +261,13 @@ func riverFill(ctx context.Context, dbURL, tag string, n int, durable, cost bool
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return false, fmt.Errorf("river migrate: %w", err)
 	}
-	if durable {
+	if kind != riverNoop {
 		if _, err := setup.Exec(ctx, durableSchema); err != nil {
+			return false, err
+		}
+	}
+	if kind == riverSame {
+		if _, err := setup.Exec(ctx, sameSchema); err != nil {
 			return false, err
 		}
 	}
@@ -228,8 +281,12 @@ func riverFill(ctx context.Context, dbURL, tag string, n int, durable, cost bool
 		for i := range batch {
 			inserted++
 			var args river.JobArgs = benchArgs{Num: inserted}
-			if durable {
-				args = durableArgs{Num: inserted, Document: fmt.Sprintf("%d a one-chunk document for the light pipeline", inserted)}
+			doc := fmt.Sprintf("%d a one-chunk document for the light pipeline", inserted)
+			switch kind {
+			case riverDurable:
+				args = durableArgs{Num: inserted, Document: doc}
+			case riverSame:
+				args = sameArgs{Num: inserted, Document: doc}
 			}
 			batch[i] = river.InsertManyParams{Args: args}
 		}
@@ -302,14 +359,17 @@ func (rc *riverCost) sample(ctx context.Context, sys, tag, dbURL string, n int, 
 	return s
 }
 
-// riverClient is a River client on pool working the no-op or the durable
-// job, with cmd/river/riverbench's fetch settings, and its subscription to
+// riverClient is a River client on pool working the jobs of kind (the
+// same-work job calls the simulator at simURL), with cmd/river/riverbench's fetch settings, and its subscription to
 // the ends of n jobs with the function that cancels it.
-func riverClient(pool *pgxpool.Pool, maxWorkers, n int, durable bool) (*river.Client[pgx.Tx], <-chan *river.Event, func(), error) {
+func riverClient(pool *pgxpool.Pool, maxWorkers, n int, kind riverKind, simURL string) (*river.Client[pgx.Tx], <-chan *river.Event, func(), error) {
 	workers := river.NewWorkers()
-	if durable {
+	switch kind {
+	case riverDurable:
 		river.AddWorker(workers, &durableWorker{pool: pool})
-	} else {
+	case riverSame:
+		river.AddWorker(workers, newSameWorker(pool, simURL))
+	default:
 		river.AddWorker(workers, &benchWorker{})
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
@@ -357,9 +417,9 @@ func waitRiverCompleted(ctx context.Context, events <-chan *river.Event, n int, 
 }
 
 // checkRiverDone checks, on a connection of its own, that the n jobs are
-// completed in river_job and, when durable, that each wrote its result and
-// outbox rows.
-func checkRiverDone(ctx context.Context, dbURL string, n int, durable bool) error {
+// completed in river_job and, unless no-op, that each wrote its result and
+// outbox rows (and the same-work job its other rows).
+func checkRiverDone(ctx context.Context, dbURL string, n int, kind riverKind) error {
 	check, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return err
@@ -372,13 +432,16 @@ func checkRiverDone(ctx context.Context, dbURL string, n int, durable bool) erro
 	if completed != n {
 		return fmt.Errorf("river: %d jobs completed in the table, want %d", completed, n)
 	}
-	if durable {
+	if kind != riverNoop {
 		if err := check.QueryRow(ctx, `SELECT (SELECT count(DISTINCT job_id) FROM bench_results), (SELECT count(DISTINCT job_id) FROM bench_outbox)`).Scan(&results, &outbox); err != nil {
 			return err
 		}
 		if results != n || outbox != n {
-			return fmt.Errorf("river durable: %d result rows and %d outbox rows, want %d each", results, outbox, n)
+			return fmt.Errorf("%s: %d result rows and %d outbox rows, want %d each", kind.system(), results, outbox, n)
 		}
+	}
+	if kind == riverSame {
+		return checkSameDone(ctx, check, n)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package storepg
 
 import (
 	"context"
+	"time"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
@@ -18,22 +19,6 @@ func (s *Store) APIKeyCreate(ctx context.Context, params *store.APIKeyCreatePara
 		Sha256: params.SHA256,
 	})
 	return rowmap.One(row, err, interpretError, apiKeyFromRow)
-}
-
-// APIKeyGetByID implements store.APIKeyStore.
-func (s *Store) APIKeyGetByID(ctx context.Context, params *store.APIKeyGetByIDParams) (*store.APIKey, error) {
-	row, err := s.q.APIKeyGetByID(ctx, s.pool, params.ID)
-	return rowmap.One(row, err, interpretError, apiKeyFromRow)
-}
-
-// APIKeyList implements store.APIKeyStore.
-func (s *Store) APIKeyList(ctx context.Context, params *store.APIKeyListParams) ([]*store.APIKey, error) {
-	rows, err := s.q.APIKeyList(ctx, s.pool, dbsqlc.APIKeyListParams{
-		Tenant:         params.Tenant,
-		IncludeRevoked: params.IncludeRevoked,
-		Max:            int32(params.PageLimit()), //nolint:gosec // PageLimit is small
-	})
-	return rowmap.Map(rows, err, interpretError, apiKeyFromRow)
 }
 
 // APIKeyRevoke implements store.APIKeyStore.
@@ -56,15 +41,7 @@ func (s *Store) TenantUsage(ctx context.Context, params *store.TenantUsageParams
 	return &store.TenantUsage{InFlight: row.InFlight, DocumentBytes: row.DocumentBytes}, nil
 }
 
+// apiKeyFromRow is the key of an api_keys row.
 func apiKeyFromRow(r dbsqlc.ApiKey) *store.APIKey {
-	return &store.APIKey{
-		ID:         r.ID,
-		Tenant:     r.Tenant,
-		Role:       store.Role(r.Role),
-		Name:       r.Name,
-		SHA256:     r.Sha256,
-		CreatedAt:  r.CreatedAt,
-		RevokedAt:  r.RevokedAt,
-		LastUsedAt: r.LastUsedAt,
-	}
+	return columns.APIKey(rowmap.APIKeyRow[time.Time](r))
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
@@ -47,7 +46,7 @@ func (s *Store) OutboxRoute(ctx context.Context, params *store.OutboxRouteParams
 func (s *Store) OutboxUnroutedList(ctx context.Context, params *store.OutboxUnroutedListParams) ([]*store.OutboxEvent, error) {
 	rows, err := s.q.OutboxUnroutedList(ctx, s.pool, dbsqlc.OutboxUnroutedListParams{
 		CreatedBefore: params.CreatedBefore,
-		Max:           int32(params.PageLimit()),
+		Max:           int64(params.PageLimit()),
 	})
 	return rowmap.Map(rows, err, interpretError, outboxFromRow)
 }
@@ -77,7 +76,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 			Owner:         params.Owner,
 			LeaseDuration: interval(params.LeaseDuration),
 			Sinks:         params.Sinks,
-			Max:           int32(min(params.Limit, 1<<31-1)),
+			Max:           int64(min(params.Limit, 1<<31-1)),
 		})
 		return err
 	})
@@ -93,7 +92,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 			ExternalRef: r.ExternalRef, BudgetStartedAt: r.BudgetStartedAt, CreatedAt: r.CreatedAt,
 			UpdatedAt: r.UpdatedAt, DeliveredAt: r.DeliveredAt,
 		})
-		d.Payload, d.EventCreatedAt = r.Payload, r.EventCreatedAt
+		d.Payload, d.EventCreatedAt = []byte(r.Payload), r.EventCreatedAt
 		out[i] = d
 	}
 	return out, nil
@@ -138,7 +137,7 @@ func (s *Store) DeliverySettle(ctx context.Context, params *store.DeliverySettle
 	if err != nil {
 		return nil, fmt.Errorf("storepg: settle results: %w", err)
 	}
-	settled, err := s.q.DeliverySettle(ctx, s.pool, dbsqlc.DeliverySettleParams{Owner: params.Owner, Results: results})
+	settled, err := s.q.DeliverySettle(ctx, s.pool, dbsqlc.DeliverySettleParams{Owner: params.Owner, Results: string(results)})
 	if err != nil {
 		return nil, interpretError(err)
 	}
@@ -171,17 +170,17 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 		LastOutcome:   string(params.LastOutcome),
 		CreatedBefore: params.CreatedBefore,
 		AfterRank:     -1,
-		Max:           int32(limit + 1),
+		Max:           int64(limit + 1),
 	}
 	if params.JobID != "" {
 		id, err := parseUUID(params.JobID)
 		if err != nil {
 			return &store.DeliveryListResult{}, nil // no job has such an id
 		}
-		args.JobID = id
+		args.JobID = &id
 	}
 	if params.After != nil {
-		args.AfterRank, args.AfterID = int32(params.After.Rank), params.After.ID
+		args.AfterRank, args.AfterID = int64(params.After.Rank), params.After.ID
 	}
 	rows, err := s.q.DeliveryList(ctx, s.pool, args)
 	return rowmap.Page(rows, err, interpretError, rowmap.Total(deliveryFromRow), limit, store.DeliveryListPage)
@@ -227,7 +226,7 @@ func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryPa
 func (s *Store) DeliveryAttemptList(ctx context.Context, params *store.DeliveryAttemptListParams) ([]*store.DeliveryAttempt, error) {
 	rows, err := s.q.DeliveryAttemptList(ctx, s.pool, params.DeliveryID)
 	journal, err := rowmap.Map(rows, err, interpretError, func(r dbsqlc.DeliveryAttempt) *store.DeliveryAttempt {
-		return columns.DeliveryAttempt(rowmap.DeliveryAttemptRow[int32, bool, time.Time](r))
+		return columns.DeliveryAttempt(rowmap.DeliveryAttemptRow[time.Time](r))
 	})
 	if err != nil {
 		return nil, err
@@ -279,11 +278,11 @@ func (s *Store) SentMessageRecord(ctx context.Context, params *store.SentMessage
 
 func outboxFromRow(r dbsqlc.Outbox) *store.OutboxEvent {
 	return &store.OutboxEvent{
-		ID: r.ID, EventID: r.EventID, Tenant: r.Tenant, JobID: r.JobID.String(), Pipeline: r.Pipeline,
-		EventType: r.EventType, Payload: r.Payload, CreatedAt: r.CreatedAt, RoutedAt: r.RoutedAt,
+		ID: r.ID, EventID: r.EventID, Tenant: r.Tenant, JobID: r.JobID, Pipeline: r.Pipeline,
+		EventType: r.EventType, Payload: []byte(r.Payload), CreatedAt: r.CreatedAt, RoutedAt: r.RoutedAt,
 	}
 }
 
 func deliveryFromRow(r dbsqlc.Delivery) *store.Delivery {
-	return columns.Delivery(rowmap.DeliveryRow[pgtype.UUID, int32, time.Time, *time.Time](r))
+	return columns.Delivery(rowmap.DeliveryRow[time.Time](r))
 }

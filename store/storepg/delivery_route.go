@@ -90,14 +90,14 @@ func (s *Store) routeBatch(ctx context.Context, tx pgx.Tx, limit int, hold time.
 		return nil, err
 	}
 	return s.q.OutboxRouteBatch(ctx, tx, dbsqlc.OutboxRouteBatchParams{
-		Partitions: routePartitions, Max: int32(limit), Share: int64(max(1, limit/routeShare)),
+		Partitions: routePartitions, Max: int64(limit), Share: int64(max(1, limit/routeShare)),
 	})
 }
 
 // write inserts the plan's deliveries and journal rows and marks its
 // events routed, in one statement.
 func (p *routePlan) write(ctx context.Context, s *Store, tx pgx.Tx, owner string) error {
-	w := dbsqlc.OutboxRouteWriteParams{Owner: owner, Journal: []byte("[]")}
+	w := dbsqlc.OutboxRouteWriteParams{Owner: owner, Journal: "[]"}
 	for _, e := range p.events {
 		w.RoutedIds = append(w.RoutedIds, e.Outbox.ID)
 	}
@@ -109,7 +109,7 @@ func (p *routePlan) write(ctx context.Context, s *Store, tx pgx.Tx, owner string
 		w.JobIds = append(w.JobIds, r.event.JobID)
 		w.Sinks = append(w.Sinks, r.sink)
 		w.Statuses = append(w.Statuses, string(r.status))
-		w.Attempts = append(w.Attempts, r.attempt)
+		w.Attempts = append(w.Attempts, int64(r.attempt))
 		w.DueAts = append(w.DueAts, r.dueAt)
 		w.Outcomes = append(w.Outcomes, r.outcome)
 		w.Errors = append(w.Errors, r.err)
@@ -121,7 +121,7 @@ func (p *routePlan) write(ctx context.Context, s *Store, tx pgx.Tx, owner string
 		if err != nil {
 			return fmt.Errorf("storepg: routing journal: %w", err)
 		}
-		w.Journal = j
+		w.Journal = string(j)
 	}
 	return s.q.OutboxRouteWrite(ctx, tx, w)
 }
@@ -189,7 +189,7 @@ func planRoute(params *store.OutboxRouteDeliverParams, events []dbsqlc.OutboxRou
 			plan.direct = append(plan.direct, &store.Delivery{
 				OutboxID: e.ID, EventID: e.EventID, EventType: e.EventType, Sink: sink, Tenant: e.Tenant,
 				JobID: out.JobID, Status: store.DeliveryStatusPending, Attempt: 1, Attempts: 1,
-				BudgetStartedAt: now, CreatedAt: now, UpdatedAt: now, Payload: e.Payload, EventCreatedAt: e.CreatedAt,
+				BudgetStartedAt: now, CreatedAt: now, UpdatedAt: now, Payload: []byte(e.Payload), EventCreatedAt: e.CreatedAt,
 			})
 		}
 	}

@@ -25,7 +25,7 @@ func (s *Store) JobClaim(ctx context.Context, params *store.JobClaimParams) ([]*
 	}
 	rows, err := s.q.JobClaim(ctx, s.pool, dbsqlc.JobClaimParams{
 		Now:              params.Now,
-		Max:              int32(min(params.Limit, 1<<31-1)),
+		Max:              int64(min(params.Limit, 1<<31-1)),
 		Owner:            params.Owner,
 		LeaseDuration:    interval(params.LeaseDuration),
 		TakeoverMessage:  store.ClaimMessage(store.JobStatusRunning, ""),
@@ -42,6 +42,9 @@ func (s *Store) JobClaim(ctx context.Context, params *store.JobClaimParams) ([]*
 			return nil, err
 		}
 		jobs[i].ClaimedFrom = store.JobStatus(row.ClaimedFrom)
+	}
+	if err := s.runs.Apply(ctx, jobs...); err != nil {
+		return nil, err
 	}
 	return jobs, nil
 }
@@ -101,9 +104,9 @@ func (s *Store) LLMAttemptRecord(ctx context.Context, params *store.LLMAttemptRe
 		return store.ErrNotFound
 	}
 	args := dbsqlc.LLMAttemptRecordParams{
-		JobAttempt:        a.JobAttempt,
+		JobAttempt:        int64(a.JobAttempt),
 		Stage:             string(a.Stage),
-		Chunk:             a.Chunk,
+		Chunk:             int64(a.Chunk),
 		ProviderKey:       a.ProviderKey,
 		Outcome:           string(a.Outcome),
 		Billed:            a.Billed,
@@ -121,7 +124,7 @@ func (s *Store) LLMAttemptRecord(ctx context.Context, params *store.LLMAttemptRe
 		if f.JobID != a.JobID {
 			return store.ErrLeaseLost
 		}
-		args.Fenced, args.Owner, args.LeaseAttempt = true, f.Owner, f.Attempt
+		args.Fenced, args.Owner, args.LeaseAttempt = true, f.Owner, int64(f.Attempt)
 	}
 	_, err = s.q.LLMAttemptRecord(ctx, s.pool, args)
 	if isBilledOnceViolation(err) {
@@ -160,13 +163,13 @@ func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionPa
 	row, err := s.q.JobTransition(ctx, s.pool, dbsqlc.JobTransitionParams{
 		Parks:    w.Parks,
 		Status:   string(w.To),
-		Error:    w.Error,
-		Output:   w.Output,
+		Error:    rowmap.StringOrNil(w.Error),
+		Output:   rowmap.StringOrNil(w.Output),
 		RunAfter: w.RunAfter,
 		Finished: w.Finished,
 		JobID:    id,
 		Owner:    params.Lease.Owner,
-		Attempt:  params.Lease.Attempt,
+		Attempt:  int64(params.Lease.Attempt),
 		Message:  w.Message,
 
 		CancelledMessage: w.CancelledMessage,
@@ -176,7 +179,7 @@ func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionPa
 		return nil, interpretLeaseError(err)
 	}
 	s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
-	return jobFromRow(dbsqlc.Job(row))
+	return s.job(ctx, dbsqlc.Job(row))
 }
 
 // OutboxList implements store.EngineStore.
@@ -190,7 +193,7 @@ func (s *Store) OutboxList(ctx context.Context, params *store.OutboxListParams) 
 }
 
 func checkpointFromRow(r dbsqlc.JobCheckpoint) *store.Checkpoint {
-	return columns.Checkpoint(rowmap.CheckpointRow[pgtype.UUID, int32, time.Time](r))
+	return columns.Checkpoint(rowmap.CheckpointRow[time.Time](r))
 }
 
 // interpretLeaseError is interpretError for fenced statements, whose "no

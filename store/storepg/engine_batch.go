@@ -5,10 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
-
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
@@ -41,7 +40,7 @@ func (s *Store) JobClaimWork(ctx context.Context, params *store.JobClaimParams) 
 		byKey[docKey{d.Tenant, d.Sha256}] = d.Data
 	}
 	work := make([]*store.JobWork, len(jobs))
-	var again []pgtype.UUID
+	var again []string
 	for i, j := range jobs {
 		work[i] = &store.JobWork{Job: j, Document: byKey[docKey{j.Tenant, j.DocumentSHA256}], CheckpointsRead: j.Attempt <= 1}
 		if j.Attempt > 1 {
@@ -83,17 +82,17 @@ func (s *Store) CheckpointGetByStageKeys(ctx context.Context, params *store.Chec
 	}
 	for _, row := range rows {
 		if row.StageKey == "" { // the computed success of the dedup key
-			res.ComputedBy = row.JobID.String()
+			res.ComputedBy = row.JobID
 			continue
 		}
 		res.Checkpoints[row.StageKey] = &store.Checkpoint{
-			JobID:       row.JobID.String(),
+			JobID:       row.JobID,
 			Tenant:      params.Tenant,
 			Stage:       store.JobStage(row.Stage),
-			Chunk:       row.Chunk,
+			Chunk:       int32(row.Chunk),
 			StageKey:    row.StageKey,
 			CodeVersion: row.CodeVersion,
-			Attempt:     row.Attempt,
+			Attempt:     int32(row.Attempt),
 			Output:      row.Output,
 			ReusedFrom:  row.ReusedFrom,
 			CreatedAt:   row.CreatedAt,
@@ -106,7 +105,7 @@ func (s *Store) CheckpointGetByStageKeys(ctx context.Context, params *store.Chec
 func (s *Store) JobHeartbeatMany(ctx context.Context, params *store.JobHeartbeatManyParams) (*store.JobHeartbeatManyResult, error) {
 	res := &store.JobHeartbeatManyResult{}
 	args := dbsqlc.JobHeartbeatManyParams{Now: params.Now, LeaseDuration: interval(params.LeaseDuration)}
-	held := make(map[pgtype.UUID]store.Lease, len(params.Leases))
+	held := make(map[string]store.Lease, len(params.Leases))
 	for _, l := range byJobID(params.Leases, func(l store.Lease) string { return l.JobID }) {
 		id, err := parseUUID(l.JobID)
 		if err != nil {
@@ -116,7 +115,7 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, params *store.JobHeartbeat
 		held[id] = l
 		args.Ids = append(args.Ids, id)
 		args.Owners = append(args.Owners, l.Owner)
-		args.Attempts = append(args.Attempts, l.Attempt)
+		args.Attempts = append(args.Attempts, int64(l.Attempt))
 	}
 	if len(args.Ids) == 0 {
 		return res, nil
@@ -127,7 +126,7 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, params *store.JobHeartbeat
 	}
 	for _, row := range rows {
 		if row.CancelRequested {
-			res.CancelRequested = append(res.CancelRequested, row.ID.String())
+			res.CancelRequested = append(res.CancelRequested, row.ID)
 		}
 		delete(held, row.ID)
 	}
@@ -195,16 +194,16 @@ func (s *Store) CheckpointWriteMany(ctx context.Context, params *store.Checkpoin
 		return fmt.Errorf("storepg: checkpoints: %w", err)
 	}
 	args := dbsqlc.CheckpointWriteManyParams{
-		Checkpoints: cps,
+		Checkpoints: string(cps),
 		JobID:       id,
 		Owner:       params.Lease.Owner,
-		Attempt:     params.Lease.Attempt,
+		Attempt:     int64(params.Lease.Attempt),
 		AdvanceTo:   advanceTo,
-		Advances:    int32(advances),
+		Advances:    int64(advances),
 	}
 	if a := params.Attempt; a != nil {
 		args.RecordAttempt = true
-		args.JobAttempt, args.AttemptStage, args.AttemptChunk = a.JobAttempt, string(a.Stage), a.Chunk
+		args.JobAttempt, args.AttemptStage, args.AttemptChunk = int64(a.JobAttempt), string(a.Stage), int64(a.Chunk)
 		args.ProviderKey, args.Outcome, args.Billed = a.ProviderKey, string(a.Outcome), a.Billed
 		args.ProviderRequestID, args.PromptTokens, args.CompletionTokens = a.ProviderRequestID, a.PromptTokens, a.CompletionTokens
 		args.CostMicros, args.LatencyMs, args.Error, args.Model = a.CostMicros, a.LatencyMillis, a.Error, a.Model
@@ -317,7 +316,7 @@ func (s *Store) publishBatch(ctx context.Context, jobs []*store.JobPublishParams
 	if err != nil {
 		return fmt.Errorf("storepg: publish batch: %w", err)
 	}
-	rows, err := s.q.JobPublishMany(ctx, s.pool, dbsqlc.JobPublishManyParams{Jobs: jobsJSON, Checkpoints: cpsJSON})
+	rows, err := s.q.JobPublishMany(ctx, s.pool, dbsqlc.JobPublishManyParams{Jobs: string(jobsJSON), Checkpoints: string(cpsJSON)})
 	if err != nil {
 		if ierr := interpretError(err); errors.Is(ierr, store.ErrUnavailable) {
 			return ierr
@@ -332,6 +331,9 @@ func (s *Store) publishBatch(ctx context.Context, jobs []*store.JobPublishParams
 			return err
 		}
 		published[job.ID] = job
+	}
+	if err := s.runs.Apply(ctx, slices.Collect(maps.Values(published))...); err != nil {
+		return err
 	}
 	for _, i := range batch {
 		if job, ok := published[jobs[i].Lease.JobID]; ok {

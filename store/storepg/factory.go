@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
@@ -20,12 +21,12 @@ func (s *Store) JobUpdateFull(ctx context.Context, params *store.JobUpdateFullPa
 	row, err := s.q.JobUpdateFull(ctx, s.pool, dbsqlc.JobUpdateFullParams{
 		Status:          string(params.Status),
 		Stage:           string(params.Stage),
-		Attempt:         params.Attempt,
+		Attempt:         int64(params.Attempt),
 		LeaseOwner:      leaseOwner,
 		LeaseUntil:      params.LeaseUntil,
 		RunAfter:        params.RunAfter,
-		Output:          params.Output,
-		Error:           params.ErrorJSON(),
+		Output:          rowmap.StringOrNil(params.Output),
+		Error:           rowmap.StringOrNil(params.ErrorJSON()),
 		CancelRequested: params.CancelRequested,
 		Approved:        params.Approved,
 		FinishedAt:      params.FinishedAt,
@@ -37,5 +38,5 @@ func (s *Store) JobUpdateFull(ctx context.Context, params *store.JobUpdateFullPa
 		return nil, interpretError(err)
 	}
 	s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
-	return jobFromRow(dbsqlc.Job(row))
+	return s.job(ctx, dbsqlc.Job(row))
 }

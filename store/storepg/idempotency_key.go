@@ -11,7 +11,7 @@ import (
 func (s *Store) IdempotencyKeyDeleteExpired(ctx context.Context, params *store.IdempotencyKeyDeleteExpiredParams) (int64, error) {
 	n, err := s.q.IdempotencyKeyDeleteExpired(ctx, s.pool, dbsqlc.IdempotencyKeyDeleteExpiredParams{
 		CreatedBefore: params.CreatedBefore,
-		Max:           int32(params.PageLimit()),
+		Max:           int64(params.PageLimit()),
 	})
 	return n, interpretError(err)
 }

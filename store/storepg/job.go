@@ -9,6 +9,7 @@ import (
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
+	"github.com/oncejob/oncejob/store/internal/rundefaults"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
@@ -19,14 +20,16 @@ func (s *Store) JobGetByID(ctx context.Context, params *store.JobGetByIDParams) 
 		return nil, store.ErrNotFound // no job has an id that is not a uuid
 	}
 	row, err := s.q.JobGetByID(ctx, s.pool, dbsqlc.JobGetByIDParams{Tenant: params.Tenant, ID: id})
-	return rowmap.OneErr(row, err, interpretError, jobFromRow)
+	return rowmap.OneErr(row, err, interpretError, func(row dbsqlc.Job) (*store.Job, error) {
+		return s.job(ctx, row)
+	})
 }
 
 // JobList implements store.Store. It fetches one row more than the page
 // (by count or by bytes) to know whether a next page exists.
 func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*store.JobListResult, error) {
 	limit := params.PageLimit()
-	args := dbsqlc.JobListParams{Tenant: params.Tenant, Max: int32(limit + 1)}
+	args := dbsqlc.JobListParams{Tenant: params.Tenant, Max: int64(limit + 1)}
 	if params.Status != "" {
 		status := string(params.Status)
 		args.Status = &status
@@ -35,10 +38,11 @@ func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*stor
 		args.Pipeline = &params.Pipeline
 	}
 	if params.RunID != "" {
-		var err error
-		if args.RunID, err = parseUUID(params.RunID); err != nil {
+		id, err := parseUUID(params.RunID)
+		if err != nil {
 			return &store.JobListResult{}, nil // no run has an id that is not a uuid
 		}
+		args.RunID = &id
 	}
 	var err error
 	if args.AfterCreatedAt, args.AfterID, err = cursorAfter(params.After); err != nil {
@@ -53,25 +57,29 @@ func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*stor
 	if err != nil {
 		return nil, err
 	}
-	return store.JobListPageSized(jobs, limit, params.PageBytes()), nil
+	return rundefaults.ListPage(ctx, s.runs, jobs, limit, params.PageBytes())
 }
 
-func parseUUID(s string) (pgtype.UUID, error) {
+// parseUUID is s in a uuid's canonical text, which a row's uuid column
+// reads as, or an error for a string that is no uuid.
+func parseUUID(s string) (string, error) {
 	var id pgtype.UUID
-	err := id.Scan(s)
-	return id, err
+	if err := id.Scan(s); err != nil {
+		return "", err
+	}
+	return id.String(), nil
 }
 
 // cursorAfter is where a page of a list newest first starts: after the
 // cursor's created_at and id. Without a cursor (the first page) the
 // created_at is NULL and the page starts at the newest row.
-func cursorAfter(after *store.JobCursor) (*time.Time, pgtype.UUID, error) {
+func cursorAfter(after *store.JobCursor) (*time.Time, *string, error) {
 	if after == nil {
-		return nil, pgtype.UUID{}, nil
+		return nil, nil, nil
 	}
 	id, err := parseUUID(after.ID)
 	if err != nil {
-		return nil, id, fmt.Errorf("storepg: cursor id: %w: %w", store.ErrInvalidRow, err)
+		return nil, nil, fmt.Errorf("storepg: cursor id: %w: %w", store.ErrInvalidRow, err)
 	}
-	return &after.CreatedAt, id, nil
+	return &after.CreatedAt, &id, nil
 }

@@ -18,8 +18,8 @@ func (s *Store) JobEventList(ctx context.Context, params *store.JobEventListPara
 	rows, err := s.q.JobEventList(ctx, s.pool, dbsqlc.JobEventListParams{
 		Tenant:   params.Tenant,
 		JobID:    id,
-		AfterSeq: params.AfterSeq,
-		Max:      int32(params.PageLimit()),
+		AfterSeq: int64(params.AfterSeq),
+		Max:      int64(params.PageLimit()),
 	})
 	events, err := rowmap.Map(rows, err, interpretError, jobEventFromRow)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
@@ -174,10 +173,9 @@ func (s *Store) jobSubmitExisting(ctx context.Context, jobs []*store.JobSubmitPa
 type submitRow struct {
 	p      *store.JobSubmitParams
 	id     string // canonical form, as the job row returns it
-	uuid   [16]byte
-	labels []byte
-	params []byte
-	run    pgtype.UUID // NULL outside a run
+	labels string
+	params string
+	run    string // "" (NULL) outside a run
 }
 
 func submitRowOf(p *store.JobSubmitParams) (submitRow, error) {
@@ -189,7 +187,7 @@ func submitRowOf(p *store.JobSubmitParams) (submitRow, error) {
 	if err != nil {
 		return submitRow{}, fmt.Errorf("storepg: labels: %w", err)
 	}
-	row := submitRow{p: p, id: id.String(), uuid: id.Bytes, labels: labels, params: jsonObject(p.Params)}
+	row := submitRow{p: p, id: id, labels: string(labels), params: rowmap.JSONObject(p.Params)}
 	if p.RunID != "" {
 		if row.run, err = parseUUID(p.RunID); err != nil {
 			return submitRow{}, fmt.Errorf("storepg: run id %q: %w", p.RunID, store.ErrInvalidRow)
@@ -202,21 +200,21 @@ func submitRowOf(p *store.JobSubmitParams) (submitRow, error) {
 func submitArgs(rows []submitRow, idx []int) dbsqlc.JobSubmitManyParams {
 	n := len(idx)
 	a := dbsqlc.JobSubmitManyParams{
-		ID: make([]pgtype.UUID, n), Tenant: make([]string, n), Method: make([]string, n),
+		ID: make([]string, n), Tenant: make([]string, n), Method: make([]string, n),
 		IdempotencyKey: make([]string, n), Fingerprint: make([]string, n), DedupKey: make([]string, n),
-		Pipeline: make([]string, n), PipelineVersion: make([]int32, n), PromptVersion: make([]string, n),
+		Pipeline: make([]string, n), PipelineVersion: make([]int64, n), PromptVersion: make([]string, n),
 		ModelProfile: make([]string, n), DocumentSha256: make([]string, n), DocumentMediaType: make([]string, n),
-		DocumentData: make([][]byte, n), DocumentName: make([]string, n), Params: make([][]byte, n),
-		Labels: make([][]byte, n), RunID: make([]pgtype.UUID, n), Traceparent: make([]string, n),
+		DocumentData: make([][]byte, n), DocumentName: make([]string, n), Params: make([]string, n),
+		Labels: make([]string, n), RunID: make([]string, n), Traceparent: make([]string, n),
 		Priority: make([]string, n),
 	}
 	for j, i := range idx {
 		r := rows[i]
 		p := r.p
-		a.ID[j] = pgtype.UUID{Bytes: r.uuid, Valid: true}
+		a.ID[j] = r.id
 		a.Tenant[j], a.Method[j], a.IdempotencyKey[j] = p.Tenant, p.Method, p.IdempotencyKey
 		a.Fingerprint[j], a.DedupKey[j] = p.Fingerprint, p.DedupKey
-		a.Pipeline[j], a.PipelineVersion[j] = p.Pipeline, p.PipelineVersion
+		a.Pipeline[j], a.PipelineVersion[j] = p.Pipeline, int64(p.PipelineVersion)
 		a.PromptVersion[j], a.ModelProfile[j] = p.PromptVersion, p.ModelProfile
 		a.DocumentSha256[j], a.DocumentMediaType[j] = p.DocumentSHA256, p.DocumentMedia
 		a.DocumentData[j], a.DocumentName[j] = rowmap.NonNilSlice(p.Document), p.DocumentName

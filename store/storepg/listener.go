@@ -163,7 +163,7 @@ func (l *listener) tailOnce(ctx context.Context) error {
 		}
 		for _, r := range rows {
 			select {
-			case l.out <- store.JobEventNotification{Tenant: r.Tenant, JobID: r.JobID.String(), Seq: r.Seq}:
+			case l.out <- store.JobEventNotification{Tenant: r.Tenant, JobID: r.JobID, Seq: int32(r.Seq)}:
 			case <-ctx.Done():
 				return ctx.Err()
 			}

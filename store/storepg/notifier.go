@@ -4,8 +4,6 @@ import (
 	"context"
 	"strconv"
 	"sync"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // notifier announces committed events to the LISTEN connections of every
@@ -31,14 +29,14 @@ const maxNotifyBatch = 1000
 
 // eventCommitted queues the announcement of a job's event with seq; 0 means
 // the seq is unknown and watchers re-read.
-func (s *Store) eventCommitted(tenant string, jobID pgtype.UUID, seq int32) {
+func (s *Store) eventCommitted(tenant, jobID string, seq int64) {
 	n := &s.notifier
 	n.start.Do(func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		n.s, n.stop, n.wake, n.done = s, cancel, make(chan struct{}, 1), make(chan struct{})
 		go n.run(ctx)
 	})
-	payload := jobID.String() + " " + strconv.Itoa(int(seq)) + " " + truncate(tenant, 1000)
+	payload := jobID + " " + strconv.FormatInt(seq, 10) + " " + truncate(tenant, 1000)
 	n.mu.Lock()
 	n.pending = append(n.pending, payload)
 	n.mu.Unlock()

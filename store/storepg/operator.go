@@ -6,9 +6,9 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
@@ -39,7 +39,7 @@ type operation struct {
 	// message is the event's, for the audit event of a cancel request.
 	message string
 	// apply is the conditional UPDATE; pgx.ErrNoRows when it matched no row.
-	apply func(ctx context.Context, tx pgx.Tx, id pgtype.UUID) (dbsqlc.Job, error)
+	apply func(ctx context.Context, tx pgx.Tx, id string) (dbsqlc.Job, error)
 }
 
 // JobCancel implements store.OperatorStore. A running job only gets
@@ -50,7 +50,7 @@ func (s *Store) JobCancel(ctx context.Context, params *store.JobCancelParams) (*
 		OperatorTransition: store.CancelTransition,
 		OperatorTarget:     params.Target(),
 		message:            params.EventMessage(),
-		apply: func(ctx context.Context, tx pgx.Tx, id pgtype.UUID) (dbsqlc.Job, error) {
+		apply: func(ctx context.Context, tx pgx.Tx, id string) (dbsqlc.Job, error) {
 			row, err := s.q.JobCancel(ctx, tx, dbsqlc.JobCancelParams{
 				Tenant:       params.Tenant,
 				ID:           id,
@@ -72,7 +72,7 @@ func (s *Store) JobReplay(ctx context.Context, params *store.JobReplayParams) (*
 	return s.operate(ctx, operation{
 		OperatorTransition: store.ReplayTransition,
 		OperatorTarget:     params.Target(),
-		apply: func(ctx context.Context, tx pgx.Tx, id pgtype.UUID) (dbsqlc.Job, error) {
+		apply: func(ctx context.Context, tx pgx.Tx, id string) (dbsqlc.Job, error) {
 			row, err := s.q.JobReplay(ctx, tx, dbsqlc.JobReplayParams{
 				ResetStages:  w.ResetStages,
 				ResetStage:   w.ResetStage,
@@ -91,10 +91,10 @@ func (s *Store) settle(ctx context.Context, target store.OperatorTarget, w *stor
 	return s.operate(ctx, operation{
 		OperatorTransition: w.OperatorTransition,
 		OperatorTarget:     target,
-		apply: func(ctx context.Context, tx pgx.Tx, id pgtype.UUID) (dbsqlc.Job, error) {
+		apply: func(ctx context.Context, tx pgx.Tx, id string) (dbsqlc.Job, error) {
 			row, err := s.q.JobSettle(ctx, tx, dbsqlc.JobSettleParams{
 				Status:       string(w.To),
-				Error:        w.Error,
+				Error:        rowmap.StringOrNil(w.Error),
 				Approved:     w.Approved,
 				FreshBudget:  w.FreshBudget,
 				Finished:     w.Finished,
@@ -149,7 +149,7 @@ func (s *Store) operate(ctx context.Context, op operation) (*store.OperatorResul
 	if appended {
 		s.eventCommitted(row.Tenant, row.ID, row.LastEventSeq)
 	}
-	job, err := jobFromRow(row)
+	job, err := s.job(ctx, row)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func (s *Store) operate(ctx context.Context, op operation) (*store.OperatorResul
 // same request. A key bound to another fingerprint or another job is
 // ErrIdempotencyKeyReused. Like operateApply, it returns driver errors as
 // they are; operate interprets them.
-func (s *Store) operatorKeyTake(ctx context.Context, tx pgx.Tx, tenant string, id pgtype.UUID, idem *store.IdempotencyParams) (seen bool, err error) {
+func (s *Store) operatorKeyTake(ctx context.Context, tx pgx.Tx, tenant string, id string, idem *store.IdempotencyParams) (seen bool, err error) {
 	for range operatorKeyAttempts {
 		_, err := s.q.IdempotencyKeyInsert(ctx, tx, dbsqlc.IdempotencyKeyInsertParams{
 			Tenant:      tenant,
@@ -186,7 +186,7 @@ func (s *Store) operatorKeyTake(ctx context.Context, tx pgx.Tx, tenant string, i
 		if err != nil {
 			return false, err
 		}
-		return true, idem.CheckKey(key.Fingerprint, key.JobID.String(), id.String())
+		return true, idem.CheckKey(key.Fingerprint, key.JobID, id)
 	}
 	return false, fmt.Errorf("idempotency key freed and taken again %d times in a row", operatorKeyAttempts)
 }
@@ -198,7 +198,7 @@ func (s *Store) operatorKeyTake(ctx context.Context, tx pgx.Tx, tenant string, i
 // as it is; any other status is refused. appended reports whether an event
 // was appended: not for a job returned as it is, nor for a cancel request
 // to a running job (no transition).
-func (s *Store) operateApply(ctx context.Context, tx pgx.Tx, op operation, id pgtype.UUID) (row dbsqlc.Job, appended, applied bool, err error) {
+func (s *Store) operateApply(ctx context.Context, tx pgx.Tx, op operation, id string) (row dbsqlc.Job, appended, applied bool, err error) {
 	for range 2 {
 		row, err := op.apply(ctx, tx, id)
 		if err == nil {

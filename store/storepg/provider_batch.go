@@ -28,7 +28,7 @@ func (s *Store) ProviderBatchBillsRecord(ctx context.Context, params *store.Prov
 // ProviderBatchListStale implements store.ProviderBatchStore.
 func (s *Store) ProviderBatchListStale(ctx context.Context, params *store.ProviderBatchListStaleParams) ([]*store.ProviderBatch, error) {
 	rows, err := s.q.ProviderBatchListStale(ctx, s.pool, dbsqlc.ProviderBatchListStaleParams{
-		StaleBefore: params.StaleBefore, MaxBatches: int32(min(max(params.Limit, 0), 10_000)),
+		StaleBefore: params.StaleBefore, MaxBatches: int64(min(max(params.Limit, 0), 10_000)),
 	})
 	return rowmap.Map(rows, err, interpretError, func(r dbsqlc.ProviderBatchListStaleRow) *store.ProviderBatch {
 		return &store.ProviderBatch{Tag: r.Tag, BatchID: r.BatchID, Status: r.Status}

@@ -22,8 +22,8 @@ func (s *Store) ProviderLimitDraw(ctx context.Context, p *store.ProviderLimitDra
 		Name: p.Name, Holder: p.Holder, Now: epoch(p.Now),
 		RequestsPerSecond: p.RequestsPerSecond, RequestBurst: p.RequestBurst,
 		TokensPerSecond: p.TokensPerSecond, TokenBurst: p.TokenBurst,
-		CallsInFlight: int32(min(max(p.CallsInFlight, 0), math.MaxInt32)), HoldTtl: p.HoldTTL.Seconds(),
-		Calls: int32(min(max(p.Calls, 0), math.MaxInt32)), Ask: ask, ReturnTokens: p.ReturnTokens,
+		CallsInFlight: int64(min(max(p.CallsInFlight, 0), math.MaxInt32)), HoldTtl: p.HoldTTL.Seconds(),
+		Calls: int64(min(max(p.Calls, 0), math.MaxInt32)), Ask: ask, ReturnTokens: p.ReturnTokens,
 		PauseUntil: epoch(p.PauseUntil),
 	})
 	if err != nil {

@@ -4,48 +4,49 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
-// columns is how this store's rows hold the column types that differ between
-// the stores (see rowmap.Columns): Postgres has each as its Go type.
-var columns = rowmap.Columns[pgtype.UUID, pgtype.UUID, int32, bool, time.Time, *time.Time, []byte, []byte]{
-	Store:    "storepg",
-	UUID:     func(u pgtype.UUID) string { return u.String() },
-	NullUUID: uuidString,
-	Int32:    rowmap.Same[int32],
-	Bool:     rowmap.Same[bool],
-	Time:     rowmap.Same[time.Time],
-	NullTime: rowmap.Same[*time.Time],
-	JSON:     rowmap.Same[[]byte],
-	NullJSON: rowmap.Same[[]byte],
-}
+// columns is how this store's rows hold a timestamp (see rowmap.Columns):
+// Postgres has it as its Go type.
+var columns = rowmap.Columns[time.Time]{Store: "storepg", Time: rowmap.Same[time.Time]}
 
 // jobFromRow is the job of a jobs row.
 func jobFromRow(r dbsqlc.Job) (*store.Job, error) {
-	return columns.Job(rowmap.JobRow[pgtype.UUID, pgtype.UUID, int32, bool, time.Time, *time.Time, []byte, []byte](r))
+	return columns.Job(rowmap.JobRow[time.Time](r))
 }
 
-// reads is rowmap.Reads over this store's queries.
-type reads = rowmap.Reads[dbsqlc.DBTX, pgtype.UUID, dbsqlc.JobCheckpoint, dbsqlc.LlmAttempt, dbsqlc.Job,
-	dbsqlc.DocumentGetParams, dbsqlc.CheckpointGetByStageKeyParams, dbsqlc.JobComputedSuccessGetParams,
-	dbsqlc.JobGetByIdempotencyKeyParams, dbsqlc.JobGetByIdempotencyKeyRow, dbsqlc.Run, dbsqlc.RunGetByIDParams]
+// reads is rowmap.Reads, embedded in Store under its own name.
+type reads = rowmap.Reads
 
-// newReads is the reads of q on db, a run's progress read by withProgress.
-func newReads(q *dbsqlc.Queries, db dbsqlc.DBTX, withProgress func(context.Context, dbsqlc.Run, time.Time) (*store.Run, error)) reads {
+// newReads is the reads of q on db: a run's row mapped by run, with its
+// progress by withProgress, and the jobs given their runs' defaults by
+// runDefaults.
+func newReads(q *dbsqlc.Queries, db dbsqlc.DBTX, run func(dbsqlc.Run) (*store.Run, error),
+	withProgress func(context.Context, dbsqlc.Run, time.Time) (*store.Run, error),
+	runDefaults func(context.Context, ...*store.Job) error) reads {
+	h := rowmap.Handle[dbsqlc.DBTX]{DB: db, Interpret: interpretError}
 	return reads{
-		Run: runFromRow, RunWithProgress: withProgress,
-		Q: q, DB: db, ID: func(s string) (pgtype.UUID, bool) {
+		RunDefaults: runDefaults,
+		ID: func(s string) (string, bool) {
 			id, err := parseUUID(s)
 			return id, err == nil
 		},
-		Interpret: interpretError, Checkpoint: checkpointFromRow, Job: jobFromRow,
-		LLMAttempt: func(r dbsqlc.LlmAttempt) *store.LLMAttempt {
-			return columns.LLMAttempt(rowmap.LLMAttemptRow[pgtype.UUID, int32, bool, time.Time](r))
-		},
+		Document:        rowmap.DocumentGet(h, q),
+		Checkpoints:     rowmap.CheckpointList(h, q, checkpointFromRow),
+		CheckpointByKey: rowmap.CheckpointGetByStageKey(h, q, checkpointFromRow),
+		LLMAttempts:     rowmap.LLMAttemptList(h, q, llmAttemptFromRow),
+		ComputedSuccess: rowmap.JobComputedSuccessGet(h, q, jobFromRow),
+		Keyed:           rowmap.KeyedJob(rowmap.JobGetByIdempotencyKey(h, q), jobFromRow),
+		Run:             rowmap.RunGetByID(h, q, run, withProgress),
+		APIKey:          rowmap.APIKeyGetByID(h, q, apiKeyFromRow),
+		APIKeys:         rowmap.APIKeyList(h, q, apiKeyFromRow),
 	}
+}
+
+// llmAttemptFromRow is the attempt of an llm_attempts row.
+func llmAttemptFromRow(r dbsqlc.LlmAttempt) *store.LLMAttempt {
+	return columns.LLMAttempt(rowmap.LLMAttemptRow[time.Time](r))
 }

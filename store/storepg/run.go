@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
@@ -29,7 +28,7 @@ func (s *Store) RunCreate(ctx context.Context, params *store.RunCreateParams) (*
 	row, err := s.q.RunInsert(ctx, s.pool, dbsqlc.RunInsertParams{
 		ID: id, Tenant: params.Tenant, IdemKey: params.IdempotencyKey, Fingerprint: params.Fingerprint,
 		Name: params.Name, Pipeline: params.Pipeline, ModelProfile: params.ModelProfile,
-		Params: jsonObject(params.Params), Labels: labels, ProviderBatch: params.ProviderBatch,
+		Params: rowmap.JSONObject(params.Params), Labels: string(labels), ProviderBatch: params.ProviderBatch,
 	})
 	existing := errors.Is(err, pgx.ErrNoRows)
 	if existing {
@@ -51,7 +50,7 @@ func (s *Store) RunCreate(ctx context.Context, params *store.RunCreateParams) (*
 // RunList implements store.RunStore.
 func (s *Store) RunList(ctx context.Context, params *store.RunListParams) (*store.RunListResult, error) {
 	limit := params.RunListLimit()
-	args := dbsqlc.RunListParams{Tenant: params.Tenant, Max: int32(limit + 1)}
+	args := dbsqlc.RunListParams{Tenant: params.Tenant, Max: int64(limit + 1)}
 	var err error
 	if args.AfterCreatedAt, args.AfterID, err = cursorAfter(params.After); err != nil {
 		return nil, err
@@ -78,6 +77,7 @@ func (s *Store) RunItemGetMany(ctx context.Context, params *store.RunItemGetMany
 		if err != nil {
 			return nil, err
 		}
+		job.Params, job.Labels = nil, nil // see store.RunItem
 		items[i] = &store.RunItem{RunID: params.RunID, Key: row.ItemKey, Fingerprint: row.Fingerprint, Outcome: store.RunItemOutcome(row.Outcome), Job: job}
 	}
 	return items, nil
@@ -108,7 +108,7 @@ func (s *Store) RunRetryFailures(ctx context.Context, params *store.RunRetryFail
 			if err != nil {
 				return err
 			}
-			res, err = store.RunOperationExisting(idem, op.Fingerprint, op.RunID.String(), id.String(), int(op.Result))
+			res, err = store.RunOperationExisting(idem, op.Fingerprint, op.RunID, id, int(op.Result))
 			return err
 		}
 		if err != nil {
@@ -123,7 +123,7 @@ func (s *Store) RunRetryFailures(ctx context.Context, params *store.RunRetryFail
 		}
 		res = &store.RunOperationResult{Count: len(replayed)}
 		return s.q.RunOperationSetResult(ctx, tx, dbsqlc.RunOperationSetResultParams{
-			Result: int32(len(replayed)), Tenant: params.Tenant, Method: idem.Method, IdemKey: idem.Key,
+			Result: int64(len(replayed)), Tenant: params.Tenant, Method: idem.Method, IdemKey: idem.Key,
 		})
 	})
 	if err != nil {
@@ -198,13 +198,13 @@ func (s *Store) runItemsOfExisting(ctx context.Context, jobs []*store.JobSubmitP
 
 // runWithProgress is the run of row with its progress.
 func (s *Store) runWithProgress(ctx context.Context, row dbsqlc.Run, recentSince time.Time) (*store.Run, error) {
-	run, err := runFromRow(row)
+	run, err := s.runFromRow(row)
 	if err != nil {
 		return nil, err
 	}
 	rows, err := s.q.RunProgress(ctx, s.pool, dbsqlc.RunProgressParams{RecentSince: recentSince, RunID: row.ID})
 	groups, err := rowmap.Map(rows, err, interpretError, func(r dbsqlc.RunProgressRow) store.RunProgressRow {
-		return columns.RunProgress(rowmap.RunProgressRow[bool](r))
+		return columns.RunProgress(rowmap.RunProgressRow(r))
 	})
 	if err != nil {
 		return nil, err
@@ -215,13 +215,5 @@ func (s *Store) runWithProgress(ctx context.Context, row dbsqlc.Run, recentSince
 
 // runFromRow is the run of a runs row, without its progress.
 func runFromRow(r dbsqlc.Run) (*store.Run, error) {
-	return columns.Run(rowmap.RunRow[pgtype.UUID, bool, time.Time, *time.Time, []byte](r))
-}
-
-// jsonObject keeps empty params from being sent as NULL.
-func jsonObject(b []byte) []byte {
-	if len(b) == 0 {
-		return []byte("{}")
-	}
-	return b
+	return columns.Run(rowmap.RunRow[time.Time](r))
 }

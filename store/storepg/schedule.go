@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
@@ -23,7 +22,7 @@ func (s *Store) ScheduleCreate(ctx context.Context, params *store.ScheduleCreate
 	row, err := s.q.ScheduleInsert(ctx, s.pool, dbsqlc.ScheduleInsertParams{
 		ID: id, Tenant: params.Tenant, IdemKey: params.IdempotencyKey, Fingerprint: params.Fingerprint,
 		Name: params.Name, Cron: params.Cron, IntervalMs: params.Interval.Milliseconds(), TimeZone: params.TimeZone,
-		Job: params.Job, Overlap: string(params.Overlap), Catchup: string(params.Catchup),
+		Job: string(params.Job), Overlap: string(params.Overlap), Catchup: string(params.Catchup),
 		MisfireMs: params.Misfire.Milliseconds(), NextSlotAt: params.NextSlotAt,
 	})
 	existing := errors.Is(err, pgx.ErrNoRows)
@@ -53,7 +52,7 @@ func (s *Store) ScheduleGet(ctx context.Context, params *store.ScheduleGetParams
 // ScheduleList implements store.ScheduleStore.
 func (s *Store) ScheduleList(ctx context.Context, params *store.ScheduleListParams) (*store.ScheduleListResult, error) {
 	limit := params.ScheduleListLimit()
-	args := dbsqlc.ScheduleListParams{Tenant: params.Tenant, Max: int32(limit + 1)}
+	args := dbsqlc.ScheduleListParams{Tenant: params.Tenant, Max: int64(limit + 1)}
 	var err error
 	if args.AfterCreatedAt, args.AfterID, err = cursorAfter(params.After); err != nil {
 		return nil, err
@@ -98,7 +97,7 @@ func (s *Store) ScheduleDelete(ctx context.Context, params *store.ScheduleGetPar
 // ScheduleClaim implements store.ScheduleStore.
 func (s *Store) ScheduleClaim(ctx context.Context, params *store.ScheduleClaimParams) ([]*store.Schedule, error) {
 	rows, err := s.q.ScheduleClaim(ctx, s.pool, dbsqlc.ScheduleClaimParams{
-		Now: params.Now, Owner: params.Owner, Max: int32(params.ScheduleClaimLimit()), LeaseUntil: params.LeaseUntil,
+		Now: params.Now, Owner: params.Owner, Max: int64(params.ScheduleClaimLimit()), LeaseUntil: params.LeaseUntil,
 	})
 	if err != nil {
 		return nil, interpretError(err)
@@ -158,16 +157,16 @@ func (s *Store) scheduleDecideTx(ctx context.Context, tx pgx.Tx, sch dbsqlc.Sche
 		return s.scheduleRecord(ctx, tx, sch, params.Slot, next, store.SlotDecision{Outcome: store.SlotSkipped, Reason: params.Refused, Buffered: sch.BufferedSlotAt})
 	}
 	running := false
-	if sch.LastJobID.Valid {
-		st, err := s.q.JobStatusGet(ctx, tx, sch.LastJobID)
+	if sch.LastJobID != nil {
+		st, err := s.q.JobStatusGet(ctx, tx, *sch.LastJobID)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return nil, nil, err
 		}
 		running = err == nil && !store.JobStatus(st).Terminal()
 	}
-	d := store.DecideSlot(store.OverlapPolicy(sch.Overlap), sch.LastJobID.String(), running, sch.BufferedSlotAt, params.Slot, params.Buffered)
+	d := store.DecideSlot(store.OverlapPolicy(sch.Overlap), rowmap.Deref(sch.LastJobID), running, sch.BufferedSlotAt, params.Slot, params.Buffered)
 	if d.Wait {
-		return &store.ScheduleDecideResult{Outcome: store.SlotBuffered, JobID: sch.LastJobID.String()}, nil, nil
+		return &store.ScheduleDecideResult{Outcome: store.SlotBuffered, JobID: rowmap.Deref(sch.LastJobID)}, nil, nil
 	}
 	if d.Outcome != store.SlotFired {
 		return s.scheduleRecord(ctx, tx, sch, params.Slot, next, d)
@@ -175,7 +174,7 @@ func (s *Store) scheduleDecideTx(ctx context.Context, tx pgx.Tx, sch dbsqlc.Sche
 	if !params.Buffered {
 		inserted, err := s.scheduleSlotInsert(ctx, tx, sch, params.Slot, d)
 		if err != nil || !inserted {
-			return &store.ScheduleDecideResult{}, nil, s.scheduleAdvance(ctx, tx, sch.ID, next, pgtype.UUID{}, sch.BufferedSlotAt, err)
+			return &store.ScheduleDecideResult{}, nil, s.scheduleAdvance(ctx, tx, sch.ID, next, nil, sch.BufferedSlotAt, err)
 		}
 	}
 	job, created, err := s.scheduleSubmit(ctx, tx, params.Job)
@@ -186,8 +185,8 @@ func (s *Store) scheduleDecideTx(ctx context.Context, tx pgx.Tx, sch dbsqlc.Sche
 	if err != nil {
 		return nil, nil, err
 	}
-	err = s.q.ScheduleSlotSettle(ctx, tx, dbsqlc.ScheduleSlotSettleParams{Outcome: string(store.SlotFired), JobID: jobID, ScheduleID: sch.ID, SlotAt: params.Slot})
-	if err := s.scheduleAdvance(ctx, tx, sch.ID, next, jobID, d.Buffered, err); err != nil {
+	err = s.q.ScheduleSlotSettle(ctx, tx, dbsqlc.ScheduleSlotSettleParams{Outcome: string(store.SlotFired), JobID: &jobID, ScheduleID: sch.ID, SlotAt: params.Slot})
+	if err := s.scheduleAdvance(ctx, tx, sch.ID, next, &jobID, d.Buffered, err); err != nil {
 		return nil, nil, err
 	}
 	return &store.ScheduleDecideResult{Decided: true, Outcome: store.SlotFired, JobID: job}, created, nil
@@ -200,16 +199,16 @@ func (s *Store) scheduleRecord(ctx context.Context, tx pgx.Tx, sch dbsqlc.Schedu
 	if inserted {
 		buffered = d.Buffered
 	}
-	if err := s.scheduleAdvance(ctx, tx, sch.ID, next, pgtype.UUID{}, buffered, err); err != nil {
+	if err := s.scheduleAdvance(ctx, tx, sch.ID, next, nil, buffered, err); err != nil {
 		return nil, nil, err
 	}
-	return &store.ScheduleDecideResult{Decided: inserted, Outcome: d.Outcome, JobID: sch.LastJobID.String(), Reason: d.Reason}, nil, nil
+	return &store.ScheduleDecideResult{Decided: inserted, Outcome: d.Outcome, JobID: rowmap.Deref(sch.LastJobID), Reason: d.Reason}, nil, nil
 }
 
 func (s *Store) scheduleSlotInsert(ctx context.Context, tx pgx.Tx, sch dbsqlc.Schedule, slot time.Time, d store.SlotDecision) (bool, error) {
 	jobID := sch.LastJobID
 	if d.Outcome == store.SlotMissed || d.Outcome == store.SlotFired {
-		jobID = pgtype.UUID{}
+		jobID = nil
 	}
 	_, err := s.q.ScheduleSlotInsert(ctx, tx, dbsqlc.ScheduleSlotInsertParams{
 		ScheduleID: sch.ID, SlotAt: slot, Tenant: sch.Tenant, Outcome: string(d.Outcome), JobID: jobID, Reason: d.Reason,
@@ -221,7 +220,7 @@ func (s *Store) scheduleSlotInsert(ctx context.Context, tx pgx.Tx, sch dbsqlc.Sc
 }
 
 // scheduleAdvance moves the schedule on, unless err (passed through).
-func (s *Store) scheduleAdvance(ctx context.Context, tx pgx.Tx, id pgtype.UUID, next time.Time, lastJob pgtype.UUID, buffered *time.Time, err error) error {
+func (s *Store) scheduleAdvance(ctx context.Context, tx pgx.Tx, id string, next time.Time, lastJob *string, buffered *time.Time, err error) error {
 	if err != nil {
 		return err
 	}
@@ -240,13 +239,13 @@ func (s *Store) scheduleSubmit(ctx context.Context, tx pgx.Tx, p *store.JobSubmi
 		return "", nil, err
 	}
 	if len(created) == 1 {
-		return created[0].ID.String(), &created[0], nil
+		return created[0].ID, &created[0], nil
 	}
 	existing, err := s.q.JobGetByIdempotencyKey(ctx, tx, dbsqlc.JobGetByIdempotencyKeyParams{Tenant: p.Tenant, Method: p.Method, IdempotencyKey: p.IdempotencyKey})
 	if err != nil {
 		return "", nil, err
 	}
-	return existing.Job.ID.String(), nil, nil
+	return existing.Job.ID, nil, nil
 }
 
 // withSlots is scheduleWithSlots as a mapping of rows read under ctx.
@@ -261,28 +260,21 @@ func (s *Store) scheduleWithSlots(ctx context.Context, row dbsqlc.Schedule) (*st
 		return nil, interpretError(err)
 	}
 	for _, sl := range slots {
-		sch.RecentSlots = append(sch.RecentSlots, columns.ScheduleSlot(rowmap.ScheduleSlotRow[pgtype.UUID, pgtype.UUID, time.Time](sl)))
+		sch.RecentSlots = append(sch.RecentSlots, columns.ScheduleSlot(rowmap.ScheduleSlotRow[time.Time](sl)))
 	}
 	return sch, nil
 }
 
 func scheduleFromRow(r dbsqlc.Schedule) *store.Schedule {
 	sch := &store.Schedule{
-		ID: r.ID.String(), Tenant: r.Tenant, IdempotencyKey: r.IdemKey, Fingerprint: r.Fingerprint, Name: r.Name,
-		Cron: r.Cron, Interval: time.Duration(r.IntervalMs) * time.Millisecond, TimeZone: r.TimeZone, Job: r.Job,
+		ID: r.ID, Tenant: r.Tenant, IdempotencyKey: r.IdemKey, Fingerprint: r.Fingerprint, Name: r.Name,
+		Cron: r.Cron, Interval: time.Duration(r.IntervalMs) * time.Millisecond, TimeZone: r.TimeZone, Job: []byte(r.Job),
 		Overlap: store.OverlapPolicy(r.Overlap), Catchup: store.CatchupPolicy(r.Catchup),
 		Misfire: time.Duration(r.MisfireMs) * time.Millisecond, Paused: r.Paused, NextSlotAt: r.NextSlotAt,
-		LastJobID: uuidString(r.LastJobID), BufferedSlotAt: r.BufferedSlotAt, LeaseUntil: r.LeaseUntil, CreatedAt: r.CreatedAt,
+		LastJobID: rowmap.Deref(r.LastJobID), BufferedSlotAt: r.BufferedSlotAt, LeaseUntil: r.LeaseUntil, CreatedAt: r.CreatedAt,
 	}
 	if r.LeaseOwner != nil {
 		sch.LeaseOwner = *r.LeaseOwner
 	}
 	return sch
-}
-
-func uuidString(u pgtype.UUID) string {
-	if !u.Valid {
-		return ""
-	}
-	return u.String()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rundefaults"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
@@ -26,6 +27,7 @@ type Store struct {
 	reads
 	pool     *pgxpool.Pool
 	q        *dbsqlc.Queries
+	runs     *rundefaults.Cache // the runs' params and labels, for their jobs (rundefaults.go)
 	ownsPool bool
 	notifier notifier
 	probe    probePool // Ping's own connection
@@ -43,9 +45,10 @@ const DefaultMaxConns = 16
 // open. The schema must be migrated (Migrate).
 func New(pool *pgxpool.Pool) *Store {
 	s := &Store{pool: pool, q: dbsqlc.New()}
-	s.JobSubmitter = store.JobSubmitter{Distinct: s.jobSubmitDistinct}
+	s.runs = rundefaults.New(rundefaults.Jsonb, s.loadRunDefaults)
+	s.JobSubmitter = store.JobSubmitter{Distinct: s.jobSubmitDistinct, RunDefaults: s.runs.Apply}
 	s.JobSettler = store.JobSettler{Settle: s.settle}
-	s.reads = newReads(s.q, pool, s.runWithProgress)
+	s.reads = newReads(s.q, pool, s.runFromRow, s.runWithProgress, s.runs.Apply)
 	return s
 }
 

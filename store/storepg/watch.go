@@ -5,6 +5,7 @@ import (
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
+	"github.com/oncejob/oncejob/store/internal/rundefaults"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
@@ -16,7 +17,7 @@ func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListPa
 		Tenant:   params.Tenant,
 		AfterTx:  params.After.Tx,
 		AfterID:  params.After.ID,
-		Max:      int32(params.PageLimit()),
+		Max:      int64(params.PageLimit()),
 		MaxBytes: params.PageBytes(),
 	}
 	if params.Status != "" {
@@ -27,7 +28,7 @@ func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListPa
 		args.Pipeline = &params.Pipeline
 	}
 	rows, err := s.q.JobChangeList(ctx, s.pool, args)
-	return rowmap.MapErr(rows, err, interpretError, func(r dbsqlc.JobChangeListRow) (*store.JobChange, error) {
+	changes, err := rowmap.MapErr(rows, err, interpretError, func(r dbsqlc.JobChangeListRow) (*store.JobChange, error) {
 		r.Job.Output = nil // not read into the job only to be dropped
 		job, err := jobFromRow(r.Job)
 		if err != nil {
@@ -35,15 +36,19 @@ func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListPa
 		}
 		return store.NewJobChange(store.JobChangeCursor{Tx: r.JobEvent.Tx, ID: r.JobEvent.ID}, jobEventFromRow(r.JobEvent), job, r.Bytes), nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return rundefaults.Changes(ctx, s.runs, changes, params.PageBytes())
 }
 
 func jobEventFromRow(r dbsqlc.JobEvent) *store.JobEvent {
 	return &store.JobEvent{
-		JobID:     r.JobID.String(),
-		Seq:       r.Seq,
+		JobID:     r.JobID,
+		Seq:       int32(r.Seq),
 		Status:    store.JobStatus(r.Status),
 		Stage:     store.JobStage(r.Stage),
-		Attempt:   r.Attempt,
+		Attempt:   int32(r.Attempt),
 		Message:   r.Message,
 		CreatedAt: r.CreatedAt,
 		Actor:     store.ActorFrom(r.ActorKey, r.ActorRole, r.ActorRpc),

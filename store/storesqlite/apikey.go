@@ -29,22 +29,6 @@ func (s *Store) APIKeyCreate(ctx context.Context, params *store.APIKeyCreatePara
 	return apiKeyFromRow(row), nil
 }
 
-// APIKeyGetByID implements store.APIKeyStore.
-func (s *Store) APIKeyGetByID(ctx context.Context, params *store.APIKeyGetByIDParams) (*store.APIKey, error) {
-	row, err := s.q.APIKeyGetByID(ctx, s.read, params.ID)
-	return rowmap.One(row, err, interpretError, apiKeyFromRow)
-}
-
-// APIKeyList implements store.APIKeyStore.
-func (s *Store) APIKeyList(ctx context.Context, params *store.APIKeyListParams) ([]*store.APIKey, error) {
-	rows, err := s.q.APIKeyList(ctx, s.read, dbsqlite.APIKeyListParams{
-		Tenant:         params.Tenant,
-		IncludeRevoked: boolInt(params.IncludeRevoked),
-		Max:            int64(params.PageLimit()),
-	})
-	return rowmap.Map(rows, err, interpretError, apiKeyFromRow)
-}
-
 // APIKeyRevoke implements store.APIKeyStore.
 func (s *Store) APIKeyRevoke(ctx context.Context, params *store.APIKeyRevokeParams) (*store.APIKey, error) {
 	var row dbsqlite.ApiKey
@@ -75,22 +59,7 @@ func (s *Store) TenantUsage(ctx context.Context, params *store.TenantUsageParams
 	return &store.TenantUsage{InFlight: row.InFlight, DocumentBytes: row.DocumentBytes}, nil
 }
 
+// apiKeyFromRow is the key of an api_keys row.
 func apiKeyFromRow(r dbsqlite.ApiKey) *store.APIKey {
-	k := &store.APIKey{
-		ID:        r.ID,
-		Tenant:    r.Tenant,
-		Role:      store.Role(r.Role),
-		Name:      r.Name,
-		SHA256:    r.Sha256,
-		CreatedAt: timeFrom(r.CreatedAt),
-	}
-	if r.RevokedAt != nil {
-		t := timeFrom(*r.RevokedAt)
-		k.RevokedAt = &t
-	}
-	if r.LastUsedAt != nil {
-		t := timeFrom(*r.LastUsedAt)
-		k.LastUsedAt = &t
-	}
-	return k
+	return columns.APIKey(rowmap.APIKeyRow[int64](r))
 }

@@ -88,7 +88,7 @@ func (s *Store) DeliverySettle(ctx context.Context, params *store.DeliverySettle
 				DeliveryID: r.DeliveryID, EventID: r.EventID, Sink: r.Sink, Tenant: r.Tenant,
 				Attempt: int64(r.Attempt), Relay: params.Owner, Outcome: string(r.Outcome),
 				HttpStatus: int64(r.HTTPStatus), Error: r.Error, ExternalRef: r.ExternalRef,
-				Duplicate: boolInt(r.Duplicate), StartedAt: r.StartedAt.UnixMicro(),
+				Duplicate: r.Duplicate, StartedAt: r.StartedAt.UnixMicro(),
 				FinishedAt: r.FinishedAt.UnixMicro(), LatencyMs: r.FinishedAt.Sub(r.StartedAt).Milliseconds(),
 			})
 			if err != nil {
@@ -118,7 +118,7 @@ func (s *Store) DeliverySettle(ctx context.Context, params *store.DeliverySettle
 func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListParams) (*store.DeliveryListResult, error) {
 	limit := params.PageLimit()
 	args := dbsqlite.DeliveryListParams{
-		AllTenants:  boolInt(params.AllTenants),
+		AllTenants:  params.AllTenants,
 		Tenant:      params.Tenant,
 		JobID:       params.JobID,
 		Status:      string(params.Status),
@@ -156,7 +156,7 @@ func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryPa
 				return rowmap.One(r, err, interpretError, deliveryFromRow)
 			},
 			Requeue: func() ([]*store.Delivery, error) {
-				rows, err := s.q.DeliveryRequeue(ctx, tx, dbsqlite.DeliveryRequeueParams{Now: now, Tenant: params.Tenant, ID: params.ID, Sink: params.Sink, Redeliver: boolInt(params.Redeliver)})
+				rows, err := s.q.DeliveryRequeue(ctx, tx, dbsqlite.DeliveryRequeueParams{Now: now, Tenant: params.Tenant, ID: params.ID, Sink: params.Sink, Redeliver: params.Redeliver})
 				return rowmap.Each(rows, deliveryFromRow), interpretError(err)
 			},
 			SinkEnable: func() (bool, error) {
@@ -176,7 +176,7 @@ func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryPa
 func (s *Store) DeliveryAttemptList(ctx context.Context, params *store.DeliveryAttemptListParams) ([]*store.DeliveryAttempt, error) {
 	rows, err := s.q.DeliveryAttemptList(ctx, s.read, params.DeliveryID)
 	return rowmap.Map(rows, err, interpretError, func(r dbsqlite.DeliveryAttempt) *store.DeliveryAttempt {
-		return columns.DeliveryAttempt(rowmap.DeliveryAttemptRow[int64, int64, int64](r))
+		return columns.DeliveryAttempt(rowmap.DeliveryAttemptRow[int64](r))
 	})
 }
 
@@ -223,10 +223,10 @@ func outboxFromRow(r dbsqlite.Outbox) *store.OutboxEvent {
 	return &store.OutboxEvent{
 		ID: r.ID, EventID: r.EventID, Tenant: r.Tenant, JobID: r.JobID, Pipeline: r.Pipeline,
 		EventType: r.EventType, Payload: []byte(r.Payload), CreatedAt: timeFrom(r.CreatedAt),
-		RoutedAt: timePtrFrom(r.RoutedAt),
+		RoutedAt: columns.NullTime(r.RoutedAt),
 	}
 }
 
 func deliveryFromRow(r dbsqlite.Delivery) *store.Delivery {
-	return columns.Delivery(rowmap.DeliveryRow[string, int64, int64, *int64](r))
+	return columns.Delivery(rowmap.DeliveryRow[int64](r))
 }

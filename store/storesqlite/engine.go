@@ -50,7 +50,7 @@ func (s *Store) JobClaim(ctx context.Context, params *store.JobClaimParams) ([]*
 			if err != nil {
 				return interpretError(err)
 			}
-			if err := s.jobEventAppend(ctx, tx, row.ID, store.ClaimMessage(store.JobStatus(c.Status), deref(c.LeaseOwner))); err != nil {
+			if err := s.jobEventAppend(ctx, tx, row.ID, store.ClaimMessage(store.JobStatus(c.Status), rowmap.Deref(c.LeaseOwner))); err != nil {
 				return err
 			}
 			job, err := jobFromRow(row)
@@ -68,6 +68,9 @@ func (s *Store) JobClaim(ctx context.Context, params *store.JobClaimParams) ([]*
 	slices.SortFunc(jobs, func(a, b *store.Job) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
 	})
+	if err := s.runs.Apply(ctx, jobs...); err != nil {
+		return nil, err
+	}
 	return jobs, nil
 }
 
@@ -157,7 +160,7 @@ func (s *Store) llmAttemptRecordTx(ctx context.Context, tx *writeTx, now int64, 
 		Chunk:             int64(a.Chunk),
 		ProviderKey:       a.ProviderKey,
 		Outcome:           string(a.Outcome),
-		Billed:            boolInt(a.Billed),
+		Billed:            a.Billed,
 		PromptTokens:      a.PromptTokens,
 		CompletionTokens:  a.CompletionTokens,
 		CostMicros:        a.CostMicros,
@@ -172,7 +175,7 @@ func (s *Store) llmAttemptRecordTx(ctx context.Context, tx *writeTx, now int64, 
 	if err != nil {
 		return interpretError(err) // no row: no such job
 	}
-	if attempt.Billed == 0 {
+	if !attempt.Billed {
 		return nil
 	}
 	return interpretError(s.q.JobUsageAdd(ctx, tx, dbsqlite.JobUsageAddParams{
@@ -223,7 +226,7 @@ func (s *Store) publishTx(ctx context.Context, tx *writeTx, now int64, id string
 	if err != nil {
 		return dbsqlite.Job{}, interpretLeaseError(err)
 	}
-	return row, s.jobEventAppend(ctx, tx, row.ID, store.PublishMessage(params.Message, deref(row.DeduplicatedFrom)))
+	return row, s.jobEventAppend(ctx, tx, row.ID, store.PublishMessage(params.Message, rowmap.Deref(row.DeduplicatedFrom)))
 }
 
 // JobTransition implements store.EngineStore.
@@ -244,11 +247,11 @@ func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionPa
 		}
 		var err error
 		row, err = s.q.JobTransition(ctx, tx, dbsqlite.JobTransitionParams{
-			Parks:         boolInt(w.Parks),
-			RefundAttempt: boolInt(w.RefundAttempt),
+			Parks:         w.Parks,
+			RefundAttempt: w.RefundAttempt,
 			Status:        string(w.To),
-			Error:         stringOrNil(w.Error),
-			Output:        stringOrNil(w.Output),
+			Error:         rowmap.StringOrNil(w.Error),
+			Output:        rowmap.StringOrNil(w.Output),
 			RunAfter:      microsOrNil(w.RunAfter),
 			FinishedAt:    finishedAt,
 			Now:           now,
@@ -268,7 +271,7 @@ func (s *Store) JobTransition(ctx context.Context, params *store.JobTransitionPa
 	if err != nil {
 		return nil, err
 	}
-	return jobFromRow(row)
+	return s.job(ctx, row)
 }
 
 // OutboxList implements store.EngineStore.
@@ -282,23 +285,7 @@ func (s *Store) OutboxList(ctx context.Context, params *store.OutboxListParams) 
 }
 
 func checkpointFromRow(r dbsqlite.JobCheckpoint) *store.Checkpoint {
-	return columns.Checkpoint(rowmap.CheckpointRow[string, int64, int64](r))
-}
-
-// timePtrFrom is timeFrom for a nullable column.
-func timePtrFrom(micros *int64) *time.Time {
-	if micros == nil {
-		return nil
-	}
-	return new(timeFrom(*micros))
-}
-
-// boolInt is how a boolean is stored: INTEGER 0 or 1.
-func boolInt(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
+	return columns.Checkpoint(rowmap.CheckpointRow[int64](r))
 }
 
 // nowOr is the time a claim or heartbeat runs at: the caller's Now when
@@ -310,27 +297,12 @@ func nowOr(t *time.Time, now int64) int64 {
 	return t.UnixMicro()
 }
 
-// stringOrNil stores JSON as TEXT; nil stays NULL.
-func stringOrNil(b []byte) *string {
-	if b == nil {
-		return nil
-	}
-	return new(string(b))
-}
-
 // microsOrNil is the stored form of a nullable time.
 func microsOrNil(t *time.Time) *int64 {
 	if t == nil {
 		return nil
 	}
 	return new(t.UnixMicro())
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // nilIfEmpty is NULL for an empty string.

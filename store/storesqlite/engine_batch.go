@@ -102,7 +102,7 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, params *store.JobHeartbeat
 				res.Lost = append(res.Lost, l)
 			case err != nil:
 				return err
-			case cancelRequested != 0:
+			case cancelRequested:
 				res.CancelRequested = append(res.CancelRequested, l.JobID)
 			}
 		}
@@ -204,8 +204,8 @@ func (s *Store) JobPublishMany(ctx context.Context, params *store.JobPublishMany
 		if row == nil {
 			continue
 		}
-		if items[i].Job, err = jobFromRow(*row); err != nil {
-			items[i].Err = err
+		if items[i].Job, err = s.job(ctx, *row); err != nil {
+			items[i].Job, items[i].Err = nil, err
 		}
 	}
 	return &store.JobPublishManyResult{Items: items}, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
@@ -27,10 +28,10 @@ func (s *Store) JobUpdateFull(ctx context.Context, params *store.JobUpdateFullPa
 			LeaseOwner:      leaseOwner,
 			LeaseUntil:      microsOrNil(params.LeaseUntil),
 			RunAfter:        microsOrNil(params.RunAfter),
-			Output:          stringOrNil(params.Output),
-			Error:           stringOrNil(params.ErrorJSON()),
-			CancelRequested: boolInt(params.CancelRequested),
-			Approved:        boolInt(params.Approved),
+			Output:          rowmap.StringOrNil(params.Output),
+			Error:           rowmap.StringOrNil(params.ErrorJSON()),
+			CancelRequested: params.CancelRequested,
+			Approved:        params.Approved,
 			FinishedAt:      microsOrNil(params.FinishedAt),
 			Now:             now,
 			Tenant:          params.Tenant,
@@ -44,5 +45,5 @@ func (s *Store) JobUpdateFull(ctx context.Context, params *store.JobUpdateFullPa
 	if err != nil {
 		return nil, err
 	}
-	return jobFromRow(row)
+	return s.job(ctx, row)
 }

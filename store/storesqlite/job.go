@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
+	"github.com/oncejob/oncejob/store/internal/rundefaults"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
@@ -72,7 +73,7 @@ func (s *Store) jobSubmit(ctx context.Context, tx *writeTx, params *store.JobSub
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	message, outcome := store.SubmitMessage(deref(row.DeduplicatedFrom))
+	message, outcome := store.SubmitMessage(rowmap.Deref(row.DeduplicatedFrom))
 	if err := s.jobEventAppend(ctx, tx, row.ID, message); err != nil {
 		return nil, err
 	}
@@ -145,7 +146,9 @@ func (s *Store) JobGetByID(ctx context.Context, params *store.JobGetByIDParams) 
 		return nil, store.ErrNotFound // no job has an id that is not a uuid
 	}
 	row, err := s.q.JobGetByID(ctx, s.read, dbsqlite.JobGetByIDParams{Tenant: params.Tenant, ID: id})
-	return rowmap.OneErr(row, err, interpretError, jobFromRow)
+	return rowmap.OneErr(row, err, interpretError, func(row dbsqlite.Job) (*store.Job, error) {
+		return s.job(ctx, row)
+	})
 }
 
 // JobList implements store.Store. It fetches one row more than the page
@@ -172,7 +175,7 @@ func (s *Store) JobList(ctx context.Context, params *store.JobListParams) (*stor
 	if err != nil {
 		return nil, err
 	}
-	return store.JobListPageSized(jobs, limit, params.PageBytes()), nil
+	return rundefaults.ListPage(ctx, s.runs, jobs, limit, params.PageBytes())
 }
 
 // canonicalUUID returns s in the form ids are stored in (lowercase, with

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
@@ -146,7 +147,7 @@ func (s *Store) jobSubmitSetCreate(ctx context.Context, tx *writeTx, docs dbsqli
 	created := make(map[string]*store.JobSubmitResult, len(inserted))
 	events := make([][]any, len(inserted))
 	for k, row := range inserted {
-		message, outcome := store.SubmitMessage(deref(row.DeduplicatedFrom))
+		message, outcome := store.SubmitMessage(rowmap.Deref(row.DeduplicatedFrom))
 		events[k] = []any{row.ID, message}
 		job, err := jobFromRow(row)
 		if err != nil {

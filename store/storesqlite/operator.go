@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
@@ -80,7 +81,7 @@ func (s *Store) JobReplay(ctx context.Context, params *store.JobReplayParams) (*
 			return s.q.JobReplay(ctx, tx, dbsqlite.JobReplayParams{
 				ResetStages:   reset,
 				ResetStage:    w.ResetStage,
-				ClearApproval: boolInt(len(w.ResetStages) > 0),
+				ClearApproval: len(w.ResetStages) > 0,
 				Now:           now,
 				Tenant:        params.Tenant,
 				ID:            id,
@@ -111,9 +112,9 @@ func (s *Store) settle(ctx context.Context, target store.OperatorTarget, w *stor
 			}
 			return s.q.JobSettle(ctx, tx, dbsqlite.JobSettleParams{
 				Status:       string(w.To),
-				Error:        stringOrNil(w.Error),
-				Approved:     boolInt(w.Approved),
-				FreshBudget:  boolInt(w.FreshBudget),
+				Error:        rowmap.StringOrNil(w.Error),
+				Approved:     w.Approved,
+				FreshBudget:  w.FreshBudget,
 				FinishedAt:   finishedAt,
 				Now:          now,
 				Tenant:       target.Tenant,
@@ -156,7 +157,7 @@ func (s *Store) operate(ctx context.Context, op operation) (*store.OperatorResul
 	if err != nil {
 		return nil, err
 	}
-	job, err := jobFromRow(row)
+	job, err := s.job(ctx, row)
 	if err != nil {
 		return nil, err
 	}

@@ -9,45 +9,41 @@ import (
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
-// columns is how this store's rows hold the column types that differ between
-// the stores (see rowmap.Columns): a uuid and JSON are TEXT, the others
-// INTEGER.
-var columns = rowmap.Columns[string, *string, int64, int64, int64, *int64, string, *string]{
-	Store:    "storesqlite",
-	UUID:     rowmap.Same[string],
-	NullUUID: deref,
-	Int32:    func(i int64) int32 { return int32(i) },
-	Bool:     func(b int64) bool { return b != 0 },
-	Time:     timeFrom,
-	NullTime: timePtrFrom,
-	JSON:     func(s string) []byte { return []byte(s) },
-	NullJSON: func(s *string) []byte {
-		if s == nil {
-			return nil
-		}
-		return []byte(*s)
-	},
-}
+// columns is how this store's rows hold a timestamp (see rowmap.Columns):
+// INTEGER unix microseconds.
+var columns = rowmap.Columns[int64]{Store: "storesqlite", Time: timeFrom}
 
 // jobFromRow is the job of a jobs row.
 func jobFromRow(r dbsqlite.Job) (*store.Job, error) {
-	return columns.Job(rowmap.JobRow[string, *string, int64, int64, int64, *int64, string, *string](r))
+	return columns.Job(rowmap.JobRow[int64](r))
 }
 
-// reads is rowmap.Reads over this store's queries.
-type reads = rowmap.Reads[dbsqlite.DBTX, string, dbsqlite.JobCheckpoint, dbsqlite.LlmAttempt, dbsqlite.Job,
-	dbsqlite.DocumentGetParams, dbsqlite.CheckpointGetByStageKeyParams, dbsqlite.JobComputedSuccessGetParams,
-	dbsqlite.JobGetByIdempotencyKeyParams, dbsqlite.JobGetByIdempotencyKeyRow, dbsqlite.Run, dbsqlite.RunGetByIDParams]
+// reads is rowmap.Reads, embedded in Store under its own name.
+type reads = rowmap.Reads
 
-// newReads is the reads of q on db, a run's progress read by withProgress:
-// an id is a uuid in its canonical text.
-func newReads(q *dbsqlite.Queries, db dbsqlite.DBTX, withProgress func(context.Context, dbsqlite.Run, time.Time) (*store.Run, error)) reads {
+// newReads is the reads of q on db: a run's row mapped by run, with its
+// progress by withProgress, and the jobs given their runs' defaults by
+// runDefaults; an id is a uuid in its canonical text.
+func newReads(q *dbsqlite.Queries, db dbsqlite.DBTX, run func(dbsqlite.Run) (*store.Run, error),
+	withProgress func(context.Context, dbsqlite.Run, time.Time) (*store.Run, error),
+	runDefaults func(context.Context, ...*store.Job) error) reads {
+	h := rowmap.Handle[dbsqlite.DBTX]{DB: db, Interpret: interpretError}
 	return reads{
-		Run: runFromRow, RunWithProgress: withProgress,
-		Q: q, DB: db, ID: canonicalUUID, Interpret: interpretError, Job: jobFromRow,
-		Checkpoint: checkpointFromRow,
-		LLMAttempt: func(r dbsqlite.LlmAttempt) *store.LLMAttempt {
-			return columns.LLMAttempt(rowmap.LLMAttemptRow[string, int64, int64, int64](r))
-		},
+		RunDefaults:     runDefaults,
+		ID:              canonicalUUID,
+		Document:        rowmap.DocumentGet(h, q),
+		Checkpoints:     rowmap.CheckpointList(h, q, checkpointFromRow),
+		CheckpointByKey: rowmap.CheckpointGetByStageKey(h, q, checkpointFromRow),
+		LLMAttempts:     rowmap.LLMAttemptList(h, q, llmAttemptFromRow),
+		ComputedSuccess: rowmap.JobComputedSuccessGet(h, q, jobFromRow),
+		Keyed:           rowmap.KeyedJob(rowmap.JobGetByIdempotencyKey(h, q), jobFromRow),
+		Run:             rowmap.RunGetByID(h, q, run, withProgress),
+		APIKey:          rowmap.APIKeyGetByID(h, q, apiKeyFromRow),
+		APIKeys:         rowmap.APIKeyList(h, q, apiKeyFromRow),
 	}
+}
+
+// llmAttemptFromRow is the attempt of an llm_attempts row.
+func llmAttemptFromRow(r dbsqlite.LlmAttempt) *store.LLMAttempt {
+	return columns.LLMAttempt(rowmap.LLMAttemptRow[int64](r))
 }

@@ -37,7 +37,7 @@ func (s *Store) RunCreate(ctx context.Context, params *store.RunCreateParams) (*
 		inserted, err = s.q.RunInsert(ctx, tx, dbsqlite.RunInsertParams{
 			ID: id, Tenant: params.Tenant, IdemKey: params.IdempotencyKey, Fingerprint: params.Fingerprint,
 			Name: params.Name, Pipeline: params.Pipeline, ModelProfile: params.ModelProfile,
-			Params: jsonText(params.Params), Labels: string(labels), ProviderBatch: boolInt(params.ProviderBatch), CreatedAt: now,
+			Params: rowmap.JSONObject(params.Params), Labels: string(labels), ProviderBatch: params.ProviderBatch, CreatedAt: now,
 		})
 		if err != nil {
 			return interpretError(err)
@@ -92,6 +92,7 @@ func (s *Store) RunItemGetMany(ctx context.Context, params *store.RunItemGetMany
 		if err != nil {
 			return nil, err
 		}
+		job.Params, job.Labels = nil, nil // see store.RunItem
 		items = append(items, &store.RunItem{RunID: id, Key: row.ItemKey, Fingerprint: row.Fingerprint, Outcome: store.RunItemOutcome(row.Outcome), Job: job})
 	}
 	return items, nil
@@ -198,7 +199,7 @@ func (s *Store) RunCancel(ctx context.Context, params *store.RunCancelParams) (*
 // createdOnly), leaving out running jobs already asked to stop.
 func (s *Store) runJobIDs(ctx context.Context, tx *writeTx, tenant, runID string, statuses []string, createdOnly bool) ([]string, error) {
 	ids, err := s.q.RunJobIDs(ctx, tx, dbsqlite.RunJobIDsParams{
-		RunID: runID, Tenant: tenant, Statuses: jsonList(statuses), CreatedOnly: boolInt(createdOnly),
+		RunID: runID, Tenant: tenant, Statuses: jsonList(statuses), CreatedOnly: createdOnly,
 	})
 	return ids, interpretError(err)
 }
@@ -221,14 +222,14 @@ func (s *Store) runItemRecord(ctx context.Context, tx *writeTx, p *store.JobSubm
 
 // runWithProgress is the run of row with its progress.
 func (s *Store) runWithProgress(ctx context.Context, row dbsqlite.Run, recentSince time.Time) (*store.Run, error) {
-	run, err := runFromRow(row)
+	run, err := s.runFromRow(row)
 	if err != nil {
 		return nil, err
 	}
 	since := recentSince.UnixMicro()
 	rows, err := s.q.RunProgress(ctx, s.read, dbsqlite.RunProgressParams{RecentSince: &since, RunID: row.ID})
 	groups, err := rowmap.Map(rows, err, interpretError, func(r dbsqlite.RunProgressRow) store.RunProgressRow {
-		return columns.RunProgress(rowmap.RunProgressRow[int64](r))
+		return columns.RunProgress(rowmap.RunProgressRow(r))
 	})
 	if err != nil {
 		return nil, err
@@ -239,13 +240,5 @@ func (s *Store) runWithProgress(ctx context.Context, row dbsqlite.Run, recentSin
 
 // runFromRow is the run of a runs row, without its progress.
 func runFromRow(r dbsqlite.Run) (*store.Run, error) {
-	return columns.Run(rowmap.RunRow[string, int64, int64, *int64, string](r))
-}
-
-// jsonText keeps empty params from being stored as an empty string.
-func jsonText(b []byte) string {
-	if len(b) == 0 {
-		return "{}"
-	}
-	return string(b)
+	return columns.Run(rowmap.RunRow[int64](r))
 }

@@ -91,7 +91,7 @@ func (s *Store) ScheduleSetPaused(ctx context.Context, params *store.ScheduleSet
 	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		var err error
 		row, err = s.q.ScheduleSetPaused(ctx, tx, dbsqlite.ScheduleSetPausedParams{
-			Paused: boolInt(params.Paused), NextSlotAt: params.NextSlotAt.UnixMicro(), Now: now, Tenant: params.Tenant, ID: id,
+			Paused: params.Paused, NextSlotAt: params.NextSlotAt.UnixMicro(), Now: now, Tenant: params.Tenant, ID: id,
 		})
 		return interpretError(err)
 	})
@@ -164,8 +164,8 @@ func (s *Store) scheduleDecideTx(ctx context.Context, tx *writeTx, sch dbsqlite.
 	if params.Buffered {
 		next = sch.NextSlotAt
 	}
-	buffered := timePtr(sch.BufferedSlotAt)
-	lastJob := deref(sch.LastJobID)
+	buffered := columns.NullTime(sch.BufferedSlotAt)
+	lastJob := rowmap.Deref(sch.LastJobID)
 	if params.Missed {
 		return s.scheduleRecord(ctx, tx, sch, params.Slot, next, store.SlotDecision{Outcome: store.SlotMissed, Reason: params.MissedReason, Buffered: buffered}, now)
 	}
@@ -219,7 +219,7 @@ func (s *Store) scheduleRecord(ctx context.Context, tx *writeTx, sch dbsqlite.Sc
 	if err := s.scheduleAdvance(ctx, tx, sch.ID, next, nil, buffered, now, err); err != nil {
 		return nil, err
 	}
-	return &store.ScheduleDecideResult{Decided: inserted > 0, Outcome: d.Outcome, JobID: deref(sch.LastJobID), Reason: d.Reason}, nil
+	return &store.ScheduleDecideResult{Decided: inserted > 0, Outcome: d.Outcome, JobID: rowmap.Deref(sch.LastJobID), Reason: d.Reason}, nil
 }
 
 func (s *Store) scheduleSlotInsert(ctx context.Context, tx *writeTx, sch dbsqlite.Schedule, slot time.Time, d store.SlotDecision, now int64) (int64, error) {
@@ -252,7 +252,7 @@ func (s *Store) scheduleWithSlots(ctx context.Context, row dbsqlite.Schedule) (*
 		return nil, interpretError(err)
 	}
 	for _, sl := range slots {
-		sch.RecentSlots = append(sch.RecentSlots, columns.ScheduleSlot(rowmap.ScheduleSlotRow[string, *string, int64](sl)))
+		sch.RecentSlots = append(sch.RecentSlots, columns.ScheduleSlot(rowmap.ScheduleSlotRow[int64](sl)))
 	}
 	return sch, nil
 }
@@ -262,18 +262,10 @@ func scheduleFromRow(r dbsqlite.Schedule) *store.Schedule {
 		ID: r.ID, Tenant: r.Tenant, IdempotencyKey: r.IdemKey, Fingerprint: r.Fingerprint, Name: r.Name,
 		Cron: r.Cron, Interval: time.Duration(r.IntervalMs) * time.Millisecond, TimeZone: r.TimeZone, Job: []byte(r.Job),
 		Overlap: store.OverlapPolicy(r.Overlap), Catchup: store.CatchupPolicy(r.Catchup),
-		Misfire: time.Duration(r.MisfireMs) * time.Millisecond, Paused: r.Paused != 0, NextSlotAt: timeFrom(r.NextSlotAt),
-		LastJobID: deref(r.LastJobID), BufferedSlotAt: timePtr(r.BufferedSlotAt), LeaseOwner: deref(r.LeaseOwner),
-		LeaseUntil: timePtr(r.LeaseUntil), CreatedAt: timeFrom(r.CreatedAt),
+		Misfire: time.Duration(r.MisfireMs) * time.Millisecond, Paused: r.Paused, NextSlotAt: timeFrom(r.NextSlotAt),
+		LastJobID: rowmap.Deref(r.LastJobID), BufferedSlotAt: columns.NullTime(r.BufferedSlotAt), LeaseOwner: rowmap.Deref(r.LeaseOwner),
+		LeaseUntil: columns.NullTime(r.LeaseUntil), CreatedAt: timeFrom(r.CreatedAt),
 	}
-}
-
-func timePtr(micros *int64) *time.Time {
-	if micros == nil {
-		return nil
-	}
-	t := timeFrom(*micros)
-	return &t
 }
 
 func micros(t *time.Time) *int64 {

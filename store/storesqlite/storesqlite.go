@@ -44,6 +44,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/internal/rundefaults"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
@@ -82,6 +83,7 @@ type Store struct {
 	read   *readDB // reads, their statements prepared once (readDB)
 	probe  *sql.DB // Ping's own read connection (ping.go)
 	q      *dbsqlite.Queries
+	runs   *rundefaults.Cache // the runs' params and labels, for their jobs (rundefaults.go)
 	lock   *os.File
 	clock  clock
 	writer *writer // runs every write, on write
@@ -113,13 +115,14 @@ func Open(ctx context.Context, config Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{q: dbsqlite.New(), lock: lock}
-	s.JobSubmitter = store.JobSubmitter{Distinct: s.jobSubmitDistinct}
+	s.runs = rundefaults.New(rundefaults.Canonical, s.loadRunDefaults)
+	s.JobSubmitter = store.JobSubmitter{Distinct: s.jobSubmitDistinct, RunDefaults: s.runs.Apply}
 	s.JobSettler = store.JobSettler{Settle: s.settle}
 	if err := s.open(ctx, filepath.Join(dir, databaseFileName)); err != nil {
 		s.Close()
 		return nil, err
 	}
-	s.reads = newReads(s.q, s.read, s.runWithProgress)
+	s.reads = newReads(s.q, s.read, s.runFromRow, s.runWithProgress, s.runs.Apply)
 	return s, nil
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
+	"github.com/oncejob/oncejob/store/internal/rundefaults"
 	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
@@ -29,7 +30,7 @@ func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListPa
 		Max:      int64(params.PageLimit()),
 		MaxBytes: params.PageBytes(),
 	})
-	return rowmap.MapErr(rows, err, interpretError, func(r dbsqlite.JobChangeListRow) (*store.JobChange, error) {
+	changes, err := rowmap.MapErr(rows, err, interpretError, func(r dbsqlite.JobChangeListRow) (*store.JobChange, error) {
 		r.Job.Output = nil // not read into the job only to be dropped
 		job, err := jobFromRow(r.Job)
 		if err != nil {
@@ -37,6 +38,10 @@ func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListPa
 		}
 		return store.NewJobChange(store.JobChangeCursor{ID: r.JobEvent.ID}, jobEventFromRow(r.JobEvent), job, r.Bytes), nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return rundefaults.Changes(ctx, s.runs, changes, params.PageBytes())
 }
 
 func jobEventFromRow(r dbsqlite.JobEvent) *store.JobEvent {
@@ -50,6 +55,6 @@ func jobEventFromRow(r dbsqlite.JobEvent) *store.JobEvent {
 		CreatedAt: timeFrom(r.CreatedAt),
 		Actor:     store.ActorFrom(r.ActorKey, r.ActorRole, r.ActorRpc),
 
-		NextAttemptAt: timePtrFrom(r.NextAttemptAt),
+		NextAttemptAt: columns.NullTime(r.NextAttemptAt),
 	}
 }

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncejob/oncejob/jobkey"
 	"github.com/oncejob/oncejob/store"
 )
 
@@ -520,6 +522,11 @@ func exerciseRun(t *testing.T, newStore func(t *testing.T) Store) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 
+	t.Run("DefaultsAreStoredOnceAndReadMerged", func(t *testing.T) {
+		t.Parallel()
+		exerciseRunDefaults(t, setup(t).store)
+	})
+
 	t.Run("ListNewestFirstInPages", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -536,4 +543,105 @@ func exerciseRun(t *testing.T, newStore func(t *testing.T) Store) {
 		require.Nil(t, rest.Next)
 		require.Equal(t, ids, []string{page.Runs[0].ID, page.Runs[1].ID, rest.Runs[0].ID})
 	})
+}
+
+// runDefaults are a run's params with names of every length and escape
+// either store orders and quotes its own way, and nested values.
+var runDefaults = map[string]any{
+	"a": "run", "bb": []any{1.5, "x"}, "é": "é", "\"q": true, "z\n": nil, "tab\t": 3,
+	"nested": map[string]any{"k": map[string]any{"y": 1, "x": "two words"}}, "language": "de",
+}
+
+// exerciseRunDefaults: a run's params and labels are kept once, on its
+// row; the job of each of its items, submitted with the item's own, reads
+// back from every read with the run's under its own (the item's win),
+// byte for byte as a job submitted with the merged ones (docs/
+// architecture.md, "Runs"). A row that holds the merged ones (written
+// before) reads the same. An answer to a submission into the run leaves
+// params and labels out.
+func exerciseRunDefaults(t *testing.T, s Store) {
+	ctx := t.Context()
+	canonical := func(v map[string]any) []byte {
+		b, err := jobkey.Canonical(v)
+		require.NoError(t, err)
+		return b
+	}
+	runLabels := map[string]string{"batch": "7", "team": "ops"}
+	res, err := s.RunCreate(ctx, &store.RunCreateParams{
+		ID: newUUID(t), Tenant: "tenant-a", IdempotencyKey: "run-defaults", Fingerprint: "fp",
+		Name: "nightly", Pipeline: "invoice", Params: canonical(runDefaults), Labels: runLabels,
+	})
+	require.NoError(t, err)
+	run := res.Run
+
+	own := map[string]any{"language": "fr", "page": 7, "ü": "own"}
+	merged := maps.Clone(runDefaults)
+	maps.Copy(merged, own)
+	ownLabels := map[string]string{"team": "search", "item": "7"}
+	mergedLabels := map[string]string{"batch": "7", "team": "search", "item": "7"}
+
+	item := newSubmitParams(t)
+	item.RunID, item.Params, item.Labels = run.ID, canonical(own), ownLabels
+	copied := newSubmitParams(t) // a row of before: the merged values copied in
+	copied.RunID, copied.Params, copied.Labels = run.ID, canonical(merged), mergedLabels
+	control := newSubmitParams(t) // no run: the merged values are its own
+	control.Params, control.Labels = canonical(merged), mergedLabels
+	submitted, err := s.JobSubmitMany(ctx, &store.JobSubmitManyParams{Jobs: []*store.JobSubmitParams{item, copied}})
+	require.NoError(t, err)
+	for _, it := range submitted.Items {
+		require.NoError(t, it.Err)
+		require.Nil(t, it.Job.Params, "an answer into a run carries no params")
+		require.Nil(t, it.Job.Labels)
+	}
+	want, err := s.JobSubmit(ctx, control)
+	require.NoError(t, err)
+	require.Equal(t, mergedLabels, want.Job.Labels)
+
+	requireMerged := func(what string, j *store.Job) {
+		t.Helper()
+		require.NotNil(t, j, what)
+		require.Equal(t, string(want.Job.Params), string(j.Params), "%s: params", what)
+		require.Equal(t, mergedLabels, j.Labels, "%s: labels", what)
+	}
+	for _, p := range []*store.JobSubmitParams{item, copied} {
+		got, err := s.JobGetByID(ctx, &store.JobGetByIDParams{Tenant: "tenant-a", ID: p.ID})
+		require.NoError(t, err)
+		requireMerged("JobGetByID", got)
+		plain := *p
+		plain.RunID = "" // the key replayed outside the run
+		again, err := s.JobSubmit(ctx, &plain)
+		require.NoError(t, err)
+		requireMerged("JobSubmit EXISTING", again.Job)
+		byKey, err := s.JobGetByIdempotencyKey(ctx, &store.JobGetByIdempotencyKeyParams{Tenant: p.Tenant, Method: p.Method, IdempotencyKey: p.IdempotencyKey, Fingerprint: p.Fingerprint})
+		require.NoError(t, err)
+		requireMerged("JobGetByIdempotencyKey", byKey.Job)
+	}
+	list, err := s.JobList(ctx, &store.JobListParams{Tenant: "tenant-a", RunID: run.ID})
+	require.NoError(t, err)
+	require.Len(t, list.Jobs, 2)
+	for _, j := range list.Jobs {
+		requireMerged("JobList", j)
+	}
+	var changes []*store.JobChange
+	require.Eventually(t, func() bool { // the log lists a change once no transaction before it is open
+		changes, err = s.JobChangeList(ctx, &store.JobChangeListParams{Tenant: "tenant-a"})
+		require.NoError(t, err)
+		return len(changes) == 3
+	}, watchWait, 5*time.Millisecond)
+	for _, c := range changes {
+		requireMerged("JobChangeList", c.Job)
+	}
+	claimed, err := s.JobClaim(ctx, &store.JobClaimParams{Owner: "w", Limit: 10, LeaseDuration: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, claimed, 3)
+	for _, j := range claimed {
+		requireMerged("JobClaim", j)
+	}
+	cancelled, err := s.JobCancel(ctx, &store.JobCancelParams{Tenant: "tenant-a", ID: item.ID, Message: "stop"})
+	require.NoError(t, err)
+	requireMerged("JobCancel", cancelled.Job)
+	found, err := s.RunItemGetMany(ctx, &store.RunItemGetManyParams{Tenant: "tenant-a", RunID: run.ID, Keys: []string{item.IdempotencyKey}})
+	require.NoError(t, err)
+	require.Len(t, found, 1)
+	require.Nil(t, found[0].Job.Params, "a run's answers carry no params")
 }

@@ -8,56 +8,91 @@ import (
 	"github.com/oncejob/oncejob/store"
 )
 
-// Columns converts the column types whose Go type differs between the two
-// stores' sqlc code: a uuid (pgtype.UUID; TEXT), a nullable uuid
-// (pgtype.UUID; *string, "" for NULL), a 32-bit integer (int32;
-// INTEGER, read as int64), a boolean (bool; INTEGER 0 or 1) and a timestamp
-// (time.Time; INTEGER unix microseconds), a nullable timestamp, a JSON
-// document ([]byte; TEXT) and a nullable one. Each store has one Columns; the
-// row types below take its column types as type parameters, so a store's
-// sqlc row converts to them (same field names, order and types) and is
-// mapped here once for both stores. A column sqlc adds, drops or reorders
-// in either store fails that conversion at compile time.
-type Columns[U, N, I, B, T, NT, J, NJ any] struct {
+// Columns converts the one column type whose Go type differs between the
+// two stores' sqlc code, a timestamp T: time.Time in Postgres, INTEGER unix
+// microseconds in SQLite. Every other column both stores share has one Go
+// type in both, set by sqlc.yaml's overrides: a uuid is a string (*string
+// when nullable), an integer int64 (a Postgres integer too), a boolean bool
+// (SQLite's INTEGER 0 or 1 too), a JSON document a string (*string when
+// nullable). Each store has one Columns; the row types below
+// take its timestamp type as their type parameter, so a store's sqlc row
+// converts to them (same field names, order and types) and is mapped here
+// once for both stores. A column sqlc adds, drops, reorders or types
+// differently in either store fails that conversion at compile time.
+type Columns[T any] struct {
 	// Store names the store in the errors of a row it cannot map.
-	Store    string
-	UUID     func(U) string
-	NullUUID func(N) string
-	Int32    func(I) int32
-	Bool     func(B) bool
-	Time     func(T) time.Time
-	NullTime func(NT) *time.Time
-	JSON     func(J) []byte
-	NullJSON func(NJ) []byte // nil for NULL
+	Store string
+	Time  func(T) time.Time
 }
 
 // Same is the conversion of a column whose type is already the store type's.
 func Same[V any](v V) V { return v }
 
+// NullTime is Time of a nullable timestamp: nil for NULL.
+func (c Columns[T]) NullTime(t *T) *time.Time {
+	if t == nil {
+		return nil
+	}
+	return new(c.Time(*t))
+}
+
+// Deref is *s, or "" for NULL.
+func Deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// StringOrNil is b as a nullable text or JSON column: nil (NULL) for nil.
+func StringOrNil(b []byte) *string {
+	if b == nil {
+		return nil
+	}
+	return new(string(b))
+}
+
+// JSONObject is a JSON object column's text of b: "{}" for empty params,
+// which are sent neither as NULL nor as text that is no JSON.
+func JSONObject(b []byte) string {
+	if len(b) == 0 {
+		return "{}"
+	}
+	return string(b)
+}
+
+// NullJSON is a nullable JSON document's bytes: nil for NULL.
+func NullJSON(s *string) []byte {
+	if s == nil {
+		return nil
+	}
+	return []byte(*s)
+}
+
 // CheckpointRow is a job_checkpoints row.
-type CheckpointRow[U, I, T any] struct {
-	JobID       U
+type CheckpointRow[T any] struct {
+	JobID       string
 	Tenant      string
 	Stage       string
-	Chunk       I
+	Chunk       int64
 	StageKey    string
 	CodeVersion string
-	Attempt     I
+	Attempt     int64
 	Output      []byte
 	CreatedAt   T
 	ReusedFrom  string
 }
 
 // Checkpoint is the store value of r.
-func (c Columns[U, N, I, B, T, NT, J, NJ]) Checkpoint(r CheckpointRow[U, I, T]) *store.Checkpoint {
+func (c Columns[T]) Checkpoint(r CheckpointRow[T]) *store.Checkpoint {
 	return &store.Checkpoint{
-		JobID:       c.UUID(r.JobID),
+		JobID:       r.JobID,
 		Tenant:      r.Tenant,
 		Stage:       store.JobStage(r.Stage),
-		Chunk:       c.Int32(r.Chunk),
+		Chunk:       int32(r.Chunk),
 		StageKey:    r.StageKey,
 		CodeVersion: r.CodeVersion,
-		Attempt:     c.Int32(r.Attempt),
+		Attempt:     int32(r.Attempt),
 		Output:      r.Output,
 		ReusedFrom:  r.ReusedFrom,
 		CreatedAt:   c.Time(r.CreatedAt),
@@ -65,16 +100,16 @@ func (c Columns[U, N, I, B, T, NT, J, NJ]) Checkpoint(r CheckpointRow[U, I, T]) 
 }
 
 // LLMAttemptRow is an llm_attempts row.
-type LLMAttemptRow[U, I, B, T any] struct {
+type LLMAttemptRow[T any] struct {
 	ID                int64
-	JobID             U
+	JobID             string
 	Tenant            string
-	JobAttempt        I
+	JobAttempt        int64
 	Stage             string
-	Chunk             I
+	Chunk             int64
 	ProviderKey       string
 	Outcome           string
-	Billed            B
+	Billed            bool
 	PromptTokens      int64
 	CompletionTokens  int64
 	CostMicros        int64
@@ -87,18 +122,18 @@ type LLMAttemptRow[U, I, B, T any] struct {
 }
 
 // LLMAttempt is the store value of r.
-func (c Columns[U, N, I, B, T, NT, J, NJ]) LLMAttempt(r LLMAttemptRow[U, I, B, T]) *store.LLMAttempt {
+func (c Columns[T]) LLMAttempt(r LLMAttemptRow[T]) *store.LLMAttempt {
 	return &store.LLMAttempt{
 		ID:                r.ID,
-		JobID:             c.UUID(r.JobID),
+		JobID:             r.JobID,
 		Tenant:            r.Tenant,
-		JobAttempt:        c.Int32(r.JobAttempt),
+		JobAttempt:        int32(r.JobAttempt),
 		Stage:             store.JobStage(r.Stage),
-		Chunk:             c.Int32(r.Chunk),
+		Chunk:             int32(r.Chunk),
 		ProviderKey:       r.ProviderKey,
 		Model:             r.Model,
 		Outcome:           store.LLMOutcome(r.Outcome),
-		Billed:            c.Bool(r.Billed),
+		Billed:            r.Billed,
 		PromptTokens:      r.PromptTokens,
 		CompletionTokens:  r.CompletionTokens,
 		CostMicros:        r.CostMicros,
@@ -111,40 +146,40 @@ func (c Columns[U, N, I, B, T, NT, J, NJ]) LLMAttempt(r LLMAttemptRow[U, I, B, T
 }
 
 // DeliveryAttemptRow is a delivery_attempts row.
-type DeliveryAttemptRow[I, B, T any] struct {
+type DeliveryAttemptRow[T any] struct {
 	ID          int64
 	DeliveryID  int64
 	EventID     string
 	Sink        string
 	Tenant      string
-	Attempt     I
+	Attempt     int64
 	Relay       string
 	Outcome     string
-	HttpStatus  I // sqlc's name, which the conversion must match
+	HttpStatus  int64 // sqlc's name, which the conversion must match
 	Error       string
 	ExternalRef string
-	Duplicate   B
+	Duplicate   bool
 	StartedAt   T
 	FinishedAt  T
 	LatencyMs   int64
 }
 
 // DeliveryAttempt is the store value of r.
-func (c Columns[U, N, I, B, T, NT, J, NJ]) DeliveryAttempt(r DeliveryAttemptRow[I, B, T]) *store.DeliveryAttempt {
+func (c Columns[T]) DeliveryAttempt(r DeliveryAttemptRow[T]) *store.DeliveryAttempt {
 	return &store.DeliveryAttempt{
 		ID: r.ID, DeliveryID: r.DeliveryID, EventID: r.EventID, Sink: r.Sink, Tenant: r.Tenant,
-		Attempt: c.Int32(r.Attempt), Relay: r.Relay, Outcome: store.DeliveryOutcome(r.Outcome),
-		HTTPStatus: c.Int32(r.HttpStatus), Error: r.Error, ExternalRef: r.ExternalRef,
-		Duplicate: c.Bool(r.Duplicate), StartedAt: c.Time(r.StartedAt), FinishedAt: c.Time(r.FinishedAt),
+		Attempt: int32(r.Attempt), Relay: r.Relay, Outcome: store.DeliveryOutcome(r.Outcome),
+		HTTPStatus: int32(r.HttpStatus), Error: r.Error, ExternalRef: r.ExternalRef,
+		Duplicate: r.Duplicate, StartedAt: c.Time(r.StartedAt), FinishedAt: c.Time(r.FinishedAt),
 		LatencyMS: r.LatencyMs,
 	}
 }
 
 // RunProgressRow is a row of the RunProgress query: a run's items of one
 // status, reused or not.
-type RunProgressRow[B any] struct {
+type RunProgressRow struct {
 	Status           string
-	Reused           B
+	Reused           bool
 	Items            int64
 	Seq              int64
 	PromptTokens     int64
@@ -155,9 +190,9 @@ type RunProgressRow[B any] struct {
 }
 
 // RunProgress is the store value of r.
-func (c Columns[U, N, I, B, T, NT, J, NJ]) RunProgress(r RunProgressRow[B]) store.RunProgressRow {
+func (c Columns[T]) RunProgress(r RunProgressRow) store.RunProgressRow {
 	return store.RunProgressRow{
-		Status: store.JobStatus(r.Status), Reused: c.Bool(r.Reused), Items: r.Items, Seq: r.Seq,
+		Status: store.JobStatus(r.Status), Reused: r.Reused, Items: r.Items, Seq: r.Seq,
 		Usage: store.JobUsage{PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
 			CostMicros: r.CostMicros, LLMCalls: int32(r.LlmCalls)},
 		FinishedRecently: r.FinishedRecently,
@@ -165,109 +200,109 @@ func (c Columns[U, N, I, B, T, NT, J, NJ]) RunProgress(r RunProgressRow[B]) stor
 }
 
 // ScheduleSlotRow is a schedule_slots row.
-type ScheduleSlotRow[U, N, T any] struct {
-	ScheduleID U
+type ScheduleSlotRow[T any] struct {
+	ScheduleID string
 	SlotAt     T
 	Tenant     string
 	Outcome    string
-	JobID      N
+	JobID      *string
 	Reason     string
 	DecidedAt  T
 }
 
 // ScheduleSlot is the store value of r.
-func (c Columns[U, N, I, B, T, NT, J, NJ]) ScheduleSlot(r ScheduleSlotRow[U, N, T]) *store.ScheduleSlot {
+func (c Columns[T]) ScheduleSlot(r ScheduleSlotRow[T]) *store.ScheduleSlot {
 	return &store.ScheduleSlot{
-		SlotAt: c.Time(r.SlotAt), Outcome: store.SlotOutcome(r.Outcome), JobID: c.NullUUID(r.JobID),
+		SlotAt: c.Time(r.SlotAt), Outcome: store.SlotOutcome(r.Outcome), JobID: Deref(r.JobID),
 		Reason: r.Reason, DecidedAt: c.Time(r.DecidedAt),
 	}
 }
 
 // JobRow is a jobs row.
-type JobRow[U, N, I, B, T, NT, J, NJ any] struct {
-	ID                U
+type JobRow[T any] struct {
+	ID                string
 	Tenant            string
 	IdempotencyKey    string
 	DedupKey          string
 	Pipeline          string
-	PipelineVersion   I
+	PipelineVersion   int64
 	PromptVersion     string
 	ModelProfile      string
 	Status            string
 	Stage             string
-	Attempt           I
-	Output            NJ
-	Error             NJ
-	DeduplicatedFrom  N
+	Attempt           int64
+	Output            *string
+	Error             *string
+	DeduplicatedFrom  *string
 	DocumentSha256    string
 	DocumentMediaType string
 	DocumentName      string
 	DocumentSizeBytes int64
-	Params            J
-	Labels            J
+	Params            string
+	Labels            string
 	PromptTokens      int64
 	CompletionTokens  int64
 	CostMicros        int64
-	LlmCalls          I
-	LastEventSeq      I
+	LlmCalls          int64
+	LastEventSeq      int64
 	LeaseOwner        *string
-	LeaseUntil        NT
+	LeaseUntil        *T
 	CreatedAt         T
 	UpdatedAt         T
-	FinishedAt        NT
-	RunAfter          NT
-	CancelRequested   B
+	FinishedAt        *T
+	RunAfter          *T
+	CancelRequested   bool
 	BudgetStartedAt   T
-	BudgetAttempts    I
+	BudgetAttempts    int64
 	BudgetTokens      int64
-	Approved          B
-	Generation        I
+	Approved          bool
+	Generation        int64
 	Traceparent       string
-	RunID             N
+	RunID             *string
 	Priority          *string // NULL: interactive
 }
 
 // Job is the store value of r; a stored error or labels that are not the
 // JSON they should be is an error naming the job.
-func (c Columns[U, N, I, B, T, NT, J, NJ]) Job(r JobRow[U, N, I, B, T, NT, J, NJ]) (*store.Job, error) {
+func (c Columns[T]) Job(r JobRow[T]) (*store.Job, error) {
 	job := &store.Job{
-		ID:               c.UUID(r.ID),
+		ID:               r.ID,
 		Tenant:           r.Tenant,
 		IdempotencyKey:   r.IdempotencyKey,
 		DedupKey:         r.DedupKey,
 		Pipeline:         r.Pipeline,
-		PipelineVersion:  c.Int32(r.PipelineVersion),
+		PipelineVersion:  int32(r.PipelineVersion),
 		PromptVersion:    r.PromptVersion,
 		ModelProfile:     r.ModelProfile,
 		Status:           store.JobStatus(r.Status),
 		Stage:            store.JobStage(r.Stage),
-		Attempt:          c.Int32(r.Attempt),
-		Output:           c.NullJSON(r.Output),
-		DeduplicatedFrom: c.NullUUID(r.DeduplicatedFrom),
+		Attempt:          int32(r.Attempt),
+		Output:           NullJSON(r.Output),
+		DeduplicatedFrom: Deref(r.DeduplicatedFrom),
 		Traceparent:      r.Traceparent,
 		Usage: store.JobUsage{
 			PromptTokens:     r.PromptTokens,
 			CompletionTokens: r.CompletionTokens,
 			CostMicros:       r.CostMicros,
-			LLMCalls:         c.Int32(r.LlmCalls),
+			LLMCalls:         int32(r.LlmCalls),
 		},
 		DocumentSHA256: r.DocumentSha256,
 		DocumentMedia:  r.DocumentMediaType,
 		DocumentName:   r.DocumentName,
 		DocumentSize:   r.DocumentSizeBytes,
-		Params:         c.JSON(r.Params),
+		Params:         []byte(r.Params),
 		CreatedAt:      c.Time(r.CreatedAt),
 		UpdatedAt:      c.Time(r.UpdatedAt),
 		FinishedAt:     c.NullTime(r.FinishedAt),
 
 		LeaseUntil:      c.NullTime(r.LeaseUntil),
 		RunAfter:        c.NullTime(r.RunAfter),
-		CancelRequested: c.Bool(r.CancelRequested),
+		CancelRequested: r.CancelRequested,
 		BudgetStartedAt: c.Time(r.BudgetStartedAt),
-		BudgetAttempts:  c.Int32(r.BudgetAttempts),
+		BudgetAttempts:  int32(r.BudgetAttempts),
 		BudgetTokens:    r.BudgetTokens,
-		Approved:        c.Bool(r.Approved),
-		RunID:           c.NullUUID(r.RunID),
+		Approved:        r.Approved,
+		RunID:           Deref(r.RunID),
 		Priority:        store.JobPriorityInteractive,
 	}
 	if r.LeaseOwner != nil {
@@ -276,30 +311,30 @@ func (c Columns[U, N, I, B, T, NT, J, NJ]) Job(r JobRow[U, N, I, B, T, NT, J, NJ
 	if r.Priority != nil {
 		job.Priority = store.JobPriority(*r.Priority)
 	}
-	if e := c.NullJSON(r.Error); e != nil {
+	if e := NullJSON(r.Error); e != nil {
 		job.Error = new(store.JobError)
 		if err := json.Unmarshal(e, job.Error); err != nil {
 			return nil, fmt.Errorf("%s: job %s: error column: %w", c.Store, job.ID, err)
 		}
 	}
-	if err := json.Unmarshal(c.JSON(r.Labels), &job.Labels); err != nil {
+	if err := json.Unmarshal([]byte(r.Labels), &job.Labels); err != nil {
 		return nil, fmt.Errorf("%s: job %s: labels column: %w", c.Store, job.ID, err)
 	}
 	return job, nil
 }
 
 // DeliveryRow is a deliveries row.
-type DeliveryRow[U, I, T, NT any] struct {
+type DeliveryRow[T any] struct {
 	ID              int64
 	OutboxID        int64
 	EventID         string
 	EventType       string
 	Sink            string
 	Tenant          string
-	JobID           U
+	JobID           string
 	Status          string
-	Attempt         I
-	Attempts        I
+	Attempt         int64
+	Attempts        int64
 	DueAt           T
 	LeaseOwner      *string
 	LastOutcome     string
@@ -308,16 +343,16 @@ type DeliveryRow[U, I, T, NT any] struct {
 	BudgetStartedAt T
 	CreatedAt       T
 	UpdatedAt       T
-	DeliveredAt     NT
+	DeliveredAt     *T
 	Landed          string
 }
 
 // Delivery is the store value of r.
-func (c Columns[U, N, I, B, T, NT, J, NJ]) Delivery(r DeliveryRow[U, I, T, NT]) *store.Delivery {
+func (c Columns[T]) Delivery(r DeliveryRow[T]) *store.Delivery {
 	d := &store.Delivery{
 		ID: r.ID, OutboxID: r.OutboxID, EventID: r.EventID, EventType: r.EventType, Sink: r.Sink,
-		Tenant: r.Tenant, JobID: c.UUID(r.JobID), Status: store.DeliveryStatus(r.Status),
-		Attempt: c.Int32(r.Attempt), Attempts: c.Int32(r.Attempts), DueAt: c.Time(r.DueAt),
+		Tenant: r.Tenant, JobID: r.JobID, Status: store.DeliveryStatus(r.Status),
+		Attempt: int32(r.Attempt), Attempts: int32(r.Attempts), DueAt: c.Time(r.DueAt),
 		LastOutcome: store.DeliveryOutcome(r.LastOutcome), LastError: r.LastError,
 		ExternalRef: r.ExternalRef, BudgetStartedAt: c.Time(r.BudgetStartedAt), CreatedAt: c.Time(r.CreatedAt),
 		UpdatedAt: c.Time(r.UpdatedAt), DeliveredAt: c.NullTime(r.DeliveredAt),
@@ -329,31 +364,51 @@ func (c Columns[U, N, I, B, T, NT, J, NJ]) Delivery(r DeliveryRow[U, I, T, NT]) 
 }
 
 // RunRow is a runs row.
-type RunRow[U, B, T, NT, J any] struct {
-	ID            U
+type RunRow[T any] struct {
+	ID            string
 	Tenant        string
 	IdemKey       string
 	Fingerprint   string
 	Name          string
 	Pipeline      string
 	ModelProfile  string
-	Params        J
-	Labels        J
+	Params        string
+	Labels        string
 	CreatedAt     T
-	CancelledAt   NT
-	ProviderBatch B
+	CancelledAt   *T
+	ProviderBatch bool
 }
 
 // Run is the store value of r, without its progress; labels that are not
 // the JSON they should be are an error naming the run.
-func (c Columns[U, N, I, B, T, NT, J, NJ]) Run(r RunRow[U, B, T, NT, J]) (*store.Run, error) {
+func (c Columns[T]) Run(r RunRow[T]) (*store.Run, error) {
 	run := &store.Run{
-		ID: c.UUID(r.ID), Tenant: r.Tenant, IdempotencyKey: r.IdemKey, Fingerprint: r.Fingerprint,
-		Name: r.Name, Pipeline: r.Pipeline, ModelProfile: r.ModelProfile, Params: c.JSON(r.Params),
-		CreatedAt: c.Time(r.CreatedAt), CancelledAt: c.NullTime(r.CancelledAt), ProviderBatch: c.Bool(r.ProviderBatch),
+		ID: r.ID, Tenant: r.Tenant, IdempotencyKey: r.IdemKey, Fingerprint: r.Fingerprint,
+		Name: r.Name, Pipeline: r.Pipeline, ModelProfile: r.ModelProfile, Params: []byte(r.Params),
+		CreatedAt: c.Time(r.CreatedAt), CancelledAt: c.NullTime(r.CancelledAt), ProviderBatch: r.ProviderBatch,
 	}
-	if err := json.Unmarshal(c.JSON(r.Labels), &run.Labels); err != nil {
+	if err := json.Unmarshal([]byte(r.Labels), &run.Labels); err != nil {
 		return nil, fmt.Errorf("%s: run %s: labels column: %w", c.Store, run.ID, err)
 	}
 	return run, nil
+}
+
+// APIKeyRow is an api_keys row.
+type APIKeyRow[T any] struct {
+	ID         string
+	Tenant     string
+	Role       string
+	Name       string
+	Sha256     string
+	CreatedAt  T
+	RevokedAt  *T
+	LastUsedAt *T
+}
+
+// APIKey is the store value of r.
+func (c Columns[T]) APIKey(r APIKeyRow[T]) *store.APIKey {
+	return &store.APIKey{
+		ID: r.ID, Tenant: r.Tenant, Role: store.Role(r.Role), Name: r.Name, SHA256: r.Sha256,
+		CreatedAt: c.Time(r.CreatedAt), RevokedAt: c.NullTime(r.RevokedAt), LastUsedAt: c.NullTime(r.LastUsedAt),
+	}
 }

@@ -7,144 +7,249 @@ import (
 	"github.com/oncejob/oncejob/store"
 )
 
-// Queries is the part of a store's sqlc code that Reads runs. DB is the
-// handle its queries take, K its uuid column type, CP, LA and J its
-// job_checkpoints, llm_attempts and jobs rows, DP, SP, JP and IP the params
-// of DocumentGet, CheckpointGetByStageKey, JobComputedSuccessGet and
-// JobGetByIdempotencyKey, IR the row of the last, R a runs row and RP the
-// params of RunGetByID.
-type Queries[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP any] interface {
-	DocumentGet(ctx context.Context, db DB, arg DP) ([]byte, error)
-	CheckpointList(ctx context.Context, db DB, jobID K) ([]CP, error)
-	CheckpointGetByStageKey(ctx context.Context, db DB, arg SP) (CP, error)
-	LLMAttemptList(ctx context.Context, db DB, jobID K) ([]LA, error)
-	JobComputedSuccessGet(ctx context.Context, db DB, arg JP) (J, error)
-	JobGetByIdempotencyKey(ctx context.Context, db DB, arg IP) (IR, error)
-	RunGetByID(ctx context.Context, db DB, arg RP) (R, error)
-}
-
 // Reads implements the store methods whose steps are the same in both
-// stores (read the id, run the query, map the rows) over a store's sqlc
-// Queries: each store embeds one, so the steps are written once while the
-// SQL stays in each store's queries. The params and rows are each store's
-// own types with the fields named here: a field sqlc adds or renames in
-// either store fails at compile time.
-type Reads[DB, K, CP, LA, J any,
-	DP ~struct {
-		Tenant string
-		Sha256 string
-	},
-	SP ~struct {
-		Tenant   string
-		StageKey string
-	},
-	JP ~struct {
-		Tenant   string
-		DedupKey string
-	},
-	IP ~struct {
-		Tenant         string
-		Method         string
-		IdempotencyKey string
-	},
-	IR ~struct {
-		Fingerprint string
-		Job         J
-	},
-	R any,
-	RP ~struct {
-		Tenant string
-		ID     K
-	},
-] struct {
-	Q Queries[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]
-	// DB is where the reads run.
-	DB DB
+// stores (read the id, run the query, map the rows): each store embeds one,
+// so the steps are written once while the SQL stays in each store's
+// queries. Each field but ID is one of a store's sqlc queries on its read
+// handle, its params built from the store method's and its rows mapped,
+// made by the function of the same name below (each store's newReads): the
+// params and rows are the store's own sqlc types with the fields named
+// there, so a field sqlc adds or renames in either store fails to compile.
+type Reads struct {
 	// ID is the store's value of a uuid: false for a string that is none,
 	// which no row has.
-	ID func(string) (K, bool)
-	// Interpret is the store's reading of a failed query.
-	Interpret  func(error) error
-	Checkpoint func(CP) *store.Checkpoint
-	LLMAttempt func(LA) *store.LLMAttempt
-	Job        func(J) (*store.Job, error)
-	Run        func(R) (*store.Run, error)
-	// RunWithProgress is the run of a row with its progress (rows newer
-	// than recentSince counted as finished recently).
-	RunWithProgress func(ctx context.Context, row R, recentSince time.Time) (*store.Run, error)
+	ID func(string) (string, bool)
+	// RunDefaults gives jobs of runs their runs' params and labels
+	// (docs/architecture.md, "Runs"); nil leaves them as read.
+	RunDefaults func(context.Context, ...*store.Job) error
+
+	Document        func(context.Context, *store.DocumentGetParams) ([]byte, error)
+	Checkpoints     func(ctx context.Context, jobID string) ([]*store.Checkpoint, error)
+	CheckpointByKey func(context.Context, *store.CheckpointGetByStageKeyParams) (*store.Checkpoint, error)
+	LLMAttempts     func(ctx context.Context, jobID string) ([]*store.LLMAttempt, error)
+	ComputedSuccess func(context.Context, *store.JobComputedSuccessGetParams) (*store.Job, error)
+	Keyed           func(context.Context, *store.JobGetByIdempotencyKeyParams) (fingerprint string, job *store.Job, err error)
+	Run             func(ctx context.Context, params *store.RunGetParams, id string) (*store.Run, error)
+	APIKey          func(ctx context.Context, id string) (*store.APIKey, error)
+	APIKeys         func(context.Context, *store.APIKeyListParams) ([]*store.APIKey, error)
 }
 
 // DocumentGet implements store.EngineStore.
-func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) DocumentGet(ctx context.Context, params *store.DocumentGetParams) ([]byte, error) {
-	data, err := r.Q.DocumentGet(ctx, r.DB, DP{Tenant: params.Tenant, Sha256: params.SHA256})
-	if err != nil {
-		return nil, r.Interpret(err)
-	}
-	return data, nil
+func (r Reads) DocumentGet(ctx context.Context, params *store.DocumentGetParams) ([]byte, error) {
+	return r.Document(ctx, params)
 }
 
 // CheckpointList implements store.EngineStore.
-func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) CheckpointList(ctx context.Context, params *store.CheckpointListParams) ([]*store.Checkpoint, error) {
+func (r Reads) CheckpointList(ctx context.Context, params *store.CheckpointListParams) ([]*store.Checkpoint, error) {
 	id, ok := r.ID(params.JobID)
 	if !ok {
 		return nil, nil // no job has an id that is not a uuid
 	}
-	rows, err := r.Q.CheckpointList(ctx, r.DB, id)
-	return Map(rows, err, r.Interpret, r.Checkpoint)
+	return r.Checkpoints(ctx, id)
 }
 
 // CheckpointGetByStageKey implements store.EngineStore.
-func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) CheckpointGetByStageKey(ctx context.Context, params *store.CheckpointGetByStageKeyParams) (*store.Checkpoint, error) {
-	row, err := r.Q.CheckpointGetByStageKey(ctx, r.DB, SP{Tenant: params.Tenant, StageKey: params.StageKey})
-	return One(row, err, r.Interpret, r.Checkpoint)
+func (r Reads) CheckpointGetByStageKey(ctx context.Context, params *store.CheckpointGetByStageKeyParams) (*store.Checkpoint, error) {
+	return r.CheckpointByKey(ctx, params)
 }
 
 // LLMAttemptList implements store.EngineStore.
-func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) LLMAttemptList(ctx context.Context, params *store.LLMAttemptListParams) ([]*store.LLMAttempt, error) {
+func (r Reads) LLMAttemptList(ctx context.Context, params *store.LLMAttemptListParams) ([]*store.LLMAttempt, error) {
 	id, ok := r.ID(params.JobID)
 	if !ok {
 		return nil, nil
 	}
-	rows, err := r.Q.LLMAttemptList(ctx, r.DB, id)
-	return Map(rows, err, r.Interpret, r.LLMAttempt)
+	return r.LLMAttempts(ctx, id)
 }
 
 // JobComputedSuccessGet implements store.EngineStore.
-func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) JobComputedSuccessGet(ctx context.Context, params *store.JobComputedSuccessGetParams) (*store.Job, error) {
-	row, err := r.Q.JobComputedSuccessGet(ctx, r.DB, JP{Tenant: params.Tenant, DedupKey: params.DedupKey})
-	return OneErr(row, err, r.Interpret, r.Job)
+func (r Reads) JobComputedSuccessGet(ctx context.Context, params *store.JobComputedSuccessGetParams) (*store.Job, error) {
+	job, err := r.ComputedSuccess(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	return job, r.runDefaults(ctx, job)
+}
+
+// runDefaults is RunDefaults, if set.
+func (r Reads) runDefaults(ctx context.Context, jobs ...*store.Job) error {
+	if r.RunDefaults == nil {
+		return nil
+	}
+	return r.RunDefaults(ctx, jobs...)
 }
 
 // JobGetByIdempotencyKey implements store.Store: the job a key names,
 // answered as a submission of params would be.
-func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) JobGetByIdempotencyKey(ctx context.Context, params *store.JobGetByIdempotencyKeyParams) (*store.JobSubmitResult, error) {
-	row, err := r.Q.JobGetByIdempotencyKey(ctx, r.DB, IP{Tenant: params.Tenant, Method: params.Method, IdempotencyKey: params.IdempotencyKey})
-	if err != nil {
-		return nil, r.Interpret(err)
-	}
-	keyed := struct {
-		Fingerprint string
-		Job         J
-	}(row)
-	job, err := r.Job(keyed.Job)
+func (r Reads) JobGetByIdempotencyKey(ctx context.Context, params *store.JobGetByIdempotencyKeyParams) (*store.JobSubmitResult, error) {
+	fingerprint, job, err := r.Keyed(ctx, params)
 	if err != nil {
 		return nil, err
 	}
-	return store.JobSubmitExisting(params.Fingerprint, keyed.Fingerprint, job)
+	if fingerprint == params.Fingerprint { // else the key's reuse, without the job
+		if err := r.runDefaults(ctx, job); err != nil {
+			return nil, err
+		}
+	}
+	return store.JobSubmitExisting(params.Fingerprint, fingerprint, job)
 }
 
 // RunGet implements store.RunStore.
-func (r Reads[DB, K, CP, LA, J, DP, SP, JP, IP, IR, R, RP]) RunGet(ctx context.Context, params *store.RunGetParams) (*store.Run, error) {
+func (r Reads) RunGet(ctx context.Context, params *store.RunGetParams) (*store.Run, error) {
 	id, ok := r.ID(params.ID)
 	if !ok {
 		return nil, store.ErrNotFound
 	}
-	row, err := r.Q.RunGetByID(ctx, r.DB, RP{Tenant: params.Tenant, ID: id})
-	if err != nil {
-		return nil, r.Interpret(err)
+	return r.Run(ctx, params, id)
+}
+
+// APIKeyGetByID implements store.APIKeyStore.
+func (r Reads) APIKeyGetByID(ctx context.Context, params *store.APIKeyGetByIDParams) (*store.APIKey, error) {
+	return r.APIKey(ctx, params.ID)
+}
+
+// APIKeyList implements store.APIKeyStore.
+func (r Reads) APIKeyList(ctx context.Context, params *store.APIKeyListParams) ([]*store.APIKey, error) {
+	return r.APIKeys(ctx, params)
+}
+
+// Handle is where a store's reads run, DB, and its reading of a failed
+// query, Interpret: what every function below binds a query to.
+type Handle[DB any] struct {
+	DB        DB
+	Interpret func(error) error
+}
+
+// DocumentGet is Reads.Document over a store's DocumentGet query.
+func DocumentGet[DB any, P ~struct{ Tenant, Sha256 string }](h Handle[DB], q interface {
+	DocumentGet(context.Context, DB, P) ([]byte, error)
+}) func(context.Context, *store.DocumentGetParams) ([]byte, error) {
+	return func(ctx context.Context, params *store.DocumentGetParams) ([]byte, error) {
+		data, err := q.DocumentGet(ctx, h.DB, P{Tenant: params.Tenant, Sha256: params.SHA256})
+		return One(data, err, h.Interpret, Same)
 	}
-	if params.WithoutProgress {
-		return r.Run(row)
+}
+
+// CheckpointList is Reads.Checkpoints over a store's CheckpointList
+// query, its rows mapped by f.
+func CheckpointList[DB, R any](h Handle[DB], q interface {
+	CheckpointList(ctx context.Context, db DB, jobID string) ([]R, error)
+}, f func(R) *store.Checkpoint) func(context.Context, string) ([]*store.Checkpoint, error) {
+	return func(ctx context.Context, jobID string) ([]*store.Checkpoint, error) {
+		rows, err := q.CheckpointList(ctx, h.DB, jobID)
+		return Map(rows, err, h.Interpret, f)
 	}
-	return r.RunWithProgress(ctx, row, params.RecentSince)
+}
+
+// CheckpointGetByStageKey is Reads.CheckpointByKey over a store's
+// CheckpointGetByStageKey query, its row mapped by f.
+func CheckpointGetByStageKey[DB any, P ~struct{ Tenant, StageKey string }, R any](h Handle[DB], q interface {
+	CheckpointGetByStageKey(context.Context, DB, P) (R, error)
+}, f func(R) *store.Checkpoint) func(context.Context, *store.CheckpointGetByStageKeyParams) (*store.Checkpoint, error) {
+	return func(ctx context.Context, params *store.CheckpointGetByStageKeyParams) (*store.Checkpoint, error) {
+		row, err := q.CheckpointGetByStageKey(ctx, h.DB, P{Tenant: params.Tenant, StageKey: params.StageKey})
+		return One(row, err, h.Interpret, f)
+	}
+}
+
+// LLMAttemptList is Reads.LLMAttempts over a store's LLMAttemptList query,
+// its rows mapped by f.
+func LLMAttemptList[DB, R any](h Handle[DB], q interface {
+	LLMAttemptList(ctx context.Context, db DB, jobID string) ([]R, error)
+}, f func(R) *store.LLMAttempt) func(context.Context, string) ([]*store.LLMAttempt, error) {
+	return func(ctx context.Context, jobID string) ([]*store.LLMAttempt, error) {
+		rows, err := q.LLMAttemptList(ctx, h.DB, jobID)
+		return Map(rows, err, h.Interpret, f)
+	}
+}
+
+// JobComputedSuccessGet is Reads.ComputedSuccess over a store's
+// JobComputedSuccessGet query, its row mapped by job.
+func JobComputedSuccessGet[DB any, P ~struct{ Tenant, DedupKey string }, R any](h Handle[DB], q interface {
+	JobComputedSuccessGet(context.Context, DB, P) (R, error)
+}, job func(R) (*store.Job, error)) func(context.Context, *store.JobComputedSuccessGetParams) (*store.Job, error) {
+	return func(ctx context.Context, params *store.JobComputedSuccessGetParams) (*store.Job, error) {
+		row, err := q.JobComputedSuccessGet(ctx, h.DB, P{Tenant: params.Tenant, DedupKey: params.DedupKey})
+		return OneErr(row, err, h.Interpret, job)
+	}
+}
+
+// JobGetByIdempotencyKey is a store's JobGetByIdempotencyKey query on h,
+// its row (the key's fingerprint and its job's row) for KeyedJob to map.
+func JobGetByIdempotencyKey[DB any, P ~struct{ Tenant, Method, IdempotencyKey string }, R any](h Handle[DB], q interface {
+	JobGetByIdempotencyKey(context.Context, DB, P) (R, error)
+}) func(context.Context, *store.JobGetByIdempotencyKeyParams) (R, error) {
+	return func(ctx context.Context, params *store.JobGetByIdempotencyKeyParams) (R, error) {
+		row, err := q.JobGetByIdempotencyKey(ctx, h.DB, P{Tenant: params.Tenant, Method: params.Method, IdempotencyKey: params.IdempotencyKey})
+		return One(row, err, h.Interpret, Same)
+	}
+}
+
+// KeyedJob is Reads.Keyed over get (JobGetByIdempotencyKey): the key's
+// fingerprint, and the job of its row mapped by job.
+func KeyedJob[R ~struct {
+	Fingerprint string
+	Job         J
+}, J any](get func(context.Context, *store.JobGetByIdempotencyKeyParams) (R, error),
+	job func(J) (*store.Job, error)) func(context.Context, *store.JobGetByIdempotencyKeyParams) (string, *store.Job, error) {
+	return func(ctx context.Context, params *store.JobGetByIdempotencyKeyParams) (string, *store.Job, error) {
+		row, err := get(ctx, params)
+		if err != nil {
+			return "", nil, err
+		}
+		keyed := struct {
+			Fingerprint string
+			Job         J
+		}(row)
+		j, err := job(keyed.Job)
+		if err != nil {
+			return "", nil, err
+		}
+		return keyed.Fingerprint, j, nil
+	}
+}
+
+// RunGetByID is Reads.Run over a store's RunGetByID query: its row mapped
+// by run, or by withProgress with the run's progress (rows newer than
+// recentSince counted as finished recently).
+func RunGetByID[DB any, P ~struct{ Tenant, ID string }, R any](h Handle[DB], q interface {
+	RunGetByID(context.Context, DB, P) (R, error)
+}, run func(R) (*store.Run, error), withProgress func(ctx context.Context, row R, recentSince time.Time) (*store.Run, error),
+) func(context.Context, *store.RunGetParams, string) (*store.Run, error) {
+	return func(ctx context.Context, params *store.RunGetParams, id string) (*store.Run, error) {
+		row, err := q.RunGetByID(ctx, h.DB, P{Tenant: params.Tenant, ID: id})
+		if err != nil {
+			return nil, h.Interpret(err)
+		}
+		if params.WithoutProgress {
+			return run(row)
+		}
+		return withProgress(ctx, row, params.RecentSince)
+	}
+}
+
+// APIKeyGetByID is Reads.APIKey over a store's APIKeyGetByID query, its
+// row mapped by f.
+func APIKeyGetByID[DB, R any](h Handle[DB], q interface {
+	APIKeyGetByID(ctx context.Context, db DB, id string) (R, error)
+}, f func(R) *store.APIKey) func(context.Context, string) (*store.APIKey, error) {
+	return func(ctx context.Context, id string) (*store.APIKey, error) {
+		row, err := q.APIKeyGetByID(ctx, h.DB, id)
+		return One(row, err, h.Interpret, f)
+	}
+}
+
+// APIKeyList is Reads.APIKeys over a store's APIKeyList query, its rows
+// mapped by f.
+func APIKeyList[DB any, P ~struct {
+	Tenant         string
+	IncludeRevoked bool
+	Max            int64
+}, R any](h Handle[DB], q interface {
+	APIKeyList(context.Context, DB, P) ([]R, error)
+}, f func(R) *store.APIKey) func(context.Context, *store.APIKeyListParams) ([]*store.APIKey, error) {
+	return func(ctx context.Context, params *store.APIKeyListParams) ([]*store.APIKey, error) {
+		rows, err := q.APIKeyList(ctx, h.DB, P{Tenant: params.Tenant, IncludeRevoked: params.IncludeRevoked, Max: int64(params.PageLimit())})
+		return Map(rows, err, h.Interpret, f)
+	}
 }

@@ -22,9 +22,11 @@ type (
 		Fingerprint string
 		Job         string
 	}
-	runParams struct {
-		Tenant string
-		ID     int
+	runParams  struct{ Tenant, ID string }
+	listParams struct {
+		Tenant         string
+		IncludeRevoked bool
+		Max            int64
 	}
 )
 
@@ -46,7 +48,7 @@ func (q *queries) DocumentGet(_ context.Context, _ string, arg docParams) ([]byt
 	return []byte("doc"), q.run("DocumentGet", arg)
 }
 
-func (q *queries) CheckpointList(_ context.Context, _ string, jobID int) ([]string, error) {
+func (q *queries) CheckpointList(_ context.Context, _ string, jobID string) ([]string, error) {
 	return []string{"a", "b"}, q.run("CheckpointList", jobID)
 }
 
@@ -54,7 +56,7 @@ func (q *queries) CheckpointGetByStageKey(_ context.Context, _ string, arg stage
 	return "a", q.run("CheckpointGetByStageKey", arg)
 }
 
-func (q *queries) LLMAttemptList(_ context.Context, _ string, jobID int) ([]int64, error) {
+func (q *queries) LLMAttemptList(_ context.Context, _ string, jobID string) ([]int64, error) {
 	return []int64{7}, q.run("LLMAttemptList", jobID)
 }
 
@@ -70,24 +72,38 @@ func (q *queries) RunGetByID(_ context.Context, _ string, arg runParams) (string
 	return "run", q.run("RunGetByID", arg)
 }
 
-type testReads = rowmap.Reads[string, int, string, int64, string, docParams, stageKeyParams, dedupParams, keyParams, keyRow, string, runParams]
+func (q *queries) APIKeyGetByID(_ context.Context, _ string, id string) (string, error) {
+	return "key", q.run("APIKeyGetByID", id)
+}
 
-func newTestReads(q *queries) testReads {
-	return testReads{
-		Q: q, DB: "db", Interpret: interpret,
-		ID: func(s string) (int, bool) {
+func (q *queries) APIKeyList(_ context.Context, _ string, arg listParams) ([]string, error) {
+	return []string{"k1", "k2"}, q.run("APIKeyList", arg)
+}
+
+func newTestReads(q *queries) rowmap.Reads {
+	h := rowmap.Handle[string]{DB: "db", Interpret: interpret}
+	checkpoint := func(s string) *store.Checkpoint { return &store.Checkpoint{StageKey: s} }
+	job := func(s string) (*store.Job, error) { return &store.Job{ID: s}, nil }
+	key := func(s string) *store.APIKey { return &store.APIKey{ID: s} }
+	return rowmap.Reads{
+		ID: func(s string) (string, bool) {
 			if s != "42" {
-				return 0, false
+				return "", false
 			}
-			return 42, true
+			return "id42", true
 		},
-		Checkpoint: func(s string) *store.Checkpoint { return &store.Checkpoint{StageKey: s} },
-		LLMAttempt: func(id int64) *store.LLMAttempt { return &store.LLMAttempt{ID: id} },
-		Job:        func(s string) (*store.Job, error) { return &store.Job{ID: s}, nil },
-		Run:        func(s string) (*store.Run, error) { return &store.Run{ID: s}, nil },
-		RunWithProgress: func(_ context.Context, s string, since time.Time) (*store.Run, error) {
-			return &store.Run{ID: s, Progress: store.RunProgress{Items: int64(since.Unix())}}, nil
-		},
+		Document:        rowmap.DocumentGet(h, q),
+		Checkpoints:     rowmap.CheckpointList(h, q, checkpoint),
+		CheckpointByKey: rowmap.CheckpointGetByStageKey(h, q, checkpoint),
+		LLMAttempts:     rowmap.LLMAttemptList(h, q, func(id int64) *store.LLMAttempt { return &store.LLMAttempt{ID: id} }),
+		ComputedSuccess: rowmap.JobComputedSuccessGet(h, q, job),
+		Keyed:           rowmap.KeyedJob(rowmap.JobGetByIdempotencyKey(h, q), job),
+		Run: rowmap.RunGetByID(h, q, func(s string) (*store.Run, error) { return &store.Run{ID: s}, nil },
+			func(_ context.Context, s string, since time.Time) (*store.Run, error) {
+				return &store.Run{ID: s, Progress: store.RunProgress{Items: since.Unix()}}, nil
+			}),
+		APIKey:  rowmap.APIKeyGetByID(h, q, key),
+		APIKeys: rowmap.APIKeyList(h, q, key),
 	}
 }
 
@@ -134,10 +150,17 @@ func TestReadsMapRows(t *testing.T) {
 	run, err = r.RunGet(ctx, &store.RunGetParams{Tenant: "t", ID: "42", RecentSince: time.Unix(5, 0)})
 	require.NoError(t, err)
 	require.Equal(t, int64(5), run.Progress.Items, "with progress, since RecentSince")
+	key, err := r.APIKeyGetByID(ctx, &store.APIKeyGetByIDParams{ID: "k"})
+	require.NoError(t, err)
+	require.Equal(t, "key", key.ID)
+	keys, err := r.APIKeyList(ctx, &store.APIKeyListParams{Tenant: "t", IncludeRevoked: true, Limit: 5})
+	require.NoError(t, err)
+	require.Equal(t, []*store.APIKey{{ID: "k1"}, {ID: "k2"}}, keys)
 
 	require.Equal(t, []any{
-		docParams{Tenant: "t", Sha256: "h"}, 42, stageKeyParams{Tenant: "t", StageKey: "k"}, 42,
-		dedupParams{Tenant: "t", DedupKey: "d"}, runParams{Tenant: "t", ID: 42}, runParams{Tenant: "t", ID: 42},
+		docParams{Tenant: "t", Sha256: "h"}, "id42", stageKeyParams{Tenant: "t", StageKey: "k"}, "id42",
+		dedupParams{Tenant: "t", DedupKey: "d"}, runParams{Tenant: "t", ID: "id42"}, runParams{Tenant: "t", ID: "id42"},
+		"k", listParams{Tenant: "t", IncludeRevoked: true, Max: 5},
 	}, q.args, "each query gets the params it names, the id as the store reads it")
 }
 
@@ -172,5 +195,9 @@ func TestReadsQueryFailed(t *testing.T) {
 	_, err = r.JobGetByIdempotencyKey(ctx, &store.JobGetByIdempotencyKeyParams{})
 	require.ErrorIs(t, err, errRead)
 	_, err = r.RunGet(ctx, &store.RunGetParams{ID: "42"})
+	require.ErrorIs(t, err, errRead)
+	_, err = r.APIKeyGetByID(ctx, &store.APIKeyGetByIDParams{ID: "k"})
+	require.ErrorIs(t, err, errRead)
+	_, err = r.APIKeyList(ctx, &store.APIKeyListParams{})
 	require.ErrorIs(t, err, errRead)
 }

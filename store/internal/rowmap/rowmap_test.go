@@ -117,31 +117,11 @@ func TestNonNil(t *testing.T) {
 func TestColumnsJob(t *testing.T) {
 	t.Parallel()
 	at := time.Unix(1700000000, 0).UTC()
-	c := rowmap.Columns[string, *string, int64, int64, int64, *int64, string, *string]{
-		Store: "teststore",
-		UUID:  rowmap.Same[string],
-		NullUUID: func(s *string) string {
-			if s == nil {
-				return ""
-			}
-			return *s
-		},
-		Int32:    func(i int64) int32 { return int32(i) },
-		Bool:     func(b int64) bool { return b != 0 },
-		Time:     func(int64) time.Time { return at },
-		NullTime: func(p *int64) *time.Time { return nil },
-		JSON:     func(s string) []byte { return []byte(s) },
-		NullJSON: func(s *string) []byte {
-			if s == nil {
-				return nil
-			}
-			return []byte(*s)
-		},
-	}
+	c := rowmap.Columns[int64]{Store: "teststore", Time: func(int64) time.Time { return at }}
 	from, owner, jobErr := "src", "w1", `{"code":"X","message":"m"}`
-	row := rowmap.JobRow[string, *string, int64, int64, int64, *int64, string, *string]{
+	row := rowmap.JobRow[int64]{
 		ID: "j", Tenant: "t", Attempt: 3, DeduplicatedFrom: &from, Labels: `{"a":"b"}`, Params: `{}`,
-		LeaseOwner: &owner, CancelRequested: 1, Error: &jobErr,
+		LeaseOwner: &owner, CancelRequested: true, Error: &jobErr,
 	}
 	job, err := c.Job(row)
 	require.NoError(t, err)

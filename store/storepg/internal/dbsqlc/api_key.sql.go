@@ -78,7 +78,7 @@ LIMIT $3::integer
 type APIKeyListParams struct {
 	Tenant         string
 	IncludeRevoked bool
-	Max            int32
+	Max            int64
 }
 
 // One tenant's keys, or every tenant's with an empty tenant; newest first.

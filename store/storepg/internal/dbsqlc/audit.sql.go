@@ -8,8 +8,6 @@ package dbsqlc
 import (
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const jobEventAppendAudit = `-- name: JobEventAppendAudit :one
@@ -29,7 +27,7 @@ SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, promp
 `
 
 type JobEventAppendAuditParams struct {
-	JobID     pgtype.UUID
+	JobID     string
 	Message   string
 	ActorKey  string
 	ActorRole string
@@ -37,31 +35,31 @@ type JobEventAppendAuditParams struct {
 }
 
 type JobEventAppendAuditRow struct {
-	ID                pgtype.UUID
+	ID                string
 	Tenant            string
 	IdempotencyKey    string
 	DedupKey          string
 	Pipeline          string
-	PipelineVersion   int32
+	PipelineVersion   int64
 	PromptVersion     string
 	ModelProfile      string
 	Status            string
 	Stage             string
-	Attempt           int32
-	Output            []byte
-	Error             []byte
-	DeduplicatedFrom  pgtype.UUID
+	Attempt           int64
+	Output            *string
+	Error             *string
+	DeduplicatedFrom  *string
 	DocumentSha256    string
 	DocumentMediaType string
 	DocumentName      string
 	DocumentSizeBytes int64
-	Params            []byte
-	Labels            []byte
+	Params            string
+	Labels            string
 	PromptTokens      int64
 	CompletionTokens  int64
 	CostMicros        int64
-	LlmCalls          int32
-	LastEventSeq      int32
+	LlmCalls          int64
+	LastEventSeq      int64
 	LeaseOwner        *string
 	LeaseUntil        *time.Time
 	CreatedAt         time.Time
@@ -70,12 +68,12 @@ type JobEventAppendAuditRow struct {
 	RunAfter          *time.Time
 	CancelRequested   bool
 	BudgetStartedAt   time.Time
-	BudgetAttempts    int32
+	BudgetAttempts    int64
 	BudgetTokens      int64
 	Approved          bool
-	Generation        int32
+	Generation        int64
 	Traceparent       string
-	RunID             pgtype.UUID
+	RunID             *string
 	Priority          *string
 }
 
@@ -146,8 +144,8 @@ type JobEventSetActorParams struct {
 	ActorKey  string
 	ActorRole string
 	ActorRpc  string
-	JobID     pgtype.UUID
-	Seq       int32
+	JobID     string
+	Seq       int64
 }
 
 // Names the caller of an operator RPC on the event its transition just

@@ -85,7 +85,7 @@ type DeliveryClaimParams struct {
 	Owner         string
 	LeaseDuration pgtype.Interval
 	Sinks         []string
-	Max           int32
+	Max           int64
 }
 
 type DeliveryClaimRow struct {
@@ -95,10 +95,10 @@ type DeliveryClaimRow struct {
 	EventType       string
 	Sink            string
 	Tenant          string
-	JobID           pgtype.UUID
+	JobID           string
 	Status          string
-	Attempt         int32
-	Attempts        int32
+	Attempt         int64
+	Attempts        int64
 	DueAt           time.Time
 	LeaseOwner      *string
 	LastOutcome     string
@@ -109,7 +109,7 @@ type DeliveryClaimRow struct {
 	UpdatedAt       time.Time
 	DeliveredAt     *time.Time
 	Landed          string
-	Payload         []byte
+	Payload         string
 	EventCreatedAt  time.Time
 }
 
@@ -249,14 +249,14 @@ LIMIT $10::integer
 type DeliveryListParams struct {
 	AllTenants    bool
 	Tenant        string
-	JobID         pgtype.UUID
+	JobID         *string
 	Status        string
 	Sink          string
 	LastOutcome   string
 	CreatedBefore *time.Time
-	AfterRank     int32
+	AfterRank     int64
 	AfterID       int64
-	Max           int32
+	Max           int64
 }
 
 // Dead letters first, then pending, then delivered; newest first in each.
@@ -421,7 +421,7 @@ SELECT id FROM settled
 
 type DeliverySettleParams struct {
 	Owner   string
-	Results []byte
+	Results string
 }
 
 // Journals every result and settles, fenced, the deliveries whose lease the
@@ -492,8 +492,8 @@ LIMIT $2::integer
 `
 
 type OutboxRouteBatchParams struct {
-	Partitions int32
-	Max        int32
+	Partitions int64
+	Max        int64
 	Share      int64
 }
 
@@ -601,17 +601,17 @@ type OutboxRouteWriteParams struct {
 	EventIds     []string
 	EventTypes   []string
 	Tenants      []string
-	JobIds       []pgtype.UUID
+	JobIds       []string
 	Sinks        []string
 	Statuses     []string
-	Attempts     []int32
+	Attempts     []int64
 	DueAts       []time.Time
 	Outcomes     []string
 	Errors       []string
 	ExternalRefs []string
 	Landed       []string
 	Owner        string
-	Journal      []byte
+	Journal      string
 }
 
 // A routing's writes in one statement: each delivery inserted once, in its
@@ -651,7 +651,7 @@ LIMIT $2::integer
 
 type OutboxUnroutedListParams struct {
 	CreatedBefore time.Time
-	Max           int32
+	Max           int64
 }
 
 func (q *Queries) OutboxUnroutedList(ctx context.Context, db DBTX, arg OutboxUnroutedListParams) ([]Outbox, error) {

@@ -58,7 +58,7 @@ ORDER BY CASE stage
 `
 
 // In lifecycle order, then by chunk (the whole stage, -1, first).
-func (q *Queries) CheckpointList(ctx context.Context, db DBTX, jobID pgtype.UUID) ([]JobCheckpoint, error) {
+func (q *Queries) CheckpointList(ctx context.Context, db DBTX, jobID string) ([]JobCheckpoint, error) {
 	rows, err := db.Query(ctx, checkpointList, jobID)
 	if err != nil {
 		return nil, err
@@ -152,7 +152,7 @@ ORDER BY job.created_at, job.id
 
 type JobClaimParams struct {
 	Now              *time.Time
-	Max              int32
+	Max              int64
 	Owner            string
 	LeaseDuration    pgtype.Interval
 	TakeoverMessage  string
@@ -161,31 +161,31 @@ type JobClaimParams struct {
 }
 
 type JobClaimRow struct {
-	ID                pgtype.UUID
+	ID                string
 	Tenant            string
 	IdempotencyKey    string
 	DedupKey          string
 	Pipeline          string
-	PipelineVersion   int32
+	PipelineVersion   int64
 	PromptVersion     string
 	ModelProfile      string
 	Status            string
 	Stage             string
-	Attempt           int32
-	Output            []byte
-	Error             []byte
-	DeduplicatedFrom  pgtype.UUID
+	Attempt           int64
+	Output            *string
+	Error             *string
+	DeduplicatedFrom  *string
 	DocumentSha256    string
 	DocumentMediaType string
 	DocumentName      string
 	DocumentSizeBytes int64
-	Params            []byte
-	Labels            []byte
+	Params            string
+	Labels            string
 	PromptTokens      int64
 	CompletionTokens  int64
 	CostMicros        int64
-	LlmCalls          int32
-	LastEventSeq      int32
+	LlmCalls          int64
+	LastEventSeq      int64
 	LeaseOwner        *string
 	LeaseUntil        *time.Time
 	CreatedAt         time.Time
@@ -194,12 +194,12 @@ type JobClaimRow struct {
 	RunAfter          *time.Time
 	CancelRequested   bool
 	BudgetStartedAt   time.Time
-	BudgetAttempts    int32
+	BudgetAttempts    int64
 	BudgetTokens      int64
 	Approved          bool
-	Generation        int32
+	Generation        int64
 	Traceparent       string
-	RunID             pgtype.UUID
+	RunID             *string
 	Priority          *string
 	ClaimedFrom       string
 }
@@ -377,44 +377,44 @@ SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, promp
 type JobTransitionParams struct {
 	Parks            bool
 	Status           string
-	Error            []byte
-	Output           []byte
+	Error            *string
+	Output           *string
 	RunAfter         *time.Time
 	Finished         bool
 	RefundAttempt    bool
-	JobID            pgtype.UUID
+	JobID            string
 	Owner            string
-	Attempt          int32
+	Attempt          int64
 	CancelledMessage string
 	Message          string
 }
 
 type JobTransitionRow struct {
-	ID                pgtype.UUID
+	ID                string
 	Tenant            string
 	IdempotencyKey    string
 	DedupKey          string
 	Pipeline          string
-	PipelineVersion   int32
+	PipelineVersion   int64
 	PromptVersion     string
 	ModelProfile      string
 	Status            string
 	Stage             string
-	Attempt           int32
-	Output            []byte
-	Error             []byte
-	DeduplicatedFrom  pgtype.UUID
+	Attempt           int64
+	Output            *string
+	Error             *string
+	DeduplicatedFrom  *string
 	DocumentSha256    string
 	DocumentMediaType string
 	DocumentName      string
 	DocumentSizeBytes int64
-	Params            []byte
-	Labels            []byte
+	Params            string
+	Labels            string
 	PromptTokens      int64
 	CompletionTokens  int64
 	CostMicros        int64
-	LlmCalls          int32
-	LastEventSeq      int32
+	LlmCalls          int64
+	LastEventSeq      int64
 	LeaseOwner        *string
 	LeaseUntil        *time.Time
 	CreatedAt         time.Time
@@ -423,12 +423,12 @@ type JobTransitionRow struct {
 	RunAfter          *time.Time
 	CancelRequested   bool
 	BudgetStartedAt   time.Time
-	BudgetAttempts    int32
+	BudgetAttempts    int64
 	BudgetTokens      int64
 	Approved          bool
-	Generation        int32
+	Generation        int64
 	Traceparent       string
-	RunID             pgtype.UUID
+	RunID             *string
 	Priority          *string
 }
 
@@ -506,7 +506,7 @@ WHERE job_id = $1::uuid
 ORDER BY id
 `
 
-func (q *Queries) LLMAttemptList(ctx context.Context, db DBTX, jobID pgtype.UUID) ([]LlmAttempt, error) {
+func (q *Queries) LLMAttemptList(ctx context.Context, db DBTX, jobID string) ([]LlmAttempt, error) {
 	rows, err := db.Query(ctx, lLMAttemptList, jobID)
 	if err != nil {
 		return nil, err
@@ -588,13 +588,13 @@ SELECT id FROM attempt
 `
 
 type LLMAttemptRecordParams struct {
-	JobID             pgtype.UUID
+	JobID             string
 	Fenced            bool
 	Owner             string
-	LeaseAttempt      int32
-	JobAttempt        int32
+	LeaseAttempt      int64
+	JobAttempt        int64
 	Stage             string
-	Chunk             int32
+	Chunk             int64
 	ProviderKey       string
 	Outcome           string
 	Billed            bool
@@ -649,7 +649,7 @@ WHERE job_id = $1::uuid
 ORDER BY id
 `
 
-func (q *Queries) OutboxList(ctx context.Context, db DBTX, jobID pgtype.UUID) ([]Outbox, error) {
+func (q *Queries) OutboxList(ctx context.Context, db DBTX, jobID string) ([]Outbox, error) {
 	rows, err := db.Query(ctx, outboxList, jobID)
 	if err != nil {
 		return nil, err

@@ -34,12 +34,12 @@ type CheckpointGetByStageKeysParams struct {
 }
 
 type CheckpointGetByStageKeysRow struct {
-	JobID       pgtype.UUID
+	JobID       string
 	StageKey    string
 	Stage       string
-	Chunk       int32
+	Chunk       int64
 	CodeVersion string
-	Attempt     int32
+	Attempt     int64
 	Output      []byte
 	ReusedFrom  string
 	CreatedAt   time.Time
@@ -85,7 +85,7 @@ WHERE job_id = ANY($1::uuid[])
 `
 
 // The checkpoints of a claimed batch's jobs that ran before, in one read.
-func (q *Queries) CheckpointListMany(ctx context.Context, db DBTX, jobIds []pgtype.UUID) ([]JobCheckpoint, error) {
+func (q *Queries) CheckpointListMany(ctx context.Context, db DBTX, jobIds []string) ([]JobCheckpoint, error) {
 	rows, err := db.Query(ctx, checkpointListMany, jobIds)
 	if err != nil {
 		return nil, err
@@ -203,9 +203,9 @@ SELECT coalesce((SELECT fenced FROM job), false)::boolean AS fenced,
 `
 
 type CheckpointWriteManyParams struct {
-	JobAttempt        int32
+	JobAttempt        int64
 	AttemptStage      string
-	AttemptChunk      int32
+	AttemptChunk      int64
 	ProviderKey       string
 	Outcome           string
 	Billed            bool
@@ -217,20 +217,20 @@ type CheckpointWriteManyParams struct {
 	Error             string
 	Model             string
 	PriceClass        string
-	JobID             pgtype.UUID
+	JobID             string
 	RecordAttempt     bool
 	Owner             string
-	Attempt           int32
+	Attempt           int64
 	AdvanceTo         *string
-	Advances          int32
-	Checkpoints       []byte
+	Advances          int64
+	Checkpoints       string
 }
 
 type CheckpointWriteManyRow struct {
 	Fenced       bool
-	Journaled    int32
+	Journaled    int64
 	Tenant       string
-	LastEventSeq int32
+	LastEventSeq int64
 }
 
 // Several checkpoints of one job and, when @record_attempt, the LLM attempt
@@ -333,13 +333,13 @@ RETURNING jobs.id, jobs.cancel_requested
 type JobHeartbeatManyParams struct {
 	Now           *time.Time
 	LeaseDuration pgtype.Interval
-	Ids           []pgtype.UUID
+	Ids           []string
 	Owners        []string
-	Attempts      []int32
+	Attempts      []int64
 }
 
 type JobHeartbeatManyRow struct {
-	ID              pgtype.UUID
+	ID              string
 	CancelRequested bool
 }
 
@@ -441,36 +441,36 @@ SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, promp
 `
 
 type JobPublishManyParams struct {
-	Jobs        []byte
-	Checkpoints []byte
+	Jobs        string
+	Checkpoints string
 }
 
 type JobPublishManyRow struct {
-	ID                pgtype.UUID
+	ID                string
 	Tenant            string
 	IdempotencyKey    string
 	DedupKey          string
 	Pipeline          string
-	PipelineVersion   int32
+	PipelineVersion   int64
 	PromptVersion     string
 	ModelProfile      string
 	Status            string
 	Stage             string
-	Attempt           int32
-	Output            []byte
-	Error             []byte
-	DeduplicatedFrom  pgtype.UUID
+	Attempt           int64
+	Output            *string
+	Error             *string
+	DeduplicatedFrom  *string
 	DocumentSha256    string
 	DocumentMediaType string
 	DocumentName      string
 	DocumentSizeBytes int64
-	Params            []byte
-	Labels            []byte
+	Params            string
+	Labels            string
 	PromptTokens      int64
 	CompletionTokens  int64
 	CostMicros        int64
-	LlmCalls          int32
-	LastEventSeq      int32
+	LlmCalls          int64
+	LastEventSeq      int64
 	LeaseOwner        *string
 	LeaseUntil        *time.Time
 	CreatedAt         time.Time
@@ -479,12 +479,12 @@ type JobPublishManyRow struct {
 	RunAfter          *time.Time
 	CancelRequested   bool
 	BudgetStartedAt   time.Time
-	BudgetAttempts    int32
+	BudgetAttempts    int64
 	BudgetTokens      int64
 	Approved          bool
-	Generation        int32
+	Generation        int64
 	Traceparent       string
-	RunID             pgtype.UUID
+	RunID             *string
 	Priority          *string
 }
 

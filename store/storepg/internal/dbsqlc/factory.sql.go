@@ -8,8 +8,6 @@ package dbsqlc
 import (
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const jobUpdateFull = `-- name: JobUpdateFull :one
@@ -42,46 +40,46 @@ SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, promp
 type JobUpdateFullParams struct {
 	Status          string
 	Stage           string
-	Attempt         int32
+	Attempt         int64
 	LeaseOwner      *string
 	LeaseUntil      *time.Time
 	RunAfter        *time.Time
-	Output          []byte
-	Error           []byte
+	Output          *string
+	Error           *string
 	CancelRequested bool
 	Approved        bool
 	FinishedAt      *time.Time
 	Tenant          string
-	ID              pgtype.UUID
+	ID              string
 	Message         string
 }
 
 type JobUpdateFullRow struct {
-	ID                pgtype.UUID
+	ID                string
 	Tenant            string
 	IdempotencyKey    string
 	DedupKey          string
 	Pipeline          string
-	PipelineVersion   int32
+	PipelineVersion   int64
 	PromptVersion     string
 	ModelProfile      string
 	Status            string
 	Stage             string
-	Attempt           int32
-	Output            []byte
-	Error             []byte
-	DeduplicatedFrom  pgtype.UUID
+	Attempt           int64
+	Output            *string
+	Error             *string
+	DeduplicatedFrom  *string
 	DocumentSha256    string
 	DocumentMediaType string
 	DocumentName      string
 	DocumentSizeBytes int64
-	Params            []byte
-	Labels            []byte
+	Params            string
+	Labels            string
 	PromptTokens      int64
 	CompletionTokens  int64
 	CostMicros        int64
-	LlmCalls          int32
-	LastEventSeq      int32
+	LlmCalls          int64
+	LastEventSeq      int64
 	LeaseOwner        *string
 	LeaseUntil        *time.Time
 	CreatedAt         time.Time
@@ -90,12 +88,12 @@ type JobUpdateFullRow struct {
 	RunAfter          *time.Time
 	CancelRequested   bool
 	BudgetStartedAt   time.Time
-	BudgetAttempts    int32
+	BudgetAttempts    int64
 	BudgetTokens      int64
 	Approved          bool
-	Generation        int32
+	Generation        int64
 	Traceparent       string
-	RunID             pgtype.UUID
+	RunID             *string
 	Priority          *string
 }
 

@@ -23,7 +23,7 @@ WHERE (tenant, method, idem_key) IN (
 
 type IdempotencyKeyDeleteExpiredParams struct {
 	CreatedBefore time.Time
-	Max           int32
+	Max           int64
 }
 
 // Frees at most @max expired keys, in no particular order: the BRIN index

@@ -30,7 +30,7 @@ WITH input AS (
         unnest(@document_name::text[]) AS document_name,
         unnest(@params::jsonb[]) AS params,
         unnest(@labels::jsonb[]) AS labels,
-        unnest(@run_id::uuid[]) AS run_id,
+        nullif(unnest(@run_id::text[]), '')::uuid AS run_id,
         unnest(@traceparent::text[]) AS traceparent,
         nullif(unnest(@priority::text[]), '') AS priority
 ),

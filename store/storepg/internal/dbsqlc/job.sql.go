@@ -8,8 +8,6 @@ package dbsqlc
 import (
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const jobGetByID = `-- name: JobGetByID :one
@@ -19,7 +17,7 @@ WHERE tenant = $1::text AND id = $2::uuid
 
 type JobGetByIDParams struct {
 	Tenant string
-	ID     pgtype.UUID
+	ID     string
 }
 
 func (q *Queries) JobGetByID(ctx context.Context, db DBTX, arg JobGetByIDParams) (Job, error) {
@@ -265,10 +263,10 @@ type JobListParams struct {
 	Tenant         string
 	Status         *string
 	Pipeline       *string
-	RunID          pgtype.UUID
+	RunID          *string
 	AfterCreatedAt *time.Time
-	AfterID        pgtype.UUID
-	Max            int32
+	AfterID        *string
+	Max            int64
 	MaxBytes       int64
 }
 
@@ -373,7 +371,7 @@ WITH input AS (
         unnest($14::text[]) AS document_name,
         unnest($15::jsonb[]) AS params,
         unnest($16::jsonb[]) AS labels,
-        unnest($17::uuid[]) AS run_id,
+        nullif(unnest($17::text[]), '')::uuid AS run_id,
         unnest($18::text[]) AS traceparent,
         nullif(unnest($19::text[]), '') AS priority
 ),
@@ -446,53 +444,53 @@ SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, promp
 `
 
 type JobSubmitManyParams struct {
-	ID                []pgtype.UUID
+	ID                []string
 	Tenant            []string
 	Method            []string
 	IdempotencyKey    []string
 	Fingerprint       []string
 	DedupKey          []string
 	Pipeline          []string
-	PipelineVersion   []int32
+	PipelineVersion   []int64
 	PromptVersion     []string
 	ModelProfile      []string
 	DocumentSha256    []string
 	DocumentMediaType []string
 	DocumentData      [][]byte
 	DocumentName      []string
-	Params            [][]byte
-	Labels            [][]byte
-	RunID             []pgtype.UUID
+	Params            []string
+	Labels            []string
+	RunID             []string
 	Traceparent       []string
 	Priority          []string
 }
 
 type JobSubmitManyRow struct {
-	ID                pgtype.UUID
+	ID                string
 	Tenant            string
 	IdempotencyKey    string
 	DedupKey          string
 	Pipeline          string
-	PipelineVersion   int32
+	PipelineVersion   int64
 	PromptVersion     string
 	ModelProfile      string
 	Status            string
 	Stage             string
-	Attempt           int32
-	Output            []byte
-	Error             []byte
-	DeduplicatedFrom  pgtype.UUID
+	Attempt           int64
+	Output            *string
+	Error             *string
+	DeduplicatedFrom  *string
 	DocumentSha256    string
 	DocumentMediaType string
 	DocumentName      string
 	DocumentSizeBytes int64
-	Params            []byte
-	Labels            []byte
+	Params            string
+	Labels            string
 	PromptTokens      int64
 	CompletionTokens  int64
 	CostMicros        int64
-	LlmCalls          int32
-	LastEventSeq      int32
+	LlmCalls          int64
+	LastEventSeq      int64
 	LeaseOwner        *string
 	LeaseUntil        *time.Time
 	CreatedAt         time.Time
@@ -501,12 +499,12 @@ type JobSubmitManyRow struct {
 	RunAfter          *time.Time
 	CancelRequested   bool
 	BudgetStartedAt   time.Time
-	BudgetAttempts    int32
+	BudgetAttempts    int64
 	BudgetTokens      int64
 	Approved          bool
-	Generation        int32
+	Generation        int64
 	Traceparent       string
-	RunID             pgtype.UUID
+	RunID             *string
 	Priority          *string
 }
 

@@ -7,8 +7,6 @@ package dbsqlc
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const jobEventList = `-- name: JobEventList :many
@@ -23,9 +21,9 @@ LIMIT $4::integer
 
 type JobEventListParams struct {
 	Tenant   string
-	JobID    pgtype.UUID
-	AfterSeq int32
-	Max      int32
+	JobID    string
+	AfterSeq int64
+	Max      int64
 }
 
 // Every event carries its job's tenant, so no join is needed to scope it.
@@ -75,7 +73,7 @@ SELECT EXISTS (SELECT 1 FROM jobs WHERE tenant = $1::text AND id = $2::uuid)
 
 type JobExistsParams struct {
 	Tenant string
-	ID     pgtype.UUID
+	ID     string
 }
 
 func (q *Queries) JobExists(ctx context.Context, db DBTX, arg JobExistsParams) (bool, error) {

@@ -6,8 +6,6 @@ package dbsqlc
 
 import (
 	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type ApiKey struct {
@@ -28,10 +26,10 @@ type Delivery struct {
 	EventType       string
 	Sink            string
 	Tenant          string
-	JobID           pgtype.UUID
+	JobID           string
 	Status          string
-	Attempt         int32
-	Attempts        int32
+	Attempt         int64
+	Attempts        int64
 	DueAt           time.Time
 	LeaseOwner      *string
 	LastOutcome     string
@@ -50,10 +48,10 @@ type DeliveryAttempt struct {
 	EventID     string
 	Sink        string
 	Tenant      string
-	Attempt     int32
+	Attempt     int64
 	Relay       string
 	Outcome     string
-	HttpStatus  int32
+	HttpStatus  int64
 	Error       string
 	ExternalRef string
 	Duplicate   bool
@@ -76,36 +74,36 @@ type IdempotencyKey struct {
 	Method      string
 	IdemKey     string
 	Fingerprint string
-	JobID       pgtype.UUID
+	JobID       string
 	CreatedAt   time.Time
 }
 
 type Job struct {
-	ID                pgtype.UUID
+	ID                string
 	Tenant            string
 	IdempotencyKey    string
 	DedupKey          string
 	Pipeline          string
-	PipelineVersion   int32
+	PipelineVersion   int64
 	PromptVersion     string
 	ModelProfile      string
 	Status            string
 	Stage             string
-	Attempt           int32
-	Output            []byte
-	Error             []byte
-	DeduplicatedFrom  pgtype.UUID
+	Attempt           int64
+	Output            *string
+	Error             *string
+	DeduplicatedFrom  *string
 	DocumentSha256    string
 	DocumentMediaType string
 	DocumentName      string
 	DocumentSizeBytes int64
-	Params            []byte
-	Labels            []byte
+	Params            string
+	Labels            string
 	PromptTokens      int64
 	CompletionTokens  int64
 	CostMicros        int64
-	LlmCalls          int32
-	LastEventSeq      int32
+	LlmCalls          int64
+	LastEventSeq      int64
 	LeaseOwner        *string
 	LeaseUntil        *time.Time
 	CreatedAt         time.Time
@@ -114,34 +112,34 @@ type Job struct {
 	RunAfter          *time.Time
 	CancelRequested   bool
 	BudgetStartedAt   time.Time
-	BudgetAttempts    int32
+	BudgetAttempts    int64
 	BudgetTokens      int64
 	Approved          bool
-	Generation        int32
+	Generation        int64
 	Traceparent       string
-	RunID             pgtype.UUID
+	RunID             *string
 	Priority          *string
 }
 
 type JobCheckpoint struct {
-	JobID       pgtype.UUID
+	JobID       string
 	Tenant      string
 	Stage       string
-	Chunk       int32
+	Chunk       int64
 	StageKey    string
 	CodeVersion string
-	Attempt     int32
+	Attempt     int64
 	Output      []byte
 	CreatedAt   time.Time
 	ReusedFrom  string
 }
 
 type JobEvent struct {
-	JobID         pgtype.UUID
-	Seq           int32
+	JobID         string
+	Seq           int64
 	Status        string
 	Stage         string
-	Attempt       int32
+	Attempt       int64
 	Message       string
 	CreatedAt     time.Time
 	Tenant        string
@@ -155,11 +153,11 @@ type JobEvent struct {
 
 type LlmAttempt struct {
 	ID                int64
-	JobID             pgtype.UUID
+	JobID             string
 	Tenant            string
-	JobAttempt        int32
+	JobAttempt        int64
 	Stage             string
-	Chunk             int32
+	Chunk             int64
 	ProviderKey       string
 	Outcome           string
 	Billed            bool
@@ -178,9 +176,9 @@ type Outbox struct {
 	ID        int64
 	EventID   string
 	Tenant    string
-	JobID     pgtype.UUID
+	JobID     string
 	EventType string
-	Payload   []byte
+	Payload   string
 	CreatedAt time.Time
 	RoutedAt  *time.Time
 	Pipeline  string
@@ -205,30 +203,30 @@ type ProviderLimit struct {
 	RequestsTat float64
 	TokensTat   float64
 	PausedUntil float64
-	Holds       []byte
+	Holds       string
 }
 
 type Run struct {
-	ID            pgtype.UUID
+	ID            string
 	Tenant        string
 	IdemKey       string
 	Fingerprint   string
 	Name          string
 	Pipeline      string
 	ModelProfile  string
-	Params        []byte
-	Labels        []byte
+	Params        string
+	Labels        string
 	CreatedAt     time.Time
 	CancelledAt   *time.Time
 	ProviderBatch bool
 }
 
 type RunItem struct {
-	RunID       pgtype.UUID
+	RunID       string
 	ItemKey     string
 	Tenant      string
 	Fingerprint string
-	JobID       pgtype.UUID
+	JobID       string
 	Outcome     string
 	CreatedAt   time.Time
 }
@@ -238,13 +236,13 @@ type RunOperation struct {
 	Method      string
 	IdemKey     string
 	Fingerprint string
-	RunID       pgtype.UUID
-	Result      int32
+	RunID       string
+	Result      int64
 	CreatedAt   time.Time
 }
 
 type Schedule struct {
-	ID             pgtype.UUID
+	ID             string
 	Tenant         string
 	IdemKey        string
 	Fingerprint    string
@@ -252,14 +250,14 @@ type Schedule struct {
 	Cron           string
 	IntervalMs     int64
 	TimeZone       string
-	Job            []byte
+	Job            string
 	Overlap        string
 	Catchup        string
 	MisfireMs      int64
 	Paused         bool
 	DeletedAt      *time.Time
 	NextSlotAt     time.Time
-	LastJobID      pgtype.UUID
+	LastJobID      *string
 	BufferedSlotAt *time.Time
 	LeaseOwner     *string
 	LeaseUntil     *time.Time
@@ -268,11 +266,11 @@ type Schedule struct {
 }
 
 type ScheduleSlot struct {
-	ScheduleID pgtype.UUID
+	ScheduleID string
 	SlotAt     time.Time
 	Tenant     string
 	Outcome    string
-	JobID      pgtype.UUID
+	JobID      *string
 	Reason     string
 	DecidedAt  time.Time
 }

@@ -8,8 +8,6 @@ package dbsqlc
 import (
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const idempotencyKeyGet = `-- name: IdempotencyKeyGet :one
@@ -28,7 +26,7 @@ type IdempotencyKeyGetParams struct {
 
 type IdempotencyKeyGetRow struct {
 	Fingerprint string
-	JobID       pgtype.UUID
+	JobID       string
 }
 
 // Reads an existing key. Run as its own statement after IdempotencyKeyInsert
@@ -52,14 +50,14 @@ type IdempotencyKeyInsertParams struct {
 	Method      string
 	IdemKey     string
 	Fingerprint string
-	JobID       pgtype.UUID
+	JobID       string
 }
 
 // Takes a key for an operator call. On a conflict with a key another
 // transaction is inserting, it waits for that transaction: if it commits,
 // nothing is inserted and no row is returned; if it rolls back, this insert
 // goes ahead.
-func (q *Queries) IdempotencyKeyInsert(ctx context.Context, db DBTX, arg IdempotencyKeyInsertParams) (pgtype.UUID, error) {
+func (q *Queries) IdempotencyKeyInsert(ctx context.Context, db DBTX, arg IdempotencyKeyInsertParams) (string, error) {
 	row := db.QueryRow(ctx, idempotencyKeyInsert,
 		arg.Tenant,
 		arg.Method,
@@ -67,7 +65,7 @@ func (q *Queries) IdempotencyKeyInsert(ctx context.Context, db DBTX, arg Idempot
 		arg.Fingerprint,
 		arg.JobID,
 	)
-	var job_id pgtype.UUID
+	var job_id string
 	err := row.Scan(&job_id)
 	return job_id, err
 }
@@ -99,37 +97,37 @@ SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, promp
 
 type JobCancelParams struct {
 	Tenant       string
-	ID           pgtype.UUID
+	ID           string
 	FromStatuses []string
 	Message      string
 }
 
 type JobCancelRow struct {
-	ID                pgtype.UUID
+	ID                string
 	Tenant            string
 	IdempotencyKey    string
 	DedupKey          string
 	Pipeline          string
-	PipelineVersion   int32
+	PipelineVersion   int64
 	PromptVersion     string
 	ModelProfile      string
 	Status            string
 	Stage             string
-	Attempt           int32
-	Output            []byte
-	Error             []byte
-	DeduplicatedFrom  pgtype.UUID
+	Attempt           int64
+	Output            *string
+	Error             *string
+	DeduplicatedFrom  *string
 	DocumentSha256    string
 	DocumentMediaType string
 	DocumentName      string
 	DocumentSizeBytes int64
-	Params            []byte
-	Labels            []byte
+	Params            string
+	Labels            string
 	PromptTokens      int64
 	CompletionTokens  int64
 	CostMicros        int64
-	LlmCalls          int32
-	LastEventSeq      int32
+	LlmCalls          int64
+	LastEventSeq      int64
 	LeaseOwner        *string
 	LeaseUntil        *time.Time
 	CreatedAt         time.Time
@@ -138,12 +136,12 @@ type JobCancelRow struct {
 	RunAfter          *time.Time
 	CancelRequested   bool
 	BudgetStartedAt   time.Time
-	BudgetAttempts    int32
+	BudgetAttempts    int64
 	BudgetTokens      int64
 	Approved          bool
-	Generation        int32
+	Generation        int64
 	Traceparent       string
-	RunID             pgtype.UUID
+	RunID             *string
 	Priority          *string
 }
 
@@ -211,7 +209,7 @@ FOR UPDATE
 
 type JobGetByIDForUpdateParams struct {
 	Tenant string
-	ID     pgtype.UUID
+	ID     string
 }
 
 // Locks a job to tell why a conditional transition matched no row: no such
@@ -304,37 +302,37 @@ type JobReplayParams struct {
 	ResetStages  []string
 	ResetStage   string
 	Tenant       string
-	ID           pgtype.UUID
+	ID           string
 	FromStatuses []string
 	Message      string
 }
 
 type JobReplayRow struct {
-	ID                pgtype.UUID
+	ID                string
 	Tenant            string
 	IdempotencyKey    string
 	DedupKey          string
 	Pipeline          string
-	PipelineVersion   int32
+	PipelineVersion   int64
 	PromptVersion     string
 	ModelProfile      string
 	Status            string
 	Stage             string
-	Attempt           int32
-	Output            []byte
-	Error             []byte
-	DeduplicatedFrom  pgtype.UUID
+	Attempt           int64
+	Output            *string
+	Error             *string
+	DeduplicatedFrom  *string
 	DocumentSha256    string
 	DocumentMediaType string
 	DocumentName      string
 	DocumentSizeBytes int64
-	Params            []byte
-	Labels            []byte
+	Params            string
+	Labels            string
 	PromptTokens      int64
 	CompletionTokens  int64
 	CostMicros        int64
-	LlmCalls          int32
-	LastEventSeq      int32
+	LlmCalls          int64
+	LastEventSeq      int64
 	LeaseOwner        *string
 	LeaseUntil        *time.Time
 	CreatedAt         time.Time
@@ -343,12 +341,12 @@ type JobReplayRow struct {
 	RunAfter          *time.Time
 	CancelRequested   bool
 	BudgetStartedAt   time.Time
-	BudgetAttempts    int32
+	BudgetAttempts    int64
 	BudgetTokens      int64
 	Approved          bool
-	Generation        int32
+	Generation        int64
 	Traceparent       string
-	RunID             pgtype.UUID
+	RunID             *string
 	Priority          *string
 }
 
@@ -442,42 +440,42 @@ SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, promp
 
 type JobSettleParams struct {
 	Status       string
-	Error        []byte
+	Error        *string
 	Approved     bool
 	FreshBudget  bool
 	Finished     bool
 	Tenant       string
-	ID           pgtype.UUID
+	ID           string
 	FromStatuses []string
 	Message      string
 }
 
 type JobSettleRow struct {
-	ID                pgtype.UUID
+	ID                string
 	Tenant            string
 	IdempotencyKey    string
 	DedupKey          string
 	Pipeline          string
-	PipelineVersion   int32
+	PipelineVersion   int64
 	PromptVersion     string
 	ModelProfile      string
 	Status            string
 	Stage             string
-	Attempt           int32
-	Output            []byte
-	Error             []byte
-	DeduplicatedFrom  pgtype.UUID
+	Attempt           int64
+	Output            *string
+	Error             *string
+	DeduplicatedFrom  *string
 	DocumentSha256    string
 	DocumentMediaType string
 	DocumentName      string
 	DocumentSizeBytes int64
-	Params            []byte
-	Labels            []byte
+	Params            string
+	Labels            string
 	PromptTokens      int64
 	CompletionTokens  int64
 	CostMicros        int64
-	LlmCalls          int32
-	LastEventSeq      int32
+	LlmCalls          int64
+	LastEventSeq      int64
 	LeaseOwner        *string
 	LeaseUntil        *time.Time
 	CreatedAt         time.Time
@@ -486,12 +484,12 @@ type JobSettleRow struct {
 	RunAfter          *time.Time
 	CancelRequested   bool
 	BudgetStartedAt   time.Time
-	BudgetAttempts    int32
+	BudgetAttempts    int64
 	BudgetTokens      int64
 	Approved          bool
-	Generation        int32
+	Generation        int64
 	Traceparent       string
-	RunID             pgtype.UUID
+	RunID             *string
 	Priority          *string
 }
 

@@ -8,8 +8,6 @@ package dbsqlc
 import (
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const providerBatchBillsInsert = `-- name: ProviderBatchBillsInsert :exec
@@ -39,7 +37,7 @@ LIMIT $2::integer
 
 type ProviderBatchListStaleParams struct {
 	StaleBefore time.Time
-	MaxBatches  int32
+	MaxBatches  int64
 }
 
 type ProviderBatchListStaleRow struct {
@@ -122,7 +120,7 @@ ORDER BY pb.created_at, pb.tag
 `
 
 type RunBatchListParams struct {
-	RunID  pgtype.UUID
+	RunID  string
 	Tenant string
 }
 

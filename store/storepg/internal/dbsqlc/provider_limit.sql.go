@@ -29,19 +29,19 @@ type ProviderLimitDrawParams struct {
 	RequestBurst      float64
 	TokensPerSecond   float64
 	TokenBurst        float64
-	CallsInFlight     int32
+	CallsInFlight     int64
 	HoldTtl           float64
-	Calls             int32
+	Calls             int64
 	Ask               []int64
 	ReturnTokens      int64
 	PauseUntil        *float64
 }
 
 type ProviderLimitDrawRow struct {
-	Granted       int32
+	Granted       int64
 	NextAt        float64
 	InFlightBound bool
-	CallsInFlight int32
+	CallsInFlight int64
 	DrawnAt       float64
 }
 

@@ -147,3 +147,9 @@ event AS (
     WHERE job.status = 'cancelled'
 )
 SELECT job.id, job.tenant, job.last_event_seq, job.status FROM job;
+
+-- name: RunDefaultsGetMany :many
+-- The params and labels of runs, put under those of their items' jobs when
+-- the jobs are read: a run's are stored once, on its row, not copied into
+-- each item's (docs/architecture.md, "Runs").
+SELECT id, params, labels FROM runs WHERE id = ANY(@ids::uuid[]);

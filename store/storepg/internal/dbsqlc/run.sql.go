@@ -8,8 +8,6 @@ package dbsqlc
 import (
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const runCancelJobs = `-- name: RunCancelJobs :many
@@ -43,7 +41,7 @@ SELECT job.id, job.tenant, job.last_event_seq, job.status FROM job
 `
 
 type RunCancelJobsParams struct {
-	RunID        pgtype.UUID
+	RunID        string
 	Tenant       string
 	FromStatuses []string
 	Message      string
@@ -53,9 +51,9 @@ type RunCancelJobsParams struct {
 }
 
 type RunCancelJobsRow struct {
-	ID           pgtype.UUID
+	ID           string
 	Tenant       string
-	LastEventSeq int32
+	LastEventSeq int64
 	Status       string
 }
 
@@ -102,7 +100,7 @@ RETURNING id, tenant, idem_key, fingerprint, name, pipeline, model_profile, para
 
 type RunCancelMarkParams struct {
 	Tenant string
-	ID     pgtype.UUID
+	ID     string
 }
 
 // Marks a run cancelled; a cancelled run keeps its first time.
@@ -126,13 +124,46 @@ func (q *Queries) RunCancelMark(ctx context.Context, db DBTX, arg RunCancelMarkP
 	return i, err
 }
 
+const runDefaultsGetMany = `-- name: RunDefaultsGetMany :many
+SELECT id, params, labels FROM runs WHERE id = ANY($1::uuid[])
+`
+
+type RunDefaultsGetManyRow struct {
+	ID     string
+	Params string
+	Labels string
+}
+
+// The params and labels of runs, put under those of their items' jobs when
+// the jobs are read: a run's are stored once, on its row, not copied into
+// each item's (docs/architecture.md, "Runs").
+func (q *Queries) RunDefaultsGetMany(ctx context.Context, db DBTX, ids []string) ([]RunDefaultsGetManyRow, error) {
+	rows, err := db.Query(ctx, runDefaultsGetMany, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunDefaultsGetManyRow
+	for rows.Next() {
+		var i RunDefaultsGetManyRow
+		if err := rows.Scan(&i.ID, &i.Params, &i.Labels); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const runGetByID = `-- name: RunGetByID :one
 SELECT id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at, cancelled_at, provider_batch FROM runs WHERE tenant = $1::text AND id = $2::uuid
 `
 
 type RunGetByIDParams struct {
 	Tenant string
-	ID     pgtype.UUID
+	ID     string
 }
 
 func (q *Queries) RunGetByID(ctx context.Context, db DBTX, arg RunGetByIDParams) (Run, error) {
@@ -194,15 +225,15 @@ RETURNING id, tenant, idem_key, fingerprint, name, pipeline, model_profile, para
 `
 
 type RunInsertParams struct {
-	ID            pgtype.UUID
+	ID            string
 	Tenant        string
 	IdemKey       string
 	Fingerprint   string
 	Name          string
 	Pipeline      string
 	ModelProfile  string
-	Params        []byte
-	Labels        []byte
+	Params        string
+	Labels        string
 	ProviderBatch bool
 }
 
@@ -253,7 +284,7 @@ WHERE run_items.run_id = $1::uuid
 `
 
 type RunItemGetManyParams struct {
-	RunID  pgtype.UUID
+	RunID  string
 	Tenant string
 	Keys   []string
 }
@@ -339,11 +370,11 @@ ON CONFLICT DO NOTHING
 `
 
 type RunItemInsertManyParams struct {
-	RunID       []pgtype.UUID
+	RunID       []string
 	ItemKey     []string
 	Tenant      []string
 	Fingerprint []string
-	JobID       []pgtype.UUID
+	JobID       []string
 	Outcome     []string
 }
 
@@ -373,8 +404,8 @@ LIMIT $4::integer
 type RunListParams struct {
 	Tenant         string
 	AfterCreatedAt *time.Time
-	AfterID        pgtype.UUID
-	Max            int32
+	AfterID        *string
+	Max            int64
 }
 
 // One page of runs, newest first, after the cursor.
@@ -429,8 +460,8 @@ type RunOperationGetParams struct {
 
 type RunOperationGetRow struct {
 	Fingerprint string
-	RunID       pgtype.UUID
-	Result      int32
+	RunID       string
+	Result      int64
 }
 
 func (q *Queries) RunOperationGet(ctx context.Context, db DBTX, arg RunOperationGetParams) (RunOperationGetRow, error) {
@@ -452,12 +483,12 @@ type RunOperationInsertParams struct {
 	Method      string
 	IdemKey     string
 	Fingerprint string
-	RunID       pgtype.UUID
+	RunID       string
 }
 
 // Takes the key of a run-wide call; no row when it exists (then
 // RunOperationGet reads it, on a fresh snapshot).
-func (q *Queries) RunOperationInsert(ctx context.Context, db DBTX, arg RunOperationInsertParams) (pgtype.UUID, error) {
+func (q *Queries) RunOperationInsert(ctx context.Context, db DBTX, arg RunOperationInsertParams) (string, error) {
 	row := db.QueryRow(ctx, runOperationInsert,
 		arg.Tenant,
 		arg.Method,
@@ -465,7 +496,7 @@ func (q *Queries) RunOperationInsert(ctx context.Context, db DBTX, arg RunOperat
 		arg.Fingerprint,
 		arg.RunID,
 	)
-	var run_id pgtype.UUID
+	var run_id string
 	err := row.Scan(&run_id)
 	return run_id, err
 }
@@ -476,7 +507,7 @@ WHERE tenant = $2::text AND method = $3::text AND idem_key = $4::text
 `
 
 type RunOperationSetResultParams struct {
-	Result  int32
+	Result  int64
 	Tenant  string
 	Method  string
 	IdemKey string
@@ -510,7 +541,7 @@ GROUP BY jobs.status, run_items.outcome <> 'created'
 
 type RunProgressParams struct {
 	RecentSince time.Time
-	RunID       pgtype.UUID
+	RunID       string
 }
 
 type RunProgressRow struct {
@@ -589,7 +620,7 @@ SELECT job.id, job.tenant, job.last_event_seq FROM job
 `
 
 type RunReplayFailuresParams struct {
-	RunID        pgtype.UUID
+	RunID        string
 	Tenant       string
 	FromStatuses []string
 	Message      string
@@ -599,9 +630,9 @@ type RunReplayFailuresParams struct {
 }
 
 type RunReplayFailuresRow struct {
-	ID           pgtype.UUID
+	ID           string
 	Tenant       string
-	LastEventSeq int32
+	LastEventSeq int64
 }
 
 // Replays every failed or dead-lettered job of the run as JobReplay does

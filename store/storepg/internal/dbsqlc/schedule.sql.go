@@ -8,15 +8,13 @@ package dbsqlc
 import (
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const jobStatusGet = `-- name: JobStatusGet :one
 SELECT status FROM jobs WHERE id = $1::uuid
 `
 
-func (q *Queries) JobStatusGet(ctx context.Context, db DBTX, id pgtype.UUID) (string, error) {
+func (q *Queries) JobStatusGet(ctx context.Context, db DBTX, id string) (string, error) {
 	row := db.QueryRow(ctx, jobStatusGet, id)
 	var status string
 	err := row.Scan(&status)
@@ -34,9 +32,9 @@ WHERE id = $4::uuid
 
 type ScheduleAdvanceParams struct {
 	NextSlotAt     time.Time
-	LastJobID      pgtype.UUID
+	LastJobID      *string
 	BufferedSlotAt *time.Time
-	ID             pgtype.UUID
+	ID             string
 }
 
 // Moves a schedule on; next_slot_at never goes back.
@@ -71,7 +69,7 @@ type ScheduleClaimParams struct {
 	Owner      string
 	LeaseUntil time.Time
 	Now        time.Time
-	Max        int32
+	Max        int64
 }
 
 // Takes the lease of due schedules that are free, expired or the owner's.
@@ -129,7 +127,7 @@ WHERE tenant = $1::text AND id = $2::uuid AND deleted_at IS NULL
 
 type ScheduleDeleteParams struct {
 	Tenant string
-	ID     pgtype.UUID
+	ID     string
 }
 
 func (q *Queries) ScheduleDelete(ctx context.Context, db DBTX, arg ScheduleDeleteParams) (int64, error) {
@@ -146,7 +144,7 @@ SELECT id, tenant, idem_key, fingerprint, name, cron, interval_ms, time_zone, jo
 
 type ScheduleGetByIDParams struct {
 	Tenant string
-	ID     pgtype.UUID
+	ID     string
 }
 
 func (q *Queries) ScheduleGetByID(ctx context.Context, db DBTX, arg ScheduleGetByIDParams) (Schedule, error) {
@@ -228,7 +226,7 @@ RETURNING id, tenant, idem_key, fingerprint, name, cron, interval_ms, time_zone,
 `
 
 type ScheduleInsertParams struct {
-	ID          pgtype.UUID
+	ID          string
 	Tenant      string
 	IdemKey     string
 	Fingerprint string
@@ -236,7 +234,7 @@ type ScheduleInsertParams struct {
 	Cron        string
 	IntervalMs  int64
 	TimeZone    string
-	Job         []byte
+	Job         string
 	Overlap     string
 	Catchup     string
 	MisfireMs   int64
@@ -304,8 +302,8 @@ LIMIT $4::integer
 type ScheduleListParams struct {
 	Tenant         string
 	AfterCreatedAt *time.Time
-	AfterID        pgtype.UUID
-	Max            int32
+	AfterID        *string
+	Max            int64
 }
 
 func (q *Queries) ScheduleList(ctx context.Context, db DBTX, arg ScheduleListParams) ([]Schedule, error) {
@@ -372,12 +370,12 @@ LIMIT $4::integer
 type ScheduleListBasicParams struct {
 	Tenant         string
 	AfterCreatedAt *time.Time
-	AfterID        pgtype.UUID
-	Max            int32
+	AfterID        *string
+	Max            int64
 }
 
 type ScheduleListBasicRow struct {
-	ID             pgtype.UUID
+	ID             string
 	Tenant         string
 	IdemKey        string
 	Fingerprint    string
@@ -385,14 +383,14 @@ type ScheduleListBasicRow struct {
 	Cron           string
 	IntervalMs     int64
 	TimeZone       string
-	Job            []byte
+	Job            string
 	Overlap        string
 	Catchup        string
 	MisfireMs      int64
 	Paused         bool
 	DeletedAt      *time.Time
 	NextSlotAt     time.Time
-	LastJobID      pgtype.UUID
+	LastJobID      *string
 	BufferedSlotAt *time.Time
 	LeaseOwner     *string
 	LeaseUntil     *time.Time
@@ -456,7 +454,7 @@ FOR UPDATE
 `
 
 type ScheduleLockParams struct {
-	ID    pgtype.UUID
+	ID    string
 	Owner string
 }
 
@@ -504,7 +502,7 @@ type ScheduleSetPausedParams struct {
 	Paused     bool
 	NextSlotAt time.Time
 	Tenant     string
-	ID         pgtype.UUID
+	ID         string
 }
 
 // Resuming moves the next slot to @next_slot_at (slots that passed while
@@ -551,11 +549,11 @@ RETURNING slot_at
 `
 
 type ScheduleSlotInsertParams struct {
-	ScheduleID pgtype.UUID
+	ScheduleID string
 	SlotAt     time.Time
 	Tenant     string
 	Outcome    string
-	JobID      pgtype.UUID
+	JobID      *string
 	Reason     string
 }
 
@@ -582,8 +580,8 @@ LIMIT $2::integer
 `
 
 type ScheduleSlotListParams struct {
-	ScheduleID pgtype.UUID
-	Max        int32
+	ScheduleID string
+	Max        int64
 }
 
 // The latest decided slots of a schedule, newest first.
@@ -623,9 +621,9 @@ WHERE schedule_id = $4::uuid AND slot_at = $5::timestamptz
 
 type ScheduleSlotSettleParams struct {
 	Outcome    string
-	JobID      pgtype.UUID
+	JobID      *string
 	Reason     string
-	ScheduleID pgtype.UUID
+	ScheduleID string
 	SlotAt     time.Time
 }
 

@@ -7,8 +7,6 @@ package dbsqlc
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const jobChangeList = `-- name: JobChangeList :many
@@ -44,7 +42,7 @@ type JobChangeListParams struct {
 	AfterID  int64
 	Status   *string
 	Pipeline *string
-	Max      int32
+	Max      int64
 	MaxBytes int64
 }
 
@@ -190,13 +188,13 @@ LIMIT $3::integer
 type JobEventTailParams struct {
 	AfterTx int64
 	AfterID int64
-	Max     int32
+	Max     int64
 }
 
 type JobEventTailRow struct {
 	Tenant string
-	JobID  pgtype.UUID
-	Seq    int32
+	JobID  string
+	Seq    int64
 	Tx     int64
 	ID     int64
 }

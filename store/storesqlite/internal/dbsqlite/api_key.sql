@@ -10,7 +10,7 @@ SELECT * FROM api_keys WHERE id = @id;
 -- One tenant's keys, or every tenant's with an empty tenant; newest first.
 SELECT * FROM api_keys
 WHERE (CAST(@tenant AS TEXT) = '' OR tenant = @tenant)
-    AND (CAST(@include_revoked AS INTEGER) = 1 OR revoked_at IS NULL)
+    AND (CAST(@include_revoked AS BOOLEAN) = 1 OR revoked_at IS NULL)
 ORDER BY created_at DESC, id
 LIMIT @max;
 

@@ -70,14 +70,14 @@ func (q *Queries) APIKeyInsert(ctx context.Context, db DBTX, arg APIKeyInsertPar
 const aPIKeyList = `-- name: APIKeyList :many
 SELECT id, tenant, role, name, sha256, created_at, revoked_at, last_used_at FROM api_keys
 WHERE (CAST(?1 AS TEXT) = '' OR tenant = ?1)
-    AND (CAST(?2 AS INTEGER) = 1 OR revoked_at IS NULL)
+    AND (CAST(?2 AS BOOLEAN) = 1 OR revoked_at IS NULL)
 ORDER BY created_at DESC, id
 LIMIT ?3
 `
 
 type APIKeyListParams struct {
 	Tenant         string
-	IncludeRevoked int64
+	IncludeRevoked bool
 	Max            int64
 }
 

@@ -85,7 +85,7 @@ WHERE id = @id
 -- name: DeliveryList :many
 -- Dead letters first, then pending, then delivered; newest first in each.
 SELECT * FROM deliveries
-WHERE (CAST(@all_tenants AS INTEGER) = 1 OR tenant = @tenant)
+WHERE (CAST(@all_tenants AS BOOLEAN) = 1 OR tenant = @tenant)
     AND (CAST(@job_id AS TEXT) = '' OR job_id = CAST(@job_id AS TEXT))
     AND (CAST(@status AS TEXT) = '' OR status = CAST(@status AS TEXT))
     AND (CAST(@sink AS TEXT) = '' OR sink = CAST(@sink AS TEXT))
@@ -112,7 +112,7 @@ SET status = 'pending',
     lease_owner = NULL,
     updated_at = @now
 WHERE tenant = @tenant
-    AND (status = 'dead_lettered' OR (CAST(@redeliver AS INTEGER) = 1 AND status = 'delivered'))
+    AND (status = 'dead_lettered' OR (CAST(@redeliver AS BOOLEAN) = 1 AND status = 'delivered'))
     AND (CAST(@id AS INTEGER) = 0 OR id = CAST(@id AS INTEGER))
     AND (CAST(@sink AS TEXT) = '' OR sink = CAST(@sink AS TEXT))
 RETURNING *;

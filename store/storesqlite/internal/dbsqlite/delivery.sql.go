@@ -27,7 +27,7 @@ type DeliveryAttemptInsertParams struct {
 	HttpStatus  int64
 	Error       string
 	ExternalRef string
-	Duplicate   int64
+	Duplicate   bool
 	StartedAt   int64
 	FinishedAt  int64
 	LatencyMs   int64
@@ -260,7 +260,7 @@ func (q *Queries) DeliveryInsert(ctx context.Context, db DBTX, arg DeliveryInser
 
 const deliveryList = `-- name: DeliveryList :many
 SELECT id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at, landed FROM deliveries
-WHERE (CAST(?1 AS INTEGER) = 1 OR tenant = ?2)
+WHERE (CAST(?1 AS BOOLEAN) = 1 OR tenant = ?2)
     AND (CAST(?3 AS TEXT) = '' OR job_id = CAST(?3 AS TEXT))
     AND (CAST(?4 AS TEXT) = '' OR status = CAST(?4 AS TEXT))
     AND (CAST(?5 AS TEXT) = '' OR sink = CAST(?5 AS TEXT))
@@ -274,7 +274,7 @@ LIMIT ?10
 `
 
 type DeliveryListParams struct {
-	AllTenants    int64
+	AllTenants    bool
 	Tenant        string
 	JobID         string
 	Status        string
@@ -351,7 +351,7 @@ SET status = 'pending',
     lease_owner = NULL,
     updated_at = ?1
 WHERE tenant = ?2
-    AND (status = 'dead_lettered' OR (CAST(?3 AS INTEGER) = 1 AND status = 'delivered'))
+    AND (status = 'dead_lettered' OR (CAST(?3 AS BOOLEAN) = 1 AND status = 'delivered'))
     AND (CAST(?4 AS INTEGER) = 0 OR id = CAST(?4 AS INTEGER))
     AND (CAST(?5 AS TEXT) = '' OR sink = CAST(?5 AS TEXT))
 RETURNING id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at, landed
@@ -360,7 +360,7 @@ RETURNING id, outbox_id, event_id, event_type, sink, tenant, job_id, status, att
 type DeliveryRequeueParams struct {
 	Now       int64
 	Tenant    string
-	Redeliver int64
+	Redeliver bool
 	ID        int64
 	Sink      string
 }

@@ -137,7 +137,7 @@ INSERT INTO llm_attempts (
 )
 SELECT jobs.id, jobs.tenant, @job_attempt, @stage, @chunk,
     @provider_key, @outcome,
-    CAST(@billed AS INTEGER) AND NOT EXISTS (
+    CAST(@billed AS BOOLEAN) AND NOT EXISTS (
         SELECT 1 FROM llm_attempts AS billed
         WHERE billed.job_id = jobs.id AND billed.billed
             AND (CASE WHEN billed.provider_request_id <> '' THEN 'req:' || billed.provider_request_id
@@ -214,15 +214,15 @@ RETURNING *;
 -- park it (@parks: retry_wait, outcome_unknown, awaiting_approval): the job
 -- is cancelled instead, so the request is not lost between two heartbeats.
 UPDATE jobs
-SET status = CASE WHEN cancel_requested = 1 AND CAST(@parks AS INTEGER) = 1 THEN 'cancelled' ELSE @status END,
+SET status = CASE WHEN cancel_requested = 1 AND CAST(@parks AS BOOLEAN) = 1 THEN 'cancelled' ELSE @status END,
     error = coalesce(sqlc.narg(error), error),
     output = coalesce(sqlc.narg(output), output),
-    run_after = CASE WHEN cancel_requested = 1 AND CAST(@parks AS INTEGER) = 1 THEN NULL ELSE sqlc.narg(run_after) END,
-    finished_at = CASE WHEN cancel_requested = 1 AND CAST(@parks AS INTEGER) = 1 THEN @now ELSE sqlc.narg(finished_at) END,
+    run_after = CASE WHEN cancel_requested = 1 AND CAST(@parks AS BOOLEAN) = 1 THEN NULL ELSE sqlc.narg(run_after) END,
+    finished_at = CASE WHEN cancel_requested = 1 AND CAST(@parks AS BOOLEAN) = 1 THEN @now ELSE sqlc.narg(finished_at) END,
     updated_at = @now,
     lease_owner = NULL,
     lease_until = NULL,
-    budget_attempts = budget_attempts - CAST(@refund_attempt AS INTEGER),
+    budget_attempts = budget_attempts - CAST(@refund_attempt AS BOOLEAN),
     last_event_seq = last_event_seq + 1
 WHERE id = @id
     AND lease_owner = @owner

@@ -450,14 +450,14 @@ type JobHeartbeatParams struct {
 }
 
 // Extends a lease while (owner, attempt) still hold it. No row: lease lost.
-func (q *Queries) JobHeartbeat(ctx context.Context, db DBTX, arg JobHeartbeatParams) (int64, error) {
+func (q *Queries) JobHeartbeat(ctx context.Context, db DBTX, arg JobHeartbeatParams) (bool, error) {
 	row := db.QueryRowContext(ctx, jobHeartbeat,
 		arg.LeaseUntil,
 		arg.ID,
 		arg.Owner,
 		arg.Attempt,
 	)
-	var cancel_requested int64
+	var cancel_requested bool
 	err := row.Scan(&cancel_requested)
 	return cancel_requested, err
 }
@@ -648,15 +648,15 @@ func (q *Queries) JobStageSet(ctx context.Context, db DBTX, arg JobStageSetParam
 
 const jobTransition = `-- name: JobTransition :one
 UPDATE jobs
-SET status = CASE WHEN cancel_requested = 1 AND CAST(?1 AS INTEGER) = 1 THEN 'cancelled' ELSE ?2 END,
+SET status = CASE WHEN cancel_requested = 1 AND CAST(?1 AS BOOLEAN) = 1 THEN 'cancelled' ELSE ?2 END,
     error = coalesce(?3, error),
     output = coalesce(?4, output),
-    run_after = CASE WHEN cancel_requested = 1 AND CAST(?1 AS INTEGER) = 1 THEN NULL ELSE ?5 END,
-    finished_at = CASE WHEN cancel_requested = 1 AND CAST(?1 AS INTEGER) = 1 THEN ?6 ELSE ?7 END,
+    run_after = CASE WHEN cancel_requested = 1 AND CAST(?1 AS BOOLEAN) = 1 THEN NULL ELSE ?5 END,
+    finished_at = CASE WHEN cancel_requested = 1 AND CAST(?1 AS BOOLEAN) = 1 THEN ?6 ELSE ?7 END,
     updated_at = ?6,
     lease_owner = NULL,
     lease_until = NULL,
-    budget_attempts = budget_attempts - CAST(?8 AS INTEGER),
+    budget_attempts = budget_attempts - CAST(?8 AS BOOLEAN),
     last_event_seq = last_event_seq + 1
 WHERE id = ?9
     AND lease_owner = ?10
@@ -666,14 +666,14 @@ RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, pr
 `
 
 type JobTransitionParams struct {
-	Parks         int64
+	Parks         bool
 	Status        string
 	Error         *string
 	Output        *string
 	RunAfter      *int64
 	Now           int64
 	FinishedAt    *int64
-	RefundAttempt int64
+	RefundAttempt bool
 	ID            string
 	Owner         *string
 	Attempt       int64
@@ -785,7 +785,7 @@ INSERT INTO llm_attempts (
 )
 SELECT jobs.id, jobs.tenant, ?1, ?2, ?3,
     ?4, ?5,
-    CAST(?6 AS INTEGER) AND NOT EXISTS (
+    CAST(?6 AS BOOLEAN) AND NOT EXISTS (
         SELECT 1 FROM llm_attempts AS billed
         WHERE billed.job_id = jobs.id AND billed.billed
             AND (CASE WHEN billed.provider_request_id <> '' THEN 'req:' || billed.provider_request_id
@@ -805,7 +805,7 @@ type LLMAttemptInsertParams struct {
 	Chunk             int64
 	ProviderKey       string
 	Outcome           string
-	Billed            int64
+	Billed            bool
 	ProviderRequestID string
 	PromptTokens      int64
 	CompletionTokens  int64
@@ -820,7 +820,7 @@ type LLMAttemptInsertParams struct {
 
 type LLMAttemptInsertRow struct {
 	ID     int64
-	Billed int64
+	Billed bool
 }
 
 // Journals an attempt under the job's tenant, billed only if no billed

@@ -37,8 +37,8 @@ type JobUpdateFullParams struct {
 	RunAfter        *int64
 	Output          *string
 	Error           *string
-	CancelRequested int64
-	Approved        int64
+	CancelRequested bool
+	Approved        bool
 	FinishedAt      *int64
 	Now             int64
 	Tenant          string

@@ -50,7 +50,7 @@ type DeliveryAttempt struct {
 	HttpStatus  int64
 	Error       string
 	ExternalRef string
-	Duplicate   int64
+	Duplicate   bool
 	StartedAt   int64
 	FinishedAt  int64
 	LatencyMs   int64
@@ -106,11 +106,11 @@ type Job struct {
 	UpdatedAt         int64
 	FinishedAt        *int64
 	RunAfter          *int64
-	CancelRequested   int64
+	CancelRequested   bool
 	BudgetStartedAt   int64
 	BudgetAttempts    int64
 	BudgetTokens      int64
-	Approved          int64
+	Approved          bool
 	Generation        int64
 	Traceparent       string
 	RunID             *string
@@ -155,7 +155,7 @@ type LlmAttempt struct {
 	Chunk             int64
 	ProviderKey       string
 	Outcome           string
-	Billed            int64
+	Billed            bool
 	PromptTokens      int64
 	CompletionTokens  int64
 	CostMicros        int64
@@ -205,7 +205,7 @@ type Run struct {
 	Labels        string
 	CreatedAt     int64
 	CancelledAt   *int64
-	ProviderBatch int64
+	ProviderBatch bool
 }
 
 type RunItem struct {
@@ -241,7 +241,7 @@ type Schedule struct {
 	Overlap        string
 	Catchup        string
 	MisfireMs      int64
-	Paused         int64
+	Paused         bool
 	DeletedAt      *int64
 	NextSlotAt     int64
 	LastJobID      *string

@@ -155,7 +155,7 @@ SET status = 'queued',
     cancel_requested = 0,
     lease_owner = NULL,
     lease_until = NULL,
-    approved = approved AND NOT CAST(?3 AS INTEGER),
+    approved = approved AND NOT CAST(?3 AS BOOLEAN),
     budget_started_at = ?4,
     budget_attempts = 0,
     budget_tokens = 0,
@@ -170,7 +170,7 @@ RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, pr
 type JobReplayParams struct {
 	ResetStages   string
 	ResetStage    string
-	ClearApproval int64
+	ClearApproval bool
 	Now           int64
 	Tenant        string
 	ID            string
@@ -243,10 +243,10 @@ const jobSettle = `-- name: JobSettle :one
 UPDATE jobs
 SET status = ?1,
     error = coalesce(?2, error),
-    approved = approved OR CAST(?3 AS INTEGER),
-    budget_started_at = CASE WHEN CAST(?4 AS INTEGER) = 1 THEN ?5 ELSE budget_started_at END,
-    budget_attempts = CASE WHEN CAST(?4 AS INTEGER) = 1 THEN 0 ELSE budget_attempts END,
-    budget_tokens = CASE WHEN CAST(?4 AS INTEGER) = 1 THEN 0 ELSE budget_tokens END,
+    approved = approved OR CAST(?3 AS BOOLEAN),
+    budget_started_at = CASE WHEN CAST(?4 AS BOOLEAN) = 1 THEN ?5 ELSE budget_started_at END,
+    budget_attempts = CASE WHEN CAST(?4 AS BOOLEAN) = 1 THEN 0 ELSE budget_attempts END,
+    budget_tokens = CASE WHEN CAST(?4 AS BOOLEAN) = 1 THEN 0 ELSE budget_tokens END,
     finished_at = ?6,
     run_after = NULL,
     lease_owner = NULL,
@@ -262,8 +262,8 @@ RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, pr
 type JobSettleParams struct {
 	Status       string
 	Error        *string
-	Approved     int64
-	FreshBudget  int64
+	Approved     bool
+	FreshBudget  bool
 	Now          int64
 	FinishedAt   *int64
 	Tenant       string

@@ -28,7 +28,7 @@ LIMIT @max;
 -- name: RunProgress :many
 -- A run's items grouped by their job's status and whether they were reused.
 SELECT jobs.status,
-    CAST(run_items.outcome <> 'created' AS INTEGER) AS reused,
+    CAST(run_items.outcome <> 'created' AS BOOLEAN) AS reused,
     CAST(count(*) AS INTEGER) AS items,
     CAST(coalesce(sum(jobs.last_event_seq), 0) AS INTEGER) AS seq,
     CAST(coalesce(sum(jobs.prompt_tokens), 0) AS INTEGER) AS prompt_tokens,
@@ -77,10 +77,16 @@ JOIN jobs ON jobs.id = run_items.job_id
 WHERE run_items.run_id = @run_id
     AND jobs.tenant = @tenant
     AND jobs.status IN (SELECT value FROM json_each(CAST(@statuses AS TEXT)))
-    AND (NOT CAST(@created_only AS INTEGER) OR run_items.outcome = 'created')
+    AND (NOT CAST(@created_only AS BOOLEAN) OR run_items.outcome = 'created')
     AND NOT (jobs.status = 'running' AND jobs.cancel_requested)
 ORDER BY run_items.job_id;
 
 -- name: RunCancelMark :execrows
 UPDATE runs SET cancelled_at = coalesce(cancelled_at, @now)
 WHERE tenant = @tenant AND id = @id;
+
+-- name: RunDefaultsGetMany :many
+-- The params and labels of runs, put under those of their items' jobs when
+-- the jobs are read: a run's are stored once, on its row, not copied into
+-- each item's (docs/architecture.md, "Runs"). @ids is a JSON array.
+SELECT id, params, labels FROM runs WHERE id IN (SELECT value FROM json_each(CAST(@ids AS TEXT)));

@@ -28,6 +28,42 @@ func (q *Queries) RunCancelMark(ctx context.Context, db DBTX, arg RunCancelMarkP
 	return result.RowsAffected()
 }
 
+const runDefaultsGetMany = `-- name: RunDefaultsGetMany :many
+SELECT id, params, labels FROM runs WHERE id IN (SELECT value FROM json_each(CAST(?1 AS TEXT)))
+`
+
+type RunDefaultsGetManyRow struct {
+	ID     string
+	Params string
+	Labels string
+}
+
+// The params and labels of runs, put under those of their items' jobs when
+// the jobs are read: a run's are stored once, on its row, not copied into
+// each item's (docs/architecture.md, "Runs"). @ids is a JSON array.
+func (q *Queries) RunDefaultsGetMany(ctx context.Context, db DBTX, ids string) ([]RunDefaultsGetManyRow, error) {
+	rows, err := db.QueryContext(ctx, runDefaultsGetMany, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunDefaultsGetManyRow
+	for rows.Next() {
+		var i RunDefaultsGetManyRow
+		if err := rows.Scan(&i.ID, &i.Params, &i.Labels); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const runGetByID = `-- name: RunGetByID :one
 SELECT id, tenant, idem_key, fingerprint, name, pipeline, model_profile, params, labels, created_at, cancelled_at, provider_batch FROM runs WHERE tenant = ?1 AND id = ?2
 `
@@ -103,7 +139,7 @@ type RunInsertParams struct {
 	ModelProfile  string
 	Params        string
 	Labels        string
-	ProviderBatch int64
+	ProviderBatch bool
 	CreatedAt     int64
 }
 
@@ -242,7 +278,7 @@ JOIN jobs ON jobs.id = run_items.job_id
 WHERE run_items.run_id = ?1
     AND jobs.tenant = ?2
     AND jobs.status IN (SELECT value FROM json_each(CAST(?3 AS TEXT)))
-    AND (NOT CAST(?4 AS INTEGER) OR run_items.outcome = 'created')
+    AND (NOT CAST(?4 AS BOOLEAN) OR run_items.outcome = 'created')
     AND NOT (jobs.status = 'running' AND jobs.cancel_requested)
 ORDER BY run_items.job_id
 `
@@ -251,7 +287,7 @@ type RunJobIDsParams struct {
 	RunID       string
 	Tenant      string
 	Statuses    string
-	CreatedOnly int64
+	CreatedOnly bool
 }
 
 // The jobs of the run in the statuses given; with @created_only, only those
@@ -421,7 +457,7 @@ func (q *Queries) RunOperationSetResult(ctx context.Context, db DBTX, arg RunOpe
 
 const runProgress = `-- name: RunProgress :many
 SELECT jobs.status,
-    CAST(run_items.outcome <> 'created' AS INTEGER) AS reused,
+    CAST(run_items.outcome <> 'created' AS BOOLEAN) AS reused,
     CAST(count(*) AS INTEGER) AS items,
     CAST(coalesce(sum(jobs.last_event_seq), 0) AS INTEGER) AS seq,
     CAST(coalesce(sum(jobs.prompt_tokens), 0) AS INTEGER) AS prompt_tokens,
@@ -442,7 +478,7 @@ type RunProgressParams struct {
 
 type RunProgressRow struct {
 	Status           string
-	Reused           int64
+	Reused           bool
 	Items            int64
 	Seq              int64
 	PromptTokens     int64

@@ -45,9 +45,9 @@ LIMIT @max;
 
 -- name: ScheduleSetPaused :one
 UPDATE schedules
-SET next_slot_at = CASE WHEN paused AND NOT CAST(@paused AS INTEGER) THEN @next_slot_at ELSE next_slot_at END,
-    buffered_slot_at = CASE WHEN CAST(@paused AS INTEGER) THEN NULL ELSE buffered_slot_at END,
-    paused = CAST(@paused AS INTEGER),
+SET next_slot_at = CASE WHEN paused AND NOT CAST(@paused AS BOOLEAN) THEN @next_slot_at ELSE next_slot_at END,
+    buffered_slot_at = CASE WHEN CAST(@paused AS BOOLEAN) THEN NULL ELSE buffered_slot_at END,
+    paused = CAST(@paused AS BOOLEAN),
     updated_at = @now
 WHERE tenant = @tenant AND id = @id AND deleted_at IS NULL
 RETURNING *;

@@ -365,7 +365,7 @@ type ScheduleListBasicRow struct {
 	Overlap        string
 	Catchup        string
 	MisfireMs      int64
-	Paused         int64
+	Paused         bool
 	DeletedAt      *int64
 	NextSlotAt     int64
 	LastJobID      *string
@@ -469,16 +469,16 @@ func (q *Queries) ScheduleLock(ctx context.Context, db DBTX, arg ScheduleLockPar
 
 const scheduleSetPaused = `-- name: ScheduleSetPaused :one
 UPDATE schedules
-SET next_slot_at = CASE WHEN paused AND NOT CAST(?1 AS INTEGER) THEN ?2 ELSE next_slot_at END,
-    buffered_slot_at = CASE WHEN CAST(?1 AS INTEGER) THEN NULL ELSE buffered_slot_at END,
-    paused = CAST(?1 AS INTEGER),
+SET next_slot_at = CASE WHEN paused AND NOT CAST(?1 AS BOOLEAN) THEN ?2 ELSE next_slot_at END,
+    buffered_slot_at = CASE WHEN CAST(?1 AS BOOLEAN) THEN NULL ELSE buffered_slot_at END,
+    paused = CAST(?1 AS BOOLEAN),
     updated_at = ?3
 WHERE tenant = ?4 AND id = ?5 AND deleted_at IS NULL
 RETURNING id, tenant, idem_key, fingerprint, name, cron, interval_ms, time_zone, job, overlap, catchup, misfire_ms, paused, deleted_at, next_slot_at, last_job_id, buffered_slot_at, lease_owner, lease_until, created_at, updated_at
 `
 
 type ScheduleSetPausedParams struct {
-	Paused     int64
+	Paused     bool
 	NextSlotAt int64
 	Now        int64
 	Tenant     string
