@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	_ "modernc.org/sqlite"
@@ -156,5 +157,59 @@ func TestRunDefaultsAreStoredOnce(t *testing.T) {
 				require.Equal(t, want(i).GetLabels(), job.GetLabels(), "%s: labels of item %d", what, i)
 			}
 		}
+	})
+}
+
+// TestRunItemLimitsHoldAfterMerging: an item of a run is held to the
+// limits with the run's params and labels merged under its own (64 of
+// each), as before they were stored once: 64 after merging join, 65 are
+// the item's INVALID_ARGUMENT naming its field, and a member or label the
+// item shares with the run counts once.
+func TestRunItemLimitsHoldAfterMerging(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, st server.Store) {
+		b := setup(t, setupOpts{store: st, quiet: true})
+		runs := oncejobv1.NewRunServiceClient(b.conn)
+		fields := func(prefix string, n int) map[string]any {
+			out := map[string]any{}
+			for i := range n {
+				out[fmt.Sprintf("%s%d", prefix, i)] = "v"
+			}
+			return out
+		}
+		labels := func(prefix string, n int) map[string]string {
+			out := map[string]string{}
+			for i := range n {
+				out[fmt.Sprintf("%s%d", prefix, i)] = "v"
+			}
+			return out
+		}
+		params, err := structpb.NewStruct(fields("run", 40))
+		require.NoError(t, err)
+		run := createRun(t, runs, "limits", &oncejobv1.CreateRunRequest{Name: "limits", Pipeline: "summarize", Params: params, Labels: labels("run", 40)})
+		item := func(key string, ownParams map[string]any, ownLabels map[string]string) *oncejobv1.SubmitJobsItem {
+			p, err := structpb.NewStruct(ownParams)
+			require.NoError(t, err)
+			return &oncejobv1.SubmitJobsItem{IdempotencyKey: key, Request: &oncejobv1.SubmitJobRequest{
+				Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: key}}, Params: p, Labels: ownLabels,
+			}}
+		}
+		shared := fields("item", 24)
+		shared["run0"] = "own" // the run's member, counted once
+		resp, err := b.client.SubmitJobs(as(keyAcme, ""), &oncejobv1.SubmitJobsRequest{RunId: run.GetId(), Items: []*oncejobv1.SubmitJobsItem{
+			item("at-64", shared, labels("item", 24)),
+			item("params-65", fields("item", 25), nil),
+			item("labels-65", nil, labels("item", 25)),
+		}})
+		require.NoError(t, err)
+		res := resp.GetResults()
+		require.Nil(t, res[0].GetError())
+		requireFieldViolation(t, status.ErrorProto(res[1].GetError()), "items[1].request.params", "64")
+		requireFieldViolation(t, status.ErrorProto(res[2].GetError()), "items[2].request.labels", "64")
+		got, err := b.client.GetJob(as(keyAcme, ""), &oncejobv1.GetJobRequest{JobId: res[0].GetJob().GetId()})
+		require.NoError(t, err)
+		require.Len(t, got.GetJob().GetParams().GetFields(), 64)
+		require.Equal(t, "own", got.GetJob().GetParams().GetFields()["run0"].GetStringValue())
+		require.Len(t, got.GetJob().GetLabels(), 64)
 	})
 }

@@ -56,6 +56,21 @@ type Cache struct {
 type entry struct {
 	id       string
 	defaults Defaults
+	// members are the params' members, parsed once; err is why they are
+	// none (the merge then fails, naming the job).
+	members []member
+	err     error
+}
+
+func newEntry(id string, d Defaults) *entry {
+	if d.empty() {
+		d = Defaults{} // keeps no empty map or "{}" around
+	}
+	e := &entry{id: id, defaults: d}
+	if !emptyObject(d.Params) {
+		e.members, e.err = members(d.Params, nil)
+	}
+	return e
 }
 
 // New is an empty Cache that merges in style and reads runs with load.
@@ -66,17 +81,23 @@ func New(style Style, load Load) *Cache {
 // Put keeps the defaults of run id (a store calls it with every run it
 // reads, so SubmitJobs's own RunGet warms it for the items' jobs).
 func (c *Cache) Put(id string, d Defaults) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.entries[id]; ok {
-		c.order.MoveToFront(e)
+	if _, ok := c.get(id); ok {
 		return
 	}
-	if d.empty() {
-		d = Defaults{} // keeps no empty map or "{}" around
+	e := newEntry(id, d) // parsed outside the lock
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.put(e)
+}
+
+// put keeps e, unless the cache holds its run already.
+func (c *Cache) put(e *entry) {
+	if el, ok := c.entries[e.id]; ok {
+		c.order.MoveToFront(el)
+		return
 	}
-	c.entries[id] = c.order.PushFront(&entry{id: id, defaults: d})
-	c.bytes += d.size()
+	c.entries[e.id] = c.order.PushFront(e)
+	c.bytes += e.defaults.size()
 	for c.bytes > MaxCacheBytes && c.order.Len() > 1 {
 		last := c.order.Back()
 		old := last.Value.(*entry)
@@ -86,20 +107,20 @@ func (c *Cache) Put(id string, d Defaults) {
 	}
 }
 
-// get is the defaults of run id if the cache holds them.
-func (c *Cache) get(id string) (Defaults, bool) {
+// get is the entry of run id if the cache holds it.
+func (c *Cache) get(id string) (*entry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[id]
 	if !ok {
-		return Defaults{}, false
+		return nil, false
 	}
 	c.order.MoveToFront(e)
-	return e.Value.(*entry).defaults, true
+	return e.Value.(*entry), true
 }
 
 // Found are the defaults of the runs of some jobs, by run id.
-type Found map[string]Defaults
+type Found map[string]*entry
 
 // Bytes is about what the defaults of j's run add to j as text (its
 // params' and labels' JSON): what a store adds to the size of a job it
@@ -108,7 +129,11 @@ func (f Found) Bytes(j *store.Job) int64 {
 	if j == nil || j.RunID == "" {
 		return 0
 	}
-	d := f[j.RunID]
+	e, ok := f[j.RunID]
+	if !ok {
+		return 0
+	}
+	d := e.defaults
 	n := int64(len(d.Params))
 	for k, v := range d.Labels {
 		n += int64(len(k)+len(v)) + 6
@@ -128,8 +153,8 @@ func (c *Cache) Of(ctx context.Context, jobs ...*store.Job) (Found, error) {
 		if _, ok := found[j.RunID]; ok {
 			continue
 		}
-		if d, ok := c.get(j.RunID); ok {
-			found[j.RunID] = d
+		if e, ok := c.get(j.RunID); ok {
+			found[j.RunID] = e
 		} else if !slices.Contains(missing, j.RunID) {
 			missing = append(missing, j.RunID)
 		}
@@ -142,8 +167,14 @@ func (c *Cache) Of(ctx context.Context, jobs ...*store.Job) (Found, error) {
 		return nil, err
 	}
 	for id, d := range loaded {
-		c.Put(id, d)
-		found[id] = d
+		found[id] = newEntry(id, d)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range missing {
+		if e, ok := found[id]; ok {
+			c.put(e)
+		}
 	}
 	return found, nil
 }
@@ -167,16 +198,22 @@ func (c *Cache) MergeFound(found Found, jobs ...*store.Job) error {
 		if j == nil || j.RunID == "" {
 			continue
 		}
-		if err := c.merge(j, found[j.RunID]); err != nil {
-			return err
+		if e, ok := found[j.RunID]; ok { // a run not found (none is deleted) leaves the job as read
+			if err := c.merge(j, e); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-// merge puts d under j's own params and labels.
-func (c *Cache) merge(j *store.Job, d Defaults) error {
-	params, err := Merge(c.style, d.Params, j.Params)
+// merge puts e's defaults under j's own params and labels.
+func (c *Cache) merge(j *store.Job, e *entry) error {
+	d := e.defaults
+	params, err := mergeParsed(c.style, d.Params, e.members, j.Params)
+	if e.err != nil {
+		err = fmt.Errorf("run params: %w", e.err)
+	}
 	if err != nil {
 		return fmt.Errorf("job %s of run %s: %w: %w", j.ID, j.RunID, store.ErrInvalidRow, err)
 	}

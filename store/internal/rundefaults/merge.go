@@ -47,14 +47,24 @@ func Merge(style Style, base, over []byte) ([]byte, error) {
 	if emptyObject(base) {
 		return over, nil
 	}
-	if emptyObject(over) {
-		return base, nil
-	}
-	merged, err := members(base, nil)
+	parsed, err := members(base, nil)
 	if err != nil {
 		return nil, fmt.Errorf("run params: %w", err)
 	}
-	if merged, err = overlay(merged, over); err != nil {
+	return mergeParsed(style, base, parsed, over)
+}
+
+// mergeParsed is Merge with base's members parsed (a Cache parses a run's
+// once, not once a job).
+func mergeParsed(style Style, base []byte, parsed []member, over []byte) ([]byte, error) {
+	if len(parsed) == 0 {
+		return over, nil
+	}
+	if emptyObject(over) {
+		return base, nil
+	}
+	merged, err := overlay(slices.Clone(parsed), over)
+	if err != nil {
 		return nil, fmt.Errorf("job params: %w", err)
 	}
 	slices.SortFunc(merged, style.compare)
