@@ -246,19 +246,6 @@ func (s *Store) SinkDisable(ctx context.Context, params *store.SinkDisableParams
 	return interpretError(s.q.SinkDisable(ctx, s.pool, dbsqlc.SinkDisableParams{Sink: params.Sink, Tenant: params.Tenant, Reason: params.Reason}))
 }
 
-// SinkStateList implements store.DeliveryStore.
-func (s *Store) SinkStateList(ctx context.Context, params *store.SinkStateListParams) ([]*store.SinkState, error) {
-	rows, err := s.q.SinkStateList(ctx, s.pool, params.Tenant)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	out := make([]*store.SinkState, len(rows))
-	for i, r := range rows {
-		out[i] = &store.SinkState{Sink: r.Sink, Tenant: r.Tenant, DisabledAt: r.DisabledAt, Reason: r.Reason}
-	}
-	return out, nil
-}
-
 // SentMessageGet implements store.DeliveryStore.
 func (s *Store) SentMessageGet(ctx context.Context, params *store.SentMessageGetParams) (*store.SentMessage, error) {
 	r, err := s.q.SentMessageGet(ctx, s.pool, dbsqlc.SentMessageGetParams{Sink: params.Sink, ContentHash: params.ContentHash, SentAfter: params.SentAfter})

@@ -215,19 +215,6 @@ func (s *Store) SinkDisable(ctx context.Context, params *store.SinkDisableParams
 	})
 }
 
-// SinkStateList implements store.DeliveryStore.
-func (s *Store) SinkStateList(ctx context.Context, params *store.SinkStateListParams) ([]*store.SinkState, error) {
-	rows, err := s.q.SinkStateList(ctx, s.read, params.Tenant)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	out := make([]*store.SinkState, len(rows))
-	for i, r := range rows {
-		out[i] = &store.SinkState{Sink: r.Sink, Tenant: r.Tenant, DisabledAt: timeFrom(r.DisabledAt), Reason: r.Reason}
-	}
-	return out, nil
-}
-
 // SentMessageGet implements store.DeliveryStore.
 func (s *Store) SentMessageGet(ctx context.Context, params *store.SentMessageGetParams) (*store.SentMessage, error) {
 	r, err := s.q.SentMessageGet(ctx, s.read, dbsqlite.SentMessageGetParams{Sink: params.Sink, ContentHash: params.ContentHash, SentAfter: params.SentAfter.UnixMicro()})
