@@ -53,7 +53,9 @@ func TestUnreadResponsesAreHeldInTheBudgetUntilTheWriteDeadline(t *testing.T) {
 	t.Parallel()
 	const clients = 10
 	memory := membudget.New(1 << 30)
-	b := setup(t, setupOpts{memory: memory, writeTimeout: time.Second, sendBuffer: 64 << 10})
+	// The write timeout outlasts the ten draws on a loaded machine (at 1 s,
+	// a response drawn first was ended before the tenth was drawn, load 30).
+	b := setup(t, setupOpts{memory: memory, writeTimeout: 10 * time.Second, sendBuffer: 64 << 10})
 	page := seedMaximalJobs(t, b, 10)
 	require.Greater(t, len(page), 1<<20, "a maximal page")
 	require.Zero(t, memory.Used(), "the reads so far gave everything back")

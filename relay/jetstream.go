@@ -25,6 +25,11 @@ type jetStreamSink struct {
 	timeout time.Duration
 }
 
+// publishWindow is how many publishes of a sink wait for their acks at
+// most, across the relay's loops: the window of acknowledgements of the
+// asynchronous publishes (docs/architecture.md, "Routing and deliveries").
+const publishWindow = 512
+
 func newJetStreamSink(ctx context.Context, name string, c *JetStreamConfig) (*jetStreamSink, error) {
 	url := c.URL
 	if url == "" {
@@ -39,8 +44,10 @@ func newJetStreamSink(ctx context.Context, name string, c *JetStreamConfig) (*je
 		timeout = 5 * time.Second
 	}
 	// An asynchronous publish whose ack does not come in time is dropped from
-	// the pending ones (its future errs), so none lingers.
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(timeout))
+	// the pending ones (its future errs), so none lingers; at most
+	// publishWindow wait for their acks at once, whatever the routings
+	// publishing (a publish past it waits for an ack, up to the timeout).
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(timeout), jetstream.WithPublishAsyncMaxPending(publishWindow))
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -95,8 +102,10 @@ func (s *jetStreamSink) Deliver(ctx context.Context, d *store.Delivery) Result {
 }
 
 // DeliverBatch implements BatchSink: every delivery published at once
-// (asynchronously, pipelined on the connection, in the batch's order), then
-// every ack awaited; each result is as Deliver's.
+// (asynchronously, pipelined on the connection, in the batch's order, past
+// publishWindow waiting for acks), then every ack awaited; each result is
+// as Deliver's. A publish that waited in vain for room is failed: it was
+// not sent.
 func (s *jetStreamSink) DeliverBatch(ctx context.Context, ds []*store.Delivery) []Result {
 	out := make([]Result, len(ds))
 	futures := make([]jetstream.PubAckFuture, len(ds))
@@ -104,7 +113,7 @@ func (s *jetStreamSink) DeliverBatch(ctx context.Context, ds []*store.Delivery) 
 		msg := nats.NewMsg(Subject(s.prefix, d.Tenant, d.EventType))
 		msg.Data = d.Payload
 		msg.Header.Set(jetstream.MsgIDHeader, d.EventID)
-		f, err := s.js.PublishMsgAsync(msg, jetstream.WithExpectStream(s.stream))
+		f, err := s.js.PublishMsgAsync(msg, jetstream.WithExpectStream(s.stream), jetstream.WithStallWait(s.timeout))
 		if err != nil {
 			out[i] = Result{Outcome: store.DeliveryOutcomeFailed, Err: fmt.Errorf("publish: %w", err)}
 			continue

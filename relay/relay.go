@@ -128,6 +128,10 @@ type Relay struct {
 	sinks *Sinks
 	log   *slog.Logger
 
+	// busy wakes an idle loop when a round routed a full page: more are
+	// waiting, and another loop routes another partition of them.
+	busy chan struct{}
+
 	failMu  sync.Mutex
 	failing *roundError // the failure of the last round; nil after one that worked
 }
@@ -159,7 +163,7 @@ func New(ctx context.Context, cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Relay{cfg: cfg, sinks: sinks, log: cfg.Logger.With("relay", cfg.Owner)}, nil
+	return &Relay{cfg: cfg, sinks: sinks, log: cfg.Logger.With("relay", cfg.Owner), busy: make(chan struct{}, 1)}, nil
 }
 
 // Owner is the relay's name in leases and the journal.
@@ -205,6 +209,7 @@ func (r *Relay) loop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-r.busy:
 		case <-r.cfg.Wake:
 			// Every committed job event wakes the relay, most of them not
 			// announcements: let a burst settle into one round, so a busy
@@ -269,6 +274,12 @@ func (r *Relay) round(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, &roundError{step: "route", err: err}
 	}
+	if routed >= r.routeLimit() {
+		select {
+		case r.busy <- struct{}{}:
+		default:
+		}
+	}
 	batch, err := r.cfg.Store.DeliveryClaim(ctx, &store.DeliveryClaimParams{
 		Owner: r.cfg.Owner, Sinks: r.sinks.Names(), Limit: r.cfg.BatchSize, LeaseDuration: r.cfg.LeaseDuration,
 	})
@@ -301,6 +312,9 @@ func (r *Relay) round(ctx context.Context) (bool, error) {
 // receiver holds up the routing of other sinks' events this long at most.
 const routeSendTimeout = 2 * time.Second
 
+// routeLimit is how many events a round routes at most: five claims' worth.
+func (r *Relay) routeLimit() int { return r.cfg.BatchSize * 5 }
+
 // route routes a batch of the outbox. With a Deliverer it makes the first
 // attempt of each delivery to a sink with an idempotency key at routing,
 // and each such delivery is written once, settled; otherwise it only makes
@@ -308,12 +322,12 @@ const routeSendTimeout = 2 * time.Second
 func (r *Relay) route(ctx context.Context) (int, error) {
 	dr := r.cfg.Deliverer
 	if dr == nil {
-		return r.cfg.Store.OutboxRoute(ctx, &store.OutboxRouteParams{Route: r.sinks.Route, Limit: r.cfg.BatchSize * 5})
+		return r.cfg.Store.OutboxRoute(ctx, &store.OutboxRouteParams{Route: r.sinks.Route, Limit: r.routeLimit()})
 	}
 	var sent []*store.Delivery
 	var results []store.DeliveryResult
 	n, err := dr.OutboxRouteDeliver(ctx, &store.OutboxRouteDeliverParams{
-		Owner: r.cfg.Owner, Route: r.sinks.Route, Direct: r.sinks.Direct, Limit: r.cfg.BatchSize * 5,
+		Owner: r.cfg.Owner, Route: r.sinks.Route, Direct: r.sinks.Direct, Limit: r.routeLimit(),
 		Hold: routeSendTimeout + 10*time.Second,
 		Deliver: func(ctx context.Context, ds []*store.Delivery) []store.DeliveryResult {
 			ctx, cancel := context.WithTimeout(ctx, routeSendTimeout)

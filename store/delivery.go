@@ -21,10 +21,12 @@ import (
 type DeliveryStore interface {
 	// OutboxRoute makes the deliveries of up to Limit unrouted events, oldest
 	// first — one pending delivery, due now, per sink Route returns for the
-	// event — and marks the events routed, in one transaction. One routing
-	// transaction runs at a time (a caller that finds another one running
-	// routes nothing and returns 0), so the events of a job are routed in
-	// the order they were written. It returns how many events it routed.
+	// event — and marks the events routed, in one transaction. The events
+	// of a job are routed by one routing transaction at a time (a caller
+	// routes nothing another one holds; on Postgres routings of different
+	// jobs run at once), so they are routed in the order they were written.
+	// It returns how many events it routed; 0: none that no other routing
+	// holds.
 	OutboxRoute(ctx context.Context, params *OutboxRouteParams) (int, error)
 
 	// OutboxUnroutedList returns unrouted events created before
@@ -402,7 +404,8 @@ type SentMessageRecordParams struct {
 // OutboxDeliverer is a DeliveryStore that can route and deliver in one
 // write: it makes the first attempt of the deliveries a routing makes
 // before their rows exist, inside the routing transaction (which holds the
-// routing lock, so no other relay routes or sends those events meanwhile),
+// routing lock of the events' jobs, so no other relay routes or sends those
+// events meanwhile),
 // and then writes each delivery once, in the status its attempt left it.
 // A delivered event so costs two row writes (the outbox row marked routed,
 // the delivery inserted delivered) instead of five. A relay that dies

@@ -54,6 +54,7 @@ type config struct {
 	rateFor         time.Duration
 	root            string
 	keep            bool
+	sinks           []string
 }
 
 func main() {
@@ -68,7 +69,9 @@ func main() {
 	flag.DurationVar(&c.rateFor, "rate-for", 10*time.Second, "length of the lag phases")
 	flag.StringVar(&c.root, "root", "", "oncejob module root (default: found above the working directory)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the database and the temp dir")
+	sinks := flag.String("sinks", "webhook,jetstream", "the sinks measured, of webhook and jetstream")
 	flag.Parse()
+	c.sinks = strings.Split(*sinks, ",")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, c); err != nil {
@@ -89,6 +92,11 @@ type bench struct {
 }
 
 func run(ctx context.Context, c config) error {
+	for _, sink := range c.sinks {
+		if sink != "webhook" && sink != "jetstream" {
+			return fmt.Errorf("-sinks: %q is neither webhook nor jetstream", sink)
+		}
+	}
 	if c.root == "" {
 		var err error
 		if c.root, err = findRoot(); err != nil {
@@ -119,48 +127,73 @@ func run(ctx context.Context, c config) error {
 	_, _ = rand.Read(key)
 	b.secret = key
 
-	type row struct {
-		name     string
-		rate     float64
-		p50, p99 time.Duration
-	}
 	var rows []row
-	for _, sink := range []string{"webhook", "jetstream"} {
+	best := map[string]result{}
+	for _, sink := range c.sinks {
 		for _, procs := range []int{1, 2} {
 			r, err := b.throughput(ctx, sink, procs)
 			if err != nil {
 				return fmt.Errorf("%s, %d relays: %w", sink, procs, err)
 			}
-			rows = append(rows, row{name: fmt.Sprintf("%s, %d relay(s), backlog of %d", sink, procs, c.events), rate: r.rate, p50: r.p50, p99: r.p99})
+			if r.rate > best[sink].rate {
+				best[sink] = r
+			}
+			rows = append(rows, row{fmt.Sprintf("%s, %d relay(s), backlog of %d", sink, procs, c.events), r})
 		}
 	}
-	for _, sink := range []string{"webhook", "jetstream"} {
+	for _, sink := range c.sinks {
 		r, err := b.lag(ctx, sink)
 		if err != nil {
 			return fmt.Errorf("%s lag: %w", sink, err)
 		}
-		rows = append(rows, row{name: fmt.Sprintf("%s, 1 relay, steady %d/s", sink, c.rate), rate: r.rate, p50: r.p50, p99: r.p99})
+		rows = append(rows, row{fmt.Sprintf("%s, 1 relay, steady %d/s", sink, c.rate), r})
 	}
 	plain, err := b.plainPublisher(ctx)
 	if err != nil {
 		return fmt.Errorf("plain publisher: %w", err)
 	}
+	rows = append(rows, row{fmt.Sprintf("plain JetStream publisher, Nats-Msg-Id, acks per batch of %d", c.batch), plain})
 
-	fmt.Printf("\nrelay bench, %s, load average %s\n\n", time.Now().Format(time.RFC3339), loadavg())
-	fmt.Printf("| phase | events/s | lag p50 | lag p99 |\n|---|---:|---:|---:|\n")
-	for _, r := range rows {
-		fmt.Printf("| %s | %.0f | %s | %s |\n", r.name, r.rate, r.p50.Round(100*time.Microsecond), r.p99.Round(100*time.Microsecond))
-	}
-	fmt.Printf("| plain JetStream publisher, Nats-Msg-Id, acks per batch of %d | %.0f | | |\n", c.batch, plain)
-	best := max(rows[2].rate, rows[3].rate)
-	fmt.Printf("\nrelay -> JetStream / plain publisher: %.2fx (best of 1 and 2 relays; target >= 0.5x)\n", best/plain)
-	fmt.Printf("lag p99 at %d/s: webhook %s, JetStream %s (target < 100ms)\n", c.rate, rows[4].p99.Round(100*time.Microsecond), rows[5].p99.Round(100*time.Microsecond))
+	report(c, rows, best["jetstream"], plain)
 	return nil
+}
+
+type row struct {
+	name string
+	result
+}
+
+// report prints the phases' table: jetstream is the best JetStream
+// throughput phase, plain the peer.
+func report(c config, rows []row, jetstream, plain result) {
+	fmt.Printf("\nrelay bench, %s, load average %s\n\n", time.Now().Format(time.RFC3339), loadavg())
+	fmt.Printf("| phase | events/s | lag p50 | lag p99 | CPU ms per 1,000 events: relays (bench) / Postgres / NATS |\n|---|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		lag, used := "| |", ""
+		if r.p99 > 0 {
+			lag = fmt.Sprintf("| %s | %s |", r.p50.Round(100*time.Microsecond), r.p99.Round(100*time.Microsecond))
+		}
+		if r.cpu != (cpu{}) {
+			used = fmt.Sprintf("%.0f / %.0f / %.0f", perK(r.cpu.relay, c.events), perK(r.cpu.postgres, c.events), perK(r.cpu.nats, c.events))
+		}
+		fmt.Printf("| %s | %.0f %s %s |\n", r.name, r.rate, lag, used)
+	}
+	if r := jetstream; r.rate > 0 {
+		fmt.Printf("\nrelay -> JetStream / plain publisher: %.2fx (best of 1 and 2 relays; target >= 0.5x)\n", r.rate/plain.rate)
+		total := func(c cpu) time.Duration { return c.relay + c.postgres + c.nats }
+		fmt.Printf("CPU per event, relay -> JetStream (that run) / plain publisher: %.1fx\n", float64(total(r.cpu))/float64(total(plain.cpu)))
+	}
+	for _, r := range rows {
+		if strings.Contains(r.name, "steady") {
+			fmt.Printf("lag p99, %s: %s (target < 100ms)\n", r.name, r.p99.Round(100*time.Microsecond))
+		}
+	}
 }
 
 type result struct {
 	rate     float64
 	p50, p99 time.Duration
+	cpu      cpu // throughput phases and the plain publisher
 }
 
 // phase sets up a fresh database, a sink and its receiver.
@@ -244,8 +277,9 @@ func (b *bench) throughput(ctx context.Context, sink string, procs int) (result,
 		return result{}, err
 	}
 	logf("%s, %d relay(s): %d events waiting", sink, procs, b.c.events)
+	meter := b.startCPU(ctx)
 	start := time.Now()
-	relays, err := b.startRelays(ctx, configPath, procs)
+	relays, err := b.startRelays(ctx, configPath, fmt.Sprintf("%s-backlog-%d", sink, procs), procs)
 	if err != nil {
 		return result{}, err
 	}
@@ -254,9 +288,10 @@ func (b *bench) throughput(ctx context.Context, sink string, procs int) (result,
 		return result{}, err
 	}
 	elapsed := time.Since(start)
+	used := meter.used(ctx, relays)
 	p50, p99 := b.applied.lag()
 	logf("  %d applied in %s: %.0f/s", b.c.events, elapsed.Round(time.Millisecond), float64(b.c.events)/elapsed.Seconds())
-	return result{rate: float64(b.c.events) / elapsed.Seconds(), p50: p50, p99: p99}, nil
+	return result{rate: float64(b.c.events) / elapsed.Seconds(), p50: p50, p99: p99, cpu: used}, nil
 }
 
 // lag: one relay running, events committed at a steady rate in small
@@ -267,7 +302,7 @@ func (b *bench) lag(ctx context.Context, sink string) (result, error) {
 		return result{}, err
 	}
 	defer stopRecv()
-	relays, err := b.startRelays(ctx, configPath, 1)
+	relays, err := b.startRelays(ctx, configPath, sink+"-lag", 1)
 	if err != nil {
 		return result{}, err
 	}
@@ -315,10 +350,12 @@ func (b *bench) announce(ctx context.Context, n int) error {
 	return err
 }
 
-func (b *bench) startRelays(ctx context.Context, configPath string, procs int) ([]*proc, error) {
+// startRelays starts procs relay processes, each logging to
+// relay-<phase>-<i>.log in the run's directory (-keep keeps it).
+func (b *bench) startRelays(ctx context.Context, configPath, phase string, procs int) ([]*proc, error) {
 	var out []*proc
 	for i := range procs {
-		p, err := startProc(fmt.Sprintf("relay-%d", i), filepath.Join(b.dir, fmt.Sprintf("relay-%d.log", i)), b.bin,
+		p, err := startProc(fmt.Sprintf("relay-%d", i), filepath.Join(b.dir, fmt.Sprintf("relay-%s-%d.log", phase, i)), b.bin,
 			"relay", "--database-url", b.dbURL, "--config", configPath, "--relay-batch-size", fmt.Sprint(b.c.batch), "--relays", fmt.Sprint(b.c.loops), "--log-level", "warn")
 		if err != nil {
 			stopAll(out)
@@ -354,14 +391,15 @@ func (b *bench) webhookReceiver() http.Handler {
 // plainPublisher publishes the same number of events as a throughput phase
 // straight to a stream, with Nats-Msg-Id, in batches of the relay's size:
 // each batch published asynchronously, then every ack awaited.
-func (b *bench) plainPublisher(ctx context.Context) (float64, error) {
+func (b *bench) plainPublisher(ctx context.Context) (result, error) {
 	suffix := fmt.Sprint(time.Now().UnixNano())
 	stream, subject := "BENCH_PLAIN_"+suffix, "benchplain"+suffix+".default.job.succeeded"
 	if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject}, Duplicates: 2 * time.Minute}); err != nil {
-		return 0, err
+		return result{}, err
 	}
 	defer b.js.DeleteStream(context.Background(), stream)
 	payload := bytes.Repeat([]byte("x"), 600) // about an envelope's size
+	self, nats0 := selfCPU(), natsCPU()
 	start := time.Now()
 	for sent := 0; sent < b.c.events; {
 		n := min(b.c.batch, b.c.events-sent)
@@ -372,7 +410,7 @@ func (b *bench) plainPublisher(ctx context.Context) (float64, error) {
 			m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("plain-%d", sent+i))
 			f, err := b.js.PublishMsgAsync(m)
 			if err != nil {
-				return 0, err
+				return result{}, err
 			}
 			acks[i] = f
 		}
@@ -380,16 +418,17 @@ func (b *bench) plainPublisher(ctx context.Context) (float64, error) {
 			select {
 			case <-f.Ok():
 			case err := <-f.Err():
-				return 0, err
+				return result{}, err
 			case <-time.After(10 * time.Second):
-				return 0, fmt.Errorf("no ack")
+				return result{}, fmt.Errorf("no ack")
 			}
 		}
 		sent += n
 	}
 	rate := float64(b.c.events) / time.Since(start).Seconds()
+	used := cpu{relay: selfCPU() - self, nats: natsCPU() - nats0}
 	logf("plain publisher: %d in batches of %d: %.0f/s", b.c.events, b.c.batch, rate)
-	return rate, nil
+	return result{rate: rate, cpu: used}, nil
 }
 
 // tracker applies events once and keeps each one's lag.

@@ -14,36 +14,27 @@ import (
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
-// OutboxRoute implements store.DeliveryStore. The transaction first takes a
-// transaction-scoped advisory lock without waiting; when another relay holds
-// it, this one routes nothing now and claims what is routed.
+// OutboxRoute implements store.DeliveryStore. The transaction locks,
+// without waiting, partitions of the outbox (by job) that no other routing
+// holds and routes their oldest events (OutboxRouteBatch); when another
+// routing holds every partition with events, this one routes nothing now
+// and claims what is routed.
 func (s *Store) OutboxRoute(ctx context.Context, params *store.OutboxRouteParams) (int, error) {
 	routed := 0
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		locked, err := s.q.OutboxRouteLock(ctx, tx)
-		if err != nil || !locked {
+		events, err := s.routeBatch(ctx, tx, params.PageLimit(), 0)
+		if err != nil || len(events) == 0 {
 			return err
 		}
-		rows, err := s.q.OutboxUnroutedBatch(ctx, tx, int64(params.PageLimit()))
-		if err != nil || len(rows) == 0 {
-			return err
-		}
-		ids := make([]int64, len(rows))
-		var pairs dbsqlc.DeliveryInsertBatchParams
-		for i, r := range rows {
-			ids[i] = r.ID
-			for _, sink := range params.Route(outboxFromRow(r)) {
-				pairs.OutboxIds = append(pairs.OutboxIds, r.ID)
-				pairs.Sinks = append(pairs.Sinks, sink)
+		plan := &routePlan{events: events}
+		for i := range events {
+			e := &events[i].Outbox
+			for _, sink := range params.Route(outboxFromRow(*e)) {
+				plan.rows = append(plan.rows, routedRow{event: e, sink: sink, status: store.DeliveryStatusPending})
 			}
 		}
-		if len(pairs.Sinks) > 0 {
-			if err := s.q.DeliveryInsertBatch(ctx, tx, pairs); err != nil {
-				return err
-			}
-		}
-		routed = len(rows)
-		return s.q.OutboxMarkRouted(ctx, tx, ids)
+		routed = len(events)
+		return plan.write(ctx, s, tx, "")
 	})
 	if err != nil {
 		return 0, interpretError(err)
@@ -253,19 +244,6 @@ func (s *Store) DeliveryAttemptList(ctx context.Context, params *store.DeliveryA
 // SinkDisable implements store.DeliveryStore.
 func (s *Store) SinkDisable(ctx context.Context, params *store.SinkDisableParams) error {
 	return interpretError(s.q.SinkDisable(ctx, s.pool, dbsqlc.SinkDisableParams{Sink: params.Sink, Tenant: params.Tenant, Reason: params.Reason}))
-}
-
-// SinkStateList implements store.DeliveryStore.
-func (s *Store) SinkStateList(ctx context.Context, params *store.SinkStateListParams) ([]*store.SinkState, error) {
-	rows, err := s.q.SinkStateList(ctx, s.pool, params.Tenant)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	out := make([]*store.SinkState, len(rows))
-	for i, r := range rows {
-		out[i] = &store.SinkState{Sink: r.Sink, Tenant: r.Tenant, DisabledAt: r.DisabledAt, Reason: r.Reason}
-	}
-	return out, nil
 }
 
 // SentMessageGet implements store.DeliveryStore.

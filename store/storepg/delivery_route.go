@@ -13,42 +13,127 @@ import (
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
 )
 
-// routedRow is one element of DeliveryInsertRouted's @rows, read by
-// jsonb_to_recordset.
+// routePartitions is how many partitions routing splits the outbox into,
+// by a hash of the job id (OutboxRouteBatch): one routing at a time per
+// partition, so the events of a job are routed in order, and routings of
+// different partitions at once. A power of two, and the same for every
+// relay on a database: a constant, not a setting.
+const routePartitions = 8
+
+// routeShare: a routing takes partitions until they hold 1/routeShare of
+// the oldest unrouted events it looks at (OutboxRouteBatch), so that a
+// backlog is routed by this many routings at once and a trickle by one.
+const routeShare = 2
+
+// routedRow is one delivery a routing writes.
 type routedRow struct {
-	OutboxID    int64      `json:"outbox_id"`
-	Sink        string     `json:"sink"`
-	Status      string     `json:"status"`
-	Attempt     int32      `json:"attempt"`
-	DueAt       *time.Time `json:"due_at"`
-	Outcome     string     `json:"outcome"`
-	Error       string     `json:"error"`
-	ExternalRef string     `json:"external_ref"`
-	Landed      string     `json:"landed"`
-	Journal     bool       `json:"journal"`
-	HTTPStatus  int32      `json:"http_status"`
-	Duplicate   bool       `json:"duplicate"`
-	StartedAt   *time.Time `json:"started_at"`
-	FinishedAt  *time.Time `json:"finished_at"`
-	LatencyMS   int64      `json:"latency_ms"`
+	event       *dbsqlc.Outbox
+	sink        string
+	status      store.DeliveryStatus
+	attempt     int32 // 0: not attempted, pending and due now
+	dueAt       time.Time
+	outcome     string
+	err         string
+	externalRef string
+	landed      string
 }
 
-// routePlan is a routing's deliveries: rows in outbox order, and the ones
-// attempted at routing (direct[i] is rows[at[i]]).
+// journalRow is one element of OutboxRouteWrite's @journal, read by
+// jsonb_to_recordset: an attempt at routing that did not land.
+type journalRow struct {
+	OutboxID    int64     `json:"outbox_id"`
+	Sink        string    `json:"sink"`
+	Outcome     string    `json:"outcome"`
+	HTTPStatus  int32     `json:"http_status"`
+	Error       string    `json:"error"`
+	ExternalRef string    `json:"external_ref"`
+	Duplicate   bool      `json:"duplicate"`
+	StartedAt   time.Time `json:"started_at"`
+	FinishedAt  time.Time `json:"finished_at"`
+	LatencyMS   int64     `json:"latency_ms"`
+}
+
+// routePlan is a routing's writes: its events, their deliveries in outbox
+// order, the ones attempted at routing (direct[i] is rows[at[i]]) and the
+// journal of those attempts that did not land.
 type routePlan struct {
-	rows   []routedRow
-	direct []*store.Delivery
-	at     []int
+	events  []dbsqlc.OutboxRouteBatchRow
+	rows    []routedRow
+	direct  []*store.Delivery
+	at      []int
+	journal []journalRow
 }
 
-// OutboxRouteDeliver implements store.OutboxDeliverer. The transaction takes
-// the routing lock as OutboxRoute does, reads the batch, attempts the
-// deliveries that may go at once - a direct sink's, not disabled, with no
-// pending delivery of the same job and sink before it (in the table or
-// earlier in the batch) - then writes every delivery once and marks the
-// events routed. The transaction ends after params.Hold at the latest (its
-// session too, should the relay stop answering), so a stuck relay does not
-// hold the lock.
+// routePlanSettings make OutboxRouteBatch's plan the one its query is
+// written for, whatever the statistics say: walk outbox_unrouted_idx in id
+// order, keep the partition's events and stop at the limit (a planner that
+// believes few events are of the partition reads every unrouted event and
+// sorts them: a backlog's every round). The sort these settings price out
+// remains for the few partitions, so JIT, which the price would call for,
+// is off. The transaction's own idle timeout, when hold is set, is in the
+// same round trip.
+func routePlanSettings(hold time.Duration) string {
+	q := `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
+	set_config('enable_sort', 'off', true), set_config('jit', 'off', true)`
+	if hold > 0 {
+		q += fmt.Sprintf(", set_config('idle_in_transaction_session_timeout', '%d', true)", hold.Milliseconds())
+	}
+	return q
+}
+
+// routeBatch locks partitions no other routing holds and reads their
+// oldest unrouted events, up to limit; none when there is nothing to route
+// that another routing does not hold. hold, when set, ends the transaction's
+// session should it stay idle that long.
+func (s *Store) routeBatch(ctx context.Context, tx pgx.Tx, limit int, hold time.Duration) ([]dbsqlc.OutboxRouteBatchRow, error) {
+	if _, err := tx.Exec(ctx, routePlanSettings(hold)); err != nil {
+		return nil, err
+	}
+	return s.q.OutboxRouteBatch(ctx, tx, dbsqlc.OutboxRouteBatchParams{
+		Partitions: routePartitions, Max: int64(limit), Share: int64(max(1, limit/routeShare)),
+	})
+}
+
+// write inserts the plan's deliveries and journal rows and marks its
+// events routed, in one statement.
+func (p *routePlan) write(ctx context.Context, s *Store, tx pgx.Tx, owner string) error {
+	w := dbsqlc.OutboxRouteWriteParams{Owner: owner, Journal: "[]"}
+	for _, e := range p.events {
+		w.RoutedIds = append(w.RoutedIds, e.Outbox.ID)
+	}
+	for _, r := range p.rows {
+		w.OutboxIds = append(w.OutboxIds, r.event.ID)
+		w.EventIds = append(w.EventIds, r.event.EventID)
+		w.EventTypes = append(w.EventTypes, r.event.EventType)
+		w.Tenants = append(w.Tenants, r.event.Tenant)
+		w.JobIds = append(w.JobIds, r.event.JobID)
+		w.Sinks = append(w.Sinks, r.sink)
+		w.Statuses = append(w.Statuses, string(r.status))
+		w.Attempts = append(w.Attempts, int64(r.attempt))
+		w.DueAts = append(w.DueAts, r.dueAt)
+		w.Outcomes = append(w.Outcomes, r.outcome)
+		w.Errors = append(w.Errors, r.err)
+		w.ExternalRefs = append(w.ExternalRefs, r.externalRef)
+		w.Landed = append(w.Landed, r.landed)
+	}
+	if len(p.journal) > 0 {
+		j, err := json.Marshal(p.journal)
+		if err != nil {
+			return fmt.Errorf("storepg: routing journal: %w", err)
+		}
+		w.Journal = string(j)
+	}
+	return s.q.OutboxRouteWrite(ctx, tx, w)
+}
+
+// OutboxRouteDeliver implements store.OutboxDeliverer. The transaction
+// locks partitions of the outbox as OutboxRoute does, reads their batch,
+// attempts the deliveries that may go at once - a direct sink's, not
+// disabled, with no pending delivery of the same job and sink before it (in
+// the table or earlier in the batch) - then writes every delivery once and
+// marks the events routed, in one statement. The transaction ends after
+// params.Hold at the latest (its session too, should the relay stop
+// answering), so a stuck relay does not hold its partitions.
 func (s *Store) OutboxRouteDeliver(ctx context.Context, params *store.OutboxRouteDeliverParams) (int, error) {
 	hold := params.Hold
 	if hold <= 0 {
@@ -62,39 +147,16 @@ func (s *Store) OutboxRouteDeliver(ctx context.Context, params *store.OutboxRout
 	defer cancel()
 	routed := 0
 	err := pgx.BeginFunc(txCtx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(txCtx, fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d", (hold+time.Second).Milliseconds())); err != nil {
-			return err
-		}
-		locked, err := s.q.OutboxRouteLock(txCtx, tx)
-		if err != nil || !locked {
-			return err
-		}
-		events, err := s.q.OutboxUnroutedBatch(txCtx, tx, int64(params.PageLimit()))
+		events, err := s.routeBatch(txCtx, tx, params.PageLimit(), hold+time.Second)
 		if err != nil || len(events) == 0 {
 			return err
 		}
-		plan, err := s.planRoute(txCtx, tx, params, events)
-		if err != nil {
-			return err
-		}
+		plan := planRoute(params, events)
 		if len(plan.direct) > 0 {
 			plan.settle(params.Owner, params.Deliver(sendCtx, plan.direct))
 		}
-		if len(plan.rows) > 0 {
-			rows, err := json.Marshal(plan.rows)
-			if err != nil {
-				return fmt.Errorf("storepg: routed deliveries: %w", err)
-			}
-			if err := s.q.DeliveryInsertRouted(txCtx, tx, dbsqlc.DeliveryInsertRoutedParams{Owner: params.Owner, Rows: string(rows)}); err != nil {
-				return err
-			}
-		}
-		ids := make([]int64, len(events))
-		for i, e := range events {
-			ids[i] = e.ID
-		}
 		routed = len(events)
-		return s.q.OutboxMarkRouted(txCtx, tx, ids)
+		return plan.write(txCtx, s, tx, params.Owner)
 	})
 	if err != nil {
 		return 0, interpretError(err)
@@ -104,43 +166,21 @@ func (s *Store) OutboxRouteDeliver(ctx context.Context, params *store.OutboxRout
 
 // planRoute makes the routing's deliveries, pending and due now, and picks
 // those attempted at routing.
-func (s *Store) planRoute(ctx context.Context, tx pgx.Tx, params *store.OutboxRouteDeliverParams, events []dbsqlc.Outbox) (*routePlan, error) {
-	plan := &routePlan{}
-	sinksOf := make([][]string, len(events))
-	outs := make([]*store.OutboxEvent, len(events))
-	var jobs []string
-	var direct []string
-	for i, e := range events {
-		outs[i] = outboxFromRow(e)
-		sinksOf[i] = params.Route(outs[i])
-		for _, sink := range sinksOf[i] {
-			if params.Direct(sink) && !slices.Contains(direct, sink) {
-				direct = append(direct, sink)
-			}
-		}
-		jobs = append(jobs, e.JobID)
-	}
+func planRoute(params *store.OutboxRouteDeliverParams, events []dbsqlc.OutboxRouteBatchRow) *routePlan {
+	plan := &routePlan{events: events}
+	disabled := events[0].DisabledSinks
 	blocked := map[string]bool{}
-	if len(direct) > 0 {
-		disabled, err := s.q.SinkDisabledList(ctx, tx, direct)
-		if err != nil {
-			return nil, err
-		}
-		direct = slices.DeleteFunc(direct, func(s string) bool { return slices.Contains(disabled, s) })
-		pairs, err := s.q.DeliveryPendingPairs(ctx, tx, dbsqlc.DeliveryPendingPairsParams{JobIds: jobs, Sinks: direct})
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range pairs {
-			blocked[p.JobID+"\x00"+p.Sink] = true
-		}
-	}
 	now := time.Now()
-	for i, e := range events {
-		for _, sink := range sinksOf[i] {
-			key := e.JobID + "\x00" + sink
-			plan.rows = append(plan.rows, routedRow{OutboxID: e.ID, Sink: sink, Status: string(store.DeliveryStatusPending)})
-			wait := blocked[key] || !slices.Contains(direct, sink)
+	for i := range events {
+		e := &events[i].Outbox
+		out := outboxFromRow(*e)
+		for _, sink := range events[i].PendingSinks {
+			blocked[out.JobID+"\x00"+sink] = true
+		}
+		for _, sink := range params.Route(out) {
+			key := out.JobID + "\x00" + sink
+			plan.rows = append(plan.rows, routedRow{event: e, sink: sink, status: store.DeliveryStatusPending})
+			wait := blocked[key] || !params.Direct(sink) || slices.Contains(disabled, sink)
 			blocked[key] = true // a later event of the job waits for this one
 			if wait {
 				continue
@@ -148,12 +188,12 @@ func (s *Store) planRoute(ctx context.Context, tx pgx.Tx, params *store.OutboxRo
 			plan.at = append(plan.at, len(plan.rows)-1)
 			plan.direct = append(plan.direct, &store.Delivery{
 				OutboxID: e.ID, EventID: e.EventID, EventType: e.EventType, Sink: sink, Tenant: e.Tenant,
-				JobID: outs[i].JobID, Status: store.DeliveryStatusPending, Attempt: 1, Attempts: 1,
+				JobID: out.JobID, Status: store.DeliveryStatusPending, Attempt: 1, Attempts: 1,
 				BudgetStartedAt: now, CreatedAt: now, UpdatedAt: now, Payload: []byte(e.Payload), EventCreatedAt: e.CreatedAt,
 			})
 		}
 	}
-	return plan, nil
+	return plan
 }
 
 // settle writes the routing attempts' results into their rows: a landed
@@ -164,21 +204,20 @@ func (p *routePlan) settle(owner string, results []store.DeliveryResult) {
 			break
 		}
 		row := &p.rows[p.at[i]]
-		row.Status, row.Attempt, row.Outcome = string(res.Status), 1, string(res.Outcome)
-		row.Error, row.ExternalRef, row.HTTPStatus, row.Duplicate = res.Error, res.ExternalRef, res.HTTPStatus, res.Duplicate
-		row.StartedAt, row.FinishedAt = &res.StartedAt, &res.FinishedAt
-		row.LatencyMS = res.FinishedAt.Sub(res.StartedAt).Milliseconds()
-		if res.Status == store.DeliveryStatusPending {
-			row.DueAt = &res.DueAt
-		}
+		row.status, row.attempt, row.outcome = res.Status, 1, string(res.Outcome)
+		row.err, row.externalRef, row.dueAt = res.Error, res.ExternalRef, res.DueAt
 		if res.Status != store.DeliveryStatusDelivered {
-			row.Journal = true
+			p.journal = append(p.journal, journalRow{
+				OutboxID: row.event.ID, Sink: row.sink, Outcome: string(res.Outcome), HTTPStatus: res.HTTPStatus,
+				Error: res.Error, ExternalRef: res.ExternalRef, Duplicate: res.Duplicate,
+				StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, LatencyMS: res.FinishedAt.Sub(res.StartedAt).Milliseconds(),
+			})
 			continue
 		}
 		landed, _ := json.Marshal(store.LandedAttempt{
 			Relay: owner, ExternalRef: res.ExternalRef, HTTPStatus: res.HTTPStatus, Duplicate: res.Duplicate,
 			StartedAt: res.StartedAt, FinishedAt: res.FinishedAt,
 		})
-		row.Landed = string(landed)
+		row.landed = string(landed)
 	}
 }

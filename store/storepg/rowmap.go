@@ -43,10 +43,33 @@ func newReads(q *dbsqlc.Queries, db dbsqlc.DBTX, run func(dbsqlc.Run) (*store.Ru
 		Run:             rowmap.RunGetByID(h, q, run, withProgress),
 		APIKey:          rowmap.APIKeyGetByID(h, q, apiKeyFromRow),
 		APIKeys:         rowmap.APIKeyList(h, q, apiKeyFromRow),
+		Events:          rowmap.JobEvents(h, rowmap.JobEventRows(q, jobEventFromRow), rowmap.JobExists(q)),
+		SinkStates:      rowmap.SinkStateList(h, q, sinkStateFromRow),
+		RecentSlots:     rowmap.ScheduleSlotList(h, q, scheduleSlotFromRow),
 	}
+}
+
+// sinkStateFromRow is the state of a sink_states row.
+func sinkStateFromRow(r dbsqlc.SinkState) *store.SinkState {
+	return columns.SinkState(rowmap.SinkStateRow[time.Time](r))
 }
 
 // llmAttemptFromRow is the attempt of an llm_attempts row.
 func llmAttemptFromRow(r dbsqlc.LlmAttempt) *store.LLMAttempt {
 	return columns.LLMAttempt(rowmap.LLMAttemptRow[time.Time](r))
+}
+
+// jobEventFromRow is the event of a job_events row (its tx orders the
+// change feed; it is no part of the event).
+func jobEventFromRow(r dbsqlc.JobEvent) *store.JobEvent {
+	return columns.JobEvent(rowmap.JobEventRow[time.Time]{
+		JobID: r.JobID, Seq: r.Seq, Status: r.Status, Stage: r.Stage, Attempt: r.Attempt, Message: r.Message,
+		CreatedAt: r.CreatedAt, Tenant: r.Tenant, ID: r.ID, ActorKey: r.ActorKey, ActorRole: r.ActorRole,
+		ActorRpc: r.ActorRpc, NextAttemptAt: r.NextAttemptAt,
+	})
+}
+
+// scheduleSlotFromRow is the slot of a schedule_slots row.
+func scheduleSlotFromRow(r dbsqlc.ScheduleSlot) *store.ScheduleSlot {
+	return columns.ScheduleSlot(rowmap.ScheduleSlotRow[time.Time](r))
 }

@@ -2,9 +2,6 @@ package storepg
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"maps"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rundefaults"
@@ -30,37 +27,17 @@ func (s *Store) loadRunDefaults(ctx context.Context, ids []string) (map[string]r
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	out := make(map[string]rundefaults.Defaults, len(rows))
-	for _, row := range rows {
-		var labels map[string]string
-		if err := json.Unmarshal([]byte(row.Labels), &labels); err != nil {
-			return nil, fmt.Errorf("storepg: run %s: labels column: %w", row.ID, err)
-		}
-		out[row.ID] = rundefaults.Defaults{Params: []byte(row.Params), Labels: labels}
-	}
-	return out, nil
+	return rundefaults.FromRows("storepg", rows)
 }
 
-// runFromRow is the run of a runs row, without its progress; its defaults
-// are kept for its jobs' reads (SubmitJobs reads the run first, so the
-// items' jobs are answered without a query of their run).
+// runFromRow is the run of a runs row, without its progress, its defaults
+// kept for its jobs' reads (rundefaults.Cache.Run).
 func (s *Store) runFromRow(r dbsqlc.Run) (*store.Run, error) {
-	run, err := runFromRow(r)
-	if err == nil {
-		s.runs.Put(run.ID, rundefaults.Defaults{Params: run.Params, Labels: maps.Clone(run.Labels)})
-	}
-	return run, err
+	return s.runs.Run(runFromRow(r))
 }
 
 // job is the job of a jobs row as its readers see it: a run's item with
 // its run's defaults.
 func (s *Store) job(ctx context.Context, row dbsqlc.Job) (*store.Job, error) {
-	j, err := jobFromRow(row)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.runs.Apply(ctx, j); err != nil {
-		return nil, err
-	}
-	return j, nil
+	return rundefaults.Job(ctx, s.runs, jobFromRow, row)
 }

@@ -248,33 +248,13 @@ func (s *Store) scheduleSubmit(ctx context.Context, tx pgx.Tx, p *store.JobSubmi
 	return existing.Job.ID, nil, nil
 }
 
-// withSlots is scheduleWithSlots as a mapping of rows read under ctx.
+// withSlots is the mapping of schedules rows read under ctx, each with its
+// recent slots.
 func (s *Store) withSlots(ctx context.Context) func(dbsqlc.Schedule) (*store.Schedule, error) {
-	return func(row dbsqlc.Schedule) (*store.Schedule, error) { return s.scheduleWithSlots(ctx, row) }
+	return rowmap.WithSlots(ctx, scheduleFromRow, s.RecentSlots)
 }
 
-func (s *Store) scheduleWithSlots(ctx context.Context, row dbsqlc.Schedule) (*store.Schedule, error) {
-	sch := scheduleFromRow(row)
-	slots, err := s.q.ScheduleSlotList(ctx, s.pool, dbsqlc.ScheduleSlotListParams{ScheduleID: row.ID, Max: store.ScheduleRecentSlots})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	for _, sl := range slots {
-		sch.RecentSlots = append(sch.RecentSlots, columns.ScheduleSlot(rowmap.ScheduleSlotRow[time.Time](sl)))
-	}
-	return sch, nil
-}
-
+// scheduleFromRow is the schedule of a schedules row, without its slots.
 func scheduleFromRow(r dbsqlc.Schedule) *store.Schedule {
-	sch := &store.Schedule{
-		ID: r.ID, Tenant: r.Tenant, IdempotencyKey: r.IdemKey, Fingerprint: r.Fingerprint, Name: r.Name,
-		Cron: r.Cron, Interval: time.Duration(r.IntervalMs) * time.Millisecond, TimeZone: r.TimeZone, Job: []byte(r.Job),
-		Overlap: store.OverlapPolicy(r.Overlap), Catchup: store.CatchupPolicy(r.Catchup),
-		Misfire: time.Duration(r.MisfireMs) * time.Millisecond, Paused: r.Paused, NextSlotAt: r.NextSlotAt,
-		LastJobID: rowmap.Deref(r.LastJobID), BufferedSlotAt: r.BufferedSlotAt, LeaseUntil: r.LeaseUntil, CreatedAt: r.CreatedAt,
-	}
-	if r.LeaseOwner != nil {
-		sch.LeaseOwner = *r.LeaseOwner
-	}
-	return sch
+	return columns.Schedule(rowmap.ScheduleRow[time.Time](r))
 }

@@ -41,18 +41,3 @@ func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListPa
 	}
 	return rundefaults.Changes(ctx, s.runs, changes, params.PageBytes())
 }
-
-func jobEventFromRow(r dbsqlc.JobEvent) *store.JobEvent {
-	return &store.JobEvent{
-		JobID:     r.JobID,
-		Seq:       int32(r.Seq),
-		Status:    store.JobStatus(r.Status),
-		Stage:     store.JobStage(r.Stage),
-		Attempt:   int32(r.Attempt),
-		Message:   r.Message,
-		CreatedAt: r.CreatedAt,
-		Actor:     store.ActorFrom(r.ActorKey, r.ActorRole, r.ActorRpc),
-
-		NextAttemptAt: r.NextAttemptAt,
-	}
-}

@@ -11,26 +11,30 @@ import (
 // The single writer makes routing one-at-a-time and claims exclusive without
 // locks of their own (see internal/dbsqlite/delivery.sql).
 
-// OutboxRoute implements store.DeliveryStore.
+// OutboxRoute implements store.DeliveryStore: the batch's deliveries in one
+// statement, its events marked routed in another.
 func (s *Store) OutboxRoute(ctx context.Context, params *store.OutboxRouteParams) (int, error) {
 	routed := 0
 	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		rows, err := s.q.OutboxUnroutedBatch(ctx, tx, int64(params.PageLimit()))
-		if err != nil {
+		if err != nil || len(rows) == 0 {
 			return interpretError(err)
 		}
-		for _, r := range rows {
+		ids := make([]any, len(rows))
+		var pairs [][2]any
+		for i, r := range rows {
+			ids[i] = r.ID
 			for _, sink := range params.Route(outboxFromRow(r)) {
-				if err := s.q.DeliveryInsert(ctx, tx, dbsqlite.DeliveryInsertParams{Sink: sink, Now: now, OutboxID: r.ID}); err != nil {
-					return interpretError(err)
-				}
+				pairs = append(pairs, [2]any{r.ID, sink})
 			}
-			if err := s.q.OutboxMarkRouted(ctx, tx, dbsqlite.OutboxMarkRoutedParams{Now: &now, ID: r.ID}); err != nil {
+		}
+		if len(pairs) > 0 {
+			if err := s.q.DeliveryInsertMany(ctx, tx, dbsqlite.DeliveryInsertManyParams{Now: now, Pairs: jsonOf(pairs)}); err != nil {
 				return interpretError(err)
 			}
 		}
 		routed = len(rows)
-		return nil
+		return interpretError(s.q.OutboxMarkRoutedMany(ctx, tx, dbsqlite.OutboxMarkRoutedManyParams{Now: &now, Ids: jsonOf(ids)}))
 	})
 	return routed, err
 }
@@ -44,56 +48,80 @@ func (s *Store) OutboxUnroutedList(ctx context.Context, params *store.OutboxUnro
 	return rowmap.Map(rows, err, interpretError, outboxFromRow)
 }
 
-// DeliveryClaim implements store.DeliveryStore.
+// DeliveryClaim implements store.DeliveryStore: the candidates, their claim
+// and their events' payloads, three statements whatever the batch.
 func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimParams) ([]*store.Delivery, error) {
 	if params.Limit <= 0 || len(params.Sinks) == 0 {
 		return nil, nil
 	}
 	var out []*store.Delivery
 	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
+		out = nil
 		ids, err := s.q.DeliveryClaimCandidates(ctx, tx, dbsqlite.DeliveryClaimCandidatesParams{
 			Now: now, Sinks: jsonList(params.Sinks), Max: int64(params.Limit),
+		})
+		if err != nil || len(ids) == 0 {
+			return interpretError(err)
+		}
+		rows, err := s.q.DeliveryClaimMany(ctx, tx, dbsqlite.DeliveryClaimManyParams{
+			Owner: &params.Owner, LeaseUntil: now + params.LeaseDuration.Microseconds(), Now: now, Ids: jsonOf(ids),
 		})
 		if err != nil {
 			return interpretError(err)
 		}
-		for _, id := range ids {
-			row, err := s.q.DeliveryClaim(ctx, tx, dbsqlite.DeliveryClaimParams{
-				Owner: &params.Owner, LeaseUntil: now + params.LeaseDuration.Microseconds(), Now: now, ID: id,
-			})
-			if err != nil {
-				return interpretError(err)
-			}
-			event, err := s.q.OutboxPayload(ctx, tx, row.OutboxID)
-			if err != nil {
-				return interpretError(err)
-			}
-			d := deliveryFromRow(row)
-			d.Payload, d.EventCreatedAt = []byte(event.Payload), timeFrom(event.CreatedAt)
-			out = append(out, d)
+		outboxIDs := make([]int64, len(rows))
+		for i, r := range rows {
+			outboxIDs[i] = r.OutboxID
 		}
+		events, err := s.q.OutboxPayloads(ctx, tx, jsonOf(outboxIDs))
+		if err != nil {
+			return interpretError(err)
+		}
+		out = claimedInOrder(ids, rows, events)
 		return nil
 	})
 	return out, err
 }
 
+// claimedInOrder is the claimed deliveries with their events' payloads, in
+// the candidates' (due) order.
+func claimedInOrder(ids []int64, rows []dbsqlite.Delivery, events []dbsqlite.OutboxPayloadsRow) []*store.Delivery {
+	byEvent := make(map[int64]dbsqlite.OutboxPayloadsRow, len(events))
+	for _, e := range events {
+		byEvent[e.ID] = e
+	}
+	byID := make(map[int64]*store.Delivery, len(rows))
+	for _, r := range rows {
+		d := deliveryFromRow(r)
+		e := byEvent[r.OutboxID]
+		d.Payload, d.EventCreatedAt = []byte(e.Payload), timeFrom(e.CreatedAt)
+		byID[r.ID] = d
+	}
+	out := make([]*store.Delivery, 0, len(rows))
+	for _, id := range ids {
+		if d, ok := byID[id]; ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // DeliverySettle implements store.DeliveryStore: the batch in one write
-// transaction.
+// transaction, its journal in one statement.
 func (s *Store) DeliverySettle(ctx context.Context, params *store.DeliverySettleParams) (*store.DeliverySettleResult, error) {
 	res := &store.DeliverySettleResult{}
+	journal := make([][13]any, len(params.Results))
+	for i, r := range params.Results {
+		journal[i] = [13]any{r.DeliveryID, r.EventID, r.Sink, r.Tenant, r.Attempt, string(r.Outcome), r.HTTPStatus,
+			r.Error, r.ExternalRef, r.Duplicate, r.StartedAt.UnixMicro(), r.FinishedAt.UnixMicro(),
+			r.FinishedAt.Sub(r.StartedAt).Milliseconds()}
+	}
 	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		res.LeaseLost = nil
+		if err := s.q.DeliveryAttemptInsertMany(ctx, tx, dbsqlite.DeliveryAttemptInsertManyParams{Relay: params.Owner, Results: jsonOf(journal)}); err != nil {
+			return interpretError(err)
+		}
 		for _, r := range params.Results {
-			err := s.q.DeliveryAttemptInsert(ctx, tx, dbsqlite.DeliveryAttemptInsertParams{
-				DeliveryID: r.DeliveryID, EventID: r.EventID, Sink: r.Sink, Tenant: r.Tenant,
-				Attempt: int64(r.Attempt), Relay: params.Owner, Outcome: string(r.Outcome),
-				HttpStatus: int64(r.HTTPStatus), Error: r.Error, ExternalRef: r.ExternalRef,
-				Duplicate: r.Duplicate, StartedAt: r.StartedAt.UnixMicro(),
-				FinishedAt: r.FinishedAt.UnixMicro(), LatencyMs: r.FinishedAt.Sub(r.StartedAt).Milliseconds(),
-			})
-			if err != nil {
-				return interpretError(err)
-			}
 			n, err := s.q.DeliverySettle(ctx, tx, dbsqlite.DeliverySettleParams{
 				Status: string(r.Status), DueAt: r.DueAt.UnixMicro(), Outcome: string(r.Outcome),
 				Error: r.Error, ExternalRef: r.ExternalRef, Now: now, ID: r.DeliveryID,
@@ -185,19 +213,6 @@ func (s *Store) SinkDisable(ctx context.Context, params *store.SinkDisableParams
 	return s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
 		return interpretError(s.q.SinkDisable(ctx, tx, dbsqlite.SinkDisableParams{Sink: params.Sink, Tenant: params.Tenant, Now: now, Reason: params.Reason}))
 	})
-}
-
-// SinkStateList implements store.DeliveryStore.
-func (s *Store) SinkStateList(ctx context.Context, params *store.SinkStateListParams) ([]*store.SinkState, error) {
-	rows, err := s.q.SinkStateList(ctx, s.read, params.Tenant)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	out := make([]*store.SinkState, len(rows))
-	for i, r := range rows {
-		out[i] = &store.SinkState{Sink: r.Sink, Tenant: r.Tenant, DisabledAt: timeFrom(r.DisabledAt), Reason: r.Reason}
-	}
-	return out, nil
 }
 
 // SentMessageGet implements store.DeliveryStore.

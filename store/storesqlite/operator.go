@@ -260,6 +260,15 @@ func (s *Store) jobEventSetActor(ctx context.Context, tx *writeTx, row dbsqlite.
 
 // jsonList is a list as the JSON array the queries read with json_each (see
 // internal/dbsqlite/operator.sql).
+// jsonOf is v as JSON text, for a statement that reads it with json_each.
+func jsonOf(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // ids, strings and numbers always marshal
+	}
+	return string(b)
+}
+
 func jsonList(list []string) string {
 	b, err := json.Marshal(list)
 	if err != nil {

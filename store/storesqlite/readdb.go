@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"sync"
+
+	"github.com/oncejob/oncejob/store/storesqlite/internal/dbsqlite"
 )
 
 // readDB is the read pool with its statements prepared once: SQLite
@@ -103,6 +105,17 @@ func (r *readDB) beginRead(ctx context.Context) (*readTx, error) {
 		return nil, err
 	}
 	return &readTx{Tx: tx, r: r}, nil
+}
+
+// snapshot runs read in a read-only transaction of the pool
+// (rowmap.Handle.Snapshot).
+func (r *readDB) snapshot(ctx context.Context, read func(dbsqlite.DBTX) error) error {
+	tx, err := r.beginRead(ctx)
+	if err != nil {
+		return interpretError(err)
+	}
+	defer tx.end(ctx)
+	return read(tx)
 }
 
 // readTx is a read-only transaction of the pool. A query with a prepared

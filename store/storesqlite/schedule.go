@@ -98,7 +98,7 @@ func (s *Store) ScheduleSetPaused(ctx context.Context, params *store.ScheduleSet
 	if err != nil {
 		return nil, err
 	}
-	return s.scheduleWithSlots(ctx, row)
+	return s.withSlots(ctx)(row)
 }
 
 // ScheduleDelete implements store.ScheduleStore.
@@ -240,32 +240,15 @@ func (s *Store) scheduleAdvance(ctx context.Context, tx *writeTx, id string, nex
 	return interpretError(s.q.ScheduleAdvance(ctx, tx, dbsqlite.ScheduleAdvanceParams{NextSlotAt: next, LastJobID: lastJob, BufferedSlotAt: buffered, Now: now, ID: id}))
 }
 
-// withSlots is scheduleWithSlots as a mapping of rows read under ctx.
+// withSlots is the mapping of schedules rows read under ctx, each with its
+// recent slots.
 func (s *Store) withSlots(ctx context.Context) func(dbsqlite.Schedule) (*store.Schedule, error) {
-	return func(row dbsqlite.Schedule) (*store.Schedule, error) { return s.scheduleWithSlots(ctx, row) }
+	return rowmap.WithSlots(ctx, scheduleFromRow, s.RecentSlots)
 }
 
-func (s *Store) scheduleWithSlots(ctx context.Context, row dbsqlite.Schedule) (*store.Schedule, error) {
-	sch := scheduleFromRow(row)
-	slots, err := s.q.ScheduleSlotList(ctx, s.read, dbsqlite.ScheduleSlotListParams{ScheduleID: row.ID, Max: store.ScheduleRecentSlots})
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	for _, sl := range slots {
-		sch.RecentSlots = append(sch.RecentSlots, columns.ScheduleSlot(rowmap.ScheduleSlotRow[int64](sl)))
-	}
-	return sch, nil
-}
-
+// scheduleFromRow is the schedule of a schedules row, without its slots.
 func scheduleFromRow(r dbsqlite.Schedule) *store.Schedule {
-	return &store.Schedule{
-		ID: r.ID, Tenant: r.Tenant, IdempotencyKey: r.IdemKey, Fingerprint: r.Fingerprint, Name: r.Name,
-		Cron: r.Cron, Interval: time.Duration(r.IntervalMs) * time.Millisecond, TimeZone: r.TimeZone, Job: []byte(r.Job),
-		Overlap: store.OverlapPolicy(r.Overlap), Catchup: store.CatchupPolicy(r.Catchup),
-		Misfire: time.Duration(r.MisfireMs) * time.Millisecond, Paused: r.Paused, NextSlotAt: timeFrom(r.NextSlotAt),
-		LastJobID: rowmap.Deref(r.LastJobID), BufferedSlotAt: columns.NullTime(r.BufferedSlotAt), LeaseOwner: rowmap.Deref(r.LeaseOwner),
-		LeaseUntil: columns.NullTime(r.LeaseUntil), CreatedAt: timeFrom(r.CreatedAt),
-	}
+	return columns.Schedule(rowmap.ScheduleRow[int64](r))
 }
 
 func micros(t *time.Time) *int64 {

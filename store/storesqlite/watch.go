@@ -43,18 +43,3 @@ func (s *Store) JobChangeList(ctx context.Context, params *store.JobChangeListPa
 	}
 	return rundefaults.Changes(ctx, s.runs, changes, params.PageBytes())
 }
-
-func jobEventFromRow(r dbsqlite.JobEvent) *store.JobEvent {
-	return &store.JobEvent{
-		JobID:     r.JobID,
-		Seq:       int32(r.Seq),
-		Status:    store.JobStatus(r.Status),
-		Stage:     store.JobStage(r.Stage),
-		Attempt:   int32(r.Attempt),
-		Message:   r.Message,
-		CreatedAt: timeFrom(r.CreatedAt),
-		Actor:     store.ActorFrom(r.ActorKey, r.ActorRole, r.ActorRpc),
-
-		NextAttemptAt: columns.NullTime(r.NextAttemptAt),
-	}
-}

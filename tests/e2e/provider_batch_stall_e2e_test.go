@@ -77,7 +77,7 @@ func TestProviderBatchStalledCreate(t *testing.T) {
 			require.Eventually(t, func() bool {
 				st := sim.stats(t)
 				return st.BatchesCreated > before || len(st.BatchCallsByKey) == n
-			}, 60*time.Second, 20*time.Millisecond, "the taker sends the calls again, or every call was already in a batch")
+			}, 3*time.Minute, 20*time.Millisecond, "the taker sends the calls again, or every call was already in a batch")
 			if sim.stats(t).BatchesCreated == before {
 				t.Logf("every group of the stalled server sent its create before the stop: nothing taken over")
 			}

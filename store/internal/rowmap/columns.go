@@ -412,3 +412,81 @@ func (c Columns[T]) APIKey(r APIKeyRow[T]) *store.APIKey {
 		CreatedAt: c.Time(r.CreatedAt), RevokedAt: c.NullTime(r.RevokedAt), LastUsedAt: c.NullTime(r.LastUsedAt),
 	}
 }
+
+// SinkStateRow is a sink_states row.
+type SinkStateRow[T any] struct {
+	Sink       string
+	Tenant     string
+	DisabledAt T
+	Reason     string
+}
+
+// SinkState is the store value of r.
+func (c Columns[T]) SinkState(r SinkStateRow[T]) *store.SinkState {
+	return &store.SinkState{Sink: r.Sink, Tenant: r.Tenant, DisabledAt: c.Time(r.DisabledAt), Reason: r.Reason}
+}
+
+// ScheduleRow is a schedules row.
+type ScheduleRow[T any] struct {
+	ID             string
+	Tenant         string
+	IdemKey        string
+	Fingerprint    string
+	Name           string
+	Cron           string
+	IntervalMs     int64
+	TimeZone       string
+	Job            string
+	Overlap        string
+	Catchup        string
+	MisfireMs      int64
+	Paused         bool
+	DeletedAt      *T
+	NextSlotAt     T
+	LastJobID      *string
+	BufferedSlotAt *T
+	LeaseOwner     *string
+	LeaseUntil     *T
+	CreatedAt      T
+	UpdatedAt      T
+}
+
+// Schedule is the store value of r, without its recent slots.
+func (c Columns[T]) Schedule(r ScheduleRow[T]) *store.Schedule {
+	return &store.Schedule{
+		ID: r.ID, Tenant: r.Tenant, IdempotencyKey: r.IdemKey, Fingerprint: r.Fingerprint, Name: r.Name,
+		Cron: r.Cron, Interval: time.Duration(r.IntervalMs) * time.Millisecond, TimeZone: r.TimeZone, Job: []byte(r.Job),
+		Overlap: store.OverlapPolicy(r.Overlap), Catchup: store.CatchupPolicy(r.Catchup),
+		Misfire: time.Duration(r.MisfireMs) * time.Millisecond, Paused: r.Paused, NextSlotAt: c.Time(r.NextSlotAt),
+		LastJobID: Deref(r.LastJobID), BufferedSlotAt: c.NullTime(r.BufferedSlotAt), LeaseOwner: Deref(r.LeaseOwner),
+		LeaseUntil: c.NullTime(r.LeaseUntil), CreatedAt: c.Time(r.CreatedAt),
+	}
+}
+
+// JobEventRow is a job_events row. Postgres's also has the transaction id
+// the change feed orders by (tx), which is not the event's: its store
+// copies the other columns into a JobEventRow.
+type JobEventRow[T any] struct {
+	JobID         string
+	Seq           int64
+	Status        string
+	Stage         string
+	Attempt       int64
+	Message       string
+	CreatedAt     T
+	Tenant        string
+	ID            int64
+	ActorKey      string
+	ActorRole     string
+	ActorRpc      string // sqlc's name, which the conversion must match
+	NextAttemptAt *T
+}
+
+// JobEvent is the store value of r.
+func (c Columns[T]) JobEvent(r JobEventRow[T]) *store.JobEvent {
+	return &store.JobEvent{
+		JobID: r.JobID, Seq: int32(r.Seq), Status: store.JobStatus(r.Status), Stage: store.JobStage(r.Stage),
+		Attempt: int32(r.Attempt), Message: r.Message, CreatedAt: c.Time(r.CreatedAt),
+		Actor: store.ActorFrom(r.ActorKey, r.ActorRole, r.ActorRpc), NextAttemptAt: c.NullTime(r.NextAttemptAt),
+	}
+}

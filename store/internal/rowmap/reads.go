@@ -32,6 +32,11 @@ type Reads struct {
 	Run             func(ctx context.Context, params *store.RunGetParams, id string) (*store.Run, error)
 	APIKey          func(ctx context.Context, id string) (*store.APIKey, error)
 	APIKeys         func(context.Context, *store.APIKeyListParams) ([]*store.APIKey, error)
+	Events          func(ctx context.Context, params *store.JobEventListParams, jobID string) ([]*store.JobEvent, error)
+	SinkStates      func(ctx context.Context, tenant string) ([]*store.SinkState, error)
+	// RecentSlots is a schedule's last store.ScheduleRecentSlots slots,
+	// which every schedule a store answers carries (WithSlots).
+	RecentSlots func(ctx context.Context, scheduleID string) ([]*store.ScheduleSlot, error)
 }
 
 // DocumentGet implements store.EngineStore.
@@ -113,11 +118,37 @@ func (r Reads) APIKeyList(ctx context.Context, params *store.APIKeyListParams) (
 	return r.APIKeys(ctx, params)
 }
 
+// JobEventList implements store.Store.
+func (r Reads) JobEventList(ctx context.Context, params *store.JobEventListParams) ([]*store.JobEvent, error) {
+	id, ok := r.ID(params.JobID)
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	return r.Events(ctx, params, id)
+}
+
+// SinkStateList implements store.DeliveryStore.
+func (r Reads) SinkStateList(ctx context.Context, params *store.SinkStateListParams) ([]*store.SinkState, error) {
+	return r.SinkStates(ctx, params.Tenant)
+}
+
 // Handle is where a store's reads run, DB, and its reading of a failed
 // query, Interpret: what every function below binds a query to.
 type Handle[DB any] struct {
 	DB        DB
 	Interpret func(error) error
+	// Snapshot, when set, runs read with a handle on which the reads of
+	// one store call that must agree (JobEvents) see one snapshot; nil
+	// runs read on DB.
+	Snapshot func(ctx context.Context, read func(DB) error) error
+}
+
+// snapshot is Snapshot, or read on DB.
+func (h Handle[DB]) snapshot(ctx context.Context, read func(DB) error) error {
+	if h.Snapshot == nil {
+		return read(h.DB)
+	}
+	return h.Snapshot(ctx, read)
 }
 
 // DocumentGet is Reads.Document over a store's DocumentGet query.
@@ -251,5 +282,99 @@ func APIKeyList[DB any, P ~struct {
 	return func(ctx context.Context, params *store.APIKeyListParams) ([]*store.APIKey, error) {
 		rows, err := q.APIKeyList(ctx, h.DB, P{Tenant: params.Tenant, IncludeRevoked: params.IncludeRevoked, Max: int64(params.PageLimit())})
 		return Map(rows, err, h.Interpret, f)
+	}
+}
+
+// EventRows is a store's JobEventList query on db, its rows mapped: the
+// events of job jobID after params.AfterSeq, a page of them.
+type EventRows[DB any] func(ctx context.Context, db DB, params *store.JobEventListParams, jobID string) ([]*store.JobEvent, error)
+
+// JobEventRows is EventRows over a store's JobEventList query, its rows
+// mapped by f.
+func JobEventRows[DB any, P ~struct {
+	Tenant   string
+	JobID    string
+	AfterSeq int64
+	Max      int64
+}, R any](q interface {
+	JobEventList(context.Context, DB, P) ([]R, error)
+}, f func(R) *store.JobEvent) EventRows[DB] {
+	return func(ctx context.Context, db DB, params *store.JobEventListParams, jobID string) ([]*store.JobEvent, error) {
+		rows, err := q.JobEventList(ctx, db, P{Tenant: params.Tenant, JobID: jobID, AfterSeq: int64(params.AfterSeq), Max: int64(params.PageLimit())})
+		return Map(rows, err, Same, f)
+	}
+}
+
+// Exists is a store's JobExists query on db: whether tenant has job id.
+type Exists[DB any] func(ctx context.Context, db DB, tenant, id string) (bool, error)
+
+// JobExists is Exists over a store's JobExists query.
+func JobExists[DB any, P ~struct{ Tenant, ID string }](q interface {
+	JobExists(context.Context, DB, P) (bool, error)
+}) Exists[DB] {
+	return func(ctx context.Context, db DB, tenant, id string) (bool, error) {
+		return q.JobExists(ctx, db, P{Tenant: tenant, ID: id})
+	}
+}
+
+// JobEvents is Reads.Events over a store's two queries, run in one
+// h.Snapshot: the page of events, and when it is empty whether the job
+// exists, to tell "no new events" from "no such job"
+// (store.JobEventListPage).
+func JobEvents[DB any](h Handle[DB], events EventRows[DB], exists Exists[DB]) func(context.Context, *store.JobEventListParams, string) ([]*store.JobEvent, error) {
+	return func(ctx context.Context, params *store.JobEventListParams, jobID string) ([]*store.JobEvent, error) {
+		var page []*store.JobEvent
+		err := h.snapshot(ctx, func(db DB) error {
+			list, err := events(ctx, db, params, jobID)
+			if err != nil {
+				return h.Interpret(err)
+			}
+			page, err = store.JobEventListPage(list, func() (bool, error) {
+				ok, err := exists(ctx, db, params.Tenant, jobID)
+				return One(ok, err, h.Interpret, Same)
+			})
+			return err
+		})
+		return page, err
+	}
+}
+
+// SinkStateList is Reads.SinkStates over a store's SinkStateList query,
+// its rows mapped by f.
+func SinkStateList[DB, R any](h Handle[DB], q interface {
+	SinkStateList(ctx context.Context, db DB, tenant string) ([]R, error)
+}, f func(R) *store.SinkState) func(context.Context, string) ([]*store.SinkState, error) {
+	return func(ctx context.Context, tenant string) ([]*store.SinkState, error) {
+		rows, err := q.SinkStateList(ctx, h.DB, tenant)
+		return Map(rows, err, h.Interpret, f)
+	}
+}
+
+// ScheduleSlotList is Reads.RecentSlots over a store's ScheduleSlotList
+// query, its rows mapped by f.
+func ScheduleSlotList[DB any, P ~struct {
+	ScheduleID string
+	Max        int64
+}, R any](h Handle[DB], q interface {
+	ScheduleSlotList(context.Context, DB, P) ([]R, error)
+}, f func(R) *store.ScheduleSlot) func(context.Context, string) ([]*store.ScheduleSlot, error) {
+	return func(ctx context.Context, scheduleID string) ([]*store.ScheduleSlot, error) {
+		rows, err := q.ScheduleSlotList(ctx, h.DB, P{ScheduleID: scheduleID, Max: store.ScheduleRecentSlots})
+		return Map(rows, err, h.Interpret, f)
+	}
+}
+
+// WithSlots is the mapping of a store's schedules rows read under ctx:
+// each row mapped by f, with its recent slots (slots: Reads.RecentSlots).
+func WithSlots[R any](ctx context.Context, f func(R) *store.Schedule,
+	slots func(context.Context, string) ([]*store.ScheduleSlot, error)) func(R) (*store.Schedule, error) {
+	return func(row R) (*store.Schedule, error) {
+		sch := f(row)
+		recent, err := slots(ctx, sch.ID)
+		if err != nil {
+			return nil, err
+		}
+		sch.RecentSlots = append(sch.RecentSlots, recent...) // none: nil, as before any slot
+		return sch, nil
 	}
 }

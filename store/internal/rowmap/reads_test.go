@@ -28,14 +28,25 @@ type (
 		IncludeRevoked bool
 		Max            int64
 	}
+	eventParams struct {
+		Tenant   string
+		JobID    string
+		AfterSeq int64
+		Max      int64
+	}
+	existsParams struct{ Tenant, ID string }
 )
 
 // queries answers every query with fail when set, and records the queries
-// it ran and the arguments they got.
+// it ran and the arguments they got; JobEventList answers events, and
+// JobExists exists, each recording the handle it ran on.
 type queries struct {
-	fail error
-	ran  []string
-	args []any
+	fail   error
+	ran    []string
+	args   []any
+	events []int64
+	exists bool
+	dbs    []string
 }
 
 func (q *queries) run(name string, arg any) error {
@@ -72,6 +83,20 @@ func (q *queries) RunGetByID(_ context.Context, _ string, arg runParams) (string
 	return "run", q.run("RunGetByID", arg)
 }
 
+func (q *queries) JobEventList(_ context.Context, db string, arg eventParams) ([]int64, error) {
+	q.dbs = append(q.dbs, db)
+	return q.events, q.run("JobEventList", arg)
+}
+
+func (q *queries) JobExists(_ context.Context, db string, arg existsParams) (bool, error) {
+	q.dbs = append(q.dbs, db)
+	return q.exists, q.run("JobExists", arg)
+}
+
+func (q *queries) SinkStateList(_ context.Context, _ string, tenant string) ([]string, error) {
+	return []string{"s1"}, q.run("SinkStateList", tenant)
+}
+
 func (q *queries) APIKeyGetByID(_ context.Context, _ string, id string) (string, error) {
 	return "key", q.run("APIKeyGetByID", id)
 }
@@ -104,6 +129,9 @@ func newTestReads(q *queries) rowmap.Reads {
 			}),
 		APIKey:  rowmap.APIKeyGetByID(h, q, key),
 		APIKeys: rowmap.APIKeyList(h, q, key),
+		Events: rowmap.JobEvents(h, rowmap.JobEventRows(q, func(seq int64) *store.JobEvent { return &store.JobEvent{Seq: int32(seq)} }),
+			rowmap.JobExists(q)),
+		SinkStates: rowmap.SinkStateList(h, q, func(s string) *store.SinkState { return &store.SinkState{Sink: s} }),
 	}
 }
 
@@ -119,6 +147,8 @@ func TestReadsIDThatIsNone(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, attempts)
 	_, err = r.RunGet(ctx, &store.RunGetParams{ID: "x"})
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = r.JobEventList(ctx, &store.JobEventListParams{JobID: "x"})
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.Empty(t, q.ran, "no query for an id no row has")
 }
@@ -156,11 +186,14 @@ func TestReadsMapRows(t *testing.T) {
 	keys, err := r.APIKeyList(ctx, &store.APIKeyListParams{Tenant: "t", IncludeRevoked: true, Limit: 5})
 	require.NoError(t, err)
 	require.Equal(t, []*store.APIKey{{ID: "k1"}, {ID: "k2"}}, keys)
+	states, err := r.SinkStateList(ctx, &store.SinkStateListParams{Tenant: "t"})
+	require.NoError(t, err)
+	require.Equal(t, []*store.SinkState{{Sink: "s1"}}, states)
 
 	require.Equal(t, []any{
 		docParams{Tenant: "t", Sha256: "h"}, "id42", stageKeyParams{Tenant: "t", StageKey: "k"}, "id42",
 		dedupParams{Tenant: "t", DedupKey: "d"}, runParams{Tenant: "t", ID: "id42"}, runParams{Tenant: "t", ID: "id42"},
-		"k", listParams{Tenant: "t", IncludeRevoked: true, Max: 5},
+		"k", listParams{Tenant: "t", IncludeRevoked: true, Max: 5}, "t",
 	}, q.args, "each query gets the params it names, the id as the store reads it")
 }
 
@@ -200,4 +233,41 @@ func TestReadsQueryFailed(t *testing.T) {
 	require.ErrorIs(t, err, errRead)
 	_, err = r.APIKeyList(ctx, &store.APIKeyListParams{})
 	require.ErrorIs(t, err, errRead)
+	_, err = r.JobEventList(ctx, &store.JobEventListParams{JobID: "42"})
+	require.ErrorIs(t, err, errRead)
+	_, err = r.SinkStateList(ctx, &store.SinkStateListParams{})
+	require.ErrorIs(t, err, errRead)
+}
+
+// TestReadsJobEventList: a page of events is the answer; an empty page
+// asks whether the job exists, on the same snapshot, and is ErrNotFound
+// when it does not.
+func TestReadsJobEventList(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := &queries{events: []int64{3, 4}}
+	r := newTestReads(q)
+	events, err := r.JobEventList(ctx, &store.JobEventListParams{Tenant: "t", JobID: "42", AfterSeq: 2, Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []*store.JobEvent{{Seq: 3}, {Seq: 4}}, events)
+	require.Equal(t, []any{eventParams{Tenant: "t", JobID: "id42", AfterSeq: 2, Max: 10}}, q.args, "no question of existence")
+
+	q = &queries{exists: true}
+	r = newTestReads(q)
+	snapshots := 0
+	r.Events = rowmap.JobEvents(rowmap.Handle[string]{DB: "db", Interpret: interpret,
+		Snapshot: func(_ context.Context, read func(string) error) error {
+			snapshots++
+			return read("snapshot")
+		}}, rowmap.JobEventRows(q, func(seq int64) *store.JobEvent { return &store.JobEvent{Seq: int32(seq)} }), rowmap.JobExists(q))
+	events, err = r.JobEventList(ctx, &store.JobEventListParams{Tenant: "t", JobID: "42"})
+	require.NoError(t, err)
+	require.Empty(t, events, "no new events of a job that exists")
+	require.Equal(t, existsParams{Tenant: "t", ID: "id42"}, q.args[1])
+	require.Equal(t, []string{"snapshot", "snapshot"}, q.dbs, "both queries on the snapshot's handle")
+	require.Equal(t, 1, snapshots)
+
+	q.exists = false
+	_, err = r.JobEventList(ctx, &store.JobEventListParams{Tenant: "t", JobID: "42"})
+	require.ErrorIs(t, err, store.ErrNotFound, "no such job")
 }

@@ -1,7 +1,8 @@
 // Package rowmap is what both stores do with the rows a query returned that
-// is not dialect: mapping each row to a store value. What a row's columns
-// mean stays with each store (its sqlc types differ in field types); the
-// loop around it, and its allocation, is here once.
+// is not dialect: mapping each row to a store value (Columns: the two
+// dialects' rows differ only in their timestamp type), the loop around it
+// and its allocation, and the reads whose steps are the same in both
+// (Reads). See docs/architecture.md, "Rules up, SQL down".
 package rowmap
 
 import "github.com/oncejob/oncejob/store"

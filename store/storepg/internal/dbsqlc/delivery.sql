@@ -1,71 +1,101 @@
--- name: OutboxRouteLock :one
--- One router at a time per schema: the events of a job are routed in the
--- order they were written. False: another transaction is routing.
-SELECT pg_try_advisory_xact_lock(hashtext('oncejob.outbox_route.' || current_schema()));
-
--- name: OutboxUnroutedBatch :many
--- The oldest unrouted events. A job's events are written one transaction
--- after another (each holds the job's row lock), so a later event is never
--- visible before an earlier one.
-SELECT * FROM outbox
-WHERE routed_at IS NULL
-ORDER BY id
+-- name: OutboxRouteBatch :many
+-- Routing is partitioned by job (a hash of the job id; the number of
+-- partitions is a power of two), one routing at a time per partition, so
+-- the events of a job are routed in the order they were written while
+-- routings of other partitions run at once. Among the @max oldest unrouted
+-- events, a routing walks their partitions, the one of the oldest event
+-- first, and locks, without waiting, each one no other transaction holds
+-- until the partitions it holds have @share of those events: a trickle is
+-- routed by one routing, a backlog by several at once. It reads the oldest
+-- unrouted events of its partitions. The lock's per-schema key is also
+-- taken shared: a relay of before the partitions took it alone, and the
+-- two never route at once. No row: nothing to route that no other routing
+-- holds. A job's events are written one transaction after another (each
+-- holds the job's row lock), so a later event is never visible before an
+-- earlier one. Each event comes with the sinks its job has a pending
+-- delivery to, and every disabled sink.
+WITH RECURSIVE recent AS (
+    SELECT id, (hashtext(job_id::text) & (sqlc.arg(partitions)::integer - 1)) AS part
+    FROM outbox
+    WHERE routed_at IS NULL
+    ORDER BY id
+    LIMIT @max::integer
+),
+candidate AS (
+    SELECT part, count(*) AS n, row_number() OVER (ORDER BY min(id)) AS rn
+    FROM recent
+    GROUP BY part
+),
+walk (rn, part, held, mine) AS (
+    SELECT 0::bigint, -1, 0::bigint, false
+    WHERE pg_try_advisory_xact_lock_shared(hashtext('oncejob.outbox_route.' || current_schema()))
+    UNION ALL
+    SELECT c.rn, c.part, w.held + CASE WHEN l.ok THEN c.n ELSE 0 END, l.ok
+    FROM walk AS w
+        CROSS JOIN LATERAL (SELECT candidate.* FROM candidate WHERE candidate.rn = w.rn + 1) AS c
+        CROSS JOIN LATERAL (SELECT pg_try_advisory_xact_lock(
+            hashtext('oncejob.outbox_route.' || current_schema()), c.part) AS ok) AS l
+    WHERE w.held < @share::bigint
+)
+SELECT sqlc.embed(o),
+    ARRAY(SELECT DISTINCT d.sink FROM deliveries d
+        WHERE d.job_id = o.job_id AND d.status = 'pending')::text[] AS pending_sinks,
+    ARRAY(SELECT s.sink FROM sink_states s)::text[] AS disabled_sinks
+FROM outbox o
+WHERE o.routed_at IS NULL
+    AND (hashtext(o.job_id::text) & (sqlc.arg(partitions)::integer - 1)) = ANY(ARRAY(SELECT part FROM walk WHERE mine))
+ORDER BY o.id
 LIMIT @max::integer;
 
--- name: DeliveryInsertBatch :exec
--- One pending delivery, due now, per (event, sink) pair; a pair that exists
--- is left alone.
-INSERT INTO deliveries (outbox_id, event_id, event_type, sink, tenant, job_id)
-SELECT o.id, o.event_id, o.event_type, r.sink, o.tenant, o.job_id
-FROM (SELECT unnest(@outbox_ids::bigint[]) AS outbox_id, unnest(@sinks::text[]) AS sink) AS r
-JOIN outbox o ON o.id = r.outbox_id
-ORDER BY o.id
-ON CONFLICT (event_id, sink) DO NOTHING;
-
--- name: DeliveryPendingPairs :many
--- The (job, sink) pairs among job_ids and sinks with a pending delivery:
--- an event of such a pair waits for it, so routing does not deliver it.
-SELECT DISTINCT job_id, sink FROM deliveries
-WHERE status = 'pending'
-    AND job_id = ANY(@job_ids::uuid[])
-    AND sink = ANY(@sinks::text[]);
-
--- name: SinkDisabledList :many
-SELECT sink FROM sink_states
-WHERE sink = ANY(@sinks::text[]);
-
--- name: DeliveryInsertRouted :exec
--- The deliveries of a routing that delivered: each row written once, in its
--- status - pending and due now (not attempted), or as its routing attempt
--- left it - with the journal rows of the attempts marked journal (those that
--- did not land; one that landed is recorded in the row's landed column).
-WITH ins AS (
+-- name: OutboxRouteWrite :exec
+-- A routing's writes in one statement: each delivery inserted once, in its
+-- status - pending and due now (attempt 0: not attempted), or as its
+-- routing attempt left it (a landed attempt recorded in its landed column)
+-- - the journal rows of the attempts that did not land, and the events
+-- marked routed. The deliveries come as arrays (unnest: no parsing); the
+-- journal rows, rare, as JSON.
+WITH r AS (
+    SELECT unnest(@outbox_ids::bigint[]) AS outbox_id,
+        unnest(@event_ids::text[]) AS event_id,
+        unnest(@event_types::text[]) AS event_type,
+        unnest(@tenants::text[]) AS tenant,
+        unnest(@job_ids::uuid[]) AS job_id,
+        unnest(@sinks::text[]) AS sink,
+        unnest(@statuses::text[]) AS status,
+        unnest(@attempts::integer[]) AS attempt,
+        unnest(@due_ats::timestamptz[]) AS due_at,
+        unnest(@outcomes::text[]) AS outcome,
+        unnest(@errors::text[]) AS error,
+        unnest(@external_refs::text[]) AS external_ref,
+        unnest(@landed::text[]) AS landed
+),
+ins AS (
     INSERT INTO deliveries (outbox_id, event_id, event_type, sink, tenant, job_id, status,
         attempt, attempts, due_at, last_outcome, last_error, external_ref, delivered_at, landed)
-    SELECT o.id, o.event_id, o.event_type, r.sink, o.tenant, o.job_id, r.status,
-        r.attempt, r.attempt, coalesce(r.due_at, now()), r.outcome, r.error, r.external_ref,
+    SELECT r.outbox_id, r.event_id, r.event_type, r.sink, r.tenant, r.job_id, r.status,
+        r.attempt, r.attempt,
+        CASE WHEN r.status = 'pending' AND r.attempt > 0 THEN r.due_at ELSE now() END,
+        r.outcome, r.error, r.external_ref,
         CASE WHEN r.status = 'delivered' THEN now() END, r.landed
-    FROM jsonb_to_recordset(@rows::jsonb) AS r(
-        outbox_id bigint, sink text, status text, attempt integer, due_at timestamptz,
-        outcome text, error text, external_ref text, landed text, journal boolean,
-        http_status integer, duplicate boolean, started_at timestamptz,
-        finished_at timestamptz, latency_ms bigint)
-    JOIN outbox o ON o.id = r.outbox_id
-    ORDER BY o.id
+    FROM r
+    ORDER BY r.outbox_id
     ON CONFLICT (event_id, sink) DO NOTHING
     RETURNING id, outbox_id, event_id, sink, tenant
+),
+journal AS (
+    INSERT INTO delivery_attempts (delivery_id, event_id, sink, tenant, attempt, relay,
+        outcome, http_status, error, external_ref, duplicate, started_at, finished_at, latency_ms)
+    SELECT ins.id, ins.event_id, ins.sink, ins.tenant, 1, @owner::text,
+        j.outcome, j.http_status, j.error, j.external_ref, j.duplicate, j.started_at,
+        j.finished_at, j.latency_ms
+    FROM jsonb_to_recordset(@journal::jsonb) AS j(
+            outbox_id bigint, sink text, outcome text, http_status integer, error text,
+            external_ref text, duplicate boolean, started_at timestamptz,
+            finished_at timestamptz, latency_ms bigint)
+        JOIN ins ON ins.outbox_id = j.outbox_id AND ins.sink = j.sink
 )
-INSERT INTO delivery_attempts (delivery_id, event_id, sink, tenant, attempt, relay,
-    outcome, http_status, error, external_ref, duplicate, started_at, finished_at, latency_ms)
-SELECT ins.id, ins.event_id, ins.sink, ins.tenant, r.attempt, @owner::text,
-    r.outcome, r.http_status, r.error, r.external_ref, r.duplicate, r.started_at,
-    r.finished_at, r.latency_ms
-FROM ins JOIN jsonb_to_recordset(@rows::jsonb) AS r(
-        outbox_id bigint, sink text, status text, attempt integer, due_at timestamptz,
-        outcome text, error text, external_ref text, landed text, journal boolean,
-        http_status integer, duplicate boolean, started_at timestamptz,
-        finished_at timestamptz, latency_ms bigint) ON r.outbox_id = ins.outbox_id AND r.sink = ins.sink
-WHERE r.journal;
+UPDATE outbox SET routed_at = now()
+WHERE id = ANY(@routed_ids::bigint[]);
 
 -- name: DeliveryLanded :one
 SELECT id, event_id, sink, tenant, landed FROM deliveries

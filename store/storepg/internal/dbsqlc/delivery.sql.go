@@ -205,71 +205,6 @@ func (q *Queries) DeliveryGetForUpdate(ctx context.Context, db DBTX, arg Deliver
 	return i, err
 }
 
-const deliveryInsertBatch = `-- name: DeliveryInsertBatch :exec
-INSERT INTO deliveries (outbox_id, event_id, event_type, sink, tenant, job_id)
-SELECT o.id, o.event_id, o.event_type, r.sink, o.tenant, o.job_id
-FROM (SELECT unnest($1::bigint[]) AS outbox_id, unnest($2::text[]) AS sink) AS r
-JOIN outbox o ON o.id = r.outbox_id
-ORDER BY o.id
-ON CONFLICT (event_id, sink) DO NOTHING
-`
-
-type DeliveryInsertBatchParams struct {
-	OutboxIds []int64
-	Sinks     []string
-}
-
-// One pending delivery, due now, per (event, sink) pair; a pair that exists
-// is left alone.
-func (q *Queries) DeliveryInsertBatch(ctx context.Context, db DBTX, arg DeliveryInsertBatchParams) error {
-	_, err := db.Exec(ctx, deliveryInsertBatch, arg.OutboxIds, arg.Sinks)
-	return err
-}
-
-const deliveryInsertRouted = `-- name: DeliveryInsertRouted :exec
-WITH ins AS (
-    INSERT INTO deliveries (outbox_id, event_id, event_type, sink, tenant, job_id, status,
-        attempt, attempts, due_at, last_outcome, last_error, external_ref, delivered_at, landed)
-    SELECT o.id, o.event_id, o.event_type, r.sink, o.tenant, o.job_id, r.status,
-        r.attempt, r.attempt, coalesce(r.due_at, now()), r.outcome, r.error, r.external_ref,
-        CASE WHEN r.status = 'delivered' THEN now() END, r.landed
-    FROM jsonb_to_recordset($2::jsonb) AS r(
-        outbox_id bigint, sink text, status text, attempt integer, due_at timestamptz,
-        outcome text, error text, external_ref text, landed text, journal boolean,
-        http_status integer, duplicate boolean, started_at timestamptz,
-        finished_at timestamptz, latency_ms bigint)
-    JOIN outbox o ON o.id = r.outbox_id
-    ORDER BY o.id
-    ON CONFLICT (event_id, sink) DO NOTHING
-    RETURNING id, outbox_id, event_id, sink, tenant
-)
-INSERT INTO delivery_attempts (delivery_id, event_id, sink, tenant, attempt, relay,
-    outcome, http_status, error, external_ref, duplicate, started_at, finished_at, latency_ms)
-SELECT ins.id, ins.event_id, ins.sink, ins.tenant, r.attempt, $1::text,
-    r.outcome, r.http_status, r.error, r.external_ref, r.duplicate, r.started_at,
-    r.finished_at, r.latency_ms
-FROM ins JOIN jsonb_to_recordset($2::jsonb) AS r(
-        outbox_id bigint, sink text, status text, attempt integer, due_at timestamptz,
-        outcome text, error text, external_ref text, landed text, journal boolean,
-        http_status integer, duplicate boolean, started_at timestamptz,
-        finished_at timestamptz, latency_ms bigint) ON r.outbox_id = ins.outbox_id AND r.sink = ins.sink
-WHERE r.journal
-`
-
-type DeliveryInsertRoutedParams struct {
-	Owner string
-	Rows  string
-}
-
-// The deliveries of a routing that delivered: each row written once, in its
-// status - pending and due now (not attempted), or as its routing attempt
-// left it - with the journal rows of the attempts marked journal (those that
-// did not land; one that landed is recorded in the row's landed column).
-func (q *Queries) DeliveryInsertRouted(ctx context.Context, db DBTX, arg DeliveryInsertRoutedParams) error {
-	_, err := db.Exec(ctx, deliveryInsertRouted, arg.Owner, arg.Rows)
-	return err
-}
-
 const deliveryLanded = `-- name: DeliveryLanded :one
 SELECT id, event_id, sink, tenant, landed FROM deliveries
 WHERE id = $1::bigint
@@ -367,45 +302,6 @@ func (q *Queries) DeliveryList(ctx context.Context, db DBTX, arg DeliveryListPar
 			&i.DeliveredAt,
 			&i.Landed,
 		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const deliveryPendingPairs = `-- name: DeliveryPendingPairs :many
-SELECT DISTINCT job_id, sink FROM deliveries
-WHERE status = 'pending'
-    AND job_id = ANY($1::uuid[])
-    AND sink = ANY($2::text[])
-`
-
-type DeliveryPendingPairsParams struct {
-	JobIds []string
-	Sinks  []string
-}
-
-type DeliveryPendingPairsRow struct {
-	JobID string
-	Sink  string
-}
-
-// The (job, sink) pairs among job_ids and sinks with a pending delivery:
-// an event of such a pair waits for it, so routing does not deliver it.
-func (q *Queries) DeliveryPendingPairs(ctx context.Context, db DBTX, arg DeliveryPendingPairsParams) ([]DeliveryPendingPairsRow, error) {
-	rows, err := db.Query(ctx, deliveryPendingPairs, arg.JobIds, arg.Sinks)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []DeliveryPendingPairsRow
-	for rows.Next() {
-		var i DeliveryPendingPairsRow
-		if err := rows.Scan(&i.JobID, &i.Sink); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -560,48 +456,89 @@ func (q *Queries) OutboxMarkRouted(ctx context.Context, db DBTX, ids []int64) er
 	return err
 }
 
-const outboxRouteLock = `-- name: OutboxRouteLock :one
-SELECT pg_try_advisory_xact_lock(hashtext('oncejob.outbox_route.' || current_schema()))
+const outboxRouteBatch = `-- name: OutboxRouteBatch :many
+WITH RECURSIVE recent AS (
+    SELECT id, (hashtext(job_id::text) & ($1::integer - 1)) AS part
+    FROM outbox
+    WHERE routed_at IS NULL
+    ORDER BY id
+    LIMIT $2::integer
+),
+candidate AS (
+    SELECT part, count(*) AS n, row_number() OVER (ORDER BY min(id)) AS rn
+    FROM recent
+    GROUP BY part
+),
+walk (rn, part, held, mine) AS (
+    SELECT 0::bigint, -1, 0::bigint, false
+    WHERE pg_try_advisory_xact_lock_shared(hashtext('oncejob.outbox_route.' || current_schema()))
+    UNION ALL
+    SELECT c.rn, c.part, w.held + CASE WHEN l.ok THEN c.n ELSE 0 END, l.ok
+    FROM walk AS w
+        CROSS JOIN LATERAL (SELECT candidate.part, candidate.n, candidate.rn FROM candidate WHERE candidate.rn = w.rn + 1) AS c
+        CROSS JOIN LATERAL (SELECT pg_try_advisory_xact_lock(
+            hashtext('oncejob.outbox_route.' || current_schema()), c.part) AS ok) AS l
+    WHERE w.held < $3::bigint
+)
+SELECT o.id, o.event_id, o.tenant, o.job_id, o.event_type, o.payload, o.created_at, o.routed_at, o.pipeline,
+    ARRAY(SELECT DISTINCT d.sink FROM deliveries d
+        WHERE d.job_id = o.job_id AND d.status = 'pending')::text[] AS pending_sinks,
+    ARRAY(SELECT s.sink FROM sink_states s)::text[] AS disabled_sinks
+FROM outbox o
+WHERE o.routed_at IS NULL
+    AND (hashtext(o.job_id::text) & ($1::integer - 1)) = ANY(ARRAY(SELECT part FROM walk WHERE mine))
+ORDER BY o.id
+LIMIT $2::integer
 `
 
-// One router at a time per schema: the events of a job are routed in the
-// order they were written. False: another transaction is routing.
-func (q *Queries) OutboxRouteLock(ctx context.Context, db DBTX) (bool, error) {
-	row := db.QueryRow(ctx, outboxRouteLock)
-	var pg_try_advisory_xact_lock bool
-	err := row.Scan(&pg_try_advisory_xact_lock)
-	return pg_try_advisory_xact_lock, err
+type OutboxRouteBatchParams struct {
+	Partitions int64
+	Max        int64
+	Share      int64
 }
 
-const outboxUnroutedBatch = `-- name: OutboxUnroutedBatch :many
-SELECT id, event_id, tenant, job_id, event_type, payload, created_at, routed_at, pipeline FROM outbox
-WHERE routed_at IS NULL
-ORDER BY id
-LIMIT $1::integer
-`
+type OutboxRouteBatchRow struct {
+	Outbox        Outbox
+	PendingSinks  []string
+	DisabledSinks []string
+}
 
-// The oldest unrouted events. A job's events are written one transaction
-// after another (each holds the job's row lock), so a later event is never
-// visible before an earlier one.
-func (q *Queries) OutboxUnroutedBatch(ctx context.Context, db DBTX, max int64) ([]Outbox, error) {
-	rows, err := db.Query(ctx, outboxUnroutedBatch, max)
+// Routing is partitioned by job (a hash of the job id; the number of
+// partitions is a power of two), one routing at a time per partition, so
+// the events of a job are routed in the order they were written while
+// routings of other partitions run at once. Among the @max oldest unrouted
+// events, a routing walks their partitions, the one of the oldest event
+// first, and locks, without waiting, each one no other transaction holds
+// until the partitions it holds have @share of those events: a trickle is
+// routed by one routing, a backlog by several at once. It reads the oldest
+// unrouted events of its partitions. The lock's per-schema key is also
+// taken shared: a relay of before the partitions took it alone, and the
+// two never route at once. No row: nothing to route that no other routing
+// holds. A job's events are written one transaction after another (each
+// holds the job's row lock), so a later event is never visible before an
+// earlier one. Each event comes with the sinks its job has a pending
+// delivery to, and every disabled sink.
+func (q *Queries) OutboxRouteBatch(ctx context.Context, db DBTX, arg OutboxRouteBatchParams) ([]OutboxRouteBatchRow, error) {
+	rows, err := db.Query(ctx, outboxRouteBatch, arg.Partitions, arg.Max, arg.Share)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Outbox
+	var items []OutboxRouteBatchRow
 	for rows.Next() {
-		var i Outbox
+		var i OutboxRouteBatchRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.EventID,
-			&i.Tenant,
-			&i.JobID,
-			&i.EventType,
-			&i.Payload,
-			&i.CreatedAt,
-			&i.RoutedAt,
-			&i.Pipeline,
+			&i.Outbox.ID,
+			&i.Outbox.EventID,
+			&i.Outbox.Tenant,
+			&i.Outbox.JobID,
+			&i.Outbox.EventType,
+			&i.Outbox.Payload,
+			&i.Outbox.CreatedAt,
+			&i.Outbox.RoutedAt,
+			&i.Outbox.Pipeline,
+			&i.PendingSinks,
+			&i.DisabledSinks,
 		); err != nil {
 			return nil, err
 		}
@@ -611,6 +548,98 @@ func (q *Queries) OutboxUnroutedBatch(ctx context.Context, db DBTX, max int64) (
 		return nil, err
 	}
 	return items, nil
+}
+
+const outboxRouteWrite = `-- name: OutboxRouteWrite :exec
+WITH r AS (
+    SELECT unnest($2::bigint[]) AS outbox_id,
+        unnest($3::text[]) AS event_id,
+        unnest($4::text[]) AS event_type,
+        unnest($5::text[]) AS tenant,
+        unnest($6::uuid[]) AS job_id,
+        unnest($7::text[]) AS sink,
+        unnest($8::text[]) AS status,
+        unnest($9::integer[]) AS attempt,
+        unnest($10::timestamptz[]) AS due_at,
+        unnest($11::text[]) AS outcome,
+        unnest($12::text[]) AS error,
+        unnest($13::text[]) AS external_ref,
+        unnest($14::text[]) AS landed
+),
+ins AS (
+    INSERT INTO deliveries (outbox_id, event_id, event_type, sink, tenant, job_id, status,
+        attempt, attempts, due_at, last_outcome, last_error, external_ref, delivered_at, landed)
+    SELECT r.outbox_id, r.event_id, r.event_type, r.sink, r.tenant, r.job_id, r.status,
+        r.attempt, r.attempt,
+        CASE WHEN r.status = 'pending' AND r.attempt > 0 THEN r.due_at ELSE now() END,
+        r.outcome, r.error, r.external_ref,
+        CASE WHEN r.status = 'delivered' THEN now() END, r.landed
+    FROM r
+    ORDER BY r.outbox_id
+    ON CONFLICT (event_id, sink) DO NOTHING
+    RETURNING id, outbox_id, event_id, sink, tenant
+),
+journal AS (
+    INSERT INTO delivery_attempts (delivery_id, event_id, sink, tenant, attempt, relay,
+        outcome, http_status, error, external_ref, duplicate, started_at, finished_at, latency_ms)
+    SELECT ins.id, ins.event_id, ins.sink, ins.tenant, 1, $15::text,
+        j.outcome, j.http_status, j.error, j.external_ref, j.duplicate, j.started_at,
+        j.finished_at, j.latency_ms
+    FROM jsonb_to_recordset($16::jsonb) AS j(
+            outbox_id bigint, sink text, outcome text, http_status integer, error text,
+            external_ref text, duplicate boolean, started_at timestamptz,
+            finished_at timestamptz, latency_ms bigint)
+        JOIN ins ON ins.outbox_id = j.outbox_id AND ins.sink = j.sink
+)
+UPDATE outbox SET routed_at = now()
+WHERE id = ANY($1::bigint[])
+`
+
+type OutboxRouteWriteParams struct {
+	RoutedIds    []int64
+	OutboxIds    []int64
+	EventIds     []string
+	EventTypes   []string
+	Tenants      []string
+	JobIds       []string
+	Sinks        []string
+	Statuses     []string
+	Attempts     []int64
+	DueAts       []time.Time
+	Outcomes     []string
+	Errors       []string
+	ExternalRefs []string
+	Landed       []string
+	Owner        string
+	Journal      string
+}
+
+// A routing's writes in one statement: each delivery inserted once, in its
+// status - pending and due now (attempt 0: not attempted), or as its
+// routing attempt left it (a landed attempt recorded in its landed column)
+// - the journal rows of the attempts that did not land, and the events
+// marked routed. The deliveries come as arrays (unnest: no parsing); the
+// journal rows, rare, as JSON.
+func (q *Queries) OutboxRouteWrite(ctx context.Context, db DBTX, arg OutboxRouteWriteParams) error {
+	_, err := db.Exec(ctx, outboxRouteWrite,
+		arg.RoutedIds,
+		arg.OutboxIds,
+		arg.EventIds,
+		arg.EventTypes,
+		arg.Tenants,
+		arg.JobIds,
+		arg.Sinks,
+		arg.Statuses,
+		arg.Attempts,
+		arg.DueAts,
+		arg.Outcomes,
+		arg.Errors,
+		arg.ExternalRefs,
+		arg.Landed,
+		arg.Owner,
+		arg.Journal,
+	)
+	return err
 }
 
 const outboxUnroutedList = `-- name: OutboxUnroutedList :many
@@ -722,31 +751,6 @@ type SinkDisableParams struct {
 func (q *Queries) SinkDisable(ctx context.Context, db DBTX, arg SinkDisableParams) error {
 	_, err := db.Exec(ctx, sinkDisable, arg.Sink, arg.Tenant, arg.Reason)
 	return err
-}
-
-const sinkDisabledList = `-- name: SinkDisabledList :many
-SELECT sink FROM sink_states
-WHERE sink = ANY($1::text[])
-`
-
-func (q *Queries) SinkDisabledList(ctx context.Context, db DBTX, sinks []string) ([]string, error) {
-	rows, err := db.Query(ctx, sinkDisabledList, sinks)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []string
-	for rows.Next() {
-		var sink string
-		if err := rows.Scan(&sink); err != nil {
-			return nil, err
-		}
-		items = append(items, sink)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const sinkEnable = `-- name: SinkEnable :execrows

@@ -8,19 +8,24 @@ WHERE routed_at IS NULL
 ORDER BY id
 LIMIT @max;
 
--- name: DeliveryInsert :exec
--- One pending delivery, due now; a (event, sink) pair that exists is left
--- alone.
+-- name: DeliveryInsertMany :exec
+-- One pending delivery, due now, per [outbox id, sink] of @pairs (a JSON
+-- array), in the pairs' order; a (event, sink) pair that exists is left
+-- alone. (WHERE true: SQLite's upsert after a SELECT needs it.)
 INSERT INTO deliveries (outbox_id, event_id, event_type, sink, tenant, job_id,
     due_at, budget_started_at, created_at, updated_at)
-SELECT o.id, o.event_id, o.event_type, @sink, o.tenant, o.job_id, @now, @now, @now, @now
-FROM outbox o
-WHERE o.id = @outbox_id
+SELECT o.id, o.event_id, o.event_type, json_extract(p.value, '$[1]'), o.tenant, o.job_id,
+    @now, @now, @now, @now
+FROM json_each(CAST(@pairs AS TEXT)) AS p
+JOIN outbox o ON o.id = json_extract(p.value, '$[0]')
+WHERE true
+ORDER BY p.key
 ON CONFLICT (event_id, sink) DO NOTHING;
 
--- name: OutboxMarkRouted :exec
+-- name: OutboxMarkRoutedMany :exec
+-- @ids is a JSON array of outbox ids.
 UPDATE outbox SET routed_at = @now
-WHERE id = @id;
+WHERE id IN (SELECT value FROM json_each(CAST(@ids AS TEXT)));
 
 -- name: OutboxUnroutedList :many
 SELECT * FROM outbox
@@ -47,27 +52,42 @@ WHERE d.status = 'pending'
 ORDER BY d.due_at
 LIMIT @max;
 
--- name: DeliveryClaim :one
+-- name: DeliveryClaimMany :many
+-- Claims the deliveries of @ids (a JSON array, DeliveryClaimCandidates').
 UPDATE deliveries
 SET lease_owner = @owner,
     attempt = attempt + 1,
     attempts = attempts + 1,
     due_at = @lease_until,
     updated_at = @now
-WHERE id = @id
+WHERE id IN (SELECT value FROM json_each(CAST(@ids AS TEXT)))
 RETURNING *;
 
--- name: OutboxPayload :one
-SELECT payload, created_at FROM outbox WHERE id = @id;
+-- name: OutboxPayloads :many
+-- The payloads of the events of @ids (a JSON array of outbox ids).
+SELECT id, payload, created_at FROM outbox
+WHERE id IN (SELECT value FROM json_each(CAST(@ids AS TEXT)));
 
--- name: DeliveryAttemptInsert :exec
+-- name: DeliveryAttemptInsertMany :exec
+-- Journals the attempts of @results, a JSON array of [delivery_id,
+-- event_id, sink, tenant, attempt, outcome, http_status, error,
+-- external_ref, duplicate, started_at, finished_at, latency_ms], in their
+-- order.
 INSERT INTO delivery_attempts (delivery_id, event_id, sink, tenant, attempt, relay,
     outcome, http_status, error, external_ref, duplicate, started_at, finished_at, latency_ms)
-VALUES (@delivery_id, @event_id, @sink, @tenant, @attempt, @relay, @outcome, @http_status,
-    @error, @external_ref, @duplicate, @started_at, @finished_at, @latency_ms);
+SELECT json_extract(r.value, '$[0]'), json_extract(r.value, '$[1]'), json_extract(r.value, '$[2]'),
+    json_extract(r.value, '$[3]'), json_extract(r.value, '$[4]'), @relay,
+    json_extract(r.value, '$[5]'), json_extract(r.value, '$[6]'), json_extract(r.value, '$[7]'),
+    json_extract(r.value, '$[8]'), json_extract(r.value, '$[9]'), json_extract(r.value, '$[10]'),
+    json_extract(r.value, '$[11]'), json_extract(r.value, '$[12]')
+FROM json_each(CAST(@results AS TEXT)) AS r
+ORDER BY r.key;
 
 -- name: DeliverySettle :execrows
--- Settles one delivery while the caller still holds its lease.
+-- Settles one delivery while the caller still holds its lease. One
+-- statement a delivery, unlike the journal's: sqlc's SQLite parser takes no
+-- UPDATE ... FROM, and a column set from a subquery over a JSON array
+-- parses the array once a row.
 UPDATE deliveries
 SET status = CAST(@status AS TEXT),
     due_at = CASE WHEN CAST(@status AS TEXT) = 'pending' THEN CAST(@due_at AS INTEGER) ELSE due_at END,

@@ -9,47 +9,29 @@ import (
 	"context"
 )
 
-const deliveryAttemptInsert = `-- name: DeliveryAttemptInsert :exec
+const deliveryAttemptInsertMany = `-- name: DeliveryAttemptInsertMany :exec
 INSERT INTO delivery_attempts (delivery_id, event_id, sink, tenant, attempt, relay,
     outcome, http_status, error, external_ref, duplicate, started_at, finished_at, latency_ms)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
-    ?9, ?10, ?11, ?12, ?13, ?14)
+SELECT json_extract(r.value, '$[0]'), json_extract(r.value, '$[1]'), json_extract(r.value, '$[2]'),
+    json_extract(r.value, '$[3]'), json_extract(r.value, '$[4]'), ?1,
+    json_extract(r.value, '$[5]'), json_extract(r.value, '$[6]'), json_extract(r.value, '$[7]'),
+    json_extract(r.value, '$[8]'), json_extract(r.value, '$[9]'), json_extract(r.value, '$[10]'),
+    json_extract(r.value, '$[11]'), json_extract(r.value, '$[12]')
+FROM json_each(CAST(?2 AS TEXT)) AS r
+ORDER BY r.key
 `
 
-type DeliveryAttemptInsertParams struct {
-	DeliveryID  int64
-	EventID     string
-	Sink        string
-	Tenant      string
-	Attempt     int64
-	Relay       string
-	Outcome     string
-	HttpStatus  int64
-	Error       string
-	ExternalRef string
-	Duplicate   bool
-	StartedAt   int64
-	FinishedAt  int64
-	LatencyMs   int64
+type DeliveryAttemptInsertManyParams struct {
+	Relay   string
+	Results string
 }
 
-func (q *Queries) DeliveryAttemptInsert(ctx context.Context, db DBTX, arg DeliveryAttemptInsertParams) error {
-	_, err := db.ExecContext(ctx, deliveryAttemptInsert,
-		arg.DeliveryID,
-		arg.EventID,
-		arg.Sink,
-		arg.Tenant,
-		arg.Attempt,
-		arg.Relay,
-		arg.Outcome,
-		arg.HttpStatus,
-		arg.Error,
-		arg.ExternalRef,
-		arg.Duplicate,
-		arg.StartedAt,
-		arg.FinishedAt,
-		arg.LatencyMs,
-	)
+// Journals the attempts of @results, a JSON array of [delivery_id,
+// event_id, sink, tenant, attempt, outcome, http_status, error,
+// external_ref, duplicate, started_at, finished_at, latency_ms], in their
+// order.
+func (q *Queries) DeliveryAttemptInsertMany(ctx context.Context, db DBTX, arg DeliveryAttemptInsertManyParams) error {
+	_, err := db.ExecContext(ctx, deliveryAttemptInsertMany, arg.Relay, arg.Results)
 	return err
 }
 
@@ -96,57 +78,6 @@ func (q *Queries) DeliveryAttemptList(ctx context.Context, db DBTX, deliveryID i
 		return nil, err
 	}
 	return items, nil
-}
-
-const deliveryClaim = `-- name: DeliveryClaim :one
-UPDATE deliveries
-SET lease_owner = ?1,
-    attempt = attempt + 1,
-    attempts = attempts + 1,
-    due_at = ?2,
-    updated_at = ?3
-WHERE id = ?4
-RETURNING id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at, landed
-`
-
-type DeliveryClaimParams struct {
-	Owner      *string
-	LeaseUntil int64
-	Now        int64
-	ID         int64
-}
-
-func (q *Queries) DeliveryClaim(ctx context.Context, db DBTX, arg DeliveryClaimParams) (Delivery, error) {
-	row := db.QueryRowContext(ctx, deliveryClaim,
-		arg.Owner,
-		arg.LeaseUntil,
-		arg.Now,
-		arg.ID,
-	)
-	var i Delivery
-	err := row.Scan(
-		&i.ID,
-		&i.OutboxID,
-		&i.EventID,
-		&i.EventType,
-		&i.Sink,
-		&i.Tenant,
-		&i.JobID,
-		&i.Status,
-		&i.Attempt,
-		&i.Attempts,
-		&i.DueAt,
-		&i.LeaseOwner,
-		&i.LastOutcome,
-		&i.LastError,
-		&i.ExternalRef,
-		&i.BudgetStartedAt,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.DeliveredAt,
-		&i.Landed,
-	)
-	return i, err
 }
 
 const deliveryClaimCandidates = `-- name: DeliveryClaimCandidates :many
@@ -198,6 +129,74 @@ func (q *Queries) DeliveryClaimCandidates(ctx context.Context, db DBTX, arg Deli
 	return items, nil
 }
 
+const deliveryClaimMany = `-- name: DeliveryClaimMany :many
+UPDATE deliveries
+SET lease_owner = ?1,
+    attempt = attempt + 1,
+    attempts = attempts + 1,
+    due_at = ?2,
+    updated_at = ?3
+WHERE id IN (SELECT value FROM json_each(CAST(?4 AS TEXT)))
+RETURNING id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at, landed
+`
+
+type DeliveryClaimManyParams struct {
+	Owner      *string
+	LeaseUntil int64
+	Now        int64
+	Ids        string
+}
+
+// Claims the deliveries of @ids (a JSON array, DeliveryClaimCandidates').
+func (q *Queries) DeliveryClaimMany(ctx context.Context, db DBTX, arg DeliveryClaimManyParams) ([]Delivery, error) {
+	rows, err := db.QueryContext(ctx, deliveryClaimMany,
+		arg.Owner,
+		arg.LeaseUntil,
+		arg.Now,
+		arg.Ids,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Delivery
+	for rows.Next() {
+		var i Delivery
+		if err := rows.Scan(
+			&i.ID,
+			&i.OutboxID,
+			&i.EventID,
+			&i.EventType,
+			&i.Sink,
+			&i.Tenant,
+			&i.JobID,
+			&i.Status,
+			&i.Attempt,
+			&i.Attempts,
+			&i.DueAt,
+			&i.LeaseOwner,
+			&i.LastOutcome,
+			&i.LastError,
+			&i.ExternalRef,
+			&i.BudgetStartedAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.DeliveredAt,
+			&i.Landed,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const deliveryGet = `-- name: DeliveryGet :one
 SELECT id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at, landed FROM deliveries
 WHERE tenant = ?1 AND id = ?2
@@ -236,25 +235,28 @@ func (q *Queries) DeliveryGet(ctx context.Context, db DBTX, arg DeliveryGetParam
 	return i, err
 }
 
-const deliveryInsert = `-- name: DeliveryInsert :exec
+const deliveryInsertMany = `-- name: DeliveryInsertMany :exec
 INSERT INTO deliveries (outbox_id, event_id, event_type, sink, tenant, job_id,
     due_at, budget_started_at, created_at, updated_at)
-SELECT o.id, o.event_id, o.event_type, ?1, o.tenant, o.job_id, ?2, ?2, ?2, ?2
-FROM outbox o
-WHERE o.id = ?3
+SELECT o.id, o.event_id, o.event_type, json_extract(p.value, '$[1]'), o.tenant, o.job_id,
+    ?1, ?1, ?1, ?1
+FROM json_each(CAST(?2 AS TEXT)) AS p
+JOIN outbox o ON o.id = json_extract(p.value, '$[0]')
+WHERE true
+ORDER BY p.key
 ON CONFLICT (event_id, sink) DO NOTHING
 `
 
-type DeliveryInsertParams struct {
-	Sink     string
-	Now      int64
-	OutboxID int64
+type DeliveryInsertManyParams struct {
+	Now   int64
+	Pairs string
 }
 
-// One pending delivery, due now; a (event, sink) pair that exists is left
-// alone.
-func (q *Queries) DeliveryInsert(ctx context.Context, db DBTX, arg DeliveryInsertParams) error {
-	_, err := db.ExecContext(ctx, deliveryInsert, arg.Sink, arg.Now, arg.OutboxID)
+// One pending delivery, due now, per [outbox id, sink] of @pairs (a JSON
+// array), in the pairs' order; a (event, sink) pair that exists is left
+// alone. (WHERE true: SQLite's upsert after a SELECT needs it.)
+func (q *Queries) DeliveryInsertMany(ctx context.Context, db DBTX, arg DeliveryInsertManyParams) error {
+	_, err := db.ExecContext(ctx, deliveryInsertMany, arg.Now, arg.Pairs)
 	return err
 }
 
@@ -445,7 +447,10 @@ type DeliverySettleParams struct {
 	Attempt     int64
 }
 
-// Settles one delivery while the caller still holds its lease.
+// Settles one delivery while the caller still holds its lease. One
+// statement a delivery, unlike the journal's: sqlc's SQLite parser takes no
+// UPDATE ... FROM, and a column set from a subquery over a JSON array
+// parses the array once a row.
 func (q *Queries) DeliverySettle(ctx context.Context, db DBTX, arg DeliverySettleParams) (int64, error) {
 	result, err := db.ExecContext(ctx, deliverySettle,
 		arg.Status,
@@ -464,35 +469,55 @@ func (q *Queries) DeliverySettle(ctx context.Context, db DBTX, arg DeliverySettl
 	return result.RowsAffected()
 }
 
-const outboxMarkRouted = `-- name: OutboxMarkRouted :exec
+const outboxMarkRoutedMany = `-- name: OutboxMarkRoutedMany :exec
 UPDATE outbox SET routed_at = ?1
-WHERE id = ?2
+WHERE id IN (SELECT value FROM json_each(CAST(?2 AS TEXT)))
 `
 
-type OutboxMarkRoutedParams struct {
+type OutboxMarkRoutedManyParams struct {
 	Now *int64
-	ID  int64
+	Ids string
 }
 
-func (q *Queries) OutboxMarkRouted(ctx context.Context, db DBTX, arg OutboxMarkRoutedParams) error {
-	_, err := db.ExecContext(ctx, outboxMarkRouted, arg.Now, arg.ID)
+// @ids is a JSON array of outbox ids.
+func (q *Queries) OutboxMarkRoutedMany(ctx context.Context, db DBTX, arg OutboxMarkRoutedManyParams) error {
+	_, err := db.ExecContext(ctx, outboxMarkRoutedMany, arg.Now, arg.Ids)
 	return err
 }
 
-const outboxPayload = `-- name: OutboxPayload :one
-SELECT payload, created_at FROM outbox WHERE id = ?1
+const outboxPayloads = `-- name: OutboxPayloads :many
+SELECT id, payload, created_at FROM outbox
+WHERE id IN (SELECT value FROM json_each(CAST(?1 AS TEXT)))
 `
 
-type OutboxPayloadRow struct {
+type OutboxPayloadsRow struct {
+	ID        int64
 	Payload   string
 	CreatedAt int64
 }
 
-func (q *Queries) OutboxPayload(ctx context.Context, db DBTX, id int64) (OutboxPayloadRow, error) {
-	row := db.QueryRowContext(ctx, outboxPayload, id)
-	var i OutboxPayloadRow
-	err := row.Scan(&i.Payload, &i.CreatedAt)
-	return i, err
+// The payloads of the events of @ids (a JSON array of outbox ids).
+func (q *Queries) OutboxPayloads(ctx context.Context, db DBTX, ids string) ([]OutboxPayloadsRow, error) {
+	rows, err := db.QueryContext(ctx, outboxPayloads, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OutboxPayloadsRow
+	for rows.Next() {
+		var i OutboxPayloadsRow
+		if err := rows.Scan(&i.ID, &i.Payload, &i.CreatedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const outboxUnroutedBatch = `-- name: OutboxUnroutedBatch :many

@@ -1,0 +1,104 @@
+package storepg_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/store/storepg"
+	"github.com/oncejob/oncejob/store/storepg/storepgtest"
+)
+
+// TestRoutingsOfOtherJobsRunAtOnce: while one routing is held inside its
+// transaction, another routes events - of other jobs only: the outbox is
+// partitioned by job, one routing at a time per partition (docs/
+// architecture.md, "Routing and deliveries"). Every event is routed once,
+// each job's events in the order they were written, and every delivery is
+// written.
+func TestRoutingsOfOtherJobsRunAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, storepgtest.NewSchemaURL(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	require.NoError(t, storepg.Migrate(ctx, pool))
+	// Two events of each of 40 jobs (that do not exist: no foreign key is
+	// checked), all first events before the second ones.
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `WITH jobs AS (SELECT g, gen_random_uuid() AS id FROM generate_series(1, 40) g)
+			INSERT INTO outbox (event_id, tenant, job_id, event_type, payload)
+			SELECT 'job' || g || '-' || n, 'acme', id, 'job.succeeded', '{}'
+			FROM jobs, generate_series(1, 2) n ORDER BY n, g`)
+		return err
+	}))
+	st := storepg.New(pool)
+
+	var mu sync.Mutex
+	jobsOf := map[string]map[string]bool{} // routing -> the jobs whose events it routed
+	order := map[string][]string{}         // job -> its events, in routing order
+	route := func(name string, held func()) func(*store.OutboxEvent) []string {
+		jobsOf[name] = map[string]bool{}
+		return func(e *store.OutboxEvent) []string {
+			mu.Lock()
+			jobsOf[name][e.JobID] = true
+			order[e.JobID] = append(order[e.JobID], e.EventID)
+			mu.Unlock()
+			held()
+			return []string{"hook", "stream"}
+		}
+	}
+	inA, release := make(chan struct{}), make(chan struct{})
+	releaseA := sync.OnceFunc(func() { close(release) })
+	defer releaseA() // a failing test does not leave the first routing held
+	var once sync.Once
+	type routed struct {
+		n   int
+		err error
+	}
+	aDone := make(chan routed, 1)
+	go func() {
+		n, err := st.OutboxRoute(ctx, &store.OutboxRouteParams{Limit: 20, Route: route("a", func() {
+			once.Do(func() { close(inA); <-release })
+		})})
+		aDone <- routed{n, err}
+	}()
+	<-inA
+	b, err := st.OutboxRoute(ctx, &store.OutboxRouteParams{Limit: 20, Route: route("b", func() {})})
+	require.NoError(t, err)
+	require.Positive(t, b, "a second routing routes while the first is held")
+	releaseA()
+	ra := <-aDone
+	require.NoError(t, ra.err)
+	a := ra.n
+	require.Positive(t, a)
+	for job := range jobsOf["a"] {
+		require.False(t, jobsOf["b"][job], "job %s routed by both routings at once", job)
+	}
+
+	total := a + b
+	for {
+		n, err := st.OutboxRoute(ctx, &store.OutboxRouteParams{Route: route("later", func() {})})
+		require.NoError(t, err)
+		if n == 0 {
+			break
+		}
+		total += n
+	}
+	require.Equal(t, 80, total, "every event routed once")
+	require.Len(t, order, 40)
+	for job, events := range order {
+		require.Len(t, events, 2, "job %s", job)
+		require.Regexp(t, `-1$`, events[0], "job %s: its first event first", job)
+	}
+	var deliveries int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM deliveries`).Scan(&deliveries))
+	require.Equal(t, 160, deliveries)
+}
