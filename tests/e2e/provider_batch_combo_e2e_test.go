@@ -72,6 +72,18 @@ func TestProviderBatchCancelAfterRestart(t *testing.T) {
 	s.proc.stop()
 	s.restart()
 	require.Eventually(t, func() bool { return strings.Count(s.proc.logs.String(), "provider batch resumed") >= int(created) }, 60*time.Second, 20*time.Millisecond, "the restarted server follows its batches")
+	// The run is cancelled once its jobs were claimed again and wait on the
+	// resumed batches. A job cancelled while still queued after the restart
+	// never waits on its batch, so it is not counted toward the batch's
+	// cancel: that case is not covered (see the closing note of issue 30).
+	conn, err := pgx.Connect(t.Context(), s.dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	require.Eventually(t, func() bool {
+		var running int
+		require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM jobs WHERE status = 'running'`).Scan(&running))
+		return running == n
+	}, 2*time.Minute, 50*time.Millisecond, "every job claimed again after the restart")
 	_, stderr, code = runCLI(t, "run", "cancel", runID, "--addr", s.addr)
 	require.Zero(t, code, stderr)
 	require.Eventually(t, func() bool { return sim.stats(t).BatchesCancelled == created }, 60*time.Second, 20*time.Millisecond, "every batch cancelled at the provider")
