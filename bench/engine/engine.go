@@ -132,6 +132,12 @@ func (e *engineBench) prepare(ctx context.Context, tag string, sc scenario, proc
 		return nil, err
 	}
 
+	if c.history > 0 {
+		logf("%s: history: %d succeeded jobs inserted by SQL", tag, c.history)
+		if _, err := pool.Exec(ctx, historySQL, c.history); err != nil {
+			return nil, fmt.Errorf("history: %w", err)
+		}
+	}
 	if c.warmupJobs > 0 {
 		// History, as a running deployment has: the measured run starts on
 		// analyzed tables that hold rows of every kind.
@@ -583,3 +589,29 @@ func workersArgs(n int) []string {
 	}
 	return []string{"--workers", strconv.Itoa(n)}
 }
+
+// historySQL inserts $1 succeeded jobs of tenant history and what a light
+// job leaves: a document, its LLM checkpoint, a journal row, two events and,
+// by the trigger jobs_announce, an outbox row each (-history).
+const historySQL = `WITH job AS (
+    INSERT INTO jobs (id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, status, stage, attempt,
+        document_sha256, document_media_type, document_size_bytes, output, finished_at, llm_calls)
+    SELECT gen_random_uuid(), 'history', 'history-' || g, md5('dedup' || g), 'light', 1, 'succeeded', 'published', 1,
+        md5('doc' || g), 'text/plain', 40, '{"summary": "history"}', now(), 0
+    FROM generate_series(1, $1::integer) AS g
+    RETURNING id, tenant, document_sha256
+),
+doc AS (
+    INSERT INTO documents (tenant, sha256, media_type, size_bytes, data)
+    SELECT tenant, document_sha256, 'text/plain', 40, '\x00' FROM job
+),
+checkpoint AS (
+    INSERT INTO job_checkpoints (job_id, tenant, stage, chunk, stage_key, code_version, attempt, output)
+    SELECT id, tenant, 'llm_done', 0, md5('stage' || id::text), 'v1', 1, '\x00' FROM job
+),
+attempt AS (
+    INSERT INTO llm_attempts (job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed, provider_request_id)
+    SELECT id, tenant, 1, 'llm_done', 0, md5('key' || id::text), 'succeeded', true, 'req-' || id::text FROM job
+)
+INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt)
+SELECT id, tenant, s, 'running', 'uploaded', 1 FROM job, generate_series(1, 2) AS s`

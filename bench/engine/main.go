@@ -140,6 +140,7 @@ type config struct {
 	riverMaxWorkers  int
 	riverSteadyJobs  int
 	warmupJobs       int
+	history          int
 	costRepeats      int
 	costJobs         int
 	inflightJobs     int
@@ -196,6 +197,7 @@ func main() {
 	flag.IntVar(&c.riverMaxWorkers, "river-max-workers", 2000, "River's MaxWorkers (riverbench: 2,000)")
 	flag.IntVar(&c.riverSteadyJobs, "river-steady-jobs", 0, "if > 0, one more River no-op phase with this many jobs, its throughput once fetch latency is amortised (reference)")
 	flag.IntVar(&c.warmupJobs, "warmup-jobs", 200, "jobs the workers run before each measured engine phase, then VACUUM ANALYZE: the measured run starts on tables with history and statistics (0: a fresh database)")
+	flag.IntVar(&c.history, "history", 0, "succeeded jobs (tenant history, with a document, a checkpoint, a journal row, two events and an outbox row each) inserted by SQL into each engine phase's fresh database before its warmup: a deployment with history, whose tables autovacuum analyzed at that size (the engine's generic plans need 10,000 rows; docs/architecture.md, \"Generic plans for the engine, custom plans for the rest\")")
 	flag.IntVar(&c.costRepeats, "cost-repeats", 3, "per job costs: phases per system (light engine and the River phases, as selected), the median printed; 0: none")
 	flag.IntVar(&c.costJobs, "cost-jobs", 500, "jobs per cost phase")
 	flag.IntVar(&c.inflightJobs, "inflight-jobs", 10000, "jobs of the in-flight phase (a multiple of -inflight-workers: an engine that adds nothing to the wait does them at workers / latency)")

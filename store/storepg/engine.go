@@ -23,7 +23,7 @@ func (s *Store) JobClaim(ctx context.Context, params *store.JobClaimParams) ([]*
 	if params.Limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.q.JobClaim(ctx, s.pool, dbsqlc.JobClaimParams{
+	rows, err := s.q.JobClaim(ctx, s.hot(ctx), dbsqlc.JobClaimParams{
 		Now:              params.Now,
 		Max:              int64(min(params.Limit, 1<<31-1)),
 		Owner:            params.Owner,

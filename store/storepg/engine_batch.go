@@ -29,7 +29,7 @@ func (s *Store) JobClaimWork(ctx context.Context, params *store.JobClaimParams) 
 	for i, j := range jobs {
 		args.Tenants[i], args.Sha256s[i] = j.Tenant, j.DocumentSHA256
 	}
-	docs, err := s.q.DocumentGetMany(ctx, s.pool, args)
+	docs, err := s.q.DocumentGetMany(ctx, s.hot(ctx), args)
 	if err != nil {
 		// The jobs are claimed: their stages read the documents one by one.
 		docs = nil
@@ -50,7 +50,7 @@ func (s *Store) JobClaimWork(ctx context.Context, params *store.JobClaimParams) 
 		}
 	}
 	if len(again) > 0 {
-		rows, err := s.q.CheckpointListMany(ctx, s.pool, again)
+		rows, err := s.q.CheckpointListMany(ctx, s.hot(ctx), again)
 		if err != nil {
 			return work, nil // the jobs read their checkpoints themselves
 		}
@@ -74,7 +74,7 @@ func (s *Store) CheckpointGetByStageKeys(ctx context.Context, params *store.Chec
 	if len(params.StageKeys) == 0 && params.DedupKey == "" {
 		return res, nil
 	}
-	rows, err := s.q.CheckpointGetByStageKeys(ctx, s.pool, dbsqlc.CheckpointGetByStageKeysParams{
+	rows, err := s.q.CheckpointGetByStageKeys(ctx, s.hot(ctx), dbsqlc.CheckpointGetByStageKeysParams{
 		Tenant: params.Tenant, StageKeys: nonNilSlice(params.StageKeys), DedupKey: params.DedupKey,
 	})
 	if err != nil {
@@ -120,7 +120,7 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, params *store.JobHeartbeat
 	if len(args.Ids) == 0 {
 		return res, nil
 	}
-	rows, err := s.q.JobHeartbeatMany(ctx, s.pool, args)
+	rows, err := s.q.JobHeartbeatMany(ctx, s.hot(ctx), args)
 	if err != nil {
 		return nil, interpretError(err)
 	}
@@ -209,11 +209,11 @@ func (s *Store) CheckpointWriteMany(ctx context.Context, params *store.Checkpoin
 		args.CostMicros, args.LatencyMs, args.Error, args.Model = a.CostMicros, a.LatencyMillis, a.Error, a.Model
 		args.PriceClass = string(a.PriceClass.Or())
 	}
-	row, err := s.q.CheckpointWriteMany(ctx, s.pool, args)
+	row, err := s.q.CheckpointWriteMany(ctx, s.hot(ctx), args)
 	if isBilledOnceViolation(err) {
 		// A concurrent attempt counted this bill first (LLMAttemptRecord).
 		args.Billed = false
-		row, err = s.q.CheckpointWriteMany(ctx, s.pool, args)
+		row, err = s.q.CheckpointWriteMany(ctx, s.hot(ctx), args)
 	}
 	switch {
 	case err != nil:
@@ -316,7 +316,7 @@ func (s *Store) publishBatch(ctx context.Context, jobs []*store.JobPublishParams
 	if err != nil {
 		return fmt.Errorf("storepg: publish batch: %w", err)
 	}
-	rows, err := s.q.JobPublishMany(ctx, s.pool, dbsqlc.JobPublishManyParams{Jobs: string(jobsJSON), Checkpoints: string(cpsJSON)})
+	rows, err := s.q.JobPublishMany(ctx, s.hot(ctx), dbsqlc.JobPublishManyParams{Jobs: string(jobsJSON), Checkpoints: string(cpsJSON)})
 	if err != nil {
 		if ierr := interpretError(err); errors.Is(ierr, store.ErrUnavailable) {
 			return ierr

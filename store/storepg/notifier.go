@@ -65,7 +65,7 @@ func (n *notifier) run(ctx context.Context) {
 			if len(batch) == 0 {
 				break
 			}
-			_ = n.s.q.JobEventNotify(ctx, n.s.pool, batch)
+			_ = n.s.q.JobEventNotify(ctx, n.s.hot(ctx), batch)
 		}
 	}
 }

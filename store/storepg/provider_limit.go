@@ -18,7 +18,7 @@ func (s *Store) ProviderLimitDraw(ctx context.Context, p *store.ProviderLimitDra
 	if ask == nil {
 		ask = []int64{}
 	}
-	row, err := s.q.ProviderLimitDraw(ctx, s.pool, dbsqlc.ProviderLimitDrawParams{
+	row, err := s.q.ProviderLimitDraw(ctx, s.hot(ctx), dbsqlc.ProviderLimitDrawParams{
 		Name: p.Name, Holder: p.Holder, Now: epoch(p.Now),
 		RequestsPerSecond: p.RequestsPerSecond, RequestBurst: p.RequestBurst,
 		TokensPerSecond: p.TokensPerSecond, TokenBurst: p.TokenBurst,

@@ -1,0 +1,16 @@
+-- 0029_announce_custom_plan: the trigger jobs_announce plans its statement
+-- at every execution, whatever the session's plan_cache_mode (issue 33;
+-- docs/architecture.md, "Generic plans for the engine, custom plans for the
+-- rest").
+--
+-- The pools storepg.Open makes run under plan_cache_mode = auto so that the
+-- engine's per-job statements keep generic plans; PL/pgSQL keeps its
+-- statements' plans per session by the same rule. The trigger's check for
+-- its event (NOT EXISTS on outbox by job_id and event_id) planned
+-- generically while outbox is empty or was analyzed small is a sequential
+-- scan of outbox, kept until the next ANALYZE: the generic-plan trap
+-- (docs/performance.md, "Generic plans on fresh tables"). A custom plan each
+-- time is what it had under the pools' force_custom_plan before.
+-- provider_limit_draw keeps the session's rule: provider_limits holds a row
+-- per limit, never more.
+ALTER FUNCTION jobs_announce() SET plan_cache_mode = force_custom_plan;
