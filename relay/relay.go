@@ -389,7 +389,10 @@ func (r *Relay) deliver(ctx context.Context, batch []*store.Delivery) []store.De
 	return results
 }
 
-func (r *Relay) logResult(d *store.Delivery, res store.DeliveryResult) {
+func (r *Relay) logResult(ctx context.Context, d *store.Delivery, res store.DeliveryResult) {
+	if res.Status == store.DeliveryStatusDelivered && !r.log.Enabled(ctx, slog.LevelDebug) {
+		return // the common case: no attributes built for a line not logged
+	}
 	attrs := []any{"delivery_id", d.ID, "event_id", d.EventID, "sink", d.Sink, "attempt", d.Attempt, "outcome", res.Outcome, "status", res.Status}
 	switch res.Status {
 	case store.DeliveryStatusDelivered:
