@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
+	"github.com/oncejob/oncejob/testsignal"
 )
 
 // Plans (docs/architecture.md, "Generic plans for the engine, custom plans
@@ -65,12 +66,13 @@ type planGate struct {
 // mode is the exec mode for a hot statement: named (cached plans) while
 // the gate is open, unnamed (a custom plan each time) otherwise. The first
 // use after planGateInterval reads the statistics on pool first.
-func (g *planGate) mode(ctx context.Context, pool dbsqlc.DBTX) pgx.QueryExecMode {
+func (g *planGate) mode(ctx context.Context, pool dbsqlc.DBTX, checked *testsignal.Signal[bool]) pgx.QueryExecMode {
 	if now := time.Now().UnixNano(); now >= g.checkAt.Load() && g.checking.CompareAndSwap(false, true) {
 		var open bool
 		if err := pool.QueryRow(ctx, planGateQuery, pgx.QueryExecModeCacheDescribe, planGateRows).Scan(&open); err == nil {
 			g.open.Store(open)
 			g.checkAt.Store(now + int64(planGateInterval))
+			checked.Signal(open)
 		}
 		g.checking.Store(false)
 	}
@@ -85,7 +87,7 @@ func (g *planGate) mode(ctx context.Context, pool dbsqlc.DBTX) pgx.QueryExecMode
 // CheckpointGetByStageKeys, CheckpointWriteMany, JobPublishMany,
 // JobHeartbeatMany, ProviderLimitDraw, JobEventNotify).
 func (s *Store) hot(ctx context.Context) dbsqlc.DBTX {
-	return execMode{db: s.pool, mode: s.plans.mode(ctx, s.pool)}
+	return execMode{db: s.pool, mode: s.plans.mode(ctx, s.pool, &s.signals.PlansChecked)}
 }
 
 // execMode runs db's statements in mode, pgx's per-query option.

@@ -9,6 +9,10 @@ type TestSignals struct {
 	// Listening: a notification source's connection has LISTENed (at the
 	// start and after each reconnect); from then on it hears every NOTIFY.
 	Listening testsignal.Signal[struct{}]
+	// PlansChecked: the plan gate read the tables' statistics; the value is
+	// whether the engine's statements may keep generic plans now
+	// (plan_cache.go).
+	PlansChecked testsignal.Signal[bool]
 }
 
 // TestSignals returns the store's test signals.
