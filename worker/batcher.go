@@ -34,7 +34,7 @@ import (
 // read back.
 
 // intentPrefix starts the error text of an intent row.
-const intentPrefix = "provider batch "
+const intentPrefix = store.BatchIntentPrefix
 
 // errBatchVoid: the tag an intent row names has no batch at the provider.
 var errBatchVoid = errors.New("the provider holds no batch of this tag")
