@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -72,7 +71,12 @@ func TestRelayThatCannotClaimIsVisible(t *testing.T) {
 
 	failThenSucceed(t, st, "tenant-a")
 
-	require.Eventually(t, func() bool { return failures(t, metrics.URL, "claim") >= 3 }, 30*time.Second, 10*time.Millisecond)
+	rounds := r.TestSignals().Round
+	for range 3 { // three rounds whose claim failed, each counted before it signals
+		_, err := rounds.WaitFor(func(err error) bool { return errors.Is(err, claimErr) })
+		require.NoError(t, err)
+	}
+	require.GreaterOrEqual(t, failures(t, metrics.URL, "claim"), 3)
 	err = probe.Check(t.Context())
 	require.ErrorIs(t, err, claimErr)
 	require.False(t, probe.Ready())
@@ -85,15 +89,19 @@ func TestRelayThatCannotClaimIsVisible(t *testing.T) {
 
 	st.claim.Store(nil)
 	waitDelivered(t, st, "tenant-a", 4) // two events, two sinks
-	require.Eventually(t, func() bool { return r.Health() == nil }, 30*time.Second, 10*time.Millisecond)
+	_, err = rounds.WaitFor(func(err error) bool { return err == nil })
+	require.NoError(t, err)
+	require.NoError(t, r.Health())
 	require.NoError(t, probe.Check(t.Context()))
 	code, body = readyz(t, probe)
 	require.Equal(t, http.StatusOK, code, body)
 
 	routeErr := errors.New("routing refused")
 	st.route.Store(&routeErr)
-	require.Eventually(t, func() bool { return failures(t, metrics.URL, "route") >= 1 }, 30*time.Second, 10*time.Millisecond)
-	require.Eventually(t, func() bool { return errors.Is(r.Health(), routeErr) }, 30*time.Second, 10*time.Millisecond)
+	_, err = rounds.WaitFor(func(err error) bool { return errors.Is(err, routeErr) })
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, failures(t, metrics.URL, "route"), 1)
+	require.ErrorIs(t, r.Health(), routeErr)
 	require.ErrorContains(t, r.Health(), "route failed in every round since ")
 }
 

@@ -90,7 +90,7 @@ func (r *Relay) apply(ctx context.Context, d *store.Delivery, res Result, starte
 		Error: truncate(msg, 2000), ExternalRef: res.ExternalRef, Duplicate: res.Duplicate,
 		StartedAt: started, FinishedAt: finished,
 	}
-	r.logResult(d, out)
+	r.logResult(ctx, d, out)
 	r.cfg.Observer.Delivered(ctx, d, &out)
 	return out
 }

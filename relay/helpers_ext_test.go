@@ -166,6 +166,7 @@ func startRelay(t *testing.T, cfg relay.Config) *relay.Relay {
 	cfg.Deliverer = delivererOf(cfg.Store)
 	r, err := relay.New(t.Context(), cfg)
 	require.NoError(t, err)
+	r.TestSignals().Round.Init()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx) }()

@@ -134,6 +134,8 @@ type Relay struct {
 
 	failMu  sync.Mutex
 	failing *roundError // the failure of the last round; nil after one that worked
+
+	signals TestSignals
 }
 
 // roundError is a step that failed in every round since the first.
@@ -236,12 +238,23 @@ func (r *Relay) recordRound(ctx context.Context, err error) error {
 	if re != nil {
 		r.cfg.Observer.RoundFailed(ctx, re.step, re.err)
 	}
+	failing := r.setFailing(re)
+	if failing == nil {
+		r.signals.Round.Signal(nil)
+		return nil
+	}
+	r.signals.Round.Signal(failing)
+	return failing
+}
+
+// setFailing keeps re as the last round's failure (nil: it worked) and
+// returns what Health reports from now on.
+func (r *Relay) setFailing(re *roundError) *roundError {
 	r.failMu.Lock()
 	defer r.failMu.Unlock()
 	switch {
 	case re == nil:
 		r.failing = nil
-		return nil
 	case r.failing == nil || r.failing.step != re.step:
 		re.since = time.Now()
 		r.failing = re
@@ -389,7 +402,10 @@ func (r *Relay) deliver(ctx context.Context, batch []*store.Delivery) []store.De
 	return results
 }
 
-func (r *Relay) logResult(d *store.Delivery, res store.DeliveryResult) {
+func (r *Relay) logResult(ctx context.Context, d *store.Delivery, res store.DeliveryResult) {
+	if res.Status == store.DeliveryStatusDelivered && !r.log.Enabled(ctx, slog.LevelDebug) {
+		return // the common case: no attributes built for a line not logged
+	}
 	attrs := []any{"delivery_id", d.ID, "event_id", d.EventID, "sink", d.Sink, "attempt", d.Attempt, "outcome", res.Outcome, "status", res.Status}
 	switch res.Status {
 	case store.DeliveryStatusDelivered:

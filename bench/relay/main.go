@@ -5,7 +5,7 @@
 // sink (a consumer in this process), with one and two `oncejob relay`
 // processes; the delivery lag (commit to applied) p50/p99 at a steady 1,000
 // events/s; and, in the same run, a plain JetStream publisher with message
-// ids and acks at the relay's batch size - the peer.
+// ids and acks in batches of the relay's own publish batch - the peer.
 //
 //	cd bench && go run ./relay
 //
@@ -45,10 +45,17 @@ import (
 
 const rootModule = "github.com/oncejob/oncejob"
 
+// routePage is how many claim batches a relay routes in one round: on
+// Postgres a routing publishes its JetStream deliveries in one batch of up
+// to routePage * --relay-batch-size (relay.routeLimit), so the peer
+// publishes batches of that size - equal batch size.
+const routePage = 5
+
 type config struct {
 	pg, db, natsURL string
 	events          int
 	batch           int
+	peerBatch       int
 	loops           int
 	rate            int
 	rateFor         time.Duration
@@ -63,7 +70,8 @@ func main() {
 	flag.StringVar(&c.db, "db", "oncejob_bench_relay", "database created (dropped first) for the run")
 	flag.StringVar(&c.natsURL, "nats", nats.DefaultURL, "NATS with JetStream")
 	flag.IntVar(&c.events, "events", 20000, "events per throughput phase")
-	flag.IntVar(&c.batch, "batch", 100, "the relay's claim batch and the plain publisher's batch")
+	flag.IntVar(&c.batch, "batch", 100, "the relay's claim batch (--relay-batch-size)")
+	flag.IntVar(&c.peerBatch, "peer-batch", 0, "the plain publisher's batch (default: the relay's routing page, routePage)")
 	flag.IntVar(&c.loops, "loops", 1, "relay loops per relay process (--relays)")
 	flag.IntVar(&c.rate, "rate", 1000, "events/s of the lag phases")
 	flag.DurationVar(&c.rateFor, "rate-for", 10*time.Second, "length of the lag phases")
@@ -72,6 +80,9 @@ func main() {
 	sinks := flag.String("sinks", "webhook,jetstream", "the sinks measured, of webhook and jetstream")
 	flag.Parse()
 	c.sinks = strings.Split(*sinks, ",")
+	if c.peerBatch <= 0 {
+		c.peerBatch = routePage * c.batch
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, c); err != nil {
@@ -148,11 +159,18 @@ func run(ctx context.Context, c config) error {
 		}
 		rows = append(rows, row{fmt.Sprintf("%s, 1 relay, steady %d/s", sink, c.rate), r})
 	}
-	plain, err := b.plainPublisher(ctx)
+	plain, err := b.plainPublisher(ctx, c.peerBatch)
 	if err != nil {
 		return fmt.Errorf("plain publisher: %w", err)
 	}
-	rows = append(rows, row{fmt.Sprintf("plain JetStream publisher, Nats-Msg-Id, acks per batch of %d", c.batch), plain})
+	rows = append(rows, row{fmt.Sprintf("plain JetStream publisher, Nats-Msg-Id, acks per batch of %d", c.peerBatch), plain})
+	if c.batch != c.peerBatch { // the claim batch, the peer of the figures before 2026-12-05
+		small, err := b.plainPublisher(ctx, c.batch)
+		if err != nil {
+			return fmt.Errorf("plain publisher: %w", err)
+		}
+		rows = append(rows, row{fmt.Sprintf("plain JetStream publisher, Nats-Msg-Id, acks per batch of %d (the claim batch)", c.batch), small})
+	}
 
 	report(c, rows, best["jetstream"], plain)
 	return nil
@@ -179,7 +197,7 @@ func report(c config, rows []row, jetstream, plain result) {
 		fmt.Printf("| %s | %.0f %s %s |\n", r.name, r.rate, lag, used)
 	}
 	if r := jetstream; r.rate > 0 {
-		fmt.Printf("\nrelay -> JetStream / plain publisher: %.2fx (best of 1 and 2 relays; target >= 0.5x)\n", r.rate/plain.rate)
+		fmt.Printf("\nrelay -> JetStream / plain publisher at equal batch (%d): %.2fx (best of 1 and 2 relays; target >= 0.5x)\n", c.peerBatch, r.rate/plain.rate)
 		total := func(c cpu) time.Duration { return c.relay + c.postgres + c.nats }
 		fmt.Printf("CPU per event, relay -> JetStream (that run) / plain publisher: %.1fx\n", float64(total(r.cpu))/float64(total(plain.cpu)))
 	}
@@ -389,9 +407,10 @@ func (b *bench) webhookReceiver() http.Handler {
 }
 
 // plainPublisher publishes the same number of events as a throughput phase
-// straight to a stream, with Nats-Msg-Id, in batches of the relay's size:
-// each batch published asynchronously, then every ack awaited.
-func (b *bench) plainPublisher(ctx context.Context) (result, error) {
+// straight to a stream, with Nats-Msg-Id, in batches of the relay's publish
+// batch (-peer-batch) or another: each batch published asynchronously, then every ack
+// awaited.
+func (b *bench) plainPublisher(ctx context.Context, batch int) (result, error) {
 	suffix := fmt.Sprint(time.Now().UnixNano())
 	stream, subject := "BENCH_PLAIN_"+suffix, "benchplain"+suffix+".default.job.succeeded"
 	if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject}, Duplicates: 2 * time.Minute}); err != nil {
@@ -402,7 +421,7 @@ func (b *bench) plainPublisher(ctx context.Context) (result, error) {
 	self, nats0 := selfCPU(), natsCPU()
 	start := time.Now()
 	for sent := 0; sent < b.c.events; {
-		n := min(b.c.batch, b.c.events-sent)
+		n := min(batch, b.c.events-sent)
 		acks := make([]jetstream.PubAckFuture, n)
 		for i := range n {
 			m := nats.NewMsg(subject)
@@ -427,7 +446,7 @@ func (b *bench) plainPublisher(ctx context.Context) (result, error) {
 	}
 	rate := float64(b.c.events) / time.Since(start).Seconds()
 	used := cpu{relay: selfCPU() - self, nats: natsCPU() - nats0}
-	logf("plain publisher: %d in batches of %d: %.0f/s", b.c.events, b.c.batch, rate)
+	logf("plain publisher: %d in batches of %d: %.0f/s", b.c.events, batch, rate)
 	return result{rate: rate, cpu: used}, nil
 }
 

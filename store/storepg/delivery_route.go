@@ -71,7 +71,7 @@ type routePlan struct {
 // sorts them: a backlog's every round). The sort these settings price out
 // remains for the few partitions, so JIT, which the price would call for,
 // is off. The transaction's own idle timeout, when hold is set, is in the
-// same round trip.
+// same round trip, and so is the BEGIN (routeTx).
 func routePlanSettings(hold time.Duration) string {
 	q := `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
 	set_config('enable_sort', 'off', true), set_config('jit', 'off', true)`
@@ -81,14 +81,17 @@ func routePlanSettings(hold time.Duration) string {
 	return q
 }
 
+// routeTx runs fn in a routing's transaction: its BEGIN and its planner
+// settings (routePlanSettings) are one round trip. hold, when set, ends the
+// transaction's session should it stay idle that long.
+func (s *Store) routeTx(ctx context.Context, hold time.Duration, fn func(pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{BeginQuery: "BEGIN; " + routePlanSettings(hold)}, fn)
+}
+
 // routeBatch locks partitions no other routing holds and reads their
 // oldest unrouted events, up to limit; none when there is nothing to route
-// that another routing does not hold. hold, when set, ends the transaction's
-// session should it stay idle that long.
-func (s *Store) routeBatch(ctx context.Context, tx pgx.Tx, limit int, hold time.Duration) ([]dbsqlc.OutboxRouteBatchRow, error) {
-	if _, err := tx.Exec(ctx, routePlanSettings(hold)); err != nil {
-		return nil, err
-	}
+// that another routing does not hold. It runs in a routeTx.
+func (s *Store) routeBatch(ctx context.Context, tx pgx.Tx, limit int) ([]dbsqlc.OutboxRouteBatchRow, error) {
 	return s.q.OutboxRouteBatch(ctx, tx, dbsqlc.OutboxRouteBatchParams{
 		Partitions: routePartitions, Max: int64(limit), Share: int64(max(1, limit/routeShare)),
 	})
@@ -146,8 +149,8 @@ func (s *Store) OutboxRouteDeliver(ctx context.Context, params *store.OutboxRout
 	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hold+5*time.Second)
 	defer cancel()
 	routed := 0
-	err := pgx.BeginFunc(txCtx, s.pool, func(tx pgx.Tx) error {
-		events, err := s.routeBatch(txCtx, tx, params.PageLimit(), hold+time.Second)
+	err := s.routeTx(txCtx, hold+time.Second, func(tx pgx.Tx) error {
+		events, err := s.routeBatch(txCtx, tx, params.PageLimit())
 		if err != nil || len(events) == 0 {
 			return err
 		}
@@ -189,7 +192,7 @@ func planRoute(params *store.OutboxRouteDeliverParams, events []dbsqlc.OutboxRou
 			plan.direct = append(plan.direct, &store.Delivery{
 				OutboxID: e.ID, EventID: e.EventID, EventType: e.EventType, Sink: sink, Tenant: e.Tenant,
 				JobID: out.JobID, Status: store.DeliveryStatusPending, Attempt: 1, Attempts: 1,
-				BudgetStartedAt: now, CreatedAt: now, UpdatedAt: now, Payload: []byte(e.Payload), EventCreatedAt: e.CreatedAt,
+				BudgetStartedAt: now, CreatedAt: now, UpdatedAt: now, Payload: out.Payload, EventCreatedAt: e.CreatedAt, // read only: one copy of the payload
 			})
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
 
 // binDir holds the oncejob and grpcurl binaries built once for this
@@ -63,7 +64,14 @@ func run(m *testing.M) (int, error) {
 			return 0, fmt.Errorf("build %s: %w", b[0], err)
 		}
 	}
-	return m.Run(), nil
+	code := m.Run()
+	if code == 0 {
+		// Every block's process was waited for: none may outlive its test.
+		if err := goleak.Find(); err != nil {
+			return 1, fmt.Errorf("goleak: %w", err)
+		}
+	}
+	return code, nil
 }
 
 // blockEnv is the environment of every block: the built binaries first on
