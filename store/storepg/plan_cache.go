@@ -50,7 +50,7 @@ const planGateInterval = 5 * time.Second
 // planGateQuery: are the tables the hot statements read each never
 // analyzed (reltuples -1) or analyzed at $1 rows or more? outbox, written
 // by the trigger jobs_announce, is not among them: the trigger's lookup
-// plans at every execution (migration 0029).
+// plans at every execution (migration 0030).
 const planGateQuery = `SELECT count(*) = 4 AND coalesce(bool_and(c.reltuples < 0 OR c.reltuples >= $1), false)
 FROM pg_catalog.pg_class c
 WHERE c.oid IN (to_regclass('jobs'), to_regclass('job_checkpoints'), to_regclass('llm_attempts'), to_regclass('documents'))`

@@ -1,4 +1,4 @@
--- 0029_announce_custom_plan: the trigger jobs_announce plans its statement
+-- 0030_announce_custom_plan: the trigger jobs_announce plans its statement
 -- at every execution, whatever the session's plan_cache_mode (issue 33;
 -- docs/architecture.md, "Generic plans for the engine, custom plans for the
 -- rest").
