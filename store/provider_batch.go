@@ -25,10 +25,21 @@ type ProviderBatchStore interface {
 	// touched since StaleBefore, oldest first: their follower is gone.
 	ProviderBatchListStale(ctx context.Context, params *ProviderBatchListStaleParams) ([]*ProviderBatch, error)
 
+	// ProviderBatchJobs returns the jobs whose intent rows name the batch
+	// of Tag, each with its status, in no order: every line of the batch
+	// belongs to one of them. The batcher cancels a batch at the provider
+	// only when each of them is cancelled.
+	ProviderBatchJobs(ctx context.Context, params *ProviderBatchJobsParams) ([]*ProviderBatchJob, error)
+
 	// RunBatchList returns the batches the calls of a run's computed items
 	// went into, oldest first; none for a run of another tenant.
 	RunBatchList(ctx context.Context, params *RunBatchListParams) ([]*RunBatch, error)
 }
+
+// BatchIntentPrefix starts the error text of an intent row: the row a
+// call's attempt journals (outcome outcome_unknown) before the call is
+// sent in the provider batch of a tag, its error BatchIntentPrefix + tag.
+const BatchIntentPrefix = "provider batch "
 
 // ProviderBatchRecordParams is a batch as the worker following it saw it.
 type ProviderBatchRecordParams struct {
@@ -58,6 +69,17 @@ type ProviderBatchListStaleParams struct {
 // ProviderBatch is a batch as its record holds it.
 type ProviderBatch struct {
 	Tag, BatchID, Status string
+}
+
+// ProviderBatchJobsParams names a batch by its tag.
+type ProviderBatchJobsParams struct {
+	Tag string
+}
+
+// ProviderBatchJob is a job with a call in a provider batch.
+type ProviderBatchJob struct {
+	JobID  string
+	Status JobStatus
 }
 
 // RunBatchListParams names a run.

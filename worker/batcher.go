@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -34,7 +35,7 @@ import (
 // read back.
 
 // intentPrefix starts the error text of an intent row.
-const intentPrefix = "provider batch "
+const intentPrefix = store.BatchIntentPrefix
 
 // errBatchVoid: the tag an intent row names has no batch at the provider.
 var errBatchVoid = errors.New("the provider holds no batch of this tag")
@@ -78,9 +79,11 @@ type batchGroup struct {
 	done    chan struct{}
 	results map[string]llm.BatchResult
 	err     error
-	left    int           // members gone before the results
-	cancels int           // of those, gone because their job was cancelled
-	leaving chan struct{} // wakes the poller when a member leaves
+	left    int             // members gone before the results
+	cancels int             // of those, gone because their job was cancelled
+	gone    map[string]bool // the jobs of those cancels
+	waiting int             // members waiting on it now
+	leaving chan struct{}   // wakes the poller when a member leaves
 }
 
 type batchMember struct {
@@ -112,9 +115,9 @@ func newBatcher(w *Worker, ctx context.Context) (*batcher, error) {
 // that went elsewhere, a job cancelled) and the provider bills their lines
 // all the same. Followed to their end, their bills are recorded, so a run
 // shows every line the provider billed for it (RunBatch.BilledLines). A
-// batch adopted so is never cancelled unless the jobs of all its lines
-// wait on it here and are cancelled, as for a resumed one; several
-// processes may adopt one batch at once, which costs polls, not calls.
+// batch adopted so is cancelled, as any other, once the jobs of all its
+// lines are cancelled (allCancelled); several processes may adopt one
+// batch at once, which costs polls, not calls.
 func (b *batcher) sweep() {
 	every := b.w.cfg.ProviderBatchSweep
 	t := time.NewTicker(every)
@@ -165,13 +168,13 @@ func (b *batcher) call(ctx context.Context, lease store.Lease, req *llm.Request,
 				case <-time.After(batchVoidGrace):
 				}
 			}
-			if resp, err := b.wait(ctx, b.resume(tag), req.ProviderKey); !errors.Is(err, errBatchVoid) {
+			if resp, err := b.wait(ctx, b.resume(tag), lease.JobID, req.ProviderKey); !errors.Is(err, errBatchVoid) {
 				return resp, err
 			}
 		}
 		b.log.Info("provider batch was never created; collecting the call again", "tag", tag, "provider_key", req.ProviderKey)
 	}
-	return b.wait(ctx, b.join(ctx, lease, req, intent, cfg), req.ProviderKey)
+	return b.wait(ctx, b.join(ctx, lease, req, intent, cfg), lease.JobID, req.ProviderKey)
 }
 
 // join adds the call to the open group of its model, opening one if none,
@@ -218,15 +221,27 @@ func (b *batcher) resume(tag string) *batchGroup {
 	return g
 }
 
-// wait returns key's result in g, or leaves g when ctx ends first.
-func (b *batcher) wait(ctx context.Context, g *batchGroup, key string) (*llm.Response, error) {
+// wait returns key's result in g, or leaves g when ctx ends first (a
+// leave of job because it was cancelled counts toward cancelling g).
+func (b *batcher) wait(ctx context.Context, g *batchGroup, job, key string) (*llm.Response, error) {
+	b.mu.Lock()
+	g.waiting++
+	b.mu.Unlock()
 	select {
 	case <-g.done:
+		b.mu.Lock()
+		g.waiting--
+		b.mu.Unlock()
 	case <-ctx.Done():
 		b.mu.Lock()
+		g.waiting--
 		g.left++
 		if errors.Is(context.Cause(ctx), errCancelRequested) {
 			g.cancels++
+			if g.gone == nil {
+				g.gone = map[string]bool{}
+			}
+			g.gone[job] = true
 		}
 		b.mu.Unlock()
 		select {
@@ -473,7 +488,8 @@ func (g *batchGroup) ensure(calls []*llm.Request) (*llm.Batch, error) {
 }
 
 // poll follows the batch with backoff until it has finished, cancelling it
-// at the provider when every one of its n calls' jobs was cancelled.
+// at the provider when every one of its n calls' jobs was cancelled
+// (allCancelled).
 func (g *batchGroup) poll(batch *llm.Batch, n int) (*llm.Batch, error) {
 	b, ctx := g.b, g.b.ctx
 	touched := time.Now()
@@ -485,6 +501,7 @@ func (g *batchGroup) poll(batch *llm.Batch, n int) (*llm.Batch, error) {
 				g.record(cancelled)
 				b.log.Info("provider batch cancelled: every job in it was cancelled", "batch", batch.ID)
 			}
+			b.w.signals.BatchCancelled.Signal(g.tag)
 			return nil, errCancelRequested
 		}
 		select {
@@ -541,13 +558,48 @@ func (g *batchGroup) recordBills(keys []string) {
 	}
 }
 
-// allCancelled reports whether every one of the n calls of the batch (the
-// calls this group sent, or, resumed, the batch's lines) left it because
-// its job was cancelled while it waited here.
+// allCancelled reports whether the job of every line of the batch was
+// cancelled: every one of its n calls (the calls this group sent, or,
+// resumed, the batch's lines) left it here because its job was cancelled;
+// or, when no member waits here any more, every job whose intent names
+// the tag (store.ProviderBatchJobs, one read) is cancelled in the store or
+// left here cancelled. The read counts the jobs cancelled before they
+// waited here, or anywhere: those of a resumed batch cancelled while still
+// queued after a restart never wait on it (docs/architecture.md,
+// "Provider batches"). A job not cancelled, or a failed read, keeps the
+// batch.
 func (g *batchGroup) allCancelled(n int) bool {
-	g.b.mu.Lock()
-	defer g.b.mu.Unlock()
-	return n > 0 && g.cancels >= n
+	b := g.b
+	b.mu.Lock()
+	if n > 0 && g.cancels >= n {
+		b.mu.Unlock()
+		return true
+	}
+	if g.waiting > 0 { // a job waiting here is not cancelled
+		b.mu.Unlock()
+		return false
+	}
+	gone := maps.Clone(g.gone)
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	jobs, err := b.w.cfg.Store.ProviderBatchJobs(ctx, &store.ProviderBatchJobsParams{Tag: g.tag})
+	if err != nil {
+		if b.ctx.Err() == nil {
+			b.log.Warn("provider batch: its jobs not read; it is not cancelled now", "tag", g.tag, "error", err)
+		}
+		b.w.signals.BatchJobsRead.Signal(BatchJobsReadSignal{Tag: g.tag, Err: err})
+		return false
+	}
+	all := len(jobs) > 0
+	for _, j := range jobs {
+		if j.Status != store.JobStatusCancelled && !gone[j.JobID] {
+			all = false
+			break
+		}
+	}
+	b.w.signals.BatchJobsRead.Signal(BatchJobsReadSignal{Tag: g.tag, Jobs: len(jobs), AllCancelled: all})
+	return all
 }
 
 func (g *batchGroup) finish(results map[string]llm.BatchResult, err error) {

@@ -15,6 +15,22 @@ type TestSignals struct {
 	// Settled: an attempt wrote the status it decided (settle's
 	// transition; not a publish).
 	Settled testsignal.Signal[SettledSignal]
+	// BatchJobsRead: the follower of a provider batch read the jobs of its
+	// lines (store.ProviderBatchJobs) to decide whether to cancel it.
+	BatchJobsRead testsignal.Signal[BatchJobsReadSignal]
+	// BatchCancelled: the follower of a provider batch asked the provider
+	// to cancel it; the value is the batch's tag.
+	BatchCancelled testsignal.Signal[string]
+}
+
+// BatchJobsReadSignal is what one read of a batch's jobs decided.
+type BatchJobsReadSignal struct {
+	Tag string
+	// Jobs is how many jobs the read returned; AllCancelled whether each
+	// was cancelled (in the store, or it left the batch here cancelled).
+	Jobs         int
+	AllCancelled bool
+	Err          error
 }
 
 // SettledSignal is the status an attempt of a job settled in.

@@ -32,10 +32,12 @@ type Store interface {
 	store.Store
 	store.EngineStore
 	// The batcher keeps what it sees of each provider batch, and the lines
-	// each billed (of store.ProviderBatchStore).
+	// each billed, and reads the jobs of a batch's lines before it cancels
+	// it (of store.ProviderBatchStore).
 	ProviderBatchRecord(ctx context.Context, params *store.ProviderBatchRecordParams) error
 	ProviderBatchBillsRecord(ctx context.Context, params *store.ProviderBatchBillsRecordParams) error
 	ProviderBatchListStale(ctx context.Context, params *store.ProviderBatchListStaleParams) ([]*store.ProviderBatch, error)
+	ProviderBatchJobs(ctx context.Context, params *store.ProviderBatchJobsParams) ([]*store.ProviderBatchJob, error)
 	// The pacer draws every online call from the provider limits.
 	store.ProviderLimitStore
 }

@@ -57,7 +57,14 @@ func (b *testBundle) runWorker(t *testing.T, reg *pipeline.Registry, llmTimeout 
 // ends, its Claimed, Heartbeat and Settled signals on.
 func (b *testBundle) runWorkerOn(t *testing.T, reg *pipeline.Registry, provider llm.Provider) (w *worker.Worker, stop func()) {
 	t.Helper()
-	w, err := worker.New(worker.Config{
+	return b.runWorkerWith(t, reg, provider, nil)
+}
+
+// runWorkerWith is runWorkerOn with the config changed by edit (when not
+// nil), its provider-batch signals on too.
+func (b *testBundle) runWorkerWith(t *testing.T, reg *pipeline.Registry, provider llm.Provider, edit func(*worker.Config)) (w *worker.Worker, stop func()) {
+	t.Helper()
+	cfg := worker.Config{
 		Store:         b.store,
 		Provider:      provider,
 		Pipelines:     reg,
@@ -65,11 +72,17 @@ func (b *testBundle) runWorkerOn(t *testing.T, reg *pipeline.Registry, provider 
 		LeaseDuration: 5 * time.Second,
 		PollInterval:  20 * time.Millisecond,
 		Logger:        slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	w, err := worker.New(cfg)
 	require.NoError(t, err)
 	w.TestSignals().Claimed.Init()
 	w.TestSignals().Heartbeat.Init()
 	w.TestSignals().Settled.Init()
+	w.TestSignals().BatchJobsRead.Init()
+	w.TestSignals().BatchCancelled.Init()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(ctx) }()

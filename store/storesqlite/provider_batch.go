@@ -50,6 +50,14 @@ func (s *Store) ProviderBatchListStale(ctx context.Context, params *store.Provid
 	})
 }
 
+// ProviderBatchJobs implements store.ProviderBatchStore.
+func (s *Store) ProviderBatchJobs(ctx context.Context, params *store.ProviderBatchJobsParams) ([]*store.ProviderBatchJob, error) {
+	rows, err := s.q.ProviderBatchJobs(ctx, s.read, store.BatchIntentPrefix+params.Tag)
+	return rowmap.Map(rows, err, interpretError, func(r dbsqlite.ProviderBatchJobsRow) *store.ProviderBatchJob {
+		return &store.ProviderBatchJob{JobID: r.JobID, Status: store.JobStatus(r.Status)}
+	})
+}
+
 // RunBatchList implements store.ProviderBatchStore.
 func (s *Store) RunBatchList(ctx context.Context, params *store.RunBatchListParams) ([]*store.RunBatch, error) {
 	id, ok := canonicalUUID(params.RunID)

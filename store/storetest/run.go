@@ -234,6 +234,49 @@ func exerciseRun(t *testing.T, newStore func(t *testing.T) Store) {
 		require.EqualValues(t, 3, sum, "two calls, three bills: the double bill shows")
 	})
 
+	t.Run("ProviderBatchJobsAreTheJobsOfItsIntents", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		run := newRun(t, b)
+		items := submitMany(t, b, inRun(t, run), inRun(t, run), inRun(t, run))
+		a, c, other := items[0].Job, items[1].Job, items[2].Job
+		tag, otherTag := newUUID(t), newUUID(t) // intents of other tests' batches share the table
+		row := func(job *store.Job, key string, outcome store.LLMOutcome, msg string) {
+			t.Helper()
+			require.NoError(t, b.store.LLMAttemptRecord(b.ctx, &store.LLMAttemptRecordParams{Attempt: store.LLMAttempt{
+				JobID: job.ID, JobAttempt: 1, Stage: store.JobStageLLMDone, ProviderKey: key, Model: "m",
+				Outcome: outcome, Error: msg, PriceClass: store.PriceClassBatch,
+			}}))
+		}
+		// a has two lines in the batch, c one; other's intent names
+		// another batch, and its rows that are no intent name none.
+		row(a, "ka1", store.LLMOutcomeOutcomeUnknown, store.BatchIntentPrefix+tag)
+		row(a, "ka2", store.LLMOutcomeOutcomeUnknown, store.BatchIntentPrefix+tag)
+		row(c, "kc", store.LLMOutcomeOutcomeUnknown, store.BatchIntentPrefix+tag)
+		row(other, "ko", store.LLMOutcomeOutcomeUnknown, store.BatchIntentPrefix+otherTag)
+		row(other, "ko", store.LLMOutcomeUnavailable, store.BatchIntentPrefix+tag)
+		row(other, "ko2", store.LLMOutcomeOutcomeUnknown, "provider batch "+tag+" lost")
+
+		jobs := func(tag string) map[string]store.JobStatus {
+			t.Helper()
+			got, err := b.store.ProviderBatchJobs(b.ctx, &store.ProviderBatchJobsParams{Tag: tag})
+			require.NoError(t, err)
+			out := map[string]store.JobStatus{}
+			for _, j := range got {
+				_, dup := out[j.JobID]
+				require.False(t, dup, "a job once, however many lines it has: %s", j.JobID)
+				out[j.JobID] = j.Status
+			}
+			return out
+		}
+		require.Equal(t, map[string]store.JobStatus{a.ID: store.JobStatusQueued, c.ID: store.JobStatusQueued}, jobs(tag))
+		_, err := b.store.JobCancel(b.ctx, &store.JobCancelParams{Tenant: a.Tenant, ID: a.ID, Message: "test"})
+		require.NoError(t, err)
+		require.Equal(t, map[string]store.JobStatus{a.ID: store.JobStatusCancelled, c.ID: store.JobStatusQueued}, jobs(tag))
+		require.Equal(t, map[string]store.JobStatus{other.ID: store.JobStatusQueued}, jobs(otherTag))
+		require.Empty(t, jobs(newUUID(t)), "a tag no intent names")
+	})
+
 	t.Run("StaleProviderBatchesAreListed", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -49,3 +49,14 @@ LEFT JOIN llm_attempts bill ON i.latest = 1 AND bill.job_id = i.job_id AND bill.
     AND bill.billed AND bill.price_class = 'batch'
 GROUP BY pb.tag, pb.batch_id, pb.status, pb.created_at, pb.expires_at, pb.updated_at
 ORDER BY pb.created_at, pb.tag;
+
+-- name: ProviderBatchJobs :many
+-- The jobs whose intent rows name the batch of @intent ("provider batch
+-- <tag>"), each with its status: every line of the batch belongs to one of
+-- them (an intent is journaled before its call is sent). Read through
+-- llm_attempts_batch_intent_idx (migration 0029).
+SELECT DISTINCT a.job_id, j.status
+FROM llm_attempts a
+JOIN jobs j ON j.id = a.job_id
+WHERE a.outcome = 'outcome_unknown' AND substr(a.error, 1, 15) = 'provider batch '
+    AND a.error = @intent::text;

@@ -27,6 +27,43 @@ func (q *Queries) ProviderBatchBillsInsert(ctx context.Context, db DBTX, arg Pro
 	return err
 }
 
+const providerBatchJobs = `-- name: ProviderBatchJobs :many
+SELECT DISTINCT a.job_id, j.status
+FROM llm_attempts a
+JOIN jobs j ON j.id = a.job_id
+WHERE a.outcome = 'outcome_unknown' AND substr(a.error, 1, 15) = 'provider batch '
+    AND a.error = $1::text
+`
+
+type ProviderBatchJobsRow struct {
+	JobID  string
+	Status string
+}
+
+// The jobs whose intent rows name the batch of @intent ("provider batch
+// <tag>"), each with its status: every line of the batch
+// belongs to one of them (an intent is journaled before its call is sent).
+// Through llm_attempts_batch_intent_idx (migration 0029).
+func (q *Queries) ProviderBatchJobs(ctx context.Context, db DBTX, intent string) ([]ProviderBatchJobsRow, error) {
+	rows, err := db.Query(ctx, providerBatchJobs, intent)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ProviderBatchJobsRow
+	for rows.Next() {
+		var i ProviderBatchJobsRow
+		if err := rows.Scan(&i.JobID, &i.Status); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const providerBatchListStale = `-- name: ProviderBatchListStale :many
 SELECT tag, batch_id, status FROM provider_batches
 WHERE status NOT IN ('completed', 'failed', 'expired', 'cancelled')

@@ -44,3 +44,12 @@ LEFT JOIN llm_attempts bill ON i.latest = 1 AND bill.job_id = i.job_id AND bill.
     AND bill.billed = 1 AND bill.price_class = 'batch'
 GROUP BY pb.tag, pb.batch_id, pb.status, pb.created_at, pb.expires_at, pb.updated_at
 ORDER BY pb.created_at, pb.tag;
+
+-- name: ProviderBatchJobs :many
+-- The jobs whose intent rows name the batch of @intent, each with its
+-- status (see the Postgres query).
+SELECT DISTINCT a.job_id, j.status
+FROM llm_attempts a
+JOIN jobs j ON j.id = a.job_id
+WHERE a.outcome = 'outcome_unknown' AND substr(a.error, 1, 15) = 'provider batch '
+    AND a.error = @intent;

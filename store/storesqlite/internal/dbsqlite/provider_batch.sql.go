@@ -26,6 +26,44 @@ func (q *Queries) ProviderBatchBillsInsert(ctx context.Context, db DBTX, arg Pro
 	return err
 }
 
+const providerBatchJobs = `-- name: ProviderBatchJobs :many
+SELECT DISTINCT a.job_id, j.status
+FROM llm_attempts a
+JOIN jobs j ON j.id = a.job_id
+WHERE a.outcome = 'outcome_unknown' AND substr(a.error, 1, 15) = 'provider batch '
+    AND a.error = ?1
+`
+
+type ProviderBatchJobsRow struct {
+	JobID  string
+	Status string
+}
+
+// The jobs whose intent rows name the batch of @intent, each with its
+// status (see the Postgres query).
+func (q *Queries) ProviderBatchJobs(ctx context.Context, db DBTX, intent string) ([]ProviderBatchJobsRow, error) {
+	rows, err := db.QueryContext(ctx, providerBatchJobs, intent)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ProviderBatchJobsRow
+	for rows.Next() {
+		var i ProviderBatchJobsRow
+		if err := rows.Scan(&i.JobID, &i.Status); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const providerBatchListStale = `-- name: ProviderBatchListStale :many
 SELECT tag, batch_id, status FROM provider_batches
 WHERE status NOT IN ('completed', 'failed', 'expired', 'cancelled')
