@@ -5,12 +5,19 @@ GO      ?= go
 # deadline exceeded" and no crasher (golang/go#75804, fixed in Go 1.27).
 FUZZTIME ?= 300000x
 
-.PHONY: build test test-go test-ts ts fuzz apifuzz generate check-generate lint
+.PHONY: build test test-go test-ts ts-tests ts fuzz apifuzz generate check-generate lint
 
 build:
 	$(GO) build -o bin/oncejob ./cmd/oncejob
 
-test: lint check-generate ts test-go test-ts fuzz apifuzz
+# lint and check-generate first, one after the other (generate rewrites the
+# trees lint reads); then the four suites at once: the machine has 2 cores
+# and test-go alone leaves a tenth of them idle (tests/e2e waits on the
+# processes it drives), which the fuzzers, at a lower priority, take
+# (docs/performance.md, "The test suite's time"). --output-sync keeps each
+# suite's output together, printed when it ends.
+test: lint check-generate ts build
+	$(MAKE) --no-print-directory -j4 --output-sync=target test-go ts-tests fuzz apifuzz
 
 # -artifacts keeps what tests save (t.ArtifactDir) under
 # test-artifacts/_artifacts/: the porcupine visualisation of a history that
@@ -37,10 +44,10 @@ test-go:
 APIFUZZ_REQUESTS ?= 5000
 APIFUZZ_SEED     ?= 0
 apifuzz:
-	$(GO) test -count=1 -v -run TestAPIFuzz ./tests/apifuzz -apifuzz.requests $(APIFUZZ_REQUESTS) -apifuzz.seed $(APIFUZZ_SEED)
+	nice -n 10 $(GO) test -count=1 -v -run TestAPIFuzz ./tests/apifuzz -apifuzz.requests $(APIFUZZ_REQUESTS) -apifuzz.seed $(APIFUZZ_SEED)
 
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzCanonical$$' -fuzztime $(FUZZTIME) ./jobkey
+	nice -n 10 $(GO) test -run '^$$' -fuzz '^FuzzCanonical$$' -fuzztime $(FUZZTIME) ./jobkey
 
 # The Python SDK carries its own copy of the generated API modules, and of
 # google.rpc's status and error details (Debian packages no
@@ -68,6 +75,10 @@ ts:
 # on both stores (test/harness.mjs; Postgres at ONCEJOB_TEST_DATABASE_URL,
 # reached with psql).
 test-ts: build ts
+	@$(MAKE) --no-print-directory ts-tests
+
+# ts-tests runs them on what build and ts made (test runs it beside test-go).
+ts-tests:
 	@if command -v npm >/dev/null; then cd $(TSDIR) && ONCEJOB_BIN=$(CURDIR)/bin/oncejob npm test --silent; else $(NPM_MISSING); fi
 
 generate:

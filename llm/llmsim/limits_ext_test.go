@@ -106,7 +106,13 @@ func TestLimitInFlight(t *testing.T) {
 	require.GreaterOrEqual(t, ok, 2)
 	require.EqualValues(t, calls-ok, st.RateLimitedBy["in_flight"])
 	require.Zero(t, st.InFlight, "every call answered")
+	require.Equal(t, 2, st.PeakInFlight, "no restart yet: the peak is the maximum")
+	require.Equal(t, 2, sim.RestartPeak().PeakInFlight, "the peak before its restart")
+	require.Zero(t, sim.Stats().PeakInFlight, "restarted at the calls in flight now: none")
 	require.Equal(t, http.StatusOK, chat(t, sim, "", "after").status, "finished calls free their slots")
+	st = sim.Stats()
+	require.Equal(t, 1, st.PeakInFlight, "one call since the restart")
+	require.Equal(t, 2, st.MaxInFlight, "the maximum is never restarted")
 }
 
 func TestRateLimitFaultForADuration(t *testing.T) {

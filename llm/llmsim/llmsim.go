@@ -25,6 +25,7 @@
 //	POST /v1/chat/completions       the provider
 //	GET  /oncejob/calls/{key}       the stored completion of key, or 404
 //	GET  /oncejob/stats             Stats as JSON
+//	POST /oncejob/stats/peak        restart PeakInFlight at the calls in flight now; Stats as JSON
 //	POST /oncejob/reset             forget calls and counters, re-arm Config.Faults
 //	GET  /oncejob/faults            the armed Faults
 //	POST /oncejob/faults            replace the Faults (JSON) and restart their counts
@@ -97,6 +98,10 @@ type Stats struct {
 	MaxInFlight int `json:"max_in_flight"`
 	// InFlight is the chat completion calls being answered now.
 	InFlight int `json:"in_flight"`
+	// PeakInFlight is MaxInFlight since the last POST /oncejob/stats/peak
+	// (RestartPeak): a test sees a level the calls reached between two of
+	// its reads.
+	PeakInFlight int `json:"peak_in_flight"`
 
 	// FilesUploaded counts POST /v1/files.
 	FilesUploaded int64 `json:"files_uploaded"`
@@ -168,6 +173,7 @@ func New(cfg Config) (*Server, error) {
 		s.mux.HandleFunc("POST "+prefix+"/chat/completions", s.handleChat)
 		s.mux.HandleFunc("GET "+prefix+LookupPath+"/{key}", s.handleLookup)
 		s.mux.HandleFunc("GET "+prefix+"/oncejob/stats", s.handleStats)
+		s.mux.HandleFunc("POST "+prefix+"/oncejob/stats/peak", s.handlePeak)
 		s.mux.HandleFunc("POST "+prefix+"/oncejob/reset", s.handleReset)
 		s.mux.HandleFunc("GET "+prefix+"/oncejob/faults", s.handleGetFaults)
 		s.mux.HandleFunc("POST "+prefix+"/oncejob/faults", s.handleSetFaults)
@@ -345,6 +351,7 @@ func (s *Server) admit(w http.ResponseWriter, in *chatInput, reqID string) bool 
 	reason, retryAfter := s.limits.admit(tokens, now)
 	if reason == "" {
 		s.stats.MaxInFlight = max(s.stats.MaxInFlight, s.limits.inFlight)
+		s.stats.PeakInFlight = max(s.stats.PeakInFlight, s.limits.inFlight)
 	} else {
 		s.stats.RateLimited++
 		s.stats.RateLimitedBy[reason]++
@@ -541,6 +548,20 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleStats(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.Stats())
+}
+
+func (s *Server) handlePeak(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.RestartPeak())
+}
+
+// RestartPeak returns the counters and restarts PeakInFlight at the calls
+// in flight now.
+func (s *Server) RestartPeak() Stats {
+	st := s.Stats()
+	s.mu.Lock()
+	s.stats.PeakInFlight = s.limits.inFlight
+	s.mu.Unlock()
+	return st
 }
 
 func (s *Server) handleReset(w http.ResponseWriter, _ *http.Request) {

@@ -16,13 +16,14 @@ import (
 
 // OutboxRoute implements store.DeliveryStore. The transaction locks,
 // without waiting, partitions of the outbox (by job) that no other routing
-// holds and routes their oldest events (OutboxRouteBatch); when another
+// holds and routes their oldest events (routeTx, routeBatch); when another
 // routing holds every partition with events, this one routes nothing now
 // and claims what is routed.
 func (s *Store) OutboxRoute(ctx context.Context, params *store.OutboxRouteParams) (int, error) {
 	routed := 0
-	err := s.routeTx(ctx, 0, func(tx pgx.Tx) error {
-		events, err := s.routeBatch(ctx, tx, params.PageLimit())
+	limit := params.PageLimit()
+	err := s.routeTx(ctx, limit, 0, func(tx pgx.Tx) error {
+		events, err := s.routeBatch(ctx, tx, limit)
 		if err != nil || len(events) == 0 {
 			return err
 		}

@@ -64,14 +64,15 @@ type routePlan struct {
 	journal []journalRow
 }
 
-// routePlanSettings make OutboxRouteBatch's plan the one its query is
+// routePlanSettings make the routing's plans the ones its queries are
 // written for, whatever the statistics say: walk outbox_unrouted_idx in id
 // order, keep the partition's events and stop at the limit (a planner that
 // believes few events are of the partition reads every unrouted event and
 // sorts them: a backlog's every round). The sort these settings price out
 // remains for the few partitions, so JIT, which the price would call for,
 // is off. The transaction's own idle timeout, when hold is set, is in the
-// same round trip, and so is the BEGIN (routeTx).
+// same round trip, and so are the BEGIN and the partitions' locks
+// (routeTx).
 func routePlanSettings(hold time.Duration) string {
 	q := `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
 	set_config('enable_sort', 'off', true), set_config('jit', 'off', true)`
@@ -81,20 +82,61 @@ func routePlanSettings(hold time.Duration) string {
 	return q
 }
 
-// routeTx runs fn in a routing's transaction: its BEGIN and its planner
-// settings (routePlanSettings) are one round trip. hold, when set, ends the
-// transaction's session should it stay idle that long.
-func (s *Store) routeTx(ctx context.Context, hold time.Duration, fn func(pgx.Tx) error) error {
-	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{BeginQuery: "BEGIN; " + routePlanSettings(hold)}, fn)
+// routeLock locks partitions of the outbox for a routing (one routing at a
+// time per partition, so the events of a job are routed in the order they
+// were written, while routings of other partitions run at once) and keeps
+// the list of those it holds in the transaction's setting
+// oncejob.route_partitions, which OutboxRouteBatch reads. Among the limit
+// oldest unrouted events it walks their partitions, the one of the oldest
+// event first, and locks, without waiting, each one no other transaction
+// holds, until the partitions it holds have half of those events: a trickle
+// is routed by one routing, a backlog by several at once. The lock's
+// per-schema key is also taken shared: a relay of before the partitions
+// took it alone, and the two never route at once. It is a statement of its
+// own, before the read: the read's snapshot must be taken with the locks
+// held (OutboxRouteBatch). docs/architecture.md, "Routing and deliveries".
+func routeLock(limit int) string {
+	return fmt.Sprintf(`WITH RECURSIVE recent AS (
+    SELECT id, (hashtext(job_id::text) & (%[1]d - 1)) AS part
+    FROM outbox
+    WHERE routed_at IS NULL
+    ORDER BY id
+    LIMIT %[2]d
+),
+candidate AS (
+    SELECT part, count(*) AS n, row_number() OVER (ORDER BY min(id)) AS rn
+    FROM recent
+    GROUP BY part
+),
+walk (rn, part, held, mine) AS (
+    SELECT 0::bigint, -1, 0::bigint, false
+    WHERE pg_try_advisory_xact_lock_shared(hashtext('oncejob.outbox_route.' || current_schema()))
+    UNION ALL
+    SELECT c.rn, c.part, w.held + CASE WHEN l.ok THEN c.n ELSE 0 END, l.ok
+    FROM walk AS w
+        CROSS JOIN LATERAL (SELECT candidate.* FROM candidate WHERE candidate.rn = w.rn + 1) AS c
+        CROSS JOIN LATERAL (SELECT pg_try_advisory_xact_lock(
+            hashtext('oncejob.outbox_route.' || current_schema()), c.part) AS ok) AS l
+    WHERE w.held < %[3]d
+)
+SELECT set_config('oncejob.route_partitions', coalesce(string_agg(part::text, ','), ''), true)
+FROM walk WHERE mine`, routePartitions, limit, max(1, limit/routeShare))
 }
 
-// routeBatch locks partitions no other routing holds and reads their
-// oldest unrouted events, up to limit; none when there is nothing to route
-// that another routing does not hold. It runs in a routeTx.
+// routeTx runs fn in a routing's transaction: its BEGIN, its planner
+// settings (routePlanSettings) and its partitions' locks (routeLock) are
+// one round trip; fn reads their events with routeBatch. hold, when set,
+// ends the transaction's session should it stay idle that long.
+func (s *Store) routeTx(ctx context.Context, limit int, hold time.Duration, fn func(pgx.Tx) error) error {
+	begin := "BEGIN; " + routePlanSettings(hold) + "; " + routeLock(limit)
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{BeginQuery: begin}, fn)
+}
+
+// routeBatch reads the oldest unrouted events, up to limit, of the
+// partitions its routeTx locked; none when it locked none (another routing
+// holds every partition with events, or nothing is to be routed).
 func (s *Store) routeBatch(ctx context.Context, tx pgx.Tx, limit int) ([]dbsqlc.OutboxRouteBatchRow, error) {
-	return s.q.OutboxRouteBatch(ctx, tx, dbsqlc.OutboxRouteBatchParams{
-		Partitions: routePartitions, Max: int64(limit), Share: int64(max(1, limit/routeShare)),
-	})
+	return s.q.OutboxRouteBatch(ctx, tx, dbsqlc.OutboxRouteBatchParams{Partitions: routePartitions, Max: int64(limit)})
 }
 
 // write inserts the plan's deliveries and journal rows and marks its
@@ -149,8 +191,9 @@ func (s *Store) OutboxRouteDeliver(ctx context.Context, params *store.OutboxRout
 	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hold+5*time.Second)
 	defer cancel()
 	routed := 0
-	err := s.routeTx(txCtx, hold+time.Second, func(tx pgx.Tx) error {
-		events, err := s.routeBatch(txCtx, tx, params.PageLimit())
+	limit := params.PageLimit()
+	err := s.routeTx(txCtx, limit, hold+time.Second, func(tx pgx.Tx) error {
+		events, err := s.routeBatch(txCtx, tx, limit)
 		if err != nil || len(events) == 0 {
 			return err
 		}

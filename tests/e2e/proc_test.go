@@ -195,6 +195,19 @@ func (s *simProc) stats(t *testing.T) llmsim.Stats {
 	return st
 }
 
+// restartPeak returns the simulator's counters and restarts their
+// PeakInFlight at the calls in flight now.
+func (s *simProc) restartPeak(t *testing.T) llmsim.Stats {
+	t.Helper()
+	resp, err := http.Post(s.base+"/oncejob/stats/peak", "application/json", nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var st llmsim.Stats
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	return st
+}
+
 func (s *simProc) setFaults(t *testing.T, faults string) {
 	t.Helper()
 	resp, err := http.Post(s.base+"/oncejob/faults", "application/json", strings.NewReader(faults))

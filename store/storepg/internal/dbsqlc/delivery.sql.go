@@ -457,36 +457,15 @@ func (q *Queries) OutboxMarkRouted(ctx context.Context, db DBTX, ids []int64) er
 }
 
 const outboxRouteBatch = `-- name: OutboxRouteBatch :many
-WITH RECURSIVE recent AS (
-    SELECT id, (hashtext(job_id::text) & ($1::integer - 1)) AS part
-    FROM outbox
-    WHERE routed_at IS NULL
-    ORDER BY id
-    LIMIT $2::integer
-),
-candidate AS (
-    SELECT part, count(*) AS n, row_number() OVER (ORDER BY min(id)) AS rn
-    FROM recent
-    GROUP BY part
-),
-walk (rn, part, held, mine) AS (
-    SELECT 0::bigint, -1, 0::bigint, false
-    WHERE pg_try_advisory_xact_lock_shared(hashtext('oncejob.outbox_route.' || current_schema()))
-    UNION ALL
-    SELECT c.rn, c.part, w.held + CASE WHEN l.ok THEN c.n ELSE 0 END, l.ok
-    FROM walk AS w
-        CROSS JOIN LATERAL (SELECT candidate.part, candidate.n, candidate.rn FROM candidate WHERE candidate.rn = w.rn + 1) AS c
-        CROSS JOIN LATERAL (SELECT pg_try_advisory_xact_lock(
-            hashtext('oncejob.outbox_route.' || current_schema()), c.part) AS ok) AS l
-    WHERE w.held < $3::bigint
-)
 SELECT o.id, o.event_id, o.tenant, o.job_id, o.event_type, o.payload, o.created_at, o.routed_at, o.pipeline,
     ARRAY(SELECT DISTINCT d.sink FROM deliveries d
         WHERE d.job_id = o.job_id AND d.status = 'pending')::text[] AS pending_sinks,
     ARRAY(SELECT s.sink FROM sink_states s)::text[] AS disabled_sinks
 FROM outbox o
-WHERE o.routed_at IS NULL
-    AND (hashtext(o.job_id::text) & ($1::integer - 1)) = ANY(ARRAY(SELECT part FROM walk WHERE mine))
+WHERE current_setting('oncejob.route_partitions', true) <> ''
+    AND o.routed_at IS NULL
+    AND (hashtext(o.job_id::text) & ($1::integer - 1)) = ANY(
+        string_to_array(current_setting('oncejob.route_partitions', true), ',')::integer[])
 ORDER BY o.id
 LIMIT $2::integer
 `
@@ -494,7 +473,6 @@ LIMIT $2::integer
 type OutboxRouteBatchParams struct {
 	Partitions int64
 	Max        int64
-	Share      int64
 }
 
 type OutboxRouteBatchRow struct {
@@ -503,23 +481,20 @@ type OutboxRouteBatchRow struct {
 	DisabledSinks []string
 }
 
-// Routing is partitioned by job (a hash of the job id; the number of
-// partitions is a power of two), one routing at a time per partition, so
-// the events of a job are routed in the order they were written while
-// routings of other partitions run at once. Among the @max oldest unrouted
-// events, a routing walks their partitions, the one of the oldest event
-// first, and locks, without waiting, each one no other transaction holds
-// until the partitions it holds have @share of those events: a trickle is
-// routed by one routing, a backlog by several at once. It reads the oldest
-// unrouted events of its partitions. The lock's per-schema key is also
-// taken shared: a relay of before the partitions took it alone, and the
-// two never route at once. No row: nothing to route that no other routing
-// holds. A job's events are written one transaction after another (each
-// holds the job's row lock), so a later event is never visible before an
-// earlier one. Each event comes with the sinks its job has a pending
-// delivery to, and every disabled sink.
+// Reads the oldest unrouted events, up to @max, of the partitions of the
+// outbox (a hash of the job id; the number of partitions is a power of
+// two) this transaction locked: their list, comma-separated, is the
+// transaction's setting oncejob.route_partitions, set by the statement that
+// took the locks before this one (routeLock in delivery_route.go). In its
+// own statement, so its snapshot is taken with the locks held: a routing
+// that held one of them before has committed, and its events read routed;
+// read in the locking statement's snapshot, they read unrouted and were
+// routed again. No partition: no row. A job's events are written one
+// transaction after another (each holds the job's row lock), so a later
+// event is never visible before an earlier one. Each event comes with the
+// sinks its job has a pending delivery to, and every disabled sink.
 func (q *Queries) OutboxRouteBatch(ctx context.Context, db DBTX, arg OutboxRouteBatchParams) ([]OutboxRouteBatchRow, error) {
-	rows, err := db.Query(ctx, outboxRouteBatch, arg.Partitions, arg.Max, arg.Share)
+	rows, err := db.Query(ctx, outboxRouteBatch, arg.Partitions, arg.Max)
 	if err != nil {
 		return nil, err
 	}

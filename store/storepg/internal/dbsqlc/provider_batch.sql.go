@@ -41,9 +41,9 @@ type ProviderBatchJobsRow struct {
 }
 
 // The jobs whose intent rows name the batch of @intent ("provider batch
-// <tag>"), each with its status: every line of the batch
-// belongs to one of them (an intent is journaled before its call is sent).
-// Through llm_attempts_batch_intent_idx (migration 0029).
+// <tag>"), each with its status: every line of the batch belongs to one of
+// them (an intent is journaled before its call is sent). Read through
+// llm_attempts_batch_intent_idx (migration 0029).
 func (q *Queries) ProviderBatchJobs(ctx context.Context, db DBTX, intent string) ([]ProviderBatchJobsRow, error) {
 	rows, err := db.Query(ctx, providerBatchJobs, intent)
 	if err != nil {
