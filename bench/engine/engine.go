@@ -132,22 +132,8 @@ func (e *engineBench) prepare(ctx context.Context, tag string, sc scenario, proc
 		return nil, err
 	}
 
-	if c.history > 0 {
-		logf("%s: history: %d succeeded jobs inserted by SQL", tag, c.history)
-		if _, err := pool.Exec(ctx, historySQL, c.history); err != nil {
-			return nil, fmt.Errorf("history: %w", err)
-		}
-	}
-	if c.warmupJobs > 0 {
-		// History, as a running deployment has: the measured run starts on
-		// analyzed tables that hold rows of every kind.
-		logf("%s: warmup: %d jobs through the workers (not measured)", tag, c.warmupJobs)
-		if err := submit(ctx, c.root, addr, c.submitC, sc, c.warmupJobs); err != nil {
-			return nil, err
-		}
-		if _, _, err := e.runWorkers(ctx, pool, workerRun{tag: tag + "-warmup", procs: procs, workers: c.workers, total: c.warmupJobs}); err != nil {
-			return nil, fmt.Errorf("warmup: %w", err)
-		}
+	if err := e.history(ctx, pool, tag, addr, sc, procs); err != nil {
+		return nil, err
 	}
 	if beforeSubmit != nil {
 		if err := beforeSubmit(pool); err != nil {
@@ -178,6 +164,31 @@ func (e *engineBench) prepare(ctx context.Context, tag string, sc scenario, proc
 	}
 	ok = true
 	return p, nil
+}
+
+// history gives the database a past before the measured jobs: -history
+// succeeded jobs inserted by SQL, then -warmup-jobs run by procs worker
+// processes through the server at addr.
+func (e *engineBench) history(ctx context.Context, pool *pgxpool.Pool, tag, addr string, sc scenario, procs int) error {
+	c := e.c
+	if c.history > 0 {
+		logf("%s: history: %d succeeded jobs inserted by SQL", tag, c.history)
+		if _, err := pool.Exec(ctx, historySQL, c.history); err != nil {
+			return fmt.Errorf("history: %w", err)
+		}
+	}
+	if c.warmupJobs > 0 {
+		// History, as a running deployment has: the measured run starts on
+		// analyzed tables that hold rows of every kind.
+		logf("%s: warmup: %d jobs through the workers (not measured)", tag, c.warmupJobs)
+		if err := submit(ctx, c.root, addr, c.submitC, sc, c.warmupJobs); err != nil {
+			return err
+		}
+		if _, _, err := e.runWorkers(ctx, pool, workerRun{tag: tag + "-warmup", procs: procs, workers: c.workers, total: c.warmupJobs}); err != nil {
+			return fmt.Errorf("warmup: %w", err)
+		}
+	}
+	return nil
 }
 
 // checkCalls checks that the measured jobs made exactly want LLM calls, as
