@@ -66,7 +66,7 @@ func edgeServer(t *testing.T, memory *membudget.Budget, tr server.Transport) (st
 	require.NoError(t, err)
 	s, err := server.New(server.Config{
 		Store: storesqlitetest.NewTestStore(t), Keys: keys, Memory: memory, Transport: tr,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: slog.New(slog.NewTextHandler(newTestWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	require.NoError(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -72,7 +72,7 @@ func setupTokens(t *testing.T, st *listSpy, secret []byte) *tokenClients {
 		tenant.HashKey(keyAcme), tenant.HashKey(keyGlobex))), 0o600))
 	keys, err := tenant.LoadKeys(keysFile)
 	require.NoError(t, err)
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := slog.New(slog.NewTextHandler(newTestWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 	hub, err := watch.New(watch.Config{Store: st, Logger: logger, PollInterval: 500 * time.Millisecond})
 	require.NoError(t, err)

@@ -82,7 +82,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		Pipelines:        opts.pipelines,
 		ProviderBatches:  opts.providerBatches,
 		Keys:             keys,
-		Logger:           slog.New(slog.NewTextHandler(testWriter{t}, logOpts)),
+		Logger:           slog.New(slog.NewTextHandler(newTestWriter(t), logOpts)),
 		MaxDocumentBytes: opts.maxDoc,
 		SubmitLinger:     opts.submitLinger,
 		SubmitMaxBatch:   opts.submitMaxBatch,
@@ -102,10 +102,31 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	return &testBundle{store: st, client: oncejobv1.NewJobServiceClient(conn), conn: conn, server: s}
 }
 
-type testWriter struct{ t *testing.T }
+// testWriter logs a server's lines to its test until the test's cleanup:
+// grpc's Server.Stop does not wait for the handlers it cancels, and a line
+// a handler logs after its test has ended races with the test's end.
+type testWriter struct {
+	t    *testing.T
+	mu   *sync.Mutex
+	done *bool
+}
+
+func newTestWriter(t *testing.T) testWriter {
+	w := testWriter{t: t, mu: new(sync.Mutex), done: new(bool)}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		*w.done = true
+	})
+	return w
+}
 
 func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !*w.done {
+		w.t.Log(strings.TrimSpace(string(p)))
+	}
 	return len(p), nil
 }
 

@@ -33,7 +33,7 @@ func setupWatchWith(t *testing.T, st watchTestStore, cfg watch.Config) *watchBun
 	require.NoError(t, os.WriteFile(keysFile, []byte(fmt.Sprintf("keys:\n  - tenant: acme\n    sha256: %s\n", tenant.HashKey(keyAcme))), 0o600))
 	keys, err := tenant.LoadKeys(keysFile)
 	require.NoError(t, err)
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := slog.New(slog.NewTextHandler(newTestWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cfg.Store, cfg.Logger = st, logger
 	hub, err := watch.New(cfg)
 	require.NoError(t, err)

@@ -79,7 +79,7 @@ func setupWatchOn(t *testing.T, st watchTestStore, configure ...func(*watch.Conf
 		tenant.HashKey(keyAcme), tenant.HashKey(keyGlobex))), 0o600))
 	keys, err := tenant.LoadKeys(keysFile)
 	require.NoError(t, err)
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := slog.New(slog.NewTextHandler(newTestWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 	cfg := watch.Config{Store: st, Logger: logger, PollInterval: 500 * time.Millisecond}
 	for _, c := range configure {
