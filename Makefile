@@ -33,9 +33,17 @@ test: lint check-generate ts build
 # packages instead (docs/performance.md, "The test suite's time").
 FIRST = $(MODULE)/tests/e2e $(MODULE)/tests/docs
 MODULE = github.com/oncejob/oncejob
+# The race detector and checkptr stay on for every package but the
+# modernc.org ones (SQLite transpiled from C, and its libc): instrumented,
+# they took most of the CPU of every test on the embedded store
+# (store/storesqlite 32-36 CPU-s, 6 without; the server package 105, 54)
+# and see little there: the C side's memory comes from its own allocator,
+# outside the Go heap the detector watches. Our code's calls into SQLite
+# are still checked (docs/performance.md, "Issue 32: CPU per test").
+RACE_EXCEPT = -gcflags='modernc.org/...=-race=false -d=checkptr=0'
 test-go:
 	@mkdir -p test-artifacts
-	$(GO) test -race -count=1 -timeout 30m -artifacts -outputdir=$(CURDIR)/test-artifacts $(FIRST) $$($(GO) list ./... | grep -v -x $(foreach p,$(FIRST) $(MODULE)/tests/apifuzz,-e $(p)))
+	$(GO) test -race $(RACE_EXCEPT) -count=1 -timeout 30m -artifacts -outputdir=$(CURDIR)/test-artifacts $(FIRST) $$($(GO) list ./... | grep -v -x $(foreach p,$(FIRST) $(MODULE)/tests/apifuzz,-e $(p)))
 
 # The API fuzzer (tests/apifuzz): 5,000 hostile requests a store through the
 # real server. Without -race, which would make it 5-10 times slower for no
