@@ -43,6 +43,11 @@ const soakBudget = 512 << 20
 // (the real binary, --memory-budget 512MiB) must keep its peak resident
 // memory (VmHWM) under its budget, answer every one of the other tenant's
 // requests, and stay ready.
+//
+// The load is counted, not timed: each looping client makes soakRounds
+// calls, and the other tenant goes on while any of them does (and for at
+// least soakOtherRounds rounds). A load that ran for a time took whatever
+// CPU the machine had (docs/performance.md, "Issue 32: CPU per test").
 func TestResourceSoak(t *testing.T) {
 	t.Parallel()
 	for name, storeArgs := range map[string]func(t *testing.T) []string{
@@ -61,6 +66,11 @@ func TestResourceSoak(t *testing.T) {
 const (
 	soakHostileKey = "soak-hostile-submitter-key"
 	soakOtherKey   = "soak-other-tenant-key"
+	// soakRounds is how many calls each looping hostile client makes:
+	// maximal pages, 8 MB bodies.
+	soakRounds = 20
+	// soakOtherRounds is the least number of the other tenant's rounds.
+	soakOtherRounds = 5
 )
 
 func soak(t *testing.T, storeArgs []string) {
@@ -84,14 +94,13 @@ func soak(t *testing.T, storeArgs []string) {
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }()
 	var refusedStreams atomic.Int64
-	hostileLoad(ctx, t, &wg, addr, httpAddr, &refusedStreams)
+	counted := hostileLoad(ctx, t, &wg, addr, httpAddr, &refusedStreams)
 
 	// Meanwhile: another tenant's calls, /readyz, and the server's memory.
 	otherConn := dialSoak(t, addr)
 	other := oncejobv1.NewJobServiceClient(otherConn)
 	var otherCalls, otherFailures int
-	deadline := time.Now().Add(20 * time.Second)
-	for i := 0; time.Now().Before(deadline); i++ {
+	for i := 0; i < soakOtherRounds || counted.busy(); i++ {
 		cctx, cancel := context.WithTimeout(soakCtx(soakOtherKey), 10*time.Second)
 		resp, err := other.SubmitJob(metadata.AppendToOutgoingContext(cctx, "idempotency-key", fmt.Sprintf("other-%d", i)), &oncejobv1.SubmitJobRequest{
 			Pipeline: "summarize", Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: fmt.Sprintf("other %d", i)}},
@@ -112,8 +121,8 @@ func soak(t *testing.T, storeArgs []string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	rss, hwm = procMemory(t, p.cmd.Process.Pid)
-	t.Logf("after 20 s of hostile load: VmRSS %d MiB, VmHWM %d MiB (budget %d MiB); %d watch streams refused; the other tenant made %d rounds, %d failed",
-		rss>>20, hwm>>20, soakBudget>>20, refusedStreams.Load(), otherCalls, otherFailures)
+	t.Logf("after the hostile load (%d maximal pages, %d 8 MB bodies): VmRSS %d MiB, VmHWM %d MiB (budget %d MiB); %d watch streams refused; the other tenant made %d rounds, %d failed",
+		counted.pages.Load(), counted.bodies.Load(), rss>>20, hwm>>20, soakBudget>>20, refusedStreams.Load(), otherCalls, otherFailures)
 	require.Zero(t, otherFailures, "another tenant's requests failed under the hostile load")
 	require.Less(t, hwm, int64(soakBudget), "the server's peak memory went past its budget")
 	require.Positive(t, refusedStreams.Load(), "one key opened more watch streams than its limit")
@@ -196,12 +205,35 @@ func seedMaximalJobs(t *testing.T, jobs oncejobv1.JobServiceClient, ctx context.
 	}
 }
 
-// hostileLoad starts the hostile key's load until ctx ends: 80 WatchJobs
+// soakLoops counts the hostile clients that loop a counted number of
+// calls, and the calls they made.
+type soakLoops struct {
+	running       atomic.Int64
+	pages, bodies atomic.Int64
+}
+
+// busy reports whether a counted loop is still making its calls.
+func (l *soakLoops) busy() bool { return l.running.Load() > 0 }
+
+// loop runs call soakRounds times (or until ctx ends) in a goroutine of
+// wg, counting each call in n.
+func (l *soakLoops) loop(ctx context.Context, wg *sync.WaitGroup, n *atomic.Int64, call func()) {
+	l.running.Add(1)
+	wg.Go(func() {
+		defer l.running.Add(-1)
+		for i := 0; i < soakRounds && ctx.Err() == nil; i++ {
+			call()
+			n.Add(1)
+		}
+	})
+}
+
+// hostileLoad starts the hostile key's load: until ctx ends, 80 WatchJobs
 // streams from the start of the log whose client never reads (its key may
 // open 64), 20 SSE watches and 10 HTTP ListJobs whose sockets are never
-// read, maximal gRPC pages in a loop, slow bodies and 8 MB unauthenticated
-// bodies (bodies).
-func hostileLoad(ctx context.Context, t *testing.T, wg *sync.WaitGroup, addr, httpAddr string, refused *atomic.Int64) {
+// read, and slow bodies; counted (the loops it returns), maximal gRPC
+// pages and 8 MB unauthenticated bodies (bodies).
+func hostileLoad(ctx context.Context, t *testing.T, wg *sync.WaitGroup, addr, httpAddr string, refused *atomic.Int64) *soakLoops {
 	t.Helper()
 	conns := make([]*grpc.ClientConn, 4)
 	for i := range conns {
@@ -241,25 +273,26 @@ func hostileLoad(ctx context.Context, t *testing.T, wg *sync.WaitGroup, addr, ht
 	for range 10 {
 		raw("GET /v1/jobs?page_size=500 HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n")
 	}
+	loops := &soakLoops{}
 	for range 4 {
-		wg.Go(func() {
-			client := oncejobv1.NewJobServiceClient(conns[0])
-			for ctx.Err() == nil {
-				_, _ = client.ListJobs(metadata.NewOutgoingContext(ctx, metadata.Pairs("authorization", "Bearer "+soakHostileKey)), &oncejobv1.ListJobsRequest{PageSize: 500})
-			}
+		client := oncejobv1.NewJobServiceClient(conns[0])
+		loops.loop(ctx, wg, &loops.pages, func() {
+			_, _ = client.ListJobs(metadata.NewOutgoingContext(ctx, metadata.Pairs("authorization", "Bearer "+soakHostileKey)), &oncejobv1.ListJobsRequest{PageSize: 500})
 		})
 	}
-	bodies(ctx, wg, conns[len(conns)-1], httpAddr, auth)
+	bodies(ctx, wg, loops, conns[len(conns)-1], httpAddr, auth)
+	return loops
 }
 
 // soakBody is the size of the soak's large bodies: 8 MB.
 const soakBody = 8_000_000
 
-// bodies adds to the hostile load until ctx ends: 40 authenticated HTTP
+// bodies adds to the hostile load: until ctx ends, 40 authenticated HTTP
 // POSTs whose 8 MB body trickles a byte every 200 ms (each started again
 // once the server cuts it), and, without any key, 8 MB gRPC SubmitJob
-// calls and 8 MB HTTP POSTs in a loop (issue #31, findings 7 and 10).
-func bodies(ctx context.Context, wg *sync.WaitGroup, conn *grpc.ClientConn, httpAddr, auth string) {
+// calls and 8 MB HTTP POSTs in counted loops (issue #31, findings 7 and
+// 10).
+func bodies(ctx context.Context, wg *sync.WaitGroup, loops *soakLoops, conn *grpc.ClientConn, httpAddr, auth string) {
 	for range 40 {
 		wg.Go(func() {
 			for ctx.Err() == nil {
@@ -280,28 +313,24 @@ func bodies(ctx context.Context, wg *sync.WaitGroup, conn *grpc.ClientConn, http
 		})
 	}
 	big := strings.Repeat("x", soakBody)
+	body := `{"pipeline":"summarize","document":{"text":"` + big[:soakBody-64] + `"}}`
 	for range 2 {
-		wg.Go(func() {
-			client := oncejobv1.NewJobServiceClient(conn)
-			for ctx.Err() == nil {
-				_, _ = client.SubmitJob(metadata.AppendToOutgoingContext(ctx, "idempotency-key", "unauthenticated"), &oncejobv1.SubmitJobRequest{
-					Pipeline: "summarize", Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: big}},
-				})
-			}
+		client := oncejobv1.NewJobServiceClient(conn)
+		loops.loop(ctx, wg, &loops.bodies, func() {
+			_, _ = client.SubmitJob(metadata.AppendToOutgoingContext(ctx, "idempotency-key", "unauthenticated"), &oncejobv1.SubmitJobRequest{
+				Pipeline: "summarize", Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: big}},
+			})
 		})
-		wg.Go(func() {
-			body := `{"pipeline":"summarize","document":{"text":"` + big[:soakBody-64] + `"}}`
-			for ctx.Err() == nil {
-				req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+httpAddr+"/v1/jobs", strings.NewReader(body))
-				if err != nil {
-					return
-				}
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Idempotency-Key", "unauthenticated")
-				if resp, err := http.DefaultClient.Do(req); err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					_ = resp.Body.Close()
-				}
+		loops.loop(ctx, wg, &loops.bodies, func() {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+httpAddr+"/v1/jobs", strings.NewReader(body))
+			if err != nil {
+				return
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", "unauthenticated")
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
 			}
 		})
 	}
