@@ -177,13 +177,7 @@ job AS (
     WHERE jobs.id = batch.job_id
         AND jobs.lease_owner = batch.owner
         AND jobs.attempt = batch.attempt
-        -- IS TRUE (status is NOT NULL: the same test) so that no partial
-        -- index of the unfinished jobs matches: counting 100 rows for
-        -- jsonb_to_recordset, the planner found the batch by reading every
-        -- running job (jobs_active_status_pipeline_idx), and after migration
-        -- 0031 every unfinished one (jobs_claimable_idx), instead of the
-        -- batch's own rows by primary key (issue 33).
-        AND (jobs.status = 'running') IS TRUE
+        AND jobs.status = 'running'
     RETURNING jobs.*
 ),
 checkpoint AS (

@@ -402,13 +402,7 @@ job AS (
     WHERE jobs.id = batch.job_id
         AND jobs.lease_owner = batch.owner
         AND jobs.attempt = batch.attempt
-        -- IS TRUE (status is NOT NULL: the same test) so that no partial
-        -- index of the unfinished jobs matches: counting 100 rows for
-        -- jsonb_to_recordset, the planner found the batch by reading every
-        -- running job (jobs_active_status_pipeline_idx), and after migration
-        -- 0031 every unfinished one (jobs_claimable_idx), instead of the
-        -- batch's own rows by primary key (issue 33).
-        AND (jobs.status = 'running') IS TRUE
+        AND jobs.status = 'running'
     RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority
 ),
 checkpoint AS (
