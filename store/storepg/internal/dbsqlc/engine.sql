@@ -7,8 +7,7 @@
 -- passed over. The candidate keeps the old status and owner for the event,
 -- and the status is returned too (a takeover is a claim from running).
 -- An outcome_unknown job sorts at its run_after; without one its key is NULL
--- and it is never claimed (only ResolveJob settles it). An awaiting_approval
--- job is in the index too (the gauge's, JobStatsActive), its key NULL. @now, when not NULL,
+-- and it is never claimed (only ResolveJob settles it). @now, when not NULL,
 -- is the time the claim runs at (tests); NULL is the database's clock.
 WITH candidate AS (
     SELECT id, status AS old_status, lease_owner AS old_owner
@@ -16,11 +15,9 @@ WITH candidate AS (
     WHERE status IN ('queued', 'retry_wait', 'running', 'outcome_unknown')
         AND (CASE WHEN status = 'running' THEN lease_until
             WHEN status = 'outcome_unknown' THEN run_after
-            WHEN status = 'awaiting_approval' THEN NULL
             ELSE coalesce(run_after, created_at) END) <= coalesce(sqlc.narg(now)::timestamptz, now())
     ORDER BY (CASE WHEN status = 'running' THEN lease_until
         WHEN status = 'outcome_unknown' THEN run_after
-        WHEN status = 'awaiting_approval' THEN NULL
         ELSE coalesce(run_after, created_at) END)
     LIMIT @max::integer
     FOR UPDATE SKIP LOCKED

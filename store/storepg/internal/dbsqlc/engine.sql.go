@@ -113,11 +113,9 @@ WITH candidate AS (
     WHERE status IN ('queued', 'retry_wait', 'running', 'outcome_unknown')
         AND (CASE WHEN status = 'running' THEN lease_until
             WHEN status = 'outcome_unknown' THEN run_after
-            WHEN status = 'awaiting_approval' THEN NULL
             ELSE coalesce(run_after, created_at) END) <= coalesce($1::timestamptz, now())
     ORDER BY (CASE WHEN status = 'running' THEN lease_until
         WHEN status = 'outcome_unknown' THEN run_after
-        WHEN status = 'awaiting_approval' THEN NULL
         ELSE coalesce(run_after, created_at) END)
     LIMIT $2::integer
     FOR UPDATE SKIP LOCKED
@@ -214,8 +212,7 @@ type JobClaimRow struct {
 // passed over. The candidate keeps the old status and owner for the event,
 // and the status is returned too (a takeover is a claim from running).
 // An outcome_unknown job sorts at its run_after; without one its key is NULL
-// and it is never claimed (only ResolveJob settles it). An awaiting_approval
-// job is in the index too (the gauge's, JobStatsActive), its key NULL. @now, when not NULL,
+// and it is never claimed (only ResolveJob settles it). @now, when not NULL,
 // is the time the claim runs at (tests); NULL is the database's clock.
 func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]JobClaimRow, error) {
 	rows, err := db.Query(ctx, jobClaim,

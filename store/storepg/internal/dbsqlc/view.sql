@@ -9,8 +9,7 @@ GROUP BY status;
 
 -- name: JobStatsActive :many
 -- The unfinished jobs by status and pipeline, from the partial index
--- jobs_claimable_idx, which holds them all and carries both columns (an
--- index-only scan; migration 0031).
+-- jobs_active_status_pipeline_idx (an index-only scan).
 SELECT status, pipeline, count(*)::bigint AS jobs
 FROM jobs
 WHERE status IN ('queued', 'running', 'retry_wait', 'awaiting_approval', 'outcome_unknown')
@@ -24,13 +23,11 @@ GROUP BY status, pipeline;
 SELECT count(*)::bigint AS claimable,
     coalesce(min(CASE WHEN status = 'running' THEN lease_until
         WHEN status = 'outcome_unknown' THEN run_after
-        WHEN status = 'awaiting_approval' THEN NULL
         ELSE coalesce(run_after, created_at) END), 'epoch')::timestamptz AS oldest
 FROM jobs
 WHERE status IN ('queued', 'retry_wait', 'running', 'outcome_unknown')
     AND (CASE WHEN status = 'running' THEN lease_until
         WHEN status = 'outcome_unknown' THEN run_after
-        WHEN status = 'awaiting_approval' THEN NULL
         ELSE coalesce(run_after, created_at) END) <= now();
 
 -- name: OutboxStatsPending :many

@@ -64,8 +64,7 @@ type JobStatsActiveRow struct {
 }
 
 // The unfinished jobs by status and pipeline, from the partial index
-// jobs_claimable_idx, which holds them all and carries both columns (an
-// index-only scan; migration 0031).
+// jobs_active_status_pipeline_idx (an index-only scan).
 func (q *Queries) JobStatsActive(ctx context.Context, db DBTX) ([]JobStatsActiveRow, error) {
 	rows, err := db.Query(ctx, jobStatsActive)
 	if err != nil {
@@ -90,13 +89,11 @@ const jobStatsClaimable = `-- name: JobStatsClaimable :one
 SELECT count(*)::bigint AS claimable,
     coalesce(min(CASE WHEN status = 'running' THEN lease_until
         WHEN status = 'outcome_unknown' THEN run_after
-        WHEN status = 'awaiting_approval' THEN NULL
         ELSE coalesce(run_after, created_at) END), 'epoch')::timestamptz AS oldest
 FROM jobs
 WHERE status IN ('queued', 'retry_wait', 'running', 'outcome_unknown')
     AND (CASE WHEN status = 'running' THEN lease_until
         WHEN status = 'outcome_unknown' THEN run_after
-        WHEN status = 'awaiting_approval' THEN NULL
         ELSE coalesce(run_after, created_at) END) <= now()
 `
 
