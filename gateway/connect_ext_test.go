@@ -284,11 +284,18 @@ func TestNewCORSRefusesWhatIsNoOrigin(t *testing.T) {
 	c, err := gateway.NewCORS([]string{" ", ""})
 	require.NoError(t, err)
 	require.False(t, c.Enabled())
-	c, err = gateway.NewCORS([]string{"HTTPS://App.Example.COM:443", "http://[::1]:8080"})
+	_, err = gateway.NewCORS([]string{"https://a\u200d\u200db.example"}) // no host UTS #46 takes
+	require.Error(t, err)
+	c, err = gateway.NewCORS([]string{"HTTPS://App.Example.COM:443", "http://[::1]:8080", "https://Bücher.example", "https://xn--caf-dma.example"})
 	require.NoError(t, err)
 	require.True(t, c.Enabled())
 	h := c.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }))
-	for origin, want := range map[string]int{"https://app.example.com": http.StatusTeapot, "http://[::1]:8080": http.StatusTeapot, "https://app.example.com:444": http.StatusForbidden} {
+	for origin, want := range map[string]int{
+		"https://app.example.com": http.StatusTeapot, "http://[::1]:8080": http.StatusTeapot, "https://app.example.com:444": http.StatusForbidden,
+		// A browser sends an internationalized host in its ASCII form,
+		// whichever form the operator wrote.
+		"https://xn--bcher-kva.example": http.StatusTeapot, "https://bücher.example": http.StatusForbidden, "https://xn--caf-dma.example": http.StatusTeapot,
+	} {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "http://api.example.com/x", nil)
 		req.Header.Set("Origin", origin)

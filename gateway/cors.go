@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/idna"
 )
 
 // CORS lets pages of other origins call the API from a browser (the
@@ -70,7 +72,9 @@ func NewCORS(origins []string) (*CORS, error) {
 }
 
 // canonicalOrigin is o as a browser writes it in an Origin header: lower
-// case, no default port, no path.
+// case, no default port, no path, and an internationalized host name in
+// its ASCII form (UTS #46, as the URL Standard's "domain to ASCII": a page
+// of https://bücher.example sends Origin https://xn--bcher-kva.example).
 func canonicalOrigin(o string) (string, error) {
 	u, err := url.Parse(o)
 	if err != nil {
@@ -84,6 +88,11 @@ func canonicalOrigin(o string) (string, error) {
 		return "", fmt.Errorf("want scheme://host[:port] and nothing else")
 	}
 	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if !isASCII(host) {
+		if host, err = idna.Lookup.ToASCII(host); err != nil {
+			return "", fmt.Errorf("host: %w", err)
+		}
+	}
 	if port != "" {
 		n, err := strconv.Atoi(port)
 		if err != nil || n < 1 || n > 65535 {
@@ -100,6 +109,15 @@ func canonicalOrigin(o string) (string, error) {
 		host += ":" + port
 	}
 	return scheme + "://" + host, nil
+}
+
+func isASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // Enabled says whether any origin is allowed.

@@ -79,7 +79,7 @@ func (s *deliveryService) ListDeliveries(ctx context.Context, req *oncejobv1.Lis
 	if limit == 0 {
 		limit = defaultPageSize
 	}
-	after, err := decodeDeliveryToken(s.jobs.tokens, t, req.GetPageToken())
+	after, err := decodeDeliveryToken(s.jobs.tokens, t, req)
 	if err != nil {
 		return nil, pageTokenError(err)
 	}
@@ -105,7 +105,7 @@ func (s *deliveryService) ListDeliveries(ctx context.Context, req *oncejobv1.Lis
 		resp.Deliveries = append(resp.Deliveries, pd)
 	}
 	if res.Next != nil {
-		resp.NextPageToken = encodeDeliveryToken(s.jobs.tokens, t, res.Next)
+		resp.NextPageToken = encodeDeliveryToken(s.jobs.tokens, t, res.Next, req)
 	}
 	sinks, err := s.store.SinkStateList(ctx, &store.SinkStateListParams{Tenant: t})
 	if err != nil {
@@ -150,25 +150,40 @@ func (s *deliveryService) RetryDelivery(ctx context.Context, req *oncejobv1.Retr
 
 var errDeliveryToken = errors.New("is not a page token this server issued for ListDeliveries (or its secret has changed since); list again from the first page")
 
-// Delivery page tokens name a position in ListDeliveries' order,
-// "d1:<rank>:<id>", sealed by pagetoken for the caller's tenant
-// (docs/architecture.md, "Page tokens").
-func encodeDeliveryToken(sig *pagetoken.Signer, tenant string, c *store.DeliveryCursor) string {
-	return sig.Seal(pagetoken.Deliveries, tenant, fmt.Appendf(nil, "d1:%d:%d", c.Rank, c.ID))
+// Delivery page tokens name a position in ListDeliveries' order and the
+// filters the page was listed under, "d2:<rank>:<id>:<status>:<job_id>:<sink>"
+// (a job id is a UUID and a sink name has no colon), sealed by pagetoken
+// for the caller's tenant (docs/architecture.md, "Page tokens"). A token
+// used with other filters is refused: its position is one in another
+// order of rows, and the page after it would skip or repeat some.
+func encodeDeliveryToken(sig *pagetoken.Signer, tenant string, c *store.DeliveryCursor, r *oncejobv1.ListDeliveriesRequest) string {
+	return sig.Seal(pagetoken.Deliveries, tenant, fmt.Appendf(nil, "d2:%d:%d:%d:%s:%s", c.Rank, c.ID, r.GetStatus(), r.GetJobId(), r.GetSink()))
 }
 
+var errDeliveryTokenFilters = errors.New("was issued for other filters; list again from the first page")
+
 // decodeDeliveryToken checks a token's seal and parses it; empty is the
-// first page.
-func decodeDeliveryToken(sig *pagetoken.Signer, tenant, token string) (*store.DeliveryCursor, error) {
-	if token == "" {
+// first page. A "d1" token, from before tokens held their filters, is
+// taken only by a list without filters.
+func decodeDeliveryToken(sig *pagetoken.Signer, tenant string, r *oncejobv1.ListDeliveriesRequest) (*store.DeliveryCursor, error) {
+	if r.GetPageToken() == "" {
 		return nil, nil
 	}
-	raw, err := sig.Open(pagetoken.Deliveries, tenant, token)
+	raw, err := sig.Open(pagetoken.Deliveries, tenant, r.GetPageToken())
 	if err != nil {
 		return nil, errDeliveryToken
 	}
 	parts := strings.Split(string(raw), ":")
-	if len(parts) != 3 || parts[0] != "d1" {
+	switch {
+	case len(parts) == 3 && parts[0] == "d1":
+		if r.GetStatus() != 0 || r.GetJobId() != "" || r.GetSink() != "" {
+			return nil, errDeliveryTokenFilters
+		}
+	case len(parts) == 6 && parts[0] == "d2":
+		if parts[3] != strconv.Itoa(int(r.GetStatus())) || parts[4] != r.GetJobId() || parts[5] != r.GetSink() {
+			return nil, errDeliveryTokenFilters
+		}
+	default:
 		return nil, errDeliveryToken
 	}
 	rank, err1 := strconv.Atoi(parts[1])

@@ -80,8 +80,7 @@ type batchGroup struct {
 	results map[string]llm.BatchResult
 	err     error
 	left    int             // members gone before the results
-	cancels int             // of those, gone because their job was cancelled
-	gone    map[string]bool // the jobs of those cancels
+	gone    map[string]bool // of those, the jobs gone because they were cancelled
 	waiting int             // members waiting on it now
 	leaving chan struct{}   // wakes the poller when a member leaves
 }
@@ -227,6 +226,9 @@ func (b *batcher) wait(ctx context.Context, g *batchGroup, job, key string) (*ll
 	b.mu.Lock()
 	g.waiting++
 	b.mu.Unlock()
+	// waiting is decremented in each branch, not by a defer: a leaving
+	// member must no longer count as waiting when it wakes the poller,
+	// whose allCancelled reads it.
 	select {
 	case <-g.done:
 		b.mu.Lock()
@@ -237,7 +239,6 @@ func (b *batcher) wait(ctx context.Context, g *batchGroup, job, key string) (*ll
 		g.waiting--
 		g.left++
 		if errors.Is(context.Cause(ctx), errCancelRequested) {
-			g.cancels++
 			if g.gone == nil {
 				g.gone = map[string]bool{}
 			}
@@ -571,7 +572,7 @@ func (g *batchGroup) recordBills(keys []string) {
 func (g *batchGroup) allCancelled(n int) bool {
 	b := g.b
 	b.mu.Lock()
-	if n > 0 && g.cancels >= n {
+	if n > 0 && len(g.gone) >= n {
 		b.mu.Unlock()
 		return true
 	}

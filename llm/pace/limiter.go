@@ -557,30 +557,8 @@ func (l *limiter) done(t *Ticket, resp *llm.Response, err error) {
 		l.latencyMean = ewma(l.latencyMean, lat, 0.1)
 		l.observe(resp.RateLimits)
 	case classified && class == llm.ClassRateLimited:
-		l.answered = true
-		l.rateLimited++
 		l.returnTokens += t.tokens // the provider counted nothing
-		var e *llm.Error
-		_ = errors.As(err, &e)
-		wait := e.RetryAfter
-		if wait <= 0 {
-			wait = time.Second
-		}
-		if until := time.Now().Add(wait); until.After(l.pause) {
-			l.pause = until
-		}
-		l.pausePending = true
-		l.observe(e.RateLimits)
-		if e.RateLimits == nil && l.latencyMean > 0 && l.calls > 0 {
-			// A provider without headers: halve the pace the calls in
-			// flight show (Little's law), then grow it again slowly on
-			// answers.
-			rate := float64(l.calls+1) / l.latencyMean
-			if l.learnedReq > 0 {
-				rate = min(rate, l.learnedReq)
-			}
-			l.learnedReq = max(0.5*rate, 0.1)
-		}
+		l.rateLimitedBy(err)
 	case err == nil:
 		// Never sent: the whole reservation goes back.
 		l.returnTokens += t.tokens
@@ -588,6 +566,55 @@ func (l *limiter) done(t *Ticket, resp *llm.Response, err error) {
 		// Not answered: the provider may have counted the call's tokens;
 		// the reservation stays spent.
 	}
+}
+
+// rateLimitedBy takes a 429: the pace it teaches, and a pause of every
+// process's calls until its Retry-After and then the time the provider's
+// buckets take to refill a burst. The pause empties the shared buckets as
+// of its end, and the provider's hold about one call when its Retry-After
+// ends: without the refill the calls after it went at the provider's very
+// rate with no room for the jitter between a grant and its arrival (the
+// room a burst of half the provider's capacity keeps otherwise), and that
+// room never came back while calls kept coming (docs/architecture.md,
+// "Provider limits").
+func (l *limiter) rateLimitedBy(err error) {
+	l.answered = true
+	l.rateLimited++
+	var e *llm.Error
+	_ = errors.As(err, &e)
+	l.observe(e.RateLimits)
+	if e.RateLimits == nil && l.latencyMean > 0 && l.calls > 0 {
+		// A provider without headers: halve the pace the calls in
+		// flight show (Little's law), then grow it again slowly on
+		// answers.
+		rate := float64(l.calls+1) / l.latencyMean
+		if l.learnedReq > 0 {
+			rate = min(rate, l.learnedReq)
+		}
+		l.learnedReq = max(0.5*rate, 0.1)
+	}
+	wait := e.RetryAfter
+	if wait <= 0 {
+		wait = time.Second
+	}
+	if until := time.Now().Add(wait + l.effective().refill()); until.After(l.pause) {
+		l.pause = until
+	}
+	l.pausePending = true
+}
+
+// refill is how long the buckets take to refill a burst at the pace e:
+// the longer of the two kinds, at most BurstDefault (a burst of one call
+// at a slow pace is an interval the calls after the pause keep anyway).
+func (e effective) refill() time.Duration {
+	var s float64
+	if e.reqRate > 0 {
+		s = e.reqBurst / e.reqRate
+	}
+	if e.tokRate > 0 {
+		s = max(s, e.tokBurst/e.tokRate)
+	}
+	return min(time.Duration(s*float64(time.Second)), BurstDefault)
 }
 
 // observe adjusts the learned pace to the provider's headers.

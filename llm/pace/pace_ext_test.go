@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -272,4 +274,55 @@ func TestTokenLimitGrantsManyOnceUsageIsKnown(t *testing.T) {
 	require.EqualValues(t, 60, st.BilledCalls)
 	require.Zero(t, st.RateLimited, "%v", st.RateLimitedBy)
 	require.GreaterOrEqual(t, st.MaxInFlight, 3, "calls of about 30 tokens against a burst of 500 go several at once")
+}
+
+// TestAfterA429TheProviderKeepsRoom: 30 calls at once under a configured
+// limit five times the provider's (20 a second; answers take 200 ms, so
+// the first answers' headers come after the calls went) meet 429s; the
+// pause their Retry-After sets lasts until the provider's bucket holds a
+// burst again, so the 80 calls after go with the room a burst keeps for
+// the jitter between a grant and its arrival (x-ratelimit-remaining-
+// requests). The pause ended when the provider held one call: the calls
+// after went at its very rate, its bucket at 1 from then on, and a call
+// that arrived a moment early on a loaded machine met a 429.
+func TestAfterA429TheProviderKeepsRoom(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, llmsim.Limits{Requests: 20, Window: time.Second}, 200*time.Millisecond)
+	p := h.pacer(t, "p1", map[string]pace.Limit{"default": {RequestsPerMinute: 6000}})
+	round := func(calls int) (limited int64, least int64) {
+		var mu sync.Mutex
+		least = math.MaxInt64
+		var wg sync.WaitGroup
+		for i := range calls {
+			wg.Go(func() {
+				req := &llm.Request{Model: "sim-1", Messages: []llm.Message{{Role: "user", Content: fmt.Sprintf("document %d", i)}}}
+				for {
+					ticket, err := p.Wait(t.Context(), pace.Call{Limit: "default", Messages: req.Messages, Tenant: "t"})
+					if !assert.NoError(t, err) {
+						return
+					}
+					resp, err := h.client.Generate(t.Context(), req)
+					ticket.Done(resp, err)
+					mu.Lock()
+					if err == nil {
+						least = min(least, resp.RateLimits.Requests.Remaining)
+					} else {
+						limited++
+					}
+					mu.Unlock()
+					if class, ok := llm.ClassOf(err); !ok || class != llm.ClassRateLimited {
+						assert.NoError(t, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return limited, least
+	}
+	first, _ := round(30)
+	require.Positive(t, first, "30 calls at once against 20 a second")
+	limited, least := round(80)
+	t.Logf("429s: %d, then %d; the provider's remaining requests after: at least %d", first, limited, least)
+	require.GreaterOrEqual(t, least, int64(5), "the provider's bucket keeps room after the pause")
 }

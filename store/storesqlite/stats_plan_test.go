@@ -29,7 +29,7 @@ func TestJobStatsReadOnlyTheUnfinishedJobs(t *testing.T) {
 		require.True(t, ok, "%s not in view.sql", name)
 		_, query, _ = strings.Cut(query, "\n")
 		query, _, _ = strings.Cut(query, "-- name:")
-		rows, err := db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+query, sql.Named("now", 0))
+		rows, err := db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+query, sql.Named("now", 0), sql.Named("tenant", "acme"))
 		require.NoError(t, err)
 		defer rows.Close()
 		var details []string
@@ -46,4 +46,7 @@ func TestJobStatsReadOnlyTheUnfinishedJobs(t *testing.T) {
 	require.Equal(t, []string{"SEARCH jobs USING INDEX jobs_claimable_idx (<expr><?)"}, plan("JobStatsClaimable"))
 	require.Equal(t, []string{"SCAN outbox USING INDEX outbox_unrouted_idx"}, plan("OutboxStatsUnrouted"))
 	require.Equal(t, []string{"SCAN deliveries USING INDEX deliveries_due_idx", "USE TEMP B-TREE FOR GROUP BY"}, plan("OutboxStatsPending"))
+	// CountJobs, which consoles and scripts poll, reads the tenant's
+	// index entries and no job row.
+	require.Equal(t, []string{"SEARCH jobs USING COVERING INDEX jobs_tenant_status_created_idx (tenant=?)"}, plan("JobCountByStatus"))
 }

@@ -167,3 +167,26 @@ func TestWriterPreparesEachStatementOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, before, s.writer.stmts.prepared, "no statement prepared again")
 }
+
+// TestWriterConnectionSettings: the write connection commits durably
+// (synchronous=FULL, 2) and keeps its statement journal in memory
+// (temp_store=MEMORY, 2), as storesqlite.go's writeParams say and
+// docs/performance.md measured.
+func TestWriterConnectionSettings(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.Context(), Config{DataDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	got := map[string]int{}
+	require.NoError(t, s.writer.write(t.Context(), func(ctx context.Context, tx *writeTx, _ int64) error {
+		for _, pragma := range []string{"synchronous", "temp_store"} {
+			var v int
+			if err := tx.tx.QueryRowContext(ctx, "PRAGMA "+pragma).Scan(&v); err != nil {
+				return err
+			}
+			got[pragma] = v
+		}
+		return nil
+	}))
+	require.Equal(t, map[string]int{"synchronous": 2, "temp_store": 2}, got)
+}

@@ -120,34 +120,54 @@ func TestProviderLimitFairness(t *testing.T) {
 // requests a second, against llm-sim enforcing the same as an external
 // process. First 20 requests a second bind (calls of 50 ms): the provider
 // answers no 429 and never more than 12 calls at once. Then calls take
-// 1 s, so the 12 calls in flight bind; one server is SIGKILLed while its
-// calls hold part of them: until its hold expires the others keep out of
-// its share, then they reach the full 12 in flight again, and every job
+// 1 s, so the 12 calls in flight bind; the server with the most of them
+// (its /metrics) is SIGKILLed: until its hold expires the others keep out
+// of its share, then they reach the full 12 in flight again, and every job
 // succeeds, billed once.
+//
+// Each phase's jobs go in one SubmitJobs call, so all of its work is
+// queued when it starts, and each server runs at most 40 jobs at once, so
+// all three have calls waiting. Submitted one call at a time on a loaded
+// machine (11-17 s for 300), the servers had run most of the second phase
+// by the kill, and what was left (100-odd calls, under 10 s at 12 in
+// flight) could end before the killed server's hold did (HoldTTL, 10 s):
+// the survivors then had no 12 calls left to send, and the test failed
+// after its minute although the limit came back as designed.
 func TestProviderLimitSharedByServers(t *testing.T) {
 	t.Parallel()
 	sim := startLimitedSim(t, "--limit-requests", "20", "--limit-window", "1s", "--limit-in-flight", "12", "--latency", "50ms")
 	pipes := writeFile(t, "pipelines.yaml", "model_profiles:\n  default:\n    model: oncejob-sim-1\n    limits: {requests_per_minute: 1200, calls_in_flight: 12}\n")
 	dbURL := storepgtest.NewSchemaURL(t)
 	var servers []*proc
-	var addrs []string
+	var addrs, metrics []string
 	for i := range 3 {
-		addr := freeAddr(t)
-		args := []string{"serve", "--database-url", dbURL, "--grpc-addr", addr, "--llm-base-url", sim.base + "/v1", "--llm-lookup-path", llmsim.LookupPath,
-			"--pipelines", pipes, "--poll-interval", "20ms", "--lease-duration", "5s"}
+		addr, httpAddr := freeAddr(t), freeAddr(t)
+		args := []string{"serve", "--database-url", dbURL, "--grpc-addr", addr, "--http-addr", httpAddr, "--llm-base-url", sim.base + "/v1", "--llm-lookup-path", llmsim.LookupPath,
+			"--pipelines", pipes, "--poll-interval", "20ms", "--lease-duration", "5s", "--workers", "40"}
 		if i == 0 {
 			args = append(args, "--migrate")
 		}
 		p := start(t, fmt.Sprintf("serve-%d", i), nil, args...)
 		t.Cleanup(p.stop)
 		waitHealthy(t, p, addr)
-		servers, addrs = append(servers, p), append(addrs, addr)
+		servers, addrs, metrics = append(servers, p), append(addrs, addr), append(metrics, "http://"+httpAddr+"/metrics")
 	}
 	client := dialJobs(t, addrs[0])
 	submit := func(prefix string, n int) []string {
+		items := make([]*oncejobv1.SubmitJobsItem, n)
+		for i := range items {
+			items[i] = &oncejobv1.SubmitJobsItem{IdempotencyKey: fmt.Sprintf("%s-%d", prefix, i), Request: &oncejobv1.SubmitJobRequest{
+				Pipeline: "summarize",
+				Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: fmt.Sprintf("Document %s %d, one limit for three servers.", prefix, i)}},
+			}}
+		}
+		resp, err := client.SubmitJobs(context.Background(), &oncejobv1.SubmitJobsRequest{Items: items})
+		require.NoError(t, err)
+		require.Len(t, resp.GetResults(), n)
 		ids := make([]string, n)
-		for i := range ids {
-			ids[i] = submitOne(t, client, fmt.Sprintf("%s-%d", prefix, i), fmt.Sprintf("Document %s %d, one limit for three servers.", prefix, i)).GetJob().GetId()
+		for i, r := range resp.GetResults() {
+			require.Nil(t, r.GetError())
+			ids[i] = r.GetJob().GetId()
 		}
 		return ids
 	}
@@ -163,8 +183,20 @@ func TestProviderLimitSharedByServers(t *testing.T) {
 	sim.setFaults(t, `{"latency": "1s"}`)
 	second := submit("inflight", 300)
 	require.Eventually(t, func() bool { return sim.stats(t).InFlight == 12 }, time.Minute, 10*time.Millisecond, "the three servers fill the limit")
-	servers[2].signal(syscall.SIGKILL)
-	<-servers[2].exited
+	// The victim holds part of the limit: the server with the most calls
+	// in flight by its own count.
+	victim, held := 0, 0.0
+	require.Eventually(t, func() bool {
+		for i, m := range metrics {
+			if n := sumByLabel(scrape(t, m), "oncejob_provider_limit_calls_in_flight", "scope", "process"); n > held {
+				victim, held = i, n
+			}
+		}
+		return held > 0
+	}, time.Minute, 10*time.Millisecond, "a server holds calls in flight")
+	servers[victim].signal(syscall.SIGKILL)
+	<-servers[victim].exited
+	client = dialJobs(t, addrs[(victim+1)%len(addrs)])
 	// The killed server's calls end at the provider as their connections
 	// close; its hold stays in the store until it expires. The others
 	// then take the whole limit again: the simulator's peak since the drop
@@ -178,7 +210,7 @@ func TestProviderLimitSharedByServers(t *testing.T) {
 	}, time.Minute, 10*time.Millisecond, "the killed server's calls end at the provider")
 	require.Eventually(t, func() bool { return sim.stats(t).PeakInFlight == 12 }, time.Minute, 10*time.Millisecond,
 		"the survivors reach the full limit again once the killed server's hold expired")
-	t.Logf("calls in flight after the kill: down to %d, then back to 12", low)
+	t.Logf("server %d killed with %g calls in flight; calls in flight after the kill: down to %d, then back to 12", victim, held, low)
 
 	for _, j := range awaitAll(t, client, second) {
 		require.Equal(t, oncejobv1.JobStatus_JOB_STATUS_SUCCEEDED, j.GetStatus(), "%v", j.GetError())

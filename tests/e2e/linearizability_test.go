@@ -28,6 +28,8 @@ import (
 const (
 	linWindow   = 3 * time.Second
 	linDuration = 9 * time.Second
+	linSettle   = 30 * time.Second
+	linKeys     = 12
 )
 
 // dialReconnecting dials addr with a short reconnect backoff: the embedded
@@ -45,17 +47,32 @@ func dialReconnecting(t *testing.T, addr string) oncejobv1.JobServiceClient {
 	return oncejobv1.NewJobServiceClient(conn)
 }
 
-// runLinearizability runs the load against client for linDuration while
-// faults runs, then checks the history. allowed are the error codes an
-// outage may answer with.
+// runLinearizability runs the load against client while faults runs (for
+// linDuration), then until the history holds linKeys more jobs created
+// than when the faults ended (at most linSettle more): a key comes back
+// after its window once the store answers again, however long the machine
+// took to get through the faults. Then it checks the history. allowed are
+// the error codes an outage may answer with.
 func runLinearizability(t *testing.T, client oncejobv1.JobServiceClient, faults func(ctx context.Context), allowed ...codes.Code) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), linDuration)
-	defer cancel()
+	faultCtx, endFaults := context.WithTimeout(context.Background(), linDuration)
+	defer endFaults()
+	loadCtx, endLoad := context.WithCancel(context.Background())
+	defer endLoad()
 	h := linearizability.NewHistory()
 	var wg sync.WaitGroup
-	wg.Go(func() { faults(ctx) })
-	errs := linearizability.Load{Prefix: t.Name()}.Run(ctx, client, h)
+	wg.Go(func() {
+		defer endLoad()
+		faults(faultCtx)
+		<-faultCtx.Done()
+		settled := h.Reached(linearizability.Created, h.Counts()[linearizability.Created]+linKeys)
+		select {
+		case <-settled:
+		case <-time.After(linSettle):
+			t.Logf("the load settled for %s without %d more jobs created", linSettle, linKeys)
+		}
+	})
+	errs := linearizability.Load{Prefix: t.Name(), Keys: linKeys}.Run(loadCtx, client, h)
 	wg.Wait()
 
 	counts := h.Counts()
@@ -68,7 +85,7 @@ func runLinearizability(t *testing.T, client oncejobv1.JobServiceClient, faults 
 	require.Positive(t, counts[linearizability.Failed], "the faults never reached a call")
 	require.Positive(t, counts[linearizability.Existing])
 	require.Positive(t, counts[linearizability.Reused])
-	require.Greater(t, counts[linearizability.Created], 12, "no key was created again after its window")
+	require.Greater(t, counts[linearizability.Created], linKeys, "no key was created again after its window")
 
 	start := time.Now()
 	res, path, err := linearizability.Check(linearizability.Model(linWindow), h.Operations(), time.Minute, t.ArtifactDir)
@@ -176,7 +193,6 @@ func TestLinearizabilityEmbedded(t *testing.T) {
 		for round := 1; ; round++ {
 			select {
 			case <-ctx.Done():
-				s.stop()
 				return
 			case <-time.After(2500 * time.Millisecond):
 			}
@@ -186,4 +202,5 @@ func TestLinearizabilityEmbedded(t *testing.T) {
 			waitHealthy(t, s, addr)
 		}
 	}, codes.Unavailable, codes.DeadlineExceeded)
+	s.stop() // the last server exits cleanly
 }

@@ -1,8 +1,10 @@
 package linearizability
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,13 +13,23 @@ import (
 
 // History records operations from many goroutines.
 type History struct {
-	mu    sync.Mutex
-	start time.Time
-	ops   []porcupine.Operation
+	mu      sync.Mutex
+	start   time.Time
+	ops     []porcupine.Operation
+	counts  map[Outcome]int
+	waiters []waiter
+}
+
+// waiter is a Reached channel, closed once count operations ended with
+// outcome.
+type waiter struct {
+	outcome Outcome
+	count   int
+	ch      chan struct{}
 }
 
 // NewHistory starts an empty history; times are measured from now.
-func NewHistory() *History { return &History{start: time.Now()} }
+func NewHistory() *History { return &History{start: time.Now(), counts: map[Outcome]int{}} }
 
 // Start is when the history began.
 func (h *History) Start() time.Time { return h.start }
@@ -37,8 +49,31 @@ func (h *History) Record(client int, in Input, do func() Output) Output {
 	}
 	h.mu.Lock()
 	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: in.Call, Output: out, Return: ret})
+	h.counts[out.Outcome]++
+	h.waiters = slices.DeleteFunc(h.waiters, h.reached)
 	h.mu.Unlock()
 	return out
+}
+
+// Reached returns a channel closed once count operations have ended with
+// outcome (at once if they already have).
+func (h *History) Reached(outcome Outcome, count int) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w := waiter{outcome: outcome, count: count, ch: make(chan struct{})}
+	if !h.reached(w) {
+		h.waiters = append(h.waiters, w)
+	}
+	return w.ch
+}
+
+// reached closes w's channel when its count is reached; h.mu is held.
+func (h *History) reached(w waiter) bool {
+	if h.counts[w.outcome] < w.count {
+		return false
+	}
+	close(w.ch)
+	return true
 }
 
 // Operations returns the history for porcupine: an unanswered call returns
@@ -65,11 +100,7 @@ func (h *History) Operations() []porcupine.Operation {
 func (h *History) Counts() map[Outcome]int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := map[Outcome]int{}
-	for _, op := range h.ops {
-		n[op.Output.(Output).Outcome]++
-	}
-	return n
+	return maps.Clone(h.counts)
 }
 
 // Check checks ops against model within timeout. On anything but Ok it
