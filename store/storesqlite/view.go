@@ -9,7 +9,7 @@ import (
 )
 
 // JobCountByStatus implements store.ViewStore. Two statements, not one
-// with `@pipeline = ''` in it: SQLite plans a statement once, and the
+// whose pipeline filter may be empty: SQLite plans a statement once, and the
 // filter it might need keeps the count from reading the index alone (it
 // read every job's row: a third of the embedded server's CPU under a
 // console or a script polling the count every 20 ms).
