@@ -192,32 +192,14 @@ func (s *Store) llmAttemptRecordTx(ctx context.Context, tx *writeTx, now int64, 
 // computed success of the job's dedup key before it writes, and no other
 // write runs in between, so two publishers of one key cannot both compute
 // it; should the unique index of computed successes refuse the update all
-// the same, the update (a statement, undone whole by its refusal) runs once
-// more and publishes as deduplicated, as Postgres's does.
-//
-// clean reports an error that left nothing of the job written: a refusal
-// of its first fence. Only the first can refuse: once it passed, the
-// job's later fences check the same lease, which nothing in between
-// changes. Any other error may follow writes, which the caller undoes.
-func (s *Store) publishTx(ctx context.Context, tx *writeTx, now int64, id string, params *store.JobPublishParams) (row dbsqlite.Job, clean bool, err error) {
-	for i, cp := range params.Checkpoints {
+// the same, JobPublishMany runs it once more and it publishes as
+// deduplicated, as Postgres's does.
+func (s *Store) publishTx(ctx context.Context, tx *writeTx, now int64, id string, params *store.JobPublishParams) (dbsqlite.Job, error) {
+	for _, cp := range params.Checkpoints {
 		if err := s.checkpointWriteTx(ctx, tx, now, params.Lease, id, cp); err != nil {
-			return dbsqlite.Job{}, i == 0 && errors.Is(err, store.ErrLeaseLost), err
+			return dbsqlite.Job{}, err
 		}
 	}
-	row, err = s.jobPublishTx(ctx, tx, now, id, params)
-	if errors.Is(err, store.ErrDuplicateComputation) {
-		row, err = s.jobPublishTx(ctx, tx, now, id, params)
-	}
-	if err != nil {
-		return dbsqlite.Job{}, len(params.Checkpoints) == 0 && errors.Is(err, store.ErrLeaseLost), err
-	}
-	return row, false, s.jobEventAppend(ctx, tx, row.ID, store.PublishMessage(params.Message, rowmap.Deref(row.DeduplicatedFrom)))
-}
-
-// jobPublishTx is publishTx's update of the job: the output of the dedup
-// key's computed success when there is one, else the job's own.
-func (s *Store) jobPublishTx(ctx context.Context, tx *writeTx, now int64, id string, params *store.JobPublishParams) (dbsqlite.Job, error) {
 	var output *string // nil output, NULL column, as in Postgres
 	if params.Output != nil {
 		output = new(string(params.Output))
@@ -244,7 +226,7 @@ func (s *Store) jobPublishTx(ctx context.Context, tx *writeTx, now int64, id str
 	if err != nil {
 		return dbsqlite.Job{}, interpretLeaseError(err)
 	}
-	return row, nil
+	return row, s.jobEventAppend(ctx, tx, row.ID, store.PublishMessage(params.Message, rowmap.Deref(row.DeduplicatedFrom)))
 }
 
 // JobTransition implements store.EngineStore.

@@ -115,12 +115,8 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, params *store.JobHeartbeat
 }
 
 // CheckpointWriteMany implements store.EngineStore: the attempt first,
-// unfenced, then the checkpoints, so that a lost lease refuses the
-// checkpoints alone and the journal stays. The lease can only be found lost
-// by the first fence, before any checkpoint is written (see publishTx), so
-// the checkpoints need no savepoint of their own; a refusal that came after
-// a write all the same would undo the whole write and run it again with
-// the checkpoints in a savepoint.
+// unfenced, then the checkpoints in a savepoint that a lost lease rolls
+// back alone, so the journal stays.
 func (s *Store) CheckpointWriteMany(ctx context.Context, params *store.CheckpointWriteManyParams) error {
 	id, ok := canonicalUUID(params.Lease.JobID)
 	if !ok {
@@ -131,38 +127,29 @@ func (s *Store) CheckpointWriteMany(ctx context.Context, params *store.Checkpoin
 	}
 	var fenceErr error
 	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
-		write := func(savepoint bool) (clean bool, err error) {
-			fenceErr = nil
-			if params.Attempt != nil {
-				if err := s.llmAttemptRecordTx(ctx, tx, now, id, params.Attempt); err != nil {
-					return false, err
-				}
-			}
-			checkpoints := func() error {
-				clean, err = s.checkpointsTx(ctx, tx, now, id, params)
+		if params.Attempt != nil {
+			if err := s.llmAttemptRecordTx(ctx, tx, now, id, params.Attempt); err != nil {
 				return err
 			}
-			if savepoint {
-				err = s.inJobSavepoint(ctx, tx, checkpoints)
-				clean = true // rolled back to its savepoint
-			} else {
-				err = checkpoints()
+		}
+		fenceErr = s.inJobSavepoint(ctx, tx, func() error {
+			for _, cp := range params.Checkpoints {
+				if err := s.checkpointWriteTx(ctx, tx, now, params.Lease, id, cp); err != nil {
+					return err
+				}
 			}
-			if err != nil && !errors.Is(err, store.ErrLeaseLost) {
-				return false, err // not the fence: nothing of this write commits
+			if params.Stage == "" || slices.ContainsFunc(params.Checkpoints, func(cp store.StageCheckpoint) bool { return cp.AdvanceStage }) {
+				return nil
 			}
-			fenceErr = err
-			return err == nil || clean, nil
+			_, err := s.q.JobStageSet(ctx, tx, dbsqlite.JobStageSetParams{
+				Stage: string(params.Stage), Now: now, ID: id, Owner: new(params.Lease.Owner), Attempt: int64(params.Lease.Attempt),
+			})
+			return interpretLeaseError(err)
+		})
+		if fenceErr != nil && !errors.Is(fenceErr, store.ErrLeaseLost) {
+			return fenceErr // not the fence: nothing of this write commits
 		}
-		clean, err := write(false)
-		if err != nil || clean {
-			return err
-		}
-		if err := tx.rollbackWrite(ctx); err != nil {
-			return err
-		}
-		_, err = write(true)
-		return err
+		return nil
 	})
 	if err != nil {
 		return err
@@ -170,44 +157,45 @@ func (s *Store) CheckpointWriteMany(ctx context.Context, params *store.Checkpoin
 	return fenceErr
 }
 
-// checkpointsTx writes the checkpoints of a CheckpointWriteMany and moves
-// the job's stage, fenced; clean as publishTx's.
-func (s *Store) checkpointsTx(ctx context.Context, tx *writeTx, now int64, id string, params *store.CheckpointWriteManyParams) (clean bool, err error) {
-	for i, cp := range params.Checkpoints {
-		if err := s.checkpointWriteTx(ctx, tx, now, params.Lease, id, cp); err != nil {
-			return i == 0 && errors.Is(err, store.ErrLeaseLost), err
-		}
-	}
-	if params.Stage == "" || slices.ContainsFunc(params.Checkpoints, func(cp store.StageCheckpoint) bool { return cp.AdvanceStage }) {
-		return true, nil
-	}
-	_, err = s.q.JobStageSet(ctx, tx, dbsqlite.JobStageSetParams{
-		Stage: string(params.Stage), Now: now, ID: id, Owner: new(params.Lease.Owner), Attempt: int64(params.Lease.Attempt),
-	})
-	err = interpretLeaseError(err)
-	return len(params.Checkpoints) == 0 && errors.Is(err, store.ErrLeaseLost), err
-}
-
-// JobPublishMany implements store.EngineStore: one write transaction, in
-// which a job refused (its lease lost) rolls back alone. Writes take turns,
-// so a later job of a dedup key sees an earlier one's success in the same
-// transaction and publishes as deduplicated. A job is refused by its first
-// write, before it wrote anything (see publishTx), so the jobs run without
-// savepoints of their own; should one fail after a write, the whole write
-// is undone and runs again with each job in a savepoint, which its failure
-// rolls back alone.
+// JobPublishMany implements store.EngineStore: one write transaction, each
+// job in a savepoint of its own, so a job refused (its lease lost) rolls
+// back alone. Writes take turns, so a later job of a dedup key sees an
+// earlier one's success in the same transaction and publishes as
+// deduplicated.
 func (s *Store) JobPublishMany(ctx context.Context, params *store.JobPublishManyParams) (*store.JobPublishManyResult, error) {
 	items := make([]store.JobPublishItem, len(params.Jobs))
 	rows := make([]*dbsqlite.Job, len(params.Jobs))
 	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
-		err := s.publishBatchTx(ctx, tx, now, params, items, rows, false)
-		if errors.Is(err, errJobSavepoints) {
-			if err := tx.rollbackWrite(ctx); err != nil {
+		seen := make(map[string]bool, len(params.Jobs))
+		for i, p := range params.Jobs {
+			rows[i], items[i] = nil, store.JobPublishItem{}
+			id, ok := canonicalUUID(p.Lease.JobID)
+			switch {
+			case !ok:
+				items[i].Err = store.ErrLeaseLost
+				continue
+			case seen[id]:
+				items[i].Err = fmt.Errorf("storesqlite: job %s twice in one publish batch: %w", id, store.ErrLeaseLost)
+				continue
+			}
+			seen[id] = true
+			publish := func() error {
+				row, err := s.publishTx(ctx, tx, now, id, p)
+				if err == nil {
+					rows[i] = &row
+				}
 				return err
 			}
-			err = s.publishBatchTx(ctx, tx, now, params, items, rows, true)
+			err := s.inJobSavepoint(ctx, tx, publish)
+			if errors.Is(err, store.ErrDuplicateComputation) {
+				err = s.inJobSavepoint(ctx, tx, publish) // publishTx's retry
+			}
+			if err != nil && !isRefusal(err) {
+				return err // the transaction itself failed
+			}
+			items[i].Err = err
 		}
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -221,55 +209,6 @@ func (s *Store) JobPublishMany(ctx context.Context, params *store.JobPublishMany
 		}
 	}
 	return &store.JobPublishManyResult{Items: items}, nil
-}
-
-// errJobSavepoints: a job of a batch failed after it wrote, and the batch
-// runs again with a savepoint per job.
-var errJobSavepoints = errors.New("storesqlite: a job failed after a write")
-
-// publishBatchTx runs JobPublishMany's jobs in tx, each in a savepoint of
-// its own when savepoints is set, and keeps each job's answer in items and
-// rows.
-func (s *Store) publishBatchTx(ctx context.Context, tx *writeTx, now int64, params *store.JobPublishManyParams, items []store.JobPublishItem, rows []*dbsqlite.Job, savepoints bool) error {
-	seen := make(map[string]bool, len(params.Jobs))
-	for i, p := range params.Jobs {
-		rows[i], items[i] = nil, store.JobPublishItem{}
-		id, ok := canonicalUUID(p.Lease.JobID)
-		switch {
-		case !ok:
-			items[i].Err = store.ErrLeaseLost
-			continue
-		case seen[id]:
-			items[i].Err = fmt.Errorf("storesqlite: job %s twice in one publish batch: %w", id, store.ErrLeaseLost)
-			continue
-		}
-		seen[id] = true
-		var (
-			row   dbsqlite.Job
-			clean bool
-		)
-		publish := func() (err error) {
-			row, clean, err = s.publishTx(ctx, tx, now, id, p)
-			return err
-		}
-		var err error
-		if savepoints {
-			err = s.inJobSavepoint(ctx, tx, publish)
-		} else {
-			err = publish()
-		}
-		switch {
-		case err == nil:
-			rows[i] = &row
-			continue
-		case !isRefusal(err):
-			return err // the transaction itself failed
-		case !savepoints && !clean:
-			return errJobSavepoints
-		}
-		items[i].Err = err
-	}
-	return nil
 }
 
 // isRefusal: an error of one job's write that leaves the transaction

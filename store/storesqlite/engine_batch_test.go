@@ -9,12 +9,10 @@ import (
 	"github.com/oncejob/oncejob/store"
 )
 
-// TestJobPublishManyRollsBackAJobThatFailsAfterWriting: the jobs of a
-// publish run without savepoints of their own, since a job is refused
-// before it writes; one that fails after writing (here a checkpoint the
-// schema refuses, after its fence and an earlier checkpoint with its event
-// were written) must still roll back alone, with nothing of it left, while
-// the batch's other jobs publish.
+// TestJobPublishManyRollsBackAJobThatFailsAfterWriting: a job of a publish
+// that fails after writing (here a checkpoint the schema refuses, after its
+// fence and an earlier checkpoint with its event were written) rolls back
+// alone, with nothing of it left, while the batch's other jobs publish.
 func TestJobPublishManyRollsBackAJobThatFailsAfterWriting(t *testing.T) {
 	t.Parallel()
 	s := openSetTestStore(t)

@@ -3,7 +3,6 @@ package storesqlite
 import (
 	"context"
 	"database/sql"
-	"fmt"
 )
 
 // writeTx is the write transaction a write runs in. It implements
@@ -74,19 +73,6 @@ func (t *writeTx) QueryRowContext(ctx context.Context, query string, args ...any
 
 func (t *writeTx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
 	return t.stmt(ctx, query)
-}
-
-// rollbackWrite undoes what the running write has done so far, keeping
-// its savepoint (the writer's write_op) open, for a write that first takes
-// the path without savepoints of its own and, when that path cannot end
-// cleanly, runs again the careful way (JobPublishMany,
-// CheckpointWriteMany). Its error ends the transaction, as a failed
-// savepoint does.
-func (t *writeTx) rollbackWrite(ctx context.Context) error {
-	if _, err := t.ExecContext(ctx, sqlRollbackSavepoint); err != nil {
-		return fmt.Errorf("%w: %w", errSavepoint, err)
-	}
-	return nil
 }
 
 // prepareWanted prepares on the connection what the last transaction met
