@@ -5,19 +5,24 @@ GO      ?= go
 # deadline exceeded" and no crasher (golang/go#75804, fixed in Go 1.27).
 FUZZTIME ?= 300000x
 
-.PHONY: build test test-go test-ts ts-tests ts fuzz apifuzz generate check-generate lint
+.PHONY: build test test-go test-ts ts-tests ts fuzz apifuzz generate check-generate lint lint-nice
 
 build:
 	$(GO) build -o bin/oncejob ./cmd/oncejob
 
-# lint and check-generate first, one after the other (generate rewrites the
-# trees lint reads); then the four suites at once: the machine has 2 cores
-# and test-go alone leaves a tenth of them idle (tests/e2e waits on the
-# processes it drives), which the fuzzers, at a lower priority, take
+# check-generate first (generate rewrites the trees lint reads); then lint
+# and the four suites at once: test-go's critical path is tests/e2e, which
+# mostly waits on the processes it drives, and leaves the 2 cores about half
+# idle, which lint and the fuzzers, at a lower priority, take
 # (docs/performance.md, "The test suite's time"). --output-sync keeps each
-# suite's output together, printed when it ends.
-test: lint check-generate ts build
-	$(MAKE) --no-print-directory -j4 --output-sync=target test-go ts-tests fuzz apifuzz
+# one's output together, printed when it ends.
+test: check-generate ts build
+	$(MAKE) --no-print-directory -j5 --output-sync=target test-go ts-tests fuzz apifuzz lint-nice
+
+# lint at a lower priority, for `make test`: it must not slow test-go's
+# timed phases.
+lint-nice:
+	nice -n 10 $(MAKE) --no-print-directory lint
 
 # -artifacts keeps what tests save (t.ArtifactDir) under
 # test-artifacts/_artifacts/: the porcupine visualisation of a history that
