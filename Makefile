@@ -19,8 +19,9 @@ build:
 test: check-generate ts build
 	$(MAKE) --no-print-directory -j5 --output-sync=target test-go ts-tests fuzz apifuzz lint-nice
 
-# lint at a lower priority, for `make test`: it must not slow test-go's
-# timed phases.
+# lint at a lower priority, for `make test`, so that it slows test-go's
+# timed phases little. A lint failure still fails `make test`, once the
+# suites already running have ended.
 lint-nice:
 	nice -n 10 $(MAKE) --no-print-directory lint
 

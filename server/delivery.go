@@ -154,8 +154,8 @@ var errDeliveryToken = errors.New("is not a page token this server issued for Li
 // filters the page was listed under, "d2:<rank>:<id>:<status>:<job_id>:<sink>"
 // (a job id is a UUID and a sink name has no colon), sealed by pagetoken
 // for the caller's tenant (docs/architecture.md, "Page tokens"). A token
-// used with other filters is refused: its position is one in another
-// order of rows, and the page after it would skip or repeat some.
+// used with other filters is refused: the page after its position would
+// silently skip the rows of the new filters before it.
 func encodeDeliveryToken(sig *pagetoken.Signer, tenant string, c *store.DeliveryCursor, r *oncejobv1.ListDeliveriesRequest) string {
 	return sig.Seal(pagetoken.Deliveries, tenant, fmt.Appendf(nil, "d2:%d:%d:%d:%s:%s", c.Rank, c.ID, r.GetStatus(), r.GetJobId(), r.GetSink()))
 }

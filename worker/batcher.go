@@ -80,7 +80,8 @@ type batchGroup struct {
 	results map[string]llm.BatchResult
 	err     error
 	left    int             // members gone before the results
-	gone    map[string]bool // of those, the jobs gone because they were cancelled
+	cancels int             // of those, gone because their job was cancelled (one a call: a job may have several)
+	gone    map[string]bool // the jobs of those cancels
 	waiting int             // members waiting on it now
 	leaving chan struct{}   // wakes the poller when a member leaves
 }
@@ -239,6 +240,7 @@ func (b *batcher) wait(ctx context.Context, g *batchGroup, job, key string) (*ll
 		g.waiting--
 		g.left++
 		if errors.Is(context.Cause(ctx), errCancelRequested) {
+			g.cancels++
 			if g.gone == nil {
 				g.gone = map[string]bool{}
 			}
@@ -572,7 +574,7 @@ func (g *batchGroup) recordBills(keys []string) {
 func (g *batchGroup) allCancelled(n int) bool {
 	b := g.b
 	b.mu.Lock()
-	if n > 0 && len(g.gone) >= n {
+	if n > 0 && g.cancels >= n {
 		b.mu.Unlock()
 		return true
 	}

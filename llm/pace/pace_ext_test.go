@@ -324,5 +324,7 @@ func TestAfterA429TheProviderKeepsRoom(t *testing.T) {
 	require.Positive(t, first, "30 calls at once against 20 a second")
 	limited, least := round(80)
 	t.Logf("429s: %d, then %d; the provider's remaining requests after: at least %d", first, limited, least)
-	require.GreaterOrEqual(t, least, int64(5), "the provider's bucket keeps room after the pause")
+	// 10-11 with the refill, 1 without it: 3 leaves room for grants
+	// bunched by a loaded machine and still tells the two apart.
+	require.GreaterOrEqual(t, least, int64(3), "the provider's bucket keeps room after the pause")
 }

@@ -100,7 +100,12 @@ func soak(t *testing.T, storeArgs []string) {
 	otherConn := dialSoak(t, addr)
 	other := oncejobv1.NewJobServiceClient(otherConn)
 	var otherCalls, otherFailures int
+	// The counted load is bounded by its calls, not by a time; a server
+	// that wedges one of them would hold the loop until go test's timeout
+	// (and the whole package with it), so the phase has a limit of its own.
+	limit := time.Now().Add(3 * time.Minute)
 	for i := 0; i < soakOtherRounds || counted.busy(); i++ {
+		require.True(t, time.Now().Before(limit), "the hostile load's counted calls did not finish in 3 minutes: a call is stuck in the server")
 		cctx, cancel := context.WithTimeout(soakCtx(soakOtherKey), 10*time.Second)
 		resp, err := other.SubmitJob(metadata.AppendToOutgoingContext(cctx, "idempotency-key", fmt.Sprintf("other-%d", i)), &oncejobv1.SubmitJobRequest{
 			Pipeline: "summarize", Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: fmt.Sprintf("other %d", i)}},
