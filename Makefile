@@ -33,10 +33,14 @@ lint-nice:
 # test's default 10 minutes under -race on a 2-core machine.
 #
 # The two longest packages go first: go test runs packages in the order
-# given, two at a time here, and tests/e2e (about 7 minutes, mostly waiting
-# on the processes it drives) and tests/docs last left the machine half
-# idle for their whole tail; listed first they overlap the CPU-bound
-# packages instead (docs/performance.md, "The test suite's time").
+# given, -p at a time (GOMAXPROCS, 2 here, by default), and tests/e2e
+# (about 5 minutes, mostly waiting on the processes it drives) and
+# tests/docs last left the machine half idle for their whole tail; listed
+# first they overlap the CPU-bound packages instead. -p 4: with two slots
+# the other 48 packages queued behind tests/docs and ran one at a time
+# beside tests/e2e, then two at a time after it, 130 s after tests/e2e
+# ended, the CPUs idle most of it (docs/performance.md, "The test suite's
+# time").
 FIRST = $(MODULE)/tests/e2e $(MODULE)/tests/docs
 MODULE = github.com/oncejob/oncejob
 # Checkptr is off for the modernc.org packages (SQLite transpiled from C,
@@ -53,7 +57,7 @@ MODULE = github.com/oncejob/oncejob
 RACE_EXCEPT = -gcflags='modernc.org/...=-d=checkptr=0' -gcflags='modernc.org/sqlite/lib=-race=false -d=checkptr=0'
 test-go:
 	@mkdir -p test-artifacts
-	$(GO) test -race $(RACE_EXCEPT) -count=1 -timeout 30m -artifacts -outputdir=$(CURDIR)/test-artifacts $(FIRST) $$($(GO) list ./... | grep -v -x $(foreach p,$(FIRST) $(MODULE)/tests/apifuzz,-e $(p)))
+	$(GO) test -race $(RACE_EXCEPT) -p 4 -count=1 -timeout 30m -artifacts -outputdir=$(CURDIR)/test-artifacts $(FIRST) $$($(GO) list ./... | grep -v -x $(foreach p,$(FIRST) $(MODULE)/tests/apifuzz,-e $(p)))
 
 # The API fuzzer (tests/apifuzz): 5,000 hostile requests a store through the
 # real server. Without -race, which would make it 5-10 times slower for no
