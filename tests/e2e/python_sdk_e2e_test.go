@@ -46,7 +46,10 @@ func requirePython(t *testing.T) {
 func TestPythonSDK(t *testing.T) {
 	t.Parallel()
 	requirePython(t)
-	addr := serveSlow(t, 1500*time.Millisecond)
+	// Each job's call takes 3 s: test_watch_survives_three_cuts needs its
+	// three cuts and reconnects to land while the job runs, and at 1.5 s a
+	// loaded machine (CI, load 30) once let the job end first.
+	addr := serveSlow(t, 3*time.Second)
 	proxy := startProxy(t, addr)
 
 	cl := newWatchCluster(t)
