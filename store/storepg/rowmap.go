@@ -17,7 +17,12 @@ var columns = rowmap.Columns[time.Time]{Store: "storepg", Time: rowmap.Same[time
 // Postgres's jobs table has its columns in the order a job's updates change
 // them (migration 0032), SQLite's in the order they were added.
 func jobFromRow(r dbsqlc.Job) (*store.Job, error) {
-	return columns.Job(rowmap.JobRow[time.Time]{
+	return columns.Job(jobRowOf(r))
+}
+
+// jobRowOf is r as a rowmap.JobRow, field by field.
+func jobRowOf(r dbsqlc.Job) rowmap.JobRow[time.Time] {
+	return rowmap.JobRow[time.Time]{
 		ID:                r.ID,
 		Tenant:            r.Tenant,
 		IdempotencyKey:    r.IdempotencyKey,
@@ -58,7 +63,7 @@ func jobFromRow(r dbsqlc.Job) (*store.Job, error) {
 		Traceparent:       r.Traceparent,
 		RunID:             r.RunID,
 		Priority:          r.Priority,
-	})
+	}
 }
 
 // reads is rowmap.Reads, embedded in Store under its own name.
