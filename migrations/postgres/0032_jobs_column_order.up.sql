@@ -1,6 +1,7 @@
 -- 0032_jobs_column_order: the columns of jobs in the order a job's updates
 -- change them, so that each update logs only the bytes it changed (issue
--- 33; docs/performance.md, "The job row's column order").
+-- 33; docs/performance.md, "The job row's column order, and a one-key
+-- decision-cache read").
 --
 -- An update whose new version stays on the page of the old one logs only
 -- the new tuple's bytes between the longest common prefix and the longest
