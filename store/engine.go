@@ -353,6 +353,31 @@ type CheckpointWriteManyParams struct {
 	Stage JobStage
 }
 
+// CheckpointBatchWriter is what a store offers beside EngineStore when it
+// writes several jobs' CheckpointWriteMany at once (storepg, storesqlite):
+// the worker's checkpoint writer (docs/architecture.md, "The batched
+// engine"). A store without it, or a wrapper of one, gets one write per job.
+type CheckpointBatchWriter interface {
+	// CheckpointWriteBatch is CheckpointWriteMany for each of Writes, in
+	// one statement (Postgres) or one write transaction (SQLite). Each
+	// write is journaled and fenced on its own exactly as
+	// CheckpointWriteMany does it: one whose lease is gone still journals
+	// its attempt and is answered ErrLeaseLost, and the others commit; one
+	// the store refuses for another reason fails alone too (the batch is
+	// then written write by write). Errs answers Writes in order; the error
+	// is the batch's (the store is down), and then none is known written.
+	// A job may appear once in a batch.
+	CheckpointWriteBatch(ctx context.Context, params *CheckpointWriteBatchParams) (*CheckpointWriteBatchResult, error)
+}
+
+type CheckpointWriteBatchParams struct {
+	Writes []*CheckpointWriteManyParams
+}
+
+type CheckpointWriteBatchResult struct {
+	Errs []error // by write: nil, ErrLeaseLost, ErrNotFound (the job is gone), or another
+}
+
 type JobHeartbeatManyParams struct {
 	Leases        []Lease
 	LeaseDuration time.Duration

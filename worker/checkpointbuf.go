@@ -21,6 +21,8 @@ type checkpointBuffer struct {
 	// that return together queue their writes for the pool's connections,
 	// and a write given up sends its job to wait for its lease to expire.
 	timeout time.Duration
+	// writer, when set, makes the flush with other jobs' (checkpointwriter.go).
+	writer *checkpointWriter
 
 	pending []store.StageCheckpoint
 	// stageTo is the stage reached that the row does not hold yet ("":
@@ -28,8 +30,8 @@ type checkpointBuffer struct {
 	stageTo, stageWritten store.JobStage
 }
 
-func newCheckpointBuffer(st store.EngineStore, lease store.Lease, written store.JobStage, leaseDuration time.Duration) checkpointBuffer {
-	return checkpointBuffer{st: st, lease: lease, stageWritten: written, timeout: max(10*time.Second, leaseDuration)}
+func newCheckpointBuffer(st store.EngineStore, writer *checkpointWriter, lease store.Lease, written store.JobStage, leaseDuration time.Duration) checkpointBuffer {
+	return checkpointBuffer{st: st, writer: writer, lease: lease, stageWritten: written, timeout: max(10*time.Second, leaseDuration)}
 }
 
 // add buffers cp for the next durable write.
@@ -50,7 +52,9 @@ func (b *checkpointBuffer) reach(stage store.JobStage) {
 }
 
 // flush writes the pending checkpoints and the stage reached, fenced, and
-// journals attempt with them in the same write when set. The journal
+// journals attempt with them in the same write when set: through the
+// worker's checkpoint writer, batched with other jobs' writes, when the
+// store offers it, and returns once that write committed. The journal
 // outlives the lease: it is written even when the job's context is gone or
 // its lease lost. When the write fails, nothing is forgotten: unjournaled
 // usage is not checkpointed, since neither was written.
@@ -59,11 +63,17 @@ func (b *checkpointBuffer) flush(ctx context.Context, attempt *store.LLMAttempt)
 		return nil
 	}
 	failpoint.Inject(failpoint.BeforeCheckpointWrite)
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
-	defer cancel()
-	err := b.st.CheckpointWriteMany(wctx, &store.CheckpointWriteManyParams{
+	params := &store.CheckpointWriteManyParams{
 		Lease: b.lease, Checkpoints: b.pending, Attempt: attempt, Stage: b.stageTo,
-	})
+	}
+	var err error
+	if b.writer != nil {
+		err = b.writer.write(params, b.timeout)
+	} else {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
+		err = b.st.CheckpointWriteMany(wctx, params)
+		cancel()
+	}
 	if err != nil {
 		return err
 	}

@@ -77,7 +77,7 @@ func (w *Worker) work(ctx context.Context, claimed *store.JobWork) {
 
 		progress: newStageProgress(claimed),
 		ahead:    newReadAhead(),
-		buf:      newCheckpointBuffer(w.cfg.Store, lease, job.Stage, w.cfg.LeaseDuration),
+		buf:      newCheckpointBuffer(w.cfg.Store, w.ckWriter, lease, job.Stage, w.cfg.LeaseDuration),
 		calls:    newCallJournal(w.cfg.Store, job),
 	}
 	ctx, end := w.cfg.Observer.JobStarted(ctx, job)

@@ -176,6 +176,7 @@ type Worker struct {
 
 	// Set while Run runs.
 	completer   *completer
+	ckWriter    *checkpointWriter // nil: each job writes its own (the store batches none)
 	heartbeater *heartbeater
 	batcher     *batcher // nil when the provider has no batch API
 	pacer       *pace.Pacer
@@ -236,6 +237,9 @@ func (w *Worker) Owner() string { return w.cfg.Owner }
 func (w *Worker) Run(ctx context.Context) error {
 	linger := max(w.cfg.PublishLinger, 0)
 	w.completer = newCompleter(w.cfg.Store, linger, w.cfg.PublishMaxBatch)
+	if bw, ok := w.cfg.Store.(store.CheckpointBatchWriter); ok {
+		w.ckWriter = newCheckpointWriter(bw)
+	}
 	w.heartbeater = newHeartbeater(w)
 	var err error
 	if w.batcher, err = newBatcher(w, ctx); err != nil {
@@ -253,6 +257,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		// leases beaten until they have.
 		wg.Wait()
 		w.completer.close()
+		if w.ckWriter != nil {
+			w.ckWriter.close()
+		}
 		stopBeats()
 		<-beatsDone
 		if w.ownPacer {

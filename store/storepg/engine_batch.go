@@ -378,3 +378,128 @@ func nonNilSlice[T any](s []T) []T {
 	}
 	return s
 }
+
+// writeRecord is one job's write of a CheckpointWriteBatch statement.
+type writeRecord struct {
+	JobID             string  `json:"job_id"`
+	Owner             string  `json:"owner"`
+	Attempt           int32   `json:"attempt"`
+	AdvanceTo         *string `json:"advance_to"`
+	Advances          int     `json:"advances"`
+	RecordAttempt     bool    `json:"record_attempt"`
+	JobAttempt        int32   `json:"job_attempt"`
+	AttemptStage      string  `json:"attempt_stage"`
+	AttemptChunk      int32   `json:"attempt_chunk"`
+	ProviderKey       string  `json:"provider_key"`
+	Outcome           string  `json:"outcome"`
+	Billed            bool    `json:"billed"`
+	PromptTokens      int64   `json:"prompt_tokens"`
+	CompletionTokens  int64   `json:"completion_tokens"`
+	CostMicros        int64   `json:"cost_micros"`
+	LatencyMs         int64   `json:"latency_ms"`
+	ProviderRequestID string  `json:"provider_request_id"`
+	Error             string  `json:"error"`
+	Model             string  `json:"model"`
+	PriceClass        string  `json:"price_class"`
+}
+
+// CheckpointWriteBatch implements store.CheckpointBatchWriter. When the
+// statement fails as a whole - a bill a concurrent attempt counted first,
+// a deadlock, any error but an unreachable store - each write is made
+// alone (CheckpointWriteMany), so that one job's refusal is its own.
+func (s *Store) CheckpointWriteBatch(ctx context.Context, params *store.CheckpointWriteBatchParams) (*store.CheckpointWriteBatchResult, error) {
+	res := &store.CheckpointWriteBatchResult{Errs: make([]error, len(params.Writes))}
+	var batch []int
+	seen := make(map[string]bool, len(params.Writes))
+	for i, p := range params.Writes {
+		id, err := parseUUID(p.Lease.JobID)
+		switch {
+		case err != nil:
+			res.Errs[i] = store.ErrLeaseLost // as CheckpointWriteMany answers it
+		case seen[id]:
+			res.Errs[i] = fmt.Errorf("storepg: job %s twice in one checkpoint batch: %w", p.Lease.JobID, store.ErrLeaseLost)
+		default:
+			seen[id] = true
+			batch = append(batch, i)
+		}
+	}
+	switch len(batch) {
+	case 0:
+		return res, nil
+	case 1:
+		res.Errs[batch[0]] = s.CheckpointWriteMany(ctx, params.Writes[batch[0]])
+		return res, nil
+	}
+	err := s.checkpointBatch(ctx, params.Writes, batch, res.Errs)
+	if err == nil {
+		return res, nil
+	}
+	if errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
+		return nil, err
+	}
+	for _, i := range batch {
+		res.Errs[i] = s.CheckpointWriteMany(ctx, params.Writes[i])
+	}
+	return res, nil
+}
+
+// checkpointBatch runs the CheckpointWriteBatch statement for
+// writes[batch] and fills their errs. The error is the statement's
+// (interpreted), and then errs are not set.
+func (s *Store) checkpointBatch(ctx context.Context, writes []*store.CheckpointWriteManyParams, batch []int, errs []error) error {
+	records := make([]writeRecord, 0, len(batch))
+	var cps []checkpointRecord
+	advancesOf := make(map[string]int, len(batch))
+	for _, i := range byJobID(batch, func(i int) string { return writes[i].Lease.JobID }) {
+		p := writes[i]
+		id, _ := parseUUID(p.Lease.JobID)
+		rs, advances, advanceTo := checkpointRecords(id, p.Checkpoints)
+		if advanceTo == nil && p.Stage != "" {
+			advanceTo = new(string(p.Stage))
+		}
+		cps = append(cps, rs...)
+		advancesOf[id] = advances
+		r := writeRecord{JobID: id, Owner: p.Lease.Owner, Attempt: p.Lease.Attempt, AdvanceTo: advanceTo, Advances: advances}
+		if a := p.Attempt; a != nil {
+			r.RecordAttempt = true
+			r.JobAttempt, r.AttemptStage, r.AttemptChunk = a.JobAttempt, string(a.Stage), a.Chunk
+			r.ProviderKey, r.Outcome, r.Billed = a.ProviderKey, string(a.Outcome), a.Billed
+			r.ProviderRequestID, r.PromptTokens, r.CompletionTokens = a.ProviderRequestID, a.PromptTokens, a.CompletionTokens
+			r.CostMicros, r.LatencyMs, r.Error, r.Model = a.CostMicros, a.LatencyMillis, a.Error, a.Model
+			r.PriceClass = string(a.PriceClass.Or())
+		}
+		records = append(records, r)
+	}
+	writesJSON, err := json.Marshal(records)
+	if err != nil {
+		return fmt.Errorf("storepg: checkpoint batch: %w", err)
+	}
+	cpsJSON, err := json.Marshal(nonNilSlice(cps))
+	if err != nil {
+		return fmt.Errorf("storepg: checkpoint batch: %w", err)
+	}
+	rows, err := s.q.CheckpointWriteBatch(ctx, s.hot(ctx), dbsqlc.CheckpointWriteBatchParams{Writes: string(writesJSON), Checkpoints: string(cpsJSON)})
+	if err != nil {
+		return interpretError(err)
+	}
+	byID := make(map[string]dbsqlc.CheckpointWriteBatchRow, len(rows))
+	for _, row := range rows {
+		byID[row.JobID] = row
+		if row.Fenced && advancesOf[row.JobID] > 0 {
+			s.eventCommitted(row.Tenant, row.JobID, row.LastEventSeq)
+		}
+	}
+	for _, i := range batch {
+		id, _ := parseUUID(writes[i].Lease.JobID)
+		row, ok := byID[id]
+		switch {
+		case !ok:
+			errs[i] = fmt.Errorf("storepg: checkpoint batch: no answer for job %s", id)
+		case writes[i].Attempt != nil && row.Journaled == 0:
+			errs[i] = store.ErrNotFound
+		case !row.Fenced:
+			errs[i] = store.ErrLeaseLost
+		}
+	}
+	return nil
+}

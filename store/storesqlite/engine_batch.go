@@ -22,6 +22,11 @@ const (
 	sqlSavepointJob         = "SAVEPOINT batch_job"
 	sqlRollbackSavepointJob = "ROLLBACK TO batch_job"
 	sqlReleaseSavepointJob  = "RELEASE batch_job"
+
+	// A job's write of CheckpointWriteBatch, around its job savepoint.
+	sqlSavepointWrite         = "SAVEPOINT batch_write"
+	sqlRollbackSavepointWrite = "ROLLBACK TO batch_write"
+	sqlReleaseSavepointWrite  = "RELEASE batch_write"
 )
 
 // JobClaimWork implements store.EngineStore.
@@ -127,34 +132,92 @@ func (s *Store) CheckpointWriteMany(ctx context.Context, params *store.Checkpoin
 	}
 	var fenceErr error
 	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
-		if params.Attempt != nil {
-			if err := s.llmAttemptRecordTx(ctx, tx, now, id, params.Attempt); err != nil {
-				return err
-			}
-		}
-		fenceErr = s.inJobSavepoint(ctx, tx, func() error {
-			for _, cp := range params.Checkpoints {
-				if err := s.checkpointWriteTx(ctx, tx, now, params.Lease, id, cp); err != nil {
-					return err
-				}
-			}
-			if params.Stage == "" || slices.ContainsFunc(params.Checkpoints, func(cp store.StageCheckpoint) bool { return cp.AdvanceStage }) {
-				return nil
-			}
-			_, err := s.q.JobStageSet(ctx, tx, dbsqlite.JobStageSetParams{
-				Stage: string(params.Stage), Now: now, ID: id, Owner: new(params.Lease.Owner), Attempt: int64(params.Lease.Attempt),
-			})
-			return interpretLeaseError(err)
-		})
-		if fenceErr != nil && !errors.Is(fenceErr, store.ErrLeaseLost) {
-			return fenceErr // not the fence: nothing of this write commits
-		}
-		return nil
+		var err error
+		fenceErr, err = s.checkpointWriteManyTx(ctx, tx, now, id, params)
+		return err
 	})
 	if err != nil {
 		return err
 	}
 	return fenceErr
+}
+
+// checkpointWriteManyTx is CheckpointWriteMany's write in tx: err, when
+// set, must roll back all of it; fenceErr is the lease's refusal of the
+// checkpoints, the journal kept.
+func (s *Store) checkpointWriteManyTx(ctx context.Context, tx *writeTx, now int64, id string, params *store.CheckpointWriteManyParams) (fenceErr, err error) {
+	if params.Attempt != nil {
+		if err := s.llmAttemptRecordTx(ctx, tx, now, id, params.Attempt); err != nil {
+			return nil, err
+		}
+	}
+	fenceErr = s.inJobSavepoint(ctx, tx, func() error {
+		for _, cp := range params.Checkpoints {
+			if err := s.checkpointWriteTx(ctx, tx, now, params.Lease, id, cp); err != nil {
+				return err
+			}
+		}
+		if params.Stage == "" || slices.ContainsFunc(params.Checkpoints, func(cp store.StageCheckpoint) bool { return cp.AdvanceStage }) {
+			return nil
+		}
+		_, err := s.q.JobStageSet(ctx, tx, dbsqlite.JobStageSetParams{
+			Stage: string(params.Stage), Now: now, ID: id, Owner: new(params.Lease.Owner), Attempt: int64(params.Lease.Attempt),
+		})
+		return interpretLeaseError(err)
+	})
+	if fenceErr != nil && !errors.Is(fenceErr, store.ErrLeaseLost) {
+		return nil, fenceErr // not the fence: nothing of this write commits
+	}
+	return fenceErr, nil
+}
+
+// CheckpointWriteBatch implements store.CheckpointBatchWriter: one write
+// transaction, each job's write in a savepoint of its own (inside it, its
+// checkpoints in the job savepoint the fence rolls back), so a write the
+// store refuses rolls back alone.
+func (s *Store) CheckpointWriteBatch(ctx context.Context, params *store.CheckpointWriteBatchParams) (*store.CheckpointWriteBatchResult, error) {
+	res := &store.CheckpointWriteBatchResult{Errs: make([]error, len(params.Writes))}
+	err := s.inWriteTx(ctx, func(ctx context.Context, tx *writeTx, now int64) error {
+		seen := make(map[string]bool, len(params.Writes))
+		for i, p := range params.Writes {
+			res.Errs[i] = nil
+			id, ok := canonicalUUID(p.Lease.JobID)
+			switch {
+			case !ok && p.Attempt != nil:
+				res.Errs[i] = store.ErrNotFound
+				continue
+			case !ok:
+				res.Errs[i] = store.ErrLeaseLost
+				continue
+			case seen[id]:
+				res.Errs[i] = fmt.Errorf("storesqlite: job %s twice in one checkpoint batch: %w", id, store.ErrLeaseLost)
+				continue
+			}
+			seen[id] = true
+			if _, err := tx.ExecContext(ctx, sqlSavepointWrite); err != nil {
+				return fmt.Errorf("%w: %w", errSavepoint, err)
+			}
+			fenceErr, err := s.checkpointWriteManyTx(ctx, tx, now, id, p)
+			if errors.Is(err, errSavepoint) || errors.Is(err, store.ErrUnavailable) {
+				return err
+			}
+			if err != nil {
+				if _, rerr := tx.ExecContext(ctx, sqlRollbackSavepointWrite); rerr != nil {
+					return fmt.Errorf("%w: %w", errSavepoint, rerr)
+				}
+				fenceErr = err
+			}
+			if _, err := tx.ExecContext(ctx, sqlReleaseSavepointWrite); err != nil {
+				return fmt.Errorf("%w: %w", errSavepoint, err)
+			}
+			res.Errs[i] = fenceErr
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // JobPublishMany implements store.EngineStore: one write transaction, each

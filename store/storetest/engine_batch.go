@@ -304,6 +304,96 @@ func exerciseEngineBatch(t *testing.T, newStore func(t *testing.T) Store) {
 		})
 	})
 
+	t.Run("CheckpointWriteBatch", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := t.Context()
+		jobs := claimAll(t, s, 4, "w")
+		// jobs[2]'s lease is taken over: its write is refused alone.
+		taken := takeOver(t, s, jobs[2], jobs[0], jobs[1], jobs[3])
+		before := requireConsecutiveEvents(t, s, taken)
+		attempt := func(job *store.Job, key string) *store.LLMAttempt {
+			return &store.LLMAttempt{
+				JobID: job.ID, JobAttempt: job.Attempt, Stage: store.JobStageLLMDone, Chunk: 0,
+				ProviderKey: key, Model: "m", Outcome: store.LLMOutcomeSucceeded, Billed: true,
+				PromptTokens: 10, CompletionTokens: 5, CostMicros: 7, ProviderRequestID: "req-" + key,
+			}
+		}
+		chunk := []store.StageCheckpoint{{Stage: store.JobStageLLMDone, Chunk: 0, StageKey: "stage:v1:l", CodeVersion: "1", Output: []byte(`{"a":1}`)}}
+		// jobs[1] has a checkpoint its write replaces.
+		require.NoError(t, s.CheckpointWriteMany(ctx, &store.CheckpointWriteManyParams{Lease: leaseOf(jobs[1]), Checkpoints: chunk}))
+		res, err := s.CheckpointWriteBatch(ctx, &store.CheckpointWriteBatchParams{Writes: []*store.CheckpointWriteManyParams{
+			{Lease: leaseOf(jobs[0]), Checkpoints: append(stageCheckpoints("0"), chunk...), Attempt: attempt(jobs[0], "k0")},
+			{Lease: leaseOf(jobs[1]), Checkpoints: []store.StageCheckpoint{{Stage: store.JobStageLLMDone, Chunk: 0, StageKey: "stage:v1:l2", CodeVersion: "1", Output: []byte(`{"a":2}`)}}, Attempt: attempt(jobs[1], "k1"), Stage: store.JobStageChunksReady},
+			{Lease: leaseOf(jobs[2]), Checkpoints: chunk, Attempt: attempt(jobs[2], "k2"), Stage: store.JobStageChunksReady},
+			{Lease: leaseOf(jobs[3]), Stage: store.JobStageTextExtracted},
+			{Lease: leaseOf(jobs[0])}, // twice in the batch
+			{Lease: store.Lease{JobID: "not-a-job", Owner: "w", Attempt: 1}},
+		}})
+		require.NoError(t, err)
+		require.Len(t, res.Errs, 6)
+		require.NoError(t, res.Errs[0])
+		require.NoError(t, res.Errs[1])
+		require.ErrorIs(t, res.Errs[2], store.ErrLeaseLost)
+		require.NoError(t, res.Errs[3])
+		require.ErrorIs(t, res.Errs[4], store.ErrLeaseLost)
+		require.ErrorIs(t, res.Errs[5], store.ErrLeaseLost)
+
+		get := func(job *store.Job) *store.Job {
+			got, err := s.JobGetByID(ctx, &store.JobGetByIDParams{Tenant: job.Tenant, ID: job.ID})
+			require.NoError(t, err)
+			return got
+		}
+		journal := func(job *store.Job) []*store.LLMAttempt {
+			j, err := s.LLMAttemptList(ctx, &store.LLMAttemptListParams{JobID: job.ID})
+			require.NoError(t, err)
+			return j
+		}
+		cpsOf := func(job *store.Job) []*store.Checkpoint {
+			cps, err := s.CheckpointList(ctx, &store.CheckpointListParams{JobID: job.ID})
+			require.NoError(t, err)
+			return cps
+		}
+
+		got := get(jobs[0])
+		require.Equal(t, store.JobStageValidated, got.Stage)
+		require.EqualValues(t, 1, got.Usage.LLMCalls)
+		require.Equal(t, []string{"queued/uploaded", "running/uploaded", "running/llm_done", "running/validated"}, statusStages(requireConsecutiveEvents(t, s, got)))
+		require.Len(t, cpsOf(jobs[0]), 3)
+		require.Len(t, journal(jobs[0]), 1)
+
+		got = get(jobs[1])
+		require.Equal(t, store.JobStageChunksReady, got.Stage, "a stage-only advance")
+		require.EqualValues(t, 1, got.Usage.LLMCalls)
+		require.Equal(t, []string{"queued/uploaded", "running/uploaded"}, statusStages(requireConsecutiveEvents(t, s, got)))
+		cps := cpsOf(jobs[1])
+		require.Len(t, cps, 1)
+		require.Equal(t, "stage:v1:l2", cps[0].StageKey)
+		require.JSONEq(t, `{"a":2}`, string(cps[0].Output))
+
+		got = get(jobs[2])
+		require.Equal(t, taken.Stage, got.Stage)
+		require.Equal(t, "thief", got.LeaseOwner)
+		require.EqualValues(t, 1, got.Usage.LLMCalls, "the bill happened: it is counted")
+		require.Equal(t, before, requireConsecutiveEvents(t, s, got))
+		require.Empty(t, cpsOf(jobs[2]))
+		require.Len(t, journal(jobs[2]), 1, "the journal outlives the lease")
+
+		require.Equal(t, store.JobStageTextExtracted, get(jobs[3]).Stage)
+		require.Empty(t, journal(jobs[3]))
+
+		// Journaled again under the new lease, the bill is not counted twice.
+		res, err = s.CheckpointWriteBatch(ctx, &store.CheckpointWriteBatchParams{Writes: []*store.CheckpointWriteManyParams{
+			{Lease: leaseOf(taken), Checkpoints: chunk, Attempt: attempt(taken, "k2")},
+			{Lease: leaseOf(jobs[3]), Checkpoints: chunk},
+		}})
+		require.NoError(t, err)
+		require.Equal(t, []error{nil, nil}, res.Errs)
+		require.EqualValues(t, 1, get(taken).Usage.LLMCalls)
+		require.Len(t, cpsOf(taken), 1)
+		require.Len(t, cpsOf(jobs[3]), 1)
+	})
+
 	t.Run("JobHeartbeatMany", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

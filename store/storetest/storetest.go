@@ -26,6 +26,7 @@ import (
 type Store interface {
 	store.Store
 	store.EngineStore
+	store.CheckpointBatchWriter
 	store.OperatorStore
 	store.WatchStore
 	store.ViewStore

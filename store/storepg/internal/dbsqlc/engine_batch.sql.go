@@ -185,6 +185,151 @@ func (q *Queries) CheckpointListMany(ctx context.Context, db DBTX, jobIds []stri
 	return items, nil
 }
 
+const checkpointWriteBatch = `-- name: CheckpointWriteBatch :many
+WITH attempt AS (
+    INSERT INTO llm_attempts (
+        job_id, tenant, job_attempt, stage, chunk, provider_key, outcome, billed,
+        prompt_tokens, completion_tokens, cost_micros, latency_ms,
+        provider_request_id, error, model, price_class
+    )
+    SELECT jobs.id, jobs.tenant, w.job_attempt, w.attempt_stage, w.attempt_chunk,
+        w.provider_key, w.outcome,
+        w.billed AND NOT EXISTS (
+            SELECT 1 FROM llm_attempts billed
+            WHERE billed.job_id = jobs.id AND billed.billed
+                AND (CASE WHEN billed.provider_request_id <> '' THEN 'req:' || billed.provider_request_id
+                    ELSE 'key:' || billed.provider_key END)
+                  = (CASE WHEN w.provider_request_id <> '' THEN 'req:' || w.provider_request_id
+                    ELSE 'key:' || w.provider_key END)),
+        w.prompt_tokens, w.completion_tokens, w.cost_micros,
+        w.latency_ms, w.provider_request_id, w.error, w.model, w.price_class
+    FROM jsonb_to_recordset($1::jsonb) AS w(
+        job_id uuid, owner text, attempt integer, advance_to text, advances integer,
+        record_attempt boolean, job_attempt integer, attempt_stage text, attempt_chunk integer,
+        provider_key text, outcome text, billed boolean, prompt_tokens bigint, completion_tokens bigint,
+        cost_micros bigint, latency_ms bigint, provider_request_id text, error text, model text, price_class text)
+    JOIN jobs ON jobs.id = w.job_id
+    WHERE w.record_attempt
+    RETURNING job_id, billed, prompt_tokens, completion_tokens, cost_micros
+),
+bill AS (
+    SELECT job_id, billed, prompt_tokens, completion_tokens, cost_micros FROM attempt WHERE attempt.billed
+),
+job AS (
+    UPDATE jobs
+    SET stage = CASE WHEN jobs.lease_owner = w.owner AND jobs.attempt = w.attempt AND jobs.status = 'running'
+            THEN coalesce(w.advance_to, jobs.stage) ELSE jobs.stage END,
+        last_event_seq = jobs.last_event_seq
+            + CASE WHEN jobs.lease_owner = w.owner AND jobs.attempt = w.attempt AND jobs.status = 'running'
+                THEN w.advances ELSE 0 END,
+        prompt_tokens = jobs.prompt_tokens + coalesce(bill.prompt_tokens, 0),
+        completion_tokens = jobs.completion_tokens + coalesce(bill.completion_tokens, 0),
+        cost_micros = jobs.cost_micros + coalesce(bill.cost_micros, 0),
+        llm_calls = jobs.llm_calls + (bill.job_id IS NOT NULL)::integer,
+        budget_tokens = jobs.budget_tokens + coalesce(bill.prompt_tokens + bill.completion_tokens, 0),
+        updated_at = now()
+    FROM jsonb_to_recordset($1::jsonb) AS w(
+        job_id uuid, owner text, attempt integer, advance_to text, advances integer)
+    LEFT JOIN bill ON bill.job_id = w.job_id
+    WHERE jobs.id = w.job_id
+        AND ((jobs.lease_owner = w.owner AND jobs.attempt = w.attempt AND jobs.status = 'running')
+            OR bill.job_id IS NOT NULL)
+    RETURNING jobs.id, jobs.tenant, jobs.attempt, jobs.last_event_seq,
+        coalesce(jobs.lease_owner = w.owner AND jobs.attempt = w.attempt AND jobs.status = 'running', false) AS fenced
+),
+replaced AS (
+    UPDATE job_checkpoints AS cp
+    SET stage_key = c.stage_key,
+        code_version = c.code_version,
+        attempt = job.attempt,
+        output = decode(c.output, 'base64'),
+        reused_from = c.reused_from,
+        created_at = now()
+    FROM job
+    JOIN jsonb_to_recordset($2::jsonb) AS c(
+        job_id uuid, stage text, chunk integer, stage_key text, code_version text,
+        output text, reused_from text, event_offset integer, events_after integer, message text) ON c.job_id = job.id
+    WHERE job.fenced AND cp.job_id = job.id AND cp.stage = c.stage AND cp.chunk = c.chunk
+    RETURNING cp.job_id, cp.stage, cp.chunk
+),
+checkpoint AS (
+    INSERT INTO job_checkpoints (job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, reused_from)
+    SELECT job.id, job.tenant, c.stage, c.chunk, c.stage_key, c.code_version, job.attempt,
+        decode(c.output, 'base64'), c.reused_from
+    FROM job
+    JOIN jsonb_to_recordset($2::jsonb) AS c(
+        job_id uuid, stage text, chunk integer, stage_key text, code_version text,
+        output text, reused_from text, event_offset integer, events_after integer, message text) ON c.job_id = job.id
+    WHERE job.fenced AND NOT EXISTS (
+        SELECT 1 FROM replaced
+        WHERE replaced.job_id = job.id AND replaced.stage = c.stage AND replaced.chunk = c.chunk)
+),
+event AS (
+    INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
+    SELECT job.id, job.tenant, job.last_event_seq - c.events_after,
+        'running', c.stage, job.attempt, c.message
+    FROM job
+    JOIN jsonb_to_recordset($2::jsonb) AS c(
+        job_id uuid, stage text, chunk integer, stage_key text, code_version text,
+        output text, reused_from text, event_offset integer, events_after integer, message text) ON c.job_id = job.id
+    WHERE job.fenced AND c.event_offset > 0
+)
+SELECT w.job_id::uuid AS job_id,
+    coalesce(job.fenced, false)::boolean AS fenced,
+    (SELECT count(*) FROM attempt WHERE attempt.job_id = w.job_id)::integer AS journaled,
+    coalesce(job.tenant, '')::text AS tenant,
+    coalesce(job.last_event_seq, 0)::integer AS last_event_seq
+FROM jsonb_to_recordset($1::jsonb) AS w(job_id uuid)
+LEFT JOIN job ON job.id = w.job_id
+`
+
+type CheckpointWriteBatchParams struct {
+	Writes      string
+	Checkpoints string
+}
+
+type CheckpointWriteBatchRow struct {
+	JobID        string
+	Fenced       bool
+	Journaled    int64
+	Tenant       string
+	LastEventSeq int64
+}
+
+// CheckpointWriteMany for several jobs in one statement (the worker's
+// checkpoint writer, docs/architecture.md, "The batched engine"): each
+// write of @writes (one per job) is journaled, unfenced, and fenced on its
+// own job's (owner, attempt, running) exactly as CheckpointWriteMany does;
+// @checkpoints carries every write's checkpoints, each with its job_id. A
+// write whose fence fails keeps its journal row and its bill's usage, and
+// the others commit. One row per write: fenced, journaled (0 when its job
+// is gone), and the job's tenant and last event seq.
+func (q *Queries) CheckpointWriteBatch(ctx context.Context, db DBTX, arg CheckpointWriteBatchParams) ([]CheckpointWriteBatchRow, error) {
+	rows, err := db.Query(ctx, checkpointWriteBatch, arg.Writes, arg.Checkpoints)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []CheckpointWriteBatchRow
+	for rows.Next() {
+		var i CheckpointWriteBatchRow
+		if err := rows.Scan(
+			&i.JobID,
+			&i.Fenced,
+			&i.Journaled,
+			&i.Tenant,
+			&i.LastEventSeq,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const checkpointWriteMany = `-- name: CheckpointWriteMany :one
 WITH attempt AS (
     INSERT INTO llm_attempts (
