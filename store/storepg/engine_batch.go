@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/internal/rowmap"
 	"github.com/oncejob/oncejob/store/storepg/internal/dbsqlc"
@@ -193,11 +196,12 @@ func checkpointRecords(jobID string, cps []store.StageCheckpoint) (records []che
 	return records, advances, advanceTo
 }
 
-// CheckpointWriteMany implements store.EngineStore.
-func (s *Store) CheckpointWriteMany(ctx context.Context, params *store.CheckpointWriteManyParams) error {
+// checkpointWriteArgs lays out params for the CheckpointWriteMany
+// statement; the job id is params' canonical one.
+func checkpointWriteArgs(params *store.CheckpointWriteManyParams) (args dbsqlc.CheckpointWriteManyParams, advances int, err error) {
 	id, err := parseUUID(params.Lease.JobID)
 	if err != nil {
-		return store.ErrLeaseLost
+		return args, 0, store.ErrLeaseLost
 	}
 	records, advances, advanceTo := checkpointRecords("", params.Checkpoints)
 	if advanceTo == nil && params.Stage != "" {
@@ -205,9 +209,9 @@ func (s *Store) CheckpointWriteMany(ctx context.Context, params *store.Checkpoin
 	}
 	cps, err := json.Marshal(nonNilSlice(records))
 	if err != nil {
-		return fmt.Errorf("storepg: checkpoints: %w", err)
+		return args, 0, fmt.Errorf("storepg: checkpoints: %w", err)
 	}
-	args := dbsqlc.CheckpointWriteManyParams{
+	args = dbsqlc.CheckpointWriteManyParams{
 		Checkpoints: string(cps),
 		JobID:       id,
 		Owner:       params.Lease.Owner,
@@ -223,25 +227,175 @@ func (s *Store) CheckpointWriteMany(ctx context.Context, params *store.Checkpoin
 		args.CostMicros, args.LatencyMs, args.Error, args.Model = a.CostMicros, a.LatencyMillis, a.Error, a.Model
 		args.PriceClass = string(a.PriceClass.Or())
 	}
-	row, err := s.q.CheckpointWriteMany(ctx, s.hot(ctx), args)
-	if isBilledOnceViolation(err) {
-		// A concurrent attempt counted this bill first (LLMAttemptRecord).
-		args.Billed = false
-		row, err = s.q.CheckpointWriteMany(ctx, s.hot(ctx), args)
-	}
+	return args, advances, nil
+}
+
+// checkpointWriteAnswer is a CheckpointWriteMany statement's answer to
+// params.
+func (s *Store) checkpointWriteAnswer(params *store.CheckpointWriteManyParams, args *dbsqlc.CheckpointWriteManyParams, advances int, row dbsqlc.CheckpointWriteManyRow) error {
 	switch {
-	case err != nil:
-		return interpretError(err)
 	case params.Attempt != nil && row.Journaled == 0:
 		return store.ErrNotFound
 	case !row.Fenced:
 		return store.ErrLeaseLost
 	}
 	if advances > 0 {
-		s.eventCommitted(row.Tenant, id, row.LastEventSeq)
+		s.eventCommitted(row.Tenant, args.JobID, row.LastEventSeq)
 	}
 	return nil
 }
+
+// CheckpointWriteMany implements store.EngineStore.
+func (s *Store) CheckpointWriteMany(ctx context.Context, params *store.CheckpointWriteManyParams) error {
+	args, advances, err := checkpointWriteArgs(params)
+	if err != nil {
+		return err
+	}
+	row, err := s.q.CheckpointWriteMany(ctx, s.hot(ctx), args)
+	if isBilledOnceViolation(err) {
+		// A concurrent attempt counted this bill first (LLMAttemptRecord).
+		args.Billed = false
+		row, err = s.q.CheckpointWriteMany(ctx, s.hot(ctx), args)
+	}
+	if err != nil {
+		return interpretError(err)
+	}
+	return s.checkpointWriteAnswer(params, &args, advances, row)
+}
+
+// checkpointBatchStatement names, on a connection, the CheckpointWriteMany
+// statement of CheckpointWriteBatch's pipelines while the plan gate is open.
+const checkpointBatchStatement = "oncejob_checkpoint_write_batch"
+
+// CheckpointWriteBatch implements store.CheckpointBatchWriter: the
+// writes' CheckpointWriteMany statements pipelined on one connection (a
+// pgx.Batch: one round trip) in one implicit transaction, so one commit,
+// one WAL flush, for them all. Each statement keeps its plan - a primary-
+// key probe per table - and its fence. When the transaction fails as a
+// whole - a bill a concurrent attempt counted first, a deadlock, any error
+// but an unreachable store - each write is made alone, so that one job's
+// refusal is its own.
+func (s *Store) CheckpointWriteBatch(ctx context.Context, params *store.CheckpointWriteBatchParams) (*store.CheckpointWriteBatchResult, error) {
+	res := &store.CheckpointWriteBatchResult{Errs: make([]error, len(params.Writes))}
+	var batch []int
+	seen := make(map[string]bool, len(params.Writes))
+	for i, p := range params.Writes {
+		id, err := parseUUID(p.Lease.JobID)
+		switch {
+		case err != nil:
+			res.Errs[i] = store.ErrLeaseLost // as CheckpointWriteMany answers it
+		case seen[id]:
+			res.Errs[i] = fmt.Errorf("storepg: job %s twice in one checkpoint batch: %w", p.Lease.JobID, store.ErrLeaseLost)
+		default:
+			seen[id] = true
+			batch = append(batch, i)
+		}
+	}
+	switch len(batch) {
+	case 0:
+		return res, nil
+	case 1:
+		res.Errs[batch[0]] = s.CheckpointWriteMany(ctx, params.Writes[batch[0]])
+		return res, nil
+	}
+	err := s.checkpointBatch(ctx, params.Writes, batch, res.Errs)
+	if err == nil {
+		s.signals.CheckpointBatch.Signal(len(batch))
+		return res, nil
+	}
+	if errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
+		return nil, err
+	}
+	s.signals.CheckpointBatch.Signal(-len(batch))
+	for _, i := range batch {
+		res.Errs[i] = s.CheckpointWriteMany(ctx, params.Writes[i])
+	}
+	return res, nil
+}
+
+// checkpointBatch runs the CheckpointWriteMany statements of writes[batch]
+// in one pipeline and fills their errs. The error is the pipeline's
+// (interpreted), and then nothing of it committed and errs are not set.
+func (s *Store) checkpointBatch(ctx context.Context, writes []*store.CheckpointWriteManyParams, batch []int, errs []error) error {
+	named := s.plans.mode(ctx, s.pool, &s.signals.PlansChecked) == pgx.QueryExecModeCacheStatement
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return interpretError(err)
+	}
+	defer conn.Release()
+	order := byJobID(batch, func(i int) string { return writes[i].Lease.JobID })
+	args := make([]dbsqlc.CheckpointWriteManyParams, len(order))
+	advances := make([]int, len(order))
+	b := &pgx.Batch{}
+	for k, i := range order {
+		if args[k], advances[k], err = checkpointWriteArgs(writes[i]); err != nil {
+			return err
+		}
+		// The generated method lays out the statement and its arguments;
+		// captured, they go into the pipeline.
+		var q capturedStatement
+		_, _ = s.q.CheckpointWriteMany(ctx, &q, args[k])
+		sql := q.sql
+		if named {
+			// A named statement, whose plan Postgres keeps for the
+			// connection as it keeps hot()'s (plan_cache.go); prepared
+			// once per connection.
+			sd, err := conn.Conn().Prepare(ctx, checkpointBatchStatement, q.sql)
+			if err != nil {
+				return interpretError(err)
+			}
+			sql = sd.Name
+		}
+		b.Queue(sql, q.args...)
+	}
+	br := conn.SendBatch(ctx, b)
+	rows := make([]dbsqlc.CheckpointWriteManyRow, len(order))
+	var qerr error
+	for k := range order {
+		r := &rows[k]
+		if err := br.QueryRow().Scan(&r.Fenced, &r.Journaled, &r.Tenant, &r.LastEventSeq); err != nil && qerr == nil {
+			qerr = err
+		}
+	}
+	if err := br.Close(); err != nil && qerr == nil {
+		qerr = err
+	}
+	if qerr != nil {
+		return interpretError(qerr)
+	}
+	for k, i := range order {
+		errs[i] = s.checkpointWriteAnswer(writes[i], &args[k], advances[k], rows[k])
+	}
+	return nil
+}
+
+// capturedStatement is a dbsqlc.DBTX that runs nothing: it keeps the one
+// statement a generated method would have run, and its arguments.
+type capturedStatement struct {
+	sql  string
+	args []any
+}
+
+var errCaptured = errors.New("storepg: statement captured, not run")
+
+func (c *capturedStatement) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	c.sql, c.args = sql, args
+	return pgconn.CommandTag{}, errCaptured
+}
+
+func (c *capturedStatement) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
+	c.sql, c.args = sql, args
+	return nil, errCaptured
+}
+
+func (c *capturedStatement) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	c.sql, c.args = sql, args
+	return capturedRow{}
+}
+
+type capturedRow struct{}
+
+func (capturedRow) Scan(...any) error { return errCaptured }
 
 // publishRecord is one job of a JobPublishMany statement.
 type publishRecord struct {
@@ -377,129 +531,4 @@ func nonNilSlice[T any](s []T) []T {
 		return []T{}
 	}
 	return s
-}
-
-// writeRecord is one job's write of a CheckpointWriteBatch statement.
-type writeRecord struct {
-	JobID             string  `json:"job_id"`
-	Owner             string  `json:"owner"`
-	Attempt           int32   `json:"attempt"`
-	AdvanceTo         *string `json:"advance_to"`
-	Advances          int     `json:"advances"`
-	RecordAttempt     bool    `json:"record_attempt"`
-	JobAttempt        int32   `json:"job_attempt"`
-	AttemptStage      string  `json:"attempt_stage"`
-	AttemptChunk      int32   `json:"attempt_chunk"`
-	ProviderKey       string  `json:"provider_key"`
-	Outcome           string  `json:"outcome"`
-	Billed            bool    `json:"billed"`
-	PromptTokens      int64   `json:"prompt_tokens"`
-	CompletionTokens  int64   `json:"completion_tokens"`
-	CostMicros        int64   `json:"cost_micros"`
-	LatencyMs         int64   `json:"latency_ms"`
-	ProviderRequestID string  `json:"provider_request_id"`
-	Error             string  `json:"error"`
-	Model             string  `json:"model"`
-	PriceClass        string  `json:"price_class"`
-}
-
-// CheckpointWriteBatch implements store.CheckpointBatchWriter. When the
-// statement fails as a whole - a bill a concurrent attempt counted first,
-// a deadlock, any error but an unreachable store - each write is made
-// alone (CheckpointWriteMany), so that one job's refusal is its own.
-func (s *Store) CheckpointWriteBatch(ctx context.Context, params *store.CheckpointWriteBatchParams) (*store.CheckpointWriteBatchResult, error) {
-	res := &store.CheckpointWriteBatchResult{Errs: make([]error, len(params.Writes))}
-	var batch []int
-	seen := make(map[string]bool, len(params.Writes))
-	for i, p := range params.Writes {
-		id, err := parseUUID(p.Lease.JobID)
-		switch {
-		case err != nil:
-			res.Errs[i] = store.ErrLeaseLost // as CheckpointWriteMany answers it
-		case seen[id]:
-			res.Errs[i] = fmt.Errorf("storepg: job %s twice in one checkpoint batch: %w", p.Lease.JobID, store.ErrLeaseLost)
-		default:
-			seen[id] = true
-			batch = append(batch, i)
-		}
-	}
-	switch len(batch) {
-	case 0:
-		return res, nil
-	case 1:
-		res.Errs[batch[0]] = s.CheckpointWriteMany(ctx, params.Writes[batch[0]])
-		return res, nil
-	}
-	err := s.checkpointBatch(ctx, params.Writes, batch, res.Errs)
-	if err == nil {
-		return res, nil
-	}
-	if errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
-		return nil, err
-	}
-	for _, i := range batch {
-		res.Errs[i] = s.CheckpointWriteMany(ctx, params.Writes[i])
-	}
-	return res, nil
-}
-
-// checkpointBatch runs the CheckpointWriteBatch statement for
-// writes[batch] and fills their errs. The error is the statement's
-// (interpreted), and then errs are not set.
-func (s *Store) checkpointBatch(ctx context.Context, writes []*store.CheckpointWriteManyParams, batch []int, errs []error) error {
-	records := make([]writeRecord, 0, len(batch))
-	var cps []checkpointRecord
-	advancesOf := make(map[string]int, len(batch))
-	for _, i := range byJobID(batch, func(i int) string { return writes[i].Lease.JobID }) {
-		p := writes[i]
-		id, _ := parseUUID(p.Lease.JobID)
-		rs, advances, advanceTo := checkpointRecords(id, p.Checkpoints)
-		if advanceTo == nil && p.Stage != "" {
-			advanceTo = new(string(p.Stage))
-		}
-		cps = append(cps, rs...)
-		advancesOf[id] = advances
-		r := writeRecord{JobID: id, Owner: p.Lease.Owner, Attempt: p.Lease.Attempt, AdvanceTo: advanceTo, Advances: advances}
-		if a := p.Attempt; a != nil {
-			r.RecordAttempt = true
-			r.JobAttempt, r.AttemptStage, r.AttemptChunk = a.JobAttempt, string(a.Stage), a.Chunk
-			r.ProviderKey, r.Outcome, r.Billed = a.ProviderKey, string(a.Outcome), a.Billed
-			r.ProviderRequestID, r.PromptTokens, r.CompletionTokens = a.ProviderRequestID, a.PromptTokens, a.CompletionTokens
-			r.CostMicros, r.LatencyMs, r.Error, r.Model = a.CostMicros, a.LatencyMillis, a.Error, a.Model
-			r.PriceClass = string(a.PriceClass.Or())
-		}
-		records = append(records, r)
-	}
-	writesJSON, err := json.Marshal(records)
-	if err != nil {
-		return fmt.Errorf("storepg: checkpoint batch: %w", err)
-	}
-	cpsJSON, err := json.Marshal(nonNilSlice(cps))
-	if err != nil {
-		return fmt.Errorf("storepg: checkpoint batch: %w", err)
-	}
-	rows, err := s.q.CheckpointWriteBatch(ctx, s.hot(ctx), dbsqlc.CheckpointWriteBatchParams{Writes: string(writesJSON), Checkpoints: string(cpsJSON)})
-	if err != nil {
-		return interpretError(err)
-	}
-	byID := make(map[string]dbsqlc.CheckpointWriteBatchRow, len(rows))
-	for _, row := range rows {
-		byID[row.JobID] = row
-		if row.Fenced && advancesOf[row.JobID] > 0 {
-			s.eventCommitted(row.Tenant, row.JobID, row.LastEventSeq)
-		}
-	}
-	for _, i := range batch {
-		id, _ := parseUUID(writes[i].Lease.JobID)
-		row, ok := byID[id]
-		switch {
-		case !ok:
-			errs[i] = fmt.Errorf("storepg: checkpoint batch: no answer for job %s", id)
-		case writes[i].Attempt != nil && row.Journaled == 0:
-			errs[i] = store.ErrNotFound
-		case !row.Fenced:
-			errs[i] = store.ErrLeaseLost
-		}
-	}
-	return nil
 }

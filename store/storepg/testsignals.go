@@ -13,6 +13,10 @@ type TestSignals struct {
 	// whether the engine's statements may keep generic plans now
 	// (plan_cache.go).
 	PlansChecked testsignal.Signal[bool]
+	// CheckpointBatch: a CheckpointWriteBatch of two writes or more ended;
+	// the value is how many its pipeline committed together, or minus how
+	// many it then wrote one by one (engine_batch.go).
+	CheckpointBatch testsignal.Signal[int]
 }
 
 // TestSignals returns the store's test signals.
