@@ -29,6 +29,13 @@ DROP INDEX outbox_unrouted_idx;
 ALTER TABLE deliveries ADD CONSTRAINT deliveries_outbox_sink_key UNIQUE (outbox_id, sink);
 ALTER TABLE deliveries DROP CONSTRAINT deliveries_event_id_sink_key;
 
+-- deliveries_job_idx served one reader, the listing of a job's deliveries
+-- (DeliveryList), which finds them through the job's events instead
+-- (outbox_job_event_key, then deliveries_outbox_sink_key): one index entry
+-- less a delivery. The order check of routing and claims reads
+-- deliveries_order_idx (pending ones only).
+DROP INDEX deliveries_job_idx;
+
 -- The foreign key of deliveries to outbox: every delivery is inserted by
 -- OutboxRouteWrite, in the transaction that read its event's row (and
 -- holds its partition's routing lock), and nothing deletes outbox rows. Its

@@ -160,9 +160,13 @@ SELECT id FROM settled;
 
 -- name: DeliveryList :many
 -- Dead letters first, then pending, then delivered; newest first in each.
+-- A job's deliveries are found through its events (outbox_job_event_key,
+-- then deliveries_outbox_sink_key): no index of deliveries by job (one
+-- index entry less a delivery, migration 0031).
 SELECT * FROM deliveries
 WHERE (@all_tenants::boolean OR tenant = @tenant::text)
-    AND (sqlc.narg(job_id)::uuid IS NULL OR job_id = sqlc.narg(job_id)::uuid)
+    AND (sqlc.narg(job_id)::uuid IS NULL OR (job_id = sqlc.narg(job_id)::uuid
+        AND outbox_id = ANY(ARRAY(SELECT o.id FROM outbox o WHERE o.job_id = sqlc.narg(job_id)::uuid))))
     AND (@status::text = '' OR status = @status::text)
     AND (@sink::text = '' OR sink = @sink::text)
     AND (@last_outcome::text = '' OR last_outcome = @last_outcome::text)

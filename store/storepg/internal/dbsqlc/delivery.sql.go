@@ -234,7 +234,8 @@ func (q *Queries) DeliveryLanded(ctx context.Context, db DBTX, id int64) (Delive
 const deliveryList = `-- name: DeliveryList :many
 SELECT id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at, landed FROM deliveries
 WHERE ($1::boolean OR tenant = $2::text)
-    AND ($3::uuid IS NULL OR job_id = $3::uuid)
+    AND ($3::uuid IS NULL OR (job_id = $3::uuid
+        AND outbox_id = ANY(ARRAY(SELECT o.id FROM outbox o WHERE o.job_id = $3::uuid))))
     AND ($4::text = '' OR status = $4::text)
     AND ($5::text = '' OR sink = $5::text)
     AND ($6::text = '' OR last_outcome = $6::text)
@@ -260,6 +261,9 @@ type DeliveryListParams struct {
 }
 
 // Dead letters first, then pending, then delivered; newest first in each.
+// A job's deliveries are found through its events (outbox_job_event_key,
+// then deliveries_outbox_sink_key): no index of deliveries by job (one
+// index entry less a delivery, migration 0031).
 func (q *Queries) DeliveryList(ctx context.Context, db DBTX, arg DeliveryListParams) ([]Delivery, error) {
 	rows, err := db.Query(ctx, deliveryList,
 		arg.AllTenants,
