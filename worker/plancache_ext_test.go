@@ -28,7 +28,9 @@ var planTables = []string{"jobs", "job_checkpoints", "llm_attempts", "outbox"}
 
 // hotStatements are statements that run as named prepared statements
 // while storepg's plan gate is open (store/storepg/plan_cache.go).
-var hotStatements = []string{"JobClaim", "CheckpointGetByStageKeys", "CheckpointWriteMany", "JobPublishMany"}
+// A one-chunk job's decision-cache read is CheckpointGetByOneStageKey;
+// CheckpointGetByStageKeys (two keys or more) runs in phases 0 and 3 too.
+var hotStatements = []string{"JobClaim", "CheckpointGetByOneStageKey", "CheckpointWriteMany", "JobPublishMany"}
 
 // TestGenericPlanTrap runs the engine on a fresh schema the way a new
 // deployment does, on one connection (storepg.Open, pool_max_conns=1):
@@ -115,6 +117,8 @@ func runPlanTrap(t *testing.T, analyze bool) map[string]int64 {
 		require.NoError(t, err)
 		_, err = st.CheckpointGetByStageKeys(ctx, &store.CheckpointGetByStageKeysParams{Tenant: "acme", StageKeys: []string{"none"}, DedupKey: "none"})
 		require.NoError(t, err)
+		_, err = st.CheckpointGetByStageKeys(ctx, &store.CheckpointGetByStageKeysParams{Tenant: "acme", StageKeys: []string{"none", "neither"}, DedupKey: "none"})
+		require.NoError(t, err)
 		err = st.CheckpointWriteMany(ctx, &store.CheckpointWriteManyParams{Lease: lease, Checkpoints: cps, Attempt: &store.LLMAttempt{
 			JobID: id, JobAttempt: 1, Stage: store.JobStageLLMDone, ProviderKey: "none", Outcome: store.LLMOutcomeSucceeded, Billed: true}})
 		require.ErrorIs(t, err, store.ErrNotFound)
@@ -166,6 +170,12 @@ func runPlanTrap(t *testing.T, analyze bool) map[string]int64 {
 	}
 	for _, j := range jobs {
 		require.Equal(t, store.JobStatusSucceeded, waitTerminal(t, st, j).Status)
+	}
+	// The read of many keys (a job of several chunks), as often on the
+	// grown tables.
+	for range 8 {
+		_, err := st.CheckpointGetByStageKeys(ctx, &store.CheckpointGetByStageKeysParams{Tenant: "acme", StageKeys: []string{"none", "neither"}, DedupKey: "none"})
+		require.NoError(t, err)
 	}
 	generic := genericPlans(t, st.Pool())
 	after := scans(t, st.Pool(), admin, schema)
