@@ -43,7 +43,7 @@ func outboxWrites(t *testing.T, conn *pgx.Conn, schema string) int64 {
 // per delivered event - its routing queue row deleted, the delivery written
 // once, delivered - measured in pg_stat_user_tables over the schema, none
 // of them to the outbox itself (routing never writes the event's row:
-// migration 0031); and each delivery's journal still shows the attempt
+// migration 0033); and each delivery's journal still shows the attempt
 // that landed it.
 func TestRelayRowWritesPerEvent(t *testing.T) {
 	t.Parallel()

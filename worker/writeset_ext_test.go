@@ -198,7 +198,7 @@ func (w writeSet) String() string {
 // holds the light job to 9 rows and 7 KB: the claim (job row, running
 // event), the LLM answer (journal row, chunk checkpoint, job row) and the
 // publish (job row, succeeded event, outbox row, and its routing queue row,
-// migration 0031: 54 bytes of heap and a primary-key entry that spare the
+// migration 0033: 54 bytes of heap and a primary-key entry that spare the
 // relay an update of the outbox row, docs/performance.md, "A narrow routing
 // queue"); the deterministic stages write no checkpoint and stage-only
 // advances no event.

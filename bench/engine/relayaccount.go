@@ -43,7 +43,7 @@ func (e *engineBench) accountRelay(ctx context.Context, pool *pgxpool.Pool) (acc
 		return account{}, err
 	}
 
-	// Unrouted events: the outbox's routed_at before migration 0031, its
+	// Unrouted events: the outbox's routed_at before migration 0033, its
 	// queue outbox_unrouted after.
 	unroutedQ := `SELECT count(*) FROM outbox_unrouted`
 	var queue bool

@@ -162,7 +162,7 @@ SELECT id FROM settled;
 -- Dead letters first, then pending, then delivered; newest first in each.
 -- A job's deliveries are found through its events (outbox_job_event_key,
 -- then deliveries_outbox_sink_key): no index of deliveries by job (one
--- index entry less a delivery, migration 0031).
+-- index entry less a delivery, migration 0033).
 SELECT * FROM deliveries
 WHERE (@all_tenants::boolean OR tenant = @tenant::text)
     AND (sqlc.narg(job_id)::uuid IS NULL OR (job_id = sqlc.narg(job_id)::uuid

@@ -263,7 +263,7 @@ type DeliveryListParams struct {
 // Dead letters first, then pending, then delivered; newest first in each.
 // A job's deliveries are found through its events (outbox_job_event_key,
 // then deliveries_outbox_sink_key): no index of deliveries by job (one
-// index entry less a delivery, migration 0031).
+// index entry less a delivery, migration 0033).
 func (q *Queries) DeliveryList(ctx context.Context, db DBTX, arg DeliveryListParams) ([]Delivery, error) {
 	rows, err := db.Query(ctx, deliveryList,
 		arg.AllTenants,

@@ -176,7 +176,7 @@ SELECT * FROM job;
 -- name: OutboxList :many
 -- A job's events. routed: none while the event is in the routing queue
 -- (outbox_unrouted); else when it was routed - routed_at for an event
--- routed before migration 0031, the creation of its first delivery after
+-- routed before migration 0033, the creation of its first delivery after
 -- it (routing no longer writes the outbox row), the event's own commit for
 -- one routed to no sink.
 SELECT sqlc.embed(o),

@@ -660,7 +660,7 @@ type OutboxListRow struct {
 
 // A job's events. routed: none while the event is in the routing queue
 // (outbox_unrouted); else when it was routed - routed_at for an event
-// routed before migration 0031, the creation of its first delivery after
+// routed before migration 0033, the creation of its first delivery after
 // it (routing no longer writes the outbox row), the event's own commit for
 // one routed to no sink.
 func (q *Queries) OutboxList(ctx context.Context, db DBTX, jobID string) ([]OutboxListRow, error) {

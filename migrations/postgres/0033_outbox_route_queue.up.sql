@@ -1,4 +1,4 @@
--- 0031_outbox_route_queue: what routing an event writes, cut (issue 33;
+-- 0033_outbox_route_queue: what routing an event writes, cut (issue 33;
 -- docs/performance.md, "Relay: a narrow routing queue (2026-12-06)";
 -- docs/architecture.md, "Routing and deliveries").
 --
