@@ -83,6 +83,8 @@ type config struct {
 	strict       bool
 	keep         bool
 	perfOut      string
+	before       string // trees to compare with, comma-separated
+	rounds       int
 }
 
 func main() {
@@ -108,6 +110,8 @@ func main() {
 	flag.DurationVar(&c.linger, "submit-linger", 0, "if set, the server's --submit-linger (group commit wait; default the server's, 1ms)")
 	flag.BoolVar(&c.strict, "strict", false, "exit 1 if a target is missed")
 	flag.BoolVar(&c.keep, "keep", false, "keep the database and the temp dir (server log, pgbench scripts)")
+	flag.StringVar(&c.before, "before", "", "`DIR[,DIR]`: also build the server from these trees (e.g. `git archive main | tar -x -C DIR`) and run the three server phases against each, on a database of its own, alternating with this tree's (-rounds); the peers run once")
+	flag.IntVar(&c.rounds, "rounds", 0, "with -before, rounds of the server phases, the trees in the other order every odd round (default 2)")
 	flag.StringVar(&c.perfOut, "perf", "", "if set, `perf record -a -g` (whole machine: server, Postgres, ghz) during the new-key phase into this file")
 	flag.Parse()
 
@@ -162,11 +166,28 @@ func run(ctx context.Context, c config) error {
 	adminURL := c.pgURL + "/postgres"
 	dbURL := c.pgURL + "/" + c.db + "?sslmode=disable"
 	riverDB := c.db + "_river"
-	drop, err := recreateDBs(ctx, adminURL, c.keep, c.db, riverDB)
+	dbs := []string{c.db, riverDB}
+	trees := []*tree{{label: "", root: c.root, bin: bin, dbURL: dbURL}}
+	if c.before != "" {
+		for i, dir := range strings.Split(c.before, ",") {
+			logf("building the server from %s (-before)", dir)
+			b := filepath.Join(tmp, fmt.Sprintf("oncejob-before%d", i))
+			if err := cmdRun(ctx, dir, "go", "build", "-o", b, "./cmd/oncejob"); err != nil {
+				return fmt.Errorf("build server of %s: %w", dir, err)
+			}
+			db := fmt.Sprintf("%s_before%d", c.db, i)
+			dbs = append(dbs, db)
+			trees = append(trees, &tree{label: "@" + dir, root: dir, bin: b, dbURL: c.pgURL + "/" + db + "?sslmode=disable"})
+		}
+	}
+	drop, err := recreateDBs(ctx, adminURL, c.keep, dbs...)
 	if err != nil {
 		return err
 	}
 	defer drop()
+	if len(trees) > 1 {
+		return compareTrees(ctx, c, trees, tmp, c.pgURL+"/"+riverDB+"?sslmode=disable")
+	}
 
 	srv, addr, err := c.startPgServer(ctx, bin, tmp, dbURL)
 	if err != nil {
@@ -288,12 +309,20 @@ ALTER TABLE pgbench_jobs_copy ALTER COLUMN id SET DEFAULT gen_random_uuid();
 CREATE TABLE pgbench_keys (LIKE idempotency_keys INCLUDING ALL)`); err != nil {
 		return err
 	}
+	if err := p.warmupAndReplayKeys(ctx); err != nil {
+		return err
+	}
+	_, err := psql(ctx, p.dbURL, `INSERT INTO pgbench_keys SELECT * FROM idempotency_keys WHERE idem_key LIKE 'replay-%'`)
+	return err
+}
 
-	if p.c.warmup > 0 {
-		logf("warmup: new keys for %s", p.c.warmup)
-		if _, err := p.g.run(ctx, "warmup", p.newBody, `{"idempotency-key":"warm-{{.UUID}}"}`, runner.WithRunDuration(p.c.warmup)); err != nil {
-			return err
-		}
+// warmupAndReplayKeys runs the warmup and creates the replay phase's keys.
+
+// warmupAndReplayKeys runs the warmup and creates the replay phase's keys
+// (an existing key is replayed: a second round finds them made).
+func (p *phases) warmupAndReplayKeys(ctx context.Context) error {
+	if err := p.warmup(ctx); err != nil {
+		return err
 	}
 
 	logf("creating %d keys for the replay phase", p.c.replayKeys)
@@ -305,9 +334,6 @@ CREATE TABLE pgbench_keys (LIKE idempotency_keys INCLUDING ALL)`); err != nil {
 		return err
 	} else if n != p.c.replayKeys {
 		return fmt.Errorf("replay setup made %d jobs, want %d", n, p.c.replayKeys)
-	}
-	if _, err := psql(ctx, p.dbURL, `INSERT INTO pgbench_keys SELECT * FROM idempotency_keys WHERE idem_key LIKE 'replay-%'`); err != nil {
-		return err
 	}
 	return nil
 }
@@ -363,7 +389,8 @@ func (p *phases) server(ctx context.Context) ([]result, error) {
 
 	logf("SubmitJobs, %d items per call, %d concurrent calls, for %s", c.batchSize, c.batchConc, c.duration)
 	before = after
-	brep, err := runBatches(ctx, addr, c.batchConc, c.batchSize, filler, "batch", c.duration)
+	// The keys are new in every round of -before.
+	brep, err := runBatches(ctx, addr, c.batchConc, c.batchSize, filler, "batch-"+strconv.FormatInt(time.Now().UnixNano(), 36), c.duration)
 	if err != nil {
 		return nil, err
 	}
