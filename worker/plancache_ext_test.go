@@ -24,11 +24,12 @@ import (
 
 // planTables are the tables the generic-plan trap would have the engine
 // scan (docs/performance.md, "Generic plans on fresh tables").
-var planTables = []string{"jobs", "job_checkpoints", "llm_attempts", "outbox"}
+var planTables = []string{"jobs", "job_checkpoints", "llm_attempts", "outbox", "idempotency_keys"}
 
 // hotStatements are statements that run as named prepared statements
-// while storepg's plan gate is open (store/storepg/plan_cache.go).
-var hotStatements = []string{"JobClaim", "CheckpointGetByStageKeys", "CheckpointWriteMany", "JobPublishMany"}
+// while storepg's plan gates are open (store/storepg/plan_cache.go): the
+// engine's, and SubmitJob's key read.
+var hotStatements = []string{"JobClaim", "CheckpointGetByStageKeys", "CheckpointWriteMany", "JobPublishMany", "JobGetByIdempotencyKey"}
 
 // TestGenericPlanTrap runs the engine on a fresh schema the way a new
 // deployment does, on one connection (storepg.Open, pool_max_conns=1):
@@ -103,6 +104,12 @@ func runPlanTrap(t *testing.T, analyze bool) map[string]int64 {
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	st.TestSignals().PlansChecked.Init()
+	st.TestSignals().KeyPlansChecked.Init()
+	readKey := func(key string) error {
+		_, err := st.JobGetByIdempotencyKey(ctx, &store.JobGetByIdempotencyKeyParams{
+			Tenant: "acme", Method: "/oncejob.v1.JobService/SubmitJob", IdempotencyKey: key, Fingerprint: "fp"})
+		return err
+	}
 	reg := registry(t, summarize(1, "1", `{type: object}`, ""))
 	// 0. The hot statements on the empty tables, eight times each on the
 	// one connection (a generic plan comes after five): jobs that do not
@@ -122,10 +129,14 @@ func runPlanTrap(t *testing.T, analyze bool) map[string]int64 {
 		require.NoError(t, err)
 		_, err = st.JobHeartbeatMany(ctx, &store.JobHeartbeatManyParams{Leases: []store.Lease{lease}, LeaseDuration: time.Minute})
 		require.NoError(t, err)
+		require.ErrorIs(t, readKey(id), store.ErrNotFound)
 	}
 	open, err := st.TestSignals().PlansChecked.Wait()
 	require.NoError(t, err)
 	require.Equal(t, !analyze, open, "the plan gate's reading of the statistics")
+	open, err = st.TestSignals().KeyPlansChecked.Wait()
+	require.NoError(t, err)
+	require.Equal(t, !analyze, open, "the key read's plan gate's reading of the statistics")
 
 	sim, err := llmsim.Start("", llmsim.Config{})
 	require.NoError(t, err)
@@ -166,6 +177,7 @@ func runPlanTrap(t *testing.T, analyze bool) map[string]int64 {
 	}
 	for _, j := range jobs {
 		require.Equal(t, store.JobStatusSucceeded, waitTerminal(t, st, j).Status)
+		require.NoError(t, readKey(j.IdempotencyKey))
 	}
 	generic := genericPlans(t, st.Pool())
 	after := scans(t, st.Pool(), admin, schema)
@@ -179,16 +191,20 @@ func runPlanTrap(t *testing.T, analyze bool) map[string]int64 {
 	return generic
 }
 
-// growTables inserts $1 succeeded light jobs and what they wrote: a
-// document, an LLM checkpoint, a journal row, two events and (by the
-// trigger jobs_announce) an outbox row each.
+// growTables inserts $1 succeeded light jobs and what they wrote: an
+// idempotency key, a document, an LLM checkpoint, a journal row, two
+// events and (by the trigger jobs_announce) an outbox row each.
 const growTables = `WITH job AS (
     INSERT INTO jobs (id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, status, stage, attempt,
         document_sha256, document_media_type, document_size_bytes, output, finished_at)
     SELECT gen_random_uuid(), 'acme', 'grown-' || g, md5('dedup' || g), 'summarize', 1, 'succeeded', 'published', 1,
         md5('doc' || g), 'text/plain', 40, '{"summary": "grown"}', now()
     FROM generate_series(1, $1::integer) AS g
-    RETURNING id, tenant, document_sha256
+    RETURNING id, tenant, document_sha256, idempotency_key
+),
+idem AS (
+    INSERT INTO idempotency_keys (tenant, method, idem_key, fingerprint, job_id)
+    SELECT tenant, '/oncejob.v1.JobService/SubmitJob', idempotency_key, 'fp', id FROM job
 ),
 doc AS (
     INSERT INTO documents (tenant, sha256, media_type, size_bytes, data)
