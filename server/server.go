@@ -217,8 +217,9 @@ func New(cfg Config) (*Server, error) {
 	svc := &jobService{cfg: cfg, submits: submits, tokens: tokens}
 	authn := tenant.NewAuthenticator(tenant.AuthConfig{File: cfg.Keys, Store: cfg.KeyStore, CacheTTL: cfg.KeyCacheTTL, Logger: cfg.Logger, Mode: cfg.AuthMode})
 	codec := newRequestCodec(cfg.Logger, cfg.Memory)
-	callLog := boundRefusals(slogAdapter(cfg.Logger)) // one bound for the tap's refusals and the chain's
-	unary, stream, serverOpts := chains(cfg, svc, authn, codec, callLog)
+	refusals := newRefusalBound()
+	callLog := boundRefusals(slogAdapter(cfg.Logger), refusals) // one bound for the tap's refusals and the chain's
+	unary, stream, serverOpts := chains(cfg, svc, authn, codec, callLog, refusals)
 	streamChain := chainStream(stream...)
 
 	srv := grpc.NewServer(append(serverOpts,
@@ -253,7 +254,7 @@ func New(cfg Config) (*Server, error) {
 // log, panic recovery, authentication, authorisation (streams: the key
 // re-checked while open), per-tenant limits, validation and, for unary
 // calls, the idempotency key and the store's timeout.
-func chains(cfg Config, svc *jobService, authn *tenant.Authenticator, codec *requestCodec, callLog logging.Logger) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor, []grpc.ServerOption) {
+func chains(cfg Config, svc *jobService, authn *tenant.Authenticator, codec *requestCodec, callLog logging.Logger, refusals *refusalBound) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor, []grpc.ServerOption) {
 	logOpts := []logging.Option{
 		logging.WithLogOnEvents(logging.FinishCall),
 		logging.WithFieldsFromContext(logFields),
@@ -300,7 +301,7 @@ func chains(cfg Config, svc *jobService, authn *tenant.Authenticator, codec *req
 		codec.malformedUnary,
 		withLogHolder,
 		requestid.UnaryServerInterceptor(),
-		logging.UnaryServerInterceptor(callLog, logOpts...),
+		callLogUnary(cfg.Logger, refusals), // the stream interceptor's line, cheaper (calllog.go)
 		recovery.UnaryServerInterceptor(recoveryOpt),
 		selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFunc), needsAuth),
 		selector.UnaryServerInterceptor(authzUnaryInterceptor(cfg.Logger), needsAuth),
