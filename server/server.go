@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"time"
@@ -112,6 +113,18 @@ type Config struct {
 	// provider and propagator: see telemetry.StartTracing), and a job
 	// created by SubmitJob keeps the call's trace context. Default: off.
 	Tracing bool
+}
+
+// streamWorkers is how many goroutines serve the connections' RPCs, each
+// one after another (grpc.NumStreamWorkers); an RPC that finds none free
+// gets a goroutine of its own, as every RPC did before. A worker keeps the
+// stack its calls grew (the interceptor chain, pgx), where a new goroutine
+// per call grew and copied it every time: 9-10 % of the server's CPU in
+// 32 concurrent SubmitJob replays (docs/performance.md, "Submitting").
+// grpc-go replaces a worker after 65,536 calls, so a stack grown once by a
+// deep call is given back.
+func streamWorkers() uint32 {
+	return uint32(max(64, 16*runtime.GOMAXPROCS(0)))
 }
 
 // DefaultMaxDocumentBytes is the default document size limit.
@@ -224,6 +237,7 @@ func New(cfg Config) (*Server, error) {
 
 	srv := grpc.NewServer(append(serverOpts,
 		grpc.MaxRecvMsgSize(MaxMessageBytes(cfg.MaxDocumentBytes)),
+		grpc.NumStreamWorkers(streamWorkers()),
 		grpc.KeepaliveParams(cfg.Transport.keepaliveParams()),
 		grpc.KeepaliveEnforcementPolicy(cfg.Transport.enforcementPolicy()),
 		grpc.MaxConcurrentStreams(cfg.Transport.MaxConcurrentStreams),
