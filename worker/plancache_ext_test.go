@@ -28,8 +28,8 @@ var planTables = []string{"jobs", "job_checkpoints", "llm_attempts", "outbox", "
 
 // hotStatements are statements that run as named prepared statements
 // while storepg's plan gates are open (store/storepg/plan_cache.go): the
-// engine's, and SubmitJob's key read.
-var hotStatements = []string{"JobClaim", "CheckpointGetByStageKeys", "CheckpointWriteMany", "JobPublishMany", "JobGetByIdempotencyKey"}
+// engine's, and submitting's (the key read and the write).
+var hotStatements = []string{"JobClaim", "CheckpointGetByStageKeys", "CheckpointWriteMany", "JobPublishMany", "JobGetByIdempotencyKey", "JobSubmitMany"}
 
 // TestGenericPlanTrap runs the engine on a fresh schema the way a new
 // deployment does, on one connection (storepg.Open, pool_max_conns=1):
@@ -58,10 +58,17 @@ func TestGenericPlanTrap(t *testing.T) {
 		t.Run(fmt.Sprintf("analyzed=%v", analyze), func(t *testing.T) {
 			generic := runPlanTrap(t, analyze)
 			for _, name := range hotStatements {
-				if analyze {
-					require.Zero(t, generic[name], "%s ran with a generic plan on tables analyzed empty", name)
-				} else {
-					require.Positive(t, generic[name], "%s kept no generic plan on tables never analyzed", name)
+				n, named := generic[name]
+				switch {
+				case analyze:
+					require.Zero(t, n, "%s ran with a generic plan on tables analyzed empty", name)
+				case name == "JobSubmitMany":
+					// Named, so parsed once; a submission of one costs less
+					// planned for its one row than generically (ten), so
+					// Postgres plans each (groups of more take the generic).
+					require.True(t, named, "%s was not named on tables never analyzed", name)
+				default:
+					require.Positive(t, n, "%s kept no generic plan on tables never analyzed", name)
 				}
 			}
 		})
@@ -245,7 +252,7 @@ func scans(t *testing.T, pool *pgxpool.Pool, admin *pgx.Conn, schema string) map
 }
 
 // genericPlans is, for each hot statement prepared on the pool's one
-// connection, how many generic plans it ran with.
+// connection, how many generic plans it ran with (none: not prepared).
 func genericPlans(t *testing.T, pool *pgxpool.Pool) map[string]int64 {
 	rows, err := pool.Query(context.Background(), `SELECT statement, generic_plans FROM pg_prepared_statements`)
 	require.NoError(t, err)

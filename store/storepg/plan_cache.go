@@ -55,11 +55,12 @@ const planGateQuery = `SELECT count(*) = 4 AND coalesce(bool_and(c.reltuples < 0
 FROM pg_catalog.pg_class c
 WHERE c.oid IN (to_regclass('jobs'), to_regclass('job_checkpoints'), to_regclass('llm_attempts'), to_regclass('documents'))`
 
-// keyPlanGateQuery is planGateQuery for the key read (JobGetByIdempotency-
-// Key, SubmitJob's read before every write and a replay's answer): the
-// tables it reads are idempotency_keys and jobs. The key sweeper deletes
-// keys, so idempotency_keys can be analyzed small after it was large: the
-// gate closes then, as for a young table.
+// keyPlanGateQuery is planGateQuery for submitting: the key read
+// (JobGetByIdempotencyKey, SubmitJob's read before every write and a
+// replay's answer) and the write (JobSubmitMany, whose only lookup is the
+// dedup probe of jobs). The tables they read are idempotency_keys and
+// jobs. The key sweeper deletes keys, so idempotency_keys can be analyzed
+// small after it was large: the gate closes then, as for a young table.
 const keyPlanGateQuery = `SELECT count(*) = 2 AND coalesce(bool_and(c.reltuples < 0 OR c.reltuples >= $1), false)
 FROM pg_catalog.pg_class c
 WHERE c.oid IN (to_regclass('jobs'), to_regclass('idempotency_keys'))`
@@ -100,8 +101,9 @@ func (s *Store) hot(ctx context.Context) dbsqlc.DBTX {
 	return execMode{db: s.pool, mode: s.plans.mode(ctx, s.pool, &s.signals.PlansChecked)}
 }
 
-// gated is the pool for the key read: its one statement runs named while
-// keyPlans is open, unnamed otherwise (newReads' keyDB).
+// gated is the pool for submitting's statements (the key read, newReads'
+// keyDB, and JobSubmitMany): they run named while keyPlans is open,
+// unnamed otherwise.
 type gated struct{ s *Store }
 
 func (g gated) db(ctx context.Context) execMode {

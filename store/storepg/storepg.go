@@ -30,7 +30,7 @@ type Store struct {
 	reads
 	pool     *pgxpool.Pool
 	plans    planGate // whether the engine's statements keep generic plans (plan_cache.go)
-	keyPlans planGate // whether the key read keeps its generic plan (plan_cache.go)
+	keyPlans planGate // whether submitting's statements keep generic plans (plan_cache.go)
 	q        *dbsqlc.Queries
 	runs     *rundefaults.Cache // the runs' params and labels, for their jobs (rundefaults.go)
 	ownsPool bool

@@ -13,9 +13,9 @@ type TestSignals struct {
 	// whether the engine's statements may keep generic plans now
 	// (plan_cache.go).
 	PlansChecked testsignal.Signal[bool]
-	// KeyPlansChecked: the key read's plan gate read the statistics of
-	// jobs and idempotency_keys; the value is whether it may keep a
-	// generic plan now.
+	// KeyPlansChecked: submitting's plan gate read the statistics of
+	// jobs and idempotency_keys; the value is whether the key read and
+	// JobSubmitMany may keep generic plans now.
 	KeyPlansChecked testsignal.Signal[bool]
 }
 
