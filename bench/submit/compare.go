@@ -15,6 +15,7 @@ import (
 // tree is a server build -before compares: this tree (label "") or another.
 type tree struct {
 	label string // "" for this tree, "@DIR" for a -before tree
+	db    string // its database's name
 	root  string
 	bin   string
 	dbURL string
@@ -41,7 +42,8 @@ func compareTrees(ctx context.Context, c config, trees []*tree, tmp, riverURL st
 	var main *phases
 	loadBefore := loadavg()
 	var results []result
-	byTree := make(map[string]map[string][]float64) // tree -> phase -> rates
+	byTree := make(map[string]map[string][]float64)       // tree -> phase -> rates
+	cpuByTree := make(map[string]map[string][][2]float64) // tree -> phase -> server, Postgres CPU µs/op
 	for r := range rounds {
 		order := append([]*tree(nil), trees...)
 		if r%2 == 1 {
@@ -57,6 +59,7 @@ func compareTrees(ctx context.Context, c config, trees []*tree, tmp, riverURL st
 				return err
 			}
 			p := newPhases(tc, addr, t.dbURL, tmp, riverURL)
+			p.serverPid, p.db = srv.cmd.Process.Pid, t.db
 			switch {
 			case t.label == "" && !t.ready:
 				err = p.prepare(ctx)
@@ -79,9 +82,11 @@ func compareTrees(ctx context.Context, c config, trees []*tree, tmp, riverURL st
 			}
 			if byTree[t.name()] == nil {
 				byTree[t.name()] = make(map[string][]float64)
+				cpuByTree[t.name()] = make(map[string][][2]float64)
 			}
 			for _, x := range res {
 				byTree[t.name()][x.name] = append(byTree[t.name()][x.name], x.rate)
+				cpuByTree[t.name()][x.name] = append(cpuByTree[t.name()][x.name], [2]float64{x.serverCPU, x.pgCPU})
 				x.name = fmt.Sprintf("%s, %s, round %d", x.name, t.name(), r+1)
 				results = append(results, x)
 			}
@@ -101,7 +106,7 @@ func compareTrees(ctx context.Context, c config, trees []*tree, tmp, riverURL st
 	}
 	fmt.Printf("\nmedians of %d rounds\n\n", rounds)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
-	fmt.Fprintln(tw, "phase\t tree\t rates/s\t median/s\t peer/s\t ratio to peer\t vs "+trees[min(1, len(trees)-1)].name()+"\t")
+	fmt.Fprintln(tw, "phase\t tree\t rates/s\t median/s\t peer/s\t ratio to peer\t vs "+trees[min(1, len(trees)-1)].name()+"\t CPU/op server µs\t Postgres µs\t")
 	for _, ph := range []struct{ name, peer string }{{nameNewKey, namePgInsert}, {nameReplay, namePgConflict}, {nameBatch, nameRiver}} {
 		base := median(byTree[trees[1].name()][ph.name])
 		for _, t := range trees {
@@ -111,7 +116,12 @@ func compareTrees(ctx context.Context, c config, trees []*tree, tmp, riverURL st
 			for _, x := range rates {
 				rs = append(rs, fmt.Sprintf("%.0f", x))
 			}
-			fmt.Fprintf(tw, "%s\t %s\t %s\t %.0f\t %.0f\t %.2f\t %.2f\t\n", ph.name, t.name(), strings.Join(rs, ", "), m, peers[ph.peer], m/peers[ph.peer], m/base)
+			var srv, pg []float64
+			for _, x := range cpuByTree[t.name()][ph.name] {
+				srv, pg = append(srv, x[0]), append(pg, x[1])
+			}
+			fmt.Fprintf(tw, "%s\t %s\t %s\t %.0f\t %.0f\t %.2f\t %.2f\t %s\t %s\t\n", ph.name, t.name(), strings.Join(rs, ", "), m, peers[ph.peer], m/peers[ph.peer], m/base,
+				medianOf(srv), medianOf(pg))
 		}
 	}
 	tw.Flush()
@@ -128,6 +138,15 @@ func (p *phases) warmup(ctx context.Context) error {
 	logf("warmup: new keys for %s", p.c.warmup)
 	_, err := p.g.run(ctx, "warmup", p.newBody, `{"idempotency-key":"warm-{{.UUID}}"}`, runner.WithRunDuration(p.c.warmup))
 	return err
+}
+
+// medianOf is the median of xs and xs, as "m (x, y, ...)".
+func medianOf(xs []float64) string {
+	var parts []string
+	for _, x := range xs {
+		parts = append(parts, fmt.Sprintf("%.0f", x))
+	}
+	return fmt.Sprintf("%.0f (%s)", median(xs), strings.Join(parts, ", "))
 }
 
 func median(xs []float64) float64 {

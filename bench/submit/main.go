@@ -127,12 +127,15 @@ func main() {
 // (ratio = rate / peer's rate, target a ratio); one without, with an
 // absolute target (rate / target).
 type result struct {
-	name   string
-	rate   float64
-	count  uint64
-	note   string
-	peer   string  // the name of the result it is compared with
-	target float64 // a ratio to peer, or a rate without one; 0: none
+	name  string
+	rate  float64
+	count uint64
+	note  string
+	// CPU per operation of the server process and of the Postgres
+	// backends of its database (server phases only), µs.
+	serverCPU, pgCPU float64
+	peer             string  // the name of the result it is compared with
+	target           float64 // a ratio to peer, or a rate without one; 0: none
 }
 
 func run(ctx context.Context, c config) error {
@@ -167,7 +170,7 @@ func run(ctx context.Context, c config) error {
 	dbURL := c.pgURL + "/" + c.db + "?sslmode=disable"
 	riverDB := c.db + "_river"
 	dbs := []string{c.db, riverDB}
-	trees := []*tree{{label: "", root: c.root, bin: bin, dbURL: dbURL}}
+	trees := []*tree{{label: "", db: c.db, root: c.root, bin: bin, dbURL: dbURL}}
 	if c.before != "" {
 		for i, dir := range strings.Split(c.before, ",") {
 			logf("building the server from %s (-before)", dir)
@@ -177,7 +180,7 @@ func run(ctx context.Context, c config) error {
 			}
 			db := fmt.Sprintf("%s_before%d", c.db, i)
 			dbs = append(dbs, db)
-			trees = append(trees, &tree{label: "@" + dir, root: dir, bin: b, dbURL: c.pgURL + "/" + db + "?sslmode=disable"})
+			trees = append(trees, &tree{label: "@" + dir, db: db, root: dir, bin: b, dbURL: c.pgURL + "/" + db + "?sslmode=disable"})
 		}
 	}
 	drop, err := recreateDBs(ctx, adminURL, c.keep, dbs...)
@@ -196,6 +199,7 @@ func run(ctx context.Context, c config) error {
 	defer srv.stop()
 
 	p := newPhases(c, addr, dbURL, tmp, c.pgURL+"/"+riverDB+"?sslmode=disable")
+	p.serverPid, p.db = srv.cmd.Process.Pid, c.db
 	if err := p.prepare(ctx); err != nil {
 		return err
 	}
@@ -233,6 +237,8 @@ func run(ctx context.Context, c config) error {
 // database, the River database, the temp dir and the submissions' bodies.
 type phases struct {
 	c                           config
+	serverPid                   int    // for CPU per operation
+	db                          string // the database's name, for its backends' CPU
 	g                           *ghz
 	addr, dbURL, tmp, riverURL  string
 	filler, newBody, replayBody string
@@ -357,6 +363,7 @@ func (p *phases) server(ctx context.Context) ([]result, error) {
 	if err != nil {
 		return nil, err
 	}
+	cpu0 := takeCPU(p.serverPid, p.db)
 	newRate, newCount, newNote, err := c.newKeys(ctx, g, addr, p.newBody, filler, "new")
 	if err != nil {
 		return nil, err
@@ -371,10 +378,13 @@ func (p *phases) server(ctx context.Context) ([]result, error) {
 	if uint64(after-before) != newCount {
 		return nil, fmt.Errorf("new-key phase: %d OK calls but %d new jobs", newCount, after-before)
 	}
-	results = append(results, result{name: nameNewKey, rate: newRate, count: newCount, note: newNote, peer: namePgInsert, target: 1.0})
+	cpuNew, srvNew, pgNew := cpuNote(cpu0, takeCPU(p.serverPid, p.db), newCount)
+	results = append(results, result{name: nameNewKey, rate: newRate, count: newCount, note: join(newNote, cpuNew), peer: namePgInsert, target: 1.0,
+		serverCPU: srvNew, pgCPU: pgNew})
 
 	logf("SubmitJob, existing keys (replays), -c %d for %s", c.concurrency, c.duration)
 	before = after
+	cpu0 = takeCPU(p.serverPid, p.db)
 	replayRate, replayCount, replayNote, err := c.replays(ctx, g, addr, p.replayBody, "replay "+filler)
 	if err != nil {
 		return nil, err
@@ -385,12 +395,16 @@ func (p *phases) server(ctx context.Context) ([]result, error) {
 	if after != before {
 		return nil, fmt.Errorf("replay phase created %d jobs: the replays were not replays", after-before)
 	}
-	results = append(results, result{name: nameReplay, rate: replayRate, count: replayCount, note: replayNote, peer: namePgConflict, target: 0.5})
+	cpuReplay, srvReplay, pgReplay := cpuNote(cpu0, takeCPU(p.serverPid, p.db), replayCount)
+	results = append(results, result{name: nameReplay, rate: replayRate, count: replayCount, note: join(replayNote, cpuReplay), peer: namePgConflict, target: 0.5,
+		serverCPU: srvReplay, pgCPU: pgReplay})
 
 	logf("SubmitJobs, %d items per call, %d concurrent calls, for %s", c.batchSize, c.batchConc, c.duration)
 	before = after
 	// The keys are new in every round of -before.
+	cpu0 = takeCPU(p.serverPid, p.db)
 	brep, err := runBatches(ctx, addr, c.batchConc, c.batchSize, filler, "batch-"+strconv.FormatInt(time.Now().UnixNano(), 36), c.duration)
+	cpuBatch, srvBatch, pgBatch := cpuNote(cpu0, takeCPU(p.serverPid, p.db), uint64(brep.items))
 	if err != nil {
 		return nil, err
 	}
@@ -401,7 +415,7 @@ func (p *phases) server(ctx context.Context) ([]result, error) {
 		return nil, fmt.Errorf("batch phase: %d items created but %d new jobs", brep.items, after-before)
 	}
 	results = append(results, result{name: nameBatch, rate: float64(brep.items) / brep.elapsed.Seconds(), count: uint64(brep.items),
-		note: batchNote(brep), peer: nameRiver, target: 1.0})
+		note: join(batchNote(brep), cpuBatch), peer: nameRiver, target: 1.0, serverCPU: srvBatch, pgCPU: pgBatch})
 	return results, nil
 }
 
@@ -1031,6 +1045,17 @@ func envDuration(k string, def time.Duration) time.Duration {
 		fmt.Fprintf(os.Stderr, "bench: ignoring %s=%q: not a duration\n", k, v)
 	}
 	return def
+}
+
+// join joins the non-empty of notes with ", ".
+func join(notes ...string) string {
+	var out []string
+	for _, n := range notes {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func logf(format string, args ...any) {
