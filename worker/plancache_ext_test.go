@@ -28,8 +28,10 @@ var planTables = []string{"jobs", "job_checkpoints", "llm_attempts", "outbox", "
 
 // hotStatements are statements that run as named prepared statements
 // while storepg's plan gates are open (store/storepg/plan_cache.go): the
-// engine's, and submitting's (the key read and the write).
-var hotStatements = []string{"JobClaim", "CheckpointGetByStageKeys", "CheckpointWriteMany", "JobPublishMany", "JobGetByIdempotencyKey", "JobSubmitMany"}
+// engine's, and submitting's (the key read and the write). A one-chunk
+// job's decision-cache read is CheckpointGetByOneStageKey;
+// CheckpointGetByStageKeys (two keys or more) runs in phases 0 and 3 too.
+var hotStatements = []string{"JobClaim", "CheckpointGetByOneStageKey", "CheckpointWriteMany", "JobPublishMany", "JobGetByIdempotencyKey", "JobSubmitMany"}
 
 // TestGenericPlanTrap runs the engine on a fresh schema the way a new
 // deployment does, on one connection (storepg.Open, pool_max_conns=1):
@@ -129,6 +131,8 @@ func runPlanTrap(t *testing.T, analyze bool) map[string]int64 {
 		require.NoError(t, err)
 		_, err = st.CheckpointGetByStageKeys(ctx, &store.CheckpointGetByStageKeysParams{Tenant: "acme", StageKeys: []string{"none"}, DedupKey: "none"})
 		require.NoError(t, err)
+		_, err = st.CheckpointGetByStageKeys(ctx, &store.CheckpointGetByStageKeysParams{Tenant: "acme", StageKeys: []string{"none", "neither"}, DedupKey: "none"})
+		require.NoError(t, err)
 		err = st.CheckpointWriteMany(ctx, &store.CheckpointWriteManyParams{Lease: lease, Checkpoints: cps, Attempt: &store.LLMAttempt{
 			JobID: id, JobAttempt: 1, Stage: store.JobStageLLMDone, ProviderKey: "none", Outcome: store.LLMOutcomeSucceeded, Billed: true}})
 		require.ErrorIs(t, err, store.ErrNotFound)
@@ -185,6 +189,12 @@ func runPlanTrap(t *testing.T, analyze bool) map[string]int64 {
 	for _, j := range jobs {
 		require.Equal(t, store.JobStatusSucceeded, waitTerminal(t, st, j).Status)
 		require.NoError(t, readKey(j.IdempotencyKey))
+	}
+	// The read of many keys (a job of several chunks), as often on the
+	// grown tables.
+	for range 8 {
+		_, err := st.CheckpointGetByStageKeys(ctx, &store.CheckpointGetByStageKeysParams{Tenant: "acme", StageKeys: []string{"none", "neither"}, DedupKey: "none"})
+		require.NoError(t, err)
 	}
 	generic := genericPlans(t, st.Pool())
 	after := scans(t, st.Pool(), admin, schema)

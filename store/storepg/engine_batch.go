@@ -74,9 +74,23 @@ func (s *Store) CheckpointGetByStageKeys(ctx context.Context, params *store.Chec
 	if len(params.StageKeys) == 0 && params.DedupKey == "" {
 		return res, nil
 	}
-	rows, err := s.q.CheckpointGetByStageKeys(ctx, s.hot(ctx), dbsqlc.CheckpointGetByStageKeysParams{
-		Tenant: params.Tenant, StageKeys: nonNilSlice(params.StageKeys), DedupKey: params.DedupKey,
-	})
+	var rows []dbsqlc.CheckpointGetByStageKeysRow
+	var err error
+	if len(params.StageKeys) == 1 {
+		// One key (a one-chunk job's call): the statement whose generic plan
+		// Postgres keeps (engine_batch.sql).
+		var one []dbsqlc.CheckpointGetByOneStageKeyRow
+		one, err = s.q.CheckpointGetByOneStageKey(ctx, s.hot(ctx), dbsqlc.CheckpointGetByOneStageKeyParams{
+			Tenant: params.Tenant, StageKey: params.StageKeys[0], DedupKey: params.DedupKey,
+		})
+		for _, row := range one {
+			rows = append(rows, dbsqlc.CheckpointGetByStageKeysRow(row))
+		}
+	} else {
+		rows, err = s.q.CheckpointGetByStageKeys(ctx, s.hot(ctx), dbsqlc.CheckpointGetByStageKeysParams{
+			Tenant: params.Tenant, StageKeys: nonNilSlice(params.StageKeys), DedupKey: params.DedupKey,
+		})
+	}
 	if err != nil {
 		return nil, interpretError(err)
 	}

@@ -95,8 +95,9 @@ func (g *planGate) mode(ctx context.Context, pool dbsqlc.DBTX, checked *testsign
 
 // hot is the pool for one of the engine's per-job statements (the
 // allowlist: JobClaim, DocumentGetMany, CheckpointListMany,
-// CheckpointGetByStageKeys, CheckpointWriteMany, JobPublishMany,
-// JobHeartbeatMany, ProviderLimitDraw, JobEventNotify).
+// CheckpointGetByStageKeys, CheckpointGetByOneStageKey,
+// CheckpointWriteMany, JobPublishMany, JobHeartbeatMany,
+// ProviderLimitDraw, JobEventNotify).
 func (s *Store) hot(ctx context.Context) dbsqlc.DBTX {
 	return execMode{db: s.pool, mode: s.plans.mode(ctx, s.pool, &s.signals.PlansChecked)}
 }

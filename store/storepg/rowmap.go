@@ -13,9 +13,57 @@ import (
 // Postgres has it as its Go type.
 var columns = rowmap.Columns[time.Time]{Store: "storepg", Time: rowmap.Same[time.Time]}
 
-// jobFromRow is the job of a jobs row.
+// jobFromRow is the job of a jobs row. The fields are named, not converted:
+// Postgres's jobs table has its columns in the order a job's updates change
+// them (migration 0032), SQLite's in the order they were added.
 func jobFromRow(r dbsqlc.Job) (*store.Job, error) {
-	return columns.Job(rowmap.JobRow[time.Time](r))
+	return columns.Job(jobRowOf(r))
+}
+
+// jobRowOf is r as a rowmap.JobRow, field by field.
+func jobRowOf(r dbsqlc.Job) rowmap.JobRow[time.Time] {
+	return rowmap.JobRow[time.Time]{
+		ID:                r.ID,
+		Tenant:            r.Tenant,
+		IdempotencyKey:    r.IdempotencyKey,
+		DedupKey:          r.DedupKey,
+		Pipeline:          r.Pipeline,
+		PipelineVersion:   r.PipelineVersion,
+		PromptVersion:     r.PromptVersion,
+		ModelProfile:      r.ModelProfile,
+		Status:            r.Status,
+		Stage:             r.Stage,
+		Attempt:           r.Attempt,
+		Output:            r.Output,
+		Error:             r.Error,
+		DeduplicatedFrom:  r.DeduplicatedFrom,
+		DocumentSha256:    r.DocumentSha256,
+		DocumentMediaType: r.DocumentMediaType,
+		DocumentName:      r.DocumentName,
+		DocumentSizeBytes: r.DocumentSizeBytes,
+		Params:            r.Params,
+		Labels:            r.Labels,
+		PromptTokens:      r.PromptTokens,
+		CompletionTokens:  r.CompletionTokens,
+		CostMicros:        r.CostMicros,
+		LlmCalls:          r.LlmCalls,
+		LastEventSeq:      r.LastEventSeq,
+		LeaseOwner:        r.LeaseOwner,
+		LeaseUntil:        r.LeaseUntil,
+		CreatedAt:         r.CreatedAt,
+		UpdatedAt:         r.UpdatedAt,
+		FinishedAt:        r.FinishedAt,
+		RunAfter:          r.RunAfter,
+		CancelRequested:   r.CancelRequested,
+		BudgetStartedAt:   r.BudgetStartedAt,
+		BudgetAttempts:    r.BudgetAttempts,
+		BudgetTokens:      r.BudgetTokens,
+		Approved:          r.Approved,
+		Generation:        r.Generation,
+		Traceparent:       r.Traceparent,
+		RunID:             r.RunID,
+		Priority:          r.Priority,
+	}
 }
 
 // reads is rowmap.Reads, embedded in Store under its own name.

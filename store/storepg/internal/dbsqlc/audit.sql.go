@@ -15,7 +15,7 @@ WITH job AS (
     UPDATE jobs
     SET last_event_seq = last_event_seq + 1, updated_at = now()
     WHERE id = $1::uuid
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, traceparent, run_id, priority, created_at, budget_started_at, generation, approved, cancel_requested, error, deduplicated_from, output, finished_at, status, attempt, budget_attempts, run_after, lease_owner, lease_until, stage, last_event_seq, llm_calls, prompt_tokens, completion_tokens, cost_micros, budget_tokens, updated_at
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message, actor_key, actor_role, actor_rpc)
@@ -23,7 +23,7 @@ event AS (
         $3::text, $4::text, $5::text
     FROM job
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, traceparent, run_id, priority, created_at, budget_started_at, generation, approved, cancel_requested, error, deduplicated_from, output, finished_at, status, attempt, budget_attempts, run_after, lease_owner, lease_until, stage, last_event_seq, llm_calls, prompt_tokens, completion_tokens, cost_micros, budget_tokens, updated_at FROM job
 `
 
 type JobEventAppendAuditParams struct {
@@ -43,38 +43,38 @@ type JobEventAppendAuditRow struct {
 	PipelineVersion   int64
 	PromptVersion     string
 	ModelProfile      string
-	Status            string
-	Stage             string
-	Attempt           int64
-	Output            *string
-	Error             *string
-	DeduplicatedFrom  *string
 	DocumentSha256    string
 	DocumentMediaType string
 	DocumentName      string
 	DocumentSizeBytes int64
 	Params            string
 	Labels            string
-	PromptTokens      int64
-	CompletionTokens  int64
-	CostMicros        int64
-	LlmCalls          int64
-	LastEventSeq      int64
-	LeaseOwner        *string
-	LeaseUntil        *time.Time
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	FinishedAt        *time.Time
-	RunAfter          *time.Time
-	CancelRequested   bool
-	BudgetStartedAt   time.Time
-	BudgetAttempts    int64
-	BudgetTokens      int64
-	Approved          bool
-	Generation        int64
 	Traceparent       string
 	RunID             *string
 	Priority          *string
+	CreatedAt         time.Time
+	BudgetStartedAt   time.Time
+	Generation        int64
+	Approved          bool
+	CancelRequested   bool
+	Error             *string
+	DeduplicatedFrom  *string
+	Output            *string
+	FinishedAt        *time.Time
+	Status            string
+	Attempt           int64
+	BudgetAttempts    int64
+	RunAfter          *time.Time
+	LeaseOwner        *string
+	LeaseUntil        *time.Time
+	Stage             string
+	LastEventSeq      int64
+	LlmCalls          int64
+	PromptTokens      int64
+	CompletionTokens  int64
+	CostMicros        int64
+	BudgetTokens      int64
+	UpdatedAt         time.Time
 }
 
 // Appends an event that records an operator's request without a status
@@ -98,38 +98,38 @@ func (q *Queries) JobEventAppendAudit(ctx context.Context, db DBTX, arg JobEvent
 		&i.PipelineVersion,
 		&i.PromptVersion,
 		&i.ModelProfile,
-		&i.Status,
-		&i.Stage,
-		&i.Attempt,
-		&i.Output,
-		&i.Error,
-		&i.DeduplicatedFrom,
 		&i.DocumentSha256,
 		&i.DocumentMediaType,
 		&i.DocumentName,
 		&i.DocumentSizeBytes,
 		&i.Params,
 		&i.Labels,
-		&i.PromptTokens,
-		&i.CompletionTokens,
-		&i.CostMicros,
-		&i.LlmCalls,
-		&i.LastEventSeq,
-		&i.LeaseOwner,
-		&i.LeaseUntil,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.FinishedAt,
-		&i.RunAfter,
-		&i.CancelRequested,
-		&i.BudgetStartedAt,
-		&i.BudgetAttempts,
-		&i.BudgetTokens,
-		&i.Approved,
-		&i.Generation,
 		&i.Traceparent,
 		&i.RunID,
 		&i.Priority,
+		&i.CreatedAt,
+		&i.BudgetStartedAt,
+		&i.Generation,
+		&i.Approved,
+		&i.CancelRequested,
+		&i.Error,
+		&i.DeduplicatedFrom,
+		&i.Output,
+		&i.FinishedAt,
+		&i.Status,
+		&i.Attempt,
+		&i.BudgetAttempts,
+		&i.RunAfter,
+		&i.LeaseOwner,
+		&i.LeaseUntil,
+		&i.Stage,
+		&i.LastEventSeq,
+		&i.LlmCalls,
+		&i.PromptTokens,
+		&i.CompletionTokens,
+		&i.CostMicros,
+		&i.BudgetTokens,
+		&i.UpdatedAt,
 	)
 	return i, err
 }

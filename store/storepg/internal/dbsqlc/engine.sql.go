@@ -132,7 +132,7 @@ job AS (
         updated_at = now()
     FROM candidate
     WHERE jobs.id = candidate.id
-    RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority
+    RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.traceparent, jobs.run_id, jobs.priority, jobs.created_at, jobs.budget_started_at, jobs.generation, jobs.approved, jobs.cancel_requested, jobs.error, jobs.deduplicated_from, jobs.output, jobs.finished_at, jobs.status, jobs.attempt, jobs.budget_attempts, jobs.run_after, jobs.lease_owner, jobs.lease_until, jobs.stage, jobs.last_event_seq, jobs.llm_calls, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.budget_tokens, jobs.updated_at
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
@@ -145,7 +145,7 @@ event AS (
     FROM job
     JOIN candidate ON candidate.id = job.id
 )
-SELECT job.id, job.tenant, job.idempotency_key, job.dedup_key, job.pipeline, job.pipeline_version, job.prompt_version, job.model_profile, job.status, job.stage, job.attempt, job.output, job.error, job.deduplicated_from, job.document_sha256, job.document_media_type, job.document_name, job.document_size_bytes, job.params, job.labels, job.prompt_tokens, job.completion_tokens, job.cost_micros, job.llm_calls, job.last_event_seq, job.lease_owner, job.lease_until, job.created_at, job.updated_at, job.finished_at, job.run_after, job.cancel_requested, job.budget_started_at, job.budget_attempts, job.budget_tokens, job.approved, job.generation, job.traceparent, job.run_id, job.priority, candidate.old_status::text AS claimed_from
+SELECT job.id, job.tenant, job.idempotency_key, job.dedup_key, job.pipeline, job.pipeline_version, job.prompt_version, job.model_profile, job.document_sha256, job.document_media_type, job.document_name, job.document_size_bytes, job.params, job.labels, job.traceparent, job.run_id, job.priority, job.created_at, job.budget_started_at, job.generation, job.approved, job.cancel_requested, job.error, job.deduplicated_from, job.output, job.finished_at, job.status, job.attempt, job.budget_attempts, job.run_after, job.lease_owner, job.lease_until, job.stage, job.last_event_seq, job.llm_calls, job.prompt_tokens, job.completion_tokens, job.cost_micros, job.budget_tokens, job.updated_at, candidate.old_status::text AS claimed_from
 FROM job JOIN candidate ON candidate.id = job.id
 ORDER BY job.created_at, job.id
 `
@@ -169,38 +169,38 @@ type JobClaimRow struct {
 	PipelineVersion   int64
 	PromptVersion     string
 	ModelProfile      string
-	Status            string
-	Stage             string
-	Attempt           int64
-	Output            *string
-	Error             *string
-	DeduplicatedFrom  *string
 	DocumentSha256    string
 	DocumentMediaType string
 	DocumentName      string
 	DocumentSizeBytes int64
 	Params            string
 	Labels            string
-	PromptTokens      int64
-	CompletionTokens  int64
-	CostMicros        int64
-	LlmCalls          int64
-	LastEventSeq      int64
-	LeaseOwner        *string
-	LeaseUntil        *time.Time
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	FinishedAt        *time.Time
-	RunAfter          *time.Time
-	CancelRequested   bool
-	BudgetStartedAt   time.Time
-	BudgetAttempts    int64
-	BudgetTokens      int64
-	Approved          bool
-	Generation        int64
 	Traceparent       string
 	RunID             *string
 	Priority          *string
+	CreatedAt         time.Time
+	BudgetStartedAt   time.Time
+	Generation        int64
+	Approved          bool
+	CancelRequested   bool
+	Error             *string
+	DeduplicatedFrom  *string
+	Output            *string
+	FinishedAt        *time.Time
+	Status            string
+	Attempt           int64
+	BudgetAttempts    int64
+	RunAfter          *time.Time
+	LeaseOwner        *string
+	LeaseUntil        *time.Time
+	Stage             string
+	LastEventSeq      int64
+	LlmCalls          int64
+	PromptTokens      int64
+	CompletionTokens  int64
+	CostMicros        int64
+	BudgetTokens      int64
+	UpdatedAt         time.Time
 	ClaimedFrom       string
 }
 
@@ -240,38 +240,38 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 			&i.PipelineVersion,
 			&i.PromptVersion,
 			&i.ModelProfile,
-			&i.Status,
-			&i.Stage,
-			&i.Attempt,
-			&i.Output,
-			&i.Error,
-			&i.DeduplicatedFrom,
 			&i.DocumentSha256,
 			&i.DocumentMediaType,
 			&i.DocumentName,
 			&i.DocumentSizeBytes,
 			&i.Params,
 			&i.Labels,
-			&i.PromptTokens,
-			&i.CompletionTokens,
-			&i.CostMicros,
-			&i.LlmCalls,
-			&i.LastEventSeq,
-			&i.LeaseOwner,
-			&i.LeaseUntil,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.FinishedAt,
-			&i.RunAfter,
-			&i.CancelRequested,
-			&i.BudgetStartedAt,
-			&i.BudgetAttempts,
-			&i.BudgetTokens,
-			&i.Approved,
-			&i.Generation,
 			&i.Traceparent,
 			&i.RunID,
 			&i.Priority,
+			&i.CreatedAt,
+			&i.BudgetStartedAt,
+			&i.Generation,
+			&i.Approved,
+			&i.CancelRequested,
+			&i.Error,
+			&i.DeduplicatedFrom,
+			&i.Output,
+			&i.FinishedAt,
+			&i.Status,
+			&i.Attempt,
+			&i.BudgetAttempts,
+			&i.RunAfter,
+			&i.LeaseOwner,
+			&i.LeaseUntil,
+			&i.Stage,
+			&i.LastEventSeq,
+			&i.LlmCalls,
+			&i.PromptTokens,
+			&i.CompletionTokens,
+			&i.CostMicros,
+			&i.BudgetTokens,
+			&i.UpdatedAt,
 			&i.ClaimedFrom,
 		); err != nil {
 			return nil, err
@@ -285,7 +285,7 @@ func (q *Queries) JobClaim(ctx context.Context, db DBTX, arg JobClaimParams) ([]
 }
 
 const jobComputedSuccessGet = `-- name: JobComputedSuccessGet :one
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM jobs
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, traceparent, run_id, priority, created_at, budget_started_at, generation, approved, cancel_requested, error, deduplicated_from, output, finished_at, status, attempt, budget_attempts, run_after, lease_owner, lease_until, stage, last_event_seq, llm_calls, prompt_tokens, completion_tokens, cost_micros, budget_tokens, updated_at FROM jobs
 WHERE tenant = $1::text
     AND dedup_key = $2::text
     AND status = 'succeeded'
@@ -309,38 +309,38 @@ func (q *Queries) JobComputedSuccessGet(ctx context.Context, db DBTX, arg JobCom
 		&i.PipelineVersion,
 		&i.PromptVersion,
 		&i.ModelProfile,
-		&i.Status,
-		&i.Stage,
-		&i.Attempt,
-		&i.Output,
-		&i.Error,
-		&i.DeduplicatedFrom,
 		&i.DocumentSha256,
 		&i.DocumentMediaType,
 		&i.DocumentName,
 		&i.DocumentSizeBytes,
 		&i.Params,
 		&i.Labels,
-		&i.PromptTokens,
-		&i.CompletionTokens,
-		&i.CostMicros,
-		&i.LlmCalls,
-		&i.LastEventSeq,
-		&i.LeaseOwner,
-		&i.LeaseUntil,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.FinishedAt,
-		&i.RunAfter,
-		&i.CancelRequested,
-		&i.BudgetStartedAt,
-		&i.BudgetAttempts,
-		&i.BudgetTokens,
-		&i.Approved,
-		&i.Generation,
 		&i.Traceparent,
 		&i.RunID,
 		&i.Priority,
+		&i.CreatedAt,
+		&i.BudgetStartedAt,
+		&i.Generation,
+		&i.Approved,
+		&i.CancelRequested,
+		&i.Error,
+		&i.DeduplicatedFrom,
+		&i.Output,
+		&i.FinishedAt,
+		&i.Status,
+		&i.Attempt,
+		&i.BudgetAttempts,
+		&i.RunAfter,
+		&i.LeaseOwner,
+		&i.LeaseUntil,
+		&i.Stage,
+		&i.LastEventSeq,
+		&i.LlmCalls,
+		&i.PromptTokens,
+		&i.CompletionTokens,
+		&i.CostMicros,
+		&i.BudgetTokens,
+		&i.UpdatedAt,
 	)
 	return i, err
 }
@@ -362,7 +362,7 @@ WITH job AS (
         AND lease_owner = $9::text
         AND attempt = $10::integer
         AND status = 'running'
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, traceparent, run_id, priority, created_at, budget_started_at, generation, approved, cancel_requested, error, deduplicated_from, output, finished_at, status, attempt, budget_attempts, run_after, lease_owner, lease_until, stage, last_event_seq, llm_calls, prompt_tokens, completion_tokens, cost_micros, budget_tokens, updated_at
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message, next_attempt_at)
@@ -371,7 +371,7 @@ event AS (
         CASE WHEN job.status IN ('retry_wait', 'outcome_unknown') THEN job.run_after END
     FROM job
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, traceparent, run_id, priority, created_at, budget_started_at, generation, approved, cancel_requested, error, deduplicated_from, output, finished_at, status, attempt, budget_attempts, run_after, lease_owner, lease_until, stage, last_event_seq, llm_calls, prompt_tokens, completion_tokens, cost_micros, budget_tokens, updated_at FROM job
 `
 
 type JobTransitionParams struct {
@@ -398,38 +398,38 @@ type JobTransitionRow struct {
 	PipelineVersion   int64
 	PromptVersion     string
 	ModelProfile      string
-	Status            string
-	Stage             string
-	Attempt           int64
-	Output            *string
-	Error             *string
-	DeduplicatedFrom  *string
 	DocumentSha256    string
 	DocumentMediaType string
 	DocumentName      string
 	DocumentSizeBytes int64
 	Params            string
 	Labels            string
-	PromptTokens      int64
-	CompletionTokens  int64
-	CostMicros        int64
-	LlmCalls          int64
-	LastEventSeq      int64
-	LeaseOwner        *string
-	LeaseUntil        *time.Time
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	FinishedAt        *time.Time
-	RunAfter          *time.Time
-	CancelRequested   bool
-	BudgetStartedAt   time.Time
-	BudgetAttempts    int64
-	BudgetTokens      int64
-	Approved          bool
-	Generation        int64
 	Traceparent       string
 	RunID             *string
 	Priority          *string
+	CreatedAt         time.Time
+	BudgetStartedAt   time.Time
+	Generation        int64
+	Approved          bool
+	CancelRequested   bool
+	Error             *string
+	DeduplicatedFrom  *string
+	Output            *string
+	FinishedAt        *time.Time
+	Status            string
+	Attempt           int64
+	BudgetAttempts    int64
+	RunAfter          *time.Time
+	LeaseOwner        *string
+	LeaseUntil        *time.Time
+	Stage             string
+	LastEventSeq      int64
+	LlmCalls          int64
+	PromptTokens      int64
+	CompletionTokens  int64
+	CostMicros        int64
+	BudgetTokens      int64
+	UpdatedAt         time.Time
 }
 
 // Moves a running job to @status, fenced like CheckpointWriteMany, clearing the
@@ -464,38 +464,38 @@ func (q *Queries) JobTransition(ctx context.Context, db DBTX, arg JobTransitionP
 		&i.PipelineVersion,
 		&i.PromptVersion,
 		&i.ModelProfile,
-		&i.Status,
-		&i.Stage,
-		&i.Attempt,
-		&i.Output,
-		&i.Error,
-		&i.DeduplicatedFrom,
 		&i.DocumentSha256,
 		&i.DocumentMediaType,
 		&i.DocumentName,
 		&i.DocumentSizeBytes,
 		&i.Params,
 		&i.Labels,
-		&i.PromptTokens,
-		&i.CompletionTokens,
-		&i.CostMicros,
-		&i.LlmCalls,
-		&i.LastEventSeq,
-		&i.LeaseOwner,
-		&i.LeaseUntil,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.FinishedAt,
-		&i.RunAfter,
-		&i.CancelRequested,
-		&i.BudgetStartedAt,
-		&i.BudgetAttempts,
-		&i.BudgetTokens,
-		&i.Approved,
-		&i.Generation,
 		&i.Traceparent,
 		&i.RunID,
 		&i.Priority,
+		&i.CreatedAt,
+		&i.BudgetStartedAt,
+		&i.Generation,
+		&i.Approved,
+		&i.CancelRequested,
+		&i.Error,
+		&i.DeduplicatedFrom,
+		&i.Output,
+		&i.FinishedAt,
+		&i.Status,
+		&i.Attempt,
+		&i.BudgetAttempts,
+		&i.RunAfter,
+		&i.LeaseOwner,
+		&i.LeaseUntil,
+		&i.Stage,
+		&i.LastEventSeq,
+		&i.LlmCalls,
+		&i.PromptTokens,
+		&i.CompletionTokens,
+		&i.CostMicros,
+		&i.BudgetTokens,
+		&i.UpdatedAt,
 	)
 	return i, err
 }

@@ -22,6 +22,26 @@ WHERE tenant = @tenant::text
     AND status = 'succeeded'
     AND deduplicated_from IS NULL);
 
+-- name: CheckpointGetByOneStageKey :many
+-- CheckpointGetByStageKeys for a single key (a one-chunk job's call), as
+-- stage_key = @stage_key: its generic plan is its custom plan, so Postgres
+-- keeps it (docs/architecture.md, "Generic plans for the engine, custom
+-- plans for the rest"). The generic plan of = ANY counts ten keys and costs
+-- four times a custom plan of one, and under plan_cache_mode = auto
+-- Postgres planned that statement at every execution (issue 33).
+(SELECT DISTINCT ON (stage_key) job_id, stage_key, stage, chunk, code_version, attempt, output, reused_from, created_at
+FROM job_checkpoints
+WHERE tenant = @tenant::text AND stage_key = @stage_key::text
+ORDER BY stage_key, created_at DESC)
+UNION ALL
+(SELECT id, '', 'published', -1, '', attempt, ''::bytea, '', created_at
+FROM jobs
+WHERE tenant = @tenant::text
+    AND dedup_key = @dedup_key::text
+    AND @dedup_key::text <> ''
+    AND status = 'succeeded'
+    AND deduplicated_from IS NULL);
+
 -- name: JobHeartbeatMany :many
 -- Extends every lease still held, from @now or the database's clock. A
 -- lease not returned is lost.

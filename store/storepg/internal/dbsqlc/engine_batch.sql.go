@@ -12,6 +12,75 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const checkpointGetByOneStageKey = `-- name: CheckpointGetByOneStageKey :many
+(SELECT DISTINCT ON (stage_key) job_id, stage_key, stage, chunk, code_version, attempt, output, reused_from, created_at
+FROM job_checkpoints
+WHERE tenant = $1::text AND stage_key = $2::text
+ORDER BY stage_key, created_at DESC)
+UNION ALL
+(SELECT id, '', 'published', -1, '', attempt, ''::bytea, '', created_at
+FROM jobs
+WHERE tenant = $1::text
+    AND dedup_key = $3::text
+    AND $3::text <> ''
+    AND status = 'succeeded'
+    AND deduplicated_from IS NULL)
+`
+
+type CheckpointGetByOneStageKeyParams struct {
+	Tenant   string
+	StageKey string
+	DedupKey string
+}
+
+type CheckpointGetByOneStageKeyRow struct {
+	JobID       string
+	StageKey    string
+	Stage       string
+	Chunk       int64
+	CodeVersion string
+	Attempt     int64
+	Output      []byte
+	ReusedFrom  string
+	CreatedAt   time.Time
+}
+
+// CheckpointGetByStageKeys for a single key (a one-chunk job's call), as
+// stage_key = @stage_key: its generic plan is its custom plan, so Postgres
+// keeps it (docs/architecture.md, "Generic plans for the engine, custom
+// plans for the rest"). The generic plan of = ANY counts ten keys and costs
+// four times a custom plan of one, and under plan_cache_mode = auto
+// Postgres planned that statement at every execution (issue 33).
+func (q *Queries) CheckpointGetByOneStageKey(ctx context.Context, db DBTX, arg CheckpointGetByOneStageKeyParams) ([]CheckpointGetByOneStageKeyRow, error) {
+	rows, err := db.Query(ctx, checkpointGetByOneStageKey, arg.Tenant, arg.StageKey, arg.DedupKey)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []CheckpointGetByOneStageKeyRow
+	for rows.Next() {
+		var i CheckpointGetByOneStageKeyRow
+		if err := rows.Scan(
+			&i.JobID,
+			&i.StageKey,
+			&i.Stage,
+			&i.Chunk,
+			&i.CodeVersion,
+			&i.Attempt,
+			&i.Output,
+			&i.ReusedFrom,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const checkpointGetByStageKeys = `-- name: CheckpointGetByStageKeys :many
 (SELECT DISTINCT ON (stage_key) job_id, stage_key, stage, chunk, code_version, attempt, output, reused_from, created_at
 FROM job_checkpoints
@@ -403,7 +472,7 @@ job AS (
         AND jobs.lease_owner = batch.owner
         AND jobs.attempt = batch.attempt
         AND jobs.status = 'running'
-    RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority
+    RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.traceparent, jobs.run_id, jobs.priority, jobs.created_at, jobs.budget_started_at, jobs.generation, jobs.approved, jobs.cancel_requested, jobs.error, jobs.deduplicated_from, jobs.output, jobs.finished_at, jobs.status, jobs.attempt, jobs.budget_attempts, jobs.run_after, jobs.lease_owner, jobs.lease_until, jobs.stage, jobs.last_event_seq, jobs.llm_calls, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.budget_tokens, jobs.updated_at
 ),
 checkpoint AS (
     INSERT INTO job_checkpoints (job_id, tenant, stage, chunk, stage_key, code_version, attempt, output, reused_from)
@@ -440,7 +509,7 @@ event AS (
     JOIN jsonb_to_recordset($1::jsonb) AS batch(
         job_id uuid, owner text, attempt integer, output jsonb, message text, advances integer) ON batch.job_id = job.id
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, traceparent, run_id, priority, created_at, budget_started_at, generation, approved, cancel_requested, error, deduplicated_from, output, finished_at, status, attempt, budget_attempts, run_after, lease_owner, lease_until, stage, last_event_seq, llm_calls, prompt_tokens, completion_tokens, cost_micros, budget_tokens, updated_at FROM job
 `
 
 type JobPublishManyParams struct {
@@ -457,38 +526,38 @@ type JobPublishManyRow struct {
 	PipelineVersion   int64
 	PromptVersion     string
 	ModelProfile      string
-	Status            string
-	Stage             string
-	Attempt           int64
-	Output            *string
-	Error             *string
-	DeduplicatedFrom  *string
 	DocumentSha256    string
 	DocumentMediaType string
 	DocumentName      string
 	DocumentSizeBytes int64
 	Params            string
 	Labels            string
-	PromptTokens      int64
-	CompletionTokens  int64
-	CostMicros        int64
-	LlmCalls          int64
-	LastEventSeq      int64
-	LeaseOwner        *string
-	LeaseUntil        *time.Time
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	FinishedAt        *time.Time
-	RunAfter          *time.Time
-	CancelRequested   bool
-	BudgetStartedAt   time.Time
-	BudgetAttempts    int64
-	BudgetTokens      int64
-	Approved          bool
-	Generation        int64
 	Traceparent       string
 	RunID             *string
 	Priority          *string
+	CreatedAt         time.Time
+	BudgetStartedAt   time.Time
+	Generation        int64
+	Approved          bool
+	CancelRequested   bool
+	Error             *string
+	DeduplicatedFrom  *string
+	Output            *string
+	FinishedAt        *time.Time
+	Status            string
+	Attempt           int64
+	BudgetAttempts    int64
+	RunAfter          *time.Time
+	LeaseOwner        *string
+	LeaseUntil        *time.Time
+	Stage             string
+	LastEventSeq      int64
+	LlmCalls          int64
+	PromptTokens      int64
+	CompletionTokens  int64
+	CostMicros        int64
+	BudgetTokens      int64
+	UpdatedAt         time.Time
 }
 
 // The completer's batch: for each job of @jobs, its checkpoints (merge,
@@ -522,38 +591,38 @@ func (q *Queries) JobPublishMany(ctx context.Context, db DBTX, arg JobPublishMan
 			&i.PipelineVersion,
 			&i.PromptVersion,
 			&i.ModelProfile,
-			&i.Status,
-			&i.Stage,
-			&i.Attempt,
-			&i.Output,
-			&i.Error,
-			&i.DeduplicatedFrom,
 			&i.DocumentSha256,
 			&i.DocumentMediaType,
 			&i.DocumentName,
 			&i.DocumentSizeBytes,
 			&i.Params,
 			&i.Labels,
-			&i.PromptTokens,
-			&i.CompletionTokens,
-			&i.CostMicros,
-			&i.LlmCalls,
-			&i.LastEventSeq,
-			&i.LeaseOwner,
-			&i.LeaseUntil,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.FinishedAt,
-			&i.RunAfter,
-			&i.CancelRequested,
-			&i.BudgetStartedAt,
-			&i.BudgetAttempts,
-			&i.BudgetTokens,
-			&i.Approved,
-			&i.Generation,
 			&i.Traceparent,
 			&i.RunID,
 			&i.Priority,
+			&i.CreatedAt,
+			&i.BudgetStartedAt,
+			&i.Generation,
+			&i.Approved,
+			&i.CancelRequested,
+			&i.Error,
+			&i.DeduplicatedFrom,
+			&i.Output,
+			&i.FinishedAt,
+			&i.Status,
+			&i.Attempt,
+			&i.BudgetAttempts,
+			&i.RunAfter,
+			&i.LeaseOwner,
+			&i.LeaseUntil,
+			&i.Stage,
+			&i.LastEventSeq,
+			&i.LlmCalls,
+			&i.PromptTokens,
+			&i.CompletionTokens,
+			&i.CostMicros,
+			&i.BudgetTokens,
+			&i.UpdatedAt,
 		); err != nil {
 			return nil, err
 		}

@@ -11,7 +11,7 @@ import (
 )
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM jobs
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, traceparent, run_id, priority, created_at, budget_started_at, generation, approved, cancel_requested, error, deduplicated_from, output, finished_at, status, attempt, budget_attempts, run_after, lease_owner, lease_until, stage, last_event_seq, llm_calls, prompt_tokens, completion_tokens, cost_micros, budget_tokens, updated_at FROM jobs
 WHERE tenant = $1::text AND id = $2::uuid
 `
 
@@ -32,44 +32,44 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, arg JobGetByIDParams)
 		&i.PipelineVersion,
 		&i.PromptVersion,
 		&i.ModelProfile,
-		&i.Status,
-		&i.Stage,
-		&i.Attempt,
-		&i.Output,
-		&i.Error,
-		&i.DeduplicatedFrom,
 		&i.DocumentSha256,
 		&i.DocumentMediaType,
 		&i.DocumentName,
 		&i.DocumentSizeBytes,
 		&i.Params,
 		&i.Labels,
-		&i.PromptTokens,
-		&i.CompletionTokens,
-		&i.CostMicros,
-		&i.LlmCalls,
-		&i.LastEventSeq,
-		&i.LeaseOwner,
-		&i.LeaseUntil,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.FinishedAt,
-		&i.RunAfter,
-		&i.CancelRequested,
-		&i.BudgetStartedAt,
-		&i.BudgetAttempts,
-		&i.BudgetTokens,
-		&i.Approved,
-		&i.Generation,
 		&i.Traceparent,
 		&i.RunID,
 		&i.Priority,
+		&i.CreatedAt,
+		&i.BudgetStartedAt,
+		&i.Generation,
+		&i.Approved,
+		&i.CancelRequested,
+		&i.Error,
+		&i.DeduplicatedFrom,
+		&i.Output,
+		&i.FinishedAt,
+		&i.Status,
+		&i.Attempt,
+		&i.BudgetAttempts,
+		&i.RunAfter,
+		&i.LeaseOwner,
+		&i.LeaseUntil,
+		&i.Stage,
+		&i.LastEventSeq,
+		&i.LlmCalls,
+		&i.PromptTokens,
+		&i.CompletionTokens,
+		&i.CostMicros,
+		&i.BudgetTokens,
+		&i.UpdatedAt,
 	)
 	return i, err
 }
 
 const jobGetByIdempotencyKey = `-- name: JobGetByIdempotencyKey :one
-SELECT idempotency_keys.fingerprint, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority
+SELECT idempotency_keys.fingerprint, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.traceparent, jobs.run_id, jobs.priority, jobs.created_at, jobs.budget_started_at, jobs.generation, jobs.approved, jobs.cancel_requested, jobs.error, jobs.deduplicated_from, jobs.output, jobs.finished_at, jobs.status, jobs.attempt, jobs.budget_attempts, jobs.run_after, jobs.lease_owner, jobs.lease_until, jobs.stage, jobs.last_event_seq, jobs.llm_calls, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.budget_tokens, jobs.updated_at
 FROM idempotency_keys
 JOIN jobs ON jobs.id = idempotency_keys.job_id
 WHERE idempotency_keys.tenant = $1::text
@@ -103,44 +103,44 @@ func (q *Queries) JobGetByIdempotencyKey(ctx context.Context, db DBTX, arg JobGe
 		&i.Job.PipelineVersion,
 		&i.Job.PromptVersion,
 		&i.Job.ModelProfile,
-		&i.Job.Status,
-		&i.Job.Stage,
-		&i.Job.Attempt,
-		&i.Job.Output,
-		&i.Job.Error,
-		&i.Job.DeduplicatedFrom,
 		&i.Job.DocumentSha256,
 		&i.Job.DocumentMediaType,
 		&i.Job.DocumentName,
 		&i.Job.DocumentSizeBytes,
 		&i.Job.Params,
 		&i.Job.Labels,
-		&i.Job.PromptTokens,
-		&i.Job.CompletionTokens,
-		&i.Job.CostMicros,
-		&i.Job.LlmCalls,
-		&i.Job.LastEventSeq,
-		&i.Job.LeaseOwner,
-		&i.Job.LeaseUntil,
-		&i.Job.CreatedAt,
-		&i.Job.UpdatedAt,
-		&i.Job.FinishedAt,
-		&i.Job.RunAfter,
-		&i.Job.CancelRequested,
-		&i.Job.BudgetStartedAt,
-		&i.Job.BudgetAttempts,
-		&i.Job.BudgetTokens,
-		&i.Job.Approved,
-		&i.Job.Generation,
 		&i.Job.Traceparent,
 		&i.Job.RunID,
 		&i.Job.Priority,
+		&i.Job.CreatedAt,
+		&i.Job.BudgetStartedAt,
+		&i.Job.Generation,
+		&i.Job.Approved,
+		&i.Job.CancelRequested,
+		&i.Job.Error,
+		&i.Job.DeduplicatedFrom,
+		&i.Job.Output,
+		&i.Job.FinishedAt,
+		&i.Job.Status,
+		&i.Job.Attempt,
+		&i.Job.BudgetAttempts,
+		&i.Job.RunAfter,
+		&i.Job.LeaseOwner,
+		&i.Job.LeaseUntil,
+		&i.Job.Stage,
+		&i.Job.LastEventSeq,
+		&i.Job.LlmCalls,
+		&i.Job.PromptTokens,
+		&i.Job.CompletionTokens,
+		&i.Job.CostMicros,
+		&i.Job.BudgetTokens,
+		&i.Job.UpdatedAt,
 	)
 	return i, err
 }
 
 const jobGetByIdempotencyKeyMany = `-- name: JobGetByIdempotencyKeyMany :many
-SELECT input.ord, idempotency_keys.fingerprint, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority
+SELECT input.ord, idempotency_keys.fingerprint, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.traceparent, jobs.run_id, jobs.priority, jobs.created_at, jobs.budget_started_at, jobs.generation, jobs.approved, jobs.cancel_requested, jobs.error, jobs.deduplicated_from, jobs.output, jobs.finished_at, jobs.status, jobs.attempt, jobs.budget_attempts, jobs.run_after, jobs.lease_owner, jobs.lease_until, jobs.stage, jobs.last_event_seq, jobs.llm_calls, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.budget_tokens, jobs.updated_at
 FROM (
     SELECT unnest($1::text[]) AS tenant,
         unnest($2::text[]) AS method,
@@ -188,38 +188,38 @@ func (q *Queries) JobGetByIdempotencyKeyMany(ctx context.Context, db DBTX, arg J
 			&i.Job.PipelineVersion,
 			&i.Job.PromptVersion,
 			&i.Job.ModelProfile,
-			&i.Job.Status,
-			&i.Job.Stage,
-			&i.Job.Attempt,
-			&i.Job.Output,
-			&i.Job.Error,
-			&i.Job.DeduplicatedFrom,
 			&i.Job.DocumentSha256,
 			&i.Job.DocumentMediaType,
 			&i.Job.DocumentName,
 			&i.Job.DocumentSizeBytes,
 			&i.Job.Params,
 			&i.Job.Labels,
-			&i.Job.PromptTokens,
-			&i.Job.CompletionTokens,
-			&i.Job.CostMicros,
-			&i.Job.LlmCalls,
-			&i.Job.LastEventSeq,
-			&i.Job.LeaseOwner,
-			&i.Job.LeaseUntil,
-			&i.Job.CreatedAt,
-			&i.Job.UpdatedAt,
-			&i.Job.FinishedAt,
-			&i.Job.RunAfter,
-			&i.Job.CancelRequested,
-			&i.Job.BudgetStartedAt,
-			&i.Job.BudgetAttempts,
-			&i.Job.BudgetTokens,
-			&i.Job.Approved,
-			&i.Job.Generation,
 			&i.Job.Traceparent,
 			&i.Job.RunID,
 			&i.Job.Priority,
+			&i.Job.CreatedAt,
+			&i.Job.BudgetStartedAt,
+			&i.Job.Generation,
+			&i.Job.Approved,
+			&i.Job.CancelRequested,
+			&i.Job.Error,
+			&i.Job.DeduplicatedFrom,
+			&i.Job.Output,
+			&i.Job.FinishedAt,
+			&i.Job.Status,
+			&i.Job.Attempt,
+			&i.Job.BudgetAttempts,
+			&i.Job.RunAfter,
+			&i.Job.LeaseOwner,
+			&i.Job.LeaseUntil,
+			&i.Job.Stage,
+			&i.Job.LastEventSeq,
+			&i.Job.LlmCalls,
+			&i.Job.PromptTokens,
+			&i.Job.CompletionTokens,
+			&i.Job.CostMicros,
+			&i.Job.BudgetTokens,
+			&i.Job.UpdatedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -232,7 +232,7 @@ func (q *Queries) JobGetByIdempotencyKeyMany(ctx context.Context, db DBTX, arg J
 }
 
 const jobList = `-- name: JobList :many
-SELECT jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority, sized.bytes::bigint AS bytes
+SELECT jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.traceparent, jobs.run_id, jobs.priority, jobs.created_at, jobs.budget_started_at, jobs.generation, jobs.approved, jobs.cancel_requested, jobs.error, jobs.deduplicated_from, jobs.output, jobs.finished_at, jobs.status, jobs.attempt, jobs.budget_attempts, jobs.run_after, jobs.lease_owner, jobs.lease_until, jobs.stage, jobs.last_event_seq, jobs.llm_calls, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.budget_tokens, jobs.updated_at, sized.bytes::bigint AS bytes
 FROM (
     SELECT page.id, page.bytes,
         sum(page.bytes) OVER w - page.bytes - coalesce(lag(page.bytes) OVER w, 0) AS prev_start_bytes
@@ -307,38 +307,38 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 			&i.Job.PipelineVersion,
 			&i.Job.PromptVersion,
 			&i.Job.ModelProfile,
-			&i.Job.Status,
-			&i.Job.Stage,
-			&i.Job.Attempt,
-			&i.Job.Output,
-			&i.Job.Error,
-			&i.Job.DeduplicatedFrom,
 			&i.Job.DocumentSha256,
 			&i.Job.DocumentMediaType,
 			&i.Job.DocumentName,
 			&i.Job.DocumentSizeBytes,
 			&i.Job.Params,
 			&i.Job.Labels,
-			&i.Job.PromptTokens,
-			&i.Job.CompletionTokens,
-			&i.Job.CostMicros,
-			&i.Job.LlmCalls,
-			&i.Job.LastEventSeq,
-			&i.Job.LeaseOwner,
-			&i.Job.LeaseUntil,
-			&i.Job.CreatedAt,
-			&i.Job.UpdatedAt,
-			&i.Job.FinishedAt,
-			&i.Job.RunAfter,
-			&i.Job.CancelRequested,
-			&i.Job.BudgetStartedAt,
-			&i.Job.BudgetAttempts,
-			&i.Job.BudgetTokens,
-			&i.Job.Approved,
-			&i.Job.Generation,
 			&i.Job.Traceparent,
 			&i.Job.RunID,
 			&i.Job.Priority,
+			&i.Job.CreatedAt,
+			&i.Job.BudgetStartedAt,
+			&i.Job.Generation,
+			&i.Job.Approved,
+			&i.Job.CancelRequested,
+			&i.Job.Error,
+			&i.Job.DeduplicatedFrom,
+			&i.Job.Output,
+			&i.Job.FinishedAt,
+			&i.Job.Status,
+			&i.Job.Attempt,
+			&i.Job.BudgetAttempts,
+			&i.Job.RunAfter,
+			&i.Job.LeaseOwner,
+			&i.Job.LeaseUntil,
+			&i.Job.Stage,
+			&i.Job.LastEventSeq,
+			&i.Job.LlmCalls,
+			&i.Job.PromptTokens,
+			&i.Job.CompletionTokens,
+			&i.Job.CostMicros,
+			&i.Job.BudgetTokens,
+			&i.Job.UpdatedAt,
 			&i.Bytes,
 		); err != nil {
 			return nil, err
@@ -428,7 +428,7 @@ job AS (
             AND jobs.deduplicated_from IS NULL
         LIMIT 1
     ) AS source ON true
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, traceparent, run_id, priority, created_at, budget_started_at, generation, approved, cancel_requested, error, deduplicated_from, output, finished_at, status, attempt, budget_attempts, run_after, lease_owner, lease_until, stage, last_event_seq, llm_calls, prompt_tokens, completion_tokens, cost_micros, budget_tokens, updated_at
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
@@ -446,7 +446,7 @@ run_item AS (
     WHERE created.run_id IS NOT NULL
     ON CONFLICT DO NOTHING
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, traceparent, run_id, priority, created_at, budget_started_at, generation, approved, cancel_requested, error, deduplicated_from, output, finished_at, status, attempt, budget_attempts, run_after, lease_owner, lease_until, stage, last_event_seq, llm_calls, prompt_tokens, completion_tokens, cost_micros, budget_tokens, updated_at FROM job
 `
 
 type JobSubmitManyParams struct {
@@ -480,38 +480,38 @@ type JobSubmitManyRow struct {
 	PipelineVersion   int64
 	PromptVersion     string
 	ModelProfile      string
-	Status            string
-	Stage             string
-	Attempt           int64
-	Output            *string
-	Error             *string
-	DeduplicatedFrom  *string
 	DocumentSha256    string
 	DocumentMediaType string
 	DocumentName      string
 	DocumentSizeBytes int64
 	Params            string
 	Labels            string
-	PromptTokens      int64
-	CompletionTokens  int64
-	CostMicros        int64
-	LlmCalls          int64
-	LastEventSeq      int64
-	LeaseOwner        *string
-	LeaseUntil        *time.Time
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	FinishedAt        *time.Time
-	RunAfter          *time.Time
-	CancelRequested   bool
-	BudgetStartedAt   time.Time
-	BudgetAttempts    int64
-	BudgetTokens      int64
-	Approved          bool
-	Generation        int64
 	Traceparent       string
 	RunID             *string
 	Priority          *string
+	CreatedAt         time.Time
+	BudgetStartedAt   time.Time
+	Generation        int64
+	Approved          bool
+	CancelRequested   bool
+	Error             *string
+	DeduplicatedFrom  *string
+	Output            *string
+	FinishedAt        *time.Time
+	Status            string
+	Attempt           int64
+	BudgetAttempts    int64
+	RunAfter          *time.Time
+	LeaseOwner        *string
+	LeaseUntil        *time.Time
+	Stage             string
+	LastEventSeq      int64
+	LlmCalls          int64
+	PromptTokens      int64
+	CompletionTokens  int64
+	CostMicros        int64
+	BudgetTokens      int64
+	UpdatedAt         time.Time
 }
 
 // Creates a job for every submission whose idempotency key is new, in one
@@ -566,38 +566,38 @@ func (q *Queries) JobSubmitMany(ctx context.Context, db DBTX, arg JobSubmitManyP
 			&i.PipelineVersion,
 			&i.PromptVersion,
 			&i.ModelProfile,
-			&i.Status,
-			&i.Stage,
-			&i.Attempt,
-			&i.Output,
-			&i.Error,
-			&i.DeduplicatedFrom,
 			&i.DocumentSha256,
 			&i.DocumentMediaType,
 			&i.DocumentName,
 			&i.DocumentSizeBytes,
 			&i.Params,
 			&i.Labels,
-			&i.PromptTokens,
-			&i.CompletionTokens,
-			&i.CostMicros,
-			&i.LlmCalls,
-			&i.LastEventSeq,
-			&i.LeaseOwner,
-			&i.LeaseUntil,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.FinishedAt,
-			&i.RunAfter,
-			&i.CancelRequested,
-			&i.BudgetStartedAt,
-			&i.BudgetAttempts,
-			&i.BudgetTokens,
-			&i.Approved,
-			&i.Generation,
 			&i.Traceparent,
 			&i.RunID,
 			&i.Priority,
+			&i.CreatedAt,
+			&i.BudgetStartedAt,
+			&i.Generation,
+			&i.Approved,
+			&i.CancelRequested,
+			&i.Error,
+			&i.DeduplicatedFrom,
+			&i.Output,
+			&i.FinishedAt,
+			&i.Status,
+			&i.Attempt,
+			&i.BudgetAttempts,
+			&i.RunAfter,
+			&i.LeaseOwner,
+			&i.LeaseUntil,
+			&i.Stage,
+			&i.LastEventSeq,
+			&i.LlmCalls,
+			&i.PromptTokens,
+			&i.CompletionTokens,
+			&i.CostMicros,
+			&i.BudgetTokens,
+			&i.UpdatedAt,
 		); err != nil {
 			return nil, err
 		}

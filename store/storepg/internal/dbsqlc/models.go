@@ -87,38 +87,38 @@ type Job struct {
 	PipelineVersion   int64
 	PromptVersion     string
 	ModelProfile      string
-	Status            string
-	Stage             string
-	Attempt           int64
-	Output            *string
-	Error             *string
-	DeduplicatedFrom  *string
 	DocumentSha256    string
 	DocumentMediaType string
 	DocumentName      string
 	DocumentSizeBytes int64
 	Params            string
 	Labels            string
-	PromptTokens      int64
-	CompletionTokens  int64
-	CostMicros        int64
-	LlmCalls          int64
-	LastEventSeq      int64
-	LeaseOwner        *string
-	LeaseUntil        *time.Time
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	FinishedAt        *time.Time
-	RunAfter          *time.Time
-	CancelRequested   bool
-	BudgetStartedAt   time.Time
-	BudgetAttempts    int64
-	BudgetTokens      int64
-	Approved          bool
-	Generation        int64
 	Traceparent       string
 	RunID             *string
 	Priority          *string
+	CreatedAt         time.Time
+	BudgetStartedAt   time.Time
+	Generation        int64
+	Approved          bool
+	CancelRequested   bool
+	Error             *string
+	DeduplicatedFrom  *string
+	Output            *string
+	FinishedAt        *time.Time
+	Status            string
+	Attempt           int64
+	BudgetAttempts    int64
+	RunAfter          *time.Time
+	LeaseOwner        *string
+	LeaseUntil        *time.Time
+	Stage             string
+	LastEventSeq      int64
+	LlmCalls          int64
+	PromptTokens      int64
+	CompletionTokens  int64
+	CostMicros        int64
+	BudgetTokens      int64
+	UpdatedAt         time.Time
 }
 
 type JobCheckpoint struct {

@@ -84,7 +84,7 @@ WITH job AS (
     WHERE tenant = $1::text
         AND id = $2::uuid
         AND status = ANY($3::text[])
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, traceparent, run_id, priority, created_at, budget_started_at, generation, approved, cancel_requested, error, deduplicated_from, output, finished_at, status, attempt, budget_attempts, run_after, lease_owner, lease_until, stage, last_event_seq, llm_calls, prompt_tokens, completion_tokens, cost_micros, budget_tokens, updated_at
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
@@ -92,7 +92,7 @@ event AS (
     FROM job
     WHERE job.status = 'cancelled'
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, traceparent, run_id, priority, created_at, budget_started_at, generation, approved, cancel_requested, error, deduplicated_from, output, finished_at, status, attempt, budget_attempts, run_after, lease_owner, lease_until, stage, last_event_seq, llm_calls, prompt_tokens, completion_tokens, cost_micros, budget_tokens, updated_at FROM job
 `
 
 type JobCancelParams struct {
@@ -111,38 +111,38 @@ type JobCancelRow struct {
 	PipelineVersion   int64
 	PromptVersion     string
 	ModelProfile      string
-	Status            string
-	Stage             string
-	Attempt           int64
-	Output            *string
-	Error             *string
-	DeduplicatedFrom  *string
 	DocumentSha256    string
 	DocumentMediaType string
 	DocumentName      string
 	DocumentSizeBytes int64
 	Params            string
 	Labels            string
-	PromptTokens      int64
-	CompletionTokens  int64
-	CostMicros        int64
-	LlmCalls          int64
-	LastEventSeq      int64
-	LeaseOwner        *string
-	LeaseUntil        *time.Time
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	FinishedAt        *time.Time
-	RunAfter          *time.Time
-	CancelRequested   bool
-	BudgetStartedAt   time.Time
-	BudgetAttempts    int64
-	BudgetTokens      int64
-	Approved          bool
-	Generation        int64
 	Traceparent       string
 	RunID             *string
 	Priority          *string
+	CreatedAt         time.Time
+	BudgetStartedAt   time.Time
+	Generation        int64
+	Approved          bool
+	CancelRequested   bool
+	Error             *string
+	DeduplicatedFrom  *string
+	Output            *string
+	FinishedAt        *time.Time
+	Status            string
+	Attempt           int64
+	BudgetAttempts    int64
+	RunAfter          *time.Time
+	LeaseOwner        *string
+	LeaseUntil        *time.Time
+	Stage             string
+	LastEventSeq      int64
+	LlmCalls          int64
+	PromptTokens      int64
+	CompletionTokens  int64
+	CostMicros        int64
+	BudgetTokens      int64
+	UpdatedAt         time.Time
 }
 
 // Cancels a job no worker holds at once, with its event. A running job only
@@ -165,44 +165,44 @@ func (q *Queries) JobCancel(ctx context.Context, db DBTX, arg JobCancelParams) (
 		&i.PipelineVersion,
 		&i.PromptVersion,
 		&i.ModelProfile,
-		&i.Status,
-		&i.Stage,
-		&i.Attempt,
-		&i.Output,
-		&i.Error,
-		&i.DeduplicatedFrom,
 		&i.DocumentSha256,
 		&i.DocumentMediaType,
 		&i.DocumentName,
 		&i.DocumentSizeBytes,
 		&i.Params,
 		&i.Labels,
-		&i.PromptTokens,
-		&i.CompletionTokens,
-		&i.CostMicros,
-		&i.LlmCalls,
-		&i.LastEventSeq,
-		&i.LeaseOwner,
-		&i.LeaseUntil,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.FinishedAt,
-		&i.RunAfter,
-		&i.CancelRequested,
-		&i.BudgetStartedAt,
-		&i.BudgetAttempts,
-		&i.BudgetTokens,
-		&i.Approved,
-		&i.Generation,
 		&i.Traceparent,
 		&i.RunID,
 		&i.Priority,
+		&i.CreatedAt,
+		&i.BudgetStartedAt,
+		&i.Generation,
+		&i.Approved,
+		&i.CancelRequested,
+		&i.Error,
+		&i.DeduplicatedFrom,
+		&i.Output,
+		&i.FinishedAt,
+		&i.Status,
+		&i.Attempt,
+		&i.BudgetAttempts,
+		&i.RunAfter,
+		&i.LeaseOwner,
+		&i.LeaseUntil,
+		&i.Stage,
+		&i.LastEventSeq,
+		&i.LlmCalls,
+		&i.PromptTokens,
+		&i.CompletionTokens,
+		&i.CostMicros,
+		&i.BudgetTokens,
+		&i.UpdatedAt,
 	)
 	return i, err
 }
 
 const jobGetByIDForUpdate = `-- name: JobGetByIDForUpdate :one
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM jobs
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, traceparent, run_id, priority, created_at, budget_started_at, generation, approved, cancel_requested, error, deduplicated_from, output, finished_at, status, attempt, budget_attempts, run_after, lease_owner, lease_until, stage, last_event_seq, llm_calls, prompt_tokens, completion_tokens, cost_micros, budget_tokens, updated_at FROM jobs
 WHERE tenant = $1::text AND id = $2::uuid
 FOR UPDATE
 `
@@ -226,38 +226,38 @@ func (q *Queries) JobGetByIDForUpdate(ctx context.Context, db DBTX, arg JobGetBy
 		&i.PipelineVersion,
 		&i.PromptVersion,
 		&i.ModelProfile,
-		&i.Status,
-		&i.Stage,
-		&i.Attempt,
-		&i.Output,
-		&i.Error,
-		&i.DeduplicatedFrom,
 		&i.DocumentSha256,
 		&i.DocumentMediaType,
 		&i.DocumentName,
 		&i.DocumentSizeBytes,
 		&i.Params,
 		&i.Labels,
-		&i.PromptTokens,
-		&i.CompletionTokens,
-		&i.CostMicros,
-		&i.LlmCalls,
-		&i.LastEventSeq,
-		&i.LeaseOwner,
-		&i.LeaseUntil,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.FinishedAt,
-		&i.RunAfter,
-		&i.CancelRequested,
-		&i.BudgetStartedAt,
-		&i.BudgetAttempts,
-		&i.BudgetTokens,
-		&i.Approved,
-		&i.Generation,
 		&i.Traceparent,
 		&i.RunID,
 		&i.Priority,
+		&i.CreatedAt,
+		&i.BudgetStartedAt,
+		&i.Generation,
+		&i.Approved,
+		&i.CancelRequested,
+		&i.Error,
+		&i.DeduplicatedFrom,
+		&i.Output,
+		&i.FinishedAt,
+		&i.Status,
+		&i.Attempt,
+		&i.BudgetAttempts,
+		&i.RunAfter,
+		&i.LeaseOwner,
+		&i.LeaseUntil,
+		&i.Stage,
+		&i.LastEventSeq,
+		&i.LlmCalls,
+		&i.PromptTokens,
+		&i.CompletionTokens,
+		&i.CostMicros,
+		&i.BudgetTokens,
+		&i.UpdatedAt,
 	)
 	return i, err
 }
@@ -282,7 +282,7 @@ WITH job AS (
     WHERE tenant = $3::text
         AND id = $4::uuid
         AND status = ANY($5::text[])
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, traceparent, run_id, priority, created_at, budget_started_at, generation, approved, cancel_requested, error, deduplicated_from, output, finished_at, status, attempt, budget_attempts, run_after, lease_owner, lease_until, stage, last_event_seq, llm_calls, prompt_tokens, completion_tokens, cost_micros, budget_tokens, updated_at
 ),
 checkpoints AS (
     DELETE FROM job_checkpoints
@@ -295,7 +295,7 @@ event AS (
     SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, $6::text
     FROM job
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, traceparent, run_id, priority, created_at, budget_started_at, generation, approved, cancel_requested, error, deduplicated_from, output, finished_at, status, attempt, budget_attempts, run_after, lease_owner, lease_until, stage, last_event_seq, llm_calls, prompt_tokens, completion_tokens, cost_micros, budget_tokens, updated_at FROM job
 `
 
 type JobReplayParams struct {
@@ -316,38 +316,38 @@ type JobReplayRow struct {
 	PipelineVersion   int64
 	PromptVersion     string
 	ModelProfile      string
-	Status            string
-	Stage             string
-	Attempt           int64
-	Output            *string
-	Error             *string
-	DeduplicatedFrom  *string
 	DocumentSha256    string
 	DocumentMediaType string
 	DocumentName      string
 	DocumentSizeBytes int64
 	Params            string
 	Labels            string
-	PromptTokens      int64
-	CompletionTokens  int64
-	CostMicros        int64
-	LlmCalls          int64
-	LastEventSeq      int64
-	LeaseOwner        *string
-	LeaseUntil        *time.Time
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	FinishedAt        *time.Time
-	RunAfter          *time.Time
-	CancelRequested   bool
-	BudgetStartedAt   time.Time
-	BudgetAttempts    int64
-	BudgetTokens      int64
-	Approved          bool
-	Generation        int64
 	Traceparent       string
 	RunID             *string
 	Priority          *string
+	CreatedAt         time.Time
+	BudgetStartedAt   time.Time
+	Generation        int64
+	Approved          bool
+	CancelRequested   bool
+	Error             *string
+	DeduplicatedFrom  *string
+	Output            *string
+	FinishedAt        *time.Time
+	Status            string
+	Attempt           int64
+	BudgetAttempts    int64
+	RunAfter          *time.Time
+	LeaseOwner        *string
+	LeaseUntil        *time.Time
+	Stage             string
+	LastEventSeq      int64
+	LlmCalls          int64
+	PromptTokens      int64
+	CompletionTokens  int64
+	CostMicros        int64
+	BudgetTokens      int64
+	UpdatedAt         time.Time
 }
 
 // Queues a finished job again with a fresh budget and its error cleared. The
@@ -374,38 +374,38 @@ func (q *Queries) JobReplay(ctx context.Context, db DBTX, arg JobReplayParams) (
 		&i.PipelineVersion,
 		&i.PromptVersion,
 		&i.ModelProfile,
-		&i.Status,
-		&i.Stage,
-		&i.Attempt,
-		&i.Output,
-		&i.Error,
-		&i.DeduplicatedFrom,
 		&i.DocumentSha256,
 		&i.DocumentMediaType,
 		&i.DocumentName,
 		&i.DocumentSizeBytes,
 		&i.Params,
 		&i.Labels,
-		&i.PromptTokens,
-		&i.CompletionTokens,
-		&i.CostMicros,
-		&i.LlmCalls,
-		&i.LastEventSeq,
-		&i.LeaseOwner,
-		&i.LeaseUntil,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.FinishedAt,
-		&i.RunAfter,
-		&i.CancelRequested,
-		&i.BudgetStartedAt,
-		&i.BudgetAttempts,
-		&i.BudgetTokens,
-		&i.Approved,
-		&i.Generation,
 		&i.Traceparent,
 		&i.RunID,
 		&i.Priority,
+		&i.CreatedAt,
+		&i.BudgetStartedAt,
+		&i.Generation,
+		&i.Approved,
+		&i.CancelRequested,
+		&i.Error,
+		&i.DeduplicatedFrom,
+		&i.Output,
+		&i.FinishedAt,
+		&i.Status,
+		&i.Attempt,
+		&i.BudgetAttempts,
+		&i.RunAfter,
+		&i.LeaseOwner,
+		&i.LeaseUntil,
+		&i.Stage,
+		&i.LastEventSeq,
+		&i.LlmCalls,
+		&i.PromptTokens,
+		&i.CompletionTokens,
+		&i.CostMicros,
+		&i.BudgetTokens,
+		&i.UpdatedAt,
 	)
 	return i, err
 }
@@ -428,14 +428,14 @@ WITH job AS (
     WHERE tenant = $6::text
         AND id = $7::uuid
         AND status = ANY($8::text[])
-    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority
+    RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, traceparent, run_id, priority, created_at, budget_started_at, generation, approved, cancel_requested, error, deduplicated_from, output, finished_at, status, attempt, budget_attempts, run_after, lease_owner, lease_until, stage, last_event_seq, llm_calls, prompt_tokens, completion_tokens, cost_micros, budget_tokens, updated_at
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message)
     SELECT job.id, job.tenant, job.last_event_seq, job.status, job.stage, job.attempt, $9::text
     FROM job
 )
-SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, status, stage, attempt, output, error, deduplicated_from, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, prompt_tokens, completion_tokens, cost_micros, llm_calls, last_event_seq, lease_owner, lease_until, created_at, updated_at, finished_at, run_after, cancel_requested, budget_started_at, budget_attempts, budget_tokens, approved, generation, traceparent, run_id, priority FROM job
+SELECT id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, traceparent, run_id, priority, created_at, budget_started_at, generation, approved, cancel_requested, error, deduplicated_from, output, finished_at, status, attempt, budget_attempts, run_after, lease_owner, lease_until, stage, last_event_seq, llm_calls, prompt_tokens, completion_tokens, cost_micros, budget_tokens, updated_at FROM job
 `
 
 type JobSettleParams struct {
@@ -459,38 +459,38 @@ type JobSettleRow struct {
 	PipelineVersion   int64
 	PromptVersion     string
 	ModelProfile      string
-	Status            string
-	Stage             string
-	Attempt           int64
-	Output            *string
-	Error             *string
-	DeduplicatedFrom  *string
 	DocumentSha256    string
 	DocumentMediaType string
 	DocumentName      string
 	DocumentSizeBytes int64
 	Params            string
 	Labels            string
-	PromptTokens      int64
-	CompletionTokens  int64
-	CostMicros        int64
-	LlmCalls          int64
-	LastEventSeq      int64
-	LeaseOwner        *string
-	LeaseUntil        *time.Time
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	FinishedAt        *time.Time
-	RunAfter          *time.Time
-	CancelRequested   bool
-	BudgetStartedAt   time.Time
-	BudgetAttempts    int64
-	BudgetTokens      int64
-	Approved          bool
-	Generation        int64
 	Traceparent       string
 	RunID             *string
 	Priority          *string
+	CreatedAt         time.Time
+	BudgetStartedAt   time.Time
+	Generation        int64
+	Approved          bool
+	CancelRequested   bool
+	Error             *string
+	DeduplicatedFrom  *string
+	Output            *string
+	FinishedAt        *time.Time
+	Status            string
+	Attempt           int64
+	BudgetAttempts    int64
+	RunAfter          *time.Time
+	LeaseOwner        *string
+	LeaseUntil        *time.Time
+	Stage             string
+	LastEventSeq      int64
+	LlmCalls          int64
+	PromptTokens      int64
+	CompletionTokens  int64
+	CostMicros        int64
+	BudgetTokens      int64
+	UpdatedAt         time.Time
 }
 
 // Moves a job no worker holds to @status, with its event: ResolveJob
@@ -519,38 +519,38 @@ func (q *Queries) JobSettle(ctx context.Context, db DBTX, arg JobSettleParams) (
 		&i.PipelineVersion,
 		&i.PromptVersion,
 		&i.ModelProfile,
-		&i.Status,
-		&i.Stage,
-		&i.Attempt,
-		&i.Output,
-		&i.Error,
-		&i.DeduplicatedFrom,
 		&i.DocumentSha256,
 		&i.DocumentMediaType,
 		&i.DocumentName,
 		&i.DocumentSizeBytes,
 		&i.Params,
 		&i.Labels,
-		&i.PromptTokens,
-		&i.CompletionTokens,
-		&i.CostMicros,
-		&i.LlmCalls,
-		&i.LastEventSeq,
-		&i.LeaseOwner,
-		&i.LeaseUntil,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.FinishedAt,
-		&i.RunAfter,
-		&i.CancelRequested,
-		&i.BudgetStartedAt,
-		&i.BudgetAttempts,
-		&i.BudgetTokens,
-		&i.Approved,
-		&i.Generation,
 		&i.Traceparent,
 		&i.RunID,
 		&i.Priority,
+		&i.CreatedAt,
+		&i.BudgetStartedAt,
+		&i.Generation,
+		&i.Approved,
+		&i.CancelRequested,
+		&i.Error,
+		&i.DeduplicatedFrom,
+		&i.Output,
+		&i.FinishedAt,
+		&i.Status,
+		&i.Attempt,
+		&i.BudgetAttempts,
+		&i.RunAfter,
+		&i.LeaseOwner,
+		&i.LeaseUntil,
+		&i.Stage,
+		&i.LastEventSeq,
+		&i.LlmCalls,
+		&i.PromptTokens,
+		&i.CompletionTokens,
+		&i.CostMicros,
+		&i.BudgetTokens,
+		&i.UpdatedAt,
 	)
 	return i, err
 }

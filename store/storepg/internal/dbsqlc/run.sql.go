@@ -28,7 +28,7 @@ WITH job AS (
         AND jobs.tenant = $2::text
         AND jobs.status = ANY($3::text[])
         AND NOT (jobs.status = 'running' AND jobs.cancel_requested)
-    RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority
+    RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.traceparent, jobs.run_id, jobs.priority, jobs.created_at, jobs.budget_started_at, jobs.generation, jobs.approved, jobs.cancel_requested, jobs.error, jobs.deduplicated_from, jobs.output, jobs.finished_at, jobs.status, jobs.attempt, jobs.budget_attempts, jobs.run_after, jobs.lease_owner, jobs.lease_until, jobs.stage, jobs.last_event_seq, jobs.llm_calls, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.budget_tokens, jobs.updated_at
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message, actor_key, actor_role, actor_rpc)
@@ -275,7 +275,7 @@ func (q *Queries) RunInsert(ctx context.Context, db DBTX, arg RunInsertParams) (
 }
 
 const runItemGetMany = `-- name: RunItemGetMany :many
-SELECT run_items.item_key, run_items.fingerprint, run_items.outcome, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority
+SELECT run_items.item_key, run_items.fingerprint, run_items.outcome, jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.traceparent, jobs.run_id, jobs.priority, jobs.created_at, jobs.budget_started_at, jobs.generation, jobs.approved, jobs.cancel_requested, jobs.error, jobs.deduplicated_from, jobs.output, jobs.finished_at, jobs.status, jobs.attempt, jobs.budget_attempts, jobs.run_after, jobs.lease_owner, jobs.lease_until, jobs.stage, jobs.last_event_seq, jobs.llm_calls, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.budget_tokens, jobs.updated_at
 FROM run_items
 JOIN jobs ON jobs.id = run_items.job_id
 WHERE run_items.run_id = $1::uuid
@@ -318,38 +318,38 @@ func (q *Queries) RunItemGetMany(ctx context.Context, db DBTX, arg RunItemGetMan
 			&i.Job.PipelineVersion,
 			&i.Job.PromptVersion,
 			&i.Job.ModelProfile,
-			&i.Job.Status,
-			&i.Job.Stage,
-			&i.Job.Attempt,
-			&i.Job.Output,
-			&i.Job.Error,
-			&i.Job.DeduplicatedFrom,
 			&i.Job.DocumentSha256,
 			&i.Job.DocumentMediaType,
 			&i.Job.DocumentName,
 			&i.Job.DocumentSizeBytes,
 			&i.Job.Params,
 			&i.Job.Labels,
-			&i.Job.PromptTokens,
-			&i.Job.CompletionTokens,
-			&i.Job.CostMicros,
-			&i.Job.LlmCalls,
-			&i.Job.LastEventSeq,
-			&i.Job.LeaseOwner,
-			&i.Job.LeaseUntil,
-			&i.Job.CreatedAt,
-			&i.Job.UpdatedAt,
-			&i.Job.FinishedAt,
-			&i.Job.RunAfter,
-			&i.Job.CancelRequested,
-			&i.Job.BudgetStartedAt,
-			&i.Job.BudgetAttempts,
-			&i.Job.BudgetTokens,
-			&i.Job.Approved,
-			&i.Job.Generation,
 			&i.Job.Traceparent,
 			&i.Job.RunID,
 			&i.Job.Priority,
+			&i.Job.CreatedAt,
+			&i.Job.BudgetStartedAt,
+			&i.Job.Generation,
+			&i.Job.Approved,
+			&i.Job.CancelRequested,
+			&i.Job.Error,
+			&i.Job.DeduplicatedFrom,
+			&i.Job.Output,
+			&i.Job.FinishedAt,
+			&i.Job.Status,
+			&i.Job.Attempt,
+			&i.Job.BudgetAttempts,
+			&i.Job.RunAfter,
+			&i.Job.LeaseOwner,
+			&i.Job.LeaseUntil,
+			&i.Job.Stage,
+			&i.Job.LastEventSeq,
+			&i.Job.LlmCalls,
+			&i.Job.PromptTokens,
+			&i.Job.CompletionTokens,
+			&i.Job.CostMicros,
+			&i.Job.BudgetTokens,
+			&i.Job.UpdatedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -608,7 +608,7 @@ WITH job AS (
         AND jobs.id = run_items.job_id
         AND jobs.tenant = $2::text
         AND jobs.status = ANY($3::text[])
-    RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.status, jobs.stage, jobs.attempt, jobs.output, jobs.error, jobs.deduplicated_from, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.llm_calls, jobs.last_event_seq, jobs.lease_owner, jobs.lease_until, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.run_after, jobs.cancel_requested, jobs.budget_started_at, jobs.budget_attempts, jobs.budget_tokens, jobs.approved, jobs.generation, jobs.traceparent, jobs.run_id, jobs.priority
+    RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_key, jobs.pipeline, jobs.pipeline_version, jobs.prompt_version, jobs.model_profile, jobs.document_sha256, jobs.document_media_type, jobs.document_name, jobs.document_size_bytes, jobs.params, jobs.labels, jobs.traceparent, jobs.run_id, jobs.priority, jobs.created_at, jobs.budget_started_at, jobs.generation, jobs.approved, jobs.cancel_requested, jobs.error, jobs.deduplicated_from, jobs.output, jobs.finished_at, jobs.status, jobs.attempt, jobs.budget_attempts, jobs.run_after, jobs.lease_owner, jobs.lease_until, jobs.stage, jobs.last_event_seq, jobs.llm_calls, jobs.prompt_tokens, jobs.completion_tokens, jobs.cost_micros, jobs.budget_tokens, jobs.updated_at
 ),
 event AS (
     INSERT INTO job_events (job_id, tenant, seq, status, stage, attempt, message, actor_key, actor_role, actor_rpc)
