@@ -13,6 +13,10 @@ type TestSignals struct {
 	// whether the engine's statements may keep generic plans now
 	// (plan_cache.go).
 	PlansChecked testsignal.Signal[bool]
+	// KeyPlansChecked: submitting's plan gate read the statistics of
+	// jobs and idempotency_keys; the value is whether the key read and
+	// JobSubmitMany may keep generic plans now.
+	KeyPlansChecked testsignal.Signal[bool]
 }
 
 // TestSignals returns the store's test signals.
