@@ -1,6 +1,7 @@
 package jobkey
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"mime"
@@ -25,20 +26,30 @@ type Computation struct {
 	PromptVersion   string
 	ModelProfile    string         // resolved, never empty
 	Params          map[string]any // the computation's parameters
+	// CanonicalParams, when not nil, is Canonical of Params (an empty
+	// object for nil), which the caller has already: it is used instead
+	// of Params.
+	CanonicalParams []byte
 }
 
-// DedupKey returns "dedup:v1:" and the hex sha256 of the canonical JSON of c.
+// DedupKey returns "dedup:v1:" and the hex sha256 of the canonical JSON of c:
+// the object of its fields under the names below, written member by member
+// in their sorted order, as Canonical writes such a map.
 func DedupKey(c Computation) (string, error) {
-	return hashed(DedupPrefix, map[string]any{
-		"tenant":           c.Tenant,
-		"document_sha256":  c.DocumentSHA256,
-		"media_type":       c.MediaType,
-		"pipeline":         c.Pipeline,
-		"pipeline_version": c.PipelineVersion,
-		"prompt_version":   c.PromptVersion,
-		"model_profile":    c.ModelProfile,
-		"params":           orEmpty(c.Params),
-	})
+	params, err := canonicalParams(c.CanonicalParams, c.Params)
+	if err != nil {
+		return "", err
+	}
+	buf := newFieldBuffer(len(params) + 256 + len(c.Tenant) + len(c.PromptVersion) + len(c.ModelProfile))
+	buf.str("{\"document_sha256\":", c.DocumentSHA256)
+	buf.str(",\"media_type\":", c.MediaType)
+	buf.str(",\"model_profile\":", c.ModelProfile)
+	buf.raw(",\"params\":", params)
+	buf.str(",\"pipeline\":", c.Pipeline)
+	buf.raw(",\"pipeline_version\":", []byte(formatNumber(float64(c.PipelineVersion))))
+	buf.str(",\"prompt_version\":", c.PromptVersion)
+	buf.str(",\"tenant\":", c.Tenant)
+	return buf.hash(DedupPrefix), nil
 }
 
 // Request is the content of one submission as the client sent it, without
@@ -51,19 +62,68 @@ type Request struct {
 	DocumentName   string
 	ModelProfile   string // as sent, possibly empty
 	Params         map[string]any
+	// CanonicalParams is as Computation's.
+	CanonicalParams []byte
 }
 
-// Fingerprint returns "fp:v1:" and the hex sha256 of the canonical JSON of r.
-// A replay of an idempotency key must carry the same fingerprint.
+// Fingerprint returns "fp:v1:" and the hex sha256 of the canonical JSON of r
+// (written as DedupKey writes its object). A replay of an idempotency key
+// must carry the same fingerprint.
 func Fingerprint(r Request) (string, error) {
-	return hashed(FingerprintPrefix, map[string]any{
-		"pipeline":        r.Pipeline,
-		"document_sha256": r.DocumentSHA256,
-		"media_type":      r.MediaType,
-		"document_name":   r.DocumentName,
-		"model_profile":   r.ModelProfile,
-		"params":          orEmpty(r.Params),
-	})
+	params, err := canonicalParams(r.CanonicalParams, r.Params)
+	if err != nil {
+		return "", err
+	}
+	buf := newFieldBuffer(len(params) + 192 + len(r.DocumentName) + len(r.ModelProfile) + len(r.Pipeline))
+	buf.str("{\"document_name\":", r.DocumentName)
+	buf.str(",\"document_sha256\":", r.DocumentSHA256)
+	buf.str(",\"media_type\":", r.MediaType)
+	buf.str(",\"model_profile\":", r.ModelProfile)
+	buf.raw(",\"params\":", params)
+	buf.str(",\"pipeline\":", r.Pipeline)
+	return buf.hash(FingerprintPrefix), nil
+}
+
+// canonicalParams is given when not nil, else Canonical of params (an
+// empty object for nil).
+func canonicalParams(given []byte, params map[string]any) ([]byte, error) {
+	if given != nil {
+		return given, nil
+	}
+	return Canonical(orEmpty(params))
+}
+
+// fieldBuffer writes the canonical JSON of an object whose member names
+// are known and written in sorted order by the caller.
+type fieldBuffer struct{ b bytes.Buffer }
+
+func newFieldBuffer(size int) *fieldBuffer {
+	f := &fieldBuffer{}
+	f.b.Grow(size)
+	return f
+}
+
+// str writes prefix (the separator and the member's name, quoted, and the
+// colon) and the string value v as Canonical writes it: trimmed, quoted.
+func (f *fieldBuffer) str(prefix, v string) {
+	f.b.WriteString(prefix)
+	writeString(&f.b, strings.TrimSpace(v))
+}
+
+// raw writes prefix and a value already in canonical form.
+func (f *fieldBuffer) raw(prefix string, v []byte) {
+	f.b.WriteString(prefix)
+	f.b.Write(v)
+}
+
+// hash closes the object and returns prefix and the hex sha256 of it.
+func (f *fieldBuffer) hash(prefix string) string {
+	f.b.WriteByte('}')
+	sum := sha256.Sum256(f.b.Bytes())
+	out := make([]byte, len(prefix)+hex.EncodedLen(len(sum)))
+	copy(out, prefix)
+	hex.Encode(out[len(prefix):], sum[:])
+	return string(out)
 }
 
 // RequestFingerprint returns the fingerprint of a request given as its

@@ -56,6 +56,11 @@ func Params(pipelines *pipeline.Registry, key Key, req *oncejobv1.SubmitJobReque
 		v.Add("params", "%v", err)
 		return v.Err()
 	}
+	// The params' canonical JSON, written once: the job's, and in both keys.
+	canonicalParams, err := jobkey.Canonical(params)
+	if err != nil {
+		return nil, paramsError(err)
+	}
 	dedupKey, err := jobkey.DedupKey(jobkey.Computation{
 		Tenant:          key.Tenant,
 		DocumentSHA256:  docSHA,
@@ -64,23 +69,19 @@ func Params(pipelines *pipeline.Registry, key Key, req *oncejobv1.SubmitJobReque
 		PipelineVersion: p.Version,
 		PromptVersion:   p.Prompt.Version,
 		ModelProfile:    profile,
-		Params:          params,
+		CanonicalParams: canonicalParams,
 	})
 	if err != nil {
 		return nil, paramsError(err)
 	}
 	fingerprint, err := jobkey.Fingerprint(jobkey.Request{
-		Pipeline:       req.GetPipeline(),
-		DocumentSHA256: docSHA,
-		MediaType:      mediaType,
-		DocumentName:   doc.GetName(),
-		ModelProfile:   req.GetModelProfile(),
-		Params:         params,
+		Pipeline:        req.GetPipeline(),
+		DocumentSHA256:  docSHA,
+		MediaType:       mediaType,
+		DocumentName:    doc.GetName(),
+		ModelProfile:    req.GetModelProfile(),
+		CanonicalParams: canonicalParams,
 	})
-	if err != nil {
-		return nil, paramsError(err)
-	}
-	canonicalParams, err := jobkey.Canonical(params)
 	if err != nil {
 		return nil, paramsError(err)
 	}

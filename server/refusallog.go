@@ -15,9 +15,7 @@ import (
 // many were left out before it: a flood of made-up keys must not become a
 // flood of log lines. tenant.Authenticator.Refused counts every refusal
 // (oncejob_auth_refusals_total).
-func boundRefusals(l logging.Logger) logging.Logger {
-	every := &rate.Sometimes{Interval: time.Second}
-	var left atomic.Int64
+func boundRefusals(l logging.Logger, r *refusalBound) logging.Logger {
 	unauthenticated := codes.Unauthenticated.String()
 	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
 		refused := false
@@ -31,13 +29,35 @@ func boundRefusals(l logging.Logger) logging.Logger {
 			l.Log(ctx, lvl, msg, fields...)
 			return
 		}
-		logged := false
-		every.Do(func() {
-			logged = true
-			l.Log(ctx, lvl, msg, append(fields, "refusals_not_logged", left.Swap(0))...)
-		})
-		if !logged {
-			left.Add(1)
+		if pass, left := r.pass(); pass {
+			l.Log(ctx, lvl, msg, append(fields, "refusals_not_logged", left)...)
 		}
 	})
+}
+
+// refusalBound is the bound of the refused calls' lines: one a second, for
+// the edge's refusals, the streams' and the unary calls' (callLogUnary)
+// together.
+type refusalBound struct {
+	every rate.Sometimes
+	left  atomic.Int64
+}
+
+func newRefusalBound() *refusalBound {
+	return &refusalBound{every: rate.Sometimes{Interval: time.Second}}
+}
+
+// pass says whether a refusal's line passes now, and how many were left
+// out before it; one that does not pass is counted.
+func (r *refusalBound) pass() (bool, int64) {
+	var left int64
+	logged := false
+	r.every.Do(func() {
+		logged = true
+		left = r.left.Swap(0)
+	})
+	if !logged {
+		r.left.Add(1)
+	}
+	return logged, left
 }

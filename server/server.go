@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"time"
@@ -114,6 +115,18 @@ type Config struct {
 	Tracing bool
 }
 
+// streamWorkers is how many goroutines serve the connections' RPCs, each
+// one after another (grpc.NumStreamWorkers); an RPC that finds none free
+// gets a goroutine of its own, as every RPC did before. A worker keeps the
+// stack its calls grew (the interceptor chain, pgx), where a new goroutine
+// per call grew and copied it every time: 9-10 % of the server's CPU in
+// 32 concurrent SubmitJob replays (docs/performance.md, "Submitting").
+// grpc-go replaces a worker after 65,536 calls, so a stack grown once by a
+// deep call is given back.
+func streamWorkers() uint32 {
+	return uint32(max(64, 16*runtime.GOMAXPROCS(0)))
+}
+
 // DefaultMaxDocumentBytes is the default document size limit.
 const DefaultMaxDocumentBytes = 8 << 20
 
@@ -217,12 +230,14 @@ func New(cfg Config) (*Server, error) {
 	svc := &jobService{cfg: cfg, submits: submits, tokens: tokens}
 	authn := tenant.NewAuthenticator(tenant.AuthConfig{File: cfg.Keys, Store: cfg.KeyStore, CacheTTL: cfg.KeyCacheTTL, Logger: cfg.Logger, Mode: cfg.AuthMode})
 	codec := newRequestCodec(cfg.Logger, cfg.Memory)
-	callLog := boundRefusals(slogAdapter(cfg.Logger)) // one bound for the tap's refusals and the chain's
-	unary, stream, serverOpts := chains(cfg, svc, authn, codec, callLog)
+	refusals := newRefusalBound()
+	callLog := boundRefusals(slogAdapter(cfg.Logger), refusals) // one bound for the tap's refusals and the chain's
+	unary, stream, serverOpts := chains(cfg, svc, authn, codec, callLog, refusals)
 	streamChain := chainStream(stream...)
 
 	srv := grpc.NewServer(append(serverOpts,
 		grpc.MaxRecvMsgSize(MaxMessageBytes(cfg.MaxDocumentBytes)),
+		grpc.NumStreamWorkers(streamWorkers()),
 		grpc.KeepaliveParams(cfg.Transport.keepaliveParams()),
 		grpc.KeepaliveEnforcementPolicy(cfg.Transport.enforcementPolicy()),
 		grpc.MaxConcurrentStreams(cfg.Transport.MaxConcurrentStreams),
@@ -253,7 +268,7 @@ func New(cfg Config) (*Server, error) {
 // log, panic recovery, authentication, authorisation (streams: the key
 // re-checked while open), per-tenant limits, validation and, for unary
 // calls, the idempotency key and the store's timeout.
-func chains(cfg Config, svc *jobService, authn *tenant.Authenticator, codec *requestCodec, callLog logging.Logger) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor, []grpc.ServerOption) {
+func chains(cfg Config, svc *jobService, authn *tenant.Authenticator, codec *requestCodec, callLog logging.Logger, refusals *refusalBound) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor, []grpc.ServerOption) {
 	logOpts := []logging.Option{
 		logging.WithLogOnEvents(logging.FinishCall),
 		logging.WithFieldsFromContext(logFields),
@@ -300,7 +315,7 @@ func chains(cfg Config, svc *jobService, authn *tenant.Authenticator, codec *req
 		codec.malformedUnary,
 		withLogHolder,
 		requestid.UnaryServerInterceptor(),
-		logging.UnaryServerInterceptor(callLog, logOpts...),
+		callLogUnary(cfg.Logger, refusals), // the stream interceptor's line, cheaper (calllog.go)
 		recovery.UnaryServerInterceptor(recoveryOpt),
 		selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFunc), needsAuth),
 		selector.UnaryServerInterceptor(authzUnaryInterceptor(cfg.Logger), needsAuth),

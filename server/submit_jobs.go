@@ -194,9 +194,9 @@ func (s *jobService) submitJobsItem(ctx context.Context, tenant string, i int, i
 		validateText(item.GetRequest(), &request)
 		s.validateSubmit(item.GetRequest(), &request)
 	}
-	v = append(v.prefixed(fmt.Sprintf("items[%d].", i)), request.prefixed(fmt.Sprintf("items[%d].request.", i))...)
-	if err := v.err(); err != nil {
-		return nil, status.Convert(err)
+	if len(v)+len(request) > 0 { // the paths are written for an invalid item only
+		v = append(v.prefixed(fmt.Sprintf("items[%d].", i)), request.prefixed(fmt.Sprintf("items[%d].request.", i))...)
+		return nil, status.Convert(v.err())
 	}
 	key := idempotency.Key{Tenant: tenant, Method: oncejobv1.JobService_SubmitJob_FullMethodName, Value: item.GetIdempotencyKey()}
 	p, err := s.submitParams(ctx, key, item.GetRequest())

@@ -24,13 +24,15 @@ import (
 // also in the statement that fired them, so the totals add the top-level
 // statements only. The measured processes connect as a role of their own
 // (accountRole), so the bench's own polls and settling are left out.
-// Three accounts, each from a reset of pg_stat_statements:
+// Four accounts, each from a reset of pg_stat_statements:
 //   - SubmitJob: the measured jobs submitted through SubmitJob (ghz,
 //     -submit-c), new keys, to `oncejob serve --workers 0`;
 //   - the light job: the same jobs run by one `oncejob worker` (--workers
 //     -workers), from its start to the last job SUCCEEDED;
 //   - River same-work: as many River same-work jobs (riversame.go), from
-//     client.Start to the last completion.
+//     client.Start to the last completion;
+//   - the relayed event (relayaccount.go): the events the light jobs left
+//     in the outbox routed by one `oncejob relay` to JetStream, per event.
 // Each also reads the cluster's WAL (pg_stat_wal; the cluster is the
 // bench's alone, autovacuum off) and the CPU of the Postgres processes.
 
@@ -115,19 +117,22 @@ func runAccount(ctx context.Context, c config, tmp, bin string, befores []builtT
 		e.befores = append(e.befores, &engineBench{c: c, bin: b.bin, tmp: tmp, pipelines: pipelines, admin: admin, simURL: e.simURL,
 			simPID: e.simPID, appUser: accountRole, system: b.label})
 	}
-	var lights, submits []account
+	var lights, submits, relayed []account
 	for _, eb := range e.engines() {
-		submitAcc, lightAcc, err := eb.accountLight(ctx)
+		submitAcc, lightAcc, relayAcc, err := eb.accountLight(ctx)
 		if err != nil {
 			return fmt.Errorf("account, %s: %w", eb.sys(), err)
 		}
 		lights, submits = append(lights, lightAcc), append(submits, submitAcc)
+		if relayAcc.jobs > 0 {
+			relayed = append(relayed, relayAcc)
+		}
 	}
 	sameAcc, err := e.accountRiverSame(ctx)
 	if err != nil {
 		return fmt.Errorf("account, River same-work: %w", err)
 	}
-	printAccounts(os.Stdout, c, append(append(lights, sameAcc), submits...))
+	printAccounts(os.Stdout, c, append(append(append(lights, sameAcc), submits...), relayed...))
 	return nil
 }
 
@@ -147,13 +152,13 @@ func readWALStat(ctx context.Context, q *pgx.Conn) (walStat, error) {
 	return w, err
 }
 
-// accountLight submits -account-jobs light jobs (the SubmitJob account)
-// and runs them with one worker process (the light job's account).
-func (e *engineBench) accountLight(ctx context.Context) (account, account, error) {
+// accountLight submits -account-jobs light jobs (the SubmitJob account),
+// runs them with one worker process (the light job's account), and, unless
+// -nats is empty, has their events relayed (accountRelay).
+func (e *engineBench) accountLight(ctx context.Context) (submitAcc, lightAcc, relayAcc account, err error) {
 	c := e.c
 	sc := lightScenario(c.accountJobs)
 	var walBefore walStat
-	var submitAcc account
 	before := func(*pgxpool.Pool) error {
 		var err error
 		walBefore, err = e.accountReset(ctx)
@@ -167,23 +172,27 @@ func (e *engineBench) accountLight(ctx context.Context) (account, account, error
 	defer func() { e.afterSubmit = nil }()
 	p, err := e.prepare(ctx, "account-light", sc, 1, before)
 	if err != nil {
-		return account{}, account{}, err
+		return submitAcc, lightAcc, relayAcc, err
 	}
 	defer p.pool.Close()
 	if walBefore, err = e.accountReset(ctx); err != nil {
-		return account{}, account{}, err
+		return submitAcc, lightAcc, relayAcc, err
 	}
 	logf("account-light: one worker process, --workers %d", c.workers)
 	elapsed, _, err := e.runWorkers(ctx, p.pool, workerRun{tag: "account-light", procs: 1, workers: c.workers, total: c.warmupJobs + sc.jobs})
 	if err != nil {
-		return account{}, account{}, err
+		return submitAcc, lightAcc, relayAcc, err
 	}
 	if err := e.checkCalls(ctx, p.pool, p.callsBefore, int64(sc.jobs)); err != nil {
-		return account{}, account{}, err
+		return submitAcc, lightAcc, relayAcc, err
 	}
-	lightAcc, err := e.readAccount(ctx, "oncejob light job"+e.suffix(), c.db, sc.jobs, walBefore)
+	lightAcc, err = e.readAccount(ctx, "oncejob light job"+e.suffix(), c.db, sc.jobs, walBefore)
 	lightAcc.elapsed, lightAcc.pgCPU = elapsed, e.lastCPU.postgres
-	return submitAcc, lightAcc, err
+	if err != nil || c.natsURL == "" {
+		return submitAcc, lightAcc, relayAcc, err
+	}
+	relayAcc, err = e.accountRelay(ctx, p.pool)
+	return submitAcc, lightAcc, relayAcc, err
 }
 
 // suffix marks a -before tree's accounts.
@@ -325,6 +334,7 @@ func printAccounts(w io.Writer, c config, accs []account) {
 	fmt.Fprintf(w, "oncejob: `oncejob worker --workers %d --poll-interval %s` (one process); SubmitJob: ghz -c %d to `oncejob serve --workers 0`;\n",
 		c.workers, c.pollInterval, c.submitC)
 	fmt.Fprintf(w, "River %s: MaxWorkers %d, riverbench's fetch settings. Times in ms per job; buffers, WAL in units per job.\n", riverVersion(), c.riverMaxWorkers)
+	fmt.Fprintf(w, "A relayed event's account is per event (its \"jobs\" are events): `oncejob relay` (one loop, --relay-batch-size 100) routing the light jobs' events to a JetStream stream.\n")
 	fmt.Fprintf(w, "A nested statement (run by a trigger or a function) is also counted in the statement that fired it; totals add top-level ones.\n")
 	for _, a := range accs {
 		printAccount(w, a)

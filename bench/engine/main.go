@@ -158,6 +158,7 @@ type config struct {
 	statementsReport bool
 	account          bool
 	accountJobs      int
+	natsURL          string
 	before           string
 	throwaway        bool
 	rounds           int
@@ -213,8 +214,9 @@ func main() {
 	flag.StringVar(&c.logLevel, "log-level", "warn", "--log-level of the oncejob processes (their logs go to files in the temp dir)")
 	flag.BoolVar(&c.strict, "strict", false, "exit 1 if a target is not met")
 	flag.BoolVar(&c.keep, "keep", false, "keep the last databases and the temp dir (logs, pipelines file)")
-	flag.BoolVar(&c.account, "account", false, "instead of the phases: the statement-by-statement account of a light job, a new-key SubmitJob and River's same-work job, from pg_stat_statements in a throwaway Postgres cluster (account.go)")
+	flag.BoolVar(&c.account, "account", false, "instead of the phases: the statement-by-statement account of a light job, a new-key SubmitJob, a relayed event (JetStream) and River's same-work job, from pg_stat_statements in a throwaway Postgres cluster (account.go)")
 	flag.IntVar(&c.accountJobs, "account-jobs", 1000, "jobs of each account")
+	flag.StringVar(&c.natsURL, "nats", envOr("BENCH_NATS", "nats://127.0.0.1:4222"), "NATS server (JetStream) of the account's relayed events: the light jobs' events routed by `oncejob relay` to a stream of the bench's (env BENCH_NATS; \"\": no relayed-event account)")
 	flag.BoolVar(&c.throwaway, "throwaway", false, "run the phases on a Postgres cluster of the bench's own (initdb, its own port, removed at the end; the shared server's settings) instead of -pg: no other database's work in the Postgres CPU and WAL figures")
 	flag.IntVar(&c.rounds, "rounds", 1, "the light and River phases this many times, in turn (with -before, odd rounds run the trees in the other order); the ratios are of the medians")
 	flag.StringVar(&c.before, "before", "", "oncejob trees, comma-separated (e.g. `git archive main | tar -x -C DIR`), whose binaries also run the light phases, the light cost phases and the account, as \"oncejob @<dir's name>\", just before the measured tree's: a change's before and after in one run")

@@ -83,6 +83,8 @@ type config struct {
 	strict       bool
 	keep         bool
 	perfOut      string
+	before       string // trees to compare with, comma-separated
+	rounds       int
 }
 
 func main() {
@@ -108,6 +110,8 @@ func main() {
 	flag.DurationVar(&c.linger, "submit-linger", 0, "if set, the server's --submit-linger (group commit wait; default the server's, 1ms)")
 	flag.BoolVar(&c.strict, "strict", false, "exit 1 if a target is missed")
 	flag.BoolVar(&c.keep, "keep", false, "keep the database and the temp dir (server log, pgbench scripts)")
+	flag.StringVar(&c.before, "before", "", "`DIR[,DIR]`: also build the server from these trees (e.g. `git archive main | tar -x -C DIR`) and run the three server phases against each, on a database of its own, alternating with this tree's (-rounds); the peers run once")
+	flag.IntVar(&c.rounds, "rounds", 0, "with -before, rounds of the server phases, the trees in the other order every odd round (default 2)")
 	flag.StringVar(&c.perfOut, "perf", "", "if set, `perf record -a -g` (whole machine: server, Postgres, ghz) during the new-key phase into this file")
 	flag.Parse()
 
@@ -123,12 +127,15 @@ func main() {
 // (ratio = rate / peer's rate, target a ratio); one without, with an
 // absolute target (rate / target).
 type result struct {
-	name   string
-	rate   float64
-	count  uint64
-	note   string
-	peer   string  // the name of the result it is compared with
-	target float64 // a ratio to peer, or a rate without one; 0: none
+	name  string
+	rate  float64
+	count uint64
+	note  string
+	// CPU per operation of the server process and of the Postgres
+	// backends of its database (server phases only), µs.
+	serverCPU, pgCPU float64
+	peer             string  // the name of the result it is compared with
+	target           float64 // a ratio to peer, or a rate without one; 0: none
 }
 
 func run(ctx context.Context, c config) error {
@@ -162,11 +169,28 @@ func run(ctx context.Context, c config) error {
 	adminURL := c.pgURL + "/postgres"
 	dbURL := c.pgURL + "/" + c.db + "?sslmode=disable"
 	riverDB := c.db + "_river"
-	drop, err := recreateDBs(ctx, adminURL, c.keep, c.db, riverDB)
+	dbs := []string{c.db, riverDB}
+	trees := []*tree{{label: "", db: c.db, root: c.root, bin: bin, dbURL: dbURL}}
+	if c.before != "" {
+		for i, dir := range strings.Split(c.before, ",") {
+			logf("building the server from %s (-before)", dir)
+			b := filepath.Join(tmp, fmt.Sprintf("oncejob-before%d", i))
+			if err := cmdRun(ctx, dir, "go", "build", "-o", b, "./cmd/oncejob"); err != nil {
+				return fmt.Errorf("build server of %s: %w", dir, err)
+			}
+			db := fmt.Sprintf("%s_before%d", c.db, i)
+			dbs = append(dbs, db)
+			trees = append(trees, &tree{label: "@" + dir, db: db, root: dir, bin: b, dbURL: c.pgURL + "/" + db + "?sslmode=disable"})
+		}
+	}
+	drop, err := recreateDBs(ctx, adminURL, c.keep, dbs...)
 	if err != nil {
 		return err
 	}
 	defer drop()
+	if len(trees) > 1 {
+		return compareTrees(ctx, c, trees, tmp, c.pgURL+"/"+riverDB+"?sslmode=disable")
+	}
 
 	srv, addr, err := c.startPgServer(ctx, bin, tmp, dbURL)
 	if err != nil {
@@ -175,6 +199,7 @@ func run(ctx context.Context, c config) error {
 	defer srv.stop()
 
 	p := newPhases(c, addr, dbURL, tmp, c.pgURL+"/"+riverDB+"?sslmode=disable")
+	p.serverPid, p.db = srv.cmd.Process.Pid, c.db
 	if err := p.prepare(ctx); err != nil {
 		return err
 	}
@@ -212,6 +237,8 @@ func run(ctx context.Context, c config) error {
 // database, the River database, the temp dir and the submissions' bodies.
 type phases struct {
 	c                           config
+	serverPid                   int    // for CPU per operation
+	db                          string // the database's name, for its backends' CPU
 	g                           *ghz
 	addr, dbURL, tmp, riverURL  string
 	filler, newBody, replayBody string
@@ -288,12 +315,20 @@ ALTER TABLE pgbench_jobs_copy ALTER COLUMN id SET DEFAULT gen_random_uuid();
 CREATE TABLE pgbench_keys (LIKE idempotency_keys INCLUDING ALL)`); err != nil {
 		return err
 	}
+	if err := p.warmupAndReplayKeys(ctx); err != nil {
+		return err
+	}
+	_, err := psql(ctx, p.dbURL, `INSERT INTO pgbench_keys SELECT * FROM idempotency_keys WHERE idem_key LIKE 'replay-%'`)
+	return err
+}
 
-	if p.c.warmup > 0 {
-		logf("warmup: new keys for %s", p.c.warmup)
-		if _, err := p.g.run(ctx, "warmup", p.newBody, `{"idempotency-key":"warm-{{.UUID}}"}`, runner.WithRunDuration(p.c.warmup)); err != nil {
-			return err
-		}
+// warmupAndReplayKeys runs the warmup and creates the replay phase's keys.
+
+// warmupAndReplayKeys runs the warmup and creates the replay phase's keys
+// (an existing key is replayed: a second round finds them made).
+func (p *phases) warmupAndReplayKeys(ctx context.Context) error {
+	if err := p.warmup(ctx); err != nil {
+		return err
 	}
 
 	logf("creating %d keys for the replay phase", p.c.replayKeys)
@@ -305,9 +340,6 @@ CREATE TABLE pgbench_keys (LIKE idempotency_keys INCLUDING ALL)`); err != nil {
 		return err
 	} else if n != p.c.replayKeys {
 		return fmt.Errorf("replay setup made %d jobs, want %d", n, p.c.replayKeys)
-	}
-	if _, err := psql(ctx, p.dbURL, `INSERT INTO pgbench_keys SELECT * FROM idempotency_keys WHERE idem_key LIKE 'replay-%'`); err != nil {
-		return err
 	}
 	return nil
 }
@@ -331,6 +363,7 @@ func (p *phases) server(ctx context.Context) ([]result, error) {
 	if err != nil {
 		return nil, err
 	}
+	cpu0 := takeCPU(p.serverPid, p.db)
 	newRate, newCount, newNote, err := c.newKeys(ctx, g, addr, p.newBody, filler, "new")
 	if err != nil {
 		return nil, err
@@ -345,10 +378,13 @@ func (p *phases) server(ctx context.Context) ([]result, error) {
 	if uint64(after-before) != newCount {
 		return nil, fmt.Errorf("new-key phase: %d OK calls but %d new jobs", newCount, after-before)
 	}
-	results = append(results, result{name: nameNewKey, rate: newRate, count: newCount, note: newNote, peer: namePgInsert, target: 1.0})
+	cpuNew, srvNew, pgNew := cpuNote(cpu0, takeCPU(p.serverPid, p.db), newCount)
+	results = append(results, result{name: nameNewKey, rate: newRate, count: newCount, note: join(newNote, cpuNew), peer: namePgInsert, target: 1.0,
+		serverCPU: srvNew, pgCPU: pgNew})
 
 	logf("SubmitJob, existing keys (replays), -c %d for %s", c.concurrency, c.duration)
 	before = after
+	cpu0 = takeCPU(p.serverPid, p.db)
 	replayRate, replayCount, replayNote, err := c.replays(ctx, g, addr, p.replayBody, "replay "+filler)
 	if err != nil {
 		return nil, err
@@ -359,11 +395,16 @@ func (p *phases) server(ctx context.Context) ([]result, error) {
 	if after != before {
 		return nil, fmt.Errorf("replay phase created %d jobs: the replays were not replays", after-before)
 	}
-	results = append(results, result{name: nameReplay, rate: replayRate, count: replayCount, note: replayNote, peer: namePgConflict, target: 0.5})
+	cpuReplay, srvReplay, pgReplay := cpuNote(cpu0, takeCPU(p.serverPid, p.db), replayCount)
+	results = append(results, result{name: nameReplay, rate: replayRate, count: replayCount, note: join(replayNote, cpuReplay), peer: namePgConflict, target: 0.5,
+		serverCPU: srvReplay, pgCPU: pgReplay})
 
 	logf("SubmitJobs, %d items per call, %d concurrent calls, for %s", c.batchSize, c.batchConc, c.duration)
 	before = after
-	brep, err := runBatches(ctx, addr, c.batchConc, c.batchSize, filler, "batch", c.duration)
+	// The keys are new in every round of -before.
+	cpu0 = takeCPU(p.serverPid, p.db)
+	brep, err := runBatches(ctx, addr, c.batchConc, c.batchSize, filler, "batch-"+strconv.FormatInt(time.Now().UnixNano(), 36), c.duration)
+	cpuBatch, srvBatch, pgBatch := cpuNote(cpu0, takeCPU(p.serverPid, p.db), uint64(brep.items))
 	if err != nil {
 		return nil, err
 	}
@@ -374,7 +415,7 @@ func (p *phases) server(ctx context.Context) ([]result, error) {
 		return nil, fmt.Errorf("batch phase: %d items created but %d new jobs", brep.items, after-before)
 	}
 	results = append(results, result{name: nameBatch, rate: float64(brep.items) / brep.elapsed.Seconds(), count: uint64(brep.items),
-		note: batchNote(brep), peer: nameRiver, target: 1.0})
+		note: join(batchNote(brep), cpuBatch), peer: nameRiver, target: 1.0, serverCPU: srvBatch, pgCPU: pgBatch})
 	return results, nil
 }
 
@@ -1004,6 +1045,17 @@ func envDuration(k string, def time.Duration) time.Duration {
 		fmt.Fprintf(os.Stderr, "bench: ignoring %s=%q: not a duration\n", k, v)
 	}
 	return def
+}
+
+// join joins the non-empty of notes with ", ".
+func join(notes ...string) string {
+	var out []string
+	for _, n := range notes {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func logf(format string, args ...any) {

@@ -65,17 +65,20 @@ type routePlan struct {
 }
 
 // routePlanSettings make the routing's plans the ones its queries are
-// written for, whatever the statistics say: walk outbox_unrouted_idx in id
-// order, keep the partition's events and stop at the limit (a planner that
-// believes few events are of the partition reads every unrouted event and
-// sorts them: a backlog's every round). The sort these settings price out
+// written for, whatever the statistics say: walk the routing queue
+// (outbox_unrouted's primary key) in id order, keep the partition's events,
+// fetch each one's outbox row by its key and stop at the limit (a planner
+// that believes few events are of the partition reads every unrouted event
+// and sorts them: a backlog's every round; one that merges the queue with
+// the outbox's primary key walks the outbox's whole history). The sort these settings price out
 // remains for the few partitions, so JIT, which the price would call for,
 // is off. The transaction's own idle timeout, when hold is set, is in the
 // same round trip, and so are the BEGIN and the partitions' locks
 // (routeTx).
 func routePlanSettings(hold time.Duration) string {
 	q := `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
-	set_config('enable_sort', 'off', true), set_config('jit', 'off', true)`
+	set_config('enable_sort', 'off', true), set_config('enable_mergejoin', 'off', true),
+	set_config('enable_hashjoin', 'off', true), set_config('jit', 'off', true)`
 	if hold > 0 {
 		q += fmt.Sprintf(", set_config('idle_in_transaction_session_timeout', '%d', true)", hold.Milliseconds())
 	}
@@ -98,8 +101,7 @@ func routePlanSettings(hold time.Duration) string {
 func routeLock(limit int) string {
 	return fmt.Sprintf(`WITH RECURSIVE recent AS (
     SELECT id, (hashtext(job_id::text) & (%[1]d - 1)) AS part
-    FROM outbox
-    WHERE routed_at IS NULL
+    FROM outbox_unrouted
     ORDER BY id
     LIMIT %[2]d
 ),
@@ -139,8 +141,8 @@ func (s *Store) routeBatch(ctx context.Context, tx pgx.Tx, limit int) ([]dbsqlc.
 	return s.q.OutboxRouteBatch(ctx, tx, dbsqlc.OutboxRouteBatchParams{Partitions: routePartitions, Max: int64(limit)})
 }
 
-// write inserts the plan's deliveries and journal rows and marks its
-// events routed, in one statement.
+// write inserts the plan's deliveries and journal rows and takes its
+// events out of the routing queue, in one statement.
 func (p *routePlan) write(ctx context.Context, s *Store, tx pgx.Tx, owner string) error {
 	w := dbsqlc.OutboxRouteWriteParams{Owner: owner, Journal: "[]"}
 	for _, e := range p.events {
@@ -176,7 +178,7 @@ func (p *routePlan) write(ctx context.Context, s *Store, tx pgx.Tx, owner string
 // attempts the deliveries that may go at once - a direct sink's, not
 // disabled, with no pending delivery of the same job and sink before it (in
 // the table or earlier in the batch) - then writes every delivery once and
-// marks the events routed, in one statement. The transaction ends after
+// takes the events out of the routing queue, in one statement. The transaction ends after
 // params.Hold at the latest (its session too, should the relay stop
 // answering), so a stuck relay does not hold its partitions.
 func (s *Store) OutboxRouteDeliver(ctx context.Context, params *store.OutboxRouteDeliverParams) (int, error) {

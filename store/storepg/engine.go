@@ -189,7 +189,14 @@ func (s *Store) OutboxList(ctx context.Context, params *store.OutboxListParams) 
 		return nil, nil
 	}
 	rows, err := s.q.OutboxList(ctx, s.pool, id)
-	return rowmap.Map(rows, err, interpretError, outboxFromRow)
+	return rowmap.Map(rows, err, interpretError, func(r dbsqlc.OutboxListRow) *store.OutboxEvent {
+		e := outboxFromRow(r.Outbox)
+		e.RoutedAt = nil
+		if !r.Unrouted {
+			e.RoutedAt = &r.Routed
+		}
+		return e
+	})
 }
 
 func checkpointFromRow(r dbsqlc.JobCheckpoint) *store.Checkpoint {

@@ -111,13 +111,15 @@ func (s *Store) jobSubmitInsert(ctx context.Context, rows []submitRow, idx []int
 
 // jobSubmitStatement runs JobSubmitMany once over rows[idx], again when
 // Postgres aborted it to break a deadlock (the inserts' order makes that
-// rare; an aborted statement wrote nothing).
+// rare; an aborted statement wrote nothing). It is named while the submit
+// plan gate is open (plan_cache.go): its parse, analysis and plan are
+// then made once per connection, not per group.
 func (s *Store) jobSubmitStatement(ctx context.Context, rows []submitRow, idx []int) ([]dbsqlc.JobSubmitManyRow, error) {
 	args := submitArgs(rows, idx)
 	var err error
 	for range jobSubmitAttempts {
 		var created []dbsqlc.JobSubmitManyRow
-		created, err = s.q.JobSubmitMany(ctx, s.pool, args)
+		created, err = s.q.JobSubmitMany(ctx, gated{s}, args)
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || (pgErr.Code != pgDeadlockDetected && pgErr.Code != pgSerializationFailure) {
 			return created, err

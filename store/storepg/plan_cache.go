@@ -55,9 +55,20 @@ const planGateQuery = `SELECT count(*) = 4 AND coalesce(bool_and(c.reltuples < 0
 FROM pg_catalog.pg_class c
 WHERE c.oid IN (to_regclass('jobs'), to_regclass('job_checkpoints'), to_regclass('llm_attempts'), to_regclass('documents'))`
 
+// keyPlanGateQuery is planGateQuery for submitting: the key read
+// (JobGetByIdempotencyKey, SubmitJob's read before every write and a
+// replay's answer) and the write (JobSubmitMany, whose only lookup is the
+// dedup probe of jobs). The tables they read are idempotency_keys and
+// jobs. The key sweeper deletes keys, so idempotency_keys can be analyzed
+// small after it was large: the gate closes then, as for a young table.
+const keyPlanGateQuery = `SELECT count(*) = 2 AND coalesce(bool_and(c.reltuples < 0 OR c.reltuples >= $1), false)
+FROM pg_catalog.pg_class c
+WHERE c.oid IN (to_regclass('jobs'), to_regclass('idempotency_keys'))`
+
 // planGate says whether the hot statements may run as named prepared
-// statements now.
+// statements now. query is planGateQuery or keyPlanGateQuery.
 type planGate struct {
+	query    string
 	open     atomic.Bool
 	checkAt  atomic.Int64 // unix nanoseconds after which the next use checks
 	checking atomic.Bool
@@ -69,7 +80,7 @@ type planGate struct {
 func (g *planGate) mode(ctx context.Context, pool dbsqlc.DBTX, checked *testsignal.Signal[bool]) pgx.QueryExecMode {
 	if now := time.Now().UnixNano(); now >= g.checkAt.Load() && g.checking.CompareAndSwap(false, true) {
 		var open bool
-		if err := pool.QueryRow(ctx, planGateQuery, pgx.QueryExecModeCacheDescribe, planGateRows).Scan(&open); err == nil {
+		if err := pool.QueryRow(ctx, g.query, pgx.QueryExecModeCacheDescribe, planGateRows).Scan(&open); err == nil {
 			g.open.Store(open)
 			g.checkAt.Store(now + int64(planGateInterval))
 			checked.Signal(open)
@@ -89,6 +100,27 @@ func (g *planGate) mode(ctx context.Context, pool dbsqlc.DBTX, checked *testsign
 // ProviderLimitDraw, JobEventNotify).
 func (s *Store) hot(ctx context.Context) dbsqlc.DBTX {
 	return execMode{db: s.pool, mode: s.plans.mode(ctx, s.pool, &s.signals.PlansChecked)}
+}
+
+// gated is the pool for submitting's statements (the key read, newReads'
+// keyDB, and JobSubmitMany): they run named while keyPlans is open,
+// unnamed otherwise.
+type gated struct{ s *Store }
+
+func (g gated) db(ctx context.Context) execMode {
+	return execMode{db: g.s.pool, mode: g.s.keyPlans.mode(ctx, g.s.pool, &g.s.signals.KeyPlansChecked)}
+}
+
+func (g gated) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return g.db(ctx).Exec(ctx, sql, args...)
+}
+
+func (g gated) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return g.db(ctx).Query(ctx, sql, args...)
+}
+
+func (g gated) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return g.db(ctx).QueryRow(ctx, sql, args...)
 }
 
 // execMode runs db's statements in mode, pgx's per-query option.

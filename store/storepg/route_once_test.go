@@ -39,10 +39,12 @@ func TestConcurrentRoutingsRouteAnEventOnce(t *testing.T) {
 		if _, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica`); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `WITH jobs AS (SELECT g, gen_random_uuid() AS id FROM generate_series(1, $1::int) g)
-			INSERT INTO outbox (event_id, tenant, job_id, event_type, payload)
-			SELECT 'job' || g || '-' || n, 'acme', id, 'job.succeeded', '{}'
-			FROM jobs, generate_series(1, $2::int) n ORDER BY n, g`, jobs, perJob)
+		_, err := tx.Exec(ctx, `WITH jobs AS (SELECT g, gen_random_uuid() AS id FROM generate_series(1, $1::int) g),
+			ev AS (INSERT INTO outbox (event_id, tenant, job_id, event_type, payload)
+				SELECT 'job' || g || '-' || n, 'acme', id, 'job.succeeded', '{}'
+				FROM jobs, generate_series(1, $2::int) n ORDER BY n, g
+				RETURNING id, job_id)
+			INSERT INTO outbox_unrouted (id, job_id) SELECT id, job_id FROM ev`, jobs, perJob)
 		return err
 	}))
 	st := storepg.New(pool)

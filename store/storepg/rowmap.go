@@ -71,8 +71,8 @@ type reads = rowmap.Reads
 
 // newReads is the reads of q on db: a run's row mapped by run, with its
 // progress by withProgress, and the jobs given their runs' defaults by
-// runDefaults.
-func newReads(q *dbsqlc.Queries, db dbsqlc.DBTX, run func(dbsqlc.Run) (*store.Run, error),
+// runDefaults. The key read runs on keyDB (the plan gate's, plan_cache.go).
+func newReads(q *dbsqlc.Queries, db, keyDB dbsqlc.DBTX, run func(dbsqlc.Run) (*store.Run, error),
 	withProgress func(context.Context, dbsqlc.Run, time.Time) (*store.Run, error),
 	runDefaults func(context.Context, ...*store.Job) error) reads {
 	h := rowmap.Handle[dbsqlc.DBTX]{DB: db, Interpret: interpretError}
@@ -87,7 +87,7 @@ func newReads(q *dbsqlc.Queries, db dbsqlc.DBTX, run func(dbsqlc.Run) (*store.Ru
 		CheckpointByKey: rowmap.CheckpointGetByStageKey(h, q, checkpointFromRow),
 		LLMAttempts:     rowmap.LLMAttemptList(h, q, llmAttemptFromRow),
 		ComputedSuccess: rowmap.JobComputedSuccessGet(h, q, jobFromRow),
-		Keyed:           rowmap.KeyedJob(rowmap.JobGetByIdempotencyKey(h, q), jobFromRow),
+		Keyed:           rowmap.KeyedJob(rowmap.JobGetByIdempotencyKey(rowmap.Handle[dbsqlc.DBTX]{DB: keyDB, Interpret: interpretError}, q), jobFromRow),
 		Run:             rowmap.RunGetByID(h, q, run, withProgress),
 		APIKey:          rowmap.APIKeyGetByID(h, q, apiKeyFromRow),
 		APIKeys:         rowmap.APIKeyList(h, q, apiKeyFromRow),

@@ -30,6 +30,7 @@ type Store struct {
 	reads
 	pool     *pgxpool.Pool
 	plans    planGate // whether the engine's statements keep generic plans (plan_cache.go)
+	keyPlans planGate // whether submitting's statements keep generic plans (plan_cache.go)
 	q        *dbsqlc.Queries
 	runs     *rundefaults.Cache // the runs' params and labels, for their jobs (rundefaults.go)
 	ownsPool bool
@@ -49,10 +50,11 @@ const DefaultMaxConns = 16
 // open. The schema must be migrated (Migrate).
 func New(pool *pgxpool.Pool) *Store {
 	s := &Store{pool: pool, q: dbsqlc.New()}
+	s.plans.query, s.keyPlans.query = planGateQuery, keyPlanGateQuery
 	s.runs = rundefaults.New(rundefaults.Jsonb, s.loadRunDefaults)
 	s.JobSubmitter = store.JobSubmitter{Distinct: s.jobSubmitDistinct, RunDefaults: s.runs.Apply}
 	s.JobSettler = store.JobSettler{Settle: s.settle}
-	s.reads = newReads(s.q, pool, s.runFromRow, s.runWithProgress, s.runs.Apply)
+	s.reads = newReads(s.q, pool, gated{s}, s.runFromRow, s.runWithProgress, s.runs.Apply)
 	return s
 }
 

@@ -17,6 +17,10 @@ type TestSignals struct {
 	// the value is how many its pipeline committed together, or minus how
 	// many it then wrote one by one (engine_batch.go).
 	CheckpointBatch testsignal.Signal[int]
+	// KeyPlansChecked: submitting's plan gate read the statistics of
+	// jobs and idempotency_keys; the value is whether the key read and
+	// JobSubmitMany may keep generic plans now.
+	KeyPlansChecked testsignal.Signal[bool]
 }
 
 // TestSignals returns the store's test signals.

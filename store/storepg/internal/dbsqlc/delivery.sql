@@ -1,26 +1,27 @@
 -- name: OutboxRouteBatch :many
--- Reads the oldest unrouted events, up to @max, of the partitions of the
--- outbox (a hash of the job id; the number of partitions is a power of
--- two) this transaction locked: their list, comma-separated, is the
--- transaction's setting oncejob.route_partitions, set by the statement that
--- took the locks before this one (routeLock in delivery_route.go). In its
--- own statement, so its snapshot is taken with the locks held: a routing
--- that held one of them before has committed, and its events read routed;
--- read in the locking statement's snapshot, they read unrouted and were
--- routed again. No partition: no row. A job's events are written one
--- transaction after another (each holds the job's row lock), so a later
--- event is never visible before an earlier one. Each event comes with the
--- sinks its job has a pending delivery to, and every disabled sink.
+-- Reads the oldest unrouted events (the queue outbox_unrouted, in id
+-- order), up to @max, of the partitions of the outbox (a hash of the job
+-- id; the number of partitions is a power of two) this transaction locked:
+-- their list, comma-separated, is the transaction's setting
+-- oncejob.route_partitions, set by the statement that took the locks before
+-- this one (routeLock in delivery_route.go). In its own statement, so its
+-- snapshot is taken with the locks held: a routing that held one of them
+-- before has committed, and its events are out of the queue; read in the
+-- locking statement's snapshot, they read unrouted and were routed again.
+-- No partition: no row. A job's events are written one transaction after
+-- another (each holds the job's row lock), so a later event is never
+-- visible before an earlier one. Each event comes with the sinks its job
+-- has a pending delivery to, and every disabled sink.
 SELECT sqlc.embed(o),
     ARRAY(SELECT DISTINCT d.sink FROM deliveries d
         WHERE d.job_id = o.job_id AND d.status = 'pending')::text[] AS pending_sinks,
     ARRAY(SELECT s.sink FROM sink_states s)::text[] AS disabled_sinks
-FROM outbox o
+FROM outbox_unrouted u
+    JOIN outbox o ON o.id = u.id
 WHERE current_setting('oncejob.route_partitions', true) <> ''
-    AND o.routed_at IS NULL
-    AND (hashtext(o.job_id::text) & (sqlc.arg(partitions)::integer - 1)) = ANY(
+    AND (hashtext(u.job_id::text) & (sqlc.arg(partitions)::integer - 1)) = ANY(
         string_to_array(current_setting('oncejob.route_partitions', true), ',')::integer[])
-ORDER BY o.id
+ORDER BY u.id
 LIMIT @max::integer;
 
 -- name: OutboxRouteWrite :exec
@@ -28,8 +29,13 @@ LIMIT @max::integer;
 -- status - pending and due now (attempt 0: not attempted), or as its
 -- routing attempt left it (a landed attempt recorded in its landed column)
 -- - the journal rows of the attempts that did not land, and the events
--- marked routed. The deliveries come as arrays (unnest: no parsing); the
--- journal rows, rare, as JSON.
+-- taken out of the routing queue (outbox_unrouted; the outbox rows are not
+-- written). The deliveries come as arrays (unnest: no parsing); the journal
+-- rows, rare, as JSON. No ON CONFLICT: an event is routed once (its
+-- partition's lock, and its queue row deleted in the same transaction as
+-- its deliveries are inserted), so deliveries_outbox_sink_key is a guard
+-- that fails the routing should that ever not hold, and a speculative
+-- insertion would cost each delivery one more WAL record (its confirm).
 WITH r AS (
     SELECT unnest(@outbox_ids::bigint[]) AS outbox_id,
         unnest(@event_ids::text[]) AS event_id,
@@ -55,7 +61,6 @@ ins AS (
         CASE WHEN r.status = 'delivered' THEN now() END, r.landed
     FROM r
     ORDER BY r.outbox_id
-    ON CONFLICT (event_id, sink) DO NOTHING
     RETURNING id, outbox_id, event_id, sink, tenant
 ),
 journal AS (
@@ -70,21 +75,18 @@ journal AS (
             finished_at timestamptz, latency_ms bigint)
         JOIN ins ON ins.outbox_id = j.outbox_id AND ins.sink = j.sink
 )
-UPDATE outbox SET routed_at = now()
+DELETE FROM outbox_unrouted
 WHERE id = ANY(@routed_ids::bigint[]);
 
 -- name: DeliveryLanded :one
 SELECT id, event_id, sink, tenant, landed FROM deliveries
 WHERE id = @id::bigint;
 
--- name: OutboxMarkRouted :exec
-UPDATE outbox SET routed_at = now()
-WHERE id = ANY(@ids::bigint[]);
-
 -- name: OutboxUnroutedList :many
-SELECT * FROM outbox
-WHERE routed_at IS NULL AND created_at < @created_before::timestamptz
-ORDER BY id
+SELECT o.* FROM outbox_unrouted u
+    JOIN outbox o ON o.id = u.id
+WHERE o.created_at < @created_before::timestamptz
+ORDER BY u.id
 LIMIT @max::integer;
 
 -- name: DeliveryClaim :many
@@ -158,9 +160,13 @@ SELECT id FROM settled;
 
 -- name: DeliveryList :many
 -- Dead letters first, then pending, then delivered; newest first in each.
+-- A job's deliveries are found through its events (outbox_job_event_key,
+-- then deliveries_outbox_sink_key): no index of deliveries by job (one
+-- index entry less a delivery, migration 0033).
 SELECT * FROM deliveries
 WHERE (@all_tenants::boolean OR tenant = @tenant::text)
-    AND (sqlc.narg(job_id)::uuid IS NULL OR job_id = sqlc.narg(job_id)::uuid)
+    AND (sqlc.narg(job_id)::uuid IS NULL OR (job_id = sqlc.narg(job_id)::uuid
+        AND outbox_id = ANY(ARRAY(SELECT o.id FROM outbox o WHERE o.job_id = sqlc.narg(job_id)::uuid))))
     AND (@status::text = '' OR status = @status::text)
     AND (@sink::text = '' OR sink = @sink::text)
     AND (@last_outcome::text = '' OR last_outcome = @last_outcome::text)

@@ -234,7 +234,8 @@ func (q *Queries) DeliveryLanded(ctx context.Context, db DBTX, id int64) (Delive
 const deliveryList = `-- name: DeliveryList :many
 SELECT id, outbox_id, event_id, event_type, sink, tenant, job_id, status, attempt, attempts, due_at, lease_owner, last_outcome, last_error, external_ref, budget_started_at, created_at, updated_at, delivered_at, landed FROM deliveries
 WHERE ($1::boolean OR tenant = $2::text)
-    AND ($3::uuid IS NULL OR job_id = $3::uuid)
+    AND ($3::uuid IS NULL OR (job_id = $3::uuid
+        AND outbox_id = ANY(ARRAY(SELECT o.id FROM outbox o WHERE o.job_id = $3::uuid))))
     AND ($4::text = '' OR status = $4::text)
     AND ($5::text = '' OR sink = $5::text)
     AND ($6::text = '' OR last_outcome = $6::text)
@@ -260,6 +261,9 @@ type DeliveryListParams struct {
 }
 
 // Dead letters first, then pending, then delivered; newest first in each.
+// A job's deliveries are found through its events (outbox_job_event_key,
+// then deliveries_outbox_sink_key): no index of deliveries by job (one
+// index entry less a delivery, migration 0033).
 func (q *Queries) DeliveryList(ctx context.Context, db DBTX, arg DeliveryListParams) ([]Delivery, error) {
 	rows, err := db.Query(ctx, deliveryList,
 		arg.AllTenants,
@@ -446,27 +450,17 @@ func (q *Queries) DeliverySettle(ctx context.Context, db DBTX, arg DeliverySettl
 	return items, nil
 }
 
-const outboxMarkRouted = `-- name: OutboxMarkRouted :exec
-UPDATE outbox SET routed_at = now()
-WHERE id = ANY($1::bigint[])
-`
-
-func (q *Queries) OutboxMarkRouted(ctx context.Context, db DBTX, ids []int64) error {
-	_, err := db.Exec(ctx, outboxMarkRouted, ids)
-	return err
-}
-
 const outboxRouteBatch = `-- name: OutboxRouteBatch :many
 SELECT o.id, o.event_id, o.tenant, o.job_id, o.event_type, o.payload, o.created_at, o.routed_at, o.pipeline,
     ARRAY(SELECT DISTINCT d.sink FROM deliveries d
         WHERE d.job_id = o.job_id AND d.status = 'pending')::text[] AS pending_sinks,
     ARRAY(SELECT s.sink FROM sink_states s)::text[] AS disabled_sinks
-FROM outbox o
+FROM outbox_unrouted u
+    JOIN outbox o ON o.id = u.id
 WHERE current_setting('oncejob.route_partitions', true) <> ''
-    AND o.routed_at IS NULL
-    AND (hashtext(o.job_id::text) & ($1::integer - 1)) = ANY(
+    AND (hashtext(u.job_id::text) & ($1::integer - 1)) = ANY(
         string_to_array(current_setting('oncejob.route_partitions', true), ',')::integer[])
-ORDER BY o.id
+ORDER BY u.id
 LIMIT $2::integer
 `
 
@@ -481,18 +475,19 @@ type OutboxRouteBatchRow struct {
 	DisabledSinks []string
 }
 
-// Reads the oldest unrouted events, up to @max, of the partitions of the
-// outbox (a hash of the job id; the number of partitions is a power of
-// two) this transaction locked: their list, comma-separated, is the
-// transaction's setting oncejob.route_partitions, set by the statement that
-// took the locks before this one (routeLock in delivery_route.go). In its
-// own statement, so its snapshot is taken with the locks held: a routing
-// that held one of them before has committed, and its events read routed;
-// read in the locking statement's snapshot, they read unrouted and were
-// routed again. No partition: no row. A job's events are written one
-// transaction after another (each holds the job's row lock), so a later
-// event is never visible before an earlier one. Each event comes with the
-// sinks its job has a pending delivery to, and every disabled sink.
+// Reads the oldest unrouted events (the queue outbox_unrouted, in id
+// order), up to @max, of the partitions of the outbox (a hash of the job
+// id; the number of partitions is a power of two) this transaction locked:
+// their list, comma-separated, is the transaction's setting
+// oncejob.route_partitions, set by the statement that took the locks before
+// this one (routeLock in delivery_route.go). In its own statement, so its
+// snapshot is taken with the locks held: a routing that held one of them
+// before has committed, and its events are out of the queue; read in the
+// locking statement's snapshot, they read unrouted and were routed again.
+// No partition: no row. A job's events are written one transaction after
+// another (each holds the job's row lock), so a later event is never
+// visible before an earlier one. Each event comes with the sinks its job
+// has a pending delivery to, and every disabled sink.
 func (q *Queries) OutboxRouteBatch(ctx context.Context, db DBTX, arg OutboxRouteBatchParams) ([]OutboxRouteBatchRow, error) {
 	rows, err := db.Query(ctx, outboxRouteBatch, arg.Partitions, arg.Max)
 	if err != nil {
@@ -551,7 +546,6 @@ ins AS (
         CASE WHEN r.status = 'delivered' THEN now() END, r.landed
     FROM r
     ORDER BY r.outbox_id
-    ON CONFLICT (event_id, sink) DO NOTHING
     RETURNING id, outbox_id, event_id, sink, tenant
 ),
 journal AS (
@@ -566,7 +560,7 @@ journal AS (
             finished_at timestamptz, latency_ms bigint)
         JOIN ins ON ins.outbox_id = j.outbox_id AND ins.sink = j.sink
 )
-UPDATE outbox SET routed_at = now()
+DELETE FROM outbox_unrouted
 WHERE id = ANY($1::bigint[])
 `
 
@@ -593,8 +587,13 @@ type OutboxRouteWriteParams struct {
 // status - pending and due now (attempt 0: not attempted), or as its
 // routing attempt left it (a landed attempt recorded in its landed column)
 // - the journal rows of the attempts that did not land, and the events
-// marked routed. The deliveries come as arrays (unnest: no parsing); the
-// journal rows, rare, as JSON.
+// taken out of the routing queue (outbox_unrouted; the outbox rows are not
+// written). The deliveries come as arrays (unnest: no parsing); the journal
+// rows, rare, as JSON. No ON CONFLICT: an event is routed once (its
+// partition's lock, and its queue row deleted in the same transaction as
+// its deliveries are inserted), so deliveries_outbox_sink_key is a guard
+// that fails the routing should that ever not hold, and a speculative
+// insertion would cost each delivery one more WAL record (its confirm).
 func (q *Queries) OutboxRouteWrite(ctx context.Context, db DBTX, arg OutboxRouteWriteParams) error {
 	_, err := db.Exec(ctx, outboxRouteWrite,
 		arg.RoutedIds,
@@ -618,9 +617,10 @@ func (q *Queries) OutboxRouteWrite(ctx context.Context, db DBTX, arg OutboxRoute
 }
 
 const outboxUnroutedList = `-- name: OutboxUnroutedList :many
-SELECT id, event_id, tenant, job_id, event_type, payload, created_at, routed_at, pipeline FROM outbox
-WHERE routed_at IS NULL AND created_at < $1::timestamptz
-ORDER BY id
+SELECT o.id, o.event_id, o.tenant, o.job_id, o.event_type, o.payload, o.created_at, o.routed_at, o.pipeline FROM outbox_unrouted u
+    JOIN outbox o ON o.id = u.id
+WHERE o.created_at < $1::timestamptz
+ORDER BY u.id
 LIMIT $2::integer
 `
 

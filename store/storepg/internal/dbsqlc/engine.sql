@@ -174,6 +174,14 @@ event AS (
 SELECT * FROM job;
 
 -- name: OutboxList :many
-SELECT * FROM outbox
-WHERE job_id = @job_id::uuid
-ORDER BY id;
+-- A job's events. routed: none while the event is in the routing queue
+-- (outbox_unrouted); else when it was routed - routed_at for an event
+-- routed before migration 0033, the creation of its first delivery after
+-- it (routing no longer writes the outbox row), the event's own commit for
+-- one routed to no sink.
+SELECT sqlc.embed(o),
+    EXISTS (SELECT 1 FROM outbox_unrouted u WHERE u.id = o.id) AS unrouted,
+    coalesce(o.routed_at, (SELECT min(d.created_at) FROM deliveries d WHERE d.outbox_id = o.id), o.created_at)::timestamptz AS routed
+FROM outbox o
+WHERE o.job_id = @job_id::uuid
+ORDER BY o.id;

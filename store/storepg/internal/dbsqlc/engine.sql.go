@@ -644,30 +644,46 @@ func (q *Queries) LLMAttemptRecord(ctx context.Context, db DBTX, arg LLMAttemptR
 }
 
 const outboxList = `-- name: OutboxList :many
-SELECT id, event_id, tenant, job_id, event_type, payload, created_at, routed_at, pipeline FROM outbox
-WHERE job_id = $1::uuid
-ORDER BY id
+SELECT o.id, o.event_id, o.tenant, o.job_id, o.event_type, o.payload, o.created_at, o.routed_at, o.pipeline,
+    EXISTS (SELECT 1 FROM outbox_unrouted u WHERE u.id = o.id) AS unrouted,
+    coalesce(o.routed_at, (SELECT min(d.created_at) FROM deliveries d WHERE d.outbox_id = o.id), o.created_at)::timestamptz AS routed
+FROM outbox o
+WHERE o.job_id = $1::uuid
+ORDER BY o.id
 `
 
-func (q *Queries) OutboxList(ctx context.Context, db DBTX, jobID string) ([]Outbox, error) {
+type OutboxListRow struct {
+	Outbox   Outbox
+	Unrouted bool
+	Routed   time.Time
+}
+
+// A job's events. routed: none while the event is in the routing queue
+// (outbox_unrouted); else when it was routed - routed_at for an event
+// routed before migration 0033, the creation of its first delivery after
+// it (routing no longer writes the outbox row), the event's own commit for
+// one routed to no sink.
+func (q *Queries) OutboxList(ctx context.Context, db DBTX, jobID string) ([]OutboxListRow, error) {
 	rows, err := db.Query(ctx, outboxList, jobID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Outbox
+	var items []OutboxListRow
 	for rows.Next() {
-		var i Outbox
+		var i OutboxListRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.EventID,
-			&i.Tenant,
-			&i.JobID,
-			&i.EventType,
-			&i.Payload,
-			&i.CreatedAt,
-			&i.RoutedAt,
-			&i.Pipeline,
+			&i.Outbox.ID,
+			&i.Outbox.EventID,
+			&i.Outbox.Tenant,
+			&i.Outbox.JobID,
+			&i.Outbox.EventType,
+			&i.Outbox.Payload,
+			&i.Outbox.CreatedAt,
+			&i.Outbox.RoutedAt,
+			&i.Outbox.Pipeline,
+			&i.Unrouted,
+			&i.Routed,
 		); err != nil {
 			return nil, err
 		}

@@ -73,6 +73,11 @@ job AS (
         CASE WHEN source.id IS NULL THEN NULL ELSE now() END,
         created.traceparent, created.run_id, created.priority
     FROM created
+    -- At most one row (jobs_computed_success_key is unique); LIMIT 1 keeps
+    -- the lookup a probe of that index per submission in every plan: a
+    -- plan that costs the arrays at 10 rows (the generic plan the key
+    -- gate lets this statement keep, plan_cache.go) would otherwise hash
+    -- the index's every entry.
     LEFT JOIN LATERAL (
         SELECT jobs.id, jobs.output
         FROM jobs
@@ -80,6 +85,7 @@ job AS (
             AND jobs.dedup_key = created.dedup_key
             AND jobs.status = 'succeeded'
             AND jobs.deduplicated_from IS NULL
+        LIMIT 1
     ) AS source ON true
     RETURNING *
 ),

@@ -414,6 +414,11 @@ job AS (
         CASE WHEN source.id IS NULL THEN NULL ELSE now() END,
         created.traceparent, created.run_id, created.priority
     FROM created
+    -- At most one row (jobs_computed_success_key is unique); LIMIT 1 keeps
+    -- the lookup a probe of that index per submission in every plan: a
+    -- plan that costs the arrays at 10 rows (the generic plan the key
+    -- gate lets this statement keep, plan_cache.go) would otherwise hash
+    -- the index's every entry.
     LEFT JOIN LATERAL (
         SELECT jobs.id, jobs.output
         FROM jobs
@@ -421,6 +426,7 @@ job AS (
             AND jobs.dedup_key = created.dedup_key
             AND jobs.status = 'succeeded'
             AND jobs.deduplicated_from IS NULL
+        LIMIT 1
     ) AS source ON true
     RETURNING id, tenant, idempotency_key, dedup_key, pipeline, pipeline_version, prompt_version, model_profile, document_sha256, document_media_type, document_name, document_size_bytes, params, labels, traceparent, run_id, priority, created_at, budget_started_at, generation, approved, cancel_requested, error, deduplicated_from, output, finished_at, status, attempt, budget_attempts, run_after, lease_owner, lease_until, stage, last_event_seq, llm_calls, prompt_tokens, completion_tokens, cost_micros, budget_tokens, updated_at
 ),

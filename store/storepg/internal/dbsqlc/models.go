@@ -184,6 +184,11 @@ type Outbox struct {
 	Pipeline  string
 }
 
+type OutboxUnrouted struct {
+	ID    int64
+	JobID string
+}
+
 type ProviderBatch struct {
 	Tag       string
 	BatchID   string

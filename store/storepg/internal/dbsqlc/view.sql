@@ -40,8 +40,8 @@ GROUP BY sink;
 
 -- name: OutboxStatsUnrouted :one
 -- Events no relay has routed yet (none runs, or it falls behind), and the
--- oldest one's commit (the epoch when there is none): a walk of
--- outbox_unrouted_idx.
-SELECT count(*)::bigint AS events, coalesce(min(created_at), 'epoch')::timestamptz AS oldest
-FROM outbox
-WHERE routed_at IS NULL;
+-- oldest one's commit (the epoch when there is none): the routing queue
+-- outbox_unrouted, with each event's row.
+SELECT count(*)::bigint AS events, coalesce(min(o.created_at), 'epoch')::timestamptz AS oldest
+FROM outbox_unrouted u
+    JOIN outbox o ON o.id = u.id;

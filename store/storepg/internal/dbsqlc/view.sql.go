@@ -149,9 +149,9 @@ func (q *Queries) OutboxStatsPending(ctx context.Context, db DBTX) ([]OutboxStat
 }
 
 const outboxStatsUnrouted = `-- name: OutboxStatsUnrouted :one
-SELECT count(*)::bigint AS events, coalesce(min(created_at), 'epoch')::timestamptz AS oldest
-FROM outbox
-WHERE routed_at IS NULL
+SELECT count(*)::bigint AS events, coalesce(min(o.created_at), 'epoch')::timestamptz AS oldest
+FROM outbox_unrouted u
+    JOIN outbox o ON o.id = u.id
 `
 
 type OutboxStatsUnroutedRow struct {
@@ -160,8 +160,8 @@ type OutboxStatsUnroutedRow struct {
 }
 
 // Events no relay has routed yet (none runs, or it falls behind), and the
-// oldest one's commit (the epoch when there is none): a walk of
-// outbox_unrouted_idx.
+// oldest one's commit (the epoch when there is none): the routing queue
+// outbox_unrouted, with each event's row.
 func (q *Queries) OutboxStatsUnrouted(ctx context.Context, db DBTX) (OutboxStatsUnroutedRow, error) {
 	row := db.QueryRow(ctx, outboxStatsUnrouted)
 	var i OutboxStatsUnroutedRow
