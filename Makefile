@@ -66,7 +66,7 @@ test-go:
 APIFUZZ_REQUESTS ?= 5000
 APIFUZZ_SEED     ?= 0
 apifuzz:
-	nice -n 10 $(GO) test -count=1 -v -run TestAPIFuzz ./tests/apifuzz -apifuzz.requests $(APIFUZZ_REQUESTS) -apifuzz.seed $(APIFUZZ_SEED)
+	nice -n 10 $(GO) test -count=1 -timeout 30m -v -run TestAPIFuzz ./tests/apifuzz -apifuzz.requests $(APIFUZZ_REQUESTS) -apifuzz.seed $(APIFUZZ_SEED)
 
 fuzz:
 	nice -n 10 $(GO) test -run '^$$' -fuzz '^FuzzCanonical$$' -fuzztime $(FUZZTIME) ./jobkey

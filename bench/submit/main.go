@@ -322,8 +322,6 @@ CREATE TABLE pgbench_keys (LIKE idempotency_keys INCLUDING ALL)`); err != nil {
 	return err
 }
 
-// warmupAndReplayKeys runs the warmup and creates the replay phase's keys.
-
 // warmupAndReplayKeys runs the warmup and creates the replay phase's keys
 // (an existing key is replayed: a second round finds them made).
 func (p *phases) warmupAndReplayKeys(ctx context.Context) error {

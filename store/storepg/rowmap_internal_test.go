@@ -20,20 +20,33 @@ func TestJobFromRowNamesEveryColumn(t *testing.T) {
 	row, want := reflect.TypeOf(dbsqlc.Job{}), reflect.TypeOf(rowmap.JobRow[time.Time]{})
 	require.Equal(t, want.NumField(), row.NumField())
 	r := reflect.New(row).Elem()
+	bools := 0
 	for i := 0; i < row.NumField(); i++ {
 		f := row.Field(i)
 		w, ok := want.FieldByName(f.Name)
 		require.True(t, ok, "rowmap.JobRow has no field %s", f.Name)
 		require.Equal(t, w.Type, f.Type, f.Name)
-		// A value that is not the zero value of any field: jobFromRow must
-		// carry each one over.
-		switch f.Type.Kind() {
-		case reflect.String:
-			r.Field(i).SetString("x")
-		case reflect.Int64:
-			r.Field(i).SetInt(7)
-		case reflect.Bool:
-			r.Field(i).SetBool(true)
+		// A value of its own for each field (its name, its index, a time of
+		// its index; the bools alternate): a field carried into another of
+		// the same type fails too.
+		switch v := r.Field(i); f.Type {
+		case reflect.TypeOf(""):
+			v.SetString(f.Name)
+		case reflect.TypeOf(int64(0)):
+			v.SetInt(int64(i + 1))
+		case reflect.TypeOf(false):
+			bools++
+			v.SetBool(bools%2 == 1)
+		case reflect.TypeOf(time.Time{}):
+			v.Set(reflect.ValueOf(time.Unix(int64(i+1), 0)))
+		case reflect.TypeOf((*string)(nil)):
+			name := f.Name
+			v.Set(reflect.ValueOf(&name))
+		case reflect.TypeOf((*time.Time)(nil)):
+			at := time.Unix(int64(i+1), 0)
+			v.Set(reflect.ValueOf(&at))
+		default:
+			t.Fatalf("no value of its own for %s's type %s: add one", f.Name, f.Type)
 		}
 	}
 	mapped := jobRowOf(r.Interface().(dbsqlc.Job))
