@@ -80,32 +80,8 @@ func (e *engineBench) accountRelay(ctx context.Context, pool *pgxpool.Pool) (acc
 		return account{}, err
 	}
 	defer r.stop()
-	deadline := time.Now().Add(c.phaseTimeout)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		var unrouted, delivered, pending int64
-		if err := pool.QueryRow(ctx, unroutedQ).Scan(&unrouted); err != nil {
-			return account{}, err
-		}
-		if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'delivered'), count(*) FILTER (WHERE status <> 'delivered') FROM deliveries`).
-			Scan(&delivered, &pending); err != nil {
-			return account{}, err
-		}
-		if unrouted == 0 && delivered-delivered0 == events {
-			break
-		}
-		if r.exited() {
-			return account{}, fmt.Errorf("relay exited: %s", r.tail())
-		}
-		if time.Now().After(deadline) {
-			return account{}, fmt.Errorf("after %s: %d unrouted, %d of %d delivered, %d not delivered", c.phaseTimeout, unrouted, delivered-delivered0, events, pending)
-		}
-		select {
-		case <-ctx.Done():
-			return account{}, ctx.Err()
-		case <-tick.C:
-		}
+	if err := e.waitRelayed(ctx, pool, r, unroutedQ, events, delivered0); err != nil {
+		return account{}, err
 	}
 	elapsed := time.Since(t0)
 	r.stop()
@@ -120,4 +96,37 @@ func (e *engineBench) accountRelay(ctx context.Context, pool *pgxpool.Pool) (acc
 	a, err := e.readAccount(ctx, "oncejob relayed event (JetStream)"+e.suffix(), c.db, int(events), walBefore)
 	a.elapsed, a.pgCPU = elapsed, e.pgCPU(ctx)-pg0
 	return a, err
+}
+
+// waitRelayed waits until the relay r has routed every event (unroutedQ
+// counts none) and delivered events more deliveries than delivered0.
+func (e *engineBench) waitRelayed(ctx context.Context, pool *pgxpool.Pool, r *proc, unroutedQ string, events, delivered0 int64) error {
+	c := e.c
+	deadline := time.Now().Add(c.phaseTimeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var unrouted, delivered, pending int64
+		if err := pool.QueryRow(ctx, unroutedQ).Scan(&unrouted); err != nil {
+			return err
+		}
+		if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'delivered'), count(*) FILTER (WHERE status <> 'delivered') FROM deliveries`).
+			Scan(&delivered, &pending); err != nil {
+			return err
+		}
+		if unrouted == 0 && delivered-delivered0 == events {
+			return nil
+		}
+		if r.exited() {
+			return fmt.Errorf("relay exited: %s", r.tail())
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %s: %d unrouted, %d of %d delivered, %d not delivered", c.phaseTimeout, unrouted, delivered-delivered0, events, pending)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }

@@ -102,32 +102,7 @@ func compareTrees(ctx context.Context, c config, trees []*tree, tmp, riverURL st
 	results = append(results, pg...)
 	printResults(os.Stdout, c, results)
 
-	peers := make(map[string]float64)
-	for _, x := range pg {
-		peers[x.name] = x.rate
-	}
-	fmt.Printf("\nmedians of %d rounds\n\n", rounds)
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
-	fmt.Fprintln(tw, "phase\t tree\t rates/s\t median/s\t peer/s\t ratio to peer\t vs "+trees[min(1, len(trees)-1)].name()+"\t CPU/op server µs\t Postgres µs\t")
-	for _, ph := range []struct{ name, peer string }{{nameNewKey, namePgInsert}, {nameReplay, namePgConflict}, {nameBatch, nameRiver}} {
-		base := median(byTree[trees[1].name()][ph.name])
-		for _, t := range trees {
-			rates := byTree[t.name()][ph.name]
-			m := median(rates)
-			var rs []string
-			for _, x := range rates {
-				rs = append(rs, fmt.Sprintf("%.0f", x))
-			}
-			var srv, pg []float64
-			for _, x := range cpuByTree[t.name()][ph.name] {
-				srv, pg = append(srv, x[0]), append(pg, x[1])
-			}
-			peer := peers[ph.peer] // 0 when the peers failed: +Inf
-			fmt.Fprintf(tw, "%s\t %s\t %s\t %.0f\t %.0f\t %.2f\t %.2f\t %s\t %s\t\n", ph.name, t.name(), strings.Join(rs, ", "), m, peer, m/peer, m/base,
-				medianOf(srv), medianOf(pg))
-		}
-	}
-	tw.Flush()
+	printMedians(rounds, trees, byTree, cpuByTree, pg)
 	fmt.Printf("load average (1m) before/after: %s / %s on %d CPUs\n", loadBefore, loadavg(), runtime.NumCPU())
 	return nil
 }
@@ -162,4 +137,36 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// printMedians prints, per phase and tree, the rounds' rates, their median
+// and its ratios to the peer and to the first -before tree, with the median
+// CPU per operation of the server and of Postgres.
+func printMedians(rounds int, trees []*tree, byTree map[string]map[string][]float64, cpuByTree map[string]map[string][][2]float64, pg []result) {
+	peers := make(map[string]float64)
+	for _, x := range pg {
+		peers[x.name] = x.rate
+	}
+	fmt.Printf("\nmedians of %d rounds\n\n", rounds)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
+	fmt.Fprintln(tw, "phase\t tree\t rates/s\t median/s\t peer/s\t ratio to peer\t vs "+trees[min(1, len(trees)-1)].name()+"\t CPU/op server µs\t Postgres µs\t")
+	for _, ph := range []struct{ name, peer string }{{nameNewKey, namePgInsert}, {nameReplay, namePgConflict}, {nameBatch, nameRiver}} {
+		base := median(byTree[trees[1].name()][ph.name])
+		for _, t := range trees {
+			rates := byTree[t.name()][ph.name]
+			m := median(rates)
+			var rs []string
+			for _, x := range rates {
+				rs = append(rs, fmt.Sprintf("%.0f", x))
+			}
+			var srv, pg []float64
+			for _, x := range cpuByTree[t.name()][ph.name] {
+				srv, pg = append(srv, x[0]), append(pg, x[1])
+			}
+			peer := peers[ph.peer] // 0 when the peers failed: +Inf
+			fmt.Fprintf(tw, "%s\t %s\t %s\t %.0f\t %.0f\t %.2f\t %.2f\t %s\t %s\t\n", ph.name, t.name(), strings.Join(rs, ", "), m, peer, m/peer, m/base,
+				medianOf(srv), medianOf(pg))
+		}
+	}
+	tw.Flush()
 }

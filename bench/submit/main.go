@@ -146,19 +146,11 @@ func run(ctx context.Context, c config) error {
 		}
 		c.root = r
 	}
-	tmp, err := os.MkdirTemp("", "oncejob-bench-")
+	tmp, cleanup, err := c.tempDir()
 	if err != nil {
 		return err
 	}
-	// Postgres reads the COPY file as its own user.
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return err
-	}
-	if c.keep {
-		logf("temp dir %s (kept)", tmp)
-	} else {
-		defer os.RemoveAll(tmp)
-	}
+	defer cleanup()
 
 	logf("building the server from %s", c.root)
 	bin := filepath.Join(tmp, "oncejob")
@@ -171,17 +163,9 @@ func run(ctx context.Context, c config) error {
 	riverDB := c.db + "_river"
 	dbs := []string{c.db, riverDB}
 	trees := []*tree{{label: "", db: c.db, root: c.root, bin: bin, dbURL: dbURL}}
-	if c.before != "" {
-		for i, dir := range strings.Split(c.before, ",") {
-			logf("building the server from %s (-before)", dir)
-			b := filepath.Join(tmp, fmt.Sprintf("oncejob-before%d", i))
-			if err := cmdRun(ctx, dir, "go", "build", "-o", b, "./cmd/oncejob"); err != nil {
-				return fmt.Errorf("build server of %s: %w", dir, err)
-			}
-			db := fmt.Sprintf("%s_before%d", c.db, i)
-			dbs = append(dbs, db)
-			trees = append(trees, &tree{label: "@" + dir, db: db, root: dir, bin: b, dbURL: c.pgURL + "/" + db + "?sslmode=disable"})
-		}
+	trees, dbs, err = c.beforeTrees(ctx, tmp, trees, dbs)
+	if err != nil {
+		return err
 	}
 	drop, err := recreateDBs(ctx, adminURL, c.keep, dbs...)
 	if err != nil {
@@ -231,6 +215,42 @@ func run(ctx context.Context, c config) error {
 		return fmt.Errorf("targets missed: %s", strings.Join(missed, "; "))
 	}
 	return nil
+}
+
+// tempDir is the run's temp dir, and what removes it (unless -keep).
+func (c config) tempDir() (string, func(), error) {
+	tmp, err := os.MkdirTemp("", "oncejob-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	// Postgres reads the COPY file as its own user.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		os.RemoveAll(tmp)
+		return "", nil, err
+	}
+	if c.keep {
+		logf("temp dir %s (kept)", tmp)
+		return tmp, func() {}, nil
+	}
+	return tmp, func() { os.RemoveAll(tmp) }, nil
+}
+
+// beforeTrees builds the server of each -before tree and adds it, with a
+// database of its own, to trees and dbs.
+func (c config) beforeTrees(ctx context.Context, tmp string, trees []*tree, dbs []string) ([]*tree, []string, error) {
+	if c.before != "" {
+		for i, dir := range strings.Split(c.before, ",") {
+			logf("building the server from %s (-before)", dir)
+			b := filepath.Join(tmp, fmt.Sprintf("oncejob-before%d", i))
+			if err := cmdRun(ctx, dir, "go", "build", "-o", b, "./cmd/oncejob"); err != nil {
+				return nil, nil, fmt.Errorf("build server of %s: %w", dir, err)
+			}
+			db := fmt.Sprintf("%s_before%d", c.db, i)
+			dbs = append(dbs, db)
+			trees = append(trees, &tree{label: "@" + dir, db: db, root: dir, bin: b, dbURL: c.pgURL + "/" + db + "?sslmode=disable"})
+		}
+	}
+	return trees, dbs, nil
 }
 
 // phases is what the measured phases share: the server's address and

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -167,6 +168,28 @@ func (e *consoleEnv) waitStatus(id, status string) {
 func (e *consoleEnv) do(actions ...chromedp.Action[chromedp.Void]) {
 	e.t.Helper()
 	require.NoError(e.t, chromedp.Do(e.ctx, actions...))
+}
+
+// keptAcrossRefreshes marks the node sel selects, waits until the page has
+// fetched a path ending in path twice more (its timed refresh: the second fetch starts after
+// the first one's view was drawn) and fails if sel then selects another
+// node: a refresh that swaps an unchanged link or button loses a click that
+// falls between its press and release.
+func (e *consoleEnv) keptAcrossRefreshes(sel, path string) {
+	e.t.Helper()
+	evaluate[bool](e, `(() => {
+		window.__loads = 0;
+		window.__fetch = window.__fetch || window.fetch;
+		window.fetch = (...a) => {
+			if (String(a[0]).endsWith(`+strconv.Quote(path)+`)) window.__loads++;
+			return window.__fetch(...a);
+		};
+		document.querySelector(`+strconv.Quote(sel)+`).__kept = true;
+		return true;
+	})()`)
+	e.do(chromedp.Poll[chromedp.Void](`window.__loads >= 2`))
+	require.True(e.t, evaluate[bool](e, `document.querySelector(`+strconv.Quote(sel)+`).__kept === true`),
+		"a refresh replaced %s, which had not changed", sel)
 }
 
 func evaluate[T any](e *consoleEnv, js string) T {
@@ -481,8 +504,10 @@ func TestConsoleRunsPageReplaysAndRetriesFailures(t *testing.T) {
 	require.Equal(t, "3", evaluate[string](e, `document.querySelector('`+row+` [data-field="items"]').textContent`))
 	require.Equal(t, "3", evaluate[string](e, `document.querySelector('`+row+` [data-field="failed"]').textContent`))
 	e.screenshot("runs")
+	e.keptAcrossRefreshes(row+` a.run-link`, "/v1/runs?page_size=100")
 
 	e.do(chromedp.Click(css(row+` a.run-link`)), chromedp.WaitVisible(css(`#failed-body tr[data-job-id="`+ids[0]+`"]`)))
+	e.keptAcrossRefreshes(`#failed-body tr[data-job-id="`+ids[0]+`"] button[data-action="replay"]`, "/v1/runs/"+run)
 	e.do(chromedp.Click(css(`#failed-body tr[data-job-id="` + ids[0] + `"] button[data-action="replay"]`)))
 	e.waitStatus(ids[0], "SUCCEEDED")
 	e.do(chromedp.Poll[chromedp.Void](`document.querySelector('#failed-body tr[data-job-id="` + ids[0] + `"] .status.st-SUCCEEDED') !== null`))

@@ -4,7 +4,7 @@
 // route for WatchRun yet).
 
 import { act, ApiError, call } from './api.js';
-import { fill, h, jobLink } from './dom.js';
+import { fill, h, jobLink, refill } from './dom.js';
 import { statusBadge } from './jobs.js';
 import { cost, jobTitle, num, seconds, time } from './fmt.js';
 
@@ -79,7 +79,7 @@ export function runsPage(main, setLive) {
     h('p', { class: 'muted', id: 'runs-empty', hidden: true }, 'No runs yet: oncejob run submit ITEMS.jsonl --run NAME'));
   return poll(async () => {
     const { runs = [] } = await call('GET', '/v1/runs?page_size=100');
-    fill(body, runs.map((r) => h('tr', { dataset: { runId: r.id, state: state(r) } },
+    refill(body, runs.map((r) => h('tr', { dataset: { runId: r.id, state: state(r) } },
       h('td', {}, h('a', { href: `#/runs/${encodeURIComponent(r.id)}`, class: 'run-link' }, r.name || r.id)),
       h('td', {}, state(r)), h('td', {}, bar(r.progress || {})), progressCells(r.progress || {}), h('td', {}, time(r.create_time)))));
     document.getElementById('runs-empty').hidden = runs.length > 0;
@@ -150,10 +150,10 @@ export function runPage(main, id, setLive) {
     ]);
     const p = run.progress || {};
     batchSection.hidden = !run.provider_batch && sent.length === 0;
-    fill(batches, batchRows(sent));
+    refill(batches, batchRows(sent));
     document.getElementById('batches-empty').hidden = sent.length > 0;
     document.getElementById('run-title').textContent = `Run ${run.name || run.id}`;
-    fill(facts,
+    refill(facts,
       h('dt', {}, 'State'), h('dd', { dataset: { field: 'state' } }, state(run)),
       h('dt', {}, 'Progress'), h('dd', {}, bar(p)),
       h('dt', {}, 'Items'), h('dd', { dataset: { field: 'items' } }, num(p.items)),
@@ -173,7 +173,7 @@ export function runPage(main, id, setLive) {
     // A replayed job stays listed with its live status, so the click shows where it went.
     const shown = new Set(jobs.map((j) => j.id));
     const kept = await Promise.all([...acted.keys()].filter((k) => !shown.has(k)).map((k) => call('GET', `/v1/jobs/${encodeURIComponent(k)}`).then((r) => r.job)));
-    fill(failed, [...jobs, ...kept].map((j) => h('tr', { dataset: { jobId: j.id } },
+    refill(failed, [...jobs, ...kept].map((j) => h('tr', { dataset: { jobId: j.id } },
       h('td', {}, jobLink(j.id, jobTitle(j))), h('td', { class: 'status-cell' }, statusBadge(j.status)),
       h('td', { class: 'last-error' }, j.error ? `${j.error.code}: ${j.error.message}` : ''), h('td', { class: 'num' }, j.attempt || 0),
       h('td', {}, acted.has(j.id) ? h('span', { class: 'action-result' }, acted.get(j.id)) : replayButton(j)))));
