@@ -359,7 +359,8 @@ type CheckpointWriteManyParams struct {
 // engine"). A store without it, or a wrapper of one, gets one write per job.
 type CheckpointBatchWriter interface {
 	// CheckpointWriteBatch is CheckpointWriteMany for each of Writes, in
-	// one statement (Postgres) or one write transaction (SQLite). Each
+	// one transaction (Postgres: the writes' statements pipelined in one
+	// round trip; SQLite: one write transaction, a savepoint each). Each
 	// write is journaled and fenced on its own exactly as
 	// CheckpointWriteMany does it: one whose lease is gone still journals
 	// its attempt and is answered ErrLeaseLost, and the others commit; one

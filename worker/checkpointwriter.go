@@ -11,7 +11,8 @@ import (
 // worker, as the completer makes their publishes: a job whose flush is
 // ready hands its CheckpointWriteMany over and waits; the writer writes what
 // was handed over while its last write ran in one CheckpointWriteBatch call
-// (one statement on Postgres, one transaction on SQLite), then answers each
+// (one transaction: on Postgres each job's statement pipelined in one round
+// trip, on SQLite a savepoint each), then answers each
 // job with its own error. A job whose lease was taken over is refused alone
 // (its journal row written all the same); the others commit. A job hears
 // only once its write committed, so its journal row is durable before it
@@ -49,7 +50,8 @@ func newCheckpointWriter(st store.CheckpointBatchWriter) *checkpointWriter {
 }
 
 // write hands params to the writer and returns its answer once the batch
-// that carried it committed, or timeout after it was handed over. It waits
+// that carried it committed, or failed: at the latest the timeout of the
+// batch's newest job after that one was handed over (writeBatch). It waits
 // whatever the job's context: a write handed over may be made, and its job
 // must know.
 func (w *checkpointWriter) write(params *store.CheckpointWriteManyParams, timeout time.Duration) error {
@@ -115,9 +117,15 @@ func (w *checkpointWriter) gather(batch []*writeCall) []*writeCall {
 	return batch
 }
 
-// writeBatch writes batch in one call, bounded by its earliest deadline,
-// and answers every job of it. A job whose deadline passed while it
-// waited is answered so without being written.
+// writeBatch writes batch in one call and answers every job of it. A job
+// whose deadline passed while it waited is answered so without being
+// written. The call is bounded by the latest deadline of the others: a
+// job handed over just now keeps its whole timeout whatever the others
+// have left (by the earliest, a store back from a stall that takes longer
+// than the oldest job has left would fail them all, the fresh ones
+// ambiguously on Postgres). A job may so hear up to one timeout after its
+// own deadline; its lease is heartbeated meanwhile, and the write is fenced
+// by it whenever it lands.
 func (w *checkpointWriter) writeBatch(batch []*writeCall) {
 	now := time.Now()
 	params := &store.CheckpointWriteBatchParams{Writes: make([]*store.CheckpointWriteManyParams, 0, len(batch))}
@@ -129,7 +137,7 @@ func (w *checkpointWriter) writeBatch(batch []*writeCall) {
 			close(call.done)
 			continue
 		}
-		if deadline.IsZero() || call.deadline.Before(deadline) {
+		if call.deadline.After(deadline) {
 			deadline = call.deadline
 		}
 		params.Writes = append(params.Writes, call.params)

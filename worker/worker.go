@@ -243,6 +243,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.heartbeater = newHeartbeater(w)
 	var err error
 	if w.batcher, err = newBatcher(w, ctx); err != nil {
+		// Nothing ran: the writers' goroutines end here.
+		w.completer.close()
+		if w.ckWriter != nil {
+			w.ckWriter.close()
+		}
 		return err
 	}
 	beatCtx, stopBeats := context.WithCancel(context.WithoutCancel(ctx))

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	oncejobv1 "github.com/oncejob/oncejob/gen/go/oncejob/v1"
 	"github.com/oncejob/oncejob/llm/llmsim"
@@ -309,8 +311,22 @@ func TestStoreOutageCostsNoAttempt(t *testing.T) {
 	ids := make([]string, 3)
 	for i := range ids {
 		key := "fragile-" + strconv.Itoa(i)
-		resp, err := client.SubmitJob(metadata.AppendToOutgoingContext(context.Background(), "idempotency-key", key),
-			&oncejobv1.SubmitJobRequest{Pipeline: "fragile", Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: key + " is a short document"}}})
+		// Retried with its key while Unavailable, as the SDKs do: a
+		// dev-mode server's look for a first key (500 ms) can run out on a
+		// loaded machine, and the answer says retry (CI at c0d238e).
+		var (
+			resp     *oncejobv1.SubmitJobResponse
+			err      error
+			deadline = time.Now().Add(30 * time.Second)
+		)
+		for {
+			resp, err = client.SubmitJob(metadata.AppendToOutgoingContext(context.Background(), "idempotency-key", key),
+				&oncejobv1.SubmitJobRequest{Pipeline: "fragile", Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: key + " is a short document"}}})
+			if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		require.NoError(t, err)
 		ids[i] = resp.GetJob().GetId()
 	}
