@@ -231,23 +231,33 @@ func (w *Worker) Pacer() *pace.Pacer { return w.pacer }
 // Owner is the name this worker takes leases under.
 func (w *Worker) Owner() string { return w.cfg.Owner }
 
+// startWriters starts the completer and, when the store batches
+// post-call writes, the checkpoint writer.
+func (w *Worker) startWriters() {
+	w.completer = newCompleter(w.cfg.Store, max(w.cfg.PublishLinger, 0), w.cfg.PublishMaxBatch)
+	if bw, ok := w.cfg.Store.(store.CheckpointBatchWriter); ok {
+		w.ckWriter = newCheckpointWriter(bw)
+	}
+}
+
+// stopWriters answers what was handed to the writers and ends their
+// goroutines.
+func (w *Worker) stopWriters() {
+	w.completer.close()
+	if w.ckWriter != nil {
+		w.ckWriter.close()
+	}
+}
+
 // Run claims and runs jobs until ctx is done, then waits for the jobs it
 // runs to stop. A job interrupted by the shutdown goes back to the queue
 // (RETRY_WAIT, due at once).
 func (w *Worker) Run(ctx context.Context) error {
-	linger := max(w.cfg.PublishLinger, 0)
-	w.completer = newCompleter(w.cfg.Store, linger, w.cfg.PublishMaxBatch)
-	if bw, ok := w.cfg.Store.(store.CheckpointBatchWriter); ok {
-		w.ckWriter = newCheckpointWriter(bw)
-	}
+	w.startWriters()
 	w.heartbeater = newHeartbeater(w)
 	var err error
 	if w.batcher, err = newBatcher(w, ctx); err != nil {
-		// Nothing ran: the writers' goroutines end here.
-		w.completer.close()
-		if w.ckWriter != nil {
-			w.ckWriter.close()
-		}
+		w.stopWriters() // nothing ran
 		return err
 	}
 	beatCtx, stopBeats := context.WithCancel(context.WithoutCancel(ctx))
@@ -261,10 +271,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		// The jobs settle first: they may still publish and need their
 		// leases beaten until they have.
 		wg.Wait()
-		w.completer.close()
-		if w.ckWriter != nil {
-			w.ckWriter.close()
-		}
+		w.stopWriters()
 		stopBeats()
 		<-beatsDone
 		if w.ownPacer {
