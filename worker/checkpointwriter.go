@@ -77,44 +77,9 @@ func (w *checkpointWriter) run() {
 			return
 		}
 		batch = append(batch[:0], first)
-		batch = w.gather(batch)
+		batch = gather(w.calls, batch, checkpointLinger, checkpointMaxBatch)
 		w.writeBatch(batch)
 	}
-}
-
-// gather adds what is queued, and what comes within checkpointLinger, up
-// to checkpointMaxBatch.
-func (w *checkpointWriter) gather(batch []*writeCall) []*writeCall {
-	var linger <-chan time.Time
-	if checkpointLinger > 0 {
-		t := time.NewTimer(checkpointLinger)
-		defer t.Stop()
-		linger = t.C
-	}
-	for len(batch) < checkpointMaxBatch {
-		select {
-		case call, ok := <-w.calls:
-			if !ok {
-				return batch
-			}
-			batch = append(batch, call)
-			continue
-		default:
-		}
-		if linger == nil {
-			return batch
-		}
-		select {
-		case call, ok := <-w.calls:
-			if !ok {
-				return batch
-			}
-			batch = append(batch, call)
-		case <-linger:
-			return batch
-		}
-	}
-	return batch
 }
 
 // writeBatch writes batch in one call and answers every job of it. A job

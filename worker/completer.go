@@ -80,23 +80,25 @@ func (c *completer) run() {
 			return
 		}
 		batch = append(batch[:0], first)
-		batch = c.gather(batch)
+		batch = gather(c.calls, batch, c.linger, c.maxBatch)
 		c.write(batch)
 	}
 }
 
-// gather adds what is queued, and what comes within the linger, up to
-// maxBatch.
-func (c *completer) gather(batch []*publishCall) []*publishCall {
-	var linger <-chan time.Time
-	if c.linger > 0 {
-		t := time.NewTimer(c.linger)
+// gather adds to batch what is queued on calls, and what comes within
+// linger (none: what is queued now), up to maxBatch: the batch of a writer
+// that takes what was handed over while its last write ran (the completer,
+// the checkpoint writer).
+func gather[T any](calls <-chan T, batch []T, linger time.Duration, maxBatch int) []T {
+	var lingered <-chan time.Time
+	if linger > 0 {
+		t := time.NewTimer(linger)
 		defer t.Stop()
-		linger = t.C
+		lingered = t.C
 	}
-	for len(batch) < c.maxBatch {
+	for len(batch) < maxBatch {
 		select {
-		case call, ok := <-c.calls:
+		case call, ok := <-calls:
 			if !ok {
 				return batch
 			}
@@ -104,16 +106,16 @@ func (c *completer) gather(batch []*publishCall) []*publishCall {
 			continue
 		default:
 		}
-		if linger == nil {
+		if lingered == nil {
 			return batch
 		}
 		select {
-		case call, ok := <-c.calls:
+		case call, ok := <-calls:
 			if !ok {
 				return batch
 			}
 			batch = append(batch, call)
-		case <-linger:
+		case <-lingered:
 			return batch
 		}
 	}
