@@ -114,12 +114,12 @@ type Authenticator struct {
 
 	keysMode atomic.Bool // a key exists: dev mode is over, for good
 
-	mu          sync.Mutex
-	cache       map[string]*cachedKey // by key id
-	devUntil    time.Time             // dev mode known until then
-	devKnown    bool                  // the last look for a key succeeded and found none
-	devChecking bool                  // a caller is asking the store
-	now         func() time.Time
+	mu       sync.Mutex
+	cache    map[string]*cachedKey // by key id
+	devUntil time.Time             // dev mode known until then
+	devKnown bool                  // the last look for a key succeeded and found none
+	devCheck *devCheck             // the look for a key in flight, if any
+	now      func() time.Time
 
 	unknown *unknownKeys
 	refused atomic.Int64
@@ -136,9 +136,18 @@ type cachedKey struct {
 // which runs before the server's store timeout applies.
 const lookupTimeout = 2 * time.Second
 
-// devCheckTimeout bounds the dev-mode caller's look for a first key: at
-// most one caller a CacheTTL waits for it.
-const devCheckTimeout = 500 * time.Millisecond
+// devCheckTimeout bounds a look for a first key, as lookupTimeout bounds a
+// key's read: a slow store is not a store that cannot be read, and the
+// look is made once a CacheTTL at most.
+const devCheckTimeout = lookupTimeout
+
+// devCheck is one look for a first key, shared by the callers that came
+// while it ran and knew nothing before it.
+type devCheck struct {
+	done chan struct{}
+	dev  bool
+	err  error
+}
 
 // NewAuthenticator returns an Authenticator.
 func NewAuthenticator(cfg AuthConfig) *Authenticator {
@@ -201,8 +210,9 @@ var errModeUnknown = func() error {
 // devMode reports whether the authenticator lets every caller in: true
 // only after a read of the store found no key (at most CacheTTL ago, or
 // while another caller reads again). A failed read is errModeUnknown,
-// never dev mode. One caller a CacheTTL reads the store, bounded by
-// devCheckTimeout; the others go on meanwhile as the last read said.
+// never dev mode. One read is in flight at a time, bounded by
+// devCheckTimeout: while it runs, the callers go on as the last read said
+// or, when it failed or there was none, wait for this one's answer.
 func (a *Authenticator) devMode(ctx context.Context) (bool, error) {
 	if a.keysMode.Load() {
 		return false, nil
@@ -211,36 +221,45 @@ func (a *Authenticator) devMode(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	a.mu.Lock()
-	if a.devKnown && (a.devChecking || a.now().Before(a.devUntil)) {
+	if a.devKnown && (a.devCheck != nil || a.now().Before(a.devUntil)) {
 		a.mu.Unlock()
 		return true, nil
 	}
-	if a.devChecking {
+	if c := a.devCheck; c != nil {
 		a.mu.Unlock()
-		return false, errModeUnknown
+		select {
+		case <-c.done:
+			return c.dev, c.err
+		case <-ctx.Done():
+			return false, errModeUnknown
+		}
 	}
-	a.devChecking = true
+	c := &devCheck{done: make(chan struct{})}
+	a.devCheck = c
 	a.mu.Unlock()
-	checkCtx, cancel := context.WithTimeout(ctx, devCheckTimeout)
+	defer close(c.done)
+	// Not ended by the caller's leaving: others wait on this read.
+	checkCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), devCheckTimeout)
 	// ModeAuto ends dev mode on any key the store ever held (revoked keys
 	// stay): revoking every key does not open the server again.
 	keys, err := a.cfg.Store.APIKeyList(checkCtx, &store.APIKeyListParams{Limit: 1, IncludeRevoked: a.cfg.Mode != ModeDev})
 	cancel()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.devChecking = false
+	a.devCheck = nil
 	switch {
 	case err != nil:
 		a.devKnown = false
 		a.cfg.Logger.WarnContext(ctx, "cannot read the API keys: callers without a key are refused until it can", "error", err)
-		return false, errModeUnknown
+		c.err = errModeUnknown
 	case len(keys) > 0:
 		a.keysMode.Store(true)
-		return false, nil
+	default:
+		a.devKnown = true
+		a.devUntil = a.now().Add(a.cfg.CacheTTL)
+		c.dev = true
 	}
-	a.devKnown = true
-	a.devUntil = a.now().Add(a.cfg.CacheTTL)
-	return true, nil
+	return c.dev, c.err
 }
 
 // AuthFunc returns the go-grpc-middleware auth function: it reads

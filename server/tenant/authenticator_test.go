@@ -29,6 +29,8 @@ type keyStore struct {
 	// honorCtx makes reads fail with the context's error once it has
 	// ended, as a real store's do.
 	honorCtx bool
+	// block, when set, holds every list until it is closed: a slow store.
+	block chan struct{}
 }
 
 func (s *keyStore) APIKeyCreate(_ context.Context, p *store.APIKeyCreateParams) (*store.APIKey, error) {
@@ -57,12 +59,21 @@ func (s *keyStore) APIKeyGetByID(ctx context.Context, p *store.APIKeyGetByIDPara
 	return &c, nil
 }
 
-func (s *keyStore) APIKeyList(_ context.Context, p *store.APIKeyListParams) ([]*store.APIKey, error) {
+func (s *keyStore) APIKeyList(ctx context.Context, p *store.APIKeyListParams) ([]*store.APIKey, error) {
+	s.mu.Lock()
+	block := s.block
+	s.mu.Unlock()
+	if block != nil {
+		<-block
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lists++
 	if s.listed != nil {
 		s.listed <- s.lists
+	}
+	if s.honorCtx && ctx.Err() != nil {
+		return nil, ctx.Err()
 	}
 	if s.err != nil {
 		return nil, s.err
@@ -254,6 +265,54 @@ func TestAuthenticator(t *testing.T) {
 		p, err := principalOf(a, "anything")
 		require.NoError(t, err)
 		require.Equal(t, tenant.DevTenant, p.Tenant)
+	})
+
+	// A slow read of the key store is not a store that cannot be read:
+	// the callers that come while the one read runs wait for its answer
+	// instead of being refused, and a read slower than half a second
+	// still answers (the stop CI of 2026-12-06 refused a dev server's
+	// callers with UNAVAILABLE on a loaded machine).
+	t.Run("CallersWaitForTheReadInFlight", func(t *testing.T) {
+		t.Parallel()
+		s := &keyStore{keys: map[string]*store.APIKey{}, block: make(chan struct{}), honorCtx: true}
+		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: time.Hour})
+		const callers = 8
+		errs := make(chan error, callers)
+		for range callers {
+			go func() {
+				p, err := principalOf(a, "anything")
+				if err == nil && p.Tenant != tenant.DevTenant {
+					err = fmt.Errorf("tenant %q", p.Tenant)
+				}
+				errs <- err
+			}()
+		}
+		time.Sleep(700 * time.Millisecond) // longer than the bound this read had
+		close(s.block)
+		for range callers {
+			require.NoError(t, <-errs)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		require.Equal(t, 1, s.lists, "one read for every caller")
+	})
+
+	t.Run("CallersWaitingOnAFailedReadAreRefused", func(t *testing.T) {
+		t.Parallel()
+		s := &keyStore{keys: map[string]*store.APIKey{}, block: make(chan struct{}), err: errors.New("lock timeout")}
+		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: time.Hour})
+		errs := make(chan error, 4)
+		for range 4 {
+			go func() { _, err := principalOf(a, "anything"); errs <- err }()
+		}
+		close(s.block)
+		for range 4 {
+			require.Equal(t, codes.Unavailable, status.Code(<-errs))
+		}
+		s.mu.Lock()
+		s.err = nil
+		s.mu.Unlock()
+		require.True(t, a.DevMode(context.Background()), "read at last")
 	})
 
 	t.Run("AnUnreadableStoreStillAuthenticatesKeys", func(t *testing.T) {
