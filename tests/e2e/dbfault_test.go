@@ -86,13 +86,27 @@ func (e *faultEnv) worker(t *testing.T, name string, p *pgproxy.Proxy, workers i
 	return start(t, name, nil, workerArgs(pgcluster.URL(p.Addr(), "postgres"), e.sim, e.pipes, "--workers", strconv.Itoa(workers))...)
 }
 
-// submit creates one job per key, without faults.
+// submit creates one job per key, without faults. It sets a case up, so
+// an answer of UNAVAILABLE (STORE_UNAVAILABLE: a store read slowed by the
+// machine's load, or an earlier case's fault still passing) is retried
+// with the same key, as every client of the API does, for up to 30 s.
 func (e *faultEnv) submit(t *testing.T, client oncejobv1.JobServiceClient, prefix string, n int) []string {
 	t.Helper()
 	ids := make([]string, n)
 	for i := range ids {
 		key := prefix + "-" + strconv.Itoa(i)
-		ids[i] = submitOne(t, client, key, submitDoc(key, i)).GetJob().GetId()
+		req := &oncejobv1.SubmitJobRequest{Pipeline: "summarize", Document: &oncejobv1.Document{Content: &oncejobv1.Document_Text{Text: submitDoc(key, i)}}}
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "idempotency-key", key)
+		for give := time.Now().Add(30 * time.Second); ; {
+			resp, err := client.SubmitJob(ctx, req)
+			if storeUnavailable(err) && time.Now().Before(give) {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			require.NoError(t, err)
+			ids[i] = resp.GetJob().GetId()
+			break
+		}
 	}
 	return ids
 }

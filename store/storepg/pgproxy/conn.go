@@ -44,11 +44,17 @@ func (c *conn) cut() {
 }
 
 // sleep waits d unless the connection is cut first.
-func (c *conn) sleep(d time.Duration) error {
+func (c *conn) sleep(d time.Duration) error { return c.stall(d, nil) }
+
+// stall waits d unless released is closed (Injection.Release) or the
+// connection is cut first.
+func (c *conn) stall(d time.Duration, released <-chan struct{}) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return nil
+	case <-released:
 		return nil
 	case <-c.done:
 		return errClosed
@@ -73,7 +79,7 @@ func (c *conn) upstream() {
 		case m.typ == 'S' && holdSync != nil:
 			in := holdSync
 			holdSync = nil
-			if err := c.sleep(in.fault.Duration); err != nil {
+			if err := c.stall(in.fault.Duration, in.released); err != nil {
 				return
 			}
 		case m.typ == 'P' || m.typ == 'B' || m.typ == 'Q' || m.typ == 'C':
@@ -93,13 +99,13 @@ func (c *conn) upstream() {
 				c.dropAnswer.Store(in)
 			case StallBefore:
 				in.fire()
-				if err := c.sleep(in.fault.Duration); err != nil {
+				if err := c.stall(in.fault.Duration, in.released); err != nil {
 					return
 				}
 			case StallCommit:
 				in.fire()
 				if m.typ == 'Q' { // a simple query commits at its own end
-					if err := c.sleep(in.fault.Duration); err != nil {
+					if err := c.stall(in.fault.Duration, in.released); err != nil {
 						return
 					}
 				} else {
@@ -110,7 +116,7 @@ func (c *conn) upstream() {
 				release := c.p.Stall()
 				go func() {
 					defer release()
-					_ = c.sleep(in.fault.Duration)
+					_ = c.stall(in.fault.Duration, in.released)
 				}()
 			}
 		}

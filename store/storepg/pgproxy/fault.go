@@ -59,6 +59,9 @@ type Injection struct {
 	fired atomic.Int64 // actions completed
 	first chan struct{}
 	once  sync.Once
+
+	released    chan struct{} // closed by Release: stalls end now
+	releaseOnce sync.Once
 }
 
 // Inject arms f: the next f.Times executions of its statement, on any
@@ -67,7 +70,7 @@ func (p *Proxy) Inject(f Fault) *Injection {
 	if f.Times <= 0 {
 		f.Times = 1
 	}
-	in := &Injection{fault: f, first: make(chan struct{})}
+	in := &Injection{fault: f, first: make(chan struct{}), released: make(chan struct{})}
 	in.left.Store(int64(f.Times))
 	p.mu.Lock()
 	p.faults = append(p.faults, in)
@@ -78,6 +81,12 @@ func (p *Proxy) Inject(f Fault) *Injection {
 // Fired is closed when the fault has acted once (for CutAfter: once the
 // statement ran and the connection was cut).
 func (in *Injection) Fired() <-chan struct{} { return in.first }
+
+// Release ends the fault's stalls and partitions now, those under way and
+// those to come, instead of at the end of Duration: a test that gives a
+// stall a long Duration and releases it once it has seen what it checks
+// does not race the stall's end on a slow machine.
+func (in *Injection) Release() { in.releaseOnce.Do(func() { close(in.released) }) }
 
 // Count is how many times the fault has acted.
 func (in *Injection) Count() int { return int(in.fired.Load()) }

@@ -72,6 +72,24 @@ func fired(t *testing.T, in *pgproxy.Injection) {
 	}
 }
 
+// released waits for a stalled call that in.Release let go: well before
+// the stall's own minute ends.
+func released(t *testing.T, in *pgproxy.Injection, done <-chan error) {
+	t.Helper()
+	in.Release()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Release did not end the stall")
+	}
+}
+
+// stalledFor is a stall's Duration in the tests: longer than any of them
+// takes to look at what the stall holds, so a slow machine cannot see the
+// stall end first; each test releases its stall when it has looked.
+const stalledFor = time.Minute
+
 func TestProxy(t *testing.T) {
 	newBundle := setup(t)
 	ctx := context.Background()
@@ -131,7 +149,7 @@ func TestProxy(t *testing.T) {
 		b := newBundle(t)
 		_, err := b.connect(t).Exec(ctx, insertRow, 1)
 		require.NoError(t, err)
-		in := b.proxy.Inject(pgproxy.Fault{Statement: "RowUpdate", Action: pgproxy.StallCommit, Duration: 1500 * time.Millisecond})
+		in := b.proxy.Inject(pgproxy.Fault{Statement: "RowUpdate", Action: pgproxy.StallCommit, Duration: stalledFor})
 		done := make(chan error, 1)
 		go func() {
 			_, err := b.connect(t).Exec(ctx, "-- name: RowUpdate :exec\nUPDATE t SET n = 10 WHERE n = $1", 1)
@@ -145,7 +163,7 @@ func TestProxy(t *testing.T) {
 			_, err := direct.Exec(ctx, "SELECT n FROM t WHERE n = 1 FOR UPDATE NOWAIT")
 			return err != nil // 55P03: the stalled statement holds the row
 		}, 5*time.Second, 10*time.Millisecond)
-		require.NoError(t, <-done)
+		released(t, in, done)
 		var n int
 		require.NoError(t, direct.QueryRow(ctx, "SELECT n FROM t").Scan(&n))
 		require.Equal(t, 10, n, "committed once the Sync went through")
@@ -153,7 +171,7 @@ func TestProxy(t *testing.T) {
 
 	t.Run("StallBeforeRunsLate", func(t *testing.T) {
 		b := newBundle(t)
-		in := b.proxy.Inject(pgproxy.Fault{Statement: "commit", Action: pgproxy.StallBefore, Duration: time.Second})
+		in := b.proxy.Inject(pgproxy.Fault{Statement: "commit", Action: pgproxy.StallBefore, Duration: stalledFor})
 		conn := b.connect(t)
 		tx, err := conn.Begin(ctx)
 		require.NoError(t, err)
@@ -163,7 +181,7 @@ func TestProxy(t *testing.T) {
 		go func() { done <- tx.Commit(ctx) }()
 		fired(t, in)
 		require.Equal(t, 0, b.count(t), "not committed while held")
-		require.NoError(t, <-done)
+		released(t, in, done)
 		require.Equal(t, 1, b.count(t))
 	})
 
@@ -185,7 +203,7 @@ func TestProxy(t *testing.T) {
 	t.Run("PartitionOnStatement", func(t *testing.T) {
 		b := newBundle(t)
 		other := b.connect(t)
-		in := b.proxy.Inject(pgproxy.Fault{Statement: "RowInsert", Action: pgproxy.Partition, Duration: time.Second})
+		in := b.proxy.Inject(pgproxy.Fault{Statement: "RowInsert", Action: pgproxy.Partition, Duration: stalledFor})
 		done := make(chan error, 1)
 		go func() { _, err := b.connect(t).Exec(ctx, insertRow, 1); done <- err }()
 		fired(t, in)
@@ -193,7 +211,7 @@ func TestProxy(t *testing.T) {
 		defer cancel()
 		_, err := other.Exec(cctx, "SELECT 1")
 		require.Error(t, err, "every connection is stalled")
-		require.NoError(t, <-done)
+		released(t, in, done)
 		require.Equal(t, 1, b.count(t))
 	})
 }
