@@ -1,0 +1,11 @@
+-- 0034_dedup_source_fkey: the foreign key jobs.deduplicated_from -> jobs
+-- goes (issue 33; docs/architecture.md, "Submitting in batches", the
+-- schema trades). Every value of deduplicated_from is the id of a row the
+-- same statement has just read from jobs (JobSubmitMany's dedup lookup,
+-- JobPublishMany's source), and nothing deletes jobs, so the key guarded
+-- nothing. It cost every inserted job an after-trigger event (queued and
+-- fired per row even when the column is NULL), and a deduplicated publish
+-- a SELECT ... FOR KEY SHARE of its source's row: a row lock written on
+-- the job a dedup reads (docs/performance.md, "Fewer checks a submitted
+-- item").
+ALTER TABLE jobs DROP CONSTRAINT jobs_deduplicated_from_fkey;
