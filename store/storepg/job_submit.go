@@ -206,10 +206,12 @@ func submitArgs(rows []submitRow, idx []int) dbsqlc.JobSubmitManyParams {
 		IdempotencyKey: make([]string, n), Fingerprint: make([]string, n), DedupKey: make([]string, n),
 		Pipeline: make([]string, n), PipelineVersion: make([]int64, n), PromptVersion: make([]string, n),
 		ModelProfile: make([]string, n), DocumentSha256: make([]string, n), DocumentMediaType: make([]string, n),
-		DocumentData: make([][]byte, n), DocumentName: make([]string, n), Params: make([]string, n),
+		Documents: documentsOf(rows, idx), DocumentStart: make([]int64, n), DocumentSize: make([]int64, n),
+		DocumentName: make([]string, n), Params: make([]string, n),
 		Labels: make([]string, n), RunID: make([]string, n), Traceparent: make([]string, n),
 		Priority: make([]string, n),
 	}
+	start := int64(1)
 	for j, i := range idx {
 		r := rows[i]
 		p := r.p
@@ -219,11 +221,27 @@ func submitArgs(rows []submitRow, idx []int) dbsqlc.JobSubmitManyParams {
 		a.Pipeline[j], a.PipelineVersion[j] = p.Pipeline, int64(p.PipelineVersion)
 		a.PromptVersion[j], a.ModelProfile[j] = p.PromptVersion, p.ModelProfile
 		a.DocumentSha256[j], a.DocumentMediaType[j] = p.DocumentSHA256, p.DocumentMedia
-		a.DocumentData[j], a.DocumentName[j] = rowmap.NonNilSlice(p.Document), p.DocumentName
+		a.DocumentStart[j], a.DocumentSize[j], a.DocumentName[j] = start, int64(len(p.Document)), p.DocumentName
+		start += int64(len(p.Document))
 		a.Params[j], a.Labels[j], a.RunID[j] = r.params, r.labels, r.run
 		a.Traceparent[j], a.Priority[j] = p.Traceparent, storedPriority(p)
 	}
 	return a
+}
+
+// documentsOf is the documents of rows[idx] in one slice, in their order,
+// allocated once: JobSubmitMany cuts each from it by its start and size.
+// Never nil, so an empty set is an empty bytea, not NULL.
+func documentsOf(rows []submitRow, idx []int) []byte {
+	size := 0
+	for _, i := range idx {
+		size += len(rows[i].p.Document)
+	}
+	docs := make([]byte, 0, size)
+	for _, i := range idx {
+		docs = append(docs, rows[i].p.Document...)
+	}
+	return docs
 }
 
 // isRowError reports whether Postgres refused a statement for a value it

@@ -26,7 +26,12 @@ WITH input AS (
         unnest(@model_profile::text[]) AS model_profile,
         unnest(@document_sha256::text[]) AS document_sha256,
         unnest(@document_media_type::text[]) AS document_media_type,
-        unnest(@document_data::bytea[]) AS document_data,
+        -- The documents come as one bytea, each from its 1-based start
+        -- for its size: a bytea[] of 1 KiB elements was encoded element by
+        -- element into a growing buffer (docs/architecture.md, "Submitting
+        -- in batches").
+        substring(@documents::bytea FROM unnest(@document_start::integer[])
+            FOR unnest(@document_size::integer[])) AS document_data,
         unnest(@document_name::text[]) AS document_name,
         unnest(@params::jsonb[]) AS params,
         unnest(@labels::jsonb[]) AS labels,

@@ -367,13 +367,18 @@ WITH input AS (
         unnest($10::text[]) AS model_profile,
         unnest($11::text[]) AS document_sha256,
         unnest($12::text[]) AS document_media_type,
-        unnest($13::bytea[]) AS document_data,
-        unnest($14::text[]) AS document_name,
-        unnest($15::jsonb[]) AS params,
-        unnest($16::jsonb[]) AS labels,
-        nullif(unnest($17::text[]), '')::uuid AS run_id,
-        unnest($18::text[]) AS traceparent,
-        nullif(unnest($19::text[]), '') AS priority
+        -- The documents come as one bytea, each from its 1-based start
+        -- for its size: a bytea[] of 1 KiB elements was encoded element by
+        -- element into a growing buffer (docs/architecture.md, "Submitting
+        -- in batches").
+        substring($13::bytea FROM unnest($14::integer[])
+            FOR unnest($15::integer[])) AS document_data,
+        unnest($16::text[]) AS document_name,
+        unnest($17::jsonb[]) AS params,
+        unnest($18::jsonb[]) AS labels,
+        nullif(unnest($19::text[]), '')::uuid AS run_id,
+        unnest($20::text[]) AS traceparent,
+        nullif(unnest($21::text[]), '') AS priority
 ),
 idem AS (
     INSERT INTO idempotency_keys (tenant, method, idem_key, fingerprint, job_id)
@@ -462,7 +467,9 @@ type JobSubmitManyParams struct {
 	ModelProfile      []string
 	DocumentSha256    []string
 	DocumentMediaType []string
-	DocumentData      [][]byte
+	Documents         []byte
+	DocumentStart     []int64
+	DocumentSize      []int64
 	DocumentName      []string
 	Params            []string
 	Labels            []string
@@ -542,7 +549,9 @@ func (q *Queries) JobSubmitMany(ctx context.Context, db DBTX, arg JobSubmitManyP
 		arg.ModelProfile,
 		arg.DocumentSha256,
 		arg.DocumentMediaType,
-		arg.DocumentData,
+		arg.Documents,
+		arg.DocumentStart,
+		arg.DocumentSize,
 		arg.DocumentName,
 		arg.Params,
 		arg.Labels,
