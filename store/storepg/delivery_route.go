@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -144,7 +145,15 @@ func (s *Store) routeBatch(ctx context.Context, tx pgx.Tx, limit int) ([]dbsqlc.
 // write inserts the plan's deliveries and journal rows and takes its
 // events out of the routing queue, in one statement.
 func (p *routePlan) write(ctx context.Context, s *Store, tx pgx.Tx, owner string) error {
-	w := dbsqlc.OutboxRouteWriteParams{Owner: owner, Journal: "[]"}
+	n := len(p.rows)
+	w := dbsqlc.OutboxRouteWriteParams{
+		Owner: owner, Journal: "[]", RoutedIds: make([]int64, 0, len(p.events)),
+		OutboxIds: make([]int64, 0, n), EventIds: make([]string, 0, n), EventTypes: make([]string, 0, n),
+		Tenants: make([]string, 0, n), JobIds: make([]string, 0, n), Sinks: make([]string, 0, n),
+		Statuses: make([]string, 0, n), Attempts: make([]int64, 0, n), DueAts: make([]time.Time, 0, n),
+		Outcomes: make([]string, 0, n), Errors: make([]string, 0, n), ExternalRefs: make([]string, 0, n),
+		Landed: make([]string, 0, n),
+	}
 	for _, e := range p.events {
 		w.RoutedIds = append(w.RoutedIds, e.Outbox.ID)
 	}
@@ -247,6 +256,7 @@ func planRoute(params *store.OutboxRouteDeliverParams, events []dbsqlc.OutboxRou
 // settle writes the routing attempts' results into their rows: a landed
 // attempt is recorded on the row, any other is journaled.
 func (p *routePlan) settle(owner string, results []store.DeliveryResult) {
+	relay := jsonString(nil, owner) // the same in every landed attempt
 	for i, res := range results {
 		if i >= len(p.at) {
 			break
@@ -262,10 +272,53 @@ func (p *routePlan) settle(owner string, results []store.DeliveryResult) {
 			})
 			continue
 		}
-		landed, _ := json.Marshal(store.LandedAttempt{
-			Relay: owner, ExternalRef: res.ExternalRef, HTTPStatus: res.HTTPStatus, Duplicate: res.Duplicate,
-			StartedAt: res.StartedAt, FinishedAt: res.FinishedAt,
-		})
-		row.landed = string(landed)
+		row.landed = landedJSON(relay, &res)
 	}
+}
+
+// landedJSON is json.Marshal of the store.LandedAttempt of res by relay
+// (relay: its name, JSON-encoded), byte for byte
+// (TestLandedJSONIsTheLandedAttempt), without reflection: it is written
+// for every event delivered at routing (docs/architecture.md, "Routing and
+// deliveries").
+func landedJSON(relay []byte, res *store.DeliveryResult) string {
+	if y0, y1 := res.StartedAt.Year(), res.FinishedAt.Year(); y0 < 0 || y0 > 9999 || y1 < 0 || y1 > 9999 {
+		return "" // json.Marshal's error, which left the row without one
+	}
+	b := make([]byte, 0, 128+len(relay)+len(res.ExternalRef))
+	b = append(b, `{"relay":`...)
+	b = append(b, relay...)
+	b = append(b, `,"external_ref":`...)
+	b = jsonString(b, res.ExternalRef)
+	b = append(b, `,"http_status":`...)
+	b = strconv.AppendInt(b, int64(res.HTTPStatus), 10)
+	b = append(b, `,"duplicate":`...)
+	b = strconv.AppendBool(b, res.Duplicate)
+	b = append(b, `,"started_at":`...)
+	b = jsonTime(b, res.StartedAt)
+	b = append(b, `,"finished_at":`...)
+	b = jsonTime(b, res.FinishedAt)
+	return string(append(b, '}'))
+}
+
+// jsonString appends s as encoding/json writes it: as is, quoted, when no
+// byte of it needs an escape, else through json.Marshal.
+func jsonString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// jsonTime appends t as time.Time's MarshalJSON writes it, for a year in
+// [0, 9999] (landedJSON checks).
+func jsonTime(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"')
 }
