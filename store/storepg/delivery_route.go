@@ -179,7 +179,12 @@ func (p *routePlan) write(ctx context.Context, s *Store, tx pgx.Tx, owner string
 		}
 		w.Journal = string(j)
 	}
-	return s.q.OutboxRouteWrite(ctx, tx, w)
+	// A named statement (docs/architecture.md, "Generic plans for the
+	// engine, custom plans for the rest"): parsed once a connection, and
+	// from its sixth execution its generic plan, not a plan of the arrays'
+	// every element at each routing; that plan has no index to choose but
+	// outbox_unrouted's key, whatever the statistics.
+	return s.q.OutboxRouteWrite(ctx, execMode{db: tx, mode: pgx.QueryExecModeCacheStatement}, w)
 }
 
 // OutboxRouteDeliver implements store.OutboxDeliverer. The transaction
