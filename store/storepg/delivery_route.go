@@ -21,9 +21,10 @@ import (
 // relay on a database: a constant, not a setting.
 const routePartitions = 8
 
-// routeShare: a routing takes partitions until they hold 1/routeShare of
-// the oldest unrouted events it looks at (OutboxRouteBatch), so that a
-// backlog is routed by this many routings at once and a trickle by one.
+// routeShare: a routing looks at the oldest routeShare pages of unrouted
+// events and takes partitions until they hold 1/routeShare of them
+// (routeLock), so that a backlog is routed by this many routings at once
+// and a trickle by one.
 const routeShare = 2
 
 // routedRow is one delivery a routing writes.
@@ -90,11 +91,16 @@ func routePlanSettings(hold time.Duration) string {
 // time per partition, so the events of a job are routed in the order they
 // were written, while routings of other partitions run at once) and keeps
 // the list of those it holds in the transaction's setting
-// oncejob.route_partitions, which OutboxRouteBatch reads. Among the limit
-// oldest unrouted events it walks their partitions, the one of the oldest
-// event first, and locks, without waiting, each one no other transaction
-// holds, until the partitions it holds have half of those events: a trickle
-// is routed by one routing, a backlog by several at once. The lock's
+// oncejob.route_partitions, which OutboxRouteBatch reads. Among the
+// routeShare * limit oldest unrouted events it walks their partitions, the
+// one of the oldest event first, and locks, without waiting, each one no
+// other transaction holds, until the partitions it holds have a page
+// (limit) of those events, or it ran out of partitions: a trickle is
+// routed by one routing, a backlog by several at once. Past the page: the
+// oldest page can be all of partitions another routing holds, its events
+// unrouted until it commits, and a routing that looked at that page alone
+// found nothing to route while other partitions had events
+// (TestASecondRoutingLooksPastTheFirstsPage). The lock's
 // per-schema key is also taken shared: a relay of before the partitions
 // took it alone, and the two never route at once. It is a statement of its
 // own, before the read: the read's snapshot must be taken with the locks
@@ -123,7 +129,7 @@ walk (rn, part, held, mine) AS (
     WHERE w.held < %[3]d
 )
 SELECT set_config('oncejob.route_partitions', coalesce(string_agg(part::text, ','), ''), true)
-FROM walk WHERE mine`, routePartitions, limit, max(1, limit/routeShare))
+FROM walk WHERE mine`, routePartitions, routeShare*limit, max(1, limit))
 }
 
 // routeTx runs fn in a routing's transaction: its BEGIN, its planner
