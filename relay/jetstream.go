@@ -109,11 +109,17 @@ func (s *jetStreamSink) Deliver(ctx context.Context, d *store.Delivery) Result {
 func (s *jetStreamSink) DeliverBatch(ctx context.Context, ds []*store.Delivery) []Result {
 	out := make([]Result, len(ds))
 	futures := make([]jetstream.PubAckFuture, len(ds))
+	opts := []jetstream.PublishOpt{jetstream.WithExpectStream(s.stream), jetstream.WithStallWait(s.timeout)}
+	subjects := map[[2]string]string{} // a batch's events are of few tenants and types
 	for i, d := range ds {
-		msg := nats.NewMsg(Subject(s.prefix, d.Tenant, d.EventType))
-		msg.Data = d.Payload
-		msg.Header.Set(jetstream.MsgIDHeader, d.EventID)
-		f, err := s.js.PublishMsgAsync(msg, jetstream.WithExpectStream(s.stream), jetstream.WithStallWait(s.timeout))
+		subject, ok := subjects[[2]string{d.Tenant, d.EventType}]
+		if !ok {
+			subject = Subject(s.prefix, d.Tenant, d.EventType)
+			subjects[[2]string{d.Tenant, d.EventType}] = subject
+		}
+		// The header's key is canonical already (Header.Set would canonicalize it).
+		msg := &nats.Msg{Subject: subject, Data: d.Payload, Header: nats.Header{jetstream.MsgIDHeader: {d.EventID}}}
+		f, err := s.js.PublishMsgAsync(msg, opts...)
 		if err != nil {
 			out[i] = Result{Outcome: store.DeliveryOutcomeFailed, Err: fmt.Errorf("publish: %w", err)}
 			continue

@@ -5,6 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -319,10 +324,17 @@ func TestSameComputationIsPaidForOnce(t *testing.T) {
 
 func TestRateLimitStormHonoursRetryAfter(t *testing.T) {
 	t.Parallel()
-	b := setup(t, llmsim.Faults{RateLimit: &llmsim.RateLimit{Trigger: llmsim.Trigger{Count: 3}, RetryAfter: llmsim.Duration(300 * time.Millisecond)}})
+	const retryAfter = 300 * time.Millisecond
+	b := setup(t, llmsim.Faults{RateLimit: &llmsim.RateLimit{Trigger: llmsim.Trigger{Count: 3}, RetryAfter: llmsim.Duration(retryAfter)}})
 	reg := registry(t, summarize(1, "1", summarizeSchema, "    retry: {max_attempts: 6, initial_backoff: 1ms, max_backoff: 5ms, deadline: 1m}\n"))
 	job := submit(t, b.store, reg, "acme", "Rate limited document.")
-	b.startWorker(t, reg, 0)
+	// The calls' times are taken where they arrive, in front of the
+	// simulator: a call comes at least Retry-After after the 429 before it
+	// was answered, whatever the store's writes cost in between.
+	arrivals, url := callTimes(t, b.sim.URL)
+	provider, err := llm.NewOpenAI(llm.Config{BaseURL: url, Timeout: 10 * time.Second, LookupPath: llmsim.LookupPath})
+	require.NoError(t, err)
+	b.runWorkerOn(t, reg, provider)
 
 	got := waitTerminal(t, b.store, job)
 	require.Equal(t, store.JobStatusSucceeded, got.Status, "error: %+v", got.Error)
@@ -333,13 +345,39 @@ func TestRateLimitStormHonoursRetryAfter(t *testing.T) {
 	for i := range 3 {
 		require.Equal(t, store.LLMOutcomeRateLimited, journal[i].Outcome)
 		require.False(t, journal[i].Billed)
-		// The pause starts at the 429's answer, before its journal row is
-		// written: rows written after answers differ by the write's time.
-		gap := journal[i+1].CreatedAt.Sub(journal[i].CreatedAt)
-		require.GreaterOrEqual(t, gap, 280*time.Millisecond, "retry %d came before Retry-After", i+1)
 	}
 	require.Equal(t, store.LLMOutcomeSucceeded, journal[3].Outcome)
 	require.EqualValues(t, 1, b.sim.Stats().BilledCalls)
+	calls := arrivals()
+	require.Len(t, calls, 4, "three 429s and the call answered")
+	for i := 1; i < len(calls); i++ {
+		require.GreaterOrEqual(t, calls[i].Sub(calls[i-1]), retryAfter, "retry %d came before Retry-After", i)
+	}
+}
+
+// callTimes puts a recorder in front of the provider at base: the URL to
+// call instead, and the arrival times of the chat completions it passed.
+func callTimes(t *testing.T, base string) (arrivals func() []time.Time, url string) {
+	t.Helper()
+	target, err := neturl.Parse(base)
+	require.NoError(t, err)
+	proxy := httputil.NewSingleHostReverseProxy(&neturl.URL{Scheme: target.Scheme, Host: target.Host})
+	var mu sync.Mutex
+	var times []time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			mu.Lock()
+			times = append(times, time.Now())
+			mu.Unlock()
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(times)
+	}, srv.URL + strings.TrimPrefix(base, target.Scheme+"://"+target.Host)
 }
 
 func TestUnavailableProviderDeadLettersAfterMaxAttempts(t *testing.T) {

@@ -8,6 +8,11 @@
 // ids and acks in batches of the relay's own publish batch - the peer.
 //
 //	cd bench && go run ./relay
+//	cd bench && go run ./relay -before DIR   # DIR: git archive <commit> | tar -x -C DIR
+//
+// With -before, each phase runs the relay of that tree and of this one, one
+// right after the other (-rounds times, alternating which goes first), and
+// the report gives both against the one peer.
 //
 // Needs: Go, Postgres (-pg, trust auth) and NATS with JetStream (-nats).
 package main
@@ -60,6 +65,8 @@ type config struct {
 	rate            int
 	rateFor         time.Duration
 	root            string
+	before          string
+	rounds          int
 	keep            bool
 	sinks           []string
 }
@@ -76,6 +83,8 @@ func main() {
 	flag.IntVar(&c.rate, "rate", 1000, "events/s of the lag phases")
 	flag.DurationVar(&c.rateFor, "rate-for", 10*time.Second, "length of the lag phases")
 	flag.StringVar(&c.root, "root", "", "oncejob module root (default: found above the working directory)")
+	flag.StringVar(&c.before, "before", "", "another oncejob tree (a git archive of the commit before a change): its relay is measured in the same run, each phase alternating with the root's")
+	flag.IntVar(&c.rounds, "rounds", 1, "times each phase runs (per tree, alternating)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the database and the temp dir")
 	sinks := flag.String("sinks", "webhook,jetstream", "the sinks measured, of webhook and jetstream")
 	flag.Parse()
@@ -94,13 +103,18 @@ func main() {
 type bench struct {
 	c       config
 	dir     string
-	bin     string
+	bin     string // the relay binary of the phase running
+	trees   []tree
 	dbURL   string
 	pool    *pgxpool.Pool
 	js      jetstream.JetStream
 	secret  []byte
 	applied *tracker
 }
+
+// tree is an oncejob tree whose relay is measured: the root's ("after"),
+// and -before's.
+type tree struct{ name, bin string }
 
 func run(ctx context.Context, c config) error {
 	for _, sink := range c.sinks {
@@ -121,9 +135,8 @@ func run(ctx context.Context, c config) error {
 	if !c.keep {
 		defer os.RemoveAll(dir)
 	}
-	b := &bench{c: c, dir: dir, bin: filepath.Join(dir, "oncejob")}
-	logf("building ./cmd/oncejob")
-	if err := cmdRun(ctx, c.root, "go", "build", "-o", b.bin, "./cmd/oncejob"); err != nil {
+	b := &bench{c: c, dir: dir}
+	if err := b.build(ctx); err != nil {
 		return err
 	}
 	nc, err := nats.Connect(c.natsURL)
@@ -137,27 +150,9 @@ func run(ctx context.Context, c config) error {
 	key := make([]byte, 24)
 	_, _ = rand.Read(key)
 	b.secret = key
-
-	var rows []row
-	best := map[string]result{}
-	for _, sink := range c.sinks {
-		for _, procs := range []int{1, 2} {
-			r, err := b.throughput(ctx, sink, procs)
-			if err != nil {
-				return fmt.Errorf("%s, %d relays: %w", sink, procs, err)
-			}
-			if r.rate > best[sink].rate {
-				best[sink] = r
-			}
-			rows = append(rows, row{fmt.Sprintf("%s, %d relay(s), backlog of %d", sink, procs, c.events), r})
-		}
-	}
-	for _, sink := range c.sinks {
-		r, err := b.lag(ctx, sink)
-		if err != nil {
-			return fmt.Errorf("%s lag: %w", sink, err)
-		}
-		rows = append(rows, row{fmt.Sprintf("%s, 1 relay, steady %d/s", sink, c.rate), r})
+	rows, best, err := b.phases(ctx)
+	if err != nil {
+		return err
 	}
 	plain, err := b.plainPublisher(ctx, c.peerBatch)
 	if err != nil {
@@ -171,9 +166,76 @@ func run(ctx context.Context, c config) error {
 		}
 		rows = append(rows, row{fmt.Sprintf("plain JetStream publisher, Nats-Msg-Id, acks per batch of %d (the claim batch)", c.batch), small})
 	}
-
-	report(c, rows, best["jetstream"], plain)
+	report(c, rows, best, plain)
 	return nil
+}
+
+// build builds ./cmd/oncejob of the root and, with -before, of that tree.
+func (b *bench) build(ctx context.Context) error {
+	if b.c.before != "" {
+		b.trees = append(b.trees, tree{"before", filepath.Join(b.dir, "oncejob-before")})
+	}
+	b.trees = append(b.trees, tree{"after", filepath.Join(b.dir, "oncejob")})
+	for _, t := range b.trees {
+		root := b.c.root
+		if t.name == "before" {
+			root = b.c.before
+		}
+		logf("building ./cmd/oncejob of %s (%s)", root, t.name)
+		if err := cmdRun(ctx, root, "go", "build", "-o", t.bin, "./cmd/oncejob"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// phases runs every throughput and lag phase, -rounds times, each tree's
+// right after the other's; best is each tree's fastest JetStream phase.
+func (b *bench) phases(ctx context.Context) (rows []row, best map[string]result, err error) {
+	best = map[string]result{}
+	name := func(t tree, s string) string {
+		if len(b.trees) == 1 {
+			return s
+		}
+		return t.name + ": " + s
+	}
+	for round := range b.c.rounds {
+		for _, sink := range b.c.sinks {
+			for _, procs := range []int{1, 2} {
+				for _, t := range b.alternate(round) {
+					b.bin = t.bin
+					r, err := b.throughput(ctx, sink, procs)
+					if err != nil {
+						return nil, nil, fmt.Errorf("%s, %s, %d relays: %w", t.name, sink, procs, err)
+					}
+					if sink == "jetstream" && r.rate > best[t.name].rate {
+						best[t.name] = r
+					}
+					rows = append(rows, row{name(t, fmt.Sprintf("%s, %d relay(s), backlog of %d", sink, procs, b.c.events)), r})
+				}
+			}
+		}
+		for _, sink := range b.c.sinks {
+			for _, t := range b.alternate(round) {
+				b.bin = t.bin
+				r, err := b.lag(ctx, sink)
+				if err != nil {
+					return nil, nil, fmt.Errorf("%s, %s lag: %w", t.name, sink, err)
+				}
+				rows = append(rows, row{name(t, fmt.Sprintf("%s, 1 relay, steady %d/s", sink, b.c.rate)), r})
+			}
+		}
+	}
+	return rows, best, nil
+}
+
+// alternate is the trees in the order of a round: before first in even
+// rounds, after first in odd ones.
+func (b *bench) alternate(round int) []tree {
+	if round%2 == 0 {
+		return b.trees
+	}
+	return []tree{b.trees[len(b.trees)-1], b.trees[0]}
 }
 
 type row struct {
@@ -181,9 +243,9 @@ type row struct {
 	result
 }
 
-// report prints the phases' table: jetstream is the best JetStream
+// report prints the phases' table: best is each tree's best JetStream
 // throughput phase, plain the peer.
-func report(c config, rows []row, jetstream, plain result) {
+func report(c config, rows []row, best map[string]result, plain result) {
 	fmt.Printf("\nrelay bench, %s, load average %s\n\n", time.Now().Format(time.RFC3339), loadavg())
 	fmt.Printf("| phase | events/s | lag p50 | lag p99 | CPU ms per 1,000 events: relays (bench) / Postgres / NATS |\n|---|---:|---:|---:|---:|\n")
 	for _, r := range rows {
@@ -196,10 +258,12 @@ func report(c config, rows []row, jetstream, plain result) {
 		}
 		fmt.Printf("| %s | %.0f %s %s |\n", r.name, r.rate, lag, used)
 	}
-	if r := jetstream; r.rate > 0 {
-		fmt.Printf("\nrelay -> JetStream / plain publisher at equal batch (%d): %.2fx (best of 1 and 2 relays; target >= 0.5x)\n", c.peerBatch, r.rate/plain.rate)
-		total := func(c cpu) time.Duration { return c.relay + c.postgres + c.nats }
-		fmt.Printf("CPU per event, relay -> JetStream (that run) / plain publisher: %.1fx\n", float64(total(r.cpu))/float64(total(plain.cpu)))
+	for _, name := range []string{"before", "after"} {
+		if r := best[name]; r.rate > 0 {
+			fmt.Printf("\n%s: relay -> JetStream / plain publisher at equal batch (%d): %.2fx (best of 1 and 2 relays; target >= 0.5x)\n", name, c.peerBatch, r.rate/plain.rate)
+			total := func(c cpu) time.Duration { return c.relay + c.postgres + c.nats }
+			fmt.Printf("%s: CPU per event, relay -> JetStream (that run) / plain publisher: %.1fx\n", name, float64(total(r.cpu))/float64(total(plain.cpu)))
+		}
 	}
 	for _, r := range rows {
 		if strings.Contains(r.name, "steady") {
@@ -369,11 +433,11 @@ func (b *bench) announce(ctx context.Context, n int) error {
 }
 
 // startRelays starts procs relay processes, each logging to
-// relay-<phase>-<i>.log in the run's directory (-keep keeps it).
+// <binary>-<phase>-<i>.log in the run's directory (-keep keeps it).
 func (b *bench) startRelays(ctx context.Context, configPath, phase string, procs int) ([]*proc, error) {
 	var out []*proc
 	for i := range procs {
-		p, err := startProc(fmt.Sprintf("relay-%d", i), filepath.Join(b.dir, fmt.Sprintf("relay-%s-%d.log", phase, i)), b.bin,
+		p, err := startProc(fmt.Sprintf("relay-%d", i), filepath.Join(b.dir, fmt.Sprintf("%s-%s-%d.log", filepath.Base(b.bin), phase, i)), b.bin,
 			"relay", "--database-url", b.dbURL, "--config", configPath, "--relay-batch-size", fmt.Sprint(b.c.batch), "--relays", fmt.Sprint(b.c.loops), "--log-level", "warn")
 		if err != nil {
 			stopAll(out)

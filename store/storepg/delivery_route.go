@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,9 +21,10 @@ import (
 // relay on a database: a constant, not a setting.
 const routePartitions = 8
 
-// routeShare: a routing takes partitions until they hold 1/routeShare of
-// the oldest unrouted events it looks at (OutboxRouteBatch), so that a
-// backlog is routed by this many routings at once and a trickle by one.
+// routeShare: a routing looks at the oldest routeShare pages of unrouted
+// events and takes partitions until they hold 1/routeShare of them
+// (routeLock), so that a backlog is routed by this many routings at once
+// and a trickle by one.
 const routeShare = 2
 
 // routedRow is one delivery a routing writes.
@@ -89,11 +91,16 @@ func routePlanSettings(hold time.Duration) string {
 // time per partition, so the events of a job are routed in the order they
 // were written, while routings of other partitions run at once) and keeps
 // the list of those it holds in the transaction's setting
-// oncejob.route_partitions, which OutboxRouteBatch reads. Among the limit
-// oldest unrouted events it walks their partitions, the one of the oldest
-// event first, and locks, without waiting, each one no other transaction
-// holds, until the partitions it holds have half of those events: a trickle
-// is routed by one routing, a backlog by several at once. The lock's
+// oncejob.route_partitions, which OutboxRouteBatch reads. Among the
+// routeShare * limit oldest unrouted events it walks their partitions, the
+// one of the oldest event first, and locks, without waiting, each one no
+// other transaction holds, until the partitions it holds have a page
+// (limit) of those events, or it ran out of partitions: a trickle is
+// routed by one routing, a backlog by several at once. Past the page: the
+// oldest page can be all of partitions another routing holds, its events
+// unrouted until it commits, and a routing that looked at that page alone
+// found nothing to route while other partitions had events
+// (TestASecondRoutingLooksPastTheFirstsPage). The lock's
 // per-schema key is also taken shared: a relay of before the partitions
 // took it alone, and the two never route at once. It is a statement of its
 // own, before the read: the read's snapshot must be taken with the locks
@@ -122,7 +129,7 @@ walk (rn, part, held, mine) AS (
     WHERE w.held < %[3]d
 )
 SELECT set_config('oncejob.route_partitions', coalesce(string_agg(part::text, ','), ''), true)
-FROM walk WHERE mine`, routePartitions, limit, max(1, limit/routeShare))
+FROM walk WHERE mine`, routePartitions, routeShare*limit, max(1, limit))
 }
 
 // routeTx runs fn in a routing's transaction: its BEGIN, its planner
@@ -144,7 +151,15 @@ func (s *Store) routeBatch(ctx context.Context, tx pgx.Tx, limit int) ([]dbsqlc.
 // write inserts the plan's deliveries and journal rows and takes its
 // events out of the routing queue, in one statement.
 func (p *routePlan) write(ctx context.Context, s *Store, tx pgx.Tx, owner string) error {
-	w := dbsqlc.OutboxRouteWriteParams{Owner: owner, Journal: "[]"}
+	n := len(p.rows)
+	w := dbsqlc.OutboxRouteWriteParams{
+		Owner: owner, Journal: "[]", RoutedIds: make([]int64, 0, len(p.events)),
+		OutboxIds: make([]int64, 0, n), EventIds: make([]string, 0, n), EventTypes: make([]string, 0, n),
+		Tenants: make([]string, 0, n), JobIds: make([]string, 0, n), Sinks: make([]string, 0, n),
+		Statuses: make([]string, 0, n), Attempts: make([]int64, 0, n), DueAts: make([]time.Time, 0, n),
+		Outcomes: make([]string, 0, n), Errors: make([]string, 0, n), ExternalRefs: make([]string, 0, n),
+		Landed: make([]string, 0, n),
+	}
 	for _, e := range p.events {
 		w.RoutedIds = append(w.RoutedIds, e.Outbox.ID)
 	}
@@ -170,7 +185,12 @@ func (p *routePlan) write(ctx context.Context, s *Store, tx pgx.Tx, owner string
 		}
 		w.Journal = string(j)
 	}
-	return s.q.OutboxRouteWrite(ctx, tx, w)
+	// A named statement (docs/architecture.md, "Generic plans for the
+	// engine, custom plans for the rest"): parsed once a connection, and
+	// from its sixth execution its generic plan, not a plan of the arrays'
+	// every element at each routing; that plan has no index to choose but
+	// outbox_unrouted's key, whatever the statistics.
+	return s.q.OutboxRouteWrite(ctx, execMode{db: tx, mode: pgx.QueryExecModeCacheStatement}, w)
 }
 
 // OutboxRouteDeliver implements store.OutboxDeliverer. The transaction
@@ -247,6 +267,7 @@ func planRoute(params *store.OutboxRouteDeliverParams, events []dbsqlc.OutboxRou
 // settle writes the routing attempts' results into their rows: a landed
 // attempt is recorded on the row, any other is journaled.
 func (p *routePlan) settle(owner string, results []store.DeliveryResult) {
+	relay := jsonString(nil, owner) // the same in every landed attempt
 	for i, res := range results {
 		if i >= len(p.at) {
 			break
@@ -262,10 +283,53 @@ func (p *routePlan) settle(owner string, results []store.DeliveryResult) {
 			})
 			continue
 		}
-		landed, _ := json.Marshal(store.LandedAttempt{
-			Relay: owner, ExternalRef: res.ExternalRef, HTTPStatus: res.HTTPStatus, Duplicate: res.Duplicate,
-			StartedAt: res.StartedAt, FinishedAt: res.FinishedAt,
-		})
-		row.landed = string(landed)
+		row.landed = landedJSON(relay, &res)
 	}
+}
+
+// landedJSON is json.Marshal of the store.LandedAttempt of res by relay
+// (relay: its name, JSON-encoded), byte for byte
+// (TestLandedJSONIsTheLandedAttempt), without reflection: it is written
+// for every event delivered at routing (docs/architecture.md, "Routing and
+// deliveries").
+func landedJSON(relay []byte, res *store.DeliveryResult) string {
+	if y0, y1 := res.StartedAt.Year(), res.FinishedAt.Year(); y0 < 0 || y0 > 9999 || y1 < 0 || y1 > 9999 {
+		return "" // json.Marshal's error, which left the row without one
+	}
+	b := make([]byte, 0, 128+len(relay)+len(res.ExternalRef))
+	b = append(b, `{"relay":`...)
+	b = append(b, relay...)
+	b = append(b, `,"external_ref":`...)
+	b = jsonString(b, res.ExternalRef)
+	b = append(b, `,"http_status":`...)
+	b = strconv.AppendInt(b, int64(res.HTTPStatus), 10)
+	b = append(b, `,"duplicate":`...)
+	b = strconv.AppendBool(b, res.Duplicate)
+	b = append(b, `,"started_at":`...)
+	b = jsonTime(b, res.StartedAt)
+	b = append(b, `,"finished_at":`...)
+	b = jsonTime(b, res.FinishedAt)
+	return string(append(b, '}'))
+}
+
+// jsonString appends s as encoding/json writes it: as is, quoted, when no
+// byte of it needs an escape, else through json.Marshal.
+func jsonString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// jsonTime appends t as time.Time's MarshalJSON writes it, for a year in
+// [0, 9999] (landedJSON checks).
+func jsonTime(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"')
 }

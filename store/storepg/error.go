@@ -21,6 +21,14 @@ const (
 // success per (tenant, dedup_key); see migrations/postgres/0001_init.up.sql.
 const constraintComputedSuccess = "jobs_computed_success_key"
 
+// abortedToBreak reports whether Postgres aborted err's statement or
+// transaction to break a deadlock or a serialization conflict: it wrote
+// nothing, and running it again is safe.
+func abortedToBreak(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == pgDeadlockDetected || pgErr.Code == pgSerializationFailure)
+}
+
 // interpretError maps a driver error to a store sentinel, or wraps it as an
 // internal error whose text is not for clients. Context errors stay
 // detectable with errors.Is.

@@ -120,8 +120,7 @@ func (s *Store) jobSubmitStatement(ctx context.Context, rows []submitRow, idx []
 	for range jobSubmitAttempts {
 		var created []dbsqlc.JobSubmitManyRow
 		created, err = s.q.JobSubmitMany(ctx, gated{s}, args)
-		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || (pgErr.Code != pgDeadlockDetected && pgErr.Code != pgSerializationFailure) {
+		if !abortedToBreak(err) {
 			return created, err
 		}
 	}

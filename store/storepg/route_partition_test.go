@@ -104,3 +104,58 @@ func TestRoutingsOfOtherJobsRunAtOnce(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM deliveries`).Scan(&deliveries))
 	require.Equal(t, 160, deliveries)
 }
+
+// TestASecondRoutingLooksPastTheFirstsPage: the oldest page of unrouted
+// events is all of one partition, held by a routing inside its
+// transaction (its events unrouted until it commits); a second routing
+// routes the events of other partitions after that page, rather than find
+// nothing to route until the first commits.
+func TestASecondRoutingLooksPastTheFirstsPage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, storepgtest.NewSchemaURL(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	require.NoError(t, storepg.Migrate(ctx, pool))
+	// 20 events of jobs of partition 0, then 20 of jobs of the others (jobs
+	// that do not exist: no foreign key is checked); the partition is
+	// OutboxRouteBatch's hash of the job id.
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `WITH ids AS (SELECT gen_random_uuid() AS id FROM generate_series(1, 2000)),
+			jobs AS (
+				(SELECT id, 0 AS k FROM ids WHERE hashtext(id::text) & 7 = 0 LIMIT 20)
+				UNION ALL
+				(SELECT id, 1 FROM ids WHERE hashtext(id::text) & 7 <> 0 LIMIT 20)),
+			ev AS (INSERT INTO outbox (event_id, tenant, job_id, event_type, payload)
+				SELECT 'job-' || id, 'acme', id, 'job.succeeded', '{}' FROM jobs ORDER BY k
+				RETURNING id, job_id)
+			INSERT INTO outbox_unrouted (id, job_id) SELECT id, job_id FROM ev`)
+		return err
+	}))
+	st := storepg.New(pool)
+	inA, release := make(chan struct{}), make(chan struct{})
+	releaseA := sync.OnceFunc(func() { close(release) })
+	defer releaseA() // a failing test does not leave the first routing held
+	var once sync.Once
+	aDone := make(chan error, 1)
+	go func() {
+		_, err := st.OutboxRoute(ctx, &store.OutboxRouteParams{Limit: 20, Route: func(*store.OutboxEvent) []string {
+			once.Do(func() { close(inA); <-release })
+			return []string{"hook"}
+		}})
+		aDone <- err
+	}()
+	<-inA
+	b, err := st.OutboxRoute(ctx, &store.OutboxRouteParams{Limit: 20, Route: func(*store.OutboxEvent) []string { return []string{"hook"} }})
+	require.NoError(t, err)
+	require.Equal(t, 20, b, "the second routing routes the other partitions' events")
+	releaseA()
+	require.NoError(t, <-aDone)
+	var deliveries, unrouted int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM deliveries), (SELECT count(*) FROM outbox_unrouted)`).Scan(&deliveries, &unrouted))
+	require.Equal(t, 40, deliveries, "every event routed once")
+	require.Zero(t, unrouted)
+}

@@ -451,7 +451,7 @@ func TestConnectionFaults(t *testing.T) {
 		e.requireOnce(t, e.allJobs(t))
 		j, err := e.db.JobGetByID(ctx, &store.JobGetByIDParams{Tenant: "default", ID: id})
 		require.NoError(t, err)
-		require.EqualValues(t, 1, j.Attempt, "B took the job over while A's commit held it")
+		require.EqualValues(t, 1, j.Attempt, "B took the job over while A's commit held it; the job's log:\n%s", strings.Join(storeEvents(t, e.db, id), "\n"))
 	})
 
 	t.Run("PartitionedWorkerIsFencedOut", func(t *testing.T) {
