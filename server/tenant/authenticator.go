@@ -234,30 +234,38 @@ func (a *Authenticator) devMode(ctx context.Context) (bool, error) {
 			return false, errModeUnknown
 		}
 	}
-	c := &devCheck{done: make(chan struct{})}
+	// Unknown until the read says otherwise: a read that panics leaves
+	// the mode unknown, and the next caller reads again.
+	c := &devCheck{done: make(chan struct{}), err: errModeUnknown}
 	a.devCheck = c
 	a.mu.Unlock()
-	defer close(c.done)
+	defer func() {
+		a.mu.Lock()
+		a.devCheck = nil
+		if c.err != nil {
+			a.devKnown = false // failed (or panicked): unknown, refused
+		}
+		a.mu.Unlock()
+		close(c.done)
+	}()
 	// Not ended by the caller's leaving: others wait on this read.
 	checkCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), devCheckTimeout)
+	defer cancel()
 	// ModeAuto ends dev mode on any key the store ever held (revoked keys
 	// stay): revoking every key does not open the server again.
 	keys, err := a.cfg.Store.APIKeyList(checkCtx, &store.APIKeyListParams{Limit: 1, IncludeRevoked: a.cfg.Mode != ModeDev})
-	cancel()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.devCheck = nil
 	switch {
 	case err != nil:
-		a.devKnown = false
 		a.cfg.Logger.WarnContext(ctx, "cannot read the API keys: callers without a key are refused until it can", "error", err)
-		c.err = errModeUnknown
 	case len(keys) > 0:
 		a.keysMode.Store(true)
+		c.err = nil
 	default:
 		a.devKnown = true
 		a.devUntil = a.now().Add(a.cfg.CacheTTL)
-		c.dev = true
+		c.dev, c.err = true, nil
 	}
 	return c.dev, c.err
 }

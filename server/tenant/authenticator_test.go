@@ -29,8 +29,12 @@ type keyStore struct {
 	// honorCtx makes reads fail with the context's error once it has
 	// ended, as a real store's do.
 	honorCtx bool
-	// block, when set, holds every list until it is closed: a slow store.
-	block chan struct{}
+	// block, when set, holds every list until it is closed: a slow store;
+	// entered, when set, is told of each list before it blocks.
+	block   chan struct{}
+	entered chan struct{}
+	// panicOnce makes the next list panic.
+	panicOnce bool
 }
 
 func (s *keyStore) APIKeyCreate(_ context.Context, p *store.APIKeyCreateParams) (*store.APIKey, error) {
@@ -61,8 +65,15 @@ func (s *keyStore) APIKeyGetByID(ctx context.Context, p *store.APIKeyGetByIDPara
 
 func (s *keyStore) APIKeyList(ctx context.Context, p *store.APIKeyListParams) ([]*store.APIKey, error) {
 	s.mu.Lock()
-	block := s.block
+	block, entered, panicking := s.block, s.entered, s.panicOnce
+	s.panicOnce = false
 	s.mu.Unlock()
+	if panicking {
+		panic("the key store's driver panicked")
+	}
+	if entered != nil {
+		entered <- struct{}{}
+	}
 	if block != nil {
 		<-block
 	}
@@ -269,9 +280,8 @@ func TestAuthenticator(t *testing.T) {
 
 	// A slow read of the key store is not a store that cannot be read:
 	// the callers that come while the one read runs wait for its answer
-	// instead of being refused, and a read slower than half a second
-	// still answers (the stop CI of 2026-12-06 refused a dev server's
-	// callers with UNAVAILABLE on a loaded machine).
+	// instead of being refused, and a read slower than half a second (the
+	// bound this read had) still answers.
 	t.Run("CallersWaitForTheReadInFlight", func(t *testing.T) {
 		t.Parallel()
 		s := &keyStore{keys: map[string]*store.APIKey{}, block: make(chan struct{}), honorCtx: true}
@@ -313,6 +323,36 @@ func TestAuthenticator(t *testing.T) {
 		s.err = nil
 		s.mu.Unlock()
 		require.True(t, a.DevMode(context.Background()), "read at last")
+	})
+
+	t.Run("AWaiterWhoLeavesIsRefusedNotLetIn", func(t *testing.T) {
+		t.Parallel()
+		s := &keyStore{keys: map[string]*store.APIKey{}, block: make(chan struct{}), entered: make(chan struct{}, 1)}
+		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: time.Hour})
+		first := make(chan error, 1)
+		go func() { _, err := principalOf(a, "first"); first <- err }()
+		<-s.entered // the read is in flight
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := a.AuthFunc()(ctx)
+		require.Equal(t, codes.Unavailable, status.Code(err), "left while the read ran: %v", err)
+		close(s.block)
+		require.NoError(t, <-first, "the read went on without the caller who left")
+	})
+
+	t.Run("AReadThatPanicsLeavesTheModeUnknown", func(t *testing.T) {
+		t.Parallel()
+		s := &keyStore{keys: map[string]*store.APIKey{}}
+		a := tenant.NewAuthenticator(tenant.AuthConfig{Store: s, CacheTTL: time.Second})
+		advance := fakeClock(a)
+		require.True(t, a.DevMode(context.Background()), "no key yet")
+		create(t, s, "acme", store.RoleOperator)
+		s.mu.Lock()
+		s.panicOnce = true
+		s.mu.Unlock()
+		advance(time.Second)
+		require.Panics(t, func() { a.DevMode(context.Background()) })
+		require.False(t, a.DevMode(context.Background()), "read again after the panic: the key ends dev mode")
 	})
 
 	t.Run("AnUnreadableStoreStillAuthenticatesKeys", func(t *testing.T) {
