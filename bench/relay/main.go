@@ -232,7 +232,7 @@ func (b *bench) phases(ctx context.Context) (rows []row, best map[string]result,
 // alternate is the trees in the order of a round: before first in even
 // rounds, after first in odd ones.
 func (b *bench) alternate(round int) []tree {
-	if round%2 == 0 {
+	if round%2 == 0 || len(b.trees) < 2 {
 		return b.trees
 	}
 	return []tree{b.trees[len(b.trees)-1], b.trees[0]}

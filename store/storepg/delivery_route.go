@@ -293,7 +293,7 @@ func (p *routePlan) settle(owner string, results []store.DeliveryResult) {
 // for every event delivered at routing (docs/architecture.md, "Routing and
 // deliveries").
 func landedJSON(relay []byte, res *store.DeliveryResult) string {
-	if y0, y1 := res.StartedAt.Year(), res.FinishedAt.Year(); y0 < 0 || y0 > 9999 || y1 < 0 || y1 > 9999 {
+	if !jsonTimeable(res.StartedAt) || !jsonTimeable(res.FinishedAt) {
 		return "" // json.Marshal's error, which left the row without one
 	}
 	b := make([]byte, 0, 128+len(relay)+len(res.ExternalRef))
@@ -310,6 +310,13 @@ func landedJSON(relay []byte, res *store.DeliveryResult) string {
 	b = append(b, `,"finished_at":`...)
 	b = jsonTime(b, res.FinishedAt)
 	return string(append(b, '}'))
+}
+
+// jsonTimeable reports whether time.Time's MarshalJSON writes t: a year in
+// [0, 9999] and a zone offset under 24 hours.
+func jsonTimeable(t time.Time) bool {
+	_, offset := t.Zone()
+	return t.Year() >= 0 && t.Year() <= 9999 && offset > -24*3600 && offset < 24*3600
 }
 
 // jsonString appends s as encoding/json writes it: as is, quoted, when no
