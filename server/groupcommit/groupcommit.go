@@ -22,6 +22,7 @@ import (
 const (
 	DefaultLinger   = time.Millisecond
 	DefaultMaxBatch = 128
+	DefaultMaxBytes = 64 << 20
 	DefaultTimeout  = 30 * time.Second
 )
 
@@ -36,6 +37,12 @@ type Config struct {
 	// MaxBatch writes a batch as soon as it holds this many submissions.
 	// Default DefaultMaxBatch (128).
 	MaxBatch int
+	// MaxBytes writes a batch as soon as its documents hold this many
+	// bytes: Postgres refuses a statement whose parameters pass 1 GiB, and
+	// 128 documents of the largest size a server may be set to accept
+	// would. Default DefaultMaxBytes (64 MiB); a larger document goes
+	// alone.
+	MaxBytes int
 	// Timeout bounds one batch's write, which no single caller's context
 	// may cancel. Default DefaultTimeout (30s).
 	Timeout time.Duration
@@ -49,6 +56,9 @@ func (c Config) WithDefaults() Config {
 	if c.MaxBatch == 0 {
 		c.MaxBatch = DefaultMaxBatch
 	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
 	}
@@ -61,6 +71,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxBatch < 1 {
 		return errors.New("groupcommit: Config.MaxBatch must be at least 1")
+	}
+	if c.MaxBytes < 1 {
+		return errors.New("groupcommit: Config.MaxBytes must be at least 1")
 	}
 	if c.Timeout < 0 {
 		return errors.New("groupcommit: Config.Timeout must not be negative")
@@ -76,6 +89,7 @@ type Batcher struct {
 
 	mu      sync.Mutex
 	pending []*call
+	bytes   int // of the pending documents
 	timer   *time.Timer
 	batch   uint64 // counts batches taken, so a late timer takes none of a newer batch
 }
@@ -127,7 +141,8 @@ func (b *Batcher) add(c *call) []*call {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.pending = append(b.pending, c)
-	if len(b.pending) >= b.cfg.MaxBatch || b.cfg.Linger < 0 {
+	b.bytes += len(c.params.Document)
+	if len(b.pending) >= b.cfg.MaxBatch || b.bytes >= b.cfg.MaxBytes || b.cfg.Linger < 0 {
 		return b.take()
 	}
 	if len(b.pending) == 1 {
@@ -153,7 +168,7 @@ func (b *Batcher) lingered(n uint64) {
 // take ends the pending batch and returns it; b.mu is held.
 func (b *Batcher) take() []*call {
 	batch := b.pending
-	b.pending = nil
+	b.pending, b.bytes = nil, 0
 	b.batch++
 	if b.timer != nil {
 		b.timer.Stop()

@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -107,6 +110,53 @@ func TestOneWriteAnswersEachCallerAlone(t *testing.T) {
 		require.Equal(t, all[i].ID, results[i].Job.ID)
 	}
 	require.ErrorIs(t, errs[3], store.ErrInvalidRow)
+}
+
+// TestMaxBytesEndsABatch: a batch is written once its documents hold
+// MaxBytes, before it holds MaxBatch submissions; a document of MaxBytes or
+// more goes alone.
+func TestMaxBytesEndsABatch(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		docs []int // document sizes, submitted one after another
+		want []int // the batches written
+	}{
+		{docs: []int{40, 40, 40, 40}, want: []int{3, 1}}, // 120 bytes after the third
+		{docs: []int{100}, want: []int{1}},
+		{docs: []int{250, 10, 10}, want: []int{1, 2}},
+		{docs: []int{10, 10, 10, 10, 10}, want: []int{5}}, // under MaxBytes: MaxBatch ends it
+	} {
+		st := storesqlitetest.NewTestStore(t)
+		r := &recorder{Store: st}
+		b, err := groupcommit.New(groupcommit.Config{SubmitMany: r.JobSubmitMany, Linger: time.Hour, MaxBatch: 5, MaxBytes: 100})
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		for i, size := range tc.docs {
+			p := newParams()
+			p.Document = []byte(strings.Repeat("x", size-len(strconv.Itoa(i))) + strconv.Itoa(i))
+			digest := sha256.Sum256(p.Document)
+			p.DocumentSHA256 = hex.EncodeToString(digest[:])
+			wg.Go(func() {
+				_, err := b.Submit(t.Context(), p)
+				assert.NoError(t, err)
+			})
+			// One after another: each joins the batch before the next.
+			require.Eventually(t, func() bool { return b.Pending() == i+1-sum(r.sizes()) }, 10*time.Second, time.Millisecond)
+		}
+		if len(tc.docs) > 0 && sum(tc.want) > sum(r.sizes()) {
+			b.Flush() // the last batch, under both bounds, waits for its linger
+		}
+		wg.Wait()
+		require.Equal(t, tc.want, r.sizes(), "documents %v", tc.docs)
+	}
+}
+
+func sum(s []int) int {
+	n := 0
+	for _, v := range s {
+		n += v
+	}
+	return n
 }
 
 // TestLingerWritesAPartialBatch checks that a submission alone is written
