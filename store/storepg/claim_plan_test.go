@@ -2,7 +2,6 @@ package storepg_test
 
 import (
 	"context"
-	"net/url"
 	"testing"
 	"time"
 
@@ -24,14 +23,8 @@ import (
 func TestDeliveryClaimPlanIgnoresStaleStatistics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schemaURL := storepgtest.NewSchemaURL(t)
-	u, err := url.Parse(schemaURL)
-	require.NoError(t, err)
-	schema := u.Query().Get("search_path")
-	pool, err := pgxpool.New(ctx, schemaURL)
-	require.NoError(t, err)
-	require.NoError(t, storepg.Migrate(ctx, pool))
-	_, err = pool.Exec(ctx, `ANALYZE deliveries`)
+	schemaURL, schema, pool := migratedSchema(t)
+	_, err := pool.Exec(ctx, `ANALYZE deliveries`)
 	require.NoError(t, err)
 	// Events of 20,000 jobs that do not exist: no foreign key is checked.
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {

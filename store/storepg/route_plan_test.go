@@ -2,11 +2,9 @@ package storepg_test
 
 import (
 	"context"
-	"net/url"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncejob/oncejob/store"
@@ -23,14 +21,8 @@ import (
 func TestRoutingKeepsTheQueuesKeyOnStaleStatistics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schemaURL := storepgtest.NewSchemaURL(t)
-	u, err := url.Parse(schemaURL)
-	require.NoError(t, err)
-	schema := u.Query().Get("search_path")
-	pool, err := pgxpool.New(ctx, schemaURL)
-	require.NoError(t, err)
-	require.NoError(t, storepg.Migrate(ctx, pool))
-	_, err = pool.Exec(ctx, `ANALYZE outbox_unrouted`)
+	schemaURL, schema, pool := migratedSchema(t)
+	_, err := pool.Exec(ctx, `ANALYZE outbox_unrouted`)
 	require.NoError(t, err)
 	pool.Close()
 

@@ -2,16 +2,13 @@ package storepg_test
 
 import (
 	"context"
-	"net/url"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg"
-	"github.com/oncejob/oncejob/store/storepg/storepgtest"
 )
 
 // TestSubmitDedupLookupProbesInAGenericPlan: JobSubmitMany, named while the
@@ -26,15 +23,8 @@ import (
 func TestSubmitDedupLookupProbesInAGenericPlan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schemaURL := storepgtest.NewSchemaURL(t)
-	u, err := url.Parse(schemaURL)
-	require.NoError(t, err)
-	schema := u.Query().Get("search_path")
-	migrator, err := pgxpool.New(ctx, schemaURL)
-	require.NoError(t, err)
-	err = storepg.Migrate(ctx, migrator)
+	schemaURL, schema, migrator := migratedSchema(t)
 	migrator.Close()
-	require.NoError(t, err)
 	admin, err := pgx.Connect(ctx, schemaURL)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = admin.Close(context.Background()) })
