@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -220,6 +222,46 @@ func waitFired(t *testing.T, in *pgproxy.Injection) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the fault never fired")
 	}
+}
+
+// waitRowLockedPastLease waits until job id's row is locked by another
+// transaction (a publish whose commit a StallCommit holds) and the lease
+// its last committed version shows has expired by the database's clock:
+// from then on only the row lock keeps another worker's claim off it.
+func (e *faultEnv) waitRowLockedPastLease(t *testing.T, id string) {
+	t.Helper()
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		var expired bool
+		err := e.db.Pool().QueryRow(ctx, `SELECT lease_until < clock_timestamp() FROM jobs WHERE id = $1`, id).Scan(&expired)
+		if err != nil || !expired {
+			return false
+		}
+		tx, err := e.db.Pool().Begin(ctx)
+		if err != nil {
+			return false
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = tx.Exec(ctx, `SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE NOWAIT`, id)
+		var pgErr *pgconn.PgError
+		return errors.As(err, &pgErr) && pgErr.Code == "55P03" // lock_not_available
+	}, 60*time.Second, 20*time.Millisecond, "the publish never held the row past the lease")
+}
+
+// waitClaimsPassedOver waits until the worker behind p has sent two claims
+// from now on (its claims are one at a time, so the first has answered),
+// or until job id shows another attempt (the claim took it: the caller's
+// check of the attempt says so).
+func (e *faultEnv) waitClaimsPassedOver(t *testing.T, p *pgproxy.Proxy, id string) {
+	t.Helper()
+	claims := p.Inject(pgproxy.Fault{Statement: "JobClaim", Action: pgproxy.StallBefore, Times: 2})
+	require.Eventually(t, func() bool {
+		if claims.Count() >= 2 {
+			return true
+		}
+		j, err := e.db.JobGetByID(context.Background(), &store.JobGetByIDParams{Tenant: "default", ID: id})
+		return err == nil && j.Attempt != 1
+	}, 60*time.Second, 20*time.Millisecond, "the worker claimed no more")
 }
 
 // httpStatus is the status code of GET path on addr; 0 when it does not
@@ -437,14 +479,23 @@ func TestConnectionFaults(t *testing.T) {
 
 	t.Run("StalledCommitHoldsTheJob", func(t *testing.T) {
 		// Worker A's publish ran and holds the job's row, its commit held
-		// back for longer than the lease. Worker B must not take the job
-		// over meanwhile: the row lock fences it out, and A's commit lands.
+		// back past A's lease. Worker B must not take the job over
+		// meanwhile: the row lock fences it out, and A's commit lands. The
+		// stall lasts until the test has seen the lock held, the lease
+		// expired and B claim twice after that, and is then released: a
+		// fixed stall could end before a loaded machine got that far
+		// (docs/architecture.md, "Database faults and readiness").
 		id := e.submit(t, client, "stalled-commit", 1)[0]
 		pa := e.proxy(t)
-		in := pa.Inject(pgproxy.Fault{Statement: "JobPublishMany", Action: pgproxy.StallCommit, Duration: 3 * time.Second})
+		in := pa.Inject(pgproxy.Fault{Statement: "JobPublishMany", Action: pgproxy.StallCommit, Duration: time.Minute})
+		defer in.Release()
 		a := e.worker(t, "worker-a", pa, 1)
 		waitFired(t, in)
-		b := e.worker(t, "worker-b", e.proxy(t), 1)
+		pb := e.proxy(t)
+		b := e.worker(t, "worker-b", pb, 1)
+		e.waitRowLockedPastLease(t, id)
+		e.waitClaimsPassedOver(t, pb, id)
+		in.Release()
 		e.waitEnded(t, []string{id})
 		a.stop()
 		b.stop()
@@ -456,17 +507,25 @@ func TestConnectionFaults(t *testing.T) {
 
 	t.Run("PartitionedWorkerIsFencedOut", func(t *testing.T) {
 		// Worker A is cut off from the database as it sends its publish,
-		// for longer than its lease; B takes the job over and publishes.
-		// When the partition heals, A's publish reaches the database and
-		// must be refused by the fence.
+		// past its lease; B takes the job over. When the partition heals,
+		// A's publish reaches the database and must be refused by the
+		// fence. The partition lasts until the test has seen B's claim,
+		// and is then released: a fixed one could end before a loaded
+		// machine started B, and A's publish would land.
 		id := e.submit(t, client, "partitioned", 1)[0]
 		pa := e.proxy(t)
-		in := pa.Inject(pgproxy.Fault{Statement: "JobPublishMany", Action: pgproxy.Partition, Duration: 4 * time.Second})
+		in := pa.Inject(pgproxy.Fault{Statement: "JobPublishMany", Action: pgproxy.Partition, Duration: time.Minute})
+		defer in.Release()
 		a := e.worker(t, "worker-a", pa, 1)
 		waitFired(t, in)
 		b := e.worker(t, "worker-b", e.proxy(t), 1)
+		require.Eventually(t, func() bool {
+			j, err := e.db.JobGetByID(ctx, &store.JobGetByIDParams{Tenant: "default", ID: id})
+			return err == nil && j.Attempt >= 2
+		}, 60*time.Second, 20*time.Millisecond, "B never took the job over")
+		in.Release()
 		e.waitEnded(t, []string{id})
-		require.Eventually(t, func() bool { return strings.Contains(a.logs.String(), "lease lost") }, 20*time.Second, 50*time.Millisecond,
+		require.Eventually(t, func() bool { return strings.Contains(a.logs.String(), "lease lost") }, 60*time.Second, 50*time.Millisecond,
 			"A's late publish was not refused")
 		a.stop()
 		b.stop()
