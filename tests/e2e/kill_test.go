@@ -283,7 +283,12 @@ func TestKillAtRandomPointsUnderLoad(t *testing.T) {
 func TestPausedWorkerWritesNothing(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	c.sim.setFaults(t, `{"latency": "3s"}`)
+	// A's call must still be waiting on the simulator when the test stops
+	// A: a latency far longer than a loaded machine takes to look (3 s
+	// could pass first, A published and B had nothing to take over). On
+	// SIGCONT A's heartbeat finds the lease lost and ends the call, so the
+	// latency costs nothing when things go well.
+	c.sim.setFaults(t, `{"latency": "30s"}`)
 	jobs := c.submit(t, 1)
 	ctx := context.Background()
 
@@ -291,22 +296,22 @@ func TestPausedWorkerWritesNothing(t *testing.T) {
 	var held *store.Job
 	// The stages before the call are checkpointed with its answer, so
 	// the call itself, reaching the simulator, says A is inside it.
-	require.Eventually(t, func() bool { return c.sim.stats(t).Requests >= 1 }, 20*time.Second, 10*time.Millisecond, "worker A never reached the LLM call")
+	require.Eventually(t, func() bool { return c.sim.stats(t).Requests >= 1 }, 60*time.Second, 10*time.Millisecond, "worker A never reached the LLM call")
+	a.signal(syscall.SIGSTOP)
 	held, err := c.store.JobGetByID(ctx, &store.JobGetByIDParams{Tenant: "default", ID: jobs[0].GetId()})
 	require.NoError(t, err)
 	require.Equal(t, store.JobStatusRunning, held.Status)
-	a.signal(syscall.SIGSTOP)
 
 	// B claims the job as soon as A's lease (1s, no more heartbeats)
 	// expires: no wait for it here.
 	c.sim.setFaults(t, `{}`)
 	b := start(t, "worker-b", nil, workerArgs(c.dbURL, c.sim, c.pipes, "--workers", "1")...)
-	require.Eventually(t, func() bool { return c.allTerminal(t, jobs) }, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return c.allTerminal(t, jobs) }, 60*time.Second, 20*time.Millisecond)
 	b.stop()
 
 	a.signal(syscall.SIGCONT)
-	// A's call returns after its latency; its writes must all be refused.
-	require.Eventually(t, func() bool { return strings.Contains(a.logs.String(), "lease lost") }, 20*time.Second, 50*time.Millisecond)
+	// A's lease is lost: its writes, if any, must all be refused.
+	require.Eventually(t, func() bool { return strings.Contains(a.logs.String(), "lease lost") }, 60*time.Second, 50*time.Millisecond)
 	a.stop()
 
 	got, err := c.store.JobGetByID(ctx, &store.JobGetByIDParams{Tenant: "default", ID: jobs[0].GetId()})
