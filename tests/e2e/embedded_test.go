@@ -303,7 +303,7 @@ func awaitWatch(t *testing.T, w <-chan eventsOf) eventsOf {
 	select {
 	case got := <-w:
 		return got
-	case <-time.After(30 * time.Second):
+	case <-time.After(90 * time.Second):
 		t.Fatal("the watch did not end")
 		return eventsOf{}
 	}
@@ -336,7 +336,10 @@ func TestEmbeddedWatchAcrossRestart(t *testing.T) {
 	require.Contains(t, gotA.events[2], "JOB_STATUS_SUCCEEDED JOB_STAGE_PUBLISHED")
 
 	// A job killed mid-LLM call: watch it until it waits on the provider.
-	sim.setFaults(t, `{"latency": "2s"}`)
+	// The latency outlasts any look a loaded machine takes before the kill
+	// (2 s could run out first, and the job succeed); the kill ends the
+	// call, so it costs nothing.
+	sim.setFaults(t, `{"latency": "30s"}`)
 	requestsBefore := sim.stats(t).Requests
 	b := submitOne(t, c1, "embedded-watch-b", "this job outlives a SIGKILL").GetJob().GetId()
 	stream, err := c1.WatchJob(context.Background(), &oncejobv1.WatchJobRequest{JobId: b})
@@ -351,7 +354,7 @@ func TestEmbeddedWatchAcrossRestart(t *testing.T) {
 		require.NoError(t, err, "%v", seenB)
 		seenB = append(seenB, protoEvent(resp.GetEvent()))
 	}
-	require.Eventually(t, func() bool { return sim.stats(t).Requests > requestsBefore }, 10*time.Second, 10*time.Millisecond, "the LLM call never reached the simulator")
+	require.Eventually(t, func() bool { return sim.stats(t).Requests > requestsBefore }, 60*time.Second, 10*time.Millisecond, "the LLM call never reached the simulator")
 	s1.signal(syscall.SIGKILL)
 	<-s1.exited
 	for {
