@@ -363,7 +363,6 @@ func TestStoreOutageCostsNoAttempt(t *testing.T) {
 	e := newFaultEnv(t)
 	_, addr := e.serve(t, e.proxy(t), 0)
 	client := dialJobs(t, addr)
-	e.sim.setFaults(t, `{"latency": "1500ms"}`)
 	ids := make([]string, 3)
 	for i := range ids {
 		key := "fragile-" + strconv.Itoa(i)
@@ -387,14 +386,24 @@ func TestStoreOutageCostsNoAttempt(t *testing.T) {
 		ids[i] = resp.GetJob().GetId()
 	}
 	// A lease far longer than the outage: without the requeue the jobs
-	// would wait it out and be taken over, spending their one attempt.
-	w := start(t, "worker", nil, append(workerArgs(pgcluster.URL(e.proxy(t).Addr(), "postgres"), e.sim, e.pipes, "--workers", "3"), "--lease-duration", "10s")...)
-	require.Eventually(t, func() bool { return e.sim.stats(t).Requests >= 3 }, 20*time.Second, 10*time.Millisecond, "the LLM calls never started")
+	// would wait it out and be taken over, spending their one attempt. The
+	// answers' writes are held at the worker's proxy until Postgres is
+	// down, so they fail in the outage however long the stop takes on a
+	// loaded machine (a fixed latency could run out first, the writes land
+	// and no attempt is cut short); the stop cuts the held connections.
+	wp := e.proxy(t)
+	held := wp.Inject(pgproxy.Fault{Statement: "CheckpointWriteMany", Action: pgproxy.StallBefore, Duration: time.Minute, Times: len(ids)})
+	defer held.Release()
+	w := start(t, "worker", nil, append(workerArgs(pgcluster.URL(wp.Addr(), "postgres"), e.sim, e.pipes, "--workers", "3"), "--lease-duration", "10s")...)
+	waitFired(t, held)
+	require.Eventually(t, func() bool { st := e.sim.stats(t); return st.Requests >= 3 && st.InFlight == 0 }, 60*time.Second, 10*time.Millisecond, "the LLM calls never all answered")
 	ctx := context.Background()
 	require.NoError(t, e.pg.Stop(ctx, pgcluster.Fast))
-	time.Sleep(2500 * time.Millisecond) // the calls return while Postgres is down
+	held.Release()
+	require.Eventually(t, func() bool {
+		return strings.Count(w.logs.String(), "the store failed under the attempt; requeueing") >= len(ids)
+	}, 60*time.Second, 20*time.Millisecond, "the attempts were not all cut short by the outage")
 	require.NoError(t, e.pg.Start(ctx))
-	e.sim.setFaults(t, `{}`)
 	e.waitEnded(t, ids)
 	w.stop()
 	e.requireOnce(t, ids)
