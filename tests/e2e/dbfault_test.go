@@ -500,9 +500,12 @@ func TestConnectionFaults(t *testing.T) {
 		defer in.Release()
 		a := e.worker(t, "worker-a", pa, 1)
 		waitFired(t, in)
+		// B starts once the publish holds the row: before that, on a
+		// machine slow to run it, B could take over a lease A's late
+		// heartbeats let expire, and A's publish would then be fenced out.
+		e.waitRowLockedPastLease(t, id)
 		pb := e.proxy(t)
 		b := e.worker(t, "worker-b", pb, 1)
-		e.waitRowLockedPastLease(t, id)
 		e.waitClaimsPassedOver(t, pb, id)
 		in.Release()
 		e.waitEnded(t, []string{id})
