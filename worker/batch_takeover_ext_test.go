@@ -58,7 +58,9 @@ func (s *applyStallStore) CheckpointWriteMany(ctx context.Context, p *store.Chec
 		return s.Store.CheckpointWriteMany(ctx, p)
 	}
 	s.stalled.Store(a.JobID)
-	deadline := time.Now().Add(20 * time.Second)
+	// Until attempt 2 took the job over; the bound only ends a test that
+	// fails anyway, so it is long enough for a loaded machine.
+	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		job, err := s.JobGetByID(context.WithoutCancel(ctx), &store.JobGetByIDParams{Tenant: s.tenant, ID: a.JobID})
 		if err == nil && job.Attempt >= 2 {

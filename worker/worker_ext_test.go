@@ -151,7 +151,7 @@ func waitTerminal(t *testing.T, st store.Store, job *store.Job) *store.Job {
 		got, err = st.JobGetByID(context.Background(), &store.JobGetByIDParams{Tenant: job.Tenant, ID: job.ID})
 		require.NoError(t, err)
 		return got.Status.Terminal()
-	}, 30*time.Second, 20*time.Millisecond)
+	}, 90*time.Second, 20*time.Millisecond)
 	return got
 }
 

@@ -219,7 +219,7 @@ func waitFired(t *testing.T, in *pgproxy.Injection) {
 	t.Helper()
 	select {
 	case <-in.Fired():
-	case <-time.After(30 * time.Second):
+	case <-time.After(60 * time.Second):
 		t.Fatal("the fault never fired")
 	}
 }
@@ -299,7 +299,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 			health := pollHealth(t, addr)
 
 			load := startSubmitters(t, client, 3, "restart", 100*time.Millisecond)
-			require.Eventually(t, func() bool { return len(load.ackedIDs()) >= 6 }, 20*time.Second, 10*time.Millisecond)
+			require.Eventually(t, func() bool { return len(load.ackedIDs()) >= 6 }, 60*time.Second, 10*time.Millisecond)
 			watches := map[string]<-chan watchResult{}
 			for _, id := range load.ackedIDs()[:6] {
 				watches[id] = resumingWatch(client, id, 120*time.Second)
@@ -309,7 +309,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 			require.NoError(t, e.pg.Stop(ctx, mode))
 			health.waitReady(t, healthpb.HealthCheckResponse_NOT_SERVING)
 			// The HTTP probes say the same: not ready, still alive.
-			require.Eventually(t, func() bool { return httpStatus(t, httpAddr, "/readyz") == http.StatusServiceUnavailable }, 15*time.Second, 20*time.Millisecond)
+			require.Eventually(t, func() bool { return httpStatus(t, httpAddr, "/readyz") == http.StatusServiceUnavailable }, 60*time.Second, 20*time.Millisecond)
 			require.Equal(t, http.StatusOK, httpStatus(t, httpAddr, "/livez"))
 			// Meanwhile a call is told the store is unavailable, at once.
 			cctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, "idempotency-key", "restart-while-down"), callDeadline)
@@ -318,7 +318,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 			require.True(t, storeUnavailable(err), "a submit while Postgres is down (not its deadline's end): %v", err)
 			require.NoError(t, e.pg.Start(ctx))
 			health.waitReady(t, healthpb.HealthCheckResponse_SERVING)
-			require.Eventually(t, func() bool { return httpStatus(t, httpAddr, "/readyz") == http.StatusOK }, 15*time.Second, 20*time.Millisecond)
+			require.Eventually(t, func() bool { return httpStatus(t, httpAddr, "/readyz") == http.StatusOK }, 60*time.Second, 20*time.Millisecond)
 
 			time.Sleep(time.Second) // load after the restart, on the recovered pools
 			acked, failed := load.stop()

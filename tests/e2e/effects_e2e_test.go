@@ -43,7 +43,7 @@ func TestServeDeliversToAWebhook(t *testing.T) {
 			c.Close()
 		}
 		return err == nil
-	}, 20*time.Second, 20*time.Millisecond)
+	}, 60*time.Second, 20*time.Millisecond)
 
 	config := writeFile(t, "oncejob.yaml", fmt.Sprintf(`
 sinks:

@@ -96,7 +96,7 @@ func requireDied(t *testing.T, p *proc, err error) {
 	t.Helper()
 	select {
 	case <-p.exited:
-	case <-time.After(10 * time.Second):
+	case <-time.After(60 * time.Second):
 		t.Fatalf("%s: call failed while the server lives: %v", p.name, err)
 	}
 }
@@ -421,7 +421,7 @@ func TestEmbeddedDataDirIsLocked(t *testing.T) {
 			require.NoError(t, err)
 			job = resp.GetJob()
 			return terminal(job.GetStatus())
-		}, 20*time.Second, 20*time.Millisecond)
+		}, 60*time.Second, 20*time.Millisecond)
 		require.Equal(t, oncejobv1.JobStatus_JOB_STATUS_SUCCEEDED, job.GetStatus())
 		return job
 	}
@@ -430,7 +430,7 @@ func TestEmbeddedDataDirIsLocked(t *testing.T) {
 	s2 := start(t, "serve-2", nil, embeddedServeArgs(dir, freeAddr(t), nil, "", "--workers", "1", "--lease-duration", "30s")...)
 	select {
 	case <-s2.exited:
-	case <-time.After(10 * time.Second):
+	case <-time.After(60 * time.Second):
 		t.Fatal("a second server on the same data directory did not exit")
 	}
 	var exit *exec.ExitError

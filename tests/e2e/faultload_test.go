@@ -258,7 +258,7 @@ func (h *healthPoller) waitReady(t *testing.T, want healthpb.HealthCheckResponse
 	t.Helper()
 	require.Eventually(t, func() bool {
 		return h.status(oncejobv1.JobService_ServiceDesc.ServiceName) == want
-	}, 15*time.Second, 20*time.Millisecond, "JobService health never became %v", want)
+	}, 60*time.Second, 20*time.Millisecond, "JobService health never became %v", want)
 }
 
 // stop returns whether JobService was seen NOT_SERVING, and every status

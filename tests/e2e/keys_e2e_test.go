@@ -81,7 +81,7 @@ func TestKeysCLI(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, errOut, code := c.run("", "get", id[1], "--api-key", submitter)
 		return code == 1 && strings.Contains(errOut, "Unauthenticated")
-	}, 5*time.Second, 100*time.Millisecond, "a revoked key is refused by the running server")
+	}, 60*time.Second, 100*time.Millisecond, "a revoked key is refused by the running server")
 	_, errOut, code = c.run("", "get", id[1], "--api-key", operator)
 	require.Zero(t, code, errOut)
 	list, _ = keys("list", "--all")

@@ -25,7 +25,7 @@ func startLimitedSim(t *testing.T, args ...string) *simProc {
 			resp.Body.Close()
 		}
 		return err == nil && resp.StatusCode == http.StatusOK
-	}, 20*time.Second, 50*time.Millisecond)
+	}, 60*time.Second, 50*time.Millisecond)
 	return s
 }
 

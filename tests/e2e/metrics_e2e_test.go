@@ -193,7 +193,7 @@ func TestRelayServesMetrics(t *testing.T) {
 		served = scrape(t, "http://"+httpAddr+"/metrics")
 		return gauge(served, "oncejob_outbox_unrouted") == 0 && gauge(served, "oncejob_deliveries_pending") == 0 &&
 			gauge(served, "oncejob_outbox_oldest_pending_age_seconds") == 0
-	}, 10*time.Second, 100*time.Millisecond, "the backlog never emptied on serve's /metrics")
+	}, 60*time.Second, 100*time.Millisecond, "the backlog never emptied on serve's /metrics")
 	api.stop()
 	fams := scrape(t, "http://"+metricsAddr+"/metrics")
 	require.NotNil(t, fams)

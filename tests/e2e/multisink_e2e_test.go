@@ -68,7 +68,7 @@ func startHookReceiver(t *testing.T, name, secret string) *hookReceiver {
 			c.Close()
 		}
 		return err == nil
-	}, 20*time.Second, 20*time.Millisecond, "receiver %s never listened", name)
+	}, 60*time.Second, 20*time.Millisecond, "receiver %s never listened", name)
 	return h
 }
 

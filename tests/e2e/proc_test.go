@@ -111,12 +111,12 @@ func (p *proc) stop() {
 	if p.done() {
 		return
 	}
-	require.Eventually(p.t, func() bool { return p.done() || p.logs.String() != "" }, 20*time.Second, 10*time.Millisecond, "%s never logged", p.name)
+	require.Eventually(p.t, func() bool { return p.done() || p.logs.String() != "" }, 60*time.Second, 10*time.Millisecond, "%s never logged", p.name)
 	p.signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
 		require.NoError(p.t, p.err, "%s exit after SIGTERM", p.name)
-	case <-time.After(20 * time.Second):
+	case <-time.After(60 * time.Second):
 		p.t.Fatalf("%s did not stop on SIGTERM", p.name)
 	}
 }
@@ -126,12 +126,12 @@ func (p *proc) stop() {
 func (p *proc) stopOrDieAt(logLine string) {
 	p.t.Helper()
 	if !p.done() {
-		require.Eventually(p.t, func() bool { return p.done() || p.logs.String() != "" }, 20*time.Second, 10*time.Millisecond, "%s never logged", p.name)
+		require.Eventually(p.t, func() bool { return p.done() || p.logs.String() != "" }, 60*time.Second, 10*time.Millisecond, "%s never logged", p.name)
 		p.signal(syscall.SIGTERM)
 	}
 	select {
 	case <-p.exited:
-	case <-time.After(20 * time.Second):
+	case <-time.After(60 * time.Second):
 		p.t.Fatalf("%s did not stop on SIGTERM", p.name)
 	}
 	if p.err != nil {
@@ -181,7 +181,7 @@ func startSim(t *testing.T) *simProc {
 			resp.Body.Close()
 		}
 		return err == nil && resp.StatusCode == http.StatusOK
-	}, 20*time.Second, 50*time.Millisecond)
+	}, 60*time.Second, 50*time.Millisecond)
 	return s
 }
 

@@ -28,7 +28,7 @@ func batchSim(t *testing.T, delay time.Duration) (*simProc, *llm.OpenAIClient) {
 			resp.Body.Close()
 		}
 		return err == nil && resp.StatusCode == http.StatusOK
-	}, 20*time.Second, 50*time.Millisecond)
+	}, 60*time.Second, 50*time.Millisecond)
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(transport.CloseIdleConnections)
 	client, err := llm.NewOpenAI(llm.Config{BaseURL: s.base + "/v1", Batches: true, Timeout: 10 * time.Second, HTTPClient: &http.Client{Transport: transport}})

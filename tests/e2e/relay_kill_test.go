@@ -57,7 +57,7 @@ func newEffects(t *testing.T) *effects {
 			c.Close()
 		}
 		return err == nil
-	}, 20*time.Second, 20*time.Millisecond, "the receiver never listened")
+	}, 60*time.Second, 20*time.Millisecond, "the receiver never listened")
 	e.recvDB, err = pgxpool.New(context.Background(), recvDBURL)
 	require.NoError(t, err)
 	t.Cleanup(e.recvDB.Close)

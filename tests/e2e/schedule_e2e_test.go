@@ -89,7 +89,7 @@ func (c *scheduleCluster) killHolder(t *testing.T, id string) int {
 		err := c.conn.QueryRow(context.Background(), `SELECT coalesce(lease_owner, '') FROM schedules WHERE id = $1`, id).Scan(&owner)
 		require.NoError(t, err)
 		return owner != ""
-	}, 10*time.Second, 20*time.Millisecond)
+	}, 60*time.Second, 20*time.Millisecond)
 	parts := strings.Split(owner, "-")
 	pid, err := strconv.Atoi(parts[len(parts)-2])
 	require.NoError(t, err, "owner %q", owner)

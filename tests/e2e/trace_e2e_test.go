@@ -150,7 +150,7 @@ sinks:
 	require.Eventually(t, func() bool {
 		spans = collector.trace(traceID[:])
 		return len(spans["oncejob.stage published"]) == 1 && len(spans["oncejob.deliver hooks"]) == 1
-	}, 20*time.Second, 50*time.Millisecond, "the publish never reached the collector in the caller's trace %s", traceID)
+	}, 60*time.Second, 50*time.Millisecond, "the publish never reached the collector in the caller's trace %s", traceID)
 
 	one := func(name string) *tracepb.Span {
 		t.Helper()
@@ -214,7 +214,7 @@ sinks:
 	require.Eventually(t, func() bool {
 		s := collector.trace(httpTraceID)
 		return len(s["oncejob.v1.JobService/SubmitJob"]) == 1 && len(s["oncejob.stage published"]) == 1
-	}, 20*time.Second, 50*time.Millisecond, "the HTTP caller's trace never showed its job published")
+	}, 60*time.Second, 50*time.Millisecond, "the HTTP caller's trace never showed its job published")
 	require.Equal(t, "b7ad6b7169203331", hex.EncodeToString(collector.trace(httpTraceID)["oncejob.v1.JobService/SubmitJob"][0].GetParentSpanId()))
 
 	fams := scrape(t, "http://"+httpAddr+"/metrics")

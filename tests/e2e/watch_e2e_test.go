@@ -216,7 +216,7 @@ func TestWatchSurvivesKilledListenConnection(t *testing.T) {
 		return n
 	}
 	for _, step := range c.steps(t, len(ids)) {
-		require.Eventually(t, func() bool { return listeners(false) == 2 }, 10*time.Second, 20*time.Millisecond, "both replicas listen")
+		require.Eventually(t, func() bool { return listeners(false) == 2 }, 60*time.Second, 20*time.Millisecond, "both replicas listen")
 		require.Equal(t, 2, listeners(true))
 		step() // while neither replica listens
 	}
