@@ -80,7 +80,7 @@ func TestPrivateNetworkRefusedWithoutTheFlag(t *testing.T) {
 			}
 			d = list.Deliveries[0]
 			return d.Status == store.DeliveryStatusDeadLettered
-		}, 20*time.Second, 10*time.Millisecond)
+		}, 60*time.Second, 10*time.Millisecond)
 		require.Contains(t, d.LastError, "allow_private_network", url)
 		require.EqualValues(t, 1, d.Attempts, "refused at once, no retries")
 	}

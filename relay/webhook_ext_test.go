@@ -92,7 +92,7 @@ func TestWebhookRetriesThenDeadLettersAndRetryBringsItHome(t *testing.T) {
 			}
 		}
 		return n == events
-	}, 20*time.Second, 10*time.Millisecond)
+	}, 60*time.Second, 10*time.Millisecond)
 
 	// Let the patient sink fail on refused connections a few times, then
 	// answer 503 with Retry-After: 1 twice per event, then 200.
@@ -115,7 +115,7 @@ func TestWebhookRetriesThenDeadLettersAndRetryBringsItHome(t *testing.T) {
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(func() { _ = srv.Close() })
 
-	require.Eventually(t, func() bool { return inbox.count() == events }, 30*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return inbox.count() == events }, 60*time.Second, 10*time.Millisecond)
 	for _, d := range deliveries(t, st, "acme") {
 		if d.Sink != "patient" {
 			continue
@@ -124,7 +124,7 @@ func TestWebhookRetriesThenDeadLettersAndRetryBringsItHome(t *testing.T) {
 			list, err := st.DeliveryList(t.Context(), &store.DeliveryListParams{Tenant: "acme", JobID: d.JobID, Sink: "patient"})
 			require.NoError(t, err)
 			return list.Deliveries[0].Status == store.DeliveryStatusDelivered
-		}, 10*time.Second, 10*time.Millisecond)
+		}, 60*time.Second, 10*time.Millisecond)
 		journal, err := st.DeliveryAttemptList(t.Context(), &store.DeliveryAttemptListParams{DeliveryID: d.ID})
 		require.NoError(t, err)
 		requireBackoff(t, policy, journal)
