@@ -162,7 +162,7 @@ func TestProxy(t *testing.T) {
 		require.Eventually(t, func() bool {
 			_, err := direct.Exec(ctx, "SELECT n FROM t WHERE n = 1 FOR UPDATE NOWAIT")
 			return err != nil // 55P03: the stalled statement holds the row
-		}, 5*time.Second, 10*time.Millisecond)
+		}, 60*time.Second, 10*time.Millisecond)
 		released(t, in, done)
 		var n int
 		require.NoError(t, direct.QueryRow(ctx, "SELECT n FROM t").Scan(&n))
