@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -126,7 +127,9 @@ func TestWatchJobsSlowConsumerIsCutOffWithItsCursor(t *testing.T) {
 	t.Parallel()
 	bothStores(t, func(t *testing.T, st server.Store) {
 		b := setupWatchWith(t, st.(watchTestStore), watch.Config{FeedBytes: 64 << 10})
-		ctx, cancel := context.WithCancel(as(keyAcme, ""))
+		// Bounded, so that a stream never cut fails the test, not its
+		// deadline.
+		ctx, cancel := context.WithTimeout(as(keyAcme, ""), 2*time.Minute)
 		defer cancel()
 		stream, err := b.client.WatchJobs(ctx, &oncejobv1.WatchJobsRequest{})
 		require.NoError(t, err)
@@ -136,6 +139,14 @@ func TestWatchJobsSlowConsumerIsCutOffWithItsCursor(t *testing.T) {
 
 		const n = 100
 		submitLarge(t, b.client, "slow", n, 4<<10) // the client reads none meanwhile
+		// And none until the hub has read them all: read while the hub
+		// still reads (a loaded machine), the client would keep up and
+		// never be cut off (a CI run hung here).
+		for read := 0; read < n; {
+			got, err := b.hub.TestSignals().ChangesRead.Wait()
+			require.NoError(t, err)
+			read += got
+		}
 		first, last, err := recvUntilEnd(stream)
 		cursor := cutOffCursor(t, err, server.ReasonSlowConsumer)
 		require.NotEmpty(t, first, "the changes sent before the cut")
