@@ -139,10 +139,12 @@ func (p *proc) stopOrDieAt(logLine string) {
 	}
 }
 
-// waitHealthy waits until a serve process answers health checks.
+// waitHealthy waits until a serve process answers health checks; the
+// bound is a hung start's, long enough for a start (and --migrate) on a
+// machine at load 60 beside seven other tests' processes.
 func waitHealthy(t *testing.T, p *proc, addr string) {
 	t.Helper()
-	waitHealthyWithin(t, p, addr, 30*time.Second)
+	waitHealthyWithin(t, p, addr, 2*time.Minute)
 }
 
 // waitHealthyWithin is waitHealthy with a deadline of its own: the fault
