@@ -6,12 +6,10 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncejob/oncejob/store"
 	"github.com/oncejob/oncejob/store/storepg"
-	"github.com/oncejob/oncejob/store/storepg/storepgtest"
 )
 
 // TestRoutingsOfOtherJobsRunAtOnce: while one routing is held inside its
@@ -23,10 +21,8 @@ import (
 func TestRoutingsOfOtherJobsRunAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, storepgtest.NewSchemaURL(t))
-	require.NoError(t, err)
+	_, _, pool := migratedSchema(t)
 	t.Cleanup(pool.Close)
-	require.NoError(t, storepg.Migrate(ctx, pool))
 	// Two events of each of 40 jobs (that do not exist: no foreign key is
 	// checked), all first events before the second ones.
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -113,10 +109,8 @@ func TestRoutingsOfOtherJobsRunAtOnce(t *testing.T) {
 func TestASecondRoutingLooksPastTheFirstsPage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, storepgtest.NewSchemaURL(t))
-	require.NoError(t, err)
+	_, _, pool := migratedSchema(t)
 	t.Cleanup(pool.Close)
-	require.NoError(t, storepg.Migrate(ctx, pool))
 	// 20 events of jobs of partition 0, then 20 of jobs of the others (jobs
 	// that do not exist: no foreign key is checked); the partition is
 	// OutboxRouteBatch's hash of the job id.
