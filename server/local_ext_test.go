@@ -26,7 +26,7 @@ type localCall struct {
 // stopping after want events.
 func callLocal(t *testing.T, b *watchBundle, md metadata.MD, req *oncejobv1.WatchJobRequest, want int) localCall {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(metadata.NewIncomingContext(context.Background(), md), 10*time.Second)
+	ctx, cancel := context.WithTimeout(metadata.NewIncomingContext(context.Background(), md), 60*time.Second)
 	defer cancel()
 	var c localCall
 	c.err = b.local.Stream(ctx, oncejobv1.JobService_WatchJob_FullMethodName, req,

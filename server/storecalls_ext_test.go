@@ -103,7 +103,7 @@ func TestOneTenantCannotTakeTheStore(t *testing.T) {
 	// globex is served, and the probe says ready. The deadline bounds the
 	// old server's wait for a connection; it is not a timing assertion.
 	for i := range 5 {
-		ctx, cancel := context.WithTimeout(as(keyGlobex, fmt.Sprintf("globex-%d", i)), 10*time.Second)
+		ctx, cancel := context.WithTimeout(as(keyGlobex, fmt.Sprintf("globex-%d", i)), 30*time.Second)
 		resp, err := b.client.SubmitJob(ctx, submitReq(fmt.Sprintf("globex %d", i)))
 		require.NoError(t, err, "globex's SubmitJob beside acme's blocked calls")
 		_, err = b.client.GetJob(ctx, &oncejobv1.GetJobRequest{JobId: resp.GetJob().GetId()})
@@ -111,7 +111,7 @@ func TestOneTenantCannotTakeTheStore(t *testing.T) {
 		_, err = b.client.ListJobs(ctx, &oncejobv1.ListJobsRequest{PageSize: 10})
 		require.NoError(t, err, "globex's ListJobs beside acme's blocked calls")
 		cancel()
-		pctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		pctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		require.NoError(t, probe.Check(pctx), "readiness beside acme's blocked calls")
 		cancel()
 	}

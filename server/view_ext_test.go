@@ -125,7 +125,7 @@ func TestListJobsWatchCursorResumesAfterThePage(t *testing.T) {
 		// Wait until the submission is readable in the change log, so it is
 		// behind any head read later (Postgres holds back changes while any
 		// older transaction on the server is open).
-		ctx, cancel := context.WithTimeout(as(keyAcme, ""), 10*time.Second)
+		ctx, cancel := context.WithTimeout(as(keyAcme, ""), 60*time.Second)
 		defer cancel()
 		all, err := b.client.WatchJobs(ctx, &oncejobv1.WatchJobsRequest{})
 		require.NoError(t, err)
@@ -153,7 +153,7 @@ func TestListJobsWatchCursorResumesAfterThePage(t *testing.T) {
 func TestWatchesSendHeadersOnceEstablished(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, b *watchBundle) {
-		ctx, cancel := context.WithTimeout(as(keyAcme, ""), 10*time.Second)
+		ctx, cancel := context.WithTimeout(as(keyAcme, ""), 60*time.Second)
 		defer cancel()
 		jobs, err := b.client.WatchJobs(ctx, &oncejobv1.WatchJobsRequest{Pipeline: "nothing-ever"})
 		require.NoError(t, err)

@@ -31,7 +31,7 @@ func TestPingWithEveryPoolConnectionTaken(t *testing.T) {
 	require.Equal(t, pool.Config().MaxConns, pool.Stat().AcquiredConns(), "every connection is taken")
 	// The deadline bounds the old code's wait for a connection; it is not
 	// a timing assertion.
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, st.Ping(ctx), "Ping with every pool connection taken")
 	require.NoError(t, st.PingWrite(ctx), "PingWrite with every pool connection taken")

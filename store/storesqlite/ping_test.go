@@ -28,7 +28,7 @@ func TestPingWithEveryReadConnectionTaken(t *testing.T) {
 	require.Equal(t, s.Connections(), s.read.Stats().InUse, "every read connection is taken")
 	// The deadline bounds the old code's wait for a connection; it is not
 	// a timing assertion.
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, s.Ping(ctx), "Ping with every read connection taken")
 	for _, c := range held {
