@@ -40,10 +40,8 @@ lint-nice:
 # the other 48 packages queued behind tests/docs and ran one at a time
 # beside tests/e2e, then two at a time after it, 130 s after tests/e2e
 # ended, the CPUs idle most of it (docs/performance.md, "The test suite's
-# time"). The server package (2.5 minutes) goes third: listed where go list
-# puts it, it started only when a slot freed, 4 minutes in, and ended the
-# run.
-FIRST = $(MODULE)/tests/e2e $(MODULE)/tests/docs $(MODULE)/server
+# time").
+FIRST = $(MODULE)/tests/e2e $(MODULE)/tests/docs
 MODULE = github.com/oncejob/oncejob
 # Checkptr is off for the modernc.org packages (SQLite transpiled from C,
 # and its libc: unsafe pointer arithmetic throughout), and the race
