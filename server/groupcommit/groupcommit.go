@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/oncejob/oncejob/store"
+	"github.com/oncejob/oncejob/testsignal"
 )
 
 // Defaults of Config.
@@ -92,7 +93,20 @@ type Batcher struct {
 	bytes   int // of the pending documents
 	timer   *time.Timer
 	batch   uint64 // counts batches taken, so a late timer takes none of a newer batch
+
+	signals TestSignals
 }
+
+// TestSignals are the moments of a Batcher a test can wait for (see
+// package testsignal); each is off until the test calls its Init.
+type TestSignals struct {
+	// Queued: a submission joined the batch being gathered; the value is
+	// how many it then held, this one included.
+	Queued testsignal.Signal[int]
+}
+
+// TestSignals returns the batcher's test signals.
+func (b *Batcher) TestSignals() *TestSignals { return &b.signals }
 
 // call is one submission waiting for its answer.
 type call struct {
@@ -142,6 +156,7 @@ func (b *Batcher) add(c *call) []*call {
 	defer b.mu.Unlock()
 	b.pending = append(b.pending, c)
 	b.bytes += len(c.params.Document)
+	b.signals.Queued.Signal(len(b.pending))
 	if len(b.pending) >= b.cfg.MaxBatch || b.bytes >= b.cfg.MaxBytes || b.cfg.Linger < 0 {
 		return b.take()
 	}

@@ -130,6 +130,7 @@ func TestMaxBytesEndsABatch(t *testing.T) {
 		r := &recorder{Store: st}
 		b, err := groupcommit.New(groupcommit.Config{SubmitMany: r.JobSubmitMany, Linger: time.Hour, MaxBatch: 5, MaxBytes: 100})
 		require.NoError(t, err)
+		b.TestSignals().Queued.Init()
 		var wg sync.WaitGroup
 		for i, size := range tc.docs {
 			p := newParams()
@@ -141,22 +142,13 @@ func TestMaxBytesEndsABatch(t *testing.T) {
 				assert.NoError(t, err)
 			})
 			// One after another: each joins the batch before the next.
-			require.Eventually(t, func() bool { return b.Pending() == i+1-sum(r.sizes()) }, 10*time.Second, time.Millisecond)
+			_, err := b.TestSignals().Queued.Wait()
+			require.NoError(t, err)
 		}
-		if len(tc.docs) > 0 && sum(tc.want) > sum(r.sizes()) {
-			b.Flush() // the last batch, under both bounds, waits for its linger
-		}
+		b.Flush() // the last batch, under both bounds, would wait for its linger
 		wg.Wait()
 		require.Equal(t, tc.want, r.sizes(), "documents %v", tc.docs)
 	}
-}
-
-func sum(s []int) int {
-	n := 0
-	for _, v := range s {
-		n += v
-	}
-	return n
 }
 
 // TestLingerWritesAPartialBatch checks that a submission alone is written
