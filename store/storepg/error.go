@@ -29,6 +29,19 @@ func abortedToBreak(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == pgDeadlockDetected || pgErr.Code == pgSerializationFailure)
 }
 
+// againIfAborted runs f, and again (up to jobSubmitAttempts times in all)
+// while Postgres aborts it to break a deadlock or a serialization
+// conflict: an aborted statement or transaction wrote nothing.
+func againIfAborted(f func() error) error {
+	var err error
+	for range jobSubmitAttempts {
+		if err = f(); !abortedToBreak(err) {
+			return err
+		}
+	}
+	return err
+}
+
 // interpretError maps a driver error to a store sentinel, or wraps it as an
 // internal error whose text is not for clients. Context errors stay
 // detectable with errors.Is.

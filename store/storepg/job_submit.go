@@ -116,15 +116,15 @@ func (s *Store) jobSubmitInsert(ctx context.Context, rows []submitRow, idx []int
 // then made once per connection, not per group.
 func (s *Store) jobSubmitStatement(ctx context.Context, rows []submitRow, idx []int) ([]dbsqlc.JobSubmitManyRow, error) {
 	args := submitArgs(rows, idx)
-	var err error
-	for range jobSubmitAttempts {
-		var created []dbsqlc.JobSubmitManyRow
+	var created []dbsqlc.JobSubmitManyRow
+	err := againIfAborted(func() (err error) {
 		created, err = s.q.JobSubmitMany(ctx, gated{s}, args)
-		if !abortedToBreak(err) {
-			return created, err
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, err
+	return created, nil
 }
 
 // jobSubmitExisting answers the submissions jobs[idx] whose keys existed

@@ -149,21 +149,19 @@ func (s *Store) RunCancel(ctx context.Context, params *store.RunCancelParams) (*
 	// worker's checkpoint batch (job rows locked across its statements)
 	// can cross: Postgres then aborts one of the two, and this one, which
 	// wrote nothing, runs again.
-	for range jobSubmitAttempts {
-		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = againIfAborted(func() error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if _, err := s.q.RunCancelMark(ctx, tx, dbsqlc.RunCancelMarkParams{Tenant: params.Tenant, ID: id}); err != nil {
 				return err
 			}
+			var err error
 			cancelled, err = s.q.RunCancelJobs(ctx, tx, dbsqlc.RunCancelJobsParams{
 				RunID: id, Tenant: params.Tenant, FromStatuses: store.CancelTransition.FromStrings(), Message: params.Message,
 				ActorKey: params.Actor.KeyPrefixOrEmpty(), ActorRole: params.Actor.RoleOrEmpty(), ActorRpc: params.Actor.RPCOrEmpty(),
 			})
 			return err
 		})
-		if !abortedToBreak(err) {
-			break
-		}
-	}
+	})
 	if err != nil {
 		return nil, interpretError(err)
 	}
